@@ -1,0 +1,4 @@
+//! One module per `warden` subcommand.
+
+pub mod config;
+pub mod mcp;

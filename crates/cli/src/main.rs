@@ -1,0 +1,53 @@
+//! The `warden` binary: parses the command line and hands each subcommand to its module.
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// An agent host that puts every tool call behind one authorization boundary.
+#[derive(Debug, Parser)]
+#[command(name = "warden", version, about)]
+struct Cli {
+    /// Use FILE as the only configuration scope (it has user authority).
+    #[arg(short = 'c', long = "config", global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Manage MCP servers: add, list, get, remove, import, trust.
+    Mcp(commands::mcp::McpArgs),
+    /// Inspect and validate the configuration.
+    Config(commands::config::ConfigArgs),
+}
+
+/// What every subcommand may need from the global flags.
+#[derive(Debug, Clone)]
+pub struct Globals {
+    /// `-c FILE`: the only configuration scope when set.
+    pub config_file: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let globals = Globals {
+        config_file: cli.config,
+    };
+    let outcome = match cli.command {
+        Command::Mcp(args) => commands::mcp::run(&globals, args),
+        Command::Config(args) => commands::config::run(&globals, args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("warden: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! warden configuration: files, scopes, layering, variable expansion and validation.

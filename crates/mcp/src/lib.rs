@@ -1,0 +1,1 @@
+//! warden MCP client runtime: connections, catalogues, calls and result conversion.

@@ -1,0 +1,1 @@
+//! Fixture MCP servers and helpers used by warden's tests.
