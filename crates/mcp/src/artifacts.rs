@@ -1,0 +1,1 @@
+//! Private artifact files for large or binary tool results, with retention.
