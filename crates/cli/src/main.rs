@@ -1,6 +1,7 @@
 //! The `warden` binary: parses the command line and hands each subcommand to its module.
 
 mod commands;
+mod context;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +26,10 @@ enum Command {
     Mcp(commands::mcp::McpArgs),
     /// Inspect and validate the configuration.
     Config(commands::config::ConfigArgs),
+    /// Browse and call MCP tools: servers → tools → schema → call (through the gate).
+    Tool(commands::tool::ToolArgs),
+    /// Show the audit trail: one record per gate decision.
+    Audit(commands::audit::AuditArgs),
 }
 
 /// What every subcommand may need from the global flags.
@@ -42,6 +47,8 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Mcp(args) => commands::mcp::run(&globals, args),
         Command::Config(args) => commands::config::run(&globals, args),
+        Command::Tool(args) => commands::tool::run(&globals, args),
+        Command::Audit(args) => commands::audit::run(&globals, args),
     };
     match outcome {
         Ok(code) => code,

@@ -1,1 +1,47 @@
-//! warden configuration: files, scopes, layering, variable expansion and validation.
+//! warden configuration: files, scopes, layering, variable expansion, validation, trust and comment-preserving edits.
+
+mod edit;
+mod entry;
+mod error;
+mod expand;
+mod import;
+mod load;
+mod model;
+mod paths;
+mod raw;
+mod schema;
+mod trust;
+
+#[cfg(test)]
+mod tests;
+
+pub use edit::{
+    EditError, add_server, add_servers, add_servers_to_file, atomic_write, declares_server,
+    remove_server, remove_server_from_file, server_table,
+};
+pub use entry::{
+    AuthMode, AuthState, Capability, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
+    MAX_SERVER_NAME_LEN, OAuthClientConfig, RemoteTransport, ResolvedTransport, Scope,
+    ScopedRawServer, ServerEntry, ServerPolicy, ToolFilter, ToolPolicy, Transport,
+    is_valid_server_name,
+};
+pub use error::{ConfigError, Diagnostic, Problem};
+pub use expand::{
+    ExpandError, ExpandErrorKind, Secret, Segment, TemplateError, VarContext, Variable,
+    escape_literal, expand, is_env_name, is_reference_only, parse_template,
+};
+pub use import::{ImportError, ImportedServer, parse_mcp_json};
+pub use load::{
+    ConfigFile, LoadRequest, LoadedConfig, load, load_model_settings, parse_str, read_file,
+};
+pub use model::{
+    AgentProfile, DeferMode, ModelEntry, ModelProvider, ModelSettings, ScopedRawAgent,
+    ScopedRawModel,
+};
+pub use paths::{Paths, PathsError};
+pub use raw::{
+    CURRENT_SCHEMA_VERSION, RawAgent, RawConfig, RawModel, RawPolicy, RawServer, RawToolFilter,
+    RawToolPolicy, SUPPORTED_SCHEMA_VERSIONS, key_path,
+};
+pub use schema::schema_json;
+pub use trust::{Approval, TrustError, TrustState, TrustStore};

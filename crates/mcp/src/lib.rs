@@ -1,5 +1,24 @@
 //! warden MCP client runtime: connections, catalogues, calls and result conversion.
 
 pub mod artifacts;
+pub mod catalog;
+pub mod client;
+pub mod error;
+pub mod http;
 pub mod naming;
 pub mod result;
+pub mod runtime;
+pub mod server;
+pub mod spec;
+pub mod stderr;
+pub mod stdio;
+
+pub use catalog::{Catalog, McpTool, PAGE_LIMIT, ResourceRow, ToolIdentity, ToolSet};
+pub use client::{
+    ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse, ListKind,
+    Progress,
+};
+pub use error::{CallError, ConnectError, FailureKind, McpError};
+pub use runtime::{McpRuntime, ProtocolMode, RuntimeOptions};
+pub use server::{CallOptions, CallOutcome, CatalogCounts, ServerState, ServerStatus};
+pub use spec::{SecretString, ServerSpec, ToolFilter, TransportSpec};

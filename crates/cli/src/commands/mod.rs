@@ -1,4 +1,7 @@
 //! One module per `warden` subcommand.
 
+pub mod audit;
 pub mod config;
 pub mod mcp;
+pub mod probe;
+pub mod tool;

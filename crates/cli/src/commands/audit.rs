@@ -1,0 +1,96 @@
+//! `warden audit`: reads the audit trail — one record per gate decision — as a table or JSON.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use warden_policy::{AuditQuery, AuditRow, AuditStore, parse_since};
+
+use crate::Globals;
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Only records of this session.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Only records since T: an age such as `10m`, `2h`, `7d`, or an RFC 3339 time.
+    #[arg(long, value_name = "T")]
+    since: Option<String>,
+    /// Only denied calls.
+    #[arg(long)]
+    denied: bool,
+    /// One JSON object per line (a stable shape, documented in docs/CONFIG.md).
+    #[arg(long)]
+    json: bool,
+    /// Keep printing new records as they are written.
+    #[arg(long)]
+    follow: bool,
+}
+
+/// How often `--follow` looks for new records.
+const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
+
+pub fn run(_globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let paths = crate::context::paths()?;
+    let path = paths.state_dir().join("audit.db");
+    if !path.exists() && !args.follow {
+        eprintln!("no audit records yet ({} does not exist)", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = AuditStore::open(&path)
+        .with_context(|| format!("opening the audit trail {}", path.display()))?;
+    let since_unix_ms = args
+        .since
+        .as_deref()
+        .map(|text| parse_since(text, SystemTime::now()))
+        .transpose()
+        .map_err(|error| anyhow::anyhow!("--since: {}", error.0))?;
+    let mut query = AuditQuery {
+        session: args.session.clone(),
+        since_unix_ms,
+        denied_only: args.denied,
+        after_id: None,
+        limit: None,
+    };
+    let mut stdout = std::io::stdout().lock();
+    if !args.json {
+        writeln!(
+            stdout,
+            "{:<24} {:<10} {:<9} {:<12} {:<40} REASON",
+            "TIME", "SOURCE", "DECISION", "LAYER", "TOOL"
+        )?;
+    }
+    loop {
+        let rows = store.query(&query).context("reading the audit trail")?;
+        for row in &rows {
+            print_row(&mut stdout, row, args.json)?;
+        }
+        stdout.flush()?;
+        if let Some(last) = rows.last() {
+            query.after_id = Some(last.id);
+        }
+        if !args.follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(FOLLOW_INTERVAL);
+    }
+}
+
+fn print_row(out: &mut impl Write, row: &AuditRow, json: bool) -> anyhow::Result<()> {
+    if json {
+        writeln!(out, "{}", serde_json::to_string(row)?)?;
+    } else {
+        writeln!(
+            out,
+            "{:<24} {:<10} {:<9} {:<12} {:<40} {}",
+            row.time,
+            row.source,
+            row.decision,
+            row.layer,
+            row.public_name,
+            row.reason.as_deref().unwrap_or("")
+        )?;
+    }
+    Ok(())
+}

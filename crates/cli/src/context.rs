@@ -1,0 +1,150 @@
+//! What several subcommands share: paths, the workspace, the loaded config, the policy flags,
+//! the async runtime and opening a session host.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use warden_config::{LoadRequest, LoadedConfig, Paths};
+use warden_host::{Host, HostOptions};
+use warden_policy::{
+    ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, GatePolicy, Pattern, PermissionMode,
+};
+
+use crate::Globals;
+
+/// warden's folders, from `WARDEN_HOME`, the XDG variables or the defaults.
+pub fn paths() -> anyhow::Result<Paths> {
+    Paths::from_env().context("finding warden's folders (set HOME or WARDEN_HOME)")
+}
+
+/// The workspace: the current directory.
+pub fn workspace() -> anyhow::Result<PathBuf> {
+    std::env::current_dir().context("reading the current directory")
+}
+
+/// Every scope the command line selects, validated.
+pub fn load_config(globals: &Globals) -> anyhow::Result<(Paths, PathBuf, LoadedConfig)> {
+    let paths = paths()?;
+    let workspace = workspace()?;
+    let config = warden_config::load(&LoadRequest {
+        paths: paths.clone(),
+        workspace: workspace.clone(),
+        explicit_file: globals.config_file.clone(),
+    })?;
+    Ok((paths, workspace, config))
+}
+
+/// A multi-threaded tokio runtime for one command.
+pub fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// The permission mode on the command line.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ModeArg {
+    /// Read-only tools run; anything else asks (denied when nobody can be asked).
+    Ask,
+    /// Read-only tools run; anything else is denied.
+    ReadOnly,
+    /// Everything policy admits runs, except destructive tools, which ask.
+    Auto,
+}
+
+/// `--permission-mode`, `--allowed-tools`, `--disallowed-tools`: the operator's policy flags.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PolicyFlags {
+    /// The permission mode for this run.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub permission_mode: Option<ModeArg>,
+    /// Tools that run without asking: globs over public names (`mcp__github__*`);
+    /// comma-separated or repeated.
+    #[arg(long, value_name = "PATTERNS")]
+    pub allowed_tools: Vec<String>,
+    /// Tools that are denied: globs over public names; comma-separated or repeated.
+    #[arg(long, value_name = "PATTERNS")]
+    pub disallowed_tools: Vec<String>,
+}
+
+impl PolicyFlags {
+    /// The session's policy: the defaults with these flags applied.
+    pub fn policy(&self) -> anyhow::Result<GatePolicy> {
+        let mut policy = GatePolicy::default();
+        if let Some(mode) = self.permission_mode {
+            policy.permissions.mode = match mode {
+                ModeArg::Ask => PermissionMode::Ask,
+                ModeArg::ReadOnly => PermissionMode::ReadOnly,
+                ModeArg::Auto => PermissionMode::Auto,
+            };
+        }
+        for text in &self.allowed_tools {
+            policy.permissions.allow.extend(
+                Pattern::parse_list(text).with_context(|| format!("--allowed-tools {text}"))?,
+            );
+        }
+        for text in &self.disallowed_tools {
+            policy.permissions.deny.extend(
+                Pattern::parse_list(text).with_context(|| format!("--disallowed-tools {text}"))?,
+            );
+        }
+        Ok(policy)
+    }
+}
+
+/// Opens a session host over the loaded config with these policy flags. When standard input
+/// and standard error are a terminal, approvals are asked there; otherwise nobody is asked.
+pub fn open_host(
+    paths: Paths,
+    workspace: PathBuf,
+    config: &LoadedConfig,
+    flags: &PolicyFlags,
+) -> anyhow::Result<Host> {
+    let mut options = HostOptions::new(paths, workspace);
+    options.policy = flags.policy()?;
+    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        options.approver = Some(Arc::new(TerminalApprover));
+    }
+    Host::open(config, options).context("opening the session")
+}
+
+/// Asks the person at the terminal: allow once, allow for this session, or deny.
+struct TerminalApprover;
+
+impl Approver for TerminalApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        let prompt = format!(
+            "warden: {} wants to run {} ({} on server {}; classes: {})\n  arguments: {}\n  allow? [y]es once / [s]ession / [N]o: ",
+            request.source,
+            request.public_name,
+            request.identity.tool,
+            request.identity.server(),
+            request.classes.to_names(),
+            request.arguments,
+        );
+        Box::pin(async move {
+            let answer = tokio::task::spawn_blocking(move || {
+                let mut stderr = std::io::stderr().lock();
+                let _ = stderr.write_all(prompt.as_bytes());
+                let _ = stderr.flush();
+                let mut line = String::new();
+                std::io::stdin().lock().read_line(&mut line).map(|_| line)
+            })
+            .await;
+            match answer {
+                Ok(Ok(line)) => match line.trim().to_ascii_lowercase().as_str() {
+                    "y" | "yes" => ApprovalAnswer::AllowOnce,
+                    "s" | "session" => ApprovalAnswer::AllowForSession,
+                    _ => ApprovalAnswer::Deny { reason: None },
+                },
+                _ => ApprovalAnswer::NobodyToAsk {
+                    reason: "the terminal could not be read".to_owned(),
+                },
+            }
+        })
+    }
+}

@@ -1,0 +1,253 @@
+//! Reading configuration files and layering the scopes: user, then project (a project entry wins a name), or `-c FILE` alone.
+
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use crate::entry::{Scope, ScopedRawServer, ServerEntry};
+use crate::error::{ConfigError, Diagnostic, Problem};
+use crate::model::{AgentProfile, ModelEntry, ModelSettings, ScopedRawAgent, ScopedRawModel};
+use crate::paths::Paths;
+use crate::raw::{RawConfig, Walk};
+
+/// One parsed and validated configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFile {
+    pub path: PathBuf,
+    pub scope: Scope,
+    pub schema_version: i64,
+    pub servers: BTreeMap<String, ServerEntry>,
+    /// `model`, `[models.*]` and `[agents.*]` of this file.
+    pub model_settings: ModelSettings,
+}
+
+/// Parses configuration text as if read from `path` with `scope`. Never panics, whatever the
+/// input (the fuzz target feeds it arbitrary bytes); every problem is collected.
+pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, ConfigError> {
+    let root: toml::Table = match text.parse() {
+        Ok(root) => root,
+        Err(error) => {
+            let error: toml::de::Error = error;
+            return Err(ConfigError::Invalid(vec![Diagnostic {
+                file: path.to_path_buf(),
+                key: String::new(),
+                problem: Problem::Syntax(syntax_message(text, error.message(), error.span())),
+            }]));
+        }
+    };
+    let mut walk = Walk::new(path);
+    let raw = walk.config(&root);
+    let mut diagnostics = walk.diagnostics;
+    let Some(RawConfig {
+        schema_version,
+        mcp_servers,
+        model,
+        models,
+        agents,
+    }) = raw
+    else {
+        return Err(ConfigError::Invalid(diagnostics));
+    };
+    let mut servers = BTreeMap::new();
+    for (name, raw) in mcp_servers {
+        let scoped = ScopedRawServer {
+            name: name.clone(),
+            scope,
+            source: path.to_path_buf(),
+            raw,
+        };
+        match ServerEntry::try_from(scoped) {
+            Ok(entry) => {
+                servers.insert(name, entry);
+            }
+            Err(mut problems) => diagnostics.append(&mut problems),
+        }
+    }
+    let mut model_settings = ModelSettings {
+        default_model: model.map(|name| (name, path.to_path_buf())),
+        ..ModelSettings::default()
+    };
+    for (name, raw) in models {
+        let scoped = ScopedRawModel {
+            name: name.clone(),
+            scope,
+            source: path.to_path_buf(),
+            raw,
+        };
+        match ModelEntry::try_from(scoped) {
+            Ok(entry) => {
+                model_settings.models.insert(name, entry);
+            }
+            Err(mut problems) => diagnostics.append(&mut problems),
+        }
+    }
+    for (name, raw) in agents {
+        let scoped = ScopedRawAgent {
+            name: name.clone(),
+            source: path.to_path_buf(),
+            raw,
+        };
+        match AgentProfile::try_from(scoped) {
+            Ok(profile) => {
+                model_settings.agents.insert(name, profile);
+            }
+            Err(mut problems) => diagnostics.append(&mut problems),
+        }
+    }
+    if diagnostics.is_empty() {
+        Ok(ConfigFile {
+            path: path.to_path_buf(),
+            scope,
+            schema_version,
+            servers,
+            model_settings,
+        })
+    } else {
+        Err(ConfigError::Invalid(diagnostics))
+    }
+}
+
+/// The parser's message with a line and column, without echoing the line itself (it may hold a secret).
+pub(crate) fn syntax_message(
+    text: &str,
+    message: &str,
+    span: Option<std::ops::Range<usize>>,
+) -> String {
+    let message = message.trim_end();
+    match span {
+        Some(span) => {
+            let start = span.start.min(text.len());
+            let before = text.get(..start).unwrap_or("");
+            let line = before.matches('\n').count() + 1;
+            let column = before
+                .rsplit('\n')
+                .next()
+                .map_or(0, |last| last.chars().count())
+                + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        None => message.to_string(),
+    }
+}
+
+/// Reads and parses one file; `Ok(None)` when it does not exist.
+pub fn read_file(path: &Path, scope: Scope) -> Result<Option<ConfigFile>, ConfigError> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8(bytes).map_err(|_| {
+                ConfigError::Invalid(vec![Diagnostic {
+                    file: path.to_path_buf(),
+                    key: String::new(),
+                    problem: Problem::Syntax("the file is not UTF-8 text".into()),
+                }])
+            })?;
+            parse_str(&text, path, scope).map(Some)
+        }
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// What to load.
+#[derive(Debug, Clone)]
+pub struct LoadRequest {
+    pub paths: Paths,
+    /// The workspace (the current directory): its `.warden/config.toml` is the project scope.
+    pub workspace: PathBuf,
+    /// `-c FILE`: the only scope, with user authority.
+    pub explicit_file: Option<PathBuf>,
+}
+
+impl LoadRequest {
+    /// The files this request reads, in layering order, with their scopes.
+    pub fn scopes(&self) -> Vec<(PathBuf, Scope)> {
+        match &self.explicit_file {
+            Some(file) => vec![(file.clone(), Scope::User)],
+            None => vec![
+                (self.paths.user_config_file(), Scope::User),
+                (
+                    self.paths.project_config_file(&self.workspace),
+                    Scope::Project,
+                ),
+            ],
+        }
+    }
+}
+
+/// The merged configuration of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedConfig {
+    /// The effective servers by name (a project entry replaces a user entry of the same name).
+    pub servers: BTreeMap<String, ServerEntry>,
+    /// User entries replaced by a project entry of the same name.
+    pub overridden: Vec<ServerEntry>,
+    /// The files that were read (those that exist), in layering order.
+    pub files: Vec<PathBuf>,
+}
+
+/// Loads every scope of `request`; missing files contribute nothing, a missing `-c` file is an
+/// error. Problems of all files are reported together.
+pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
+    let mut loaded = LoadedConfig {
+        servers: BTreeMap::new(),
+        overridden: Vec::new(),
+        files: Vec::new(),
+    };
+    let mut diagnostics = Vec::new();
+    for (path, scope) in request.scopes() {
+        match read_file(&path, scope) {
+            Ok(Some(file)) => {
+                loaded.files.push(path);
+                for (name, entry) in file.servers {
+                    if let Some(previous) = loaded.servers.insert(name, entry) {
+                        loaded.overridden.push(previous);
+                    }
+                }
+            }
+            Ok(None) if request.explicit_file.is_some() => {
+                return Err(ConfigError::ExplicitFileMissing(path));
+            }
+            Ok(None) => {}
+            Err(ConfigError::Invalid(mut problems)) => {
+                loaded.files.push(path);
+                diagnostics.append(&mut problems);
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    if diagnostics.is_empty() {
+        Ok(loaded)
+    } else {
+        Err(ConfigError::Invalid(diagnostics))
+    }
+}
+
+/// Loads the model and agent settings of every scope of `request`, merged (a later scope wins a
+/// name and the top-level `model`); a model name that no `[models.NAME]` declares is an error
+/// at the key that names it. Invalid files fail exactly as with [`load`].
+pub fn load_model_settings(request: &LoadRequest) -> Result<ModelSettings, ConfigError> {
+    let mut merged = ModelSettings::default();
+    let mut diagnostics = Vec::new();
+    for (path, scope) in request.scopes() {
+        match read_file(&path, scope) {
+            Ok(Some(file)) => merged.merge(file.model_settings),
+            Ok(None) if request.explicit_file.is_some() => {
+                return Err(ConfigError::ExplicitFileMissing(path));
+            }
+            Ok(None) => {}
+            Err(ConfigError::Invalid(mut problems)) => diagnostics.append(&mut problems),
+            Err(other) => return Err(other),
+        }
+    }
+    if diagnostics.is_empty() {
+        diagnostics = merged.dangling_references();
+    }
+    if diagnostics.is_empty() {
+        Ok(merged)
+    } else {
+        Err(ConfigError::Invalid(diagnostics))
+    }
+}

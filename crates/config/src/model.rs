@@ -1,0 +1,457 @@
+//! Validated model and agent-profile entries (`model`, `[models.NAME]`, `[agents.NAME]`), built from the raw structs with `TryFrom`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::entry::{Scope, is_valid_server_name};
+use crate::error::{Diagnostic, Problem};
+use crate::expand::is_env_name;
+use crate::raw::{KnownValues, RawAgent, RawModel, key_path};
+
+/// The wire protocol a model is reached with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+pub enum ModelProvider {
+    /// OpenAI Chat Completions, and every compatible server (Ollama, llama.cpp, vLLM, LM Studio, OpenRouter).
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// OpenAI Responses.
+    #[serde(rename = "openai-responses")]
+    OpenAiResponses,
+    /// Anthropic Messages.
+    #[serde(rename = "anthropic")]
+    Anthropic,
+}
+
+impl ModelProvider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelProvider::OpenAi => "openai",
+            ModelProvider::OpenAiResponses => "openai-responses",
+            ModelProvider::Anthropic => "anthropic",
+        }
+    }
+
+    /// Whether this provider's API can carry `mode` (reference and tool-search are Anthropic and Responses features).
+    pub fn supports(self, mode: DeferMode) -> bool {
+        match mode {
+            DeferMode::Normal | DeferMode::SystemTools => true,
+            DeferMode::Reference | DeferMode::ToolSearch => {
+                matches!(
+                    self,
+                    ModelProvider::Anthropic | ModelProvider::OpenAiResponses
+                )
+            }
+        }
+    }
+}
+
+impl KnownValues for ModelProvider {
+    const VALUES: &'static [&'static str] = &["openai", "openai-responses", "anthropic"];
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "openai" => Some(Self::OpenAi),
+            "openai-responses" => Some(Self::OpenAiResponses),
+            "anthropic" => Some(Self::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+/// How deferred tools are presented to the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+pub enum DeferMode {
+    /// warden's own search tool and stubs (works with every provider).
+    #[default]
+    #[serde(rename = "normal")]
+    Normal,
+    /// Tool references the provider resolves (Anthropic, OpenAI Responses).
+    #[serde(rename = "reference")]
+    Reference,
+    /// The provider's own tool-search tool (Anthropic, OpenAI Responses).
+    #[serde(rename = "tool-search")]
+    ToolSearch,
+    /// Deferred tools described in the system prompt.
+    #[serde(rename = "system-tools")]
+    SystemTools,
+}
+
+impl DeferMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeferMode::Normal => "normal",
+            DeferMode::Reference => "reference",
+            DeferMode::ToolSearch => "tool-search",
+            DeferMode::SystemTools => "system-tools",
+        }
+    }
+}
+
+impl KnownValues for DeferMode {
+    const VALUES: &'static [&'static str] = &["normal", "reference", "tool-search", "system-tools"];
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "normal" => Some(Self::Normal),
+            "reference" => Some(Self::Reference),
+            "tool-search" => Some(Self::ToolSearch),
+            "system-tools" => Some(Self::SystemTools),
+            _ => None,
+        }
+    }
+}
+
+/// One validated `[models.NAME]` entry; `api_key_env` names a variable, its value is read when a request is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelEntry {
+    pub name: String,
+    /// The file that declared it.
+    pub source: PathBuf,
+    pub provider: ModelProvider,
+    /// The provider's model id, e.g. `gpt-5.1` or `claude-sonnet-4-5`.
+    pub id: String,
+    /// `None`: the provider's public endpoint.
+    pub base_url: Option<String>,
+    /// `None`: the provider's usual variable (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), or no key for a local server with `base_url`.
+    pub api_key_env: Option<String>,
+    /// Context window in tokens; `None`: the provider default the agent assumes.
+    pub context_window: Option<u64>,
+    pub defer_mode: DeferMode,
+}
+
+/// One validated `[agents.NAME]` profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentProfile {
+    pub name: String,
+    pub source: PathBuf,
+    /// A `[models.NAME]` name; `None`: the default model.
+    pub model: Option<String>,
+    /// Extra instructions added to the system prompt.
+    pub instructions: Option<String>,
+    /// Skill names to load (checked against the discovered skills at start).
+    pub skills: Vec<String>,
+    /// `None`: every server; `Some([])`: none; otherwise only those.
+    pub mcp_servers: Option<Vec<String>>,
+}
+
+impl AgentProfile {
+    /// Whether this profile loads the server named `server`.
+    pub fn loads_server(&self, server: &str) -> bool {
+        self.mcp_servers
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|s| s == server))
+    }
+}
+
+/// The model and agent settings of one file, or of all scopes merged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelSettings {
+    /// Top-level `model = "NAME"` and the file that set it.
+    pub default_model: Option<(String, PathBuf)>,
+    pub models: BTreeMap<String, ModelEntry>,
+    pub agents: BTreeMap<String, AgentProfile>,
+}
+
+impl ModelSettings {
+    /// The model a run uses: `override_name` (`--model`), else the agent's, else the top-level `model`.
+    /// `Ok(None)` when nothing is configured (the caller falls back to built-in defaults).
+    pub fn select_model(
+        &self,
+        override_name: Option<&str>,
+        agent: Option<&AgentProfile>,
+    ) -> Result<Option<&ModelEntry>, String> {
+        let name = override_name
+            .map(str::to_string)
+            .or_else(|| agent.and_then(|a| a.model.clone()))
+            .or_else(|| self.default_model.as_ref().map(|(name, _)| name.clone()));
+        match name {
+            None => Ok(None),
+            Some(name) => self.models.get(&name).map(Some).ok_or_else(|| {
+                let known: Vec<&str> = self.models.keys().map(String::as_str).collect();
+                if known.is_empty() {
+                    format!("the model {name} is not configured: add a [models.{name}] table")
+                } else {
+                    format!(
+                        "the model {name} is not configured; configured models: {}",
+                        known.join(", ")
+                    )
+                }
+            }),
+        }
+    }
+
+    /// Merges `later` over `self` (a later entry wins a name; a later top-level `model` wins).
+    pub fn merge(&mut self, later: ModelSettings) {
+        let ModelSettings {
+            default_model,
+            models,
+            agents,
+        } = later;
+        if default_model.is_some() {
+            self.default_model = default_model;
+        }
+        self.models.extend(models);
+        self.agents.extend(agents);
+    }
+
+    /// Every reference to a model name that no `[models.NAME]` declares.
+    pub fn dangling_references(&self) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        let known: Vec<&str> = self.models.keys().map(String::as_str).collect();
+        let mut check = |file: &Path, key: String, name: &str| {
+            if !self.models.contains_key(name) {
+                let hint = crate::raw::nearest(name, &known)
+                    .map(|near| format!(" (did you mean \"{near}\"?)"))
+                    .unwrap_or_default();
+                out.push(Diagnostic {
+                    file: file.to_path_buf(),
+                    key,
+                    problem: Problem::InvalidValue {
+                        expected: format!(
+                            "the name of a [models.NAME] table, not \"{name}\"{hint}"
+                        ),
+                    },
+                });
+            }
+        };
+        if let Some((name, file)) = &self.default_model {
+            check(file, "model".into(), name);
+        }
+        for agent in self.agents.values() {
+            if let Some(model) = &agent.model {
+                check(
+                    &agent.source,
+                    key_path(&key_path("agents", &agent.name), "model"),
+                    model,
+                );
+            }
+        }
+        out
+    }
+}
+
+/// A raw model entry with where it came from.
+#[derive(Debug, Clone)]
+pub struct ScopedRawModel {
+    pub name: String,
+    pub scope: Scope,
+    pub source: PathBuf,
+    pub raw: RawModel,
+}
+
+impl TryFrom<ScopedRawModel> for ModelEntry {
+    type Error = Vec<Diagnostic>;
+
+    fn try_from(scoped: ScopedRawModel) -> Result<Self, Self::Error> {
+        let ScopedRawModel {
+            name,
+            scope,
+            source,
+            raw,
+        } = scoped;
+        let base = key_path("models", &name);
+        let mut diagnostics = Vec::new();
+        let mut report = |key: &str, problem: Problem| {
+            diagnostics.push(Diagnostic {
+                file: source.clone(),
+                key: if key.is_empty() {
+                    base.clone()
+                } else {
+                    key_path(&base, key)
+                },
+                problem,
+            });
+        };
+        if scope == Scope::Project {
+            report(
+                "",
+                Problem::InvalidValue {
+                    expected: "models only in the user config: a project file is shared, and a model entry decides where your API key is sent".into(),
+                },
+            );
+        }
+        if !is_valid_server_name(&name) {
+            report(
+                "",
+                Problem::InvalidValue {
+                    expected: "a model name of letters, digits, `_` and `-` (starting with a letter or digit, at most 64 characters)".into(),
+                },
+            );
+        }
+        let RawModel {
+            provider,
+            id,
+            base_url,
+            api_key_env,
+            context_window,
+            defer_mode,
+        } = raw;
+        if provider.is_none() {
+            report(
+                "provider",
+                Problem::Missing {
+                    expected: "provider = \"openai\", \"openai-responses\" or \"anthropic\"",
+                },
+            );
+        }
+        match &id {
+            None => report(
+                "id",
+                Problem::Missing {
+                    expected: "the provider's model id, e.g. id = \"gpt-5.1\"",
+                },
+            ),
+            Some(id) if id.trim().is_empty() => report(
+                "id",
+                Problem::InvalidValue {
+                    expected: "a model id, not an empty string".into(),
+                },
+            ),
+            Some(_) => {}
+        }
+        if let Some(url) = &base_url {
+            let rest = url
+                .strip_prefix("https://")
+                .or_else(|| url.strip_prefix("http://"));
+            if !rest.is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/')) {
+                report(
+                    "base_url",
+                    Problem::InvalidValue {
+                        expected: format!("an http:// or https:// URL, not \"{url}\""),
+                    },
+                );
+            }
+        }
+        if let Some(var) = &api_key_env
+            && !is_env_name(var)
+        {
+            report(
+                "api_key_env",
+                Problem::InvalidValue {
+                    expected: format!(
+                        "the name of an environment variable (like OPENAI_API_KEY), not \"{var}\"; the key is read from the environment when a request is made"
+                    ),
+                },
+            );
+        }
+        if context_window == Some(0) {
+            report(
+                "context_window",
+                Problem::InvalidValue {
+                    expected: "a positive number of tokens".into(),
+                },
+            );
+        }
+        let defer_mode = defer_mode.unwrap_or_default();
+        if let Some(provider) = provider
+            && !provider.supports(defer_mode)
+        {
+            report(
+                "defer_mode",
+                Problem::InvalidValue {
+                    expected: format!(
+                        "a mode the provider \"{}\" can speak: \"{}\" needs provider \"anthropic\" or \"openai-responses\"; use \"normal\" or \"system-tools\"",
+                        provider.as_str(),
+                        defer_mode.as_str()
+                    ),
+                },
+            );
+        }
+        match (provider, id) {
+            (Some(provider), Some(id)) if diagnostics.is_empty() => Ok(ModelEntry {
+                name,
+                source,
+                provider,
+                id,
+                base_url,
+                api_key_env,
+                context_window,
+                defer_mode,
+            }),
+            _ => Err(diagnostics),
+        }
+    }
+}
+
+/// A raw agent profile with where it came from.
+#[derive(Debug, Clone)]
+pub struct ScopedRawAgent {
+    pub name: String,
+    pub source: PathBuf,
+    pub raw: RawAgent,
+}
+
+impl TryFrom<ScopedRawAgent> for AgentProfile {
+    type Error = Vec<Diagnostic>;
+
+    fn try_from(scoped: ScopedRawAgent) -> Result<Self, Self::Error> {
+        let ScopedRawAgent { name, source, raw } = scoped;
+        let base = key_path("agents", &name);
+        let mut diagnostics = Vec::new();
+        let mut report = |key: String, problem: Problem| {
+            diagnostics.push(Diagnostic {
+                file: source.clone(),
+                key,
+                problem,
+            });
+        };
+        if !is_valid_server_name(&name) {
+            report(
+                base.clone(),
+                Problem::InvalidValue {
+                    expected: "an agent name of letters, digits, `_` and `-` (starting with a letter or digit, at most 64 characters)".into(),
+                },
+            );
+        }
+        let RawAgent {
+            model,
+            instructions,
+            skills,
+            mcp_servers,
+        } = raw;
+        if let Some(model) = &model
+            && model.trim().is_empty()
+        {
+            report(
+                key_path(&base, "model"),
+                Problem::InvalidValue {
+                    expected: "the name of a [models.NAME] table, not an empty string".into(),
+                },
+            );
+        }
+        let skills = skills.unwrap_or_default();
+        for (i, skill) in skills.iter().enumerate() {
+            if skill.trim().is_empty() {
+                report(
+                    format!("{}[{i}]", key_path(&base, "skills")),
+                    Problem::InvalidValue {
+                        expected: "a skill name, not an empty string".into(),
+                    },
+                );
+            }
+        }
+        for (i, server) in mcp_servers.iter().flatten().enumerate() {
+            if !is_valid_server_name(server) {
+                report(
+                    format!("{}[{i}]", key_path(&base, "mcp_servers")),
+                    Problem::InvalidValue {
+                        expected: format!("a server name, not \"{server}\""),
+                    },
+                );
+            }
+        }
+        if diagnostics.is_empty() {
+            Ok(AgentProfile {
+                name,
+                source,
+                model,
+                instructions,
+                skills,
+                mcp_servers,
+            })
+        } else {
+            Err(diagnostics)
+        }
+    }
+}

@@ -1,0 +1,626 @@
+//! Unit tests of parsing, validation, layering, resolution and trust across the crate's modules.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::*;
+
+fn file() -> PathBuf {
+    PathBuf::from("/cfg/config.toml")
+}
+
+fn problems(text: &str, scope: Scope) -> Vec<Diagnostic> {
+    match parse_str(text, &file(), scope) {
+        Ok(parsed) => panic!("expected errors, parsed {parsed:?}"),
+        Err(error) => error.diagnostics().to_vec(),
+    }
+}
+
+fn only_problem(text: &str, scope: Scope) -> Diagnostic {
+    let list = problems(text, scope);
+    assert_eq!(list.len(), 1, "{list:#?}");
+    list.into_iter().next().unwrap()
+}
+
+fn parse_user(text: &str) -> ConfigFile {
+    parse_str(text, &file(), Scope::User).unwrap()
+}
+
+#[test]
+fn a_full_stdio_entry_parses_with_defaults() {
+    let parsed = parse_user(
+        r#"schema_version = 1
+[mcp_servers.fs]
+command = "npx"
+args = ["-y", "server", "${workspaceFolder}"]
+env = { LOG = "debug" }
+"#,
+    );
+    let fs = &parsed.servers["fs"];
+    assert_eq!(fs.tool_timeout, Duration::from_secs(1800));
+    assert_eq!(fs.startup_timeout, Duration::from_secs(30));
+    assert!(fs.enabled && !fs.required);
+    assert!(fs.effective_trust_annotations());
+    assert_eq!(fs.transport_kind(), "stdio");
+    assert_eq!(fs.source, file());
+}
+
+#[test]
+fn a_full_remote_entry_parses() {
+    let parsed = parse_user(
+        r#"schema_version = 1
+[mcp_servers.gh]
+url = "https://api.example.com/mcp"
+transport = "sse"
+headers = { Authorization = "Bearer ${env:GH_TOKEN}" }
+auth = "oauth"
+client_id = "abc"
+client_secret_env = "GH_SECRET"
+redirect_port = 8765
+client_metadata_url = "https://me.example/client.json"
+access_token_env = "GH_AT"
+tool_timeout_sec = 60
+defer = "GitHub issues and pull requests"
+tools = { allow = ["a"], deny = ["b"] }
+policy = { capabilities = ["read_only", "external"], tools = { b = { capabilities = ["write"] } } }
+trust_annotations = false
+"#,
+    );
+    let gh = &parsed.servers["gh"];
+    let Transport::Http {
+        legacy_sse,
+        auth,
+        oauth,
+        ..
+    } = &gh.transport
+    else {
+        panic!("not http")
+    };
+    assert!(*legacy_sse);
+    assert_eq!(*auth, AuthMode::OAuth);
+    assert_eq!(oauth.redirect_port, Some(8765));
+    assert_eq!(gh.auth_state(), AuthState::Headers);
+    assert_eq!(gh.tool_timeout, Duration::from_secs(60));
+    assert_eq!(
+        gh.policy.capabilities,
+        Some(vec![Capability::ReadOnly, Capability::External])
+    );
+    assert_eq!(
+        gh.policy.tools["b"].capabilities,
+        Some(vec![Capability::Write])
+    );
+    assert!(gh.tools.admits("a") && !gh.tools.admits("b") && !gh.tools.admits("c"));
+}
+
+#[test]
+fn unknown_keys_name_the_nearest_valid_key() {
+    let d = only_problem(
+        "schema_version = 1\n[mcp_servers.gh]\nurl = \"https://x\"\ntool_timeout = 5\n",
+        Scope::User,
+    );
+    assert_eq!(d.key, "mcp_servers.gh.tool_timeout");
+    assert!(
+        d.to_string().contains("did you mean `tool_timeout_sec`?"),
+        "{d}"
+    );
+    assert!(d.to_string().starts_with("/cfg/config.toml: "), "{d}");
+    let d = only_problem("schema_version = 1\nmcp_server = {}\n", Scope::User);
+    assert!(d.to_string().contains("did you mean `mcp_servers`?"), "{d}");
+}
+
+#[test]
+fn wrong_types_say_what_was_expected() {
+    let d = only_problem(
+        "schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\ntool_timeout_sec = \"60\"\n",
+        Scope::User,
+    );
+    assert_eq!(d.key, "mcp_servers.a.tool_timeout_sec");
+    assert_eq!(
+        d.problem,
+        Problem::WrongType {
+            expected: "a whole number of seconds",
+            found: "a string"
+        }
+    );
+    let d = only_problem(
+        "schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\nargs = [\"ok\", 3]\n",
+        Scope::User,
+    );
+    assert_eq!(d.key, "mcp_servers.a.args[1]");
+}
+
+#[test]
+fn mixed_transports_are_errors() {
+    let list = problems(
+        "schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\nheaders = { A = \"b\" }\nauth = \"none\"\n",
+        Scope::User,
+    );
+    let keys: Vec<&str> = list.iter().map(|d| d.key.as_str()).collect();
+    assert_eq!(keys, ["mcp_servers.a.headers", "mcp_servers.a.auth"]);
+    assert!(
+        list[0]
+            .to_string()
+            .contains("belongs to remote (url) servers")
+    );
+    let d = only_problem(
+        "schema_version = 1\n[mcp_servers.a]\nurl = \"https://x\"\nargs = []\n",
+        Scope::User,
+    );
+    assert_eq!(d.key, "mcp_servers.a.args");
+    let d = only_problem(
+        "schema_version = 1\n[mcp_servers.a]\nurl = \"https://x\"\ncommand = \"y\"\n",
+        Scope::User,
+    );
+    assert!(d.to_string().contains("not both"), "{d}");
+    let d = only_problem(
+        "schema_version = 1\n[mcp_servers.a]\nenabled = true\n",
+        Scope::User,
+    );
+    assert_eq!(d.key, "mcp_servers.a");
+}
+
+#[test]
+fn zero_timeouts_are_refused() {
+    let d = only_problem(
+        "schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\ntool_timeout_sec = 0\n",
+        Scope::User,
+    );
+    assert!(d.to_string().contains("there is no 'never'"), "{d}");
+    let d = only_problem(
+        "schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\nstartup_timeout_sec = -1\n",
+        Scope::User,
+    );
+    assert_eq!(d.key, "mcp_servers.a.startup_timeout_sec");
+}
+
+#[test]
+fn schema_version_is_required_and_checked() {
+    let d = only_problem("[mcp_servers.a]\ncommand = \"x\"\n", Scope::User);
+    assert_eq!(d.key, "schema_version");
+    let d = only_problem("schema_version = 7\n", Scope::User);
+    assert!(d.to_string().contains("this build supports 1"), "{d}");
+    let d = only_problem("schema_version = \"1\"\n", Scope::User);
+    assert!(matches!(d.problem, Problem::WrongType { .. }));
+}
+
+#[test]
+fn syntax_errors_carry_the_position() {
+    let d = only_problem("schema_version = \n", Scope::User);
+    assert!(matches!(d.problem, Problem::Syntax(_)));
+    assert!(d.to_string().contains("line 1"), "{d}");
+}
+
+#[test]
+fn literal_secrets_are_refused_in_project_scope_only() {
+    let text = "schema_version = 1\n[mcp_servers.gh]\nurl = \"https://x\"\nheaders = { Authorization = \"Bearer abc\" }\n";
+    assert!(parse_str(text, &file(), Scope::User).is_ok());
+    let d = only_problem(text, Scope::Project);
+    assert_eq!(d.key, "mcp_servers.gh.headers.Authorization");
+    assert!(
+        d.to_string()
+            .contains("Authorization = \"${env:GH_AUTHORIZATION}\""),
+        "{d}"
+    );
+    let env = "schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\nenv = { TOKEN = \"abc\", OK = \"${env:OK}\" }\n";
+    let d = only_problem(env, Scope::Project);
+    assert!(d.to_string().contains("TOKEN = \"${env:TOKEN}\""), "{d}");
+}
+
+#[test]
+fn template_syntax_is_validated_at_load() {
+    let d = only_problem(
+        "schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\nargs = [\"${foo}\"]\n",
+        Scope::User,
+    );
+    assert_eq!(d.key, "mcp_servers.a.args[0]");
+    assert!(d.to_string().contains("unknown variable `${foo}`"), "{d}");
+    // cwd and defer are never expanded, so `${` there is plain text.
+    parse_user("schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\ncwd = \"${foo}\"\n");
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let list = problems(
+        "schema_version = 1\nbogus = 1\n[mcp_servers.a]\ncommand = 1\n[mcp_servers.b]\nurl = \"ftp://x\"\n[mcp_servers.\"bad name\"]\ncommand = \"x\"\n",
+        Scope::User,
+    );
+    assert_eq!(list.len(), 4, "{list:#?}");
+}
+
+#[test]
+fn resolve_expands_and_names_undefined_variables() {
+    let parsed = parse_user(
+        r#"schema_version = 1
+[mcp_servers.a]
+command = "${HOME}/bin/srv"
+args = ["${workspaceFolder}", "$${literal}"]
+env = { TOKEN = "${env:TOKEN}" }
+cwd = "sub"
+[mcp_servers.h]
+url = "https://x/${env:TENANT}"
+headers = { Authorization = "Bearer ${env:TOKEN}" }
+"#,
+    );
+    let env = BTreeMap::from([("TOKEN".to_string(), "t0k".to_string())]);
+    let vars = VarContext::from_map(Path::new("/ws"), Some(Path::new("/home/u")), env);
+    let ResolvedTransport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = parsed.servers["a"].resolve(&vars).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(command, "/home/u/bin/srv");
+    assert_eq!(args, ["/ws", "${literal}"]);
+    assert_eq!(env["TOKEN"].expose(), "t0k");
+    assert_eq!(format!("{env:?}"), "{\"TOKEN\": [redacted]}");
+    assert_eq!(cwd, Some(PathBuf::from("/ws/sub")));
+    let error = parsed.servers["h"].resolve(&vars).unwrap_err();
+    assert_eq!(error.key, "mcp_servers.h.url");
+    assert!(error.to_string().contains("${env:TENANT} is not defined"));
+    assert_eq!(parsed.servers["h"].check_variables(&vars).len(), 1);
+}
+
+#[test]
+fn trust_hash_follows_every_setting_but_not_the_scope() {
+    let base = "schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\n";
+    let a = &parse_user(base).servers["a"];
+    let same_defaults_spelled_out =
+        &parse_user(&format!("{base}tool_timeout_sec = 1800\n")).servers["a"];
+    let edited = &parse_user(&format!("{base}args = [\"--evil\"]\n")).servers["a"];
+    let project = &parse_str(base, &file(), Scope::Project).unwrap().servers["a"];
+    assert_eq!(a.trust_hash(), same_defaults_spelled_out.trust_hash());
+    assert_eq!(a.trust_hash(), project.trust_hash());
+    assert_ne!(a.trust_hash(), edited.trust_hash());
+    assert_eq!(a.trust_hash().len(), 64);
+}
+
+#[test]
+fn trust_store_approves_exact_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let project_file = dir.path().join("repo/.warden/config.toml");
+    let entry = |text: &str| {
+        parse_str(text, &project_file, Scope::Project)
+            .unwrap()
+            .servers
+            .remove("a")
+            .unwrap()
+    };
+    let original = entry("schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\n");
+    let edited = entry("schema_version = 1\n[mcp_servers.a]\ncommand = \"y\"\n");
+    let mut store = TrustStore::open(&paths).unwrap();
+    assert_eq!(store.state(&original), TrustState::Untrusted);
+    store.trust(&original).unwrap();
+    let reopened = TrustStore::open(&paths).unwrap();
+    assert_eq!(reopened.state(&original), TrustState::Trusted);
+    assert_eq!(reopened.state(&edited), TrustState::Changed);
+    assert!(!reopened.is_trusted(&edited));
+    let user = parse_user("schema_version = 1\n[mcp_servers.a]\ncommand = \"y\"\n");
+    assert_eq!(reopened.state(&user.servers["a"]), TrustState::NotRequired);
+}
+
+#[test]
+fn load_layers_scopes_and_tolerates_missing_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(&dir.path().join("home"));
+    let workspace = dir.path().join("ws");
+    let request = LoadRequest {
+        paths: paths.clone(),
+        workspace: workspace.clone(),
+        explicit_file: None,
+    };
+    let empty = load(&request).unwrap();
+    assert!(empty.servers.is_empty() && empty.files.is_empty());
+
+    std::fs::create_dir_all(paths.config_dir()).unwrap();
+    std::fs::write(
+        paths.user_config_file(),
+        "schema_version = 1\n[mcp_servers.a]\ncommand = \"user\"\n[mcp_servers.u]\ncommand = \"u\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(workspace.join(".warden")).unwrap();
+    std::fs::write(
+        paths.project_config_file(&workspace),
+        "schema_version = 1\n[mcp_servers.a]\ncommand = \"project\"\n",
+    )
+    .unwrap();
+    let loaded = load(&request).unwrap();
+    assert_eq!(loaded.files.len(), 2);
+    assert_eq!(loaded.servers["a"].scope, Scope::Project);
+    assert_eq!(loaded.servers["u"].scope, Scope::User);
+    assert_eq!(loaded.overridden.len(), 1);
+
+    let explicit = LoadRequest {
+        explicit_file: Some(paths.project_config_file(&workspace)),
+        ..request.clone()
+    };
+    let only = load(&explicit).unwrap();
+    assert_eq!(only.servers.len(), 1);
+    assert_eq!(only.servers["a"].scope, Scope::User);
+    let missing = LoadRequest {
+        explicit_file: Some(dir.path().join("nope.toml")),
+        ..request
+    };
+    assert!(matches!(
+        load(&missing),
+        Err(ConfigError::ExplicitFileMissing(_))
+    ));
+}
+
+#[test]
+fn added_entries_round_trip_through_the_loader() {
+    let server = RawServer {
+        url: Some("https://x/mcp".into()),
+        headers: Some(BTreeMap::from([(
+            "X-Key".to_string(),
+            "${env:KEY}".to_string(),
+        )])),
+        auth: Some(AuthMode::None),
+        tool_timeout_sec: Some(9),
+        policy: Some(RawPolicy {
+            capabilities: Some(vec![Capability::ReadOnly]),
+            tools: Some(BTreeMap::from([(
+                "t".to_string(),
+                RawToolPolicy {
+                    capabilities: Some(vec![Capability::Write]),
+                },
+            )])),
+        }),
+        ..RawServer::default()
+    };
+    let text = add_servers("schema_version = 1\n", &file(), &[("r".into(), server)]).unwrap();
+    let parsed = parse_str(&text, &file(), Scope::Project).unwrap();
+    let entry = &parsed.servers["r"];
+    assert_eq!(entry.tool_timeout, Duration::from_secs(9));
+    assert_eq!(
+        entry.policy.tools["t"].capabilities,
+        Some(vec![Capability::Write])
+    );
+    assert_eq!(entry.auth_state(), AuthState::Headers);
+}
+
+#[test]
+fn variables_are_read_at_each_resolve_so_rotated_tokens_need_no_restart() {
+    use std::sync::{Arc, Mutex};
+    let parsed = parse_user(
+        "schema_version = 1\n[mcp_servers.h]\nurl = \"https://x\"\nheaders = { Authorization = \"${env:TOKEN}\" }\n",
+    );
+    let token = Arc::new(Mutex::new("first".to_string()));
+    let seen = Arc::clone(&token);
+    let vars = VarContext {
+        workspace_folder: PathBuf::from("/ws"),
+        home: None,
+        env: Arc::new(move |name| (name == "TOKEN").then(|| seen.lock().unwrap().clone())),
+    };
+    let header = |vars: &VarContext| match parsed.servers["h"].resolve(vars).unwrap() {
+        ResolvedTransport::Http { headers, .. } => headers[0].1.expose().to_string(),
+        ResolvedTransport::Stdio { .. } => panic!("not http"),
+    };
+    assert_eq!(header(&vars), "first");
+    *token.lock().unwrap() = "rotated".to_string();
+    assert_eq!(header(&vars), "rotated");
+}
+
+#[test]
+fn models_and_agents_parse_with_defaults() {
+    let parsed = parse_user(
+        r#"schema_version = 1
+model = "local"
+[models.local]
+provider = "openai"
+id = "qwen3:8b"
+base_url = "http://127.0.0.1:11434/v1"
+context_window = 32768
+[models.claude]
+provider = "anthropic"
+id = "claude-sonnet-4-5"
+api_key_env = "MY_ANTHROPIC_KEY"
+defer_mode = "tool-search"
+[agents.reviewer]
+model = "claude"
+instructions = "Review carefully."
+skills = ["review"]
+mcp_servers = []
+[agents.all]
+"#,
+    );
+    let settings = &parsed.model_settings;
+    assert_eq!(settings.default_model, Some(("local".into(), file())));
+    let local = &settings.models["local"];
+    assert_eq!(local.provider, ModelProvider::OpenAi);
+    assert_eq!(local.defer_mode, DeferMode::Normal);
+    assert_eq!(local.context_window, Some(32768));
+    assert_eq!(local.api_key_env, None);
+    let claude = &settings.models["claude"];
+    assert_eq!(claude.defer_mode, DeferMode::ToolSearch);
+    assert_eq!(claude.api_key_env.as_deref(), Some("MY_ANTHROPIC_KEY"));
+    let reviewer = &settings.agents["reviewer"];
+    assert_eq!(reviewer.skills, vec!["review".to_string()]);
+    assert!(!reviewer.loads_server("fs"));
+    let all = &settings.agents["all"];
+    assert!(all.loads_server("fs"));
+    assert_eq!(
+        settings
+            .select_model(None, Some(reviewer))
+            .unwrap()
+            .unwrap()
+            .id,
+        "claude-sonnet-4-5"
+    );
+    assert_eq!(
+        settings.select_model(None, Some(all)).unwrap().unwrap().id,
+        "qwen3:8b"
+    );
+    assert!(settings.select_model(Some("nope"), None).is_err());
+}
+
+#[test]
+fn a_defer_mode_the_provider_cannot_speak_is_refused_at_its_key() {
+    let problem = only_problem(
+        r#"schema_version = 1
+[models.gpt]
+provider = "openai"
+id = "gpt-5.1"
+defer_mode = "reference"
+"#,
+        Scope::User,
+    );
+    assert_eq!(problem.key, "models.gpt.defer_mode");
+    assert_eq!(problem.file, file());
+    let text = problem.to_string();
+    assert!(
+        text.contains("\"reference\" needs provider \"anthropic\" or \"openai-responses\""),
+        "{text}"
+    );
+    let ok = parse_user(
+        r#"schema_version = 1
+[models.r]
+provider = "openai-responses"
+id = "gpt-5.1"
+defer_mode = "reference"
+"#,
+    );
+    assert_eq!(
+        ok.model_settings.models["r"].defer_mode,
+        DeferMode::Reference
+    );
+}
+
+#[test]
+fn model_typos_name_the_nearest_key_and_value() {
+    let list = problems(
+        r#"schema_version = 1
+[models.m]
+provder = "openai"
+id = "x"
+[agents.a]
+modle = "m"
+"#,
+        Scope::User,
+    );
+    let keys: Vec<&str> = list.iter().map(|d| d.key.as_str()).collect();
+    assert!(keys.contains(&"models.m.provder"), "{list:#?}");
+    assert!(keys.contains(&"agents.a.modle"), "{list:#?}");
+    assert!(
+        list.iter()
+            .any(|d| d.to_string().contains("did you mean `provider`?"))
+    );
+    assert!(
+        list.iter()
+            .any(|d| d.to_string().contains("did you mean `model`?"))
+    );
+    let bad_value = only_problem(
+        r#"schema_version = 1
+[models.m]
+provider = "antropic"
+id = "x"
+"#,
+        Scope::User,
+    );
+    assert_eq!(bad_value.key, "models.m.provider");
+    assert!(
+        bad_value
+            .to_string()
+            .contains("did you mean \"anthropic\"?")
+    );
+}
+
+#[test]
+fn model_entries_validate_their_values() {
+    let list = problems(
+        r#"schema_version = 1
+[models.m]
+provider = "openai"
+id = ""
+base_url = "localhost:11434"
+api_key_env = "sk-live-123"
+context_window = 0
+"#,
+        Scope::User,
+    );
+    let keys: Vec<&str> = list.iter().map(|d| d.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        vec![
+            "models.m.id",
+            "models.m.base_url",
+            "models.m.api_key_env",
+            "models.m.context_window"
+        ]
+    );
+    let missing = problems("schema_version = 1\n[models.m]\n", Scope::User);
+    let keys: Vec<&str> = missing.iter().map(|d| d.key.as_str()).collect();
+    assert_eq!(keys, vec!["models.m.provider", "models.m.id"]);
+}
+
+#[test]
+fn a_project_file_cannot_declare_models_but_may_pick_one_and_define_agents() {
+    let problem = only_problem(
+        r#"schema_version = 1
+[models.evil]
+provider = "openai"
+id = "x"
+base_url = "https://collector.example"
+api_key_env = "OPENAI_API_KEY"
+"#,
+        Scope::Project,
+    );
+    assert_eq!(problem.key, "models.evil");
+    assert!(problem.to_string().contains("user config"));
+    let parsed = parse_str(
+        "schema_version = 1\nmodel = \"m\"\n[agents.a]\nmcp_servers = [\"fs\"]\n",
+        &file(),
+        Scope::Project,
+    )
+    .unwrap();
+    assert_eq!(
+        parsed.model_settings.agents["a"].mcp_servers,
+        Some(vec!["fs".to_string()])
+    );
+}
+
+#[test]
+fn layered_model_settings_check_references_across_scopes() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(&dir.path().join("home"));
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(workspace.join(".warden")).unwrap();
+    let user = paths.user_config_file();
+    std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+    std::fs::write(
+        &user,
+        "schema_version = 1\nmodel = \"a\"\n[models.a]\nprovider = \"openai\"\nid = \"one\"\n[models.b]\nprovider = \"anthropic\"\nid = \"two\"\n",
+    )
+    .unwrap();
+    let project = paths.project_config_file(&workspace);
+    std::fs::write(
+        &project,
+        "schema_version = 1\nmodel = \"b\"\n[agents.x]\nmodel = \"a\"\n",
+    )
+    .unwrap();
+    let request = LoadRequest {
+        paths: paths.clone(),
+        workspace: workspace.clone(),
+        explicit_file: None,
+    };
+    let settings = load_model_settings(&request).unwrap();
+    assert_eq!(settings.default_model.as_ref().unwrap().0, "b");
+    assert_eq!(settings.agents["x"].model.as_deref(), Some("a"));
+
+    std::fs::write(&project, "schema_version = 1\nmodel = \"bb\"\n").unwrap();
+    let error = load_model_settings(&request).unwrap_err();
+    let list = error.diagnostics();
+    assert_eq!(list.len(), 1, "{list:#?}");
+    assert_eq!(list[0].key, "model");
+    assert_eq!(list[0].file, project);
+    assert!(
+        list[0].to_string().contains("did you mean \"b\"?"),
+        "{}",
+        list[0]
+    );
+}

@@ -1,0 +1,196 @@
+//! Conformance client: connects warden's `McpRuntime` to the suite's test server and acts out a scenario.
+//!
+//! The suite appends the server URL as the last argument and names the scenario in
+//! `MCP_CONFORMANCE_SCENARIO` (`MCP_CONFORMANCE_PROTOCOL_VERSION` and `MCP_CONFORMANCE_CONTEXT`
+//! when it has them). The client connects, lists tools and calls them the way each scenario expects.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use serde_json::{Map, Value, json};
+use warden_mcp::{
+    CallOptions, ElicitationHandler, ElicitationRequest, ElicitationResponse, McpRuntime, McpTool,
+    ProtocolMode, RuntimeOptions, ServerSpec, ToolIdentity,
+};
+
+const SERVER: &str = "conformance";
+
+/// Accepts every elicitation with empty content: the runtime fills the schema's defaults.
+struct AcceptWithDefaults;
+
+impl ElicitationHandler for AcceptWithDefaults {
+    fn elicit(
+        &self,
+        _request: ElicitationRequest,
+    ) -> Pin<Box<dyn Future<Output = ElicitationResponse> + Send + '_>> {
+        Box::pin(async { ElicitationResponse::Accept(Map::new()) })
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let url = std::env::args()
+        .next_back()
+        .context("usage: conformance-client <server-url>")?;
+    if !url.starts_with("http") {
+        bail!("usage: conformance-client <server-url> (got {url:?})");
+    }
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|raw| serde_json::from_str(&raw).ok())
+        .unwrap_or(Value::Null);
+    let protocol = match std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION")
+        .ok()
+        .as_deref()
+    {
+        Some("2026-07-28") => ProtocolMode::Auto,
+        Some(_) => ProtocolMode::Legacy,
+        None => ProtocolMode::Auto,
+    };
+
+    let workspace = std::env::current_dir().context("no current folder")?;
+    let mut options = RuntimeOptions::new(&workspace);
+    options.client_name = "warden-conformance-client".to_owned();
+    options.protocol = protocol;
+    options.elicitation = Some(Arc::new(AcceptWithDefaults));
+    let runtime = McpRuntime::new(vec![ServerSpec::http(SERVER, url)], options);
+
+    let outcome = run(&runtime, &scenario, &context).await;
+    runtime.shutdown().await;
+    outcome
+}
+
+async fn run(runtime: &McpRuntime, scenario: &str, context: &Value) -> anyhow::Result<()> {
+    runtime.connect(SERVER).await?;
+    let tools = runtime.server_tools(SERVER).await?;
+    eprintln!("listed {} tool(s)", tools.len());
+
+    if scenario == "json-schema-ref-no-deref" {
+        return Ok(());
+    }
+    if scenario == "json-schema-2020-12-preservation" {
+        let focal = tools
+            .iter()
+            .find(|tool| tool.identity.tool == "json_schema_2020_12_tool")
+            .context("focal tool json_schema_2020_12_tool not advertised")?;
+        let schema = Value::Object((*focal.definition.input_schema).clone());
+        let arguments = json!({ "schema": schema });
+        call(runtime, "json_schema_echo", object(arguments)).await;
+        return Ok(());
+    }
+
+    let planned: Vec<(String, Map<String, Value>)> =
+        match context.get("toolCalls").and_then(Value::as_array) {
+            Some(calls) => calls
+                .iter()
+                .filter_map(|call| {
+                    let name = call.get("name")?.as_str()?.to_owned();
+                    let arguments = call
+                        .get("arguments")
+                        .cloned()
+                        .map(object)
+                        .unwrap_or_default();
+                    Some((name, arguments))
+                })
+                .collect(),
+            None => tools
+                .iter()
+                .map(|tool| (tool.identity.tool.clone(), example_arguments(tool)))
+                .collect(),
+        };
+    for (name, arguments) in planned {
+        call(runtime, &name, arguments).await;
+    }
+
+    if scenario == "http-standard-headers" {
+        exercise_resources_and_prompts(runtime).await;
+    }
+    Ok(())
+}
+
+async fn call(runtime: &McpRuntime, tool: &str, arguments: Map<String, Value>) {
+    let identity = ToolIdentity::new(SERVER, tool);
+    match runtime
+        .call_tool(&identity, arguments, CallOptions::default())
+        .await
+    {
+        Ok(outcome) => eprintln!("called {tool}: is_error={}", outcome.is_error()),
+        Err(error) => eprintln!("{error}"),
+    }
+}
+
+async fn exercise_resources_and_prompts(runtime: &McpRuntime) {
+    match runtime.resources(Some(SERVER)).await {
+        Ok(rows) => {
+            if let Some(row) = rows.first() {
+                let uri = row.resource.uri.clone();
+                if let Err(error) = runtime.read_resource(SERVER, &uri).await {
+                    eprintln!("{error}");
+                }
+            }
+        }
+        Err(error) => eprintln!("{error}"),
+    }
+    match runtime.prompts(SERVER).await {
+        Ok(prompts) => {
+            if let Some(prompt) = prompts.first() {
+                let arguments: BTreeMap<String, String> = prompt
+                    .arguments
+                    .iter()
+                    .flatten()
+                    .map(|argument| (argument.name.clone(), "test".to_owned()))
+                    .collect();
+                if let Err(error) = runtime.get_prompt(SERVER, &prompt.name, arguments).await {
+                    eprintln!("{error}");
+                }
+            }
+        }
+        Err(error) => eprintln!("{error}"),
+    }
+}
+
+/// Arguments a scenario tool accepts: `a`/`b` numbers as the examples use, and a plain value
+/// of the right type for any other required property.
+fn example_arguments(tool: &McpTool) -> Map<String, Value> {
+    let schema = &tool.definition.input_schema;
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut arguments = Map::new();
+    if let Some(properties) = properties {
+        for (name, property) in properties {
+            let value = match name.as_str() {
+                "a" => json!(2),
+                "b" => json!(3),
+                _ if required.contains(&name.as_str()) => sample_value(property),
+                _ => continue,
+            };
+            arguments.insert(name.clone(), value);
+        }
+    }
+    arguments
+}
+
+fn sample_value(property: &Value) -> Value {
+    match property.get("type").and_then(Value::as_str) {
+        Some("number" | "integer") => json!(1),
+        Some("boolean") => json!(true),
+        Some("array") => json!([]),
+        Some("object") => json!({}),
+        _ => json!("test"),
+    }
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}

@@ -1,0 +1,83 @@
+//! The gate's dispatcher for MCP tools: sends an admitted call by identity and converts the result.
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use warden_mcp::artifacts::ArtifactStore;
+use warden_mcp::result::{ConversionContext, convert_tool_result};
+use warden_mcp::{CallOptions, McpRuntime, ToolIdentity as RawIdentity};
+use warden_policy::{BoxFuture, DispatchCall, DispatchError, Dispatcher, ToolOutput, ToolSource};
+
+/// Dispatches MCP calls through the runtime; built-in tools are not its business.
+pub struct McpDispatcher {
+    runtime: McpRuntime,
+    artifacts: ArtifactStore,
+}
+
+impl McpDispatcher {
+    pub fn new(runtime: McpRuntime, artifacts: ArtifactStore) -> Self {
+        Self { runtime, artifacts }
+    }
+}
+
+impl Dispatcher for McpDispatcher {
+    fn dispatch<'a>(
+        &'a self,
+        call: DispatchCall,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        Box::pin(async move {
+            let server = match &call.descriptor.identity.source {
+                ToolSource::Mcp { server } => server.clone(),
+                ToolSource::Builtin => {
+                    return Err(DispatchError::new(format!(
+                        "{} is a built-in tool; this session has no built-in tools",
+                        call.descriptor.public_name
+                    )));
+                }
+            };
+            let tool = call.descriptor.identity.tool.clone();
+            let arguments = match call.arguments {
+                Value::Object(map) => map,
+                Value::Null => serde_json::Map::new(),
+                other => {
+                    return Err(DispatchError::new(format!(
+                        "arguments must be a JSON object, got {other}"
+                    )));
+                }
+            };
+            let identity = RawIdentity::new(&server, &tool);
+            let outcome = self
+                .runtime
+                .call_tool(
+                    &identity,
+                    arguments,
+                    CallOptions {
+                        progress: None,
+                        cancel,
+                    },
+                )
+                .await
+                .map_err(|error| DispatchError::new(error.to_string()))?;
+            let store = self.artifacts.clone();
+            let converted = tokio::task::spawn_blocking(move || {
+                let context = ConversionContext::new(&server, &tool, &store);
+                convert_tool_result(outcome.result, &context)
+            })
+            .await
+            .map_err(|error| DispatchError::new(format!("result conversion stopped: {error}")))?
+            .map_err(|error| DispatchError::new(format!("result conversion failed: {error}")))?;
+            let size_bytes = converted.text.len() as u64
+                + converted
+                    .artifacts
+                    .iter()
+                    .map(|artifact| artifact.bytes)
+                    .sum::<u64>();
+            Ok(ToolOutput {
+                text: converted.text.clone(),
+                is_error: converted.is_error,
+                content: serde_json::to_value(&converted).ok(),
+                size_bytes,
+            })
+        })
+    }
+}

@@ -1,0 +1,180 @@
+//! The session's tool index: public names → descriptors the gate resolves, appended as catalogues arrive.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::RwLock;
+use std::time::Duration;
+
+use warden_config::{Capability, ServerEntry};
+use warden_mcp::McpTool;
+use warden_mcp::naming::{NameTable, NameWarning, ToolIdentity as RawIdentity};
+use warden_policy::{
+    CapabilityClass, Catalog, ServerPolicy, ToolAnnotations, ToolDescriptor,
+    ToolIdentity,
+};
+
+/// What the gate needs to know about one server, taken from its config entry.
+#[derive(Debug, Clone)]
+pub struct ServerFacts {
+    pub policy: ServerPolicy,
+    pub trust_annotations: bool,
+    pub tool_timeout: Duration,
+}
+
+impl ServerFacts {
+    /// The facts of a configured entry.
+    pub fn from_entry(entry: &ServerEntry) -> Self {
+        let classes = |list: &Option<Vec<Capability>>| {
+            list.as_ref()
+                .map(|list| list.iter().map(|class| capability_class(*class)).collect())
+        };
+        Self {
+            policy: ServerPolicy {
+                capabilities: classes(&entry.policy.capabilities),
+                tools: entry
+                    .policy
+                    .tools
+                    .iter()
+                    .filter_map(|(tool, policy)| {
+                        classes(&policy.capabilities).map(|set| (tool.clone(), set))
+                    })
+                    .collect(),
+            },
+            trust_annotations: entry.effective_trust_annotations(),
+            tool_timeout: entry.tool_timeout,
+        }
+    }
+
+    /// The facts of an ad-hoc server given on the command line (the operator's own: trusted).
+    pub fn ad_hoc(tool_timeout: Duration) -> Self {
+        Self {
+            policy: ServerPolicy::default(),
+            trust_annotations: true,
+            tool_timeout,
+        }
+    }
+}
+
+fn capability_class(capability: Capability) -> CapabilityClass {
+    match capability {
+        Capability::ReadOnly => CapabilityClass::ReadOnly,
+        Capability::Write => CapabilityClass::Write,
+        Capability::Destructive => CapabilityClass::Destructive,
+        Capability::External => CapabilityClass::External,
+    }
+}
+
+#[derive(Default)]
+struct IndexState {
+    names: NameTable,
+    descriptors: HashMap<String, ToolDescriptor>,
+    /// Raw identities currently published, per server (a tool gone from a server is kept in
+    /// `descriptors` so the model's earlier view stays valid, but marked withdrawn here).
+    published: BTreeMap<String, Vec<String>>,
+}
+
+/// Public names and descriptors of every MCP tool seen this session; never renames a tool.
+pub struct ToolIndex {
+    facts: HashMap<String, ServerFacts>,
+    state: RwLock<IndexState>,
+}
+
+impl ToolIndex {
+    /// An empty index over servers with these facts.
+    pub fn new(facts: HashMap<String, ServerFacts>) -> Self {
+        Self {
+            facts,
+            state: RwLock::new(IndexState::default()),
+        }
+    }
+
+    /// Records a server's current catalogue: new tools are appended with fresh public names,
+    /// known tools keep theirs. Returns naming warnings (duplicates, collisions).
+    pub fn record(&self, server: &str, tools: &[McpTool]) -> Vec<NameWarning> {
+        let Some(facts) = self.facts.get(server) else {
+            return Vec::new();
+        };
+        let Ok(mut state) = self.state.write() else {
+            return Vec::new();
+        };
+        let warnings = state.names.extend(
+            tools
+                .iter()
+                .map(|tool| RawIdentity::new(&tool.identity.server, &tool.identity.tool)),
+        );
+        for tool in tools {
+            let raw = RawIdentity::new(&tool.identity.server, &tool.identity.tool);
+            let Some(public_name) = state.names.public_name(&raw).map(|n| n.to_string()) else {
+                continue;
+            };
+            let descriptor = describe(&public_name, tool, facts);
+            state.descriptors.insert(public_name, descriptor);
+        }
+        state.published.insert(
+            server.to_owned(),
+            tools.iter().map(|tool| tool.identity.tool.clone()).collect(),
+        );
+        warnings
+    }
+
+    /// The public name of a raw (server, tool) identity, once its catalogue was recorded.
+    pub fn public_name(&self, server: &str, tool: &str) -> Option<String> {
+        let state = self.state.read().ok()?;
+        state
+            .names
+            .public_name(&RawIdentity::new(server, tool))
+            .map(|name| name.to_string())
+    }
+
+    /// Whether the server still publishes this tool (false once `list_changed` withdrew it).
+    pub fn is_published(&self, server: &str, tool: &str) -> bool {
+        self.state.read().is_ok_and(|state| {
+            state
+                .published
+                .get(server)
+                .is_some_and(|tools| tools.iter().any(|name| name == tool))
+        })
+    }
+
+    /// The descriptor behind a public name, whether or not it is still published.
+    pub fn descriptor(&self, public_name: &str) -> Option<ToolDescriptor> {
+        let state = self.state.read().ok()?;
+        state.descriptors.get(public_name).cloned()
+    }
+}
+
+impl Catalog for ToolIndex {
+    fn resolve(&self, public_name: &str) -> Option<ToolDescriptor> {
+        let descriptor = self.descriptor(public_name)?;
+        let server = descriptor.identity.server().to_owned();
+        // A tool the server no longer offers resolves to nothing: "unknown tool", never sent.
+        self.is_published(&server, &descriptor.identity.tool)
+            .then_some(descriptor)
+    }
+}
+
+fn describe(public_name: &str, tool: &McpTool, facts: &ServerFacts) -> ToolDescriptor {
+    let definition = &tool.definition;
+    let annotations = definition
+        .annotations
+        .as_ref()
+        .map(|hints| ToolAnnotations {
+            read_only_hint: hints.read_only_hint,
+            destructive_hint: hints.destructive_hint,
+            idempotent_hint: hints.idempotent_hint,
+            open_world_hint: hints.open_world_hint,
+        })
+        .unwrap_or_default();
+    ToolDescriptor {
+        identity: ToolIdentity::mcp(&tool.identity.server, &tool.identity.tool),
+        public_name: public_name.to_owned(),
+        input_schema: serde_json::Value::Object((*definition.input_schema).clone()),
+        annotations,
+        declared_classes: None,
+        server_policy: facts.policy.clone(),
+        trust_annotations: facts.trust_annotations,
+        required_permission: None,
+        timeout: Some(facts.tool_timeout),
+    }
+}
+
+

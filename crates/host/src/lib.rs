@@ -1,0 +1,265 @@
+//! Session assembly shared by every warden surface: loads the config's servers into the MCP
+//! runtime and puts the one gate in front of them.
+
+mod dispatch;
+mod index;
+mod specs;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use warden_config::{LoadedConfig, Paths, TrustStore, VarContext};
+use warden_hooks::HookRunner;
+use warden_mcp::artifacts::ArtifactStore;
+use warden_mcp::{McpError, McpRuntime, McpTool, RuntimeOptions, ServerSpec};
+use warden_policy::{
+    Approver, AuditStore, CallRequest, CallSource, Gate, GateOutcome, GateParts, GatePolicy,
+    NoApprover, ToolDescriptor,
+};
+
+pub use dispatch::McpDispatcher;
+pub use index::{ServerFacts, ToolIndex};
+pub use specs::server_spec;
+
+/// A configured server that this session will not start, and why (shown by listings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdleServer {
+    pub name: String,
+    pub reason: String,
+}
+
+/// Everything a surface decides before the session opens.
+pub struct HostOptions {
+    pub paths: Paths,
+    /// The workspace folder (the current directory): project config, roots, `${workspaceFolder}`.
+    pub workspace: PathBuf,
+    /// The operator's policy for this session (config plus command-line flags).
+    pub policy: GatePolicy,
+    /// Who answers approvals; `None` is headless: a call that needs approval is denied.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// Operator hooks (user config only).
+    pub hooks: HookRunner,
+    /// Ad-hoc servers for this session only (`--mcp`), trusted as the operator's own.
+    pub extra_servers: Vec<ServerSpec>,
+    /// Resume an existing session id instead of creating one.
+    pub session_id: Option<String>,
+}
+
+impl HostOptions {
+    /// Headless defaults: the config's servers, the default policy, nobody to ask, no hooks.
+    pub fn new(paths: Paths, workspace: PathBuf) -> Self {
+        Self {
+            paths,
+            workspace,
+            policy: GatePolicy::default(),
+            approver: None,
+            hooks: HookRunner::new(Vec::new()),
+            extra_servers: Vec::new(),
+            session_id: None,
+        }
+    }
+}
+
+/// Why a session could not open.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("reading trusted project servers: {0}")]
+    Trust(#[from] warden_config::TrustError),
+}
+
+/// One session: the runtime with every startable server registered (nothing spawned yet),
+/// the tool index, and the gate every call goes through.
+pub struct Host {
+    session_id: String,
+    runtime: McpRuntime,
+    index: Arc<ToolIndex>,
+    gate: Arc<Gate>,
+    idle: Vec<IdleServer>,
+}
+
+impl Host {
+    /// Registers the config's servers (trusted, enabled, variables expanded) with a new runtime.
+    /// Servers that cannot start are kept as [`IdleServer`]s with their reason.
+    pub fn open(config: &LoadedConfig, options: HostOptions) -> Result<Self, HostError> {
+        let session_id = options.session_id.clone().unwrap_or_else(new_session_id);
+        let trust = TrustStore::open(&options.paths)?;
+        let vars = VarContext::from_process(&options.workspace);
+        let mut specs = Vec::new();
+        let mut facts = HashMap::new();
+        let mut idle = Vec::new();
+        for entry in config.servers.values() {
+            if !entry.enabled {
+                idle.push(IdleServer {
+                    name: entry.name.clone(),
+                    reason: "disabled in the config (enabled = false)".to_owned(),
+                });
+                continue;
+            }
+            if let Some(reason) = trust.state(entry).idle_reason(&entry.name) {
+                idle.push(IdleServer {
+                    name: entry.name.clone(),
+                    reason,
+                });
+                continue;
+            }
+            match server_spec(entry, &vars) {
+                Ok(spec) => {
+                    facts.insert(entry.name.clone(), ServerFacts::from_entry(entry));
+                    specs.push(spec);
+                }
+                Err(error) => idle.push(IdleServer {
+                    name: entry.name.clone(),
+                    reason: error.to_string(),
+                }),
+            }
+        }
+        for spec in options.extra_servers {
+            facts.insert(spec.name.clone(), ServerFacts::ad_hoc(spec.tool_timeout));
+            specs.retain(|existing| existing.name != spec.name);
+            specs.push(spec);
+        }
+        let state_dir = options.paths.state_dir();
+        let mut runtime_options = RuntimeOptions::new(options.workspace.clone());
+        runtime_options.artifacts_dir = state_dir.join("artifacts").join(&session_id);
+        runtime_options.session_id = session_id.clone();
+        runtime_options.client_version = env!("CARGO_PKG_VERSION").to_owned();
+        let artifacts = ArtifactStore::new(runtime_options.artifacts_dir.clone());
+        let runtime = McpRuntime::new(specs, runtime_options);
+        let index = Arc::new(ToolIndex::new(facts));
+        let audit = Arc::new(AuditStore::open_lazily(&state_dir.join("audit.db")));
+        let gate = Arc::new(Gate::new(GateParts {
+            catalog: index.clone(),
+            dispatcher: Arc::new(McpDispatcher::new(runtime.clone(), artifacts)),
+            approver: options
+                .approver
+                .unwrap_or_else(|| Arc::new(NoApprover) as Arc<dyn Approver>),
+            audit,
+            hooks: options.hooks,
+            policy: options.policy,
+            cwd: options.workspace,
+        }));
+        Ok(Self {
+            session_id,
+            runtime,
+            index,
+            gate,
+            idle,
+        })
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn runtime(&self) -> &McpRuntime {
+        &self.runtime
+    }
+
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
+    }
+
+    /// Configured servers this session does not start, with the reason.
+    pub fn idle_servers(&self) -> &[IdleServer] {
+        &self.idle
+    }
+
+    /// Fetches one server's tools (connecting it if needed) and records them in the index.
+    /// Returns the tools the gate would show, with their public names.
+    pub async fn server_tools(&self, server: &str) -> Result<Vec<VisibleTool>, McpError> {
+        let tools = self.runtime.server_tools(server).await?;
+        Ok(self.admit(server, &tools))
+    }
+
+    /// Fetches the tools of every non-deferred server in parallel.
+    pub async fn all_tools(&self) -> (Vec<VisibleTool>, Vec<McpError>) {
+        let set = self.runtime.tools().await;
+        let mut by_server: std::collections::BTreeMap<String, Vec<McpTool>> = Default::default();
+        for tool in set.tools {
+            by_server
+                .entry(tool.identity.server.clone())
+                .or_default()
+                .push(tool);
+        }
+        let mut visible = Vec::new();
+        for (server, tools) in &by_server {
+            visible.extend(self.admit(server, tools));
+        }
+        (visible, set.failures)
+    }
+
+    fn admit(&self, server: &str, tools: &[McpTool]) -> Vec<VisibleTool> {
+        for warning in self.index.record(server, tools) {
+            tracing::warn!("MCP {server}: {warning}");
+        }
+        tools
+            .iter()
+            .filter_map(|tool| {
+                let public_name = self
+                    .index
+                    .public_name(&tool.identity.server, &tool.identity.tool)?;
+                let descriptor = self.index.descriptor(&public_name)?;
+                self.gate.visible(&descriptor).then(|| VisibleTool {
+                    tool: tool.clone(),
+                    descriptor,
+                })
+            })
+            .collect()
+    }
+
+    /// The public name of a raw identity whose catalogue was fetched this session.
+    pub fn public_name(&self, server: &str, tool: &str) -> Option<String> {
+        self.index.public_name(server, tool)
+    }
+
+    /// Sends one call through the gate: the only way any surface reaches a tool.
+    pub async fn call(
+        &self,
+        source: CallSource,
+        public_name: &str,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> GateOutcome {
+        self.gate
+            .call(CallRequest {
+                session_id: self.session_id.clone(),
+                source,
+                caller: None,
+                public_name: public_name.to_owned(),
+                arguments,
+                cancel,
+            })
+            .await
+    }
+
+    /// Stops every server this session started (children and their process groups).
+    pub async fn shutdown(&self) {
+        self.gate.end_session(&self.session_id);
+        self.runtime.shutdown().await;
+    }
+}
+
+/// A tool as a surface lists it: the server's definition and the gate's descriptor.
+#[derive(Debug, Clone)]
+pub struct VisibleTool {
+    pub tool: McpTool,
+    pub descriptor: ToolDescriptor,
+}
+
+/// A new session id: sortable by time, unique per process.
+pub fn new_session_id() -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let nanos = now.subsec_nanos();
+    format!(
+        "{}-{:08x}{:04x}",
+        now.as_secs(),
+        nanos ^ std::process::id().rotate_left(16),
+        std::process::id() & 0xffff
+    )
+}

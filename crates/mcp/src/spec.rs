@@ -1,0 +1,289 @@
+//! Launch specifications the runtime owns: how to reach one MCP server, its deadlines and its tool filter.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A string that never prints: its `Debug` and `Display` show `[redacted]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretString(String);
+
+impl SecretString {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl fmt::Display for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl From<String> for SecretString {
+    fn from(value: String) -> Self {
+        Self(value)
+    }
+}
+
+impl From<&str> for SecretString {
+    fn from(value: &str) -> Self {
+        Self(value.to_owned())
+    }
+}
+
+/// How the runtime reaches a server. `Debug` never shows env values or header values.
+#[derive(Clone)]
+pub enum TransportSpec {
+    /// A child process speaking MCP over stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Added to the fixed safe environment (HOME, LOGNAME, PATH, SHELL, TERM, USER).
+        env: BTreeMap<String, String>,
+        /// Working folder; the workspace root when absent.
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP endpoint.
+    StreamableHttp {
+        url: String,
+        /// Headers sent with every request (already expanded by the caller).
+        headers: Vec<(String, SecretString)>,
+    },
+    /// The legacy HTTP+SSE transport (2024-11-05); only when the entry asks for it.
+    LegacySse {
+        url: String,
+        headers: Vec<(String, SecretString)>,
+    },
+}
+
+impl fmt::Debug for TransportSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportSpec::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let env: BTreeMap<&str, &str> =
+                    env.keys().map(|key| (key.as_str(), "[redacted]")).collect();
+                f.debug_struct("Stdio")
+                    .field("command", command)
+                    .field("args", args)
+                    .field("env", &env)
+                    .field("cwd", cwd)
+                    .finish()
+            }
+            TransportSpec::StreamableHttp { url, headers } => f
+                .debug_struct("StreamableHttp")
+                .field("url", url)
+                .field("headers", headers)
+                .finish(),
+            TransportSpec::LegacySse { url, headers } => f
+                .debug_struct("LegacySse")
+                .field("url", url)
+                .field("headers", headers)
+                .finish(),
+        }
+    }
+}
+
+impl TransportSpec {
+    /// `stdio`, `http` or `sse`, for status lines.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TransportSpec::Stdio { .. } => "stdio",
+            TransportSpec::StreamableHttp { .. } => "http",
+            TransportSpec::LegacySse { .. } => "sse",
+        }
+    }
+}
+
+/// Exact-name tool filter: `allow` (when present) keeps only the listed tools, `deny` removes tools.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    pub allow: Option<Vec<String>>,
+    pub deny: Vec<String>,
+}
+
+impl ToolFilter {
+    /// Whether a raw tool name passes the filter.
+    pub fn permits(&self, tool: &str) -> bool {
+        if self.deny.iter().any(|denied| denied == tool) {
+            return false;
+        }
+        match &self.allow {
+            Some(allowed) => allowed.iter().any(|name| name == tool),
+            None => true,
+        }
+    }
+}
+
+/// Default deadline for connecting and finishing the handshake.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default deadline of one tool call: a backstop, not a speed limit.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Default deadline of one catalogue, resource or prompt request.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Everything the runtime needs to start, supervise and filter one server.
+///
+/// Build one with [`ServerSpec::stdio`] or [`ServerSpec::http`] and the `with_*` methods,
+/// or a struct literal.
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    pub name: String,
+    pub transport: TransportSpec,
+    /// Deadline for spawning/connecting plus the protocol handshake.
+    pub startup_timeout: Duration,
+    /// Deadline of one `tools/call`.
+    pub tool_timeout: Duration,
+    /// Deadline of other requests (lists, resource reads, prompts).
+    pub request_timeout: Duration,
+    /// Connect eagerly; a failure stops start-up.
+    pub required: bool,
+    /// Deferred loading: the one-line summary shown instead of the tools; stays unopened until used.
+    pub deferred: Option<String>,
+    pub tool_filter: ToolFilter,
+}
+
+impl ServerSpec {
+    /// A stdio server with default deadlines.
+    pub fn stdio(name: impl Into<String>, command: impl Into<String>) -> Self {
+        Self::with_transport(
+            name,
+            TransportSpec::Stdio {
+                command: command.into(),
+                args: Vec::new(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+        )
+    }
+
+    /// A Streamable HTTP server with default deadlines.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self::with_transport(
+            name,
+            TransportSpec::StreamableHttp {
+                url: url.into(),
+                headers: Vec::new(),
+            },
+        )
+    }
+
+    /// A server reached through `transport`, with default deadlines.
+    pub fn with_transport(name: impl Into<String>, transport: TransportSpec) -> Self {
+        Self {
+            name: name.into(),
+            transport,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            required: false,
+            deferred: None,
+            tool_filter: ToolFilter::default(),
+        }
+    }
+
+    /// Sets the stdio arguments (ignored for other transports).
+    pub fn with_args<I, S>(mut self, new_args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if let TransportSpec::Stdio { args, .. } = &mut self.transport {
+            *args = new_args.into_iter().map(Into::into).collect();
+        }
+        self
+    }
+
+    /// Adds one stdio environment variable (ignored for other transports).
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        if let TransportSpec::Stdio { env, .. } = &mut self.transport {
+            env.insert(key.into(), value.into());
+        }
+        self
+    }
+
+    /// Sets the stdio working folder (ignored for other transports).
+    pub fn with_cwd(mut self, folder: impl Into<PathBuf>) -> Self {
+        if let TransportSpec::Stdio { cwd, .. } = &mut self.transport {
+            *cwd = Some(folder.into());
+        }
+        self
+    }
+
+    /// Adds one HTTP header (ignored for stdio).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<SecretString>) -> Self {
+        match &mut self.transport {
+            TransportSpec::StreamableHttp { headers, .. }
+            | TransportSpec::LegacySse { headers, .. } => {
+                headers.push((name.into(), value.into()));
+            }
+            TransportSpec::Stdio { .. } => {}
+        }
+        self
+    }
+
+    pub fn with_startup_timeout(mut self, timeout: Duration) -> Self {
+        self.startup_timeout = timeout;
+        self
+    }
+
+    pub fn with_tool_timeout(mut self, timeout: Duration) -> Self {
+        self.tool_timeout = timeout;
+        self
+    }
+
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    pub fn required(mut self, required: bool) -> Self {
+        self.required = required;
+        self
+    }
+
+    pub fn deferred(mut self, summary: impl Into<String>) -> Self {
+        self.deferred = Some(summary.into());
+        self
+    }
+
+    pub fn with_tool_filter(mut self, filter: ToolFilter) -> Self {
+        self.tool_filter = filter;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_secrets() {
+        let stdio = ServerSpec::stdio("db", "db-server").with_env("DB_PASSWORD", "hunter2");
+        let http = ServerSpec::http("gh", "https://example.test/mcp")
+            .with_header("Authorization", "Bearer ghp_secret");
+        let printed = format!("{stdio:?} {http:?}");
+        assert!(!printed.contains("hunter2"), "{printed}");
+        assert!(!printed.contains("ghp_secret"), "{printed}");
+        assert!(printed.contains("DB_PASSWORD"), "{printed}");
+        assert!(printed.contains("Authorization"), "{printed}");
+    }
+}

@@ -1,0 +1,185 @@
+//! Approval: who must say yes before an admitted call runs, and asking a person.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::Value;
+use warden_hooks::Pattern;
+
+use crate::call::CallSource;
+use crate::capability::{CapabilitySet, ToolAnnotations};
+use crate::permissions::{PermissionMode, Permissions};
+use crate::tool::ToolIdentity;
+
+/// A boxed, sendable future (the traits here are used as `dyn`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the approval layer concludes before anyone is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalNeed {
+    /// Runs without asking; the reason is recorded.
+    Run(String),
+    /// A person must approve; the reason says why.
+    Ask(String),
+    /// Refused without asking.
+    Deny(String),
+}
+
+/// The facts approval decides on.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalFacts<'a> {
+    /// Mode, lists and always-ask classes.
+    pub permissions: &'a Permissions,
+    /// The tool's classes.
+    pub classes: CapabilitySet,
+    /// Its public name (lists match it).
+    pub public_name: &'a str,
+    /// The calling surface.
+    pub source: CallSource,
+    /// The user said "allow for this session" earlier.
+    pub remembered: bool,
+    /// An approved skill grant unlocked it for this session.
+    pub granted: bool,
+}
+
+/// Decides, in this order:
+/// 1. a deny-list match (`[permissions] deny`, `--disallowed-tools`) denies — deny always wins;
+/// 2. code mode refuses any tool that is not read-only;
+/// 3. `read-only` mode refuses any tool that is not read-only;
+/// 4. an allow-list match (`[permissions] allow`, `--allowed-tools`) runs — explicit names beat
+///    the always-ask classes;
+/// 5. a skill grant or a remembered "allow for session" answer runs;
+/// 6. the mode: `ask` runs read-only tools and asks for the rest; `auto` asks when the tool has an
+///    always-ask class and runs otherwise; `read-only` runs (what is left is read-only);
+/// 7. code mode never escalates: where a person would be asked, it is denied instead.
+pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
+    let ApprovalFacts {
+        permissions,
+        classes,
+        public_name,
+        source,
+        remembered,
+        granted,
+    } = facts;
+    if let Some(pattern) = first_match(&permissions.deny, public_name) {
+        return ApprovalNeed::Deny(format!(
+            "{public_name} is on the operator's deny list (pattern \"{pattern}\")"
+        ));
+    }
+    if source == CallSource::CodeMode && !classes.is_read_only() {
+        return ApprovalNeed::Deny(format!(
+            "code mode may call read-only tools only; {public_name} is {classes}"
+        ));
+    }
+    if permissions.mode == PermissionMode::ReadOnly && !classes.is_read_only() {
+        return ApprovalNeed::Deny(format!(
+            "{public_name} is {classes}, and the permission mode is read-only"
+        ));
+    }
+    let need = if let Some(pattern) = first_match(&permissions.allow, public_name) {
+        ApprovalNeed::Run(format!(
+            "allowed by the operator's allow list (pattern \"{pattern}\")"
+        ))
+    } else if granted {
+        ApprovalNeed::Run("unlocked for this session by an approved skill grant".to_owned())
+    } else if remembered {
+        ApprovalNeed::Run("approved earlier for this session".to_owned())
+    } else {
+        match permissions.mode {
+            PermissionMode::Ask if classes.is_read_only() => {
+                ApprovalNeed::Run("read-only tool in ask mode".to_owned())
+            }
+            PermissionMode::Ask => ApprovalNeed::Ask(format!(
+                "{public_name} is {classes}; ask mode asks before it runs"
+            )),
+            PermissionMode::Auto => {
+                let asked = classes.intersection(permissions.always_ask);
+                if asked.is_empty() {
+                    ApprovalNeed::Run("admitted by policy in auto mode".to_owned())
+                } else {
+                    ApprovalNeed::Ask(format!(
+                        "{public_name} is {asked}, which auto mode always asks about"
+                    ))
+                }
+            }
+            PermissionMode::ReadOnly => {
+                ApprovalNeed::Run("read-only tool in read-only mode".to_owned())
+            }
+        }
+    };
+    match need {
+        ApprovalNeed::Ask(why) if source == CallSource::CodeMode => {
+            ApprovalNeed::Deny(format!("code mode never asks for approval ({why})"))
+        }
+        other => other,
+    }
+}
+
+fn first_match<'p>(patterns: &'p [Pattern], name: &str) -> Option<&'p Pattern> {
+    patterns.iter().find(|pattern| pattern.matches(name))
+}
+
+/// What a person is asked about: the server, the original tool name, the public name, the
+/// annotations and classes, and the arguments.
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    /// The session.
+    pub session_id: String,
+    /// The calling surface.
+    pub source: CallSource,
+    /// Who within the surface, if known.
+    pub caller: Option<String>,
+    /// Server and original tool name.
+    pub identity: ToolIdentity,
+    /// The model-visible name.
+    pub public_name: String,
+    /// The server's annotations, as sent.
+    pub annotations: ToolAnnotations,
+    /// The classes the gate derived.
+    pub classes: CapabilitySet,
+    /// The call's arguments (validated).
+    pub arguments: Value,
+    /// Why approval is needed.
+    pub reason: String,
+}
+
+/// A person's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    /// Run this call.
+    AllowOnce,
+    /// Run this call and do not ask about this tool again in this session.
+    AllowForSession,
+    /// Do not run it.
+    Deny {
+        /// Shown to the model, if the person gave one.
+        reason: Option<String>,
+    },
+    /// There is nobody to ask (headless, CI); the call is denied with this reason.
+    NobodyToAsk {
+        /// Why nobody can answer.
+        reason: String,
+    },
+}
+
+/// Asks a person. The gate waits for the answer without a timeout.
+pub trait Approver: Send + Sync {
+    /// Asks about one call.
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer>;
+}
+
+/// The approver of a headless run: there is nobody to ask, so every call that needs approval is
+/// denied (never approved by default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoApprover;
+
+impl Approver for NoApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        let reason = format!(
+            "{} needs approval ({}), but this run has nobody to ask (headless); allow it with \
+             --allowed-tools {} or [permissions] allow",
+            request.public_name, request.reason, request.public_name
+        );
+        Box::pin(async move { ApprovalAnswer::NobodyToAsk { reason } })
+    }
+}

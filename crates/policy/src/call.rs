@@ -1,0 +1,238 @@
+//! A call as it enters the gate, and the outcome it leaves with.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::capability::CapabilitySet;
+use crate::tool::ToolIdentity;
+
+/// Which surface made a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallSource {
+    /// The agent loop (a model's tool call).
+    Agent,
+    /// A script in the code-mode sandbox: read-only tools only, never asks.
+    CodeMode,
+    /// `warden tool … call` over the loopback bridge.
+    ToolCli,
+    /// An MCP client of `warden serve`.
+    Gateway,
+    /// Reading an MCP resource.
+    ResourceRead,
+    /// Loading a skill's body.
+    SkillLoad,
+    /// Listing skills.
+    SkillDiscovery,
+    /// The SEP-2640 skills extension.
+    SkillsExtension,
+}
+
+impl CallSource {
+    /// Every source.
+    pub const ALL: [Self; 8] = [
+        Self::Agent,
+        Self::CodeMode,
+        Self::ToolCli,
+        Self::Gateway,
+        Self::ResourceRead,
+        Self::SkillLoad,
+        Self::SkillDiscovery,
+        Self::SkillsExtension,
+    ];
+
+    /// The name stored in the audit trail.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::CodeMode => "code-mode",
+            Self::ToolCli => "tool-cli",
+            Self::Gateway => "gateway",
+            Self::ResourceRead => "resource-read",
+            Self::SkillLoad => "skill-load",
+            Self::SkillDiscovery => "skill-discovery",
+            Self::SkillsExtension => "skills-extension",
+        }
+    }
+}
+
+impl fmt::Display for CallSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for CallSource {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// One call entering the gate.
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    /// The session it belongs to.
+    pub session_id: String,
+    /// The surface that made it.
+    pub source: CallSource,
+    /// Who, within the surface (a gateway client's name, a script id…), if known.
+    pub caller: Option<String>,
+    /// The model-visible tool name.
+    pub public_name: String,
+    /// The arguments (`null` counts as `{}`).
+    pub arguments: Value,
+    /// Cancels a pending approval or the execution.
+    pub cancel: CancellationToken,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decision {
+    /// It ran and returned a result (which may itself be a tool error).
+    Allowed,
+    /// A layer refused it; nothing was executed.
+    Denied,
+    /// It ran past its timeout and was cancelled.
+    TimedOut,
+    /// The caller cancelled it.
+    Cancelled,
+    /// It was admitted but the dispatch failed (dead server, transport error).
+    Failed,
+}
+
+impl Decision {
+    /// The name stored in the audit trail.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+            Self::TimedOut => "timed_out",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// The gate layer that made the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Layer {
+    /// The tool name did not resolve.
+    Resolve,
+    /// The capability ceiling.
+    Authorization,
+    /// An operator rule.
+    Rule,
+    /// The external authorization command.
+    External,
+    /// Argument validation.
+    Validation,
+    /// A PreToolUse hook.
+    Hook,
+    /// Approval (for allowed calls: the layer that finally let it through).
+    Approval,
+    /// The execution timeout.
+    Timeout,
+    /// The caller's cancellation.
+    Cancellation,
+    /// The dispatcher (execution failed).
+    Dispatch,
+}
+
+impl Layer {
+    /// The name stored in the audit trail.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Resolve => "resolve",
+            Self::Authorization => "authorization",
+            Self::Rule => "rule",
+            Self::External => "external",
+            Self::Validation => "validation",
+            Self::Hook => "hook",
+            Self::Approval => "approval",
+            Self::Timeout => "timeout",
+            Self::Cancellation => "cancellation",
+            Self::Dispatch => "dispatch",
+        }
+    }
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a dispatcher returns: the converted result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The text the model reads.
+    pub text: String,
+    /// Whether the tool reported an error (`isError`).
+    pub is_error: bool,
+    /// The full converted result for the surface (content blocks, artifacts…), if any.
+    pub content: Option<Value>,
+    /// Size of the result as received, in bytes (for the audit trail).
+    pub size_bytes: u64,
+}
+
+/// The result of one call through the gate. Never an `Err`: denials, timeouts and dead servers
+/// are ordinary outcomes with a reason the model can read.
+#[derive(Debug, Clone)]
+pub struct GateOutcome {
+    /// The name that was called.
+    pub public_name: String,
+    /// The resolved identity (None when the name did not resolve).
+    pub identity: Option<ToolIdentity>,
+    /// The tool's capability classes (empty when unresolved).
+    pub classes: CapabilitySet,
+    /// How it ended.
+    pub decision: Decision,
+    /// Which layer decided.
+    pub layer: Layer,
+    /// Why (shown to the model for anything but an allowed call).
+    pub reason: Option<String>,
+    /// The tool's output, when it ran.
+    pub output: Option<ToolOutput>,
+    /// Feedback from a PostToolUse hook that exited 2.
+    pub hook_feedback: Option<String>,
+    /// Time spent in the gate, execution included.
+    pub gate_duration: Duration,
+    /// Time spent executing, when it ran.
+    pub execution_duration: Option<Duration>,
+    /// Set when the audit record could not be written (the call itself is unaffected).
+    pub audit_error: Option<String>,
+}
+
+impl GateOutcome {
+    /// Whether the model should see this as an error result.
+    pub fn is_error(&self) -> bool {
+        match (&self.decision, &self.output) {
+            (Decision::Allowed, Some(output)) => output.is_error,
+            _ => true,
+        }
+    }
+
+    /// The text for the model: the tool's output, or the reason it did not run.
+    pub fn model_text(&self) -> String {
+        let mut text = match (self.decision, &self.output) {
+            (Decision::Allowed, Some(output)) => output.text.clone(),
+            (decision, _) => {
+                let reason = self.reason.as_deref().unwrap_or("no reason given");
+                match decision {
+                    Decision::Denied => format!("Tool call denied ({}): {reason}", self.layer),
+                    Decision::TimedOut => format!("Tool call timed out: {reason}"),
+                    Decision::Cancelled => format!("Tool call cancelled: {reason}"),
+                    Decision::Failed | Decision::Allowed => format!("Tool call failed: {reason}"),
+                }
+            }
+        };
+        if let Some(feedback) = &self.hook_feedback {
+            text.push_str("\n\n[PostToolUse hook] ");
+            text.push_str(feedback);
+        }
+        text
+    }
+}

@@ -1,0 +1,531 @@
+//! The one gate every call crosses: resolve, authorize, validate, PreToolUse hooks, approve,
+//! execute under a timeout, PostToolUse hooks, and exactly one audit record.
+
+use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::FutureExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use warden_hooks::{
+    HookEvent, HookInput, HookRunner, HookTool, HookVerdict, Pattern, result_value,
+};
+
+use crate::approval::{
+    ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, Approver, BoxFuture,
+    approval_need,
+};
+use crate::audit::{AuditRecord, AuditSink, arguments_digest};
+use crate::authorize::{check_ceiling, check_rules};
+use crate::call::{CallRequest, Decision, GateOutcome, Layer, ToolOutput};
+use crate::capability::CapabilitySet;
+use crate::external::{ExternalQuestion, ask_external};
+use crate::permissions::GatePolicy;
+use crate::tool::{ToolDescriptor, ToolIdentity};
+use crate::validate::validate_arguments;
+
+/// The tools a call may name: the discovered, filtered, un-gated set. Tools hidden behind a
+/// deferral or a skill that has not been loaded resolve to `None`.
+pub trait Catalog: Send + Sync {
+    /// The tool the model knows as `public_name`, if it is currently callable.
+    fn resolve(&self, public_name: &str) -> Option<ToolDescriptor>;
+}
+
+/// A call the gate has admitted.
+#[derive(Debug, Clone)]
+pub struct DispatchCall {
+    /// The session.
+    pub session_id: String,
+    /// The resolved tool.
+    pub descriptor: ToolDescriptor,
+    /// The validated arguments.
+    pub arguments: Value,
+}
+
+/// Why a dispatch failed (dead server, transport error…): shown to the model as the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DispatchError {
+    /// A sentence the model can act on.
+    pub message: String,
+}
+
+impl DispatchError {
+    /// A dispatch error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// Executes admitted calls (built-in tools, MCP servers). Only the gate calls it.
+pub trait Dispatcher: Send + Sync {
+    /// Runs one call; stop early when `cancel` fires (timeout or caller cancellation).
+    fn dispatch<'a>(
+        &'a self,
+        call: DispatchCall,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>>;
+}
+
+/// What a gate is built from.
+pub struct GateParts {
+    /// Resolves public names.
+    pub catalog: Arc<dyn Catalog>,
+    /// Executes admitted calls.
+    pub dispatcher: Arc<dyn Dispatcher>,
+    /// Asks a person ([`crate::NoApprover`] when headless).
+    pub approver: Arc<dyn Approver>,
+    /// Receives one record per call.
+    pub audit: Arc<dyn AuditSink>,
+    /// PreToolUse and PostToolUse hooks (others are run by their surfaces).
+    pub hooks: HookRunner,
+    /// The operator's decisions.
+    pub policy: GatePolicy,
+    /// The session's working folder (given to hooks).
+    pub cwd: PathBuf,
+}
+
+/// The single authorization boundary.
+pub struct Gate {
+    catalog: Arc<dyn Catalog>,
+    dispatcher: Arc<dyn Dispatcher>,
+    approver: Arc<dyn Approver>,
+    audit: Arc<dyn AuditSink>,
+    hooks: HookRunner,
+    policy: GatePolicy,
+    cwd: PathBuf,
+    /// Per session: tools the user allowed for the rest of the session.
+    remembered: Mutex<HashMap<String, HashSet<ToolIdentity>>>,
+    /// Per session: tools unlocked by approved skill grants.
+    granted: Mutex<HashMap<String, HashSet<ToolIdentity>>>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("policy", &self.policy)
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything known about a call so far, turned into one outcome and one audit record at the end.
+struct Trace {
+    started: Instant,
+    time: SystemTime,
+    descriptor: Option<ToolDescriptor>,
+    classes: CapabilitySet,
+    execution_duration: Option<Duration>,
+}
+
+impl Gate {
+    /// Builds the gate.
+    pub fn new(parts: GateParts) -> Self {
+        let GateParts {
+            catalog,
+            dispatcher,
+            approver,
+            audit,
+            hooks,
+            policy,
+            cwd,
+        } = parts;
+        Self {
+            catalog,
+            dispatcher,
+            approver,
+            audit,
+            hooks,
+            policy,
+            cwd,
+            remembered: Mutex::new(HashMap::new()),
+            granted: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The operator's policy in force.
+    pub fn policy(&self) -> &GatePolicy {
+        &self.policy
+    }
+
+    /// Whether the model should be shown this tool at all. Hidden: a tool whose classes are not
+    /// all admitted by the ceiling, one whose first matching rule denies, and one on the deny list.
+    /// (Visible does not mean it runs without asking.)
+    pub fn visible(&self, descriptor: &ToolDescriptor) -> bool {
+        let permissions = &self.policy.permissions;
+        let name = descriptor.public_name.as_str();
+        let admitted = check_ceiling(descriptor, permissions.mode).is_ok();
+        let rule_denies = check_rules(&self.policy.rules, name).is_err();
+        let deny_listed = Pattern::any_matches(&permissions.deny, name);
+        admitted && !rule_denies && !deny_listed
+    }
+
+    /// Unlocks tools for a session after the user approved a skill's grant: they are not asked
+    /// about again. Grants pass approval only; they never widen authorization.
+    pub fn grant_for_session(
+        &self,
+        session_id: &str,
+        identities: impl IntoIterator<Item = ToolIdentity>,
+    ) {
+        if let Ok(mut granted) = self.granted.lock() {
+            granted
+                .entry(session_id.to_owned())
+                .or_default()
+                .extend(identities);
+        }
+    }
+
+    /// Forgets a session's remembered answers and grants.
+    pub fn end_session(&self, session_id: &str) {
+        if let Ok(mut remembered) = self.remembered.lock() {
+            remembered.remove(session_id);
+        }
+        if let Ok(mut granted) = self.granted.lock() {
+            granted.remove(session_id);
+        }
+    }
+
+    fn session_has(
+        &self,
+        map: &Mutex<HashMap<String, HashSet<ToolIdentity>>>,
+        session_id: &str,
+        identity: &ToolIdentity,
+    ) -> bool {
+        map.lock().is_ok_and(|map| {
+            map.get(session_id)
+                .is_some_and(|set| set.contains(identity))
+        })
+    }
+
+    /// Runs one call through every layer, in order, and writes exactly one audit record.
+    /// Never fails: every refusal, timeout and dispatch error is a [`GateOutcome`] with a reason.
+    pub async fn call(&self, request: CallRequest) -> GateOutcome {
+        let mut trace = Trace {
+            started: Instant::now(),
+            time: SystemTime::now(),
+            descriptor: None,
+            classes: CapabilitySet::EMPTY,
+            execution_duration: None,
+        };
+        let arguments = if request.arguments.is_null() {
+            Value::Object(serde_json::Map::new())
+        } else {
+            request.arguments.clone()
+        };
+        let result = self.run_layers(&request, &arguments, &mut trace).await;
+        self.finish(&request, &arguments, trace, result)
+    }
+
+    async fn run_layers(
+        &self,
+        request: &CallRequest,
+        arguments: &Value,
+        trace: &mut Trace,
+    ) -> Step {
+        // 1. Resolve.
+        let Some(descriptor) = self.catalog.resolve(&request.public_name) else {
+            return Step::stop(
+                Decision::Denied,
+                Layer::Resolve,
+                format!("unknown tool \"{}\"", request.public_name),
+            );
+        };
+        trace.classes = descriptor.classes();
+        trace.descriptor = Some(descriptor.clone());
+
+        // 2. Authorization: ceiling, rules, external command.
+        let permissions = &self.policy.permissions;
+        let classes = match check_ceiling(&descriptor, permissions.mode) {
+            Ok(classes) => classes,
+            Err(reason) => return Step::stop(Decision::Denied, Layer::Authorization, reason),
+        };
+        if let Err(reason) = check_rules(&self.policy.rules, &descriptor.public_name) {
+            return Step::stop(Decision::Denied, Layer::Rule, reason);
+        }
+        if let Some(authorizer) = &self.policy.external {
+            let question = ExternalQuestion {
+                session: &request.session_id,
+                caller: request.caller.as_deref(),
+                source: request.source,
+                server: descriptor.identity.server(),
+                tool: &descriptor.identity.tool,
+                public_name: &descriptor.public_name,
+                classes,
+                required_permission: descriptor.required_permission.as_deref(),
+                arguments,
+            };
+            if let Err(reason) = ask_external(authorizer, &question).await {
+                return Step::stop(Decision::Denied, Layer::External, reason);
+            }
+        }
+
+        // 3. Argument validation.
+        if let Err(problem) = validate_arguments(&descriptor.input_schema, arguments) {
+            return Step::stop(
+                Decision::Denied,
+                Layer::Validation,
+                format!("{}: {problem}", descriptor.public_name),
+            );
+        }
+
+        // 4. PreToolUse hooks.
+        let hook_tool = HookTool {
+            public_name: descriptor.public_name.clone(),
+            server: descriptor.identity.server().to_owned(),
+            tool: descriptor.identity.tool.clone(),
+        };
+        if self
+            .hooks
+            .has_hooks_for(HookEvent::PreToolUse, Some(&descriptor.public_name))
+        {
+            let input = HookInput {
+                event: HookEvent::PreToolUse,
+                session_id: request.session_id.clone(),
+                cwd: self.cwd.clone(),
+                tool: Some(hook_tool.clone()),
+                arguments: Some(arguments.clone()),
+                result: None,
+                prompt: None,
+            };
+            if let HookVerdict::Block { reason, .. } = self.hooks.run(&input).await {
+                return Step::stop(Decision::Denied, Layer::Hook, reason);
+            }
+        }
+
+        // 5. Approval (no timeout: a person may take as long as they need).
+        let need = approval_need(ApprovalFacts {
+            permissions,
+            classes,
+            public_name: &descriptor.public_name,
+            source: request.source,
+            remembered: self.session_has(
+                &self.remembered,
+                &request.session_id,
+                &descriptor.identity,
+            ),
+            granted: self.session_has(&self.granted, &request.session_id, &descriptor.identity),
+        });
+        let approved_because = match need {
+            ApprovalNeed::Run(why) => why,
+            ApprovalNeed::Deny(why) => return Step::stop(Decision::Denied, Layer::Approval, why),
+            ApprovalNeed::Ask(why) => {
+                let approval = ApprovalRequest {
+                    session_id: request.session_id.clone(),
+                    source: request.source,
+                    caller: request.caller.clone(),
+                    identity: descriptor.identity.clone(),
+                    public_name: descriptor.public_name.clone(),
+                    annotations: descriptor.annotations,
+                    classes,
+                    arguments: arguments.clone(),
+                    reason: why,
+                };
+                let answer = tokio::select! {
+                    answer = self.approver.approve(&approval) => answer,
+                    () = request.cancel.cancelled() => {
+                        let reason = "cancelled while waiting for approval".to_owned();
+                        return Step::stop(Decision::Cancelled, Layer::Cancellation, reason);
+                    }
+                };
+                match answer {
+                    ApprovalAnswer::AllowOnce => "approved by the user".to_owned(),
+                    ApprovalAnswer::AllowForSession => {
+                        if let Ok(mut remembered) = self.remembered.lock() {
+                            remembered
+                                .entry(request.session_id.clone())
+                                .or_default()
+                                .insert(descriptor.identity.clone());
+                        }
+                        "approved by the user for this session".to_owned()
+                    }
+                    ApprovalAnswer::Deny { reason } => {
+                        let reason = reason.map_or_else(
+                            || "the user declined this call".to_owned(),
+                            |why| format!("the user declined this call: {why}"),
+                        );
+                        return Step::stop(Decision::Denied, Layer::Approval, reason);
+                    }
+                    ApprovalAnswer::NobodyToAsk { reason } => {
+                        return Step::stop(Decision::Denied, Layer::Approval, reason);
+                    }
+                }
+            }
+        };
+
+        // 6. Execution under a timeout and the caller's cancellation.
+        let timeout = descriptor.timeout.unwrap_or(self.policy.default_timeout);
+        let cancel = request.cancel.child_token();
+        let call = DispatchCall {
+            session_id: request.session_id.clone(),
+            descriptor: descriptor.clone(),
+            arguments: arguments.clone(),
+        };
+        let executing = Instant::now();
+        let executed = self
+            .execute(call, &request.cancel, cancel.clone(), timeout)
+            .await;
+        cancel.cancel();
+        trace.execution_duration = Some(executing.elapsed());
+        let output = match executed {
+            Ok(output) => output,
+            Err(stop) => return stop,
+        };
+
+        // 7. PostToolUse hooks (exit 2 adds feedback for the model; the call has already run).
+        let mut hook_feedback = None;
+        if self
+            .hooks
+            .has_hooks_for(HookEvent::PostToolUse, Some(&descriptor.public_name))
+        {
+            let input = HookInput {
+                event: HookEvent::PostToolUse,
+                session_id: request.session_id.clone(),
+                cwd: self.cwd.clone(),
+                tool: Some(hook_tool),
+                arguments: Some(arguments.clone()),
+                result: Some(
+                    output
+                        .content
+                        .clone()
+                        .unwrap_or_else(|| result_value(&output.text, output.is_error)),
+                ),
+                prompt: None,
+            };
+            if let HookVerdict::Block { reason, .. } = self.hooks.run(&input).await {
+                hook_feedback = Some(reason);
+            }
+        }
+        Step {
+            decision: Decision::Allowed,
+            layer: Layer::Approval,
+            reason: Some(approved_because),
+            output: Some(output),
+            hook_feedback,
+        }
+    }
+
+    /// Runs the dispatch until it returns, the timeout passes or the caller cancels. A panicking
+    /// dispatcher becomes a failed call, not a dead run.
+    async fn execute(
+        &self,
+        call: DispatchCall,
+        caller_cancel: &CancellationToken,
+        cancel: CancellationToken,
+        timeout: Duration,
+    ) -> Result<ToolOutput, Step> {
+        let name = call.descriptor.public_name.clone();
+        let dispatch = AssertUnwindSafe(self.dispatcher.dispatch(call, cancel)).catch_unwind();
+        // Biased: when the caller cancelled, a dispatcher that noticed it first does not turn the
+        // cancellation into a dispatch failure.
+        tokio::select! {
+            biased;
+            () = caller_cancel.cancelled() => {
+                let reason = format!("{name} was cancelled by the caller");
+                Err(Step::stop(Decision::Cancelled, Layer::Cancellation, reason))
+            }
+            result = dispatch => match result {
+                Ok(Ok(output)) => Ok(output),
+                Ok(Err(error)) => Err(Step::stop(Decision::Failed, Layer::Dispatch, error.message)),
+                Err(_panic) => {
+                    tracing::error!(public_name = %name, "the dispatcher panicked");
+                    let reason = format!("{name} failed inside warden (the dispatcher panicked)");
+                    Err(Step::stop(Decision::Failed, Layer::Dispatch, reason))
+                }
+            },
+            () = tokio::time::sleep(timeout) => {
+                let reason = format!("{name} did not finish within {timeout:?} and was cancelled");
+                Err(Step::stop(Decision::TimedOut, Layer::Timeout, reason))
+            }
+        }
+    }
+
+    fn finish(
+        &self,
+        request: &CallRequest,
+        arguments: &Value,
+        trace: Trace,
+        step: Step,
+    ) -> GateOutcome {
+        let gate_duration = trace.started.elapsed();
+        let identity = trace
+            .descriptor
+            .as_ref()
+            .map(|descriptor| descriptor.identity.clone());
+        let error = match step.decision {
+            Decision::Failed | Decision::TimedOut => step.reason.clone(),
+            Decision::Allowed | Decision::Denied | Decision::Cancelled => None,
+        };
+        let record = AuditRecord {
+            time: trace.time,
+            session_id: request.session_id.clone(),
+            source: request.source,
+            caller: request.caller.clone(),
+            server: identity
+                .as_ref()
+                .map(|identity| identity.server().to_owned()),
+            tool: identity.as_ref().map(|identity| identity.tool.clone()),
+            public_name: request.public_name.clone(),
+            annotations: trace
+                .descriptor
+                .as_ref()
+                .map(|descriptor| descriptor.annotations),
+            classes: trace.classes,
+            decision: step.decision,
+            layer: step.layer,
+            reason: step.reason.clone(),
+            gate_duration,
+            execution_duration: trace.execution_duration,
+            result_bytes: step.output.as_ref().map(|output| output.size_bytes),
+            result_is_error: step.output.as_ref().map(|output| output.is_error),
+            error,
+            arguments_digest: arguments_digest(arguments),
+            arguments: self.policy.audit_full_arguments.then(|| arguments.clone()),
+        };
+        let audit_error = match self.audit.record(&record) {
+            Ok(()) => None,
+            Err(error) => {
+                tracing::warn!(%error, public_name = %request.public_name, "audit record could not be written; the call goes on");
+                Some(error.to_string())
+            }
+        };
+        GateOutcome {
+            public_name: request.public_name.clone(),
+            identity,
+            classes: trace.classes,
+            decision: step.decision,
+            layer: step.layer,
+            reason: step.reason,
+            output: step.output,
+            hook_feedback: step.hook_feedback,
+            gate_duration,
+            execution_duration: trace.execution_duration,
+            audit_error,
+        }
+    }
+}
+
+/// Where the layers stopped.
+struct Step {
+    decision: Decision,
+    layer: Layer,
+    reason: Option<String>,
+    output: Option<ToolOutput>,
+    hook_feedback: Option<String>,
+}
+
+impl Step {
+    fn stop(decision: Decision, layer: Layer, reason: String) -> Self {
+        Self {
+            decision,
+            layer,
+            reason: Some(reason),
+            output: None,
+            hook_feedback: None,
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! warden's one gate: every call from every surface crosses [`Gate::call`] exactly once.
+//!
+//! # Order of a call
+//! 1. **resolve** — [`Catalog::resolve`] over the discovered, filtered, un-gated, non-hidden set;
+//!    otherwise "unknown tool" and the dispatcher is never called;
+//! 2. **authorization** — the tool's classes (see below) against the ceiling, then operator rules
+//!    (first match wins), then the optional external command (any failure denies);
+//! 3. **validation** — arguments against the input schema (JSON Schema 2020-12 unless `$schema`
+//!    says otherwise; an unusable schema denies); the error names the failing JSON pointer;
+//! 4. **PreToolUse hooks** — exit 2 blocks with stderr as the reason; anything else is no opinion;
+//! 5. **approval** — see [`approval_need`] for the exact order; a person is asked through the
+//!    [`Approver`] with no timeout; [`NoApprover`] (headless) denies with that reason;
+//! 6. **execution** — under the tool's timeout (or [`GatePolicy::default_timeout`]) and the
+//!    caller's cancellation token; the dispatcher's token is cancelled on timeout;
+//! 7. **PostToolUse hooks** (exit 2 attaches feedback for the model), then exactly one
+//!    [`AuditRecord`]. An audit failure is returned in [`GateOutcome::audit_error`] and logged.
+//!
+//! Nothing is an `Err`: denials, timeouts, cancellations, dispatch failures and dispatcher panics
+//! are [`GateOutcome`]s whose [`GateOutcome::model_text`] tells the model why.
+//!
+//! # Capability classes
+//! Each tool has one effect class — `read_only`, `write` or `destructive` — plus `external` when
+//! it is open-world. Built-ins declare theirs ([`ToolDescriptor::declared_classes`]; an empty
+//! declaration fails closed to `destructive` + `external`). MCP tools derive them from the
+//! annotations with the spec's defaults (readOnlyHint false, destructiveHint true, openWorldHint
+//! true). Without `trust_annotations`, a hint counts only when it is as strict as the default, so
+//! an untrusted server's tools are always `destructive` + `external`.
+//!
+//! # The ceiling, and partial admission
+//! The admitted set is the permission mode's ceiling (`ask`/`auto`: all classes; `read-only`:
+//! `read_only` + `external`) ∩ the server's `policy.capabilities` (None = all) ∩ the tool's
+//! `policy.tools` entry (None = all). Intersected, never unioned: a wider level widens nothing.
+//! **A tool is admitted only when every one of its classes is in the admitted set.** If any class
+//! is missing — even when the others are admitted — the call is denied at the authorization layer
+//! and [`Gate::visible`] hides the tool from the model. Neither an allow list, a rule, a remembered
+//! answer nor a skill grant can widen the ceiling.
+//!
+//! # Rules
+//! `[[authorization.rules]]` are tried in order; the first whose glob matches the public name
+//! decides: `deny` denies with its reason; `allow` ends rule evaluation without denying (so an
+//! earlier narrow `allow` can exempt a tool from a later broad `deny`) and skips nothing else.
+//!
+//! # Hooks
+//! Hooks see live arguments and results that the audit trail stores only as a digest; a logging
+//! hook is as sensitive as what it logs.
+
+mod approval;
+mod audit;
+mod authorize;
+mod call;
+mod capability;
+mod external;
+mod gate;
+mod permissions;
+mod time;
+mod tool;
+mod validate;
+
+pub use approval::{
+    ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, Approver, BoxFuture, NoApprover,
+    approval_need,
+};
+pub use audit::{
+    AuditError, AuditQuery, AuditRecord, AuditRow, AuditSink, AuditStore, arguments_digest,
+};
+pub use authorize::{admitted_classes, check_ceiling, check_rules, first_matching_rule};
+pub use call::{CallRequest, CallSource, Decision, GateOutcome, Layer, ToolOutput};
+pub use capability::{
+    CapabilityClass, CapabilitySet, ToolAnnotations, classes_from_annotations, normalise_declared,
+};
+pub use external::{ExternalQuestion, ask_external};
+pub use gate::{Catalog, DispatchCall, DispatchError, Dispatcher, Gate, GateParts};
+pub use permissions::{
+    AuthorizationRule, DEFAULT_CALL_TIMEOUT, ExternalAuthorizer, GatePolicy, PermissionMode,
+    Permissions, RuleDecision,
+};
+pub use time::{SinceError, parse_since, rfc3339_millis, unix_millis};
+pub use tool::{ServerPolicy, ToolDescriptor, ToolIdentity, ToolSource};
+pub use validate::validate_arguments;
+pub use warden_hooks::{Pattern, PatternError};

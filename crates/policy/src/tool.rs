@@ -1,0 +1,139 @@
+//! What the gate knows about a tool: its identity, public name, schema, annotations and policy.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::capability::{
+    CapabilitySet, ToolAnnotations, classes_from_annotations, normalise_declared,
+};
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ToolSource {
+    /// Code in this repository.
+    Builtin,
+    /// A configured MCP server.
+    Mcp {
+        /// The server's config name.
+        server: String,
+    },
+}
+
+impl ToolSource {
+    /// The server name used in audit records and hook input (`builtin` for built-ins).
+    pub fn server_name(&self) -> &str {
+        match self {
+            Self::Builtin => "builtin",
+            Self::Mcp { server } => server,
+        }
+    }
+}
+
+/// The raw identity of a tool: its source and its own name there.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ToolIdentity {
+    /// Where it comes from.
+    pub source: ToolSource,
+    /// Its name on that source (unsanitised).
+    pub tool: String,
+}
+
+impl ToolIdentity {
+    /// A built-in tool's identity.
+    pub fn builtin(tool: &str) -> Self {
+        Self {
+            source: ToolSource::Builtin,
+            tool: tool.to_owned(),
+        }
+    }
+
+    /// An MCP tool's identity.
+    pub fn mcp(server: &str, tool: &str) -> Self {
+        Self {
+            source: ToolSource::Mcp {
+                server: server.to_owned(),
+            },
+            tool: tool.to_owned(),
+        }
+    }
+
+    /// The server name (`builtin` for built-ins).
+    pub fn server(&self) -> &str {
+        self.source.server_name()
+    }
+}
+
+impl fmt::Display for ToolIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.server(), self.tool)
+    }
+}
+
+impl Serialize for ToolIdentity {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut state = serializer.serialize_struct("ToolIdentity", 2)?;
+        state.serialize_field("server", self.server())?;
+        state.serialize_field("tool", &self.tool)?;
+        state.end()
+    }
+}
+
+/// The operator's capability policy for one server.
+///
+/// Both levels are ceilings: a class must be admitted by the server-wide set (None = no limit)
+/// *and* by the tool's own entry if it has one. Entries are keyed by the raw tool name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ServerPolicy {
+    /// `policy.capabilities`: classes admitted for every tool of the server (None = all).
+    pub capabilities: Option<CapabilitySet>,
+    /// `policy.tools`: per-tool admitted classes, keyed by raw tool name.
+    pub tools: BTreeMap<String, CapabilitySet>,
+}
+
+impl ServerPolicy {
+    /// The classes this policy admits for `tool` (server set ∩ tool entry).
+    pub fn admitted_for(&self, tool: &str) -> CapabilitySet {
+        let server = self.capabilities.unwrap_or(CapabilitySet::ALL);
+        let per_tool = self.tools.get(tool).copied().unwrap_or(CapabilitySet::ALL);
+        server.intersection(per_tool)
+    }
+}
+
+/// Everything the gate needs to know about one resolved tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDescriptor {
+    /// The raw (source, tool) identity.
+    pub identity: ToolIdentity,
+    /// The sanitised name the model sees and patterns match (`mcp__fs__write_file`).
+    pub public_name: String,
+    /// The tool's JSON Schema for its arguments.
+    pub input_schema: Value,
+    /// Annotations as the server sent them.
+    pub annotations: ToolAnnotations,
+    /// Classes declared in code (built-ins). When present they are used instead of the
+    /// annotations; an empty set fails closed to `destructive` + `external`.
+    pub declared_classes: Option<CapabilitySet>,
+    /// The operator's policy for the tool's server (default: no limits).
+    pub server_policy: ServerPolicy,
+    /// Whether annotations may relax the tool (true by default for user-scope entries).
+    pub trust_annotations: bool,
+    /// A permission name the entry declares, passed to the external authorization command.
+    pub required_permission: Option<String>,
+    /// Execution timeout for this tool (None = the gate's default).
+    pub timeout: Option<Duration>,
+}
+
+impl ToolDescriptor {
+    /// The tool's capability classes (declared, or derived from annotations and trust).
+    pub fn classes(&self) -> CapabilitySet {
+        match self.declared_classes {
+            Some(declared) => normalise_declared(declared),
+            None => classes_from_annotations(&self.annotations, self.trust_annotations),
+        }
+    }
+}
