@@ -1,1 +1,27 @@
 //! warden's agent: model providers, the agent loop, system prompt assembly, built-in tools and sessions.
+
+mod agent;
+pub mod builtin;
+pub mod context;
+mod conversation;
+pub mod prompt;
+pub mod provider;
+pub mod session;
+
+pub use agent::{
+    Agent, AgentError, AgentEvent, AgentOptions, RunOutcome, StopReason, ToolCallRecord,
+    ToolCallRequest, ToolCallResult, ToolExecutor,
+};
+pub use builtin::{
+    ArtifactSink, BuiltinOptions, BuiltinResult, BuiltinToolSpec, BuiltinTools, Capability,
+    DirArtifacts, builtin_specs, cap_output,
+};
+pub use conversation::{Message, ToolCall, ToolSpec, Usage};
+pub use prompt::{
+    ProjectInstructions, PromptParts, assemble_system_prompt, find_project_instructions,
+};
+pub use provider::{
+    ApiKey, ModelClient, ModelConfig, ModelDelta, ModelRequest, ModelResponse, NO_MODEL_MESSAGE,
+    ProviderError, RetryPolicy, SelectError, client_for, select_model,
+};
+pub use session::{LoadedSession, Redactor, Session, SessionError, SessionRecord, SessionStore};

@@ -2,69 +2,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-/// A throwaway WARDEN_HOME and workspace, and a way to run the binary in them.
-struct Sandbox {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
+mod support;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Sandbox {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        fs::create_dir_all(root.join("work")).unwrap();
-        Self { _dir: dir, root }
-    }
-    fn work(&self) -> PathBuf {
-        self.root.join("work")
-    }
-    fn user_file(&self) -> PathBuf {
-        self.root.join("home/config/config.toml")
-    }
-    fn project_file(&self) -> PathBuf {
-        self.work().join(".warden/config.toml")
-    }
-    fn write(&self, path: &Path, text: &str) {
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
-    }
-    fn command(&self) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
-        command
-            .current_dir(self.work())
-            .env("WARDEN_HOME", self.root.join("home"))
-            .env_remove("XDG_CONFIG_HOME")
-            .env_remove("XDG_STATE_HOME");
-        command
-    }
-    fn run(&self, args: &[&str]) -> Run {
-        let out = self.command().args(args).output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8(out.stdout).unwrap(),
-            stderr: String::from_utf8(out.stderr).unwrap(),
-        }
-    }
-    fn ok(&self, args: &[&str]) -> String {
-        let run = self.run(args);
-        assert_eq!(run.code, 0, "warden {args:?} failed:\n{}", run.stderr);
-        run.stdout
-    }
-    fn json(&self, args: &[&str]) -> Value {
-        serde_json::from_str(&self.ok(args)).unwrap()
-    }
-}
+use support::Sandbox;
 
 #[test]
 fn list_json_has_the_documented_shape() {

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use warden_config::{Capability, ServerEntry};
 use warden_mcp::McpTool;
-use warden_mcp::naming::{NameTable, NameWarning, ToolIdentity as RawIdentity};
+use warden_mcp::naming::{NameTable, NameWarning};
+use warden_mcp::ToolIdentity as RawIdentity;
 use warden_policy::{
     CapabilityClass, Catalog, ServerPolicy, ToolAnnotations, ToolDescriptor,
     ToolIdentity,

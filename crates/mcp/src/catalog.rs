@@ -10,21 +10,7 @@ use crate::error::McpError;
 /// Pages followed at most per list; hitting it is reported as a warning.
 pub const PAGE_LIMIT: usize = 64;
 
-/// The raw identity of a tool: calls route by this, never by a model-visible name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ToolIdentity {
-    pub server: String,
-    pub tool: String,
-}
-
-impl ToolIdentity {
-    pub fn new(server: impl Into<String>, tool: impl Into<String>) -> Self {
-        Self {
-            server: server.into(),
-            tool: tool.into(),
-        }
-    }
-}
+pub use crate::naming::ToolIdentity;
 
 /// One discovered tool with its full definition (schema, annotations, output schema).
 #[derive(Debug, Clone)]

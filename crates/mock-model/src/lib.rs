@@ -282,7 +282,12 @@ impl Drop for MockModel {
     }
 }
 
-async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(inner): State<Arc<Inner>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let path = uri.path().to_string();
     let api = match path.trim_end_matches('/') {
         p if p.ends_with("/chat/completions") => Some(Api::ChatCompletions),
@@ -297,7 +302,12 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
         path: path.clone(),
         headers: headers
             .iter()
-            .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into()))
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into(),
+                )
+            })
             .collect(),
         body: json.clone(),
     };
@@ -316,13 +326,21 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap, b
     }
     lock(&inner.requests).push(recorded);
     let Some(api) = api else {
-        return (StatusCode::NOT_FOUND, format!("mock-model: no API at {path}")).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            format!("mock-model: no API at {path}"),
+        )
+            .into_response();
     };
     let step = lock(&inner.steps).pop_front();
     let Some(step) = step else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(wire::error_body(api, 500, "mock-model: no scripted turn left")),
+            axum::Json(wire::error_body(
+                api,
+                500,
+                "mock-model: no scripted turn left",
+            )),
         )
             .into_response();
     };
@@ -379,23 +397,25 @@ fn sse_response(frames: wire::Frames, cut: Option<Cut>) -> Response {
             tokio::time::sleep(Duration::from_millis(1)).await;
             Ok::<Bytes, std::io::Error>(Bytes::from(frame))
         })
-        .chain(futures::stream::once(async move {
-            match cut {
-                None => None,
-                Some(Cut::Hang) => {
-                    std::future::pending::<()>().await;
-                    None
+        .chain(
+            futures::stream::once(async move {
+                match cut {
+                    None => None,
+                    Some(Cut::Hang) => {
+                        std::future::pending::<()>().await;
+                        None
+                    }
+                    Some(_) => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        Some(Err(std::io::Error::new(
+                            std::io::ErrorKind::ConnectionReset,
+                            "mock-model: scripted cut",
+                        )))
+                    }
                 }
-                Some(_) => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    Some(Err(std::io::Error::new(
-                        std::io::ErrorKind::ConnectionReset,
-                        "mock-model: scripted cut",
-                    )))
-                }
-            }
-        })
-        .filter_map(futures::future::ready));
+            })
+            .filter_map(futures::future::ready),
+        );
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")

@@ -131,7 +131,10 @@ fn chat_frames(turn: &Turn, model: &str, fragment: usize, include_usage: bool) -
             after_fragment.get_or_insert(frames.len());
         }
     }
-    frames.push(chunk(json!({}), json!(finish_reason(Api::ChatCompletions, turn))));
+    frames.push(chunk(
+        json!({}),
+        json!(finish_reason(Api::ChatCompletions, turn)),
+    ));
     if include_usage {
         let usage = turn.usage;
         frames.push(data(&json!({

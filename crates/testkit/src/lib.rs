@@ -166,35 +166,109 @@ pub async fn spawn_http_fixture(kind: &str) -> HttpFixture {
     }
 }
 
-/// Starts fixture `kind` over HTTP with extra arguments and environment variables.
+/// Starts fixture `kind` over HTTP on a free port with extra arguments and environment variables.
 pub async fn try_spawn_http_fixture(
     kind: &str,
     extra_args: &[&str],
     envs: &[(&str, &str)],
 ) -> Result<HttpFixture, TestkitError> {
-    let binary = fixture_binary();
-    let mut command = tokio::process::Command::new(&binary);
+    try_spawn_http_fixture_at(kind, "127.0.0.1:0", extra_args, envs).await
+}
+
+/// Starts fixture `kind` over HTTP at `addr` (e.g. the port of a fixture that was just killed,
+/// to play a server that restarted and forgot its sessions).
+pub async fn try_spawn_http_fixture_at(
+    kind: &str,
+    addr: &str,
+    extra_args: &[&str],
+    envs: &[(&str, &str)],
+) -> Result<HttpFixture, TestkitError> {
+    let mut command = tokio::process::Command::new(fixture_binary());
     command
         .arg(kind)
-        .args(["--http", "127.0.0.1:0"])
+        .args(["--http", addr])
         .args(extra_args)
-        .envs(envs.iter().copied())
+        .envs(envs.iter().copied());
+    spawn_announcing_server(kind, command).await
+}
+
+/// Starts the Python weather server over Streamable HTTP on a free port.
+///
+/// Panics with [`PYTHON_SETUP_HINT`] when the venv is missing.
+pub async fn spawn_python_http_server() -> HttpFixture {
+    let (python, script) = require_python_mcp_server();
+    let mut command = tokio::process::Command::new(python);
+    command.arg(script).args(["--http", "0"]);
+    match spawn_announcing_server("python weather_server.py", command).await {
+        Ok(fixture) => fixture,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// Starts `@modelcontextprotocol/server-everything` over Streamable HTTP (Node 22) on a free
+/// port. Panics with [`CONFORMANCE_SETUP_HINT`] when it is not installed.
+pub async fn spawn_everything_http() -> HttpFixture {
+    let node = require_node22();
+    let entry = require_npm_server("everything");
+    let port = free_port();
+    let mut command = tokio::process::Command::new(node);
+    command
+        .arg(entry)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string());
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let announced = move |line: &str| line.contains("listening on port").then(|| url.clone());
+    match spawn_server_announced_by("server-everything streamableHttp", command, announced).await {
+        Ok(fixture) => fixture,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// Spawns `command` (stdout discarded, stderr drained) and waits for the
+/// `listening on http://…` line it prints to stderr once bound.
+pub async fn spawn_announcing_server(
+    label: &str,
+    command: tokio::process::Command,
+) -> Result<HttpFixture, TestkitError> {
+    let announced = |line: &str| {
+        line.strip_prefix("listening on ")
+            .map(|url| url.trim().to_owned())
+    };
+    spawn_server_announced_by(label, command, announced).await
+}
+
+/// Spawns `command` and waits until `announced` finds the server's URL in a stderr line.
+async fn spawn_server_announced_by(
+    label: &str,
+    mut command: tokio::process::Command,
+    announced: impl Fn(&str) -> Option<String> + Send + 'static,
+) -> Result<HttpFixture, TestkitError> {
+    command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = command.spawn().map_err(|source| TestkitError::Spawn {
-        program: binary.display().to_string(),
-        source,
-    })?;
+    let program = command
+        .as_std()
+        .get_program()
+        .to_string_lossy()
+        .into_owned();
+    let mut child = command
+        .spawn()
+        .map_err(|source| TestkitError::Spawn { program, source })?;
     let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
     let Some(stderr) = child.stderr.take() else {
         return Err(TestkitError::Io(std::io::Error::other(
-            "the fixture's stderr was not captured",
+            "the server's stderr was not captured",
         )));
     };
     let (url_sender, url_receiver) = tokio::sync::oneshot::channel::<String>();
-    tokio::spawn(drain_stderr(stderr, stderr_tail.clone(), url_sender));
+    tokio::spawn(drain_stderr(
+        stderr,
+        stderr_tail.clone(),
+        url_sender,
+        announced,
+    ));
 
     let url = match tokio::time::timeout(LISTEN_TIMEOUT, url_receiver).await {
         Ok(Ok(url)) => url,
@@ -205,7 +279,7 @@ pub async fn try_spawn_http_fixture(
             };
             let stderr = tail_text(&stderr_tail);
             return Err(TestkitError::ExitedBeforeListening {
-                kind: kind.to_owned(),
+                kind: label.to_owned(),
                 status,
                 stderr,
             });
@@ -213,7 +287,7 @@ pub async fn try_spawn_http_fixture(
         Err(_elapsed) => {
             let _ = child.start_kill();
             return Err(TestkitError::ListenTimeout {
-                kind: kind.to_owned(),
+                kind: label.to_owned(),
                 seconds: LISTEN_TIMEOUT.as_secs(),
             });
         }
@@ -236,11 +310,12 @@ fn tail_text(tail: &Mutex<VecDeque<String>>) -> String {
 }
 
 /// Reads the child's stderr to the end (so a flood never blocks it), reporting the URL from
-/// the first `listening on ` line and keeping the last lines.
+/// the first line `announced` recognises and keeping the last lines.
 async fn drain_stderr(
     stderr: tokio::process::ChildStderr,
     tail: Arc<Mutex<VecDeque<String>>>,
     url_sender: tokio::sync::oneshot::Sender<String>,
+    announced: impl Fn(&str) -> Option<String>,
 ) {
     let mut url_sender = Some(url_sender);
     let mut reader = BufReader::new(stderr);
@@ -252,10 +327,11 @@ async fn drain_stderr(
             Ok(_) => {}
         }
         let text = String::from_utf8_lossy(&line).trim_end().to_owned();
-        if let Some(url) = text.strip_prefix("listening on ")
+        if url_sender.is_some()
+            && let Some(url) = announced(&text)
             && let Some(sender) = url_sender.take()
         {
-            let _ = sender.send(url.trim().to_owned());
+            let _ = sender.send(url);
         }
         let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
         if tail.len() == STDERR_TAIL_LINES {

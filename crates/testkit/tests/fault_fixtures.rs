@@ -28,8 +28,11 @@ const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialize
 async fn crash_mid_call_exits_with_the_stderr_line() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.txt");
-    let (client, _seen, mut child) =
-        connect_stdio("crash-mid-call", &[("FIXTURE_LEDGER", ledger.to_str().unwrap())]).await;
+    let (client, _seen, mut child) = connect_stdio(
+        "crash-mid-call",
+        &[("FIXTURE_LEDGER", ledger.to_str().unwrap())],
+    )
+    .await;
     let mut stderr = child.stderr.take().unwrap();
     let echoed = call(&client, "echo", json!({"text": "before"})).await;
     assert_eq!(first_text(&echoed), "before");
@@ -38,12 +41,18 @@ async fn crash_mid_call_exits_with_the_stderr_line() {
         .peer()
         .call_tool(CallToolRequestParams::new("crash"))
         .await;
-    assert!(outcome.is_err(), "the crash call cannot succeed: {outcome:?}");
+    assert!(
+        outcome.is_err(),
+        "the crash call cannot succeed: {outcome:?}"
+    );
     let status = child.wait().await.unwrap();
     assert_eq!(status.code(), Some(CRASH_EXIT_CODE));
     let mut stderr_text = String::new();
     stderr.read_to_string(&mut stderr_text).await.unwrap();
-    let last_line = stderr_text.lines().rev().find(|line| !line.trim().is_empty());
+    let last_line = stderr_text
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty());
     assert_eq!(last_line, Some(CRASH_STDERR_LINE));
     assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "crash called\n");
 }
@@ -153,8 +162,7 @@ async fn exit_during_start_prints_a_line_and_exits_3() {
 
 #[tokio::test]
 async fn slow_start_serves_after_its_delay() {
-    let (client, _seen, _child) =
-        connect_stdio("slow-start", &[("FIXTURE_DELAY_MS", "300")]).await;
+    let (client, _seen, _child) = connect_stdio("slow-start", &[("FIXTURE_DELAY_MS", "300")]).await;
     let echoed = call(&client, "echo", json!({"text": "late"})).await;
     assert_eq!(first_text(&echoed), "late");
     client.cancel().await.unwrap();

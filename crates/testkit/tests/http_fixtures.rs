@@ -21,14 +21,20 @@ use rmcp::{
 use serde_json::json;
 use warden_testkit::{
     TestkitError,
-    fixtures::{CRASH_EXIT_CODE, CRASH_STDERR_LINE, EXIT_DURING_START_CODE, EXIT_DURING_START_LINE},
+    fixtures::{
+        CRASH_EXIT_CODE, CRASH_STDERR_LINE, EXIT_DURING_START_CODE, EXIT_DURING_START_LINE,
+    },
     spawn_http_fixture, try_spawn_http_fixture,
 };
 
 #[tokio::test]
 async fn echo_over_http_prints_its_real_port_and_serves_calls_with_progress() {
     let fixture = spawn_http_fixture("echo").await;
-    assert!(fixture.url.starts_with("http://127.0.0.1:"), "{}", fixture.url);
+    assert!(
+        fixture.url.starts_with("http://127.0.0.1:"),
+        "{}",
+        fixture.url
+    );
     assert!(fixture.url.ends_with("/mcp"));
     assert_ne!(fixture.port(), 0);
 
@@ -130,7 +136,10 @@ async fn list_changed_reaches_2026_07_28_listeners_over_http() {
         .unwrap()
         .expect("the subscription is open");
     assert!(
-        matches!(notification, ServerNotification::ToolListChangedNotification(_)),
+        matches!(
+            notification,
+            ServerNotification::ToolListChangedNotification(_)
+        ),
         "{notification:?}"
     );
     subscription.cancel().await.unwrap();
@@ -166,12 +175,13 @@ async fn echo_speaks_2026_07_28_over_stdio() {
 async fn crash_mid_call_over_http_exits_with_the_stderr_line() {
     let mut fixture = spawn_http_fixture("crash-mid-call").await;
     let (client, _seen) = connect_http(&fixture.url).await;
-    let outcome = client
-        .peer()
-        .call_tool(CallToolRequestParams::new("crash"))
-        .await;
-    assert!(outcome.is_err(), "{outcome:?}");
+    // rmcp's HTTP client does not notice the dead server on its own (the call stays pending),
+    // so the call runs in the background and the test watches the process instead.
+    let peer = client.peer().clone();
+    let pending_call =
+        tokio::spawn(async move { peer.call_tool(CallToolRequestParams::new("crash")).await });
     let status = fixture.child.wait().await.unwrap();
+    pending_call.abort();
     assert_eq!(status.code(), Some(CRASH_EXIT_CODE));
     // The stderr reader finishes on its own once the pipe closes.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -217,7 +227,11 @@ async fn hang_over_http_accepts_but_never_answers() {
     fixture.child.wait().await.unwrap();
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
-    assert!(answer.is_empty(), "hang answered: {:?}", String::from_utf8_lossy(&answer));
+    assert!(
+        answer.is_empty(),
+        "hang answered: {:?}",
+        String::from_utf8_lossy(&answer)
+    );
 }
 
 #[tokio::test]
@@ -238,7 +252,12 @@ async fn garbage_over_http_serves_an_html_page() {
     .await
     .unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.to_ascii_lowercase().contains("content-type: text/html"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("content-type: text/html"),
+        "{answer}"
+    );
     assert!(answer.contains("<!DOCTYPE html>"));
 }
 
@@ -276,7 +295,10 @@ async fn stdio_and_http_fixtures_agree_on_the_echo_tools() {
     let (http_client, _seen) = connect_http(&fixture.url).await;
     let (stdio_client, _seen2, _child) = connect_stdio("echo", &[]).await;
     let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
-        tools.into_iter().map(|tool| tool.name.to_string()).collect()
+        tools
+            .into_iter()
+            .map(|tool| tool.name.to_string())
+            .collect()
     };
     assert_eq!(
         names(http_client.peer().list_all_tools().await.unwrap()),
@@ -284,4 +306,108 @@ async fn stdio_and_http_fixtures_agree_on_the_echo_tools() {
     );
     http_client.cancel().await.unwrap();
     stdio_client.cancel().await.unwrap();
+}
+
+/// Sends one HTTP/1.1 request with `Connection: close` and returns the whole answer.
+async fn raw_http(port: u16, head: String, body: &'static str) -> String {
+    tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(
+            stream,
+            "{head}Host: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn http_status_answers_every_request_with_its_status() {
+    for (status, reason) in [(404, "404 Not Found"), (503, "503 Service Unavailable")] {
+        let fixture =
+            try_spawn_http_fixture("http-status", &["--status", &status.to_string()], &[])
+                .await
+                .unwrap();
+        let answer = raw_http(
+            fixture.port(),
+            "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n".to_owned(),
+            "{}",
+        )
+        .await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {reason}")),
+            "{answer}"
+        );
+    }
+    let fixture = try_spawn_http_fixture("http-status", &["--status", "401"], &[])
+        .await
+        .unwrap();
+    let answer = raw_http(fixture.port(), "GET /mcp HTTP/1.1\r\n".to_owned(), "").await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn http_status_refuses_stdio() {
+    let (program, args) = warden_testkit::fixture_command("http-status");
+    let output = tokio::process::Command::new(program)
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("only serves HTTP"));
+}
+
+#[tokio::test]
+async fn a_restarted_fixture_on_the_same_port_has_forgotten_the_session() {
+    const HEAD: &str = "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n";
+    const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+    let first = spawn_http_fixture("echo").await;
+    let port = first.port();
+    let answer = raw_http(port, HEAD.to_owned(), INITIALIZE).await;
+    let session = answer
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {answer}"));
+    let with_session = format!("{HEAD}Mcp-Session-Id: {session}\r\n");
+    let answer = raw_http(port, with_session.clone(), INITIALIZED).await;
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    let answer = raw_http(port, with_session.clone(), LIST).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(first);
+
+    // Rebinding can race with the old process' exit; retry briefly.
+    let mut second = None;
+    for _ in 0..50 {
+        let addr = format!("127.0.0.1:{port}");
+        match warden_testkit::try_spawn_http_fixture_at("echo", &addr, &[], &[]).await {
+            Ok(fixture) => {
+                second = Some(fixture);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let second = second.expect("the port is free again");
+    assert_eq!(second.port(), port);
+    let answer = raw_http(port, with_session, LIST).await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
 }

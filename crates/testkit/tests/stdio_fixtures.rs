@@ -25,14 +25,20 @@ async fn echo_serves_tools_with_annotations_and_results() {
     let tools = client.peer().list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     for expected in ["echo", "add", "write_note", "slow", "big", "image", "fail"] {
-        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
     }
     let tool = |name: &str| tools.iter().find(|tool| tool.name == name).unwrap();
     let echo_annotations = tool("echo").annotations.clone().unwrap();
     assert_eq!(echo_annotations.read_only_hint, Some(true));
     let note_annotations = tool("write_note").annotations.clone().unwrap();
     assert_eq!(note_annotations.read_only_hint, Some(false));
-    let output_schema = tool("add").output_schema.clone().expect("add has an output schema");
+    let output_schema = tool("add")
+        .output_schema
+        .clone()
+        .expect("add has an output schema");
     assert_eq!(output_schema["required"], json!(["sum"]));
 
     let echoed = call(&client, "echo", json!({"text": "hello fixture"})).await;
@@ -61,7 +67,12 @@ async fn echo_serves_tools_with_annotations_and_results() {
     assert!(matches!(mixed.content[1], ContentBlock::Resource(_)));
     assert!(matches!(mixed.content[2], ContentBlock::ResourceLink(_)));
 
-    let unset = call(&client, "env_var", json!({"name": "WARDEN_TESTKIT_SURELY_UNSET"})).await;
+    let unset = call(
+        &client,
+        "env_var",
+        json!({"name": "WARDEN_TESTKIT_SURELY_UNSET"}),
+    )
+    .await;
     assert_eq!(first_text(&unset), "(unset)");
 
     client.cancel().await.unwrap();
@@ -152,9 +163,8 @@ async fn slow_reports_progress_and_honours_cancellation() {
         .peer()
         .send_cancellable_request(
             ClientRequest::CallToolRequest(Request::new(
-                CallToolRequestParams::new("slow").with_arguments(
-                    json!({"ms": 350}).as_object().unwrap().clone(),
-                ),
+                CallToolRequestParams::new("slow")
+                    .with_arguments(json!({"ms": 350}).as_object().unwrap().clone()),
             )),
             PeerRequestOptions::no_options(),
         )
@@ -166,12 +176,19 @@ async fn slow_reports_progress_and_honours_cancellation() {
     };
     assert_eq!(first_text(&result), "slept 350 ms");
     let mut progress = Vec::new();
-    while let Ok(Seen::Progress { progress: value, total }) = seen.try_recv() {
+    while let Ok(Seen::Progress {
+        progress: value,
+        total,
+    }) = seen.try_recv()
+    {
         assert_eq!(total, Some(350.0));
         progress.push(value);
     }
     assert!(progress.len() >= 2, "progress notifications: {progress:?}");
-    assert!(progress.windows(2).all(|pair| pair[0] < pair[1]), "{progress:?}");
+    assert!(
+        progress.windows(2).all(|pair| pair[0] < pair[1]),
+        "{progress:?}"
+    );
     assert_eq!(progress.last(), Some(&350.0));
 
     // A long call, cancelled once it has started: the server records the cancellation.
@@ -179,9 +196,8 @@ async fn slow_reports_progress_and_honours_cancellation() {
         .peer()
         .send_cancellable_request(
             ClientRequest::CallToolRequest(Request::new(
-                CallToolRequestParams::new("slow").with_arguments(
-                    json!({"ms": 60_000}).as_object().unwrap().clone(),
-                ),
+                CallToolRequestParams::new("slow")
+                    .with_arguments(json!({"ms": 60_000}).as_object().unwrap().clone()),
             )),
             PeerRequestOptions::no_options(),
         )
@@ -251,7 +267,10 @@ async fn paginated_forever_always_has_a_next_cursor() {
 async fn list_changed_announces_mutations() {
     let (client, mut seen, _child) = connect_stdio("list-changed", &[]).await;
     let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
-        tools.into_iter().map(|tool| tool.name.to_string()).collect()
+        tools
+            .into_iter()
+            .map(|tool| tool.name.to_string())
+            .collect()
     };
     let capabilities = client.peer().peer_info().unwrap().capabilities.clone();
     assert_eq!(capabilities.tools.unwrap().list_changed, Some(true));
@@ -279,11 +298,54 @@ async fn bad_names_lists_invalid_long_and_duplicate_names() {
     assert_eq!(names, BAD_TOOL_NAMES);
     assert_eq!(names.iter().filter(|name| **name == "dup").count(), 2);
     assert!(names.iter().any(|name| name.len() > 64 && name.is_ascii()));
-    assert!(names.iter().any(|name| name.len() > 64 && name.chars().count() <= 64));
+    assert!(
+        names
+            .iter()
+            .any(|name| name.len() > 64 && name.chars().count() <= 64)
+    );
     assert!(names.iter().any(|name| name.contains(' ')));
     let called = call(&client, "search files", json!({})).await;
     assert_eq!(first_text(&called), "called search files");
     let called = call(&client, "db.query/v2", json!({})).await;
     assert_eq!(first_text(&called), "called db.query/v2");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn spawn_grandchild_starts_a_process_the_host_must_reap() {
+    let (client, _seen, _child) = connect_stdio("echo", &[]).await;
+    let result = call(&client, "spawn_grandchild", json!({})).await;
+    let pid: i32 = first_text(&result).parse().unwrap();
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    assert!(proc_dir.exists(), "the grandchild runs");
+    let cmdline = std::fs::read_to_string(proc_dir.join("cmdline")).unwrap_or_default();
+    assert!(cmdline.starts_with("sleep"), "{cmdline:?}");
+    // This test is not the host: clean up the grandchild itself.
+    let _ = std::process::Command::new("kill")
+        .arg(pid.to_string())
+        .status();
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_pages_forever_flag_matches_the_paginated_forever_kind() {
+    let mut command = common::fixture_process("paginated");
+    command.arg("--pages-forever");
+    let mut child = command.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let (recorder, _seen) = common::Recorder::new();
+    let client = rmcp::ServiceExt::serve(recorder, (stdout, stdin))
+        .await
+        .unwrap();
+    let mut cursor = None;
+    for _ in 0..30 {
+        let page = client
+            .peer()
+            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+            .await
+            .unwrap();
+        cursor = Some(page.next_cursor.expect("never-ending pages"));
+    }
     client.cancel().await.unwrap();
 }

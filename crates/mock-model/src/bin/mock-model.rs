@@ -29,7 +29,8 @@ async fn main() -> anyhow::Result<()> {
             other => bail!("unexpected argument {other}"),
         }
     }
-    let script_path = script_path.context("usage: mock-model SCRIPT.json [--port N] [--record FILE]")?;
+    let script_path =
+        script_path.context("usage: mock-model SCRIPT.json [--port N] [--record FILE]")?;
     let text = std::fs::read_to_string(&script_path)
         .with_context(|| format!("reading {}", script_path.display()))?;
     let script: Script = serde_json::from_str(&text)
@@ -37,6 +38,8 @@ async fn main() -> anyhow::Result<()> {
     let mock = MockModel::start_on(port, record).await?;
     mock.push_script(script);
     println!("{}", mock.base_url());
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
     Ok(())
 }

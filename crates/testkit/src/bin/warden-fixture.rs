@@ -11,7 +11,7 @@ use warden_testkit::fixtures::{self, FixtureKind, ServeOptions};
 #[command(name = "warden-fixture")]
 struct Args {
     /// echo, paginated, paginated-forever, list-changed, crash-mid-call, hang, garbage,
-    /// stderr-flood, exit-during-start, slow-start, big-result, bad-names
+    /// stderr-flood, exit-during-start, slow-start, big-result, bad-names, http-status
     #[arg(value_parser = parse_kind)]
     kind: FixtureKind,
     /// Serve Streamable HTTP on this address (path /mcp); port 0 picks a free port.
@@ -24,6 +24,9 @@ struct Args {
     /// With `paginated`: always return a next cursor (same as the `paginated-forever` kind).
     #[arg(long)]
     pages_forever: bool,
+    /// With `http-status`: the status code every request gets.
+    #[arg(long, default_value_t = 500)]
+    status: u16,
 }
 
 fn parse_kind(name: &str) -> Result<FixtureKind, String> {
@@ -43,6 +46,7 @@ async fn main() -> anyhow::Result<()> {
     let options = ServeOptions {
         http: args.http,
         delay: Some(Duration::from_millis(args.delay_ms)),
+        status: Some(args.status),
     };
     fixtures::run(kind, options)
         .await

@@ -1,0 +1,483 @@
+//! The agent loop: ask the model, run the tool calls it makes through a `ToolExecutor` (read-only ones concurrently), repeat until it stops; events on a channel.
+
+use std::sync::Arc;
+
+use futures::future::{BoxFuture, join_all};
+use serde::Serialize;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::{ContextBudget, elide_oldest_tool_results};
+use crate::conversation::{Message, ToolCall, ToolSpec, Usage};
+use crate::provider::{ModelClient, ModelDelta, ModelRequest, ProviderError};
+
+/// A tool call handed to the executor.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallRequest {
+    /// The model's id for this call.
+    pub id: String,
+    /// The name the model used (as offered in the tool list).
+    pub public_name: String,
+    pub arguments: serde_json::Value,
+}
+
+/// What a tool call came to, as the model and the frontends see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolCallResult {
+    /// The text sent back to the model.
+    pub text: String,
+    pub is_error: bool,
+    /// The gate's decision label (e.g. `allowed`, `denied`, `timed_out`).
+    pub decision: String,
+    /// Why it was denied, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denial: Option<String>,
+}
+
+impl ToolCallResult {
+    pub fn ok(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: false,
+            decision: "allowed".into(),
+            denial: None,
+        }
+    }
+
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: true,
+            decision: "allowed".into(),
+            denial: None,
+        }
+    }
+
+    pub fn denied(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
+        Self {
+            text: format!("denied: {reason}"),
+            is_error: true,
+            decision: "denied".into(),
+            denial: Some(reason),
+        }
+    }
+
+    fn cancelled() -> Self {
+        Self {
+            text: "cancelled by the user before it finished".into(),
+            is_error: true,
+            decision: "cancelled".into(),
+            denial: None,
+        }
+    }
+}
+
+/// Runs tool calls. The lead's gate implements this; the loop never runs a tool itself.
+pub trait ToolExecutor: Send + Sync {
+    /// Whether calls to this tool may run concurrently with other read-only calls.
+    fn is_read_only(&self, public_name: &str) -> bool;
+
+    /// Runs one call. It should return promptly once `cancel` fires.
+    fn execute<'a>(
+        &'a self,
+        call: ToolCallRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, ToolCallResult>;
+}
+
+/// Limits of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentOptions {
+    /// Model turns allowed in one `run` (`None`: unlimited).
+    pub max_turns: Option<u32>,
+    /// Token budget for the request (system + tools + messages); `None`: the model's context window.
+    pub context_budget: Option<u64>,
+    /// Tokens kept free for the answer when the budget comes from the context window.
+    pub reserve_output_tokens: u64,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        Self {
+            max_turns: None,
+            context_budget: None,
+            reserve_output_tokens: 8192,
+        }
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model answered without calling tools.
+    Completed,
+    MaxTurns,
+    Cancelled,
+}
+
+/// Something that happened, for frontends (text, json, stream-json, TUI).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentEvent {
+    TurnStarted {
+        turn: u32,
+    },
+    TextDelta {
+        text: String,
+    },
+    /// The model began a tool call (arguments still streaming).
+    ToolCallStreaming {
+        id: String,
+        name: String,
+    },
+    ModelRetry {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
+    ToolCallStarted {
+        id: String,
+        name: String,
+        arguments: serde_json::Value,
+    },
+    ToolCallFinished {
+        id: String,
+        name: String,
+        result: ToolCallResult,
+    },
+    Usage {
+        turn: u32,
+        usage: Usage,
+        total: Usage,
+    },
+    ContextElided {
+        results: usize,
+        estimated_tokens_before: u64,
+        estimated_tokens_after: u64,
+    },
+    TurnEnded {
+        turn: u32,
+        /// `tool_calls` when the loop goes on; otherwise the stop reason.
+        reason: String,
+    },
+}
+
+/// One finished tool call, for summaries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallRecord {
+    pub id: String,
+    pub name: String,
+    pub arguments: serde_json::Value,
+    pub result: ToolCallResult,
+}
+
+/// The end of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunOutcome {
+    /// The text of the last assistant message.
+    pub final_text: String,
+    pub turns: u32,
+    pub stop: StopReason,
+    pub usage: Usage,
+    pub tool_calls: Vec<ToolCallRecord>,
+}
+
+/// A run failed (the conversation keeps everything up to the failure).
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Model(#[from] ProviderError),
+}
+
+/// The loop, configured.
+pub struct Agent {
+    client: Arc<dyn ModelClient>,
+    executor: Arc<dyn ToolExecutor>,
+    system_prompt: String,
+    tools: Vec<ToolSpec>,
+    options: AgentOptions,
+    events: Option<UnboundedSender<AgentEvent>>,
+}
+
+impl Agent {
+    pub fn new(
+        client: Arc<dyn ModelClient>,
+        executor: Arc<dyn ToolExecutor>,
+        system_prompt: String,
+        tools: Vec<ToolSpec>,
+    ) -> Self {
+        Self {
+            client,
+            executor,
+            system_prompt,
+            tools,
+            options: AgentOptions::default(),
+            events: None,
+        }
+    }
+
+    pub fn with_options(mut self, options: AgentOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Events are sent here as they happen (a closed receiver is ignored).
+    pub fn with_events(mut self, events: UnboundedSender<AgentEvent>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    pub fn system_prompt(&self) -> &str {
+        &self.system_prompt
+    }
+
+    pub fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    fn emit(&self, event: AgentEvent) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(event);
+        }
+    }
+
+    /// Runs turns on `conversation` (which ends with the user's message) until the model stops,
+    /// `max_turns` is reached or `cancel` fires. Messages are appended to `conversation` as they
+    /// are final; a cancelled model call leaves nothing behind, a cancelled tool batch leaves a
+    /// result for every call.
+    pub async fn run(
+        &self,
+        conversation: &mut Vec<Message>,
+        cancel: &CancellationToken,
+    ) -> Result<RunOutcome, AgentError> {
+        let mut total = Usage::default();
+        let mut records = Vec::new();
+        let mut turn = 0u32;
+        let budget = ContextBudget {
+            tokens: self.options.context_budget.unwrap_or_else(|| {
+                self.client
+                    .context_window()
+                    .saturating_sub(self.options.reserve_output_tokens)
+            }),
+        };
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(self.outcome(conversation, turn, StopReason::Cancelled, total, records));
+            }
+            if let Some(max) = self.options.max_turns
+                && turn >= max
+            {
+                return Ok(self.outcome(conversation, turn, StopReason::MaxTurns, total, records));
+            }
+            turn += 1;
+            self.emit(AgentEvent::TurnStarted { turn });
+            if let Some(elision) =
+                elide_oldest_tool_results(&self.system_prompt, &self.tools, conversation, budget)
+            {
+                self.emit(AgentEvent::ContextElided {
+                    results: elision.results,
+                    estimated_tokens_before: elision.before,
+                    estimated_tokens_after: elision.after,
+                });
+            }
+            let events = self.events.clone();
+            let on_delta = move |delta: ModelDelta| {
+                if let Some(tx) = &events {
+                    let _ = tx.send(match delta {
+                        ModelDelta::Text { text } => AgentEvent::TextDelta { text },
+                        ModelDelta::ToolCallStarted { id, name } => {
+                            AgentEvent::ToolCallStreaming { id, name }
+                        }
+                        ModelDelta::Retrying {
+                            attempt,
+                            delay_ms,
+                            reason,
+                        } => AgentEvent::ModelRetry {
+                            attempt,
+                            delay_ms,
+                            reason,
+                        },
+                    });
+                }
+            };
+            let request = ModelRequest {
+                system: &self.system_prompt,
+                messages: conversation,
+                tools: &self.tools,
+            };
+            let response = match self.client.complete(request, &on_delta, cancel).await {
+                Ok(response) => response,
+                Err(ProviderError::Cancelled) => {
+                    self.emit(AgentEvent::TurnEnded {
+                        turn,
+                        reason: "cancelled".into(),
+                    });
+                    return Ok(self.outcome(
+                        conversation,
+                        turn,
+                        StopReason::Cancelled,
+                        total,
+                        records,
+                    ));
+                }
+                Err(error) => {
+                    self.emit(AgentEvent::TurnEnded {
+                        turn,
+                        reason: "error".into(),
+                    });
+                    return Err(error.into());
+                }
+            };
+            total.add(response.usage);
+            self.emit(AgentEvent::Usage {
+                turn,
+                usage: response.usage,
+                total,
+            });
+            let calls = response.tool_calls.clone();
+            conversation.push(Message::Assistant {
+                text: response.text,
+                tool_calls: response.tool_calls,
+            });
+            if calls.is_empty() {
+                self.emit(AgentEvent::TurnEnded {
+                    turn,
+                    reason: "completed".into(),
+                });
+                return Ok(self.outcome(conversation, turn, StopReason::Completed, total, records));
+            }
+            let results = self.run_calls(&calls, cancel).await;
+            for (call, (arguments, result)) in calls.iter().zip(results) {
+                conversation.push(Message::ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    text: result.text.clone(),
+                    is_error: result.is_error,
+                    elided: false,
+                });
+                records.push(ToolCallRecord {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments,
+                    result,
+                });
+            }
+            if cancel.is_cancelled() {
+                self.emit(AgentEvent::TurnEnded {
+                    turn,
+                    reason: "cancelled".into(),
+                });
+                return Ok(self.outcome(conversation, turn, StopReason::Cancelled, total, records));
+            }
+            self.emit(AgentEvent::TurnEnded {
+                turn,
+                reason: "tool_calls".into(),
+            });
+        }
+    }
+
+    fn outcome(
+        &self,
+        conversation: &[Message],
+        turns: u32,
+        stop: StopReason,
+        usage: Usage,
+        tool_calls: Vec<ToolCallRecord>,
+    ) -> RunOutcome {
+        let final_text = conversation
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Assistant { text, .. } if !text.is_empty() => Some(text.clone()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        RunOutcome {
+            final_text,
+            turns,
+            stop,
+            usage,
+            tool_calls,
+        }
+    }
+
+    /// Runs the calls of one turn: consecutive read-only calls together, the others one at a
+    /// time in order. Results come back in call order.
+    async fn run_calls(
+        &self,
+        calls: &[ToolCall],
+        cancel: &CancellationToken,
+    ) -> Vec<(serde_json::Value, ToolCallResult)> {
+        let mut results: Vec<(serde_json::Value, ToolCallResult)> = Vec::with_capacity(calls.len());
+        let mut index = 0;
+        while index < calls.len() {
+            let read_only = self.executor.is_read_only(&calls[index].name);
+            let end = if read_only {
+                calls[index..]
+                    .iter()
+                    .position(|c| !self.executor.is_read_only(&c.name))
+                    .map_or(calls.len(), |offset| index + offset)
+            } else {
+                index + 1
+            };
+            let batch = &calls[index..end];
+            let futures = batch.iter().map(|call| self.run_one(call, cancel));
+            results.extend(join_all(futures).await);
+            index = end;
+        }
+        results
+    }
+
+    async fn run_one(
+        &self,
+        call: &ToolCall,
+        cancel: &CancellationToken,
+    ) -> (serde_json::Value, ToolCallResult) {
+        let arguments = match call.parsed_arguments() {
+            Ok(arguments) => arguments,
+            Err(error) => {
+                let result = ToolCallResult::error(format!(
+                    "the arguments of this call are not valid JSON ({error}); send a JSON object"
+                ));
+                let arguments = serde_json::Value::String(call.arguments.clone());
+                self.emit(AgentEvent::ToolCallFinished {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    result: result.clone(),
+                });
+                return (arguments, result);
+            }
+        };
+        if cancel.is_cancelled() {
+            let result = ToolCallResult::cancelled();
+            self.emit(AgentEvent::ToolCallFinished {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                result: result.clone(),
+            });
+            return (arguments, result);
+        }
+        self.emit(AgentEvent::ToolCallStarted {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: arguments.clone(),
+        });
+        let request = ToolCallRequest {
+            id: call.id.clone(),
+            public_name: call.name.clone(),
+            arguments: arguments.clone(),
+        };
+        let mut result = self.executor.execute(request, cancel.child_token()).await;
+        if cancel.is_cancelled() && result.text.is_empty() {
+            result = ToolCallResult::cancelled();
+        }
+        self.emit(AgentEvent::ToolCallFinished {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            result: result.clone(),
+        });
+        (arguments, result)
+    }
+}

@@ -1,0 +1,870 @@
+//! The built-in tools (bash, read_file, write_file, edit_file, list_dir, glob, grep): schemas, capability classes, and their execution in the working directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio_util::sync::CancellationToken;
+pub use warden_config::Capability;
+
+use crate::conversation::ToolSpec;
+
+/// Bytes of output a tool returns before the rest is spilled to an artifact.
+pub const DEFAULT_OUTPUT_CAP: usize = 30_000;
+/// `bash` timeout when the call gives none.
+pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest `timeout_sec` a call may ask for.
+pub const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
+/// Output kept in memory per command (beyond it, output is counted but dropped).
+const BASH_MEMORY_LIMIT: usize = 16 * 1024 * 1024;
+const MAX_LIST_ENTRIES: usize = 1000;
+const MAX_WALK_ENTRIES: usize = 100_000;
+const MAX_GREP_MATCHES: usize = 500;
+const DEFAULT_READ_LIMIT: usize = 2000;
+
+/// A built-in tool as the model and the gate see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltinToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub input_schema: Value,
+    /// The capability classes the gate classifies the tool with.
+    pub capabilities: Vec<Capability>,
+}
+
+impl BuiltinToolSpec {
+    pub fn tool_spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.name.to_string(),
+            description: self.description.to_string(),
+            input_schema: self.input_schema.clone(),
+        }
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.capabilities == [Capability::ReadOnly]
+    }
+}
+
+/// Every built-in tool, in a fixed order.
+pub fn builtin_specs() -> Vec<BuiltinToolSpec> {
+    use Capability::*;
+    vec![
+        BuiltinToolSpec {
+            name: "bash",
+            description: "Run a command with `bash -c` in the working directory. Output (stdout and stderr together) over the cap is saved to a file and a preview returned. The command's whole process group is killed on timeout or cancellation.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line."},
+                    "timeout_sec": {"type": "integer", "minimum": 1, "maximum": MAX_BASH_TIMEOUT.as_secs(),
+                        "description": "Seconds before the command is killed (default 120)."}
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+            capabilities: vec![Write, Destructive, External],
+        },
+        BuiltinToolSpec {
+            name: "read_file",
+            description: "Read a text file, with line numbers. `offset` is the first line (1-based), `limit` the number of lines (default 2000).",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "offset": {"type": "integer", "minimum": 1},
+                    "limit": {"type": "integer", "minimum": 1}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+            capabilities: vec![ReadOnly],
+        },
+        BuiltinToolSpec {
+            name: "write_file",
+            description: "Create or replace a file with `content` (parent directories are created).",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "content": {"type": "string"}
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false
+            }),
+            capabilities: vec![Write],
+        },
+        BuiltinToolSpec {
+            name: "edit_file",
+            description: "Replace an exact string in a file. `old_string` must occur exactly once unless `replace_all` is true.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "old_string": {"type": "string"},
+                    "new_string": {"type": "string"},
+                    "replace_all": {"type": "boolean"}
+                },
+                "required": ["path", "old_string", "new_string"],
+                "additionalProperties": false
+            }),
+            capabilities: vec![Write],
+        },
+        BuiltinToolSpec {
+            name: "list_dir",
+            description: "List a directory (default: the working directory); directories end with `/`.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "additionalProperties": false
+            }),
+            capabilities: vec![ReadOnly],
+        },
+        BuiltinToolSpec {
+            name: "glob",
+            description: "Find files whose path relative to `path` (default: the working directory) matches a glob: `*` and `?` within a name, `**` across directories, `{a,b}` alternatives. `.git` is skipped.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "e.g. `**/*.rs`"},
+                    "path": {"type": "string"}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+            capabilities: vec![ReadOnly],
+        },
+        BuiltinToolSpec {
+            name: "grep",
+            description: "Search file contents with a regular expression (Rust regex syntax). Prints `path:line:text`. `path` is a file or directory (default: the working directory); `glob` filters file paths; binary files and `.git` are skipped.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string"},
+                    "path": {"type": "string"},
+                    "glob": {"type": "string"},
+                    "ignore_case": {"type": "boolean"}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+            capabilities: vec![ReadOnly],
+        },
+    ]
+}
+
+/// Stores output that is over the cap; returns where it went.
+pub trait ArtifactSink: Send + Sync {
+    fn save(&self, tool: &str, content: &[u8]) -> std::io::Result<PathBuf>;
+}
+
+/// Writes artifacts as files (mode 0600) under a directory.
+#[derive(Debug, Clone)]
+pub struct DirArtifacts {
+    dir: PathBuf,
+    counter: Arc<AtomicU64>,
+}
+
+impl DirArtifacts {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            counter: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+impl ArtifactSink for DirArtifacts {
+    fn save(&self, tool: &str, content: &[u8]) -> std::io::Result<PathBuf> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::create_dir_all(&self.dir)?;
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let path = self
+            .dir
+            .join(format!("{tool}-{stamp}-{}-{n}.txt", std::process::id()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        file.write_all(content)?;
+        Ok(path)
+    }
+}
+
+/// Caps `output` at `cap` bytes: over it, the whole output is saved through `sink` and a
+/// preview with the artifact's path is returned.
+pub fn cap_output(
+    output: &str,
+    cap: usize,
+    tool: &str,
+    sink: &dyn ArtifactSink,
+) -> (String, Option<PathBuf>) {
+    if output.len() <= cap {
+        return (output.to_string(), None);
+    }
+    let mut end = cap;
+    while !output.is_char_boundary(end) {
+        end -= 1;
+    }
+    let preview = &output[..end];
+    match sink.save(tool, output.as_bytes()) {
+        Ok(path) => (
+            format!(
+                "{preview}\n[output truncated: {} bytes in all, the first {end} shown; the full output is saved at {}]",
+                output.len(),
+                path.display()
+            ),
+            Some(path),
+        ),
+        Err(error) => (
+            format!(
+                "{preview}\n[output truncated: {} bytes in all, the first {end} shown; saving the rest failed: {error}]",
+                output.len()
+            ),
+            None,
+        ),
+    }
+}
+
+/// The result of a built-in tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltinResult {
+    pub text: String,
+    pub is_error: bool,
+    /// Where over-cap output was saved.
+    pub artifact: Option<PathBuf>,
+}
+
+impl BuiltinResult {
+    fn error(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: true,
+            artifact: None,
+        }
+    }
+}
+
+/// Limits of the built-in tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltinOptions {
+    pub output_cap: usize,
+    pub default_bash_timeout: Duration,
+}
+
+impl Default for BuiltinOptions {
+    fn default() -> Self {
+        Self {
+            output_cap: DEFAULT_OUTPUT_CAP,
+            default_bash_timeout: DEFAULT_BASH_TIMEOUT,
+        }
+    }
+}
+
+/// Runs built-in tools in a working directory. The gate calls [`BuiltinTools::execute`].
+#[derive(Clone)]
+pub struct BuiltinTools {
+    workdir: PathBuf,
+    artifacts: Arc<dyn ArtifactSink>,
+    options: BuiltinOptions,
+}
+
+impl std::fmt::Debug for BuiltinTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltinTools")
+            .field("workdir", &self.workdir)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+fn str_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, BuiltinResult> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| BuiltinResult::error(format!("missing string argument `{key}`")))
+}
+
+fn opt_u64(args: &Value, key: &str) -> Result<Option<u64>, BuiltinResult> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| BuiltinResult::error(format!("`{key}` must be a non-negative integer"))),
+    }
+}
+
+fn opt_bool(args: &Value, key: &str) -> Result<bool, BuiltinResult> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(BuiltinResult::error(format!(
+            "`{key}` must be true or false"
+        ))),
+    }
+}
+
+impl BuiltinTools {
+    pub fn new(workdir: impl Into<PathBuf>, artifacts: Arc<dyn ArtifactSink>) -> Self {
+        Self {
+            workdir: workdir.into(),
+            artifacts,
+            options: BuiltinOptions::default(),
+        }
+    }
+
+    pub fn with_options(mut self, options: BuiltinOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    pub fn workdir(&self) -> &Path {
+        &self.workdir
+    }
+
+    /// Every built-in tool.
+    pub fn specs(&self) -> Vec<BuiltinToolSpec> {
+        builtin_specs()
+    }
+
+    /// Whether `name` is a built-in tool.
+    pub fn is_builtin(name: &str) -> bool {
+        builtin_specs().iter().any(|spec| spec.name == name)
+    }
+
+    fn resolve(&self, path: &str) -> PathBuf {
+        let p = Path::new(path);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.workdir.join(p)
+        }
+    }
+
+    fn display(&self, path: &Path) -> String {
+        path.strip_prefix(&self.workdir)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+
+    fn finish(&self, tool: &str, output: String, is_error: bool) -> BuiltinResult {
+        let (text, artifact) = cap_output(&output, self.options.output_cap, tool, &*self.artifacts);
+        BuiltinResult {
+            text,
+            is_error,
+            artifact,
+        }
+    }
+
+    /// Runs the built-in tool `name` with `args`; failures are results with `is_error`.
+    pub async fn execute(
+        &self,
+        name: &str,
+        args: Value,
+        cancel: CancellationToken,
+    ) -> BuiltinResult {
+        let outcome = match name {
+            "bash" => self.bash(&args, cancel).await,
+            "read_file" => self.read_file(&args),
+            "write_file" => self.write_file(&args),
+            "edit_file" => self.edit_file(&args),
+            "list_dir" => self.list_dir(&args),
+            "glob" => self.glob(&args, cancel).await,
+            "grep" => self.grep(&args, cancel).await,
+            other => Err(BuiltinResult::error(format!(
+                "no built-in tool named `{other}`"
+            ))),
+        };
+        outcome.unwrap_or_else(|error| error)
+    }
+
+    async fn bash(
+        &self,
+        args: &Value,
+        cancel: CancellationToken,
+    ) -> Result<BuiltinResult, BuiltinResult> {
+        let command_line = str_arg(args, "command")?;
+        let timeout = match opt_u64(args, "timeout_sec")? {
+            Some(0) => return Err(BuiltinResult::error("`timeout_sec` must be at least 1")),
+            Some(secs) => Duration::from_secs(secs).min(MAX_BASH_TIMEOUT),
+            None => self.options.default_bash_timeout,
+        };
+        let mut command = tokio::process::Command::new("bash");
+        command
+            .arg("-c")
+            .arg(command_line)
+            .current_dir(&self.workdir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut wrapped = CommandWrap::from(command);
+        wrapped.wrap(ProcessGroup::leader());
+        wrapped.wrap(KillOnDrop);
+        let mut child = wrapped
+            .spawn()
+            .map_err(|e| BuiltinResult::error(format!("cannot start bash: {e}")))?;
+        let buffer = Arc::new(Mutex::new(Captured::default()));
+        let readers = [
+            child
+                .stdout()
+                .take()
+                .map(|r| Box::new(r) as Box<dyn AsyncRead + Send + Unpin>),
+            child
+                .stderr()
+                .take()
+                .map(|r| Box::new(r) as Box<dyn AsyncRead + Send + Unpin>),
+        ];
+        let tasks: Vec<_> = readers
+            .into_iter()
+            .flatten()
+            .map(|reader| tokio::spawn(read_into(reader, buffer.clone())))
+            .collect();
+        enum End {
+            Exited(Option<i32>),
+            TimedOut,
+            Cancelled,
+            WaitFailed(String),
+        }
+        let end = tokio::select! {
+            status = child.wait() => match status {
+                Ok(status) => End::Exited(status.code()),
+                Err(e) => End::WaitFailed(e.to_string()),
+            },
+            _ = tokio::time::sleep(timeout) => End::TimedOut,
+            _ = cancel.cancelled() => End::Cancelled,
+        };
+        // Kill the whole group: background children would otherwise keep running and hold the pipes.
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        for task in tasks {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(2), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        let captured = std::mem::take(&mut *buffer.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut output = String::from_utf8_lossy(&captured.bytes).into_owned();
+        if captured.dropped > 0 {
+            output.push_str(&format!(
+                "\n[{} more bytes of output were not kept]",
+                captured.dropped
+            ));
+        }
+        let (note, is_error) = match end {
+            End::Exited(Some(0)) => (String::new(), false),
+            End::Exited(Some(code)) => (format!("[exit code {code}]"), true),
+            End::Exited(None) => ("[killed by a signal]".to_string(), true),
+            End::TimedOut => (
+                format!(
+                    "[timed out after {} s; the command's process group was killed]",
+                    timeout.as_secs()
+                ),
+                true,
+            ),
+            End::Cancelled => (
+                "[cancelled; the command's process group was killed]".to_string(),
+                true,
+            ),
+            End::WaitFailed(e) => (format!("[waiting for the command failed: {e}]"), true),
+        };
+        let mut result = self.finish("bash", output, is_error);
+        if !note.is_empty() {
+            if !result.text.is_empty() && !result.text.ends_with('\n') {
+                result.text.push('\n');
+            }
+            result.text.push_str(&note);
+        }
+        if result.text.is_empty() {
+            result.text = "(no output)".into();
+        }
+        Ok(result)
+    }
+
+    fn read_file(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
+        let path = self.resolve(str_arg(args, "path")?);
+        let offset = opt_u64(args, "offset")?.unwrap_or(1).max(1) as usize;
+        let limit = opt_u64(args, "limit")?
+            .map(|l| l as usize)
+            .unwrap_or(DEFAULT_READ_LIMIT)
+            .max(1);
+        let bytes = std::fs::read(&path).map_err(|e| {
+            BuiltinResult::error(format!("cannot read {}: {e}", self.display(&path)))
+        })?;
+        let text = String::from_utf8_lossy(&bytes);
+        let total = text.lines().count();
+        if total == 0 {
+            return Ok(self.finish("read_file", "(empty file)".into(), false));
+        }
+        if offset > total {
+            return Err(BuiltinResult::error(format!(
+                "{} has {total} lines; offset {offset} is past the end",
+                self.display(&path)
+            )));
+        }
+        let mut out = String::new();
+        for (index, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
+            out.push_str(&format!("{:>6}\t{line}\n", index + 1));
+        }
+        let last = (offset - 1 + limit).min(total);
+        if last < total {
+            out.push_str(&format!(
+                "[lines {offset}-{last} of {total}; read on with offset = {}]\n",
+                last + 1
+            ));
+        }
+        Ok(self.finish("read_file", out, false))
+    }
+
+    fn write_file(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
+        let path = self.resolve(str_arg(args, "path")?);
+        let content = str_arg(args, "content")?;
+        write_atomic(&path, content.as_bytes()).map_err(|e| {
+            BuiltinResult::error(format!("cannot write {}: {e}", self.display(&path)))
+        })?;
+        Ok(self.finish(
+            "write_file",
+            format!("wrote {} bytes to {}", content.len(), self.display(&path)),
+            false,
+        ))
+    }
+
+    fn edit_file(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
+        let path = self.resolve(str_arg(args, "path")?);
+        let old = str_arg(args, "old_string")?;
+        let new = str_arg(args, "new_string")?;
+        let replace_all = opt_bool(args, "replace_all")?;
+        if old.is_empty() {
+            return Err(BuiltinResult::error(
+                "`old_string` is empty; to create a file use write_file",
+            ));
+        }
+        if old == new {
+            return Err(BuiltinResult::error(
+                "`old_string` and `new_string` are the same",
+            ));
+        }
+        let shown = self.display(&path);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| BuiltinResult::error(format!("cannot read {shown}: {e}")))?;
+        let count = text.matches(old).count();
+        if count == 0 {
+            return Err(BuiltinResult::error(format!(
+                "`old_string` was not found in {shown}; read the file and copy the text exactly"
+            )));
+        }
+        if count > 1 && !replace_all {
+            return Err(BuiltinResult::error(format!(
+                "`old_string` occurs {count} times in {shown}; add surrounding text to make it unique, or set replace_all"
+            )));
+        }
+        let updated = if replace_all {
+            text.replace(old, new)
+        } else {
+            text.replacen(old, new, 1)
+        };
+        write_atomic(&path, updated.as_bytes())
+            .map_err(|e| BuiltinResult::error(format!("cannot write {shown}: {e}")))?;
+        let plural = if count == 1 { "" } else { "s" };
+        Ok(self.finish(
+            "edit_file",
+            format!("replaced {count} occurrence{plural} in {shown}"),
+            false,
+        ))
+    }
+
+    fn list_dir(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
+        let path = match args.get("path").and_then(Value::as_str) {
+            Some(p) => self.resolve(p),
+            None => self.workdir.clone(),
+        };
+        let shown = self.display(&path);
+        let entries = std::fs::read_dir(&path)
+            .map_err(|e| BuiltinResult::error(format!("cannot list {shown}: {e}")))?;
+        let mut names: Vec<String> = entries
+            .flatten()
+            .map(|entry| {
+                let mut name = entry.file_name().to_string_lossy().into_owned();
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    name.push('/');
+                }
+                name
+            })
+            .collect();
+        names.sort();
+        let total = names.len();
+        names.truncate(MAX_LIST_ENTRIES);
+        let mut out = names.join("\n");
+        if total > MAX_LIST_ENTRIES {
+            out.push_str(&format!(
+                "\n[{total} entries; the first {MAX_LIST_ENTRIES} shown]"
+            ));
+        }
+        if total == 0 {
+            out = "(empty directory)".into();
+        }
+        Ok(self.finish("list_dir", out, false))
+    }
+
+    async fn glob(
+        &self,
+        args: &Value,
+        cancel: CancellationToken,
+    ) -> Result<BuiltinResult, BuiltinResult> {
+        let pattern = str_arg(args, "pattern")?.to_string();
+        let base = match args.get("path").and_then(Value::as_str) {
+            Some(p) => self.resolve(p),
+            None => self.workdir.clone(),
+        };
+        let matcher = glob_regex(&pattern)
+            .map_err(|e| BuiltinResult::error(format!("invalid glob `{pattern}`: {e}")))?;
+        let walk_base = base.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            walk(&walk_base, &cancel, &mut |path, rel| {
+                if matcher.is_match(rel) {
+                    out.push(path.to_path_buf());
+                }
+            });
+            out
+        })
+        .await
+        .map_err(|e| BuiltinResult::error(format!("glob failed: {e}")))?;
+        let mut shown: Vec<String> = found.iter().map(|p| self.display(p)).collect();
+        shown.sort();
+        let total = shown.len();
+        shown.truncate(MAX_LIST_ENTRIES);
+        let mut out = shown.join("\n");
+        if total > MAX_LIST_ENTRIES {
+            out.push_str(&format!(
+                "\n[{total} matches; the first {MAX_LIST_ENTRIES} shown]"
+            ));
+        }
+        if total == 0 {
+            out = format!("no files match `{pattern}`");
+        }
+        Ok(self.finish("glob", out, false))
+    }
+
+    async fn grep(
+        &self,
+        args: &Value,
+        cancel: CancellationToken,
+    ) -> Result<BuiltinResult, BuiltinResult> {
+        let pattern = str_arg(args, "pattern")?.to_string();
+        let ignore_case = opt_bool(args, "ignore_case")?;
+        let regex = regex::RegexBuilder::new(&pattern)
+            .case_insensitive(ignore_case)
+            .build()
+            .map_err(|e| BuiltinResult::error(format!("invalid regex: {e}")))?;
+        let filter = match args.get("glob").and_then(Value::as_str) {
+            Some(g) => Some(
+                glob_regex(g)
+                    .map_err(|e| BuiltinResult::error(format!("invalid glob `{g}`: {e}")))?,
+            ),
+            None => None,
+        };
+        let base = match args.get("path").and_then(Value::as_str) {
+            Some(p) => self.resolve(p),
+            None => self.workdir.clone(),
+        };
+        let workdir = self.workdir.clone();
+        let (lines, total) = tokio::task::spawn_blocking(move || {
+            let mut lines = Vec::new();
+            let mut total = 0usize;
+            let mut search = |path: &Path| {
+                let Ok(bytes) = std::fs::read(path) else {
+                    return;
+                };
+                if bytes.iter().take(8192).any(|&b| b == 0) {
+                    return;
+                }
+                let text = String::from_utf8_lossy(&bytes);
+                let shown = path
+                    .strip_prefix(&workdir)
+                    .unwrap_or(path)
+                    .display()
+                    .to_string();
+                for (index, line) in text.lines().enumerate() {
+                    if regex.is_match(line) {
+                        total += 1;
+                        if lines.len() < MAX_GREP_MATCHES {
+                            lines.push(format!("{shown}:{}:{line}", index + 1));
+                        }
+                    }
+                }
+            };
+            if base.is_file() {
+                search(&base);
+            } else {
+                let mut files = Vec::new();
+                walk(&base, &cancel, &mut |path, rel| {
+                    if filter.as_ref().is_none_or(|f| f.is_match(rel)) {
+                        files.push(path.to_path_buf());
+                    }
+                });
+                files.sort();
+                for file in files {
+                    if cancel.is_cancelled() {
+                        break;
+                    }
+                    search(&file);
+                }
+            }
+            (lines, total)
+        })
+        .await
+        .map_err(|e| BuiltinResult::error(format!("grep failed: {e}")))?;
+        let mut out = lines.join("\n");
+        if total > MAX_GREP_MATCHES {
+            out.push_str(&format!(
+                "\n[{total} matching lines; the first {MAX_GREP_MATCHES} shown]"
+            ));
+        }
+        if total == 0 {
+            out = format!("no matches for `{pattern}`");
+        }
+        Ok(self.finish("grep", out, false))
+    }
+}
+
+#[derive(Default)]
+struct Captured {
+    bytes: Vec<u8>,
+    dropped: u64,
+}
+
+async fn read_into(mut reader: Box<dyn AsyncRead + Send + Unpin>, buffer: Arc<Mutex<Captured>>) {
+    let mut chunk = [0u8; 8192];
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let mut captured = buffer.lock().unwrap_or_else(PoisonError::into_inner);
+                let room = BASH_MEMORY_LIMIT.saturating_sub(captured.bytes.len());
+                let keep = n.min(room);
+                captured.bytes.extend_from_slice(&chunk[..keep]);
+                captured.dropped += (n - keep) as u64;
+            }
+        }
+    }
+}
+
+/// Writes a file through a temporary file in the same directory and a rename.
+fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(format!(".{name}.warden-{}.tmp", std::process::id()));
+    std::fs::write(&temp, content)?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&temp, meta.permissions());
+    }
+    std::fs::rename(&temp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temp);
+    })
+}
+
+/// Walks files under `base` (skipping `.git`, not following symlinked directories), calling
+/// `visit(path, relative_path_with_slashes)`.
+fn walk(base: &Path, cancel: &CancellationToken, visit: &mut dyn FnMut(&Path, &str)) {
+    let mut stack = vec![base.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_WALK_ENTRIES || cancel.is_cancelled() {
+                return;
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if entry.file_name() != ".git" {
+                    stack.push(path);
+                }
+            } else if let Ok(rel) = path.strip_prefix(base) {
+                let rel = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                visit(&path, &rel);
+            }
+        }
+    }
+}
+
+/// Compiles a glob to an anchored regex over `/`-separated relative paths.
+pub fn glob_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    let mut re = String::from("^");
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut i = 0;
+    let mut braces = 0usize;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '*' if chars.get(i + 1) == Some(&'*') => {
+                if chars.get(i + 2) == Some(&'/') {
+                    re.push_str("(?:.*/)?");
+                    i += 3;
+                } else {
+                    re.push_str(".*");
+                    i += 2;
+                }
+                continue;
+            }
+            '*' => re.push_str("[^/]*"),
+            '?' => re.push_str("[^/]"),
+            '{' => {
+                braces += 1;
+                re.push_str("(?:");
+            }
+            '}' if braces > 0 => {
+                braces -= 1;
+                re.push(')');
+            }
+            ',' if braces > 0 => re.push('|'),
+            '[' => {
+                let close = chars[i + 1..].iter().position(|&c| c == ']');
+                match close {
+                    Some(offset) if offset > 0 => {
+                        let class: String = chars[i + 1..i + 1 + offset].iter().collect();
+                        let class = class.replacen('!', "^", usize::from(class.starts_with('!')));
+                        re.push('[');
+                        re.push_str(&class.replace('\\', "\\\\"));
+                        re.push(']');
+                        i += offset + 2;
+                        continue;
+                    }
+                    _ => re.push_str("\\["),
+                }
+            }
+            other => re.push_str(&regex::escape(&other.to_string())),
+        }
+        i += 1;
+    }
+    re.push('$');
+    regex::Regex::new(&re)
+}

@@ -1,0 +1,79 @@
+//! The context budget: a cheap token estimate (bytes / 4) and elision of the oldest tool results, each replaced by a notice.
+
+use crate::conversation::{Message, ToolSpec};
+
+/// The most tokens a request may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextBudget {
+    pub tokens: u64,
+}
+
+/// Estimated tokens of `bytes` bytes: one token per four bytes, rounded up.
+pub fn estimate_tokens(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4)
+}
+
+/// Estimated tokens of a whole request.
+pub fn estimate_request(system: &str, tools: &[ToolSpec], messages: &[Message]) -> u64 {
+    let tools_bytes: usize = tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
+        .sum();
+    let message_bytes: usize = messages.iter().map(Message::byte_len).sum();
+    estimate_tokens(system.len() + tools_bytes + message_bytes)
+}
+
+/// What an elision pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elision {
+    /// Tool results replaced by a notice.
+    pub results: usize,
+    pub before: u64,
+    pub after: u64,
+}
+
+/// The text that replaces an elided tool result.
+pub fn elision_notice(original_bytes: usize) -> String {
+    format!(
+        "[this tool result ({original_bytes} bytes) was elided to fit the context window; call the tool again if you need it]"
+    )
+}
+
+/// When the request is over `budget`, replaces the oldest tool results (not yet elided) by a
+/// notice, oldest first, until it fits or none is left. `None` when nothing was elided.
+pub fn elide_oldest_tool_results(
+    system: &str,
+    tools: &[ToolSpec],
+    messages: &mut [Message],
+    budget: ContextBudget,
+) -> Option<Elision> {
+    let before = estimate_request(system, tools, messages);
+    if before <= budget.tokens {
+        return None;
+    }
+    let mut current = before;
+    let mut results = 0;
+    for message in messages.iter_mut() {
+        if current <= budget.tokens {
+            break;
+        }
+        if let Message::ToolResult { text, elided, .. } = message
+            && !*elided
+        {
+            let notice = elision_notice(text.len());
+            if notice.len() >= text.len() {
+                continue;
+            }
+            let saved = estimate_tokens(text.len()).saturating_sub(estimate_tokens(notice.len()));
+            *text = notice;
+            *elided = true;
+            results += 1;
+            current = current.saturating_sub(saved);
+        }
+    }
+    (results > 0).then(|| Elision {
+        results,
+        before,
+        after: estimate_request(system, tools, messages),
+    })
+}

@@ -1,0 +1,584 @@
+//! Model providers: the `ModelClient` trait, model selection and defaults, and the shared HTTP driver (streaming, retries with backoff, cancellation).
+
+mod anthropic;
+mod openai_chat;
+mod openai_responses;
+mod sse;
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+use warden_config::{AgentProfile, DeferMode, ModelProvider, ModelSettings, Secret};
+
+use crate::conversation::{Message, ToolCall, ToolSpec, Usage};
+pub use sse::{SseEvent, SseParser};
+
+/// Model id used when only `ANTHROPIC_API_KEY` is set.
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+/// Model id used when only `OPENAI_API_KEY` is set (through the Responses API).
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-5.1";
+/// Public endpoints, with the `/v1` the request paths are appended to.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
+/// Context window assumed when the configuration does not say.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+/// Output token limit sent where the API requires one (Anthropic).
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+
+/// The one-line message shown when no model can be chosen.
+pub const NO_MODEL_MESSAGE: &str = "no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, or add [models.NAME] with provider = \"openai\", id and base_url (e.g. http://127.0.0.1:11434/v1 for Ollama) and model = \"NAME\" to ~/.config/warden/config.toml";
+
+/// Where the API key comes from. Read when a request is made, never stored in logs.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ApiKey {
+    /// No key (a local server).
+    None,
+    /// The environment variable holding the key.
+    Env(String),
+    /// A key given directly (tests, embedding).
+    Literal(Secret),
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiKey::None => write!(f, "None"),
+            ApiKey::Env(name) => write!(f, "Env({name})"),
+            ApiKey::Literal(_) => write!(f, "Literal([redacted])"),
+        }
+    }
+}
+
+impl ApiKey {
+    fn read(&self) -> Result<Option<Secret>, ProviderError> {
+        match self {
+            ApiKey::None => Ok(None),
+            ApiKey::Literal(secret) => Ok(Some(secret.clone())),
+            ApiKey::Env(name) => match std::env::var(name) {
+                Ok(value) if !value.is_empty() => Ok(Some(Secret::new(value))),
+                _ => Err(ProviderError::MissingApiKey { env: name.clone() }),
+            },
+        }
+    }
+}
+
+/// Retry behaviour for 429, 5xx and connection failures before anything was streamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// The first backoff; doubled each attempt, with full jitter.
+    pub base_delay: Duration,
+    /// Cap on one backoff and on an honoured `Retry-After`.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 4,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `attempt` (1-based): `Retry-After` when given (capped), else
+    /// a random duration in `[delay/2, delay]` with `delay = base * 2^(attempt-1)` capped.
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        if let Some(after) = retry_after {
+            return after.min(self.max_delay);
+        }
+        let exp = self
+            .base_delay
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(20))
+            .min(self.max_delay);
+        let half = exp / 2;
+        let mut hasher = RandomState::new().build_hasher();
+        hasher.write_u32(attempt);
+        let jitter = hasher.finish() % (half.as_millis() as u64 + 1);
+        half + Duration::from_millis(jitter)
+    }
+}
+
+/// A model endpoint, resolved from configuration or defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelConfig {
+    /// The configured name (`[models.NAME]`) or `default`.
+    pub name: String,
+    pub provider: ModelProvider,
+    pub id: String,
+    /// Ends before the API path, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    pub api_key: ApiKey,
+    pub context_window: u64,
+    pub defer_mode: DeferMode,
+    pub max_output_tokens: u32,
+    pub retry: RetryPolicy,
+}
+
+impl ModelConfig {
+    /// A config for `provider` at `base_url` with defaults for the rest (tests, local servers).
+    pub fn new(
+        provider: ModelProvider,
+        id: impl Into<String>,
+        base_url: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: "default".into(),
+            provider,
+            id: id.into(),
+            base_url: base_url.into(),
+            api_key: ApiKey::None,
+            context_window: DEFAULT_CONTEXT_WINDOW,
+            defer_mode: DeferMode::Normal,
+            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Chooses the model of a run: `--model`, else the agent profile's, else the top-level `model`,
+/// else a built-in default when `ANTHROPIC_API_KEY` (first) or `OPENAI_API_KEY` is set.
+/// `env` looks variables up (the process environment in production).
+pub fn select_model(
+    settings: &ModelSettings,
+    override_name: Option<&str>,
+    agent: Option<&AgentProfile>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelConfig, SelectError> {
+    match settings.select_model(override_name, agent) {
+        Err(message) => Err(SelectError::Unknown(message)),
+        Ok(Some(entry)) => {
+            let default_base = match entry.provider {
+                ModelProvider::Anthropic => ANTHROPIC_BASE_URL,
+                ModelProvider::OpenAi | ModelProvider::OpenAiResponses => OPENAI_BASE_URL,
+            };
+            let api_key = match (&entry.api_key_env, &entry.base_url) {
+                (Some(var), _) => ApiKey::Env(var.clone()),
+                // A custom endpoint without a key variable: a local server.
+                (None, Some(_)) => ApiKey::None,
+                (None, None) => ApiKey::Env(match entry.provider {
+                    ModelProvider::Anthropic => "ANTHROPIC_API_KEY".into(),
+                    _ => "OPENAI_API_KEY".into(),
+                }),
+            };
+            Ok(ModelConfig {
+                name: entry.name.clone(),
+                provider: entry.provider,
+                id: entry.id.clone(),
+                base_url: entry
+                    .base_url
+                    .clone()
+                    .unwrap_or_else(|| default_base.to_string())
+                    .trim_end_matches('/')
+                    .to_string(),
+                api_key,
+                context_window: entry.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
+                defer_mode: entry.defer_mode,
+                max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+                retry: RetryPolicy::default(),
+            })
+        }
+        Ok(None) => {
+            let set = |name: &str| env(name).is_some_and(|v| !v.is_empty());
+            if set("ANTHROPIC_API_KEY") {
+                let mut config = ModelConfig::new(
+                    ModelProvider::Anthropic,
+                    DEFAULT_ANTHROPIC_MODEL,
+                    ANTHROPIC_BASE_URL,
+                );
+                config.api_key = ApiKey::Env("ANTHROPIC_API_KEY".into());
+                config.context_window = 200_000;
+                Ok(config)
+            } else if set("OPENAI_API_KEY") {
+                let mut config = ModelConfig::new(
+                    ModelProvider::OpenAiResponses,
+                    DEFAULT_OPENAI_MODEL,
+                    OPENAI_BASE_URL,
+                );
+                config.api_key = ApiKey::Env("OPENAI_API_KEY".into());
+                config.context_window = 400_000;
+                Ok(config)
+            } else {
+                Err(SelectError::NoModel)
+            }
+        }
+    }
+}
+
+/// No model could be chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    #[error("{NO_MODEL_MESSAGE}")]
+    NoModel,
+    #[error("{0}")]
+    Unknown(String),
+}
+
+/// Builds the HTTP client for `config`.
+pub fn client_for(config: ModelConfig) -> Result<Arc<dyn ModelClient>, ProviderError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| ProviderError::Connection(e.to_string()))?;
+    Ok(match config.provider {
+        ModelProvider::OpenAi => Arc::new(HttpModelClient {
+            http,
+            config,
+            wire: openai_chat::ChatCompletions,
+        }),
+        ModelProvider::OpenAiResponses => Arc::new(HttpModelClient {
+            http,
+            config,
+            wire: openai_responses::Responses,
+        }),
+        ModelProvider::Anthropic => Arc::new(HttpModelClient {
+            http,
+            config,
+            wire: anthropic::Messages,
+        }),
+    })
+}
+
+/// What the loop asks the model.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    pub system: &'a str,
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
+}
+
+/// A piece of a response as it streams.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ModelDelta {
+    Text {
+        text: String,
+    },
+    ToolCallStarted {
+        id: String,
+        name: String,
+    },
+    /// A failed attempt is being retried (nothing of it reached the caller).
+    Retrying {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
+}
+
+/// A whole response.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelResponse {
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    pub stop_reason: Option<String>,
+}
+
+/// A model call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    #[error("the environment variable {env} that should hold the API key is not set")]
+    MissingApiKey { env: String },
+    #[error("the model API answered {status}: {message}")]
+    Http { status: u16, message: String },
+    #[error("cannot reach the model API: {0}")]
+    Connection(String),
+    #[error("the model's response stream broke after output was received: {0}")]
+    StreamInterrupted(String),
+    #[error("the model API sent something unexpected: {0}")]
+    Protocol(String),
+    #[error("the model call was cancelled")]
+    Cancelled,
+}
+
+/// Talks to a model. Implemented by the HTTP providers; the loop depends only on this.
+pub trait ModelClient: Send + Sync {
+    /// Streams one response, reporting pieces through `on_delta` as they arrive.
+    fn complete<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        on_delta: &'a (dyn Fn(ModelDelta) + Send + Sync),
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>>;
+
+    /// `provider/id`, for display.
+    fn describe(&self) -> String;
+
+    /// The context window in tokens.
+    fn context_window(&self) -> u64;
+}
+
+/// One wire format: the request it sends and the decoder of its stream.
+pub(crate) trait WireFormat: Send + Sync {
+    fn path(&self) -> &'static str;
+    fn headers(&self, key: Option<&Secret>) -> Vec<(&'static str, String)>;
+    fn body(&self, config: &ModelConfig, request: &ModelRequest<'_>) -> serde_json::Value;
+    fn decoder(&self) -> Box<dyn StreamDecoder>;
+}
+
+/// Turns a stream of SSE events into deltas and, at the end, the response.
+pub(crate) trait StreamDecoder: Send {
+    fn on_event(&mut self, event: &SseEvent) -> Result<Vec<ModelDelta>, ProviderError>;
+    /// The finished response, or `None` when the stream has not completed.
+    fn finish(&mut self) -> Option<ModelResponse>;
+    fn is_done(&self) -> bool;
+}
+
+struct HttpModelClient<W> {
+    http: reqwest::Client,
+    config: ModelConfig,
+    wire: W,
+}
+
+enum AttemptError {
+    /// Worth another attempt: nothing reached the caller.
+    Retry {
+        reason: String,
+        retry_after: Option<Duration>,
+        error: ProviderError,
+    },
+    Fatal(ProviderError),
+}
+
+impl<W: WireFormat> HttpModelClient<W> {
+    async fn attempt(
+        &self,
+        request: &ModelRequest<'_>,
+        on_delta: &(dyn Fn(ModelDelta) + Send + Sync),
+        cancel: &CancellationToken,
+    ) -> Result<ModelResponse, AttemptError> {
+        let key = self.config.api_key.read().map_err(AttemptError::Fatal)?;
+        let url = format!("{}{}", self.config.base_url, self.wire.path());
+        let mut builder = self
+            .http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream");
+        for (name, value) in self.wire.headers(key.as_ref()) {
+            builder = builder.header(name, value);
+        }
+        let body = self.wire.body(&self.config, request);
+        let send = builder.json(&body).send();
+        let response = tokio::select! {
+            _ = cancel.cancelled() => return Err(AttemptError::Fatal(ProviderError::Cancelled)),
+            result = send => result,
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(error) => {
+                let message = error_chain(&error);
+                return Err(AttemptError::Retry {
+                    reason: message.clone(),
+                    retry_after: None,
+                    error: ProviderError::Connection(message),
+                });
+            }
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let text = tokio::select! {
+                _ = cancel.cancelled() => return Err(AttemptError::Fatal(ProviderError::Cancelled)),
+                text = response.text() => text.unwrap_or_default(),
+            };
+            let error = ProviderError::Http {
+                status: status.as_u16(),
+                message: error_message(&text),
+            };
+            return if status.as_u16() == 429 || status.is_server_error() {
+                Err(AttemptError::Retry {
+                    reason: format!("HTTP {}", status.as_u16()),
+                    retry_after,
+                    error,
+                })
+            } else {
+                Err(AttemptError::Fatal(error))
+            };
+        }
+        let mut decoder = self.wire.decoder();
+        let mut parser = SseParser::default();
+        let mut stream = response.bytes_stream();
+        let mut emitted = false;
+        let broken = |emitted: bool, reason: String| {
+            if emitted {
+                AttemptError::Fatal(ProviderError::StreamInterrupted(reason))
+            } else {
+                AttemptError::Retry {
+                    reason: reason.clone(),
+                    retry_after: None,
+                    error: ProviderError::Connection(reason),
+                }
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                _ = cancel.cancelled() => return Err(AttemptError::Fatal(ProviderError::Cancelled)),
+                next = stream.next() => next,
+            };
+            let chunk = match next {
+                None => break,
+                Some(Ok(chunk)) => chunk,
+                Some(Err(error)) => return Err(broken(emitted, error_chain(&error))),
+            };
+            for event in parser.push(&chunk) {
+                let deltas = decoder.on_event(&event).map_err(AttemptError::Fatal)?;
+                for delta in deltas {
+                    emitted = true;
+                    on_delta(delta);
+                }
+            }
+            if decoder.is_done() {
+                break;
+            }
+        }
+        match decoder.finish() {
+            Some(response) => Ok(response),
+            None => Err(broken(
+                emitted,
+                "the stream ended before the response was complete".into(),
+            )),
+        }
+    }
+}
+
+impl<W: WireFormat> ModelClient for HttpModelClient<W> {
+    fn complete<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        on_delta: &'a (dyn Fn(ModelDelta) + Send + Sync),
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
+        Box::pin(async move {
+            let mut attempt = 0u32;
+            loop {
+                match self.attempt(&request, on_delta, cancel).await {
+                    Ok(response) => return Ok(response),
+                    Err(AttemptError::Fatal(error)) => return Err(error),
+                    Err(AttemptError::Retry {
+                        reason,
+                        retry_after,
+                        error,
+                    }) => {
+                        attempt += 1;
+                        if attempt > self.config.retry.max_retries {
+                            return Err(error);
+                        }
+                        let delay = self.config.retry.delay(attempt, retry_after);
+                        on_delta(ModelDelta::Retrying {
+                            attempt,
+                            delay_ms: delay.as_millis() as u64,
+                            reason,
+                        });
+                        tokio::select! {
+                            _ = cancel.cancelled() => return Err(ProviderError::Cancelled),
+                            _ = tokio::time::sleep(delay) => {}
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("{}/{}", self.config.provider.as_str(), self.config.id)
+    }
+
+    fn context_window(&self) -> u64 {
+        self.config.context_window
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        out.push_str(": ");
+        out.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    out
+}
+
+/// The `message` of an API error body, else the body's first 300 bytes.
+fn error_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    if let Some(message) = parsed
+        .as_ref()
+        .and_then(|v| v.pointer("/error/message"))
+        .and_then(|m| m.as_str())
+    {
+        return message.to_string();
+    }
+    let mut end = body.len().min(300);
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    body[..end].to_string()
+}
+
+/// Accumulates the streamed fragments of tool calls, keyed by the provider's index.
+#[derive(Debug, Default)]
+pub(crate) struct ToolCallAssembler {
+    calls: Vec<(String, ToolCall)>,
+}
+
+impl ToolCallAssembler {
+    /// Starts a call under `key`; returns the delta to emit.
+    pub fn start(&mut self, key: String, id: String, name: String) -> ModelDelta {
+        self.calls.push((
+            key,
+            ToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                arguments: String::new(),
+            },
+        ));
+        ModelDelta::ToolCallStarted { id, name }
+    }
+
+    pub fn has(&self, key: &str) -> bool {
+        self.calls.iter().any(|(k, _)| k == key)
+    }
+
+    pub fn append(&mut self, key: &str, fragment: &str) -> Result<(), ProviderError> {
+        match self.calls.iter_mut().find(|(k, _)| k == key) {
+            Some((_, call)) => {
+                call.arguments.push_str(fragment);
+                Ok(())
+            }
+            None => Err(ProviderError::Protocol(format!(
+                "arguments for a tool call that was not started ({key})"
+            ))),
+        }
+    }
+
+    /// Replaces the arguments with the complete text the provider sent at the end.
+    pub fn set_arguments(&mut self, key: &str, arguments: String) {
+        if let Some((_, call)) = self.calls.iter_mut().find(|(k, _)| k == key) {
+            call.arguments = arguments;
+        }
+    }
+
+    pub fn take(&mut self) -> Vec<ToolCall> {
+        std::mem::take(&mut self.calls)
+            .into_iter()
+            .map(|(_, call)| call)
+            .collect()
+    }
+}

@@ -1,0 +1,178 @@
+//! OpenAI Chat Completions (and compatible servers): request body and stream decoder.
+
+use serde_json::{Value, json};
+use warden_config::Secret;
+
+use super::{
+    ModelConfig, ModelDelta, ModelRequest, ModelResponse, ProviderError, SseEvent, StreamDecoder,
+    ToolCallAssembler, WireFormat,
+};
+use crate::conversation::{Message, Usage};
+
+pub(crate) struct ChatCompletions;
+
+impl WireFormat for ChatCompletions {
+    fn path(&self) -> &'static str {
+        "/chat/completions"
+    }
+
+    fn headers(&self, key: Option<&Secret>) -> Vec<(&'static str, String)> {
+        key.map(|key| vec![("authorization", format!("Bearer {}", key.expose()))])
+            .unwrap_or_default()
+    }
+
+    fn body(&self, config: &ModelConfig, request: &ModelRequest<'_>) -> Value {
+        let mut messages = Vec::new();
+        if !request.system.is_empty() {
+            messages.push(json!({"role": "system", "content": request.system}));
+        }
+        for message in request.messages {
+            messages.push(match message {
+                Message::User { text } => json!({"role": "user", "content": text}),
+                Message::Assistant { text, tool_calls } => {
+                    let mut value = json!({"role": "assistant", "content": text});
+                    if !tool_calls.is_empty() {
+                        value["tool_calls"] = tool_calls
+                            .iter()
+                            .map(|c| {
+                                json!({"id": c.id, "type": "function",
+                                    "function": {"name": c.name, "arguments": c.arguments}})
+                            })
+                            .collect();
+                    }
+                    value
+                }
+                Message::ToolResult { call_id, text, .. } => {
+                    json!({"role": "tool", "tool_call_id": call_id, "content": text})
+                }
+            });
+        }
+        let mut body = json!({
+            "model": config.id,
+            "messages": messages,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.input_schema}})
+                })
+                .collect();
+        }
+        body
+    }
+
+    fn decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(ChatDecoder::default())
+    }
+}
+
+#[derive(Default)]
+struct ChatDecoder {
+    text: String,
+    calls: ToolCallAssembler,
+    usage: Usage,
+    stop_reason: Option<String>,
+    done: bool,
+}
+
+impl StreamDecoder for ChatDecoder {
+    fn on_event(&mut self, event: &SseEvent) -> Result<Vec<ModelDelta>, ProviderError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(Vec::new());
+        }
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|e| ProviderError::Protocol(format!("a chunk that is not JSON: {e}")))?;
+        if let Some(message) = chunk.pointer("/error/message").and_then(Value::as_str) {
+            return Err(ProviderError::Protocol(format!(
+                "error in stream: {message}"
+            )));
+        }
+        let mut deltas = Vec::new();
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            let get = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+            self.usage = Usage {
+                input_tokens: get("/prompt_tokens"),
+                output_tokens: get("/completion_tokens"),
+                cached_input_tokens: get("/prompt_tokens_details/cached_tokens"),
+            };
+        }
+        for choice in chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.stop_reason = Some(reason.to_string());
+            }
+            let Some(delta) = choice.get("delta") else {
+                continue;
+            };
+            if let Some(text) = delta.get("content").and_then(Value::as_str)
+                && !text.is_empty()
+            {
+                self.text.push_str(text);
+                deltas.push(ModelDelta::Text {
+                    text: text.to_string(),
+                });
+            }
+            for call in delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let key = call
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0)
+                    .to_string();
+                if !self.calls.has(&key) {
+                    let id = call
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    let name = call
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    deltas.push(self.calls.start(key.clone(), id, name));
+                }
+                if let Some(fragment) = call.pointer("/function/arguments").and_then(Value::as_str)
+                {
+                    self.calls.append(&key, fragment)?;
+                }
+            }
+        }
+        Ok(deltas)
+    }
+
+    fn finish(&mut self) -> Option<ModelResponse> {
+        // Some compatible servers end without `[DONE]`; a finish_reason is enough.
+        if !self.done && self.stop_reason.is_none() {
+            return None;
+        }
+        Some(ModelResponse {
+            text: std::mem::take(&mut self.text),
+            tool_calls: self.calls.take(),
+            usage: self.usage,
+            stop_reason: self.stop_reason.clone(),
+        })
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+}

@@ -1,0 +1,104 @@
+//! Shared by the binary tests: a throwaway WARDEN_HOME and workspace, and ways to run `warden` in them.
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// A throwaway WARDEN_HOME (`<root>/home`) and workspace (`<root>/work`).
+pub struct Sandbox {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+}
+
+/// What one run of the binary printed and how it exited.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir_all(root.join("work")).unwrap();
+        Self { _dir: dir, root }
+    }
+    pub fn work(&self) -> PathBuf {
+        self.root.join("work")
+    }
+    pub fn user_file(&self) -> PathBuf {
+        self.root.join("home/config/config.toml")
+    }
+    pub fn project_file(&self) -> PathBuf {
+        self.work().join(".warden/config.toml")
+    }
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.join("home/state")
+    }
+    pub fn write(&self, path: &Path, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+    /// Writes the user config: `schema_version = 1` followed by `body`.
+    pub fn user_config(&self, body: &str) {
+        self.write(&self.user_file(), &format!("schema_version = 1\n{body}"));
+    }
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_warden"));
+        command
+            .current_dir(self.work())
+            .env("WARDEN_HOME", self.root.join("home"))
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_STATE_HOME");
+        command
+    }
+    pub fn run(&self, args: &[&str]) -> Run {
+        output(self.command().args(args))
+    }
+    /// Runs and asserts exit code 0; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let run = self.run(args);
+        assert_eq!(run.code, 0, "warden {args:?} failed:\n{}", run.stderr);
+        run.stdout
+    }
+    pub fn json(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.ok(args)).unwrap()
+    }
+    /// Every audit record, oldest first.
+    pub fn audit(&self) -> Vec<Value> {
+        let run = self.run(&["audit", "--json"]);
+        assert_eq!(run.code, 0, "warden audit failed:\n{}", run.stderr);
+        run.stdout
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+}
+
+pub fn output(command: &mut Command) -> Run {
+    let out = command.output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// A TOML string literal.
+pub fn toml_str(text: &str) -> String {
+    toml_edit::value(text).to_string().trim().to_owned()
+}
+
+/// A `[mcp_servers.NAME]` stdio table running `program args…`.
+pub fn stdio_server(name: &str, program: &Path, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|arg| toml_str(arg)).collect();
+    format!(
+        "[mcp_servers.{name}]\ncommand = {}\nargs = [{}]\n",
+        toml_str(&program.display().to_string()),
+        args.join(", ")
+    )
+}

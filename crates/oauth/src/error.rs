@@ -1,0 +1,88 @@
+//! The crate's typed error.
+
+use std::path::PathBuf;
+
+use rmcp::transport::auth::AuthError;
+
+/// Everything that can go wrong while authorizing against a remote MCP server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OAuthError {
+    /// No usable token: the operator has to log in.
+    #[error("needs login: run warden mcp login {server}")]
+    NeedsLogin { server: String },
+    /// `auth = "none"`, or an Authorization header is configured: login is not the fix.
+    #[error("login is disabled for {server}: {reason}")]
+    LoginForbidden { server: String, reason: String },
+    /// An OAuth step failed (discovery, registration, exchange, refresh, issuer checks).
+    #[error(transparent)]
+    Protocol(#[from] AuthError),
+    /// The token store could not be read or written.
+    #[error("token store {path}: {source}")]
+    Store {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The token store holds something that is not a token file.
+    #[error("token store {path} is not valid: {source}")]
+    StoreFormat {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The authorization redirect did not come back usable.
+    #[error("authorization redirect: {0}")]
+    Redirect(String),
+    /// A token, revocation or probe request failed on the wire.
+    #[error("HTTP request to {url} failed: {source}")]
+    Http {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The authorization server answered a token or revocation request with an error.
+    #[error("{endpoint} answered {status}: {error}")]
+    Endpoint {
+        endpoint: String,
+        status: u16,
+        error: String,
+    },
+    /// Client credentials (secret, key) are missing or unusable.
+    #[error("client credentials: {0}")]
+    ClientCredentials(String),
+    /// A configured environment variable is not set.
+    #[error("environment variable {0} is not set")]
+    MissingEnv(String),
+    /// A URL does not parse.
+    #[error("invalid URL {url}: {source}")]
+    Url {
+        url: String,
+        #[source]
+        source: url::ParseError,
+    },
+}
+
+impl OAuthError {
+    pub(crate) fn http(url: &str, source: reqwest::Error) -> Self {
+        Self::Http {
+            url: url.to_string(),
+            source: source.without_url(),
+        }
+    }
+
+    pub(crate) fn url(url: &str, source: url::ParseError) -> Self {
+        Self::Url {
+            url: url.to_string(),
+            source,
+        }
+    }
+
+    /// Whether the cure is `warden mcp login`.
+    pub fn needs_login(&self) -> bool {
+        matches!(
+            self,
+            Self::NeedsLogin { .. } | Self::Protocol(AuthError::AuthorizationRequired)
+        )
+    }
+}

@@ -1,0 +1,425 @@
+//! Logging in (authorization code + PKCE through rmcp's `AuthorizationManager`), reconnecting
+//! from the token store, step-up on `insufficient_scope`, logout with revocation, and probing a
+//! server to see whether it asks for a login.
+
+use std::time::Duration;
+
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, AuthorizationMetadata, OAuthClientConfig,
+    WWWAuthenticateParams,
+};
+use tracing::{debug, info, warn};
+
+use crate::error::OAuthError;
+use crate::redirect::{DEFAULT_PREREGISTERED_PORT, RedirectMode, RedirectReceiver};
+use crate::revoke::revoke_token;
+use crate::secret::Secret;
+use crate::store::{RegisteredClient, TokenStore};
+
+/// How long an interactive login waits for the redirect.
+pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What warden knows about one server's OAuth client, filled from its config entry.
+#[derive(Clone, Debug)]
+pub struct OAuthSettings {
+    /// The entry's name (for messages: `run warden mcp login NAME`).
+    pub server_name: String,
+    /// The MCP endpoint (the protected resource).
+    pub server_url: String,
+    pub store: TokenStore,
+    /// A client id registered out of band (wins over everything else).
+    pub client_id: Option<String>,
+    /// Its secret, read from `client_secret_env`.
+    pub client_secret: Option<Secret>,
+    /// Loopback port for the redirect; a pre-registered client defaults to 17801.
+    pub redirect_port: Option<u16>,
+    /// HTTPS URL of a Client ID Metadata Document, used when the server supports CIMD.
+    pub client_metadata_url: Option<String>,
+    /// `client_name` sent with dynamic registration.
+    pub client_name: String,
+}
+
+impl OAuthSettings {
+    pub fn new(server_name: impl Into<String>, server_url: impl Into<String>, store: TokenStore) -> Self {
+        Self {
+            server_name: server_name.into(),
+            server_url: server_url.into(),
+            store,
+            client_id: None,
+            client_secret: None,
+            redirect_port: None,
+            client_metadata_url: None,
+            client_name: "warden".to_string(),
+        }
+    }
+
+    /// The redirect URI a pre-registered client must register (`warden mcp get` shows it).
+    pub fn preregistered_redirect_uri(&self) -> String {
+        format!(
+            "http://127.0.0.1:{}/callback",
+            self.redirect_port.unwrap_or(DEFAULT_PREREGISTERED_PORT)
+        )
+    }
+
+    fn needs_login(&self) -> OAuthError {
+        OAuthError::NeedsLogin {
+            server: self.server_name.clone(),
+        }
+    }
+}
+
+/// How to run a login.
+#[derive(Debug, Clone)]
+pub struct LoginOptions {
+    pub redirect: RedirectMode,
+    /// The `WWW-Authenticate` value of the 401 that asked for the login, when known; otherwise
+    /// the server is probed for one.
+    pub challenge: Option<String>,
+    /// Scopes to ask for; empty selects them (challenge scope, else `scopes_supported`, else none).
+    pub scopes: Vec<String>,
+    pub timeout: Duration,
+}
+
+impl LoginOptions {
+    pub fn new(redirect: RedirectMode) -> Self {
+        Self {
+            redirect,
+            challenge: None,
+            scopes: Vec::new(),
+            timeout: DEFAULT_LOGIN_TIMEOUT,
+        }
+    }
+}
+
+/// What an unauthenticated request to the server showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// The server answered without asking for credentials.
+    Open,
+    /// 401: a login is needed; the challenge drives discovery.
+    AuthRequired { www_authenticate: Option<String> },
+    /// Another status (not an auth question).
+    Status(u16),
+}
+
+/// Send an unauthenticated `initialize` to see whether the server asks for a login.
+pub async fn probe(server_url: &str) -> Result<Probe, OAuthError> {
+    crate::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .build()
+        .map_err(|e| OAuthError::http(server_url, e))?;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "warden", "version": env!("CARGO_PKG_VERSION")}}
+    });
+    let response = client
+        .post(server_url)
+        .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| OAuthError::http(server_url, e))?;
+    let status = response.status();
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        let www_authenticate = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        return Ok(Probe::AuthRequired { www_authenticate });
+    }
+    if status.is_success() {
+        return Ok(Probe::Open);
+    }
+    Ok(Probe::Status(status.as_u16()))
+}
+
+async fn new_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, OAuthError> {
+    crate::install_crypto_provider();
+    let mut manager = AuthorizationManager::new(settings.server_url.as_str()).await?;
+    manager.set_credential_store(settings.store.clone());
+    Ok(manager)
+}
+
+fn metadata_supports_cimd(metadata: &AuthorizationMetadata) -> bool {
+    metadata
+        .additional_fields
+        .get("client_id_metadata_document_supported")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false)
+}
+
+fn with_offline_access_if_offered(metadata: &AuthorizationMetadata, scopes: &mut Vec<String>) {
+    let offered = metadata
+        .scopes_supported
+        .as_ref()
+        .is_some_and(|s| s.iter().any(|s| s == "offline_access"));
+    if offered && !scopes.is_empty() && !scopes.iter().any(|s| s == "offline_access") {
+        scopes.push("offline_access".to_string());
+    }
+}
+
+/// Add `prompt=consent` to an authorization URL.
+fn with_prompt_consent(authorization_url: &str) -> Result<String, OAuthError> {
+    let mut url =
+        url::Url::parse(authorization_url).map_err(|e| OAuthError::url("authorization", e))?;
+    if !url.query_pairs().any(|(k, _)| k == "prompt") {
+        url.query_pairs_mut().append_pair("prompt", "consent");
+    }
+    Ok(url.to_string())
+}
+
+fn client_config(client: &RegisteredClient) -> OAuthClientConfig {
+    let mut config = OAuthClientConfig::new(client.client_id.clone(), client.redirect_uri.clone());
+    if let Some(secret) = &client.client_secret {
+        config = config.with_client_secret(secret.expose());
+    }
+    config
+}
+
+/// Log in: discover, pick the client identity (pre-registered → CIMD → the client registered
+/// before with this issuer → dynamic registration), authorize with PKCE, `resource`, the
+/// selected scopes and `prompt=consent`, check `iss`, exchange the code and store the tokens.
+/// `show_url` is called with the authorization URL (print it, open a browser).
+pub async fn login(
+    settings: &OAuthSettings,
+    options: LoginOptions,
+    show_url: &(dyn Fn(&str) + Send + Sync),
+) -> Result<AuthorizationManager, OAuthError> {
+    let mut manager = new_manager(settings).await?;
+    let challenge = match options.challenge.clone() {
+        Some(challenge) => Some(challenge),
+        None => match probe(&settings.server_url).await {
+            Ok(Probe::AuthRequired { www_authenticate }) => www_authenticate,
+            Ok(_) => None,
+            Err(e) => {
+                debug!(error = %e, "probe before login failed; discovering without a challenge");
+                None
+            }
+        },
+    };
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await?;
+    let metadata = resolution.metadata;
+    let issuer = metadata.issuer.clone();
+    manager.set_metadata(metadata.clone());
+
+    let mut scopes = if options.scopes.is_empty() {
+        manager.select_initial_scopes(&[]).await
+    } else {
+        options.scopes.clone()
+    };
+    with_offline_access_if_offered(&metadata, &mut scopes);
+
+    let fallback_port = settings
+        .client_id
+        .is_some()
+        .then(|| settings.redirect_port.unwrap_or(DEFAULT_PREREGISTERED_PORT))
+        .or(settings.redirect_port);
+    let receiver = RedirectReceiver::prepare(options.redirect.clone(), fallback_port).await?;
+    let redirect_uri = receiver.redirect_uri().to_string();
+
+    let stored = settings.store.read()?;
+    let client = if let Some(client_id) = &settings.client_id {
+        RegisteredClient {
+            client_id: client_id.clone(),
+            client_secret: settings.client_secret.clone(),
+            redirect_uri,
+            source: "preregistered".to_string(),
+        }
+    } else if let Some(url) = settings
+        .client_metadata_url
+        .as_ref()
+        .filter(|_| metadata_supports_cimd(&metadata))
+    {
+        RegisteredClient {
+            client_id: url.clone(),
+            client_secret: None,
+            redirect_uri,
+            source: "metadata-document".to_string(),
+        }
+    } else if let Some(previous) = stored
+        .client
+        .filter(|c| stored.issuer == issuer && c.source == "dynamic" && c.redirect_uri == redirect_uri)
+    {
+        previous
+    } else {
+        let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+        let registered = manager
+            .register_client(&settings.client_name, &redirect_uri, &scope_refs)
+            .await?;
+        info!(server = %settings.server_name, "registered a client dynamically");
+        RegisteredClient {
+            client_id: registered.client_id,
+            client_secret: registered.client_secret.map(Secret::new),
+            redirect_uri,
+            source: "dynamic".to_string(),
+        }
+    };
+    manager.configure_client(client_config(&client))?;
+    settings.store.set_client(issuer, client)?;
+
+    let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    let authorization_url = with_prompt_consent(&manager.get_authorization_url(&scope_refs).await?)?;
+    show_url(&authorization_url);
+    let callback = receiver.receive(&authorization_url, options.timeout).await?;
+    manager
+        .exchange_code_for_token_with_issuer(
+            &callback.code,
+            &callback.csrf_token,
+            callback.issuer.as_deref(),
+        )
+        .await?;
+    info!(server = %settings.server_name, "logged in");
+    Ok(manager)
+}
+
+/// A manager ready to authorize requests with the stored tokens, for a (re)connect. Fails with
+/// [`OAuthError::NeedsLogin`] when nothing usable is stored, or when the authorization server
+/// now has another issuer than the one that minted the tokens.
+pub async fn stored_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, OAuthError> {
+    let file = settings.store.read()?;
+    let (Some(client), true) = (file.client.clone(), file.has_token()) else {
+        return Err(settings.needs_login());
+    };
+    let mut manager = new_manager(settings).await?;
+    let metadata = manager.resolve_metadata().await?.metadata;
+    if metadata.issuer != file.issuer {
+        warn!(
+            server = %settings.server_name,
+            stored = ?file.issuer,
+            current = ?metadata.issuer,
+            "the authorization server changed; the stored tokens are dropped"
+        );
+        settings.store.update(|f| f.credentials = None)?;
+        return Err(settings.needs_login());
+    }
+    manager.set_metadata(metadata);
+    manager.configure_client(client_config(&client))?;
+    Ok(manager)
+}
+
+/// Answer a 403 `insufficient_scope`: authorize again for the union of the granted and the
+/// challenged scopes. rmcp counts the attempts; past its limit this fails with `InvalidScope`.
+pub async fn step_up(
+    manager: &AuthorizationManager,
+    www_authenticate: &str,
+    redirect: RedirectMode,
+    timeout: Duration,
+    show_url: &(dyn Fn(&str) + Send + Sync),
+) -> Result<(), OAuthError> {
+    let base = url::Url::parse("http://localhost/").map_err(|e| OAuthError::url("base", e))?;
+    let params = WWWAuthenticateParams::parse(www_authenticate, &base);
+    let required = params.scope.unwrap_or_default();
+    let authorization_url = with_prompt_consent(&manager.request_scope_upgrade(&required).await?)?;
+    // The redirect URI was fixed when the client was configured; reuse its port.
+    let port = url::Url::parse(&authorization_url)
+        .ok()
+        .and_then(|u| {
+            u.query_pairs()
+                .find(|(k, _)| k == "redirect_uri")
+                .and_then(|(_, v)| url::Url::parse(&v).ok())
+        })
+        .and_then(|u| u.port());
+    let redirect = match redirect {
+        RedirectMode::Interactive { .. } => RedirectMode::Interactive { port },
+        RedirectMode::Headless { .. } => RedirectMode::Headless { port },
+    };
+    let receiver = RedirectReceiver::prepare(redirect, None).await?;
+    show_url(&authorization_url);
+    let callback = receiver.receive(&authorization_url, timeout).await?;
+    manager
+        .exchange_code_for_token_with_issuer(
+            &callback.code,
+            &callback.csrf_token,
+            callback.issuer.as_deref(),
+        )
+        .await?;
+    Ok(())
+}
+
+/// What logout did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogoutReport {
+    /// Tokens the authorization server confirmed revoked.
+    pub revoked: usize,
+    /// Why revocation was skipped or failed, when it was.
+    pub revocation_note: Option<String>,
+    /// Whether anything was stored.
+    pub had_tokens: bool,
+}
+
+/// Forget the stored tokens, revoking them first (RFC 7009) when the server offers revocation.
+pub async fn logout(settings: &OAuthSettings) -> Result<LogoutReport, OAuthError> {
+    let file = settings.store.read()?;
+    let mut report = LogoutReport {
+        had_tokens: file.has_token(),
+        ..Default::default()
+    };
+    if report.had_tokens {
+        match revoke_stored(settings, &file).await {
+            Ok(count) => report.revoked = count,
+            Err(note) => report.revocation_note = Some(note),
+        }
+    }
+    settings.store.remove()?;
+    Ok(report)
+}
+
+async fn revoke_stored(
+    settings: &OAuthSettings,
+    file: &crate::store::TokenFile,
+) -> Result<usize, String> {
+    use oauth2::TokenResponse;
+    let manager = new_manager(settings).await.map_err(|e| e.to_string())?;
+    let metadata = manager
+        .resolve_metadata()
+        .await
+        .map_err(|e| e.to_string())?
+        .metadata;
+    let Some(endpoint) = metadata
+        .additional_fields
+        .get("revocation_endpoint")
+        .and_then(|v| v.as_str())
+    else {
+        return Err("the authorization server offers no revocation endpoint".to_string());
+    };
+    let client = file.client.as_ref().ok_or("no client is stored")?;
+    let Some(tokens) = file.credentials.as_ref().and_then(|c| c.token_response.as_ref()) else {
+        return Ok(0);
+    };
+    let mut revoked = 0;
+    if let Some(refresh) = tokens.refresh_token() {
+        revoke_token(
+            endpoint,
+            &Secret::new(refresh.secret().clone()),
+            "refresh_token",
+            &client.client_id,
+            client.client_secret.as_ref(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        revoked += 1;
+    }
+    revoke_token(
+        endpoint,
+        &Secret::new(tokens.access_token().secret().clone()),
+        "access_token",
+        &client.client_id,
+        client.client_secret.as_ref(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(revoked + 1)
+}
+
+/// Whether an error from rmcp means "log in again".
+pub fn is_authorization_required(error: &AuthError) -> bool {
+    matches!(
+        error,
+        AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)
+    )
+}

@@ -1,0 +1,47 @@
+//! Token revocation (RFC 7009).
+
+use crate::error::OAuthError;
+use crate::secret::Secret;
+
+/// Ask `endpoint` to revoke `token` (`token_type_hint` is `access_token` or `refresh_token`),
+/// authenticating with HTTP Basic when the client has a secret, else sending `client_id`.
+pub async fn revoke_token(
+    endpoint: &str,
+    token: &Secret,
+    token_type_hint: &str,
+    client_id: &str,
+    client_secret: Option<&Secret>,
+) -> Result<(), OAuthError> {
+    crate::install_crypto_provider();
+    let client = reqwest::Client::new();
+    let mut form = vec![
+        ("token", token.expose().to_string()),
+        ("token_type_hint", token_type_hint.to_string()),
+    ];
+    let mut request = client.post(endpoint);
+    match client_secret {
+        Some(secret) => {
+            request = request.header(
+                reqwest::header::AUTHORIZATION,
+                crate::client_credentials::basic_authorization(client_id, secret),
+            );
+        }
+        None => form.push(("client_id", client_id.to_string())),
+    }
+    let response = request
+        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(crate::client_credentials::form_body(&form))
+        .send()
+        .await
+        .map_err(|e| OAuthError::http(endpoint, e))?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    let body = response.text().await.unwrap_or_default();
+    Err(OAuthError::Endpoint {
+        endpoint: endpoint.to_string(),
+        status: status.as_u16(),
+        error: crate::client_credentials::oauth_error_summary(&body),
+    })
+}
