@@ -147,6 +147,14 @@ pub enum AgentEvent {
         name: String,
         result: ToolCallResult,
     },
+    /// Progress of a running call; sent by the executor (e.g. MCP progress notifications)
+    /// through a clone of the events sender.
+    ToolProgress {
+        id: String,
+        message: Option<String>,
+        progress: Option<f64>,
+        total: Option<f64>,
+    },
     Usage {
         turn: u32,
         usage: Usage,
@@ -227,6 +235,11 @@ impl Agent {
     pub fn with_events(mut self, events: UnboundedSender<AgentEvent>) -> Self {
         self.events = Some(events);
         self
+    }
+
+    /// The events sender, for an executor that reports [`AgentEvent::ToolProgress`].
+    pub fn events(&self) -> Option<UnboundedSender<AgentEvent>> {
+        self.events.clone()
     }
 
     pub fn system_prompt(&self) -> &str {

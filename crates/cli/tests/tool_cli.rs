@@ -57,7 +57,12 @@ fn browses_and_calls_server_everything_through_the_gate() {
     let schema = sandbox.json(&["tool", "everything", "echo", "--json"]);
     assert_eq!(schema["input_schema"]["required"][0], "message");
 
-    let answer = sandbox.ok(&["tool", "everything", "echo", r#"{"message":"hello warden"}"#]);
+    let answer = sandbox.ok(&[
+        "tool",
+        "everything",
+        "echo",
+        r#"{"message":"hello warden"}"#,
+    ]);
     assert_eq!(answer.trim(), "Echo: hello warden");
 
     let records = sandbox.audit();
@@ -109,7 +114,10 @@ fn a_write_tool_is_denied_headless_and_allowed_by_flag() {
         "{}",
         denied.stderr
     );
-    assert!(!ledger.exists(), "a denied call must never reach the server");
+    assert!(
+        !ledger.exists(),
+        "a denied call must never reach the server"
+    );
 
     sandbox.ok(&[
         "tool",
@@ -120,7 +128,10 @@ fn a_write_tool_is_denied_headless_and_allowed_by_flag() {
         "mcp__fixture__write_*",
     ]);
     let written = std::fs::read_to_string(&ledger).unwrap();
-    assert!(written.contains("second") && !written.contains("first"), "{written}");
+    assert!(
+        written.contains("second") && !written.contains("first"),
+        "{written}"
+    );
 
     let decisions: Vec<_> = sandbox
         .audit()
@@ -134,7 +145,13 @@ fn a_write_tool_is_denied_headless_and_allowed_by_flag() {
 fn read_only_mode_hides_write_tools() {
     let sandbox = Sandbox::new();
     sandbox.user_config(&stdio_server("fixture", &fixture_binary(), &["echo"]));
-    let tools = sandbox.json(&["tool", "fixture", "--json", "--permission-mode", "read-only"]);
+    let tools = sandbox.json(&[
+        "tool",
+        "fixture",
+        "--json",
+        "--permission-mode",
+        "read-only",
+    ]);
     let names: Vec<_> = tools
         .as_array()
         .unwrap()
@@ -155,7 +172,10 @@ fn probe_reports_each_server_state_and_failure_in_one_line() {
         stdio_server(
             "db",
             Path::new("sh"),
-            &["-c", "echo 'RuntimeError: database connection lost' >&2; exit 3"]
+            &[
+                "-c",
+                "echo 'RuntimeError: database connection lost' >&2; exit 3"
+            ]
         ),
         stdio_server("ghost", Path::new("warden-test-no-such-command"), &[]),
     ));
@@ -187,7 +207,11 @@ fn probe_reports_each_server_state_and_failure_in_one_line() {
     assert!(failure.contains("command not found"), "{failure}");
 
     let table = sandbox.run(&["mcp", "list", "--probe"]);
-    assert!(table.stderr.contains("stderr| RuntimeError"), "{}", table.stderr);
+    assert!(
+        table.stderr.contains("stderr| RuntimeError"),
+        "{}",
+        table.stderr
+    );
 }
 
 #[test]
@@ -203,6 +227,13 @@ fn untrusted_project_servers_stay_idle() {
     );
     let run = sandbox.run(&["tool", "proj"]);
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("warden mcp trust proj"), "{}", run.stderr);
-    assert!(!marker.exists(), "an untrusted project server must not start");
+    assert!(
+        run.stderr.contains("warden mcp trust proj"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !marker.exists(),
+        "an untrusted project server must not start"
+    );
 }

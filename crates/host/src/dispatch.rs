@@ -4,8 +4,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_mcp::artifacts::ArtifactStore;
 use warden_mcp::result::{ConversionContext, convert_tool_result};
-use warden_mcp::{CallOptions, McpRuntime, ToolIdentity as RawIdentity};
-use warden_policy::{BoxFuture, DispatchCall, DispatchError, Dispatcher, ToolOutput, ToolSource};
+use warden_mcp::{CallOptions, McpRuntime, Progress, ToolIdentity as RawIdentity};
+use warden_policy::{
+    BoxFuture, DispatchCall, DispatchError, Dispatcher, ProgressSender, ProgressUpdate, ToolOutput,
+    ToolSource,
+};
 
 /// Dispatches MCP calls through the runtime; built-in tools are not its business.
 pub struct McpDispatcher {
@@ -17,6 +20,24 @@ impl McpDispatcher {
     pub fn new(runtime: McpRuntime, artifacts: ArtifactStore) -> Self {
         Self { runtime, artifacts }
     }
+}
+
+/// Bridges the runtime's progress notifications to the caller's channel.
+fn forward_progress(sink: ProgressSender) -> tokio::sync::mpsc::Sender<Progress> {
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Progress>(64);
+    tokio::spawn(async move {
+        while let Some(update) = receiver.recv().await {
+            let forwarded = ProgressUpdate {
+                progress: update.progress,
+                total: update.total,
+                message: update.message,
+            };
+            if sink.send(forwarded).is_err() {
+                break;
+            }
+        }
+    });
+    sender
 }
 
 impl Dispatcher for McpDispatcher {
@@ -46,16 +67,10 @@ impl Dispatcher for McpDispatcher {
                 }
             };
             let identity = RawIdentity::new(&server, &tool);
+            let progress = call.progress.map(forward_progress);
             let outcome = self
                 .runtime
-                .call_tool(
-                    &identity,
-                    arguments,
-                    CallOptions {
-                        progress: None,
-                        cancel,
-                    },
-                )
+                .call_tool(&identity, arguments, CallOptions { progress, cancel })
                 .await
                 .map_err(|error| DispatchError::new(error.to_string()))?;
             let store = self.artifacts.clone();

@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use warden_config::{Capability, ServerEntry};
 use warden_mcp::McpTool;
-use warden_mcp::naming::{NameTable, NameWarning};
 use warden_mcp::ToolIdentity as RawIdentity;
+use warden_mcp::naming::{NameTable, NameWarning};
 use warden_policy::{
-    CapabilityClass, Catalog, ServerPolicy, ToolAnnotations, ToolDescriptor,
-    ToolIdentity,
+    CapabilityClass, Catalog, ServerPolicy, ToolAnnotations, ToolDescriptor, ToolIdentity,
 };
 
 /// What the gate needs to know about one server, taken from its config entry.
@@ -112,7 +111,10 @@ impl ToolIndex {
         }
         state.published.insert(
             server.to_owned(),
-            tools.iter().map(|tool| tool.identity.tool.clone()).collect(),
+            tools
+                .iter()
+                .map(|tool| tool.identity.tool.clone())
+                .collect(),
         );
         warnings
     }
@@ -151,6 +153,16 @@ impl Catalog for ToolIndex {
         self.is_published(&server, &descriptor.identity.tool)
             .then_some(descriptor)
     }
+
+    fn explain_unresolved(&self, public_name: &str) -> Option<String> {
+        // Known to this session but no longer published: the model saw it, so say what changed.
+        let descriptor = self.descriptor(public_name)?;
+        Some(format!(
+            "the MCP server \"{}\" no longer offers the tool \"{}\" (it was withdrawn during this session)",
+            descriptor.identity.server(),
+            descriptor.identity.tool
+        ))
+    }
 }
 
 fn describe(public_name: &str, tool: &McpTool, facts: &ServerFacts) -> ToolDescriptor {
@@ -177,5 +189,3 @@ fn describe(public_name: &str, tool: &McpTool, facts: &ServerFacts) -> ToolDescr
         timeout: Some(facts.tool_timeout),
     }
 }
-
-

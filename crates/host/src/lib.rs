@@ -14,11 +14,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_config::{LoadedConfig, Paths, TrustStore, VarContext};
 use warden_hooks::HookRunner;
-use warden_mcp::artifacts::ArtifactStore;
+use warden_mcp::artifacts::{ArtifactStore, RetentionPolicy, apply_retention};
 use warden_mcp::{McpError, McpRuntime, McpTool, RuntimeOptions, ServerSpec};
 use warden_policy::{
     Approver, AuditStore, CallRequest, CallSource, Gate, GateOutcome, GateParts, GatePolicy,
-    NoApprover, ToolDescriptor,
+    NoApprover, ProgressSender, ToolDescriptor,
 };
 
 pub use dispatch::McpDispatcher;
@@ -127,6 +127,11 @@ impl Host {
         runtime_options.artifacts_dir = state_dir.join("artifacts").join(&session_id);
         runtime_options.session_id = session_id.clone();
         runtime_options.client_version = env!("CARGO_PKG_VERSION").to_owned();
+        // Retention runs before this session writes its first artifact.
+        let retention = apply_retention(&state_dir.join("artifacts"), RetentionPolicy::default());
+        for problem in &retention.problems {
+            tracing::warn!("artifact retention: {problem}");
+        }
         let artifacts = ArtifactStore::new(runtime_options.artifacts_dir.clone());
         let runtime = McpRuntime::new(specs, runtime_options);
         let index = Arc::new(ToolIndex::new(facts));
@@ -224,14 +229,26 @@ impl Host {
         arguments: Value,
         cancel: CancellationToken,
     ) -> GateOutcome {
+        self.call_with(CallContext::new(source, cancel), public_name, arguments)
+            .await
+    }
+
+    /// [`Host::call`] with everything a surface may attach: caller identity, progress channel.
+    pub async fn call_with(
+        &self,
+        context: CallContext,
+        public_name: &str,
+        arguments: Value,
+    ) -> GateOutcome {
         self.gate
             .call(CallRequest {
                 session_id: self.session_id.clone(),
-                source,
-                caller: None,
+                source: context.source,
+                caller: context.caller,
                 public_name: public_name.to_owned(),
                 arguments,
-                cancel,
+                cancel: context.cancel,
+                progress: context.progress,
             })
             .await
     }
@@ -240,6 +257,27 @@ impl Host {
     pub async fn shutdown(&self) {
         self.gate.end_session(&self.session_id);
         self.runtime.shutdown().await;
+    }
+}
+
+/// Who makes a call and what they attach to it.
+pub struct CallContext {
+    pub source: CallSource,
+    /// Who within the surface (a gateway client, a script), if known.
+    pub caller: Option<String>,
+    pub cancel: CancellationToken,
+    /// Where progress notifications go.
+    pub progress: Option<ProgressSender>,
+}
+
+impl CallContext {
+    pub fn new(source: CallSource, cancel: CancellationToken) -> Self {
+        Self {
+            source,
+            caller: None,
+            cancel,
+            progress: None,
+        }
     }
 }
 

@@ -21,4 +21,4 @@ pub use client::{
 pub use error::{CallError, ConnectError, FailureKind, McpError};
 pub use runtime::{McpRuntime, ProtocolMode, RuntimeOptions};
 pub use server::{CallOptions, CallOutcome, CatalogCounts, ServerState, ServerStatus};
-pub use spec::{SecretString, ServerSpec, ToolFilter, TransportSpec};
+pub use spec::{HttpAuth, SecretString, ServerSpec, ToolFilter, TransportSpec};

@@ -62,6 +62,8 @@ pub enum TransportSpec {
         url: String,
         /// Headers sent with every request (already expanded by the caller).
         headers: Vec<(String, SecretString)>,
+        /// Where OAuth credentials come from, and whether a 401 may lead to a login.
+        auth: HttpAuth,
     },
     /// The legacy HTTP+SSE transport (2024-11-05); only when the entry asks for it.
     LegacySse {
@@ -88,10 +90,11 @@ impl fmt::Debug for TransportSpec {
                     .field("cwd", cwd)
                     .finish()
             }
-            TransportSpec::StreamableHttp { url, headers } => f
+            TransportSpec::StreamableHttp { url, headers, auth } => f
                 .debug_struct("StreamableHttp")
                 .field("url", url)
                 .field("headers", headers)
+                .field("auth", auth)
                 .finish(),
             TransportSpec::LegacySse { url, headers } => f
                 .debug_struct("LegacySse")
@@ -111,6 +114,24 @@ impl TransportSpec {
             TransportSpec::LegacySse { .. } => "sse",
         }
     }
+}
+
+/// How a Streamable HTTP server is authorized. `Debug` never shows a secret.
+#[derive(Clone, Debug, Default)]
+pub enum HttpAuth {
+    /// Nothing wired up (a spec built by hand): requests go out with the configured headers
+    /// only, and a 401 is reported as "needs login".
+    #[default]
+    Unconfigured,
+    /// Never OAuth (`auth = "none"`, or the entry carries its own Authorization header): a 401
+    /// is a plain connection failure, explained by `reason`.
+    Forbidden { reason: String },
+    /// OAuth through the server's token store: stored tokens are sent and refreshed (before
+    /// expiry, and once on a 401); without them a 401 means "needs login".
+    OAuth(warden_oauth::OAuthSettings),
+    /// Pre-provisioned tokens named by environment variables (read at each connect), refreshed
+    /// at the entry's `refresh_url`.
+    Provisioned(warden_oauth::ProvisionedEnv),
 }
 
 /// Exact-name tool filter: `allow` (when present) keeps only the listed tools, `deny` removes tools.
@@ -182,6 +203,7 @@ impl ServerSpec {
             TransportSpec::StreamableHttp {
                 url: url.into(),
                 headers: Vec::new(),
+                auth: HttpAuth::default(),
             },
         )
     }
@@ -224,6 +246,14 @@ impl ServerSpec {
     pub fn with_cwd(mut self, folder: impl Into<PathBuf>) -> Self {
         if let TransportSpec::Stdio { cwd, .. } = &mut self.transport {
             *cwd = Some(folder.into());
+        }
+        self
+    }
+
+    /// Sets how a Streamable HTTP server is authorized (ignored for other transports).
+    pub fn with_auth(mut self, new_auth: HttpAuth) -> Self {
+        if let TransportSpec::StreamableHttp { auth, .. } = &mut self.transport {
+            *auth = new_auth;
         }
         self
     }

@@ -322,6 +322,7 @@ async fn handle(
             .await
         {
             let _ = f.write_all(&line).await;
+            let _ = f.flush().await;
         }
     }
     lock(&inner.requests).push(recorded);

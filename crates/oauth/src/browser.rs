@@ -4,7 +4,10 @@ use std::process::{Command, Stdio};
 
 /// Open `url` in a browser without waiting for it. The caller prints the URL either way.
 pub fn open_in_browser(url: &str) -> std::io::Result<()> {
-    let mut command = match std::env::var("BROWSER").ok().filter(|b| !b.trim().is_empty()) {
+    let mut command = match std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+    {
         Some(browser) => {
             let mut parts = browser.split_whitespace();
             let program = parts.next().unwrap_or("xdg-open").to_string();

@@ -17,7 +17,10 @@ const JWT_BEARER_ASSERTION: &str = "urn:ietf:params:oauth:client-assertion-type:
 #[derive(Clone, Debug)]
 pub enum ClientCredentials {
     /// A shared secret: HTTP Basic when the server accepts it, else in the form body.
-    Secret { client_id: String, client_secret: Secret },
+    Secret {
+        client_id: String,
+        client_secret: Secret,
+    },
     /// A signed JWT assertion (`private_key_jwt`); the key is a PKCS#8 PEM, ES256.
     PrivateKeyJwt {
         client_id: String,
@@ -61,7 +64,10 @@ pub(crate) fn form_body(pairs: &[(&str, String)]) -> String {
 /// `error: error_description` from an OAuth error body, never the raw body (it may echo secrets).
 pub(crate) fn oauth_error_summary(body: &str) -> String {
     let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-    let error = value.get("error").and_then(|v| v.as_str()).unwrap_or("error");
+    let error = value
+        .get("error")
+        .and_then(|v| v.as_str())
+        .unwrap_or("error");
     match value.get("error_description").and_then(|v| v.as_str()) {
         Some(description) => format!("{error}: {description}"),
         None => error.to_string(),
@@ -128,7 +134,10 @@ pub async fn client_credentials_token(
         }
     }
     let response = request
-        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
         .body(crate::client_credentials::form_body(&form))
         .send()
         .await
@@ -145,11 +154,12 @@ pub async fn client_credentials_token(
             error: oauth_error_summary(&body),
         });
     }
-    let parsed: TokenResponseBody = serde_json::from_str(&body).map_err(|_| OAuthError::Endpoint {
-        endpoint: endpoint.clone(),
-        status: status.as_u16(),
-        error: "the token response carries no access_token".to_string(),
-    })?;
+    let parsed: TokenResponseBody =
+        serde_json::from_str(&body).map_err(|_| OAuthError::Endpoint {
+            endpoint: endpoint.clone(),
+            status: status.as_u16(),
+            error: "the token response carries no access_token".to_string(),
+        })?;
     Ok(GrantedToken {
         access_token: Secret::new(parsed.access_token),
         expires_in: parsed.expires_in,

@@ -40,7 +40,11 @@ pub struct OAuthSettings {
 }
 
 impl OAuthSettings {
-    pub fn new(server_name: impl Into<String>, server_url: impl Into<String>, store: TokenStore) -> Self {
+    pub fn new(
+        server_name: impl Into<String>,
+        server_url: impl Into<String>,
+        store: TokenStore,
+    ) -> Self {
         Self {
             server_name: server_name.into(),
             server_url: server_url.into(),
@@ -116,7 +120,10 @@ pub async fn probe(server_url: &str) -> Result<Probe, OAuthError> {
     });
     let response = client
         .post(server_url)
-        .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
+        .header(
+            reqwest::header::ACCEPT,
+            "application/json, text/event-stream",
+        )
         .json(&body)
         .send()
         .await
@@ -241,10 +248,9 @@ pub async fn login(
             redirect_uri,
             source: "metadata-document".to_string(),
         }
-    } else if let Some(previous) = stored
-        .client
-        .filter(|c| stored.issuer == issuer && c.source == "dynamic" && c.redirect_uri == redirect_uri)
-    {
+    } else if let Some(previous) = stored.client.filter(|c| {
+        stored.issuer == issuer && c.source == "dynamic" && c.redirect_uri == redirect_uri
+    }) {
         previous
     } else {
         let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
@@ -263,9 +269,12 @@ pub async fn login(
     settings.store.set_client(issuer, client)?;
 
     let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
-    let authorization_url = with_prompt_consent(&manager.get_authorization_url(&scope_refs).await?)?;
+    let authorization_url =
+        with_prompt_consent(&manager.get_authorization_url(&scope_refs).await?)?;
     show_url(&authorization_url);
-    let callback = receiver.receive(&authorization_url, options.timeout).await?;
+    let callback = receiver
+        .receive(&authorization_url, options.timeout)
+        .await?;
     manager
         .exchange_code_for_token_with_issuer(
             &callback.code,
@@ -388,7 +397,11 @@ async fn revoke_stored(
         return Err("the authorization server offers no revocation endpoint".to_string());
     };
     let client = file.client.as_ref().ok_or("no client is stored")?;
-    let Some(tokens) = file.credentials.as_ref().and_then(|c| c.token_response.as_ref()) else {
+    let Some(tokens) = file
+        .credentials
+        .as_ref()
+        .and_then(|c| c.token_response.as_ref())
+    else {
         return Ok(0);
     };
     let mut revoked = 0;

@@ -180,7 +180,8 @@ impl ProvisionedCredentials {
         metadata.token_endpoint = token_endpoint;
         manager.set_metadata(metadata);
         manager.set_credential_store(self.store.clone());
-        let mut config = OAuthClientConfig::new(self.client_id.clone(), "http://127.0.0.1/callback");
+        let mut config =
+            OAuthClientConfig::new(self.client_id.clone(), "http://127.0.0.1/callback");
         if let Some(secret) = &self.client_secret {
             config = config.with_client_secret(secret.expose());
         }
@@ -196,11 +197,25 @@ impl ProvisionedCredentials {
         };
         let mut revoked = 0;
         if let Some(refresh) = self.refresh_token().await? {
-            revoke_token(&endpoint, &refresh, "refresh_token", &self.client_id, self.client_secret.as_ref()).await?;
+            revoke_token(
+                &endpoint,
+                &refresh,
+                "refresh_token",
+                &self.client_id,
+                self.client_secret.as_ref(),
+            )
+            .await?;
             revoked += 1;
         }
         if let Some(access) = self.access_token().await? {
-            revoke_token(&endpoint, &access, "access_token", &self.client_id, self.client_secret.as_ref()).await?;
+            revoke_token(
+                &endpoint,
+                &access,
+                "access_token",
+                &self.client_id,
+                self.client_secret.as_ref(),
+            )
+            .await?;
             revoked += 1;
         }
         self.store.clear().await?;

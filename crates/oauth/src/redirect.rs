@@ -92,16 +92,13 @@ impl RedirectReceiver {
         let redirect = match self.mode {
             RedirectMode::Headless { .. } => headless_redirect(authorization_url).await?,
             RedirectMode::Interactive { .. } => {
-                let listener = self.listener.ok_or_else(|| {
-                    OAuthError::Redirect("no loopback listener".to_string())
-                })?;
+                let listener = self
+                    .listener
+                    .ok_or_else(|| OAuthError::Redirect("no loopback listener".to_string()))?;
                 tokio::time::timeout(timeout, first_redirect(listener, &self.redirect_uri))
                     .await
                     .map_err(|_| {
-                        OAuthError::Redirect(format!(
-                            "no redirect within {} s",
-                            timeout.as_secs()
-                        ))
+                        OAuthError::Redirect(format!("no redirect within {} s", timeout.as_secs()))
                     })??
             }
         };

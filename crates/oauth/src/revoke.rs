@@ -29,7 +29,10 @@ pub async fn revoke_token(
         None => form.push(("client_id", client_id.to_string())),
     }
     let response = request
-        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
         .body(crate::client_credentials::form_body(&form))
         .send()
         .await

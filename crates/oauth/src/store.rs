@@ -7,7 +7,9 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rmcp::transport::auth::{AuthError, CredentialRefreshGuard, CredentialStore, StoredCredentials};
+use rmcp::transport::auth::{
+    AuthError, CredentialRefreshGuard, CredentialStore, StoredCredentials,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::error::OAuthError;
@@ -85,7 +87,12 @@ impl TokenStore {
 
     /// `<state_dir>/mcp/auth/<server>.json`.
     pub fn for_server(state_dir: &Path, server: &str) -> Self {
-        Self::new(state_dir.join("mcp").join("auth").join(format!("{server}.json")))
+        Self::new(
+            state_dir
+                .join("mcp")
+                .join("auth")
+                .join(format!("{server}.json")),
+        )
     }
 
     pub fn path(&self) -> &Path {

@@ -13,9 +13,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use oauth2::TokenResponse;
 use warden_oauth::{
-    ClientCredentials, LoginOptions, OAuthSettings, ProvisionedCredentials,
-    ProvisionedEnv, ProvisionedValues, RedirectMode, Secret, TokenFile, TokenStore,
-    client_credentials_token, login, logout, stored_manager,
+    ClientCredentials, LoginOptions, OAuthSettings, ProvisionedCredentials, ProvisionedEnv,
+    ProvisionedValues, RedirectMode, Secret, TokenFile, TokenStore, client_credentials_token,
+    login, logout, stored_manager,
 };
 
 fn settings(server: &support::AuthServer, store: TokenStore) -> OAuthSettings {
@@ -50,16 +50,18 @@ async fn headless_login_stores_tokens_0600_and_a_reconnect_reads_them() {
     assert_eq!(query["scope"], "mcp:read offline_access");
     assert_eq!(server.seen().registrations, 1);
 
-    let mode = std::fs::metadata(store.path()).unwrap().permissions().mode();
+    let mode = std::fs::metadata(store.path())
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
     let file = store.read().unwrap();
     assert_eq!(file.issuer.as_deref(), Some(server.base.as_str()));
     assert_eq!(file.client.as_ref().unwrap().source, "dynamic");
 
     // Another handle on the same file (a later run, another process) picks the token up.
-    let again = stored_manager(&settings(&server, TokenStore::new(store.path())))
-        .await
-        .unwrap();
+    let other_handle = OAuthSettings::new("demo", server.resource(), TokenStore::new(store.path()));
+    let again = stored_manager(&other_handle).await.unwrap();
     assert_eq!(again.get_access_token().await.unwrap(), token);
 
     // A second login with the same issuer reuses the registered client.
@@ -71,9 +73,14 @@ async fn headless_login_stores_tokens_0600_and_a_reconnect_reads_them() {
 async fn nothing_stored_means_needs_login() {
     let server = support::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let error = stored_manager(&settings(&server, TokenStore::for_server(dir.path(), "demo")))
-        .await
-        .unwrap_err();
+    let Err(error) = stored_manager(&settings(
+        &server,
+        TokenStore::for_server(dir.path(), "demo"),
+    ))
+    .await
+    else {
+        panic!("a manager without tokens");
+    };
     assert!(error.needs_login());
     assert_eq!(error.to_string(), "needs login: run warden mcp login demo");
 }
@@ -94,7 +101,10 @@ async fn preregistered_client_skips_registration_and_uses_port_17801() {
         "http://127.0.0.1:17801/callback"
     );
     let basic = seen.token_requests[0]["authorization"].clone();
-    assert!(basic.starts_with("Basic "), "secret goes by client_secret_basic");
+    assert!(
+        basic.starts_with("Basic "),
+        "secret goes by client_secret_basic"
+    );
 }
 
 #[tokio::test]
@@ -213,7 +223,10 @@ fn a_kill_mid_write_leaves_a_whole_0600_token_file() {
         child.wait().unwrap();
         let file = store.read().expect("the token file is whole after a kill");
         assert!(file.issuer.unwrap().starts_with("https://issuer.example/"));
-        let mode = std::fs::metadata(store.path()).unwrap().permissions().mode();
+        let mode = std::fs::metadata(store.path())
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
 }
@@ -225,7 +238,10 @@ fn writer_child() {
     let store = TokenStore::new(std::env::var("WARDEN_OAUTH_CHILD_STORE").unwrap());
     for i in 0u64.. {
         let file = TokenFile {
-            issuer: Some(format!("https://issuer.example/{i}/{}", "x".repeat(400_000))),
+            issuer: Some(format!(
+                "https://issuer.example/{i}/{}",
+                "x".repeat(400_000)
+            )),
             ..Default::default()
         };
         store.write(&file).unwrap();
@@ -267,7 +283,12 @@ async fn client_credentials_with_a_jwt_assertion_get_a_token() {
     )
     .await
     .unwrap();
-    assert!(server.seen().live_access.contains(granted.access_token.expose()));
+    assert!(
+        server
+            .seen()
+            .live_access
+            .contains(granted.access_token.expose())
+    );
 
     // A different key is refused.
     let (other_pem, _) = support::es256_key();
@@ -288,7 +309,10 @@ async fn client_credentials_with_a_jwt_assertion_get_a_token() {
 async fn provisioned_tokens_refresh_rotates_and_revocation_clears_the_bearer() {
     let server = support::start().await;
     server.seen().live_refresh.insert("prov-refresh-1".into());
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let provisioned = ProvisionedCredentials::from_values(ProvisionedValues {
         access_token: Some(Secret::new("prov-access-stale")),
         expires_at: Some(now - 10),

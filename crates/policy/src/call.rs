@@ -86,6 +86,8 @@ pub struct CallRequest {
     pub arguments: Value,
     /// Cancels a pending approval or the execution.
     pub cancel: CancellationToken,
+    /// Where the call's progress notifications go, if the caller wants them.
+    pub progress: Option<crate::gate::ProgressSender>,
 }
 
 /// How a call ended.

@@ -32,6 +32,12 @@ use crate::validate::validate_arguments;
 pub trait Catalog: Send + Sync {
     /// The tool the model knows as `public_name`, if it is currently callable.
     fn resolve(&self, public_name: &str) -> Option<ToolDescriptor>;
+
+    /// Why a name that does not resolve is not callable, when the catalogue knows better than
+    /// "unknown tool" (a tool its server withdrew, a tool behind a deferral…).
+    fn explain_unresolved(&self, _public_name: &str) -> Option<String> {
+        None
+    }
 }
 
 /// A call the gate has admitted.
@@ -43,7 +49,20 @@ pub struct DispatchCall {
     pub descriptor: ToolDescriptor,
     /// The validated arguments.
     pub arguments: Value,
+    /// Where progress notifications of this call go (the caller's channel, if it gave one).
+    pub progress: Option<ProgressSender>,
 }
+
+/// One progress notification of a running call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressUpdate {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// The channel a caller gives for a call's progress notifications.
+pub type ProgressSender = tokio::sync::mpsc::UnboundedSender<ProgressUpdate>;
 
 /// Why a dispatch failed (dead server, transport error…): shown to the model as the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -229,11 +248,11 @@ impl Gate {
     ) -> Step {
         // 1. Resolve.
         let Some(descriptor) = self.catalog.resolve(&request.public_name) else {
-            return Step::stop(
-                Decision::Denied,
-                Layer::Resolve,
-                format!("unknown tool \"{}\"", request.public_name),
-            );
+            let reason = self
+                .catalog
+                .explain_unresolved(&request.public_name)
+                .unwrap_or_else(|| format!("unknown tool \"{}\"", request.public_name));
+            return Step::stop(Decision::Denied, Layer::Resolve, reason);
         };
         trace.classes = descriptor.classes();
         trace.descriptor = Some(descriptor.clone());
@@ -364,6 +383,7 @@ impl Gate {
             session_id: request.session_id.clone(),
             descriptor: descriptor.clone(),
             arguments: arguments.clone(),
+            progress: request.progress.clone(),
         };
         let executing = Instant::now();
         let executed = self

@@ -69,7 +69,10 @@ pub use capability::{
     CapabilityClass, CapabilitySet, ToolAnnotations, classes_from_annotations, normalise_declared,
 };
 pub use external::{ExternalQuestion, ask_external};
-pub use gate::{Catalog, DispatchCall, DispatchError, Dispatcher, Gate, GateParts};
+pub use gate::{
+    Catalog, DispatchCall, DispatchError, Dispatcher, Gate, GateParts, ProgressSender,
+    ProgressUpdate,
+};
 pub use permissions::{
     AuthorizationRule, DEFAULT_CALL_TIMEOUT, ExternalAuthorizer, GatePolicy, PermissionMode,
     Permissions, RuleDecision,

@@ -437,7 +437,18 @@ impl<W: WireFormat> HttpModelClient<W> {
                 Some(Err(error)) => return Err(broken(emitted, error_chain(&error))),
             };
             for event in parser.push(&chunk) {
-                let deltas = decoder.on_event(&event).map_err(AttemptError::Fatal)?;
+                // An error event before any output (e.g. Anthropic's overloaded_error) is worth a retry.
+                let deltas = decoder.on_event(&event).map_err(|error| {
+                    if emitted {
+                        AttemptError::Fatal(error)
+                    } else {
+                        AttemptError::Retry {
+                            reason: error.to_string(),
+                            retry_after: None,
+                            error,
+                        }
+                    }
+                })?;
                 for delta in deltas {
                     emitted = true;
                     on_delta(delta);

@@ -25,9 +25,11 @@ pub fn run(_globals: &Globals, config: &LoadedConfig, json: bool) -> anyhow::Res
         .any(|status| matches!(status.state, ServerState::Failed | ServerState::NeedsLogin));
     if json {
         let mut rows: Vec<_> = statuses.iter().map(status_json).collect();
-        rows.extend(host.idle_servers().iter().map(|idle| {
-            json!({"name": idle.name, "state": "idle", "reason": idle.reason})
-        }));
+        rows.extend(
+            host.idle_servers()
+                .iter()
+                .map(|idle| json!({"name": idle.name, "state": "idle", "reason": idle.reason})),
+        );
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         print_table(&statuses);

@@ -162,7 +162,12 @@ async fn find_tool(host: &Host, server: &str, tool: &str) -> anyhow::Result<Visi
         })
 }
 
-async fn show_schema(host: &Host, server: &str, tool: &str, json: bool) -> anyhow::Result<ExitCode> {
+async fn show_schema(
+    host: &Host,
+    server: &str,
+    tool: &str,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let visible = find_tool(host, server, tool).await?;
     let definition = &visible.tool.definition;
     let view = json!({

@@ -76,7 +76,9 @@ fn rand_u32() -> u32 {
 
 mod sha2_shim {
     pub fn sha256(data: &[u8]) -> Vec<u8> {
-        ring::digest::digest(&ring::digest::SHA256, data).as_ref().to_vec()
+        ring::digest::digest(&ring::digest::SHA256, data)
+            .as_ref()
+            .to_vec()
     }
 }
 
@@ -165,7 +167,11 @@ async fn authorize(State(s): State<AuthServer>, uri: Uri) -> Response {
         .append_pair("state", &query["state"])
         .append_pair("iss", &s.base);
     seen.authorize_queries.push(query);
-    (StatusCode::FOUND, [(header::LOCATION, redirect.to_string())]).into_response()
+    (
+        StatusCode::FOUND,
+        [(header::LOCATION, redirect.to_string())],
+    )
+        .into_response()
 }
 
 fn oauth_error(status: StatusCode, error: &str) -> Response {
@@ -187,7 +193,10 @@ async fn token(State(s): State<AuthServer>, headers: HeaderMap, body: Bytes) -> 
     seen.token_requests.push(logged);
     match grant.as_str() {
         "authorization_code" => {
-            let Some(challenge) = seen.codes.remove(request.get("code").map(String::as_str).unwrap_or("")) else {
+            let Some(challenge) = seen
+                .codes
+                .remove(request.get("code").map(String::as_str).unwrap_or(""))
+            else {
                 return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant");
             };
             let verifier = request.get("code_verifier").cloned().unwrap_or_default();
@@ -236,13 +245,17 @@ fn verify_es256(jwt: &str, public_key: &[u8], audience: &str) -> bool {
     let Ok(signature) = URL_SAFE_NO_PAD.decode(signature) else {
         return false;
     };
-    let key = ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_FIXED, public_key);
+    let key = ring::signature::UnparsedPublicKey::new(
+        &ring::signature::ECDSA_P256_SHA256_FIXED,
+        public_key,
+    );
     if key.verify(input.as_bytes(), &signature).is_err() {
         return false;
     }
     let claims = input.split('.').nth(1).unwrap_or_default();
     let claims: serde_json::Value =
-        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).unwrap_or_default()).unwrap_or_default();
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).unwrap_or_default())
+            .unwrap_or_default();
     claims["aud"] == audience && claims["iss"] == claims["sub"]
 }
 
@@ -283,9 +296,17 @@ pub fn es256_key() -> (String, Vec<u8>) {
     use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
     let rng = ring::rand::SystemRandom::new();
     let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
-    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
+    let pair =
+        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
     let body = STANDARD.encode(pkcs8.as_ref());
-    let lines: Vec<&str> = body.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap()).collect();
-    let pem = format!("-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n", lines.join("\n"));
+    let lines: Vec<&str> = body
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect();
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        lines.join("\n")
+    );
     (pem, pair.public_key().as_ref().to_vec())
 }

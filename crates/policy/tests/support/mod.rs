@@ -262,6 +262,7 @@ pub fn request(source: CallSource, public_name: &str, arguments: Value) -> CallR
         public_name: public_name.into(),
         arguments,
         cancel: CancellationToken::new(),
+        progress: None,
     }
 }
 

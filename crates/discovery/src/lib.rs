@@ -1,0 +1,1 @@
+//! warden's progressive discovery: tool search, manifest token counts, code mode and execution routing.

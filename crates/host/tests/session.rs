@@ -1,0 +1,198 @@
+//! A session host over real fixture servers: calls through the gate, progress, timeouts, crashes,
+//! and tools withdrawn by `list_changed`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use warden_config::{LoadedConfig, Paths};
+use warden_host::{CallContext, Host, HostOptions};
+use warden_mcp::ServerSpec;
+use warden_policy::{AuditQuery, AuditStore, CallSource, Decision, Layer, Pattern};
+use warden_testkit::fixture_command;
+
+struct Session {
+    _dir: tempfile::TempDir,
+    paths: Paths,
+    host: Host,
+}
+
+/// A host with no config file and the given ad-hoc fixture servers; `allow` lists tools that run
+/// without approval.
+fn session(servers: &[(&str, &str, Option<Duration>)], allow: &[&str]) -> Session {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let mut options = HostOptions::new(paths.clone(), dir.path().to_path_buf());
+    for pattern in allow {
+        options
+            .policy
+            .permissions
+            .allow
+            .push(Pattern::new(pattern).unwrap());
+    }
+    for (name, kind, timeout) in servers {
+        let (program, args) = fixture_command(kind);
+        let mut spec = ServerSpec::stdio(*name, program.display().to_string()).with_args(args);
+        if let Some(timeout) = timeout {
+            spec = spec.with_tool_timeout(*timeout);
+        }
+        options.extra_servers.push(spec);
+    }
+    let config = LoadedConfig {
+        servers: BTreeMap::new(),
+        overridden: Vec::new(),
+        files: Vec::new(),
+    };
+    let host = Host::open(&config, options).unwrap();
+    Session {
+        _dir: dir,
+        paths,
+        host,
+    }
+}
+
+impl Session {
+    async fn call(
+        &self,
+        public_name: &str,
+        arguments: serde_json::Value,
+    ) -> warden_policy::GateOutcome {
+        self.host
+            .call(
+                CallSource::Agent,
+                public_name,
+                arguments,
+                CancellationToken::new(),
+            )
+            .await
+    }
+
+    fn audit_count(&self) -> usize {
+        AuditStore::open(&self.paths.state_dir().join("audit.db"))
+            .unwrap()
+            .query(&AuditQuery::default())
+            .unwrap()
+            .len()
+    }
+}
+
+#[tokio::test]
+async fn a_call_reaches_the_server_and_is_audited_once() {
+    let session = session(&[("fx", "echo", None)], &[]);
+    let tools = session.host.server_tools("fx").await.unwrap();
+    assert!(
+        tools
+            .iter()
+            .any(|tool| tool.descriptor.public_name == "mcp__fx__echo")
+    );
+    let outcome = session.call("mcp__fx__echo", json!({"text": "ping"})).await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    assert!(outcome.model_text().contains("ping"));
+    assert_eq!(session.audit_count(), 1);
+    session.host.shutdown().await;
+}
+
+#[tokio::test]
+async fn progress_notifications_reach_the_caller() {
+    let session = session(&[("fx", "echo", None)], &[]);
+    session.host.server_tools("fx").await.unwrap();
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let mut context = CallContext::new(CallSource::Agent, CancellationToken::new());
+    context.progress = Some(sender);
+    let outcome = session
+        .host
+        .call_with(context, "mcp__fx__slow", json!({"ms": 450}))
+        .await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    let mut updates = Vec::new();
+    while let Ok(update) = receiver.try_recv() {
+        updates.push(update);
+    }
+    assert!(!updates.is_empty(), "the slow tool reports progress");
+    assert!(
+        updates
+            .windows(2)
+            .all(|pair| pair[0].progress <= pair[1].progress)
+    );
+    session.host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_timed_out_call_is_a_result_and_the_server_stays_up() {
+    let session = session(&[("fx", "echo", Some(Duration::from_millis(300)))], &[]);
+    session.host.server_tools("fx").await.unwrap();
+    let outcome = session.call("mcp__fx__slow", json!({"ms": 5000})).await;
+    assert_ne!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    assert!(
+        outcome.model_text().to_lowercase().contains("timed out"),
+        "{}",
+        outcome.model_text()
+    );
+    let after = session
+        .call("mcp__fx__echo", json!({"text": "still here"}))
+        .await;
+    assert_eq!(after.decision, Decision::Allowed, "{after:?}");
+    assert!(after.model_text().contains("still here"));
+    assert_eq!(session.audit_count(), 2);
+    session.host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_that_crashes_mid_call_becomes_a_readable_failure() {
+    let session = session(&[("db", "crash-mid-call", None)], &["mcp__db__*"]);
+    session.host.server_tools("db").await.unwrap();
+    let outcome = session.call("mcp__db__crash", json!({})).await;
+    assert_eq!(outcome.decision, Decision::Failed, "{outcome:?}");
+    let text = outcome.model_text();
+    assert!(text.contains("MCP db"), "{text}");
+    assert!(text.contains("database connection lost"), "{text}");
+    assert_eq!(session.audit_count(), 1);
+    session.host.shutdown().await;
+}
+
+#[tokio::test]
+async fn withdrawn_tools_keep_their_name_and_say_why_they_fail() {
+    let session = session(&[("lc", "list-changed", None)], &["mcp__lc__*"]);
+    let before = session.host.server_tools("lc").await.unwrap();
+    let names: Vec<_> = before
+        .iter()
+        .map(|tool| tool.descriptor.public_name.clone())
+        .collect();
+    assert!(names.contains(&"mcp__lc__a".to_owned()), "{names:?}");
+
+    let mutated = session
+        .call("mcp__lc__mutate", json!({"remove": "a", "add": "c"}))
+        .await;
+    assert_eq!(mutated.decision, Decision::Allowed, "{mutated:?}");
+
+    // The refresh after list_changed appends `c`; `a` is withdrawn but keeps its name.
+    let mut after = Vec::new();
+    for _ in 0..50 {
+        after = session.host.server_tools("lc").await.unwrap();
+        if after.iter().any(|tool| tool.tool.identity.tool == "c") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        after
+            .iter()
+            .any(|tool| tool.descriptor.public_name == "mcp__lc__c")
+    );
+    assert_eq!(
+        session.host.public_name("lc", "a").as_deref(),
+        Some("mcp__lc__a")
+    );
+
+    let gone = session.call("mcp__lc__a", json!({})).await;
+    assert_eq!(gone.decision, Decision::Denied);
+    assert_eq!(gone.layer, Layer::Resolve);
+    assert!(
+        gone.model_text().contains("no longer offers"),
+        "{}",
+        gone.model_text()
+    );
+    session.host.shutdown().await;
+}
