@@ -12,7 +12,7 @@ use warden_agent::{
     select_model,
 };
 use warden_config::{ModelProvider, ModelSettings, Secret};
-use warden_mock_model::{Api, Cut, MockModel, ScriptedToolCall, Turn};
+use warden_mock_model::{Api, Cut, MockModel, ScriptedToolCall, Step, Turn};
 
 const KEY: &str = "sk-test-0123456789";
 const PROVIDERS: [ModelProvider; 3] = [
@@ -336,6 +336,24 @@ async fn a_stream_dropped_before_any_content_is_retried() {
             })
             .collect();
         assert_eq!(texts, "recovered");
+    }
+}
+
+#[tokio::test]
+async fn an_error_event_before_any_content_is_retried() {
+    for provider in PROVIDERS {
+        let mock = MockModel::start().await.unwrap();
+        mock.push_step(Step::StreamError {
+            message: "Overloaded".into(),
+        });
+        mock.push_turn(Turn::text("after the overload"));
+        let client = client_for(config(provider, &mock)).unwrap();
+        let (result, deltas) = call(&client, &[Message::user("hi")]).await;
+        assert_eq!(result.unwrap().text, "after the overload", "{provider:?}");
+        assert_eq!(mock.requests().len(), 2);
+        assert!(deltas.iter().any(
+            |d| matches!(d, ModelDelta::Retrying { reason, .. } if reason.contains("Overloaded"))
+        ));
     }
 }
 

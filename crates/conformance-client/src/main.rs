@@ -3,6 +3,9 @@
 //! The suite appends the server URL as the last argument and names the scenario in
 //! `MCP_CONFORMANCE_SCENARIO` (`MCP_CONFORMANCE_PROTOCOL_VERSION` and `MCP_CONFORMANCE_CONTEXT`
 //! when it has them). The client connects, lists tools and calls them the way each scenario expects.
+//! Auth scenarios go through warden's OAuth (crates/oauth) headlessly: the runtime logs in when
+//! the server answers 401 and steps up on 403; the client-credentials extensions fetch a token
+//! with the grant and send it as the configured Authorization header.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -12,11 +15,14 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
 use warden_mcp::{
-    CallOptions, ElicitationHandler, ElicitationRequest, ElicitationResponse, McpRuntime, McpTool,
-    ProtocolMode, RuntimeOptions, ServerSpec, ToolIdentity,
+    CallOptions, ElicitationHandler, ElicitationRequest, ElicitationResponse, HttpAuth, McpRuntime,
+    McpTool, ProtocolMode, RuntimeOptions, ServerSpec, ToolIdentity,
 };
+use warden_oauth::{ClientCredentials, OAuthSettings, RedirectMode, Secret, TokenStore};
 
 const SERVER: &str = "conformance";
+/// The Client ID Metadata Document URL the suite expects (SEP-991).
+const CIMD_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 /// Accepts every elicitation with empty content: the runtime fills the schema's defaults.
 struct AcceptWithDefaults;
@@ -57,11 +63,71 @@ async fn main() -> anyhow::Result<()> {
     options.client_name = "warden-conformance-client".to_owned();
     options.protocol = protocol;
     options.elicitation = Some(Arc::new(AcceptWithDefaults));
-    let runtime = McpRuntime::new(vec![ServerSpec::http(SERVER, url)], options);
+    options.inline_login = Some(RedirectMode::Headless { port: None });
+
+    let state = std::env::temp_dir().join(format!(
+        "warden-conformance-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    ));
+    let spec = server_spec(&url, &scenario, &context, &state).await?;
+    let runtime = McpRuntime::new(vec![spec], options);
 
     let outcome = run(&runtime, &scenario, &context).await;
     runtime.shutdown().await;
+    let _ = std::fs::remove_dir_all(&state);
     outcome
+}
+
+/// The server as the scenario needs it: OAuth through a fresh token store (pre-registered
+/// client from the context when given, the suite's CIMD URL otherwise), or, for the
+/// client-credentials extensions, a token from the grant sent as the Authorization header.
+async fn server_spec(
+    url: &str,
+    scenario: &str,
+    context: &Value,
+    state: &std::path::Path,
+) -> anyhow::Result<ServerSpec> {
+    let text = |key: &str| context.get(key).and_then(Value::as_str).map(str::to_owned);
+    let grant = match scenario {
+        "auth/client-credentials-basic" => Some(ClientCredentials::Secret {
+            client_id: text("client_id").context("no client_id in the context")?,
+            client_secret: Secret::new(
+                text("client_secret").context("no client_secret in the context")?,
+            ),
+        }),
+        "auth/client-credentials-jwt" => Some(ClientCredentials::PrivateKeyJwt {
+            client_id: text("client_id").context("no client_id in the context")?,
+            private_key_pem: Secret::new(
+                text("private_key_pem").context("no private_key_pem in the context")?,
+            ),
+        }),
+        _ => None,
+    };
+    if let Some(grant) = grant {
+        let token = warden_oauth::client_credentials_token(url, &grant, &[])
+            .await
+            .context("client-credentials grant")?;
+        return Ok(ServerSpec::http(SERVER, url)
+            .with_header(
+                "Authorization",
+                format!("Bearer {}", token.access_token.expose()),
+            )
+            .with_auth(HttpAuth::Forbidden {
+                reason: "the client-credentials token was rejected".to_owned(),
+            }));
+    }
+    let mut settings = OAuthSettings::new(SERVER, url, TokenStore::for_server(state, SERVER));
+    settings.client_name = "warden-conformance-client".to_owned();
+    settings.client_metadata_url = Some(CIMD_URL.to_owned());
+    if let Some(client_id) = text("client_id") {
+        settings.client_id = Some(client_id);
+        settings.client_secret = text("client_secret").map(Secret::new);
+    }
+    Ok(ServerSpec::http(SERVER, url).with_auth(HttpAuth::OAuth(settings)))
 }
 
 async fn run(runtime: &McpRuntime, scenario: &str, context: &Value) -> anyhow::Result<()> {

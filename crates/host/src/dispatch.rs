@@ -47,15 +47,13 @@ impl Dispatcher for McpDispatcher {
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         Box::pin(async move {
-            let server = match &call.descriptor.identity.source {
-                ToolSource::Mcp { server } => server.clone(),
-                ToolSource::Builtin => {
-                    return Err(DispatchError::new(format!(
-                        "{} is a built-in tool; this session has no built-in tools",
-                        call.descriptor.public_name
-                    )));
-                }
+            let ToolSource::Mcp { server } = &call.descriptor.identity.source else {
+                return Err(DispatchError::new(format!(
+                    "{} is not an MCP tool",
+                    call.descriptor.public_name
+                )));
             };
+            let server = server.clone();
             let tool = call.descriptor.identity.tool.clone();
             let arguments = match call.arguments {
                 Value::Object(map) => map,

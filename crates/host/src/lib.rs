@@ -1,9 +1,11 @@
 //! Session assembly shared by every warden surface: loads the config's servers into the MCP
 //! runtime and puts the one gate in front of them.
 
+mod catalog;
 mod dispatch;
 mod index;
 mod specs;
+mod tools;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,9 +23,11 @@ use warden_policy::{
     NoApprover, ProgressSender, ToolDescriptor,
 };
 
+pub use catalog::{HostTools, SessionCatalog, SessionDispatcher, host_tool_descriptor};
 pub use dispatch::McpDispatcher;
 pub use index::{ServerFacts, ToolIndex};
-pub use specs::server_spec;
+pub use specs::{LoginRefusal, login_settings, oauth_settings, server_spec};
+pub use tools::{HostTool, LIST_RESOURCES, READ_RESOURCE, resource_tools};
 
 /// A configured server that this session will not start, and why (shown by listings).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +51,8 @@ pub struct HostOptions {
     pub extra_servers: Vec<ServerSpec>,
     /// Resume an existing session id instead of creating one.
     pub session_id: Option<String>,
+    /// Tools implemented in code that this surface offers (the agent's built-ins).
+    pub tools: Vec<Arc<dyn HostTool>>,
 }
 
 impl HostOptions {
@@ -60,6 +66,7 @@ impl HostOptions {
             hooks: HookRunner::new(Vec::new()),
             extra_servers: Vec::new(),
             session_id: None,
+            tools: Vec::new(),
         }
     }
 }
@@ -77,6 +84,7 @@ pub struct Host {
     session_id: String,
     runtime: McpRuntime,
     index: Arc<ToolIndex>,
+    host_tools: Arc<HostTools>,
     gate: Arc<Gate>,
     idle: Vec<IdleServer>,
 }
@@ -106,7 +114,7 @@ impl Host {
                 });
                 continue;
             }
-            match server_spec(entry, &vars) {
+            match server_spec(entry, &vars, options.paths.state_dir()) {
                 Ok(spec) => {
                     facts.insert(entry.name.clone(), ServerFacts::from_entry(entry));
                     specs.push(spec);
@@ -135,10 +143,25 @@ impl Host {
         let artifacts = ArtifactStore::new(runtime_options.artifacts_dir.clone());
         let runtime = McpRuntime::new(specs, runtime_options);
         let index = Arc::new(ToolIndex::new(facts));
+        let mut host_tools = HostTools::new();
+        for tool in options
+            .tools
+            .into_iter()
+            .chain(resource_tools(&runtime, &artifacts))
+        {
+            host_tools.insert(tool.name().to_owned(), tool);
+        }
+        let host_tools = Arc::new(host_tools);
         let audit = Arc::new(AuditStore::open_lazily(&state_dir.join("audit.db")));
         let gate = Arc::new(Gate::new(GateParts {
-            catalog: index.clone(),
-            dispatcher: Arc::new(McpDispatcher::new(runtime.clone(), artifacts)),
+            catalog: Arc::new(SessionCatalog {
+                host_tools: host_tools.clone(),
+                index: index.clone(),
+            }),
+            dispatcher: Arc::new(SessionDispatcher {
+                host_tools: host_tools.clone(),
+                mcp: McpDispatcher::new(runtime.clone(), artifacts),
+            }),
             approver: options
                 .approver
                 .unwrap_or_else(|| Arc::new(NoApprover) as Arc<dyn Approver>),
@@ -151,6 +174,7 @@ impl Host {
             session_id,
             runtime,
             index,
+            host_tools,
             gate,
             idle,
         })
@@ -216,6 +240,29 @@ impl Host {
             .collect()
     }
 
+    /// The host tools the gate would show: the surface's own tools, and the resource tools when
+    /// a connected server advertises resources.
+    pub fn host_tools(&self) -> Vec<ToolDescriptor> {
+        let any_resources = self
+            .runtime
+            .status()
+            .iter()
+            .any(|status| status.counts.resources.unwrap_or(0) > 0);
+        self.host_tools
+            .values()
+            .filter(|tool| any_resources || ![LIST_RESOURCES, READ_RESOURCE].contains(&tool.name()))
+            .map(|tool| host_tool_descriptor(tool.as_ref()))
+            .filter(|descriptor| self.gate.visible(descriptor))
+            .collect()
+    }
+
+    /// The description of a host tool, for the model's tool list.
+    pub fn host_tool_description(&self, name: &str) -> Option<String> {
+        self.host_tools
+            .get(name)
+            .map(|tool| tool.description().to_owned())
+    }
+
     /// The public name of a raw identity whose catalogue was fetched this session.
     pub fn public_name(&self, server: &str, tool: &str) -> Option<String> {
         self.index.public_name(server, tool)
@@ -240,10 +287,16 @@ impl Host {
         public_name: &str,
         arguments: Value,
     ) -> GateOutcome {
+        // A tool that audits under its own source (a resource read) says so here.
+        let source = self
+            .host_tools
+            .get(public_name)
+            .and_then(|tool| tool.audit_source())
+            .unwrap_or(context.source);
         self.gate
             .call(CallRequest {
                 session_id: self.session_id.clone(),
-                source: context.source,
+                source,
                 caller: context.caller,
                 public_name: public_name.to_owned(),
                 arguments,

@@ -196,3 +196,63 @@ async fn withdrawn_tools_keep_their_name_and_say_why_they_fail() {
     );
     session.host.shutdown().await;
 }
+
+#[tokio::test]
+async fn resource_tools_read_only_what_the_server_advertised() {
+    let session = session(&[("fx", "echo", None)], &[]);
+    assert!(
+        session.host.host_tools().is_empty(),
+        "before any server is connected there are no resource tools"
+    );
+    session.host.server_tools("fx").await.unwrap();
+    session.host.runtime().catalog("fx").await.unwrap();
+    let names: Vec<_> = session
+        .host
+        .host_tools()
+        .into_iter()
+        .map(|descriptor| descriptor.public_name)
+        .collect();
+    assert_eq!(names, ["list_mcp_resources", "read_mcp_resource"]);
+
+    let listed = session.call("list_mcp_resources", json!({})).await;
+    assert_eq!(listed.decision, Decision::Allowed, "{listed:?}");
+    assert!(listed.model_text().contains("fixture://readme"));
+
+    let read = session
+        .call(
+            "read_mcp_resource",
+            json!({"server": "fx", "uri": "fixture://readme"}),
+        )
+        .await;
+    assert_eq!(read.decision, Decision::Allowed, "{read:?}");
+    assert!(read.model_text().contains("fixture://readme"));
+
+    let templated = session
+        .call(
+            "read_mcp_resource",
+            json!({"server": "fx", "uri": "fixture://items/42"}),
+        )
+        .await;
+    assert_eq!(templated.decision, Decision::Allowed, "{templated:?}");
+
+    let unadvertised = session
+        .call(
+            "read_mcp_resource",
+            json!({"server": "fx", "uri": "file:///etc/passwd"}),
+        )
+        .await;
+    assert_eq!(unadvertised.decision, Decision::Failed, "{unadvertised:?}");
+    assert!(!unadvertised.model_text().contains("root:"));
+
+    let sources: Vec<_> = AuditStore::open(&session.paths.state_dir().join("audit.db"))
+        .unwrap()
+        .query(&AuditQuery::default())
+        .unwrap()
+        .into_iter()
+        .map(|row| (row.public_name, row.source))
+        .collect();
+    assert_eq!(sources.len(), 4);
+    assert_eq!(sources[0], ("list_mcp_resources".to_owned(), "agent".to_owned()));
+    assert!(sources[1..].iter().all(|(name, source)| name == "read_mcp_resource" && source == "resource-read"));
+    session.host.shutdown().await;
+}

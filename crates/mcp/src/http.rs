@@ -130,12 +130,12 @@ pub(crate) fn header_map(
     Ok(map)
 }
 
-/// The rmcp Streamable HTTP client transport on our client and headers.
+/// The rmcp Streamable HTTP client transport on our (authorizing) client and headers.
 pub(crate) fn transport(
-    client: reqwest::Client,
+    client: crate::http_auth::AuthorizingClient,
     url: &url::Url,
     headers: HashMap<HeaderName, HeaderValue>,
-) -> StreamableHttpClientTransport<reqwest::Client> {
+) -> StreamableHttpClientTransport<crate::http_auth::AuthorizingClient> {
     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str().to_owned())
         .custom_headers(headers)
         .max_sse_event_size(crate::server::MAX_MESSAGE_BYTES)
@@ -335,12 +335,32 @@ pub(crate) fn classify_response(
     None
 }
 
+/// A 401 (or a challenge) from the server, explained by how the entry is authorized: a login
+/// for OAuth entries, a plain rejection when login is not the fix.
+pub(crate) fn unauthorized(server: &str, url: &url::Url, auth: &crate::spec::HttpAuth) -> McpError {
+    match auth {
+        crate::spec::HttpAuth::Forbidden { reason } => McpError::new(
+            server,
+            FailureKind::Rejected,
+            format!("{url} answered 401 Unauthorized ({reason})"),
+            Some("fix the credential configured for this server"),
+        ),
+        crate::spec::HttpAuth::Provisioned(_) => McpError::new(
+            server,
+            FailureKind::Rejected,
+            format!("{url} rejected the pre-provisioned token (401) and it could not be refreshed"),
+            Some("provide a fresh token in the configured environment variables"),
+        ),
+        _ => needs_login(server, url),
+    }
+}
+
 pub(crate) fn needs_login(server: &str, url: &url::Url) -> McpError {
     McpError::new(
         server,
         FailureKind::NeedsLogin,
-        format!("needs login: {url} asks for OAuth authorization"),
-        Some(&format!("log in with `warden mcp login {server}`")),
+        format!("needs login: run warden mcp login {server}"),
+        Some(&format!("{url} asks for OAuth authorization; log in with `warden mcp login {server}`")),
     )
 }
 

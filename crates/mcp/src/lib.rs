@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod client;
 pub mod error;
 pub mod http;
+mod http_auth;
 pub mod naming;
 pub mod result;
 pub mod runtime;

@@ -39,6 +39,10 @@ pub struct RuntimeOptions {
     pub protocol: ProtocolMode,
     /// An interactive frontend; elicitation is advertised only when present.
     pub elicitation: Option<Arc<dyn ElicitationHandler>>,
+    /// Log in from inside a connection when an OAuth server answers 401 (and step up on a 403
+    /// `insufficient_scope`), getting the redirect back this way. `None` (the default): a 401
+    /// leaves the server in "needs login" and `warden mcp login NAME` is the cure.
+    pub inline_login: Option<warden_oauth::RedirectMode>,
 }
 
 impl RuntimeOptions {
@@ -53,6 +57,7 @@ impl RuntimeOptions {
             client_version: env!("CARGO_PKG_VERSION").to_owned(),
             protocol: ProtocolMode::Auto,
             elicitation: None,
+            inline_login: None,
         }
     }
 }
@@ -67,6 +72,7 @@ impl fmt::Debug for RuntimeOptions {
             .field("client_version", &self.client_version)
             .field("protocol", &self.protocol)
             .field("elicitation", &self.elicitation.is_some())
+            .field("inline_login", &self.inline_login)
             .finish()
     }
 }

@@ -579,14 +579,23 @@ impl ServerSlot {
                     }
                 }
             }
-            TransportSpec::StreamableHttp { url, headers } => {
+            TransportSpec::StreamableHttp { url, headers, auth } => {
                 let url = http::check_url(self.name(), url).map_err(OpenFailure::Failed)?;
                 let client = http::build_client(self.name(), self.spec.startup_timeout)
                     .map_err(OpenFailure::Failed)?;
                 let headers =
                     http::header_map(self.name(), headers).map_err(OpenFailure::Failed)?;
+                let authorizing = crate::http_auth::authorizing_client(
+                    self.name(),
+                    &url,
+                    client.clone(),
+                    auth,
+                    self.options.inline_login.as_ref(),
+                )
+                .await
+                .map_err(OpenFailure::Failed)?;
                 let transport = Observed {
-                    inner: http::transport(client.clone(), &url, headers.clone()),
+                    inner: http::transport(authorizing, &url, headers.clone()),
                     closed: closed.clone(),
                 };
                 match serve_client_with_lifecycle(handler, transport, lifecycle).await {
@@ -606,7 +615,11 @@ impl ServerSlot {
                             ));
                         }
                         if error.is_authorization_required() || error.auth_challenge().is_some() {
-                            return Err(OpenFailure::Failed(http::needs_login(self.name(), &url)));
+                            return Err(OpenFailure::Failed(http::unauthorized(
+                                self.name(),
+                                &url,
+                                auth,
+                            )));
                         }
                         let diagnosis = http::diagnose(
                             self.name(),
@@ -616,6 +629,13 @@ impl ServerSlot {
                             self.spec.startup_timeout,
                         )
                         .await;
+                        let diagnosis = diagnosis.map(|failure| {
+                            if failure.kind() == FailureKind::NeedsLogin {
+                                http::unauthorized(self.name(), &url, auth)
+                            } else {
+                                failure
+                            }
+                        });
                         let failure = diagnosis.unwrap_or_else(|| {
                             McpError::new(
                                 self.name(),

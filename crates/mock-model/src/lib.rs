@@ -139,6 +139,10 @@ pub enum Step {
         #[serde(default)]
         retry_after_sec: Option<u64>,
     },
+    /// A 200 stream that carries only the API's error event (e.g. Anthropic's `overloaded_error`).
+    StreamError {
+        message: String,
+    },
 }
 
 /// A script file for the `mock-model` binary: `{"steps": [{"kind": "turn", "text": "hi"}, ...]}`.
@@ -367,6 +371,16 @@ async fn handle(
                 response.headers_mut().insert(header::RETRY_AFTER, value);
             }
             response
+        }
+        Step::StreamError { message } => {
+            let frame = wire::error_event(api, &message);
+            sse_response(
+                wire::Frames {
+                    frames: vec![frame],
+                    cut_at: 1,
+                },
+                None,
+            )
         }
         Step::Turn(turn) => {
             let streaming = json.get("stream").and_then(|s| s.as_bool()) == Some(true);

@@ -55,6 +55,24 @@ pub(crate) fn error_body(api: Api, status: u16, message: &str) -> Value {
     }
 }
 
+/// A stream's in-band error event.
+pub(crate) fn error_event(api: Api, message: &str) -> String {
+    match api {
+        Api::Messages => event(
+            "error",
+            &json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}),
+        ),
+        Api::Responses => event(
+            "error",
+            &json!({"type": "error", "code": "server_error", "message": message,
+                "param": null, "sequence_number": 0}),
+        ),
+        Api::ChatCompletions => {
+            data(&json!({"error": {"message": message, "type": "server_error"}}))
+        }
+    }
+}
+
 fn finish_reason(api: Api, turn: &Turn) -> &'static str {
     let calls = !turn.tool_calls.is_empty();
     match (api, calls) {

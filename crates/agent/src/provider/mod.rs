@@ -563,6 +563,10 @@ impl ToolCallAssembler {
         ModelDelta::ToolCallStarted { id, name }
     }
 
+    pub fn last_key(&self) -> Option<String> {
+        self.calls.last().map(|(key, _)| key.clone())
+    }
+
     pub fn has(&self, key: &str) -> bool {
         self.calls.iter().any(|(k, _)| k == key)
     }

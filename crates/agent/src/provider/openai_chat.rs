@@ -132,17 +132,19 @@ impl StreamDecoder for ChatDecoder {
                 .into_iter()
                 .flatten()
             {
-                let key = call
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0)
+                let id = call
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
                     .to_string();
+                // Some compatible servers leave out `index`: a new id starts a new call, a
+                // fragment without id continues the last one.
+                let key = match call.get("index").and_then(Value::as_u64) {
+                    Some(index) => index.to_string(),
+                    None if !id.is_empty() => format!("id:{id}"),
+                    None => self.calls.last_key().unwrap_or_else(|| "0".into()),
+                };
                 if !self.calls.has(&key) {
-                    let id = call
-                        .get("id")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string();
                     let name = call
                         .pointer("/function/name")
                         .and_then(Value::as_str)
@@ -174,5 +176,65 @@ impl StreamDecoder for ChatDecoder {
 
     fn is_done(&self) -> bool {
         self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn feed(decoder: &mut ChatDecoder, data: serde_json::Value) {
+        decoder
+            .on_event(&SseEvent {
+                event: None,
+                data: data.to_string(),
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn calls_without_index_are_told_apart_by_id() {
+        let mut decoder = ChatDecoder::default();
+        let call = |id: Option<&str>, name: Option<&str>, args: &str| {
+            let mut value = json!({"function": {"arguments": args}});
+            if let Some(id) = id {
+                value["id"] = json!(id);
+            }
+            if let Some(name) = name {
+                value["function"]["name"] = json!(name);
+            }
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [value]}}]})
+        };
+        feed(&mut decoder, call(Some("a"), Some("one"), "{\"x\""));
+        feed(&mut decoder, call(None, None, ":1}"));
+        feed(&mut decoder, call(Some("b"), Some("two"), "{}"));
+        feed(
+            &mut decoder,
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        );
+        let response = decoder.finish().unwrap();
+        let calls: Vec<(String, String, String)> = response
+            .tool_calls
+            .into_iter()
+            .map(|c| (c.id, c.name, c.arguments))
+            .collect();
+        assert_eq!(
+            calls,
+            vec![
+                ("a".into(), "one".into(), "{\"x\":1}".into()),
+                ("b".into(), "two".into(), "{}".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stream_without_finish_is_not_a_response() {
+        let mut decoder = ChatDecoder::default();
+        feed(
+            &mut decoder,
+            json!({"choices": [{"index": 0, "delta": {"content": "half"}}]}),
+        );
+        assert!(decoder.finish().is_none());
     }
 }

@@ -1,4 +1,5 @@
-//! `warden mcp`: add, list, get, remove, import and trust MCP server entries in the configuration files.
+//! `warden mcp`: add, list, get, remove, import and trust MCP server entries in the configuration
+//! files, and log in to (or out of) OAuth servers.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -9,11 +10,12 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use warden_config::{
     AuthMode, LoadRequest, LoadedConfig, Paths, RawServer, RemoteTransport, Scope, ServerEntry,
-    TrustState, TrustStore, add_servers_to_file, declares_server, is_reference_only, load,
+    TrustState, TrustStore, VarContext, add_servers_to_file, declares_server, is_reference_only, load,
     parse_mcp_json, read_file, remove_server_from_file, server_table,
 };
 
 use crate::Globals;
+use crate::context::async_runtime;
 
 /// Manage MCP servers.
 #[derive(Debug, Args)]
@@ -36,6 +38,10 @@ enum McpCommand {
     Import(ImportArgs),
     /// Approve a project-scope server entry exactly as it is now.
     Trust(TrustArgs),
+    /// Log in to a remote server with OAuth (opens the browser; the URL is printed either way).
+    Login(LoginArgs),
+    /// Forget a remote server's OAuth tokens, revoking them where the server allows.
+    Logout(LogoutArgs),
 }
 
 /// The file an edit goes to.
@@ -103,6 +109,12 @@ struct AddArgs {
     /// The URL of a remote server.
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     url: Option<String>,
+    /// Do not probe the new remote server or log in to it.
+    #[arg(long, requires = "url")]
+    no_login: bool,
+    /// Print the login URL without opening a browser.
+    #[arg(long, requires = "url")]
+    no_browser: bool,
     /// The command (and its arguments) of a stdio server, after `--`.
     #[arg(last = true, value_name = "COMMAND ARGS")]
     command: Vec<String>,
@@ -147,6 +159,21 @@ struct ImportArgs {
     /// Which file to add the servers to (default user).
     #[arg(long, value_enum)]
     scope: Option<ScopeArg>,
+}
+
+#[derive(Debug, Args)]
+struct LoginArgs {
+    /// The remote server to log in to.
+    name: String,
+    /// Print the authorization URL without opening a browser (then paste the redirect URL back).
+    #[arg(long)]
+    no_browser: bool,
+}
+
+#[derive(Debug, Args)]
+struct LogoutArgs {
+    /// The remote server whose tokens to forget.
+    name: String,
 }
 
 #[derive(Debug, Args)]
@@ -212,6 +239,8 @@ pub fn run(globals: &Globals, args: McpArgs) -> anyhow::Result<ExitCode> {
         McpCommand::Remove(args) => remove(&files, args),
         McpCommand::Import(args) => import(&files, args),
         McpCommand::Trust(args) => trust(&files, args),
+        McpCommand::Login(args) => login(&files, args),
+        McpCommand::Logout(args) => logout(&files, args),
     }
 }
 
@@ -240,6 +269,8 @@ fn add(files: &Files, args: AddArgs) -> anyhow::Result<ExitCode> {
         redirect_port,
         transport,
         url,
+        no_login,
+        no_browser,
         command,
     } = args;
     let (file, scope) = files.target(scope)?;
@@ -273,6 +304,7 @@ fn add(files: &Files, args: AddArgs) -> anyhow::Result<ExitCode> {
         }),
         ..RawServer::default()
     };
+    let is_remote = url.is_some() && transport != Some(TransportArg::Sse);
     match (url, command.split_first()) {
         (Some(url), None) => server.url = Some(url),
         (None, Some((program, rest))) => {
@@ -291,6 +323,139 @@ fn add(files: &Files, args: AddArgs) -> anyhow::Result<ExitCode> {
         println!(
             "project servers do not start until approved: review it and run `warden mcp trust {name}`"
         );
+    }
+    if is_remote && !no_login {
+        login_after_add(files, &name, scope, no_browser)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The entry just written, as its scope loads it.
+fn written_entry(files: &Files, name: &str, scope: Scope) -> anyhow::Result<ServerEntry> {
+    let selection = match (&files.explicit, scope) {
+        (Some(_), _) => None,
+        (None, Scope::User) => Some(ListScope::User),
+        (None, Scope::Project) => Some(ListScope::Project),
+    };
+    let config = selected_config(files, selection)?;
+    config
+        .servers
+        .get(name)
+        .cloned()
+        .with_context(|| format!("the new entry `{name}` did not load"))
+}
+
+/// `add --url`: probe the endpoint; a 401 (or `auth = "oauth"`) starts the login right away, a
+/// server that does not ask is left alone, an unreachable one stays written with a note.
+fn login_after_add(files: &Files, name: &str, scope: Scope, no_browser: bool) -> anyhow::Result<()> {
+    let entry = written_entry(files, name, scope)?;
+    let vars = VarContext::from_process(&files.workspace);
+    let settings = match warden_host::login_settings(&entry, &vars, files.paths.state_dir()) {
+        Ok(settings) => settings,
+        // auth = "none", an own credential, legacy SSE: nothing to log in to.
+        Err(_) => return Ok(()),
+    };
+    let forced = matches!(
+        &entry.transport,
+        warden_config::Transport::Http {
+            auth: AuthMode::OAuth,
+            ..
+        }
+    );
+    let probe = async_runtime()?.block_on(warden_oauth::probe(&settings.server_url));
+    match probe {
+        Err(error) => {
+            println!(
+                "note: could not reach {} ({error}); the entry is written anyway. Log in later with `warden mcp login {name}` if it asks.",
+                settings.server_url
+            );
+            Ok(())
+        }
+        Ok(warden_oauth::Probe::AuthRequired { www_authenticate }) => {
+            println!("`{name}` asks for authorization; logging in");
+            run_login(&settings, no_browser, www_authenticate)
+        }
+        Ok(_) if forced => {
+            println!("`{name}` has auth = \"oauth\"; logging in");
+            run_login(&settings, no_browser, None)
+        }
+        Ok(_) => Ok(()),
+    }
+}
+
+fn login(files: &Files, args: LoginArgs) -> anyhow::Result<ExitCode> {
+    let config = selected_config(files, None)?;
+    let Some(entry) = config.servers.get(&args.name) else {
+        bail!("no server named `{}` is configured", args.name);
+    };
+    let vars = VarContext::from_process(&files.workspace);
+    let settings = warden_host::login_settings(entry, &vars, files.paths.state_dir())?;
+    run_login(&settings, args.no_browser, None)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Log in interactively: the loopback listener (or a pasted redirect URL) gets the code back.
+fn run_login(
+    settings: &warden_oauth::OAuthSettings,
+    no_browser: bool,
+    challenge: Option<String>,
+) -> anyhow::Result<()> {
+    let name = settings.server_name.clone();
+    let show = move |url: &str| {
+        eprintln!(
+            "To authorize `{name}`, open this URL (or paste the redirect URL here when the browser cannot reach this machine):\n  {url}"
+        );
+        if !no_browser && let Err(error) = warden_oauth::open_in_browser(url) {
+            eprintln!("could not open a browser ({error}); open the URL yourself");
+        }
+    };
+    let mut options = warden_oauth::LoginOptions::new(warden_oauth::RedirectMode::Interactive {
+        port: settings.redirect_port,
+    });
+    options.challenge = challenge;
+    async_runtime()?
+        .block_on(warden_oauth::login(settings, options, &show))
+        .with_context(|| format!("logging in to `{}`", settings.server_name))?;
+    println!(
+        "logged in to `{}`; tokens saved in {}",
+        settings.server_name,
+        settings.store.path().display()
+    );
+    Ok(())
+}
+
+fn logout(files: &Files, args: LogoutArgs) -> anyhow::Result<ExitCode> {
+    let config = selected_config(files, None)?;
+    let Some(entry) = config.servers.get(&args.name) else {
+        bail!("no server named `{}` is configured", args.name);
+    };
+    let url = match &entry.transport {
+        warden_config::Transport::Http { url, .. } => url.clone(),
+        warden_config::Transport::Stdio { .. } => {
+            bail!("`{}` is a stdio server: it has no OAuth tokens", args.name)
+        }
+    };
+    let vars = VarContext::from_process(&files.workspace);
+    let url = warden_config::expand(&url, &vars).unwrap_or(url);
+    let settings = warden_oauth::OAuthSettings::new(
+        entry.name.clone(),
+        url,
+        warden_oauth::TokenStore::for_server(files.paths.state_dir(), &entry.name),
+    );
+    let report = async_runtime()?.block_on(warden_oauth::logout(&settings))?;
+    if !report.had_tokens {
+        println!("no tokens were stored for `{}`", args.name);
+    } else {
+        match &report.revocation_note {
+            None => println!(
+                "logged out of `{}`: {} token(s) revoked and forgotten",
+                args.name, report.revoked
+            ),
+            Some(note) => println!(
+                "logged out of `{}`: tokens forgotten (not revoked: {note})",
+                args.name
+            ),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -510,6 +675,10 @@ fn get(files: &Files, args: GetArgs) -> anyhow::Result<ExitCode> {
             "trust_hash": entry.trust_hash(),
             "entry": serde_json::to_value(&declared)?,
         });
+        let mut object = object;
+        if let Some(uri) = preregistered_redirect_uri(entry) {
+            object["redirect_uri"] = Value::String(uri);
+        }
         println!("{}", serde_json::to_string_pretty(&object)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -530,8 +699,24 @@ fn get(files: &Files, args: GetArgs) -> anyhow::Result<ExitCode> {
     if let Some(reason) = trust.idle_reason(&entry.name) {
         println!("# {reason}");
     }
+    if let Some(uri) = preregistered_redirect_uri(entry) {
+        println!("# OAuth redirect URI to register for this client_id: {uri}");
+    }
     print!("{doc}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The loopback redirect URI a pre-registered OAuth client must register.
+fn preregistered_redirect_uri(entry: &ServerEntry) -> Option<String> {
+    match &entry.transport {
+        warden_config::Transport::Http { oauth, .. } if oauth.client_id.is_some() => Some(format!(
+            "http://127.0.0.1:{}/callback",
+            oauth
+                .redirect_port
+                .unwrap_or(warden_oauth::DEFAULT_PREREGISTERED_PORT)
+        )),
+        _ => None,
+    }
 }
 
 fn file_declares(path: &Path, name: &str) -> anyhow::Result<bool> {

@@ -1,0 +1,488 @@
+//! Tool search: exact name, then name prefix, then BM25F over tool names, descriptions,
+//! parameters and the server's own name and summary; deterministic, compact, callable results.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::text;
+
+/// One parameter of a tool, as search shows and indexes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Parameter {
+    pub name: String,
+    /// A short type label (`string`, `number`, `string[]`, `"a" | "b"`, …).
+    #[serde(rename = "type")]
+    pub type_label: String,
+    pub required: bool,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub description: String,
+}
+
+/// One searchable tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolEntry {
+    /// The model-visible name (what a call uses).
+    pub public_name: String,
+    pub server: String,
+    /// The tool name the server published.
+    pub tool: String,
+    /// Title (if any) and description, as published.
+    pub description: String,
+    pub parameters: Vec<Parameter>,
+}
+
+impl ToolEntry {
+    /// Builds an entry from a tool definition in MCP `tools/list` form (`name`, `title`,
+    /// `description`, `inputSchema`, `annotations.title`).
+    pub fn from_definition(public_name: &str, server: &str, definition: &Value) -> Self {
+        let tool = definition
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let title = definition
+            .get("title")
+            .and_then(Value::as_str)
+            .or_else(|| definition.pointer("/annotations/title").and_then(Value::as_str));
+        let body = definition
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let description = match title {
+            Some(title) if !title.is_empty() && !body.contains(title) => {
+                format!("{title}. {body}")
+            }
+            _ => body.to_string(),
+        };
+        let empty = Value::Null;
+        let schema = definition.get("inputSchema").unwrap_or(&empty);
+        Self {
+            public_name: public_name.to_string(),
+            server: server.to_string(),
+            tool,
+            description: description.trim().to_string(),
+            parameters: parameters_of(schema),
+        }
+    }
+
+    /// Builds an entry from a discovered MCP tool and its model-visible name.
+    pub fn from_mcp(tool: &warden_mcp::McpTool, public_name: &str) -> Self {
+        let definition = serde_json::to_value(&tool.definition).unwrap_or(Value::Null);
+        let mut entry = Self::from_definition(public_name, &tool.identity.server, &definition);
+        entry.tool = tool.identity.tool.clone();
+        entry
+    }
+
+    /// The first sentence or line of the description, at most [`SUMMARY_CHARS`] characters.
+    pub fn summary(&self) -> String {
+        one_line(&self.description, SUMMARY_CHARS)
+    }
+}
+
+/// Longest one-line description in a search result.
+pub const SUMMARY_CHARS: usize = 160;
+
+/// The first line (or sentence) of `text`, cut to `max_chars` characters with `…`.
+pub fn one_line(text: &str, max_chars: usize) -> String {
+    let line = text.trim().lines().next().unwrap_or_default().trim();
+    let sentence = match line.find(". ") {
+        Some(end) => &line[..=end],
+        None => line,
+    };
+    let sentence = sentence.trim();
+    if sentence.chars().count() <= max_chars {
+        return sentence.to_string();
+    }
+    let mut cut: String = sentence.chars().take(max_chars.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// The parameters of an input schema's top-level `properties`, in schema order.
+pub fn parameters_of(schema: &Value) -> Vec<Parameter> {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    properties
+        .iter()
+        .map(|(name, property)| Parameter {
+            name: name.clone(),
+            type_label: crate::signature::type_of(property, 0),
+            required: required.contains(&name.as_str()),
+            description: property
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        })
+        .collect()
+}
+
+/// A server's name and one-line summary, indexed as a field of each of its tools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerDoc {
+    pub name: String,
+    pub summary: String,
+}
+
+/// How a hit matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchKind {
+    /// The query is the tool's public or published name.
+    ExactName,
+    /// The tool's public or published name starts with the query.
+    NamePrefix,
+    /// Ranked by relevance.
+    Relevance,
+}
+
+/// One search result: compact and enough to call the tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchHit {
+    pub public_name: String,
+    pub server: String,
+    pub tool: String,
+    /// One line of description.
+    pub summary: String,
+    pub parameters: Vec<Parameter>,
+    #[serde(rename = "match")]
+    pub match_kind: MatchKind,
+    pub score: f64,
+}
+
+impl SearchHit {
+    /// `name(server) — summary` then `  params: a: string, b?: number` (required first).
+    pub fn render(&self) -> String {
+        let params = if self.parameters.is_empty() {
+            "none".to_string()
+        } else {
+            self.parameters
+                .iter()
+                .map(|p| {
+                    let optional = if p.required { "" } else { "?" };
+                    format!("{}{optional}: {}", p.name, p.type_label)
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!(
+            "{} ({}) — {}\n  params: {params}",
+            self.public_name, self.server, self.summary
+        )
+    }
+}
+
+/// Relevance weights (BM25F).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SearchWeights {
+    pub name: f64,
+    pub description: f64,
+    pub parameters: f64,
+    pub server: f64,
+    /// Weight of a query term's synonyms relative to the term itself.
+    pub synonym: f64,
+    pub k1: f64,
+    pub b: f64,
+}
+
+impl Default for SearchWeights {
+    /// Tuned on the GitHub and LiveMCPBench corpora (see `corpus::search_benchmark`).
+    fn default() -> Self {
+        Self {
+            name: 3.0,
+            description: 1.0,
+            parameters: 0.4,
+            server: 0.8,
+            synonym: 0.35,
+            k1: 1.2,
+            b: 0.75,
+        }
+    }
+}
+
+const FIELDS: usize = 4;
+
+struct Document {
+    /// Term frequencies per field: name, description, parameters, server.
+    frequencies: [HashMap<String, f64>; FIELDS],
+    lengths: [f64; FIELDS],
+    names_lower: [String; 2],
+}
+
+/// A search index over tool entries. Build it once per catalogue generation.
+pub struct SearchIndex {
+    entries: Vec<ToolEntry>,
+    documents: Vec<Document>,
+    document_frequency: HashMap<String, usize>,
+    average_lengths: [f64; FIELDS],
+    weights: SearchWeights,
+}
+
+impl SearchIndex {
+    /// Indexes `entries` (any order), with each server's summary from `servers` (optional).
+    pub fn new(entries: Vec<ToolEntry>, servers: &[ServerDoc]) -> Self {
+        Self::with_weights(entries, servers, SearchWeights::default())
+    }
+
+    /// Like [`SearchIndex::new`] with explicit weights.
+    pub fn with_weights(
+        mut entries: Vec<ToolEntry>,
+        servers: &[ServerDoc],
+        weights: SearchWeights,
+    ) -> Self {
+        entries.sort_by(|a, b| a.public_name.cmp(&b.public_name));
+        let summaries: HashMap<&str, &str> = servers
+            .iter()
+            .map(|s| (s.name.as_str(), s.summary.as_str()))
+            .collect();
+        let mut document_frequency: HashMap<String, usize> = HashMap::new();
+        let mut totals = [0.0; FIELDS];
+        let documents: Vec<Document> = entries
+            .iter()
+            .map(|entry| {
+                let parameters_text = entry
+                    .parameters
+                    .iter()
+                    .map(|p| format!("{} {}", p.name, p.description))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let server_text = format!(
+                    "{} {}",
+                    entry.server,
+                    summaries.get(entry.server.as_str()).copied().unwrap_or("")
+                );
+                let fields = [
+                    text::terms(&entry.tool),
+                    text::terms(&entry.description),
+                    text::terms(&parameters_text),
+                    text::terms(&server_text),
+                ];
+                let mut frequencies: [HashMap<String, f64>; FIELDS] = Default::default();
+                let mut lengths = [0.0; FIELDS];
+                let mut seen: Vec<&String> = Vec::new();
+                for (field, terms) in fields.iter().enumerate() {
+                    lengths[field] = terms.len() as f64;
+                    totals[field] += terms.len() as f64;
+                    for term in terms {
+                        *frequencies[field].entry(term.clone()).or_default() += 1.0;
+                        if !seen.contains(&term) {
+                            seen.push(term);
+                        }
+                    }
+                }
+                for term in seen {
+                    *document_frequency.entry(term.clone()).or_default() += 1;
+                }
+                Document {
+                    frequencies,
+                    lengths,
+                    names_lower: [entry.public_name.to_lowercase(), entry.tool.to_lowercase()],
+                }
+            })
+            .collect();
+        let count = documents.len().max(1) as f64;
+        let average_lengths = totals.map(|total| (total / count).max(1.0));
+        Self {
+            entries,
+            documents,
+            document_frequency,
+            average_lengths,
+            weights,
+        }
+    }
+
+    /// Every entry, sorted by public name.
+    pub fn entries(&self) -> &[ToolEntry] {
+        &self.entries
+    }
+
+    /// The entry with this public name.
+    pub fn entry(&self, public_name: &str) -> Option<&ToolEntry> {
+        self.entries
+            .binary_search_by(|e| e.public_name.as_str().cmp(public_name))
+            .ok()
+            .and_then(|i| self.entries.get(i))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The best `limit` hits for `query`: exact-name matches first, then name-prefix matches,
+    /// then by relevance; ties broken by public name. Tools matching nothing are left out.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<SearchHit> {
+        self.ranked(query)
+            .into_iter()
+            .take(limit)
+            .filter_map(|(index, kind, score)| {
+                let entry = self.entries.get(index)?;
+                Some(SearchHit {
+                    public_name: entry.public_name.clone(),
+                    server: entry.server.clone(),
+                    tool: entry.tool.clone(),
+                    summary: entry.summary(),
+                    parameters: entry.parameters.clone(),
+                    match_kind: kind,
+                    score: (score * 1000.0).round() / 1000.0,
+                })
+            })
+            .collect()
+    }
+
+    /// Indices into [`SearchIndex::entries`] with their match kind and score, best first.
+    fn ranked(&self, query: &str) -> Vec<(usize, MatchKind, f64)> {
+        let query_terms = self.weighted_query_terms(query);
+        let normalized = normalize_name_query(query);
+        let mut hits: Vec<(usize, MatchKind, f64)> = self
+            .documents
+            .iter()
+            .enumerate()
+            .filter_map(|(index, document)| {
+                let score = self.score(document, &query_terms);
+                let kind = if !normalized.is_empty()
+                    && document.names_lower.iter().any(|n| *n == normalized)
+                {
+                    MatchKind::ExactName
+                } else if normalized.len() >= 2
+                    && document
+                        .names_lower
+                        .iter()
+                        .any(|n| n.starts_with(&normalized))
+                {
+                    MatchKind::NamePrefix
+                } else {
+                    MatchKind::Relevance
+                };
+                (kind != MatchKind::Relevance || score > 0.0).then_some((index, kind, score))
+            })
+            .collect();
+        hits.sort_by(|a, b| {
+            a.1.cmp(&b.1)
+                .then(b.2.partial_cmp(&a.2).unwrap_or(Ordering::Equal))
+                .then(a.0.cmp(&b.0))
+        });
+        hits
+    }
+
+    /// Query terms with their weights: each term 1.0, its synonyms [`SearchWeights::synonym`]
+    /// (a term both typed and implied keeps the larger weight).
+    fn weighted_query_terms(&self, query: &str) -> BTreeMap<String, f64> {
+        let mut weighted: BTreeMap<String, f64> = BTreeMap::new();
+        for term in text::terms(query) {
+            for synonym in text::synonyms(&term) {
+                let slot = weighted.entry(synonym).or_default();
+                *slot = slot.max(self.weights.synonym);
+            }
+            weighted.insert(term, 1.0);
+        }
+        weighted
+    }
+
+    fn score(&self, document: &Document, query: &BTreeMap<String, f64>) -> f64 {
+        let w = &self.weights;
+        let field_weights = [w.name, w.description, w.parameters, w.server];
+        let n = self.documents.len() as f64;
+        let mut total = 0.0;
+        for (term, query_weight) in query {
+            let mut pseudo_frequency = 0.0;
+            for field in 0..FIELDS {
+                let Some(&tf) = document.frequencies[field].get(term) else {
+                    continue;
+                };
+                let norm = 1.0 - w.b + w.b * document.lengths[field] / self.average_lengths[field];
+                pseudo_frequency += field_weights[field] * tf / norm;
+            }
+            if pseudo_frequency <= 0.0 {
+                continue;
+            }
+            let df = self.document_frequency.get(term).copied().unwrap_or(0) as f64;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            total += query_weight * idf * pseudo_frequency / (w.k1 + pseudo_frequency);
+        }
+        total
+    }
+}
+
+/// The query as a tool name would be written: trimmed, lower case, spaces as `_`.
+fn normalize_name_query(query: &str) -> String {
+    query
+        .trim()
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(name: &str, description: &str) -> ToolEntry {
+        ToolEntry::from_definition(
+            &format!("mcp__s__{name}"),
+            "s",
+            &json!({"name": name, "description": description,
+                "inputSchema": {"type": "object", "properties": {"path": {"type": "string", "description": "where"}}, "required": ["path"]}}),
+        )
+    }
+
+    #[test]
+    fn exact_then_prefix_then_relevance_with_name_ties() {
+        let index = SearchIndex::new(
+            vec![
+                entry("read_file_lines", "Read some lines"),
+                entry("read_file", "Read a whole file"),
+                entry("file_reader_stats", "Statistics about reading files"),
+                entry("zzz", "Read file contents quickly"),
+            ],
+            &[],
+        );
+        let hits = index.search("read_file", 10);
+        let names: Vec<&str> = hits.iter().map(|h| h.tool.as_str()).collect();
+        assert_eq!(names[0], "read_file");
+        assert_eq!(hits[0].match_kind, MatchKind::ExactName);
+        assert_eq!(names[1], "read_file_lines");
+        assert_eq!(hits[1].match_kind, MatchKind::NamePrefix);
+        assert!(hits[2..].iter().all(|h| h.match_kind == MatchKind::Relevance));
+        assert_eq!(index.search("read_file", 10), hits, "deterministic");
+    }
+
+    #[test]
+    fn identical_documents_tie_by_public_name() {
+        let index = SearchIndex::new(
+            vec![entry("b_tool", "same words"), entry("a_tool", "same words")],
+            &[],
+        );
+        let hits = index.search("same words", 5);
+        assert_eq!(hits[0].tool, "a_tool");
+        assert_eq!(hits[1].tool, "b_tool");
+        assert_eq!(hits[0].score, hits[1].score);
+    }
+
+    #[test]
+    fn results_are_callable_and_compact() {
+        let index = SearchIndex::new(vec![entry("read_file", "Read a file.\nMore text")], &[]);
+        let hit = &index.search("file", 1)[0];
+        assert_eq!(hit.summary, "Read a file.");
+        assert_eq!(
+            hit.render(),
+            "mcp__s__read_file (s) — Read a file.\n  params: path: string"
+        );
+        assert!(index.search("nothing matches this", 5).is_empty());
+    }
+}

@@ -1,0 +1,218 @@
+//! Text analysis for tool search: splitting names and prose into terms, stop words, a light
+//! stemmer and generic synonym groups.
+
+/// Splits `text` into lower-case search terms: words are cut at anything that is not a letter
+/// or digit (so `_`, `-`, `.`, `/` and spaces all separate), at camelCase humps
+/// (`getUserInfo`, `HTTPServer`), and between letters and digits; CJK characters are single terms.
+/// Stop words are dropped and every term is stemmed with [`stem`].
+pub fn terms(text: &str) -> Vec<String> {
+    raw_words(text)
+        .into_iter()
+        .filter(|word| !is_stop_word(word))
+        .map(|word| stem(&word))
+        .filter(|word| !word.is_empty())
+        .collect()
+}
+
+/// The words of `text` before stop-word removal and stemming (lower case).
+pub fn raw_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let chars: Vec<char> = text.chars().collect();
+    for (index, &ch) in chars.iter().enumerate() {
+        if is_cjk(ch) {
+            flush(&mut current, &mut words);
+            words.push(ch.to_string());
+            continue;
+        }
+        if !ch.is_alphanumeric() {
+            flush(&mut current, &mut words);
+            continue;
+        }
+        if let Some(&previous) = index.checked_sub(1).and_then(|i| chars.get(i))
+            && !current.is_empty()
+        {
+            let next = chars.get(index + 1).copied();
+            let hump = previous.is_lowercase() && ch.is_uppercase();
+            let acronym_end = previous.is_uppercase()
+                && ch.is_uppercase()
+                && next.is_some_and(|n| n.is_lowercase());
+            let digit_edge = previous.is_ascii_digit() != ch.is_ascii_digit();
+            if hump || acronym_end || digit_edge {
+                flush(&mut current, &mut words);
+            }
+        }
+        current.extend(ch.to_lowercase());
+    }
+    flush(&mut current, &mut words);
+    words
+}
+
+fn flush(current: &mut String, words: &mut Vec<String>) {
+    if !current.is_empty() {
+        words.push(std::mem::take(current));
+    }
+}
+
+fn is_cjk(ch: char) -> bool {
+    matches!(ch as u32,
+        0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
+}
+
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
+    "can", "could", "do", "does", "e", "eg", "each", "etc", "for", "from", "g", "given", "has",
+    "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "one", "or",
+    "our", "please", "should", "so", "such", "that", "the", "their", "them", "then", "there",
+    "these", "this", "those", "to", "tool", "use", "used", "using", "via", "was", "we", "what",
+    "when", "where", "which", "while", "who", "will", "with", "would", "you", "your",
+];
+
+/// Whether `word` (lower case) carries no search meaning.
+pub fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.binary_search(&word).is_ok()
+}
+
+/// A light English stemmer: plural and verb endings and a final `e` are removed so that
+/// `issues`/`issue`, `created`/`creates`/`creating`/`create` and `branches`/`branch` meet.
+pub fn stem(word: &str) -> String {
+    if word.len() <= 3 || !word.is_ascii() {
+        return word.to_string();
+    }
+    let mut w = word.to_string();
+    if let Some(base) = w.strip_suffix("ies")
+        && base.len() >= 2
+    {
+        w = format!("{base}y");
+    } else if w.ends_with("sses") {
+        w.truncate(w.len() - 2);
+    } else if ["ches", "shes", "xes", "zes"].iter().any(|s| w.ends_with(s)) {
+        w.truncate(w.len() - 2);
+    } else if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
+        w.truncate(w.len() - 1);
+    }
+    if w.len() >= 6 && w.ends_with("ing") {
+        w.truncate(w.len() - 3);
+        undouble(&mut w);
+    } else if w.len() >= 5 && w.ends_with("ed") && !w.ends_with("eed") {
+        w.truncate(w.len() - 2);
+        undouble(&mut w);
+    }
+    if w.len() >= 4 && w.ends_with('e') {
+        w.truncate(w.len() - 1);
+    }
+    w
+}
+
+fn undouble(word: &mut String) {
+    let bytes = word.as_bytes();
+    let n = bytes.len();
+    if n >= 3 && bytes[n - 1] == bytes[n - 2] && !matches!(bytes[n - 1], b'l' | b's' | b'z') {
+        word.truncate(n - 1);
+    }
+}
+
+/// Groups of words that name the same action or thing in tool catalogues generally (API verbs,
+/// common abbreviations). A query term also matches the other members of its group, at a
+/// reduced weight. Nothing here names a particular tool.
+const SYNONYM_GROUPS: &[&[&str]] = &[
+    &["get", "fetch", "retrieve", "read", "show", "view", "obtain", "detail", "info", "information", "lookup"],
+    &["list", "enumerate", "browse", "all"],
+    &["search", "find", "query", "lookup", "discover", "locate"],
+    &["create", "add", "new", "make", "open", "post", "insert", "generate", "submit"],
+    &["delete", "remove", "erase", "drop", "destroy", "trash"],
+    &["update", "edit", "modify", "change", "set", "patch", "rename", "alter"],
+    &["run", "execute", "trigger", "start", "launch", "invoke", "rerun"],
+    &["stop", "cancel", "abort", "halt", "terminate"],
+    &["write", "save", "store", "put"],
+    &["download", "export", "save"],
+    &["upload", "import", "push"],
+    &["merge", "combine", "join"],
+    &["comment", "reply", "respond", "note"],
+    &["repo", "repository", "project"],
+    &["pr", "pull"],
+    &["dir", "directory", "folder"],
+    &["doc", "document", "docs", "documentation"],
+    &["img", "image", "picture", "photo", "pic"],
+    &["msg", "message", "mail", "email"],
+    &["user", "account", "profile", "login", "member"],
+    &["location", "place", "address", "coordinate", "geo"],
+    &["weather", "forecast", "temperature"],
+    &["chart", "graph", "plot", "visualization", "visualize"],
+    &["convert", "transform", "translate"],
+    &["summary", "summarize", "overview"],
+    &["notification", "alert", "notify"],
+    &["job", "task", "workflow", "action"],
+    &["tag", "label"],
+    &["release", "version"],
+    &["bug", "issue", "problem", "ticket", "defect", "crash"],
+    &["vulnerability", "security", "alert", "cve"],
+    &["secret", "credential", "token", "key"],
+    &["spreadsheet", "excel", "sheet", "workbook"],
+    &["video", "movie", "film"],
+    &["song", "music", "track", "audio"],
+    &["news", "headline", "article", "trend", "trending"],
+    &["price", "cost", "fee", "quote"],
+    &["map", "route", "direction", "navigation"],
+    &["time", "date", "clock", "timezone"],
+    &["code", "source", "snippet"],
+    &["paper", "publication", "article", "research"],
+];
+
+/// Stemmed terms that share a synonym group with the stemmed `term`, excluding `term` itself,
+/// sorted and deduplicated.
+pub fn synonyms(term: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for group in SYNONYM_GROUPS {
+        let stems: Vec<String> = group.iter().map(|w| stem(w)).collect();
+        if stems.iter().any(|s| s == term) {
+            out.extend(stems.into_iter().filter(|s| s != term));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_words_are_sorted_for_binary_search() {
+        let mut sorted = STOP_WORDS.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, STOP_WORDS);
+    }
+
+    #[test]
+    fn names_split_on_separators_and_humps() {
+        assert_eq!(
+            raw_words("get_userInfo-v2.HTTPServer"),
+            ["get", "user", "info", "v", "2", "http", "server"]
+        );
+        assert_eq!(raw_words("必应搜索"), ["必", "应", "搜", "索"]);
+    }
+
+    #[test]
+    fn stemming_joins_inflections() {
+        for (a, b) in [
+            ("issues", "issue"),
+            ("created", "create"),
+            ("creating", "creates"),
+            ("branches", "branch"),
+            ("repositories", "repository"),
+            ("running", "run"),
+        ] {
+            assert_eq!(stem(a), stem(b), "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn synonyms_are_symmetric_and_exclude_the_term() {
+        let of_delete = synonyms(&stem("delete"));
+        assert!(of_delete.contains(&stem("remove")));
+        assert!(!of_delete.contains(&stem("delete")));
+        assert!(synonyms(&stem("remove")).contains(&stem("delete")));
+    }
+}

@@ -1,0 +1,49 @@
+//! Search quality on the shared corpora: GitHub hit@3 = 1 and MRR ≥ 0.93, LiveMCPBench step hit@5 ≥ 0.80.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use warden_discovery::quality_table;
+
+#[test]
+fn search_quality_meets_the_targets_on_the_shared_corpora() {
+    let corpora = support::corpora();
+    assert_eq!(corpora.github.tools.len(), 117);
+    assert_eq!(corpora.livemcpbench.tools.len(), 527);
+    let rows = corpora.search_quality();
+    println!("{}", quality_table(&rows));
+    let github = &rows[0];
+    let step = &rows[1];
+    let task = &rows[2];
+    assert_eq!(github.queries, 40);
+    assert_eq!(step.queries, 95);
+    assert_eq!(task.queries, 94);
+    assert_eq!(github.hit_at_3, 1.0, "GitHub hit@3: {github:?}");
+    assert!(github.mrr_at_10 >= 0.93, "GitHub MRR: {github:?}");
+    assert!(step.hit_at_5 >= 0.80, "LiveMCPBench step hit@5: {step:?}");
+    assert!(task.recall_at_20 > 0.0, "task recall computed: {task:?}");
+}
+
+#[test]
+fn misses_are_listed_for_inspection() {
+    let corpora = support::corpora();
+    let index = corpora.livemcpbench.index();
+    let mut misses = 0;
+    for query in &corpora.livemcpbench_step_queries {
+        let hits = index.search(&query.query, 5);
+        let keys: Vec<String> = hits.iter().map(|h| format!("{}/{}", h.server, h.tool)).collect();
+        if !keys.iter().any(|k| query.gold.contains(k)) {
+            misses += 1;
+            println!("MISS {:?}\n  gold {:?}\n  got  {:?}", query.query, query.gold, keys);
+        }
+    }
+    let github = corpora.github.index();
+    for query in &corpora.github_queries {
+        let hits = github.search(&query.query, 3);
+        let rank = hits.iter().position(|h| query.gold.contains(&h.tool));
+        if rank != Some(0) {
+            println!("GH {:?} rank {:?} gold {:?} got {:?}", query.query, rank, query.gold, hits.iter().map(|h| h.tool.clone()).collect::<Vec<_>>());
+        }
+    }
+    assert!(misses <= corpora.livemcpbench_step_queries.len());
+}

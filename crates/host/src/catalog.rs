@@ -1,0 +1,79 @@
+//! The session's catalogue and dispatcher as the gate sees them: host tools beside MCP tools,
+//! each call routed by its identity's source.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use warden_policy::{
+    BoxFuture, Catalog, DispatchCall, DispatchError, Dispatcher, ServerPolicy, ToolAnnotations,
+    ToolDescriptor, ToolIdentity, ToolOutput, ToolSource,
+};
+
+use crate::dispatch::McpDispatcher;
+use crate::index::ToolIndex;
+use crate::tools::HostTool;
+
+/// Host tools by name.
+pub type HostTools = BTreeMap<String, Arc<dyn HostTool>>;
+
+/// Resolves host tools by name and MCP tools through the index.
+pub struct SessionCatalog {
+    pub host_tools: Arc<HostTools>,
+    pub index: Arc<ToolIndex>,
+}
+
+/// The gate's descriptor of a host tool.
+pub fn host_tool_descriptor(tool: &dyn HostTool) -> ToolDescriptor {
+    ToolDescriptor {
+        identity: ToolIdentity::builtin(tool.name()),
+        public_name: tool.name().to_owned(),
+        input_schema: tool.input_schema(),
+        annotations: ToolAnnotations::default(),
+        declared_classes: Some(tool.classes()),
+        server_policy: ServerPolicy::default(),
+        trust_annotations: true,
+        required_permission: None,
+        timeout: None,
+    }
+}
+
+impl Catalog for SessionCatalog {
+    fn resolve(&self, public_name: &str) -> Option<ToolDescriptor> {
+        match self.host_tools.get(public_name) {
+            Some(tool) => Some(host_tool_descriptor(tool.as_ref())),
+            None => self.index.resolve(public_name),
+        }
+    }
+
+    fn explain_unresolved(&self, public_name: &str) -> Option<String> {
+        self.index.explain_unresolved(public_name)
+    }
+}
+
+/// Sends host-tool calls to their code and MCP calls to the runtime.
+pub struct SessionDispatcher {
+    pub host_tools: Arc<HostTools>,
+    pub mcp: McpDispatcher,
+}
+
+impl Dispatcher for SessionDispatcher {
+    fn dispatch<'a>(
+        &'a self,
+        call: DispatchCall,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        match &call.descriptor.identity.source {
+            ToolSource::Builtin => match self.host_tools.get(&call.descriptor.identity.tool) {
+                Some(tool) => tool.execute(call.arguments, cancel),
+                None => Box::pin(async move {
+                    Err(DispatchError::new(format!(
+                        "no built-in tool named {}",
+                        call.descriptor.identity.tool
+                    )))
+                }),
+            },
+            ToolSource::Mcp { .. } => self.mcp.dispatch(call, cancel),
+        }
+    }
+}
