@@ -1,5 +1,6 @@
 //! The `warden` binary: parses the command line and hands each subcommand to its module.
 
+mod agent_session;
 mod commands;
 mod context;
 
@@ -22,6 +23,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the agent headless on one prompt (the answer on stdout).
+    Run(commands::run::RunArgs),
     /// Manage MCP servers: add, list, get, remove, import, trust.
     Mcp(commands::mcp::McpArgs),
     /// Inspect and validate the configuration.
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
         config_file: cli.config,
     };
     let outcome = match cli.command {
+        Command::Run(args) => commands::run::run(&globals, args),
         Command::Mcp(args) => commands::mcp::run(&globals, args),
         Command::Config(args) => commands::config::run(&globals, args),
         Command::Tool(args) => commands::tool::run(&globals, args),

@@ -51,6 +51,8 @@ pub enum Problem {
     },
     /// A `${...}` expression that is not one of the known forms.
     Template(TemplateError),
+    /// A key this file has no authority to set (e.g. hooks in a project file); the reason says why.
+    NotAllowed { reason: String },
 }
 
 impl fmt::Display for Problem {
@@ -90,6 +92,7 @@ impl fmt::Display for Problem {
                 )
             }
             Problem::Template(error) => write!(f, "{error}"),
+            Problem::NotAllowed { reason } => write!(f, "{reason}"),
         }
     }
 }

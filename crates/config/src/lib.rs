@@ -8,10 +8,13 @@ mod import;
 mod load;
 mod model;
 mod paths;
+mod policy;
 mod raw;
 mod schema;
 mod trust;
 
+#[cfg(test)]
+mod policy_tests;
 #[cfg(test)]
 mod tests;
 
@@ -32,15 +35,23 @@ pub use expand::{
 };
 pub use import::{ImportError, ImportedServer, parse_mcp_json};
 pub use load::{
-    ConfigFile, LoadRequest, LoadedConfig, load, load_model_settings, parse_str, read_file,
+    ConfigFile, LoadRequest, LoadedConfig, load, load_model_settings, load_policy_settings,
+    parse_str, read_file,
 };
 pub use model::{
     AgentProfile, DeferMode, ModelEntry, ModelProvider, ModelSettings, ScopedRawAgent,
     ScopedRawModel,
 };
 pub use paths::{Paths, PathsError};
+pub use policy::{
+    AuditSettings, AuthorizationCommand, AuthorizationRule, AuthorizationSettings,
+    DEFAULT_ALWAYS_ASK, DEFAULT_AUTHORIZATION_TIMEOUT, DEFAULT_HOOK_TIMEOUT, HookCommand,
+    HookEvent, PermissionMode, PermissionSettings, PolicySettings, RuleDecision, ScopedRawPolicy,
+    ToolGlob,
+};
 pub use raw::{
-    CURRENT_SCHEMA_VERSION, RawAgent, RawConfig, RawModel, RawPolicy, RawServer, RawToolFilter,
+    CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization, RawAuthorizationRule,
+    RawConfig, RawHook, RawHooks, RawModel, RawPermissions, RawPolicy, RawServer, RawToolFilter,
     RawToolPolicy, SUPPORTED_SCHEMA_VERSIONS, key_path,
 };
 pub use schema::schema_json;

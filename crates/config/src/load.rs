@@ -8,6 +8,7 @@ use crate::entry::{Scope, ScopedRawServer, ServerEntry};
 use crate::error::{ConfigError, Diagnostic, Problem};
 use crate::model::{AgentProfile, ModelEntry, ModelSettings, ScopedRawAgent, ScopedRawModel};
 use crate::paths::Paths;
+use crate::policy::{PolicySettings, ScopedRawPolicy};
 use crate::raw::{RawConfig, Walk};
 
 /// One parsed and validated configuration file.
@@ -19,6 +20,8 @@ pub struct ConfigFile {
     pub servers: BTreeMap<String, ServerEntry>,
     /// `model`, `[models.*]` and `[agents.*]` of this file.
     pub model_settings: ModelSettings,
+    /// `[permissions]`, `[authorization]`, `[audit]` and `[hooks]` of this file.
+    pub policy_settings: PolicySettings,
 }
 
 /// Parses configuration text as if read from `path` with `scope`. Never panics, whatever the
@@ -44,6 +47,10 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         model,
         models,
         agents,
+        permissions,
+        authorization,
+        audit,
+        hooks,
     }) = raw
     else {
         return Err(ConfigError::Invalid(diagnostics));
@@ -94,6 +101,20 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             Err(mut problems) => diagnostics.append(&mut problems),
         }
     }
+    let policy_settings = match PolicySettings::try_from(ScopedRawPolicy {
+        scope,
+        source: path.to_path_buf(),
+        permissions,
+        authorization,
+        audit,
+        hooks,
+    }) {
+        Ok(settings) => settings,
+        Err(mut problems) => {
+            diagnostics.append(&mut problems);
+            PolicySettings::default()
+        }
+    };
     if diagnostics.is_empty() {
         Ok(ConfigFile {
             path: path.to_path_buf(),
@@ -101,6 +122,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             schema_version,
             servers,
             model_settings,
+            policy_settings,
         })
     } else {
         Err(ConfigError::Invalid(diagnostics))
@@ -244,6 +266,32 @@ pub fn load_model_settings(request: &LoadRequest) -> Result<ModelSettings, Confi
     }
     if diagnostics.is_empty() {
         diagnostics = merged.dangling_references();
+    }
+    if diagnostics.is_empty() {
+        Ok(merged)
+    } else {
+        Err(ConfigError::Invalid(diagnostics))
+    }
+}
+
+/// Loads the gate settings (`[permissions]`, `[authorization]`, `[audit]`, `[hooks]`) of every
+/// scope of `request`, merged user then project (see [`PolicySettings::merge`]). Hooks and
+/// `[authorization]` come from the user file (or the `-c` file) only, and a project file may only
+/// tighten `[permissions]`; a file that tries more is invalid. Invalid files fail exactly as with
+/// [`load`].
+pub fn load_policy_settings(request: &LoadRequest) -> Result<PolicySettings, ConfigError> {
+    let mut merged = PolicySettings::default();
+    let mut diagnostics = Vec::new();
+    for (path, scope) in request.scopes() {
+        match read_file(&path, scope) {
+            Ok(Some(file)) => merged.merge(file.policy_settings),
+            Ok(None) if request.explicit_file.is_some() => {
+                return Err(ConfigError::ExplicitFileMissing(path));
+            }
+            Ok(None) => {}
+            Err(ConfigError::Invalid(mut problems)) => diagnostics.append(&mut problems),
+            Err(other) => return Err(other),
+        }
     }
     if diagnostics.is_empty() {
         Ok(merged)

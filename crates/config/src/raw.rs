@@ -10,6 +10,7 @@ use toml::{Table, Value};
 use crate::entry::{AuthMode, Capability, RemoteTransport};
 use crate::error::{Diagnostic, Problem};
 use crate::model::{DeferMode, ModelProvider};
+use crate::policy::{HookEvent, PermissionMode, RuleDecision};
 
 /// The `schema_version` values this build reads.
 pub const SUPPORTED_SCHEMA_VERSIONS: &[i64] = &[1];
@@ -44,11 +45,187 @@ pub struct RawConfig {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
     pub agents: BTreeMap<String, RawAgent>,
+    /// How tool calls are approved: the mode, allow/deny patterns and the always-ask classes. A project file may only tighten them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<RawPermissions>,
+    /// Operator authorization rules and the external authorization command (user config only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<RawAuthorization>,
+    /// The audit trail's settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<RawAudit>,
+    /// Lifecycle hooks by event (user config only: a hook runs a command with your permissions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<RawHooks>,
 }
 
 impl RawConfig {
-    pub const KEYS: &'static [&'static str] =
-        &["schema_version", "mcp_servers", "model", "models", "agents"];
+    pub const KEYS: &'static [&'static str] = &[
+        "schema_version",
+        "mcp_servers",
+        "model",
+        "models",
+        "agents",
+        "permissions",
+        "authorization",
+        "audit",
+        "hooks",
+    ];
+}
+
+/// `[permissions]`: the approval mode and the operator's lists.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawPermissions {
+    /// `ask` (default: read-only tools run, anything else asks), `read-only` (anything else is denied) or `auto` (runs what policy admits except the always-ask classes). A project file may set only `ask` or `read-only`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<PermissionMode>,
+    /// Public tool names (globs with `*` and `?`) that run without asking. User config only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("items" = { "type": "string", "pattern": "^[A-Za-z0-9_*?-]+$" }))]
+    pub allow: Option<Vec<String>>,
+    /// Public tool names (globs with `*` and `?`) that are always denied; a project file's patterns are added to yours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("items" = { "type": "string", "pattern": "^[A-Za-z0-9_*?-]+$" }))]
+    pub deny: Option<Vec<String>>,
+    /// Capability classes that always ask, even in `auto` mode (default `["destructive"]`); a project file may add classes, never remove one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub always_ask: Option<Vec<Capability>>,
+}
+
+impl RawPermissions {
+    pub const KEYS: &'static [&'static str] = &["mode", "allow", "deny", "always_ask"];
+}
+
+/// `[authorization]`: the external authorization command and, as `[[authorization.rules]]`, the operator's rules. User config only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuthorization {
+    /// The external authorization command: an absolute path. It gets one JSON object on stdin and answers `{"decision": "allow"|"deny", "reason": ...}`; any failure denies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// Seconds the command may take before the call is denied (default 10; at least 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_sec: Option<u64>,
+    /// Rules checked in order; the first whose `tools` pattern matches decides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Vec<RawAuthorizationRule>>,
+}
+
+impl RawAuthorization {
+    pub const KEYS: &'static [&'static str] = &["command", "args", "timeout_sec", "rules"];
+}
+
+/// One `[[authorization.rules]]` entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuthorizationRule {
+    /// A glob (`*`, `?`) over public tool names, e.g. `mcp__fs__write_*`. Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = "^[A-Za-z0-9_*?-]+$"))]
+    pub tools: Option<String>,
+    /// `allow` or `deny`. Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<RuleDecision>,
+    /// Why; shown to the model with a denial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl RawAuthorizationRule {
+    pub const KEYS: &'static [&'static str] = &["tools", "decision", "reason"];
+}
+
+/// `[audit]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAudit {
+    /// Store each call's full arguments instead of a digest (default false). User config only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_arguments: Option<bool>,
+}
+
+impl RawAudit {
+    pub const KEYS: &'static [&'static str] = &["full_arguments"];
+}
+
+/// `[hooks]`: `[[hooks.EVENT]]` commands by event. User config only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawHooks {
+    /// When a session starts.
+    #[serde(rename = "SessionStart", skip_serializing_if = "Option::is_none")]
+    pub session_start: Option<Vec<RawHook>>,
+    /// Before a prompt is sent; exit code 2 blocks it.
+    #[serde(rename = "UserPromptSubmit", skip_serializing_if = "Option::is_none")]
+    pub user_prompt_submit: Option<Vec<RawHook>>,
+    /// Before a tool call (after authorization); exit code 2 blocks it.
+    #[serde(rename = "PreToolUse", skip_serializing_if = "Option::is_none")]
+    pub pre_tool_use: Option<Vec<RawHook>>,
+    /// After a tool call, with its result.
+    #[serde(rename = "PostToolUse", skip_serializing_if = "Option::is_none")]
+    pub post_tool_use: Option<Vec<RawHook>>,
+    /// When the agent finishes its turn.
+    #[serde(rename = "Stop", skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Vec<RawHook>>,
+    /// When a session ends.
+    #[serde(rename = "SessionEnd", skip_serializing_if = "Option::is_none")]
+    pub session_end: Option<Vec<RawHook>>,
+}
+
+impl RawHooks {
+    pub const KEYS: &'static [&'static str] = HookEvent::VALUES;
+
+    /// The hooks of `event`, as written.
+    pub fn get(&self, event: HookEvent) -> Option<&Vec<RawHook>> {
+        match event {
+            HookEvent::SessionStart => self.session_start.as_ref(),
+            HookEvent::UserPromptSubmit => self.user_prompt_submit.as_ref(),
+            HookEvent::PreToolUse => self.pre_tool_use.as_ref(),
+            HookEvent::PostToolUse => self.post_tool_use.as_ref(),
+            HookEvent::Stop => self.stop.as_ref(),
+            HookEvent::SessionEnd => self.session_end.as_ref(),
+        }
+    }
+
+    fn slot(&mut self, event: HookEvent) -> &mut Option<Vec<RawHook>> {
+        match event {
+            HookEvent::SessionStart => &mut self.session_start,
+            HookEvent::UserPromptSubmit => &mut self.user_prompt_submit,
+            HookEvent::PreToolUse => &mut self.pre_tool_use,
+            HookEvent::PostToolUse => &mut self.post_tool_use,
+            HookEvent::Stop => &mut self.stop,
+            HookEvent::SessionEnd => &mut self.session_end,
+        }
+    }
+}
+
+/// One `[[hooks.EVENT]]` command.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawHook {
+    /// The program: an absolute path (not looked up on PATH, not expanded). Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// PreToolUse and PostToolUse only: a glob (`*`, `?`) over public tool names; absent matches every tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = "^[A-Za-z0-9_*?-]+$"))]
+    pub matcher: Option<String>,
+    /// Seconds the hook may run before it is stopped and counts as "no opinion" (default 60; at least 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_sec: Option<u64>,
+}
+
+impl RawHook {
+    pub const KEYS: &'static [&'static str] = &["command", "args", "matcher", "timeout_sec"];
 }
 
 /// One `[models.NAME]` entry.
@@ -305,6 +482,15 @@ pub fn nearest<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, candidate)| candidate)
+}
+
+/// [`nearest`] for names whose case matters (hook events are `PreToolUse`, not `pretooluse`).
+pub fn nearest_ignoring_case<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let lowered: Vec<String> = candidates.iter().map(|c| c.to_ascii_lowercase()).collect();
+    let borrowed: Vec<&str> = lowered.iter().map(String::as_str).collect();
+    let near = nearest(key, &borrowed)?;
+    let index = borrowed.iter().position(|c| *c == near)?;
+    candidates.get(index).copied()
 }
 
 fn type_name(value: &Value) -> &'static str {
@@ -599,13 +785,155 @@ impl<'a> Walk<'a> {
                 }
             }
         }
+        let permissions = self.section(root, "permissions", Self::permissions);
+        let authorization = self.section(root, "authorization", Self::authorization);
+        let audit = self.section(root, "audit", |walk, t, p| {
+            walk.unknown_keys(t, p, RawAudit::KEYS);
+            RawAudit {
+                full_arguments: walk.boolean(t, p, "full_arguments"),
+            }
+        });
+        let hooks = self.section(root, "hooks", Self::hooks);
         Some(RawConfig {
             schema_version,
             mcp_servers,
             model,
             models,
             agents,
+            permissions,
+            authorization,
+            audit,
+            hooks,
         })
+    }
+
+    /// A top-level table walked by `read`; `None` when absent or when it has any problem (its
+    /// values are then not validated further, to avoid follow-on noise).
+    fn section<T>(
+        &mut self,
+        root: &Table,
+        key: &str,
+        read: impl FnOnce(&mut Self, &Table, &str) -> T,
+    ) -> Option<T> {
+        let before = self.diagnostics.len();
+        let table = self.table(root, "", key)?;
+        let parsed = read(self, table, key);
+        (self.diagnostics.len() == before).then_some(parsed)
+    }
+
+    /// An array of tables (`[[path.key]]`), each with its own key path (`path.key[i]`).
+    fn table_array<'t>(
+        &mut self,
+        table: &'t Table,
+        path: &str,
+        key: &str,
+        expected: &'static str,
+    ) -> Option<Vec<(String, &'t Table)>> {
+        let here = key_path(path, key);
+        match table.get(key)? {
+            Value::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (index, item) in items.iter().enumerate() {
+                    let item_path = format!("{here}[{index}]");
+                    match item {
+                        Value::Table(inner) => out.push((item_path, inner)),
+                        other => self.wrong_type(item_path, expected, other),
+                    }
+                }
+                Some(out)
+            }
+            other => {
+                self.wrong_type(here, expected, other);
+                None
+            }
+        }
+    }
+
+    /// `[permissions]`.
+    fn permissions(&mut self, t: &Table, p: &str) -> RawPermissions {
+        self.unknown_keys(t, p, RawPermissions::KEYS);
+        RawPermissions {
+            mode: self.known(t, p, "mode"),
+            allow: self.strings(t, p, "allow"),
+            deny: self.strings(t, p, "deny"),
+            always_ask: self.known_list(t, p, "always_ask"),
+        }
+    }
+
+    /// `[authorization]` and its `[[authorization.rules]]`.
+    fn authorization(&mut self, t: &Table, p: &str) -> RawAuthorization {
+        self.unknown_keys(t, p, RawAuthorization::KEYS);
+        let rules = self
+            .table_array(t, p, "rules", "an array of tables ([[authorization.rules]])")
+            .map(|rules| {
+                rules
+                    .into_iter()
+                    .map(|(rule_path, rule)| {
+                        self.unknown_keys(rule, &rule_path, RawAuthorizationRule::KEYS);
+                        RawAuthorizationRule {
+                            tools: self.string(rule, &rule_path, "tools"),
+                            decision: self.known(rule, &rule_path, "decision"),
+                            reason: self.string(rule, &rule_path, "reason"),
+                        }
+                    })
+                    .collect()
+            });
+        RawAuthorization {
+            command: self.string(t, p, "command"),
+            args: self.strings(t, p, "args"),
+            timeout_sec: self.unsigned(t, p, "timeout_sec", "a whole number of seconds"),
+            rules,
+        }
+    }
+
+    /// `[hooks]`: one array of `[[hooks.EVENT]]` tables per event; event names are case-sensitive.
+    fn hooks(&mut self, t: &Table, p: &str) -> RawHooks {
+        let mut hooks = RawHooks::default();
+        for (name, value) in t {
+            let Some(event) = HookEvent::from_name(name) else {
+                let suggestion = nearest_ignoring_case(name, HookEvent::VALUES).map(str::to_string);
+                self.report(
+                    key_path(p, name),
+                    Problem::UnknownKey {
+                        suggestion,
+                        valid: HookEvent::VALUES.to_vec(),
+                    },
+                );
+                continue;
+            };
+            let entries = match value {
+                Value::Array(_) => self
+                    .table_array(t, p, name, "a table ([[hooks.EVENT]] with command = ...)")
+                    .unwrap_or_default(),
+                other => {
+                    self.wrong_type(
+                        key_path(p, name),
+                        "an array of tables (write [[hooks.EVENT]], with two brackets)",
+                        other,
+                    );
+                    continue;
+                }
+            };
+            let parsed = entries
+                .into_iter()
+                .map(|(hook_path, hook)| {
+                    self.unknown_keys(hook, &hook_path, RawHook::KEYS);
+                    RawHook {
+                        command: self.string(hook, &hook_path, "command"),
+                        args: self.strings(hook, &hook_path, "args"),
+                        matcher: self.string(hook, &hook_path, "matcher"),
+                        timeout_sec: self.unsigned(
+                            hook,
+                            &hook_path,
+                            "timeout_sec",
+                            "a whole number of seconds",
+                        ),
+                    }
+                })
+                .collect();
+            *hooks.slot(event) = Some(parsed);
+        }
+        hooks
     }
 
     /// One `[models.NAME]` entry; problems are reported, wrongly typed keys left out.
@@ -733,6 +1061,11 @@ mod tests {
         assert_eq!(nearest("tool_timeout", keys), Some("tool_timeout_sec"));
         assert_eq!(nearest("header", keys), Some("headers"));
         assert_eq!(nearest("zzzzzz", keys), None);
+        let events = RawHooks::KEYS;
+        assert_eq!(nearest_ignoring_case("pretooluse", events), Some("PreToolUse"));
+        assert_eq!(nearest_ignoring_case("PreToolCall", events), Some("PreToolUse"));
+        assert_eq!(nearest_ignoring_case("OnSessionStart", events), Some("SessionStart"));
+        assert_eq!(nearest_ignoring_case("Bogus", events), None);
     }
 
     #[test]
@@ -769,5 +1102,17 @@ mod tests {
         assert_eq!(props(&defs["RawToolPolicy"]), sorted(RawToolPolicy::KEYS));
         assert_eq!(props(&defs["RawModel"]), sorted(RawModel::KEYS));
         assert_eq!(props(&defs["RawAgent"]), sorted(RawAgent::KEYS));
+        assert_eq!(props(&defs["RawPermissions"]), sorted(RawPermissions::KEYS));
+        assert_eq!(
+            props(&defs["RawAuthorization"]),
+            sorted(RawAuthorization::KEYS)
+        );
+        assert_eq!(
+            props(&defs["RawAuthorizationRule"]),
+            sorted(RawAuthorizationRule::KEYS)
+        );
+        assert_eq!(props(&defs["RawAudit"]), sorted(RawAudit::KEYS));
+        assert_eq!(props(&defs["RawHooks"]), sorted(RawHooks::KEYS));
+        assert_eq!(props(&defs["RawHook"]), sorted(RawHook::KEYS));
     }
 }

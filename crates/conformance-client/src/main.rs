@@ -38,6 +38,15 @@ impl ElicitationHandler for AcceptWithDefaults {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
+    // Diagnostics to stderr (the suite keeps it in the scenario log); RUST_LOG overrides.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
     let url = std::env::args()
         .next_back()
         .context("usage: conformance-client <server-url>")?;

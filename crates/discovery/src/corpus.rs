@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::search::{SearchHit, SearchIndex, ServerDoc, ToolEntry};
+use crate::search::{SearchHit, SearchIndex, SearchWeights, ServerDoc, ToolEntry};
 
 /// Environment variable naming the shared directory (overrides `<workspace>/../shared`).
 pub const SHARED_ENV: &str = "WARDEN_SHARED";
@@ -69,6 +69,11 @@ impl Corpus {
     /// A search index over the corpus, servers' descriptions included.
     pub fn index(&self) -> SearchIndex {
         SearchIndex::new(self.entries(), &self.servers)
+    }
+
+    /// Like [`Corpus::index`] with explicit weights (for tuning).
+    pub fn index_with(&self, weights: SearchWeights) -> SearchIndex {
+        SearchIndex::with_weights(self.entries(), &self.servers, weights)
     }
 }
 
@@ -305,8 +310,13 @@ impl Corpora {
 
     /// Search quality on the GitHub queries, LiveMCPBench steps and LiveMCPBench tasks.
     pub fn search_quality(&self) -> Vec<SearchQuality> {
-        let github = self.github.index();
-        let live = self.livemcpbench.index();
+        self.search_quality_with(SearchWeights::default())
+    }
+
+    /// [`Corpora::search_quality`] with explicit weights (for tuning).
+    pub fn search_quality_with(&self, weights: SearchWeights) -> Vec<SearchQuality> {
+        let github = self.github.index_with(weights);
+        let live = self.livemcpbench.index_with(weights);
         vec![
             evaluate("github", &github, &self.github_queries, GoldKey::Tool),
             evaluate(

@@ -1,10 +1,15 @@
 //! warden's progressive discovery: tool search, manifest token counts, code mode and execution routing.
 
+pub mod code_mode;
 pub mod corpus;
 pub mod search;
 pub mod signature;
 pub mod text;
 
+pub use code_mode::{
+    Callability, CodeCatalog, CodeModeError, CodeModeHost, CodeModeLimits, CodeSearchRequest,
+    CodeTool, ExecutionReport, ExecutionStatus,
+};
 pub use corpus::{Corpora, CorpusError, SearchQuality, evaluate, quality_table, shared_dir};
 pub use search::{
     MatchKind, Parameter, SearchHit, SearchIndex, SearchWeights, ServerDoc, ToolEntry,

@@ -191,6 +191,8 @@ pub struct SearchWeights {
     pub server: f64,
     /// Weight of a query term's synonyms relative to the term itself.
     pub synonym: f64,
+    /// Bonus for the share of the tool name's terms that the query (or its synonyms) covers.
+    pub name_coverage: f64,
     pub k1: f64,
     pub b: f64,
 }
@@ -204,6 +206,7 @@ impl Default for SearchWeights {
             parameters: 0.4,
             server: 0.8,
             synonym: 0.35,
+            name_coverage: 2.0,
             k1: 1.2,
             b: 0.75,
         }
@@ -216,6 +219,8 @@ struct Document {
     /// Term frequencies per field: name, description, parameters, server.
     frequencies: [HashMap<String, f64>; FIELDS],
     lengths: [f64; FIELDS],
+    /// The distinct terms of the tool name.
+    name_terms: Vec<String>,
     names_lower: [String; 2],
 }
 
@@ -283,7 +288,11 @@ impl SearchIndex {
                 for term in seen {
                     *document_frequency.entry(term.clone()).or_default() += 1;
                 }
+                let mut name_terms = fields[0].clone();
+                name_terms.sort();
+                name_terms.dedup();
                 Document {
+                    name_terms,
                     frequencies,
                     lengths,
                     names_lower: [entry.public_name.to_lowercase(), entry.tool.to_lowercase()],
@@ -384,7 +393,7 @@ impl SearchIndex {
         let mut weighted: BTreeMap<String, f64> = BTreeMap::new();
         for term in text::terms(query) {
             for synonym in text::synonyms(&term) {
-                let slot = weighted.entry(synonym).or_default();
+                let slot = weighted.entry(synonym.clone()).or_default();
                 *slot = slot.max(self.weights.synonym);
             }
             weighted.insert(term, 1.0);
@@ -412,6 +421,14 @@ impl SearchIndex {
             let df = self.document_frequency.get(term).copied().unwrap_or(0) as f64;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             total += query_weight * idf * pseudo_frequency / (w.k1 + pseudo_frequency);
+        }
+        if total > 0.0 && !document.name_terms.is_empty() {
+            let covered: f64 = document
+                .name_terms
+                .iter()
+                .map(|term| query.get(term).copied().unwrap_or(0.0))
+                .sum();
+            total += w.name_coverage * covered / document.name_terms.len() as f64;
         }
         total
     }

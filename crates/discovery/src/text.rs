@@ -1,6 +1,9 @@
 //! Text analysis for tool search: splitting names and prose into terms, stop words, a light
 //! stemmer and generic synonym groups.
 
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
 /// Splits `text` into lower-case search terms: words are cut at anything that is not a letter
 /// or digit (so `_`, `-`, `.`, `/` and spaces all separate), at camelCase humps
 /// (`getUserInfo`, `HTTPServer`), and between letters and digits; CJK characters are single terms.
@@ -62,7 +65,7 @@ fn is_cjk(ch: char) -> bool {
 const STOP_WORDS: &[&str] = &[
     "a", "about", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
     "can", "could", "do", "does", "e", "eg", "each", "etc", "for", "from", "g", "given", "has",
-    "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "one", "or",
+    "have", "how", "i", "if", "in", "into", "is", "it", "its", "of", "on", "one", "or",
     "our", "please", "should", "so", "such", "that", "the", "their", "them", "then", "there",
     "these", "this", "those", "to", "tool", "use", "used", "using", "via", "was", "we", "what",
     "when", "where", "which", "while", "who", "will", "with", "would", "you", "your",
@@ -98,6 +101,14 @@ pub fn stem(word: &str) -> String {
         w.truncate(w.len() - 2);
         undouble(&mut w);
     }
+    // Agent nouns meet their verb when the verb is long enough to be unambiguous:
+    // reviewer/review, assignee/assign (but not owner/own or user/us).
+    for suffix in ["er", "ee", "or"] {
+        if w.len() >= suffix.len() + 5 && w.ends_with(suffix) {
+            w.truncate(w.len() - suffix.len());
+            break;
+        }
+    }
     if w.len() >= 4 && w.ends_with('e') {
         w.truncate(w.len() - 1);
     }
@@ -124,16 +135,26 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["update", "edit", "modify", "change", "set", "patch", "rename", "alter"],
     &["run", "execute", "trigger", "start", "launch", "invoke", "rerun"],
     &["stop", "cancel", "abort", "halt", "terminate"],
+    &["clear", "dismiss", "clean", "reset", "mark"],
     &["write", "save", "store", "put"],
     &["download", "export", "save"],
     &["upload", "import", "push"],
+    &["copy", "fork", "clone", "duplicate"],
     &["merge", "combine", "join"],
     &["comment", "reply", "respond", "note"],
+    &["ask", "request", "invite"],
+    &["pending", "waiting", "open", "outstanding"],
+    &["latest", "recent", "newest", "last", "current"],
+    &["publish", "release", "ship"],
+    &["version", "release", "tag"],
+    &["me", "my", "mine", "myself", "self", "own", "authenticated"],
+    &["who", "people", "person", "member", "collaborator", "contributor", "maintainer"],
     &["repo", "repository", "project"],
     &["pr", "pull"],
-    &["dir", "directory", "folder"],
+    &["dir", "directory", "folder", "tree"],
+    &["readme", "file", "content"],
     &["doc", "document", "docs", "documentation"],
-    &["img", "image", "picture", "photo", "pic"],
+    &["img", "image", "picture", "photo", "pic", "png", "canvas"],
     &["msg", "message", "mail", "email"],
     &["user", "account", "profile", "login", "member"],
     &["location", "place", "address", "coordinate", "geo"],
@@ -144,34 +165,43 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["notification", "alert", "notify"],
     &["job", "task", "workflow", "action"],
     &["tag", "label"],
-    &["release", "version"],
     &["bug", "issue", "problem", "ticket", "defect", "crash"],
-    &["vulnerability", "security", "alert", "cve"],
+    &["vulnerability", "vulnerable", "security", "alert", "cve", "advisory"],
+    &["dependency", "package", "library"],
     &["secret", "credential", "token", "key"],
     &["spreadsheet", "excel", "sheet", "workbook"],
+    &["word", "docx", "paragraph"],
     &["video", "movie", "film"],
     &["song", "music", "track", "audio"],
-    &["news", "headline", "article", "trend", "trending"],
+    &["news", "headline", "article", "trend", "trending", "rank", "hot"],
     &["price", "cost", "fee", "quote"],
+    &["calculate", "compute", "calculator", "math", "evaluate"],
     &["map", "route", "direction", "navigation"],
-    &["time", "date", "clock", "timezone"],
+    &["time", "date", "clock", "timezone", "calendar"],
     &["code", "source", "snippet"],
     &["paper", "publication", "article", "research"],
 ];
 
 /// Stemmed terms that share a synonym group with the stemmed `term`, excluding `term` itself,
 /// sorted and deduplicated.
-pub fn synonyms(term: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for group in SYNONYM_GROUPS {
-        let stems: Vec<String> = group.iter().map(|w| stem(w)).collect();
-        if stems.iter().any(|s| s == term) {
-            out.extend(stems.into_iter().filter(|s| s != term));
+pub fn synonyms(term: &str) -> &'static [String] {
+    static TABLE: OnceLock<HashMap<String, Vec<String>>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut table: HashMap<String, Vec<String>> = HashMap::new();
+        for group in SYNONYM_GROUPS {
+            let stems: Vec<String> = group.iter().map(|w| stem(w)).collect();
+            for member in &stems {
+                let slot = table.entry(member.clone()).or_default();
+                slot.extend(stems.iter().filter(|s| *s != member).cloned());
+            }
         }
-    }
-    out.sort();
-    out.dedup();
-    out
+        for others in table.values_mut() {
+            others.sort();
+            others.dedup();
+        }
+        table
+    });
+    table.get(term).map(Vec::as_slice).unwrap_or(&[])
 }
 
 #[cfg(test)]

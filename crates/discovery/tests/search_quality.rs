@@ -47,3 +47,39 @@ fn misses_are_listed_for_inspection() {
     }
     assert!(misses <= corpora.livemcpbench_step_queries.len());
 }
+
+/// Grid search over the relevance weights; run by hand with `-- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn tune_weights() {
+    let corpora = support::corpora();
+    let mut best: Vec<(f64, String)> = Vec::new();
+    for name in [1.0, 2.0, 3.0] {
+        for parameters in [0.0, 0.3] {
+            for server in [0.3, 0.8] {
+                for synonym in [0.2, 0.35, 0.5] {
+                    for name_coverage in [0.0, 1.0, 2.0, 4.0] {
+                        let b = 0.75;
+                        let weights = warden_discovery::SearchWeights {
+                            name,
+                            description: 1.0,
+                            parameters,
+                            server,
+                            synonym,
+                            name_coverage,
+                            k1: 1.2,
+                            b,
+                        };
+                        let rows = corpora.search_quality_with(weights);
+                        let objective = rows[0].hit_at_3 * 2.0 + rows[0].mrr_at_10 + rows[1].hit_at_5 * 2.0 + rows[1].mrr_at_10 * 0.5;
+                        best.push((objective, format!("{weights:?} gh3={} ghmrr={} st5={} stmrr={} task10={}", rows[0].hit_at_3, rows[0].mrr_at_10, rows[1].hit_at_5, rows[1].mrr_at_10, rows[2].recall_at_10)));
+                    }
+                }
+            }
+        }
+    }
+    best.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap());
+    for (objective, line) in best.iter().take(15) {
+        println!("{objective:.3} {line}");
+    }
+}

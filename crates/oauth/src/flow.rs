@@ -150,6 +150,68 @@ async fn new_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, O
     Ok(manager)
 }
 
+/// Discovery through rmcp (RFC 9728 → RFC 8414 / OpenID → the 2025-03-26 default endpoints).
+/// One back-compat case is added: a 2025-03-26 server with no protected-resource metadata whose
+/// authorization-server metadata, fetched from the server's origin, names another issuer (the
+/// 2025-03-26 revision bound the metadata to the origin, not to an issuer URL).
+async fn discover(
+    manager: &AuthorizationManager,
+    server_url: &str,
+    challenge: Option<&str>,
+) -> Result<AuthorizationMetadata, OAuthError> {
+    match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(resolution) => Ok(resolution.metadata),
+        Err(error @ AuthError::AuthorizationServerMismatch { .. }) => {
+            match legacy_origin_metadata(server_url, challenge).await {
+                Some(metadata) => {
+                    debug!("using 2025-03-26 origin metadata whose issuer differs from the origin");
+                    Ok(metadata)
+                }
+                None => Err(error.into()),
+            }
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `<origin>/.well-known/oauth-authorization-server`, only when the server publishes no
+/// protected-resource metadata (neither named by the challenge nor at the well-known places).
+async fn legacy_origin_metadata(
+    server_url: &str,
+    challenge: Option<&str>,
+) -> Option<AuthorizationMetadata> {
+    let base = url::Url::parse(server_url).ok()?;
+    if challenge.is_some_and(|c| {
+        WWWAuthenticateParams::parse(c, &base)
+            .resource_metadata_url
+            .is_some()
+    }) {
+        return None;
+    }
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(15))
+        .build()
+        .ok()?;
+    let path = base.path().trim_end_matches('/');
+    for candidate in [
+        format!("/.well-known/oauth-protected-resource{path}"),
+        "/.well-known/oauth-protected-resource".to_string(),
+    ] {
+        let url = base.join(&candidate).ok()?;
+        let response = client.get(url).send().await.ok()?;
+        if response.status().is_success() {
+            return None;
+        }
+    }
+    let url = base.join("/.well-known/oauth-authorization-server").ok()?;
+    let response = client.get(url).send().await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    response.json::<AuthorizationMetadata>().await.ok()
+}
+
 fn metadata_supports_cimd(metadata: &AuthorizationMetadata) -> bool {
     metadata
         .additional_fields
@@ -207,10 +269,7 @@ pub async fn login(
             }
         },
     };
-    let resolution = manager
-        .resolve_metadata_from_challenge(challenge.as_deref())
-        .await?;
-    let metadata = resolution.metadata;
+    let metadata = discover(&manager, &settings.server_url, challenge.as_deref()).await?;
     let issuer = metadata.issuer.clone();
     manager.set_metadata(metadata.clone());
 
@@ -295,7 +354,7 @@ pub async fn stored_manager(settings: &OAuthSettings) -> Result<AuthorizationMan
         return Err(settings.needs_login());
     };
     let mut manager = new_manager(settings).await?;
-    let metadata = manager.resolve_metadata().await?.metadata;
+    let metadata = discover(&manager, &settings.server_url, None).await?;
     if metadata.issuer != file.issuer {
         warn!(
             server = %settings.server_name,
@@ -384,11 +443,9 @@ async fn revoke_stored(
 ) -> Result<usize, String> {
     use oauth2::TokenResponse;
     let manager = new_manager(settings).await.map_err(|e| e.to_string())?;
-    let metadata = manager
-        .resolve_metadata()
+    let metadata = discover(&manager, &settings.server_url, None)
         .await
-        .map_err(|e| e.to_string())?
-        .metadata;
+        .map_err(|e| e.to_string())?;
     let Some(endpoint) = metadata
         .additional_fields
         .get("revocation_endpoint")

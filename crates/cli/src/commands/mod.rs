@@ -4,4 +4,5 @@ pub mod audit;
 pub mod config;
 pub mod mcp;
 pub mod probe;
+pub mod run;
 pub mod tool;

@@ -1,0 +1,440 @@
+//! Assembles an agent session for `warden run` (and the chat frontend): the model, the session
+//! host with built-in tools behind the gate, the tool list, the system prompt and the transcript.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+use warden_agent::{
+    AgentEvent, BuiltinTools, Capability, DirArtifacts, ModelClient, ModelConfig, PromptParts,
+    SessionStore, ToolCallRequest, ToolCallResult, ToolExecutor, ToolSpec,
+    assemble_system_prompt, builtin_specs, client_for, find_project_instructions, select_model,
+};
+use warden_config::{AgentProfile, LoadRequest, LoadedConfig, load_model_settings};
+use warden_host::{CallContext, Host, HostOptions, HostTool, VisibleTool};
+use warden_mcp::ServerSpec;
+use warden_policy::{
+    BoxFuture, CallSource, CapabilityClass, CapabilitySet, Decision, DispatchError, ToolOutput,
+};
+
+use crate::Globals;
+use crate::context::{PolicyFlags, load_config};
+
+/// What a frontend decides for one agent session.
+pub struct SessionRequest<'a> {
+    pub globals: &'a Globals,
+    pub model: Option<&'a str>,
+    pub agent: Option<&'a str>,
+    /// `--mcp CMD|URL` (or `NAME=CMD|URL`) ad-hoc servers.
+    pub ad_hoc: &'a [String],
+    pub policy: &'a PolicyFlags,
+    pub resume: Option<&'a str>,
+    pub continue_latest: bool,
+}
+
+/// An open agent session: everything the loop needs.
+pub struct AgentSession {
+    pub host: Arc<Host>,
+    pub model: ModelConfig,
+    pub client: Arc<dyn ModelClient>,
+    pub store: SessionStore,
+    /// The conversation so far (from `--resume`/`--continue`) and the session id to write.
+    pub resumed: Option<(String, Vec<warden_agent::Message>)>,
+    pub workspace: PathBuf,
+    pub read_only: BTreeSet<String>,
+}
+
+/// A configuration or usage problem: reported in one line with exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+impl AgentSession {
+    /// Loads the config, picks the model and agent profile, and opens the session host.
+    pub fn open(request: SessionRequest<'_>) -> anyhow::Result<Self> {
+        let (paths, workspace, mut config) = load_config(request.globals)?;
+        let settings = load_model_settings(&LoadRequest {
+            paths: paths.clone(),
+            workspace: workspace.clone(),
+            explicit_file: request.globals.config_file.clone(),
+        })?;
+        let profile: Option<&AgentProfile> = match request.agent {
+            Some(name) => Some(settings.agents.get(name).ok_or_else(|| {
+                UsageError(format!(
+                    "no agent profile named `{name}`; define [agents.{name}] in your config"
+                ))
+            })?),
+            None => None,
+        };
+        if let Some(profile) = profile {
+            if let Some(skill) = profile.skills.first() {
+                // No skill sources are installed in this build, so every named skill is missing.
+                return Err(UsageError(format!("the skill {skill} was not found")).into());
+            }
+            if let Some(servers) = &profile.mcp_servers {
+                config.servers.retain(|name, _| servers.contains(name));
+            }
+        }
+        let env = |name: &str| std::env::var(name).ok();
+        let model = select_model(&settings, request.model, profile, &env)
+            .map_err(|error| UsageError(error.to_string()))?;
+        let client = client_for(model.clone()).map_err(|error| UsageError(error.to_string()))?;
+
+        let secrets = known_secrets(&config, &model, &workspace);
+        let store = SessionStore::new(paths.state_dir().join("sessions"), secrets);
+        let resumed = resume(&store, &workspace, request.resume, request.continue_latest)?;
+
+        let builtins = Arc::new(BuiltinTools::new(
+            workspace.clone(),
+            Arc::new(DirArtifacts::new(paths.state_dir().join("artifacts").join("builtin"))),
+        ));
+        let host_tools: Vec<Arc<dyn HostTool>> = builtin_specs()
+            .into_iter()
+            .map(|spec| {
+                Arc::new(BuiltinHostTool {
+                    spec,
+                    tools: builtins.clone(),
+                }) as Arc<dyn HostTool>
+            })
+            .collect();
+        let mut options = HostOptions::new(paths.clone(), workspace.clone());
+        options.policy = request.policy.policy()?;
+        options.tools = host_tools;
+        options.extra_servers = ad_hoc_servers(request.ad_hoc)?;
+        options.session_id = resumed.as_ref().map(|(id, _)| id.clone());
+        let host = Arc::new(Host::open(&config, options).context("opening the session")?);
+        Ok(Self {
+            host,
+            model,
+            client,
+            store,
+            resumed,
+            workspace,
+            read_only: BTreeSet::new(),
+        })
+    }
+
+    /// Fetches every non-deferred catalogue (in parallel) and returns the model's tool list:
+    /// built-in and resource tools first, then MCP tools. Failures come back as one line each.
+    pub async fn tool_list(&mut self) -> (Vec<ToolSpec>, Vec<String>) {
+        let (mcp_tools, failures) = self.host.all_tools().await;
+        let mut specs = Vec::new();
+        for descriptor in self.host.host_tools() {
+            if descriptor.classes().is_read_only() {
+                self.read_only.insert(descriptor.public_name.clone());
+            }
+            specs.push(ToolSpec {
+                description: self
+                    .host
+                    .host_tool_description(&descriptor.public_name)
+                    .unwrap_or_default(),
+                name: descriptor.public_name,
+                input_schema: descriptor.input_schema,
+            });
+        }
+        for VisibleTool { tool, descriptor } in mcp_tools {
+            if descriptor.classes().is_read_only() {
+                self.read_only.insert(descriptor.public_name.clone());
+            }
+            specs.push(ToolSpec {
+                name: descriptor.public_name,
+                description: tool.definition.description.as_deref().unwrap_or("").to_owned(),
+                input_schema: descriptor.input_schema,
+            });
+        }
+        let lines = failures
+            .iter()
+            .map(|failure| {
+                let mut line = failure.to_string();
+                if let Ok(status) = self.host.runtime().server_status(failure.server()) {
+                    for stderr in &status.stderr_tail {
+                        line.push_str("\n    stderr| ");
+                        line.push_str(stderr);
+                    }
+                }
+                line
+            })
+            .collect();
+        (specs, lines)
+    }
+
+    /// The system prompt in its byte-stable order.
+    pub fn system_prompt(&self, agent_instructions: Option<String>) -> String {
+        let server_instructions = self
+            .host
+            .runtime()
+            .status()
+            .into_iter()
+            .filter_map(|status| status.instructions.map(|text| (status.name, text)))
+            .collect();
+        assemble_system_prompt(&PromptParts {
+            base: None,
+            agent_instructions,
+            project: find_project_instructions(&self.workspace),
+            execution_routing: None,
+            server_instructions,
+            skills_index: None,
+        })
+    }
+
+    /// The executor the loop calls: every call goes through the gate with source `agent`.
+    pub fn executor(&self, events: Option<UnboundedSender<AgentEvent>>) -> Arc<GateExecutor> {
+        Arc::new(GateExecutor {
+            host: self.host.clone(),
+            read_only: self.read_only.clone(),
+            events,
+        })
+    }
+}
+
+/// A built-in tool of the agent crate, offered through the gate.
+struct BuiltinHostTool {
+    spec: warden_agent::BuiltinToolSpec,
+    tools: Arc<BuiltinTools>,
+}
+
+fn capability_classes(capabilities: &[Capability]) -> CapabilitySet {
+    let classes: Vec<CapabilityClass> = capabilities
+        .iter()
+        .map(|capability| match capability {
+            Capability::ReadOnly => CapabilityClass::ReadOnly,
+            Capability::Write => CapabilityClass::Write,
+            Capability::Destructive => CapabilityClass::Destructive,
+            Capability::External => CapabilityClass::External,
+        })
+        .collect();
+    CapabilitySet::of(&classes)
+}
+
+impl HostTool for BuiltinHostTool {
+    fn name(&self) -> &str {
+        self.spec.name
+    }
+
+    fn description(&self) -> &str {
+        self.spec.description
+    }
+
+    fn input_schema(&self) -> Value {
+        self.spec.input_schema.clone()
+    }
+
+    fn classes(&self) -> CapabilitySet {
+        capability_classes(&self.spec.capabilities)
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        Box::pin(async move {
+            let result = self.tools.execute(self.spec.name, arguments, cancel).await;
+            Ok(ToolOutput {
+                size_bytes: result.text.len() as u64,
+                text: result.text,
+                is_error: result.is_error,
+                content: None,
+            })
+        })
+    }
+}
+
+/// The loop's executor: the gate, with MCP progress turned into agent events.
+pub struct GateExecutor {
+    host: Arc<Host>,
+    read_only: BTreeSet<String>,
+    events: Option<UnboundedSender<AgentEvent>>,
+}
+
+impl ToolExecutor for GateExecutor {
+    fn is_read_only(&self, public_name: &str) -> bool {
+        self.read_only.contains(public_name)
+    }
+
+    fn execute<'a>(
+        &'a self,
+        call: ToolCallRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, ToolCallResult> {
+        Box::pin(async move {
+            let mut context = CallContext::new(CallSource::Agent, cancel);
+            let forwarder = self.events.clone().map(|events| {
+                let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+                context.progress = Some(sender);
+                let id = call.id.clone();
+                tokio::spawn(async move {
+                    while let Some(update) = receiver.recv().await {
+                        let _ = events.send(AgentEvent::ToolProgress {
+                            id: id.clone(),
+                            message: update.message,
+                            progress: Some(update.progress),
+                            total: update.total,
+                        });
+                    }
+                })
+            });
+            let outcome = self
+                .host
+                .call_with(context, &call.public_name, call.arguments)
+                .await;
+            if let Some(forwarder) = forwarder {
+                forwarder.abort();
+            }
+            let denial = (outcome.decision != Decision::Allowed)
+                .then(|| outcome.reason.clone())
+                .flatten();
+            ToolCallResult {
+                text: outcome.model_text(),
+                is_error: outcome.is_error(),
+                decision: outcome.decision.as_str().to_owned(),
+                denial,
+            }
+        })
+    }
+}
+
+/// Values that must never reach a transcript: expanded header and env values of the configured
+/// servers, and the model's API key.
+fn known_secrets(config: &LoadedConfig, model: &ModelConfig, workspace: &Path) -> Vec<String> {
+    let vars = warden_config::VarContext::from_process(workspace);
+    let mut secrets = Vec::new();
+    for entry in config.servers.values() {
+        match entry.resolve(&vars) {
+            Ok(warden_config::ResolvedTransport::Stdio { env, .. }) => {
+                secrets.extend(env.values().map(|value| value.expose().to_owned()));
+            }
+            Ok(warden_config::ResolvedTransport::Http { headers, .. }) => {
+                secrets.extend(headers.iter().map(|(_, value)| value.expose().to_owned()));
+            }
+            Err(_) => {}
+        }
+    }
+    if let warden_agent::ApiKey::Env(name) = &model.api_key
+        && let Ok(value) = std::env::var(name)
+    {
+        secrets.push(value);
+    }
+    secrets
+}
+
+fn resume(
+    store: &SessionStore,
+    workspace: &Path,
+    id: Option<&str>,
+    continue_latest: bool,
+) -> anyhow::Result<Option<(String, Vec<warden_agent::Message>)>> {
+    let id = match (id, continue_latest) {
+        (Some(id), _) => id.to_owned(),
+        (None, true) => match store.latest_for(workspace)? {
+            Some(id) => id,
+            None => bail!(UsageError(format!(
+                "no earlier session in {} to continue",
+                workspace.display()
+            ))),
+        },
+        (None, false) => return Ok(None),
+    };
+    let loaded = store.load(&id)?;
+    Ok(Some((loaded.id, loaded.messages)))
+}
+
+/// `--mcp` values: `URL`, `COMMAND ARGS…`, or either behind `NAME=`.
+pub fn ad_hoc_servers(values: &[String]) -> anyhow::Result<Vec<ServerSpec>> {
+    let mut used: HashMap<String, usize> = HashMap::new();
+    let mut specs = Vec::new();
+    for value in values {
+        let (name, target) = match value.split_once('=') {
+            Some((name, target))
+                if !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+            {
+                (name.to_owned(), target.trim())
+            }
+            _ => {
+                let count = used.entry("mcp".to_owned()).or_insert(0);
+                *count += 1;
+                let name = if *count == 1 {
+                    "mcp".to_owned()
+                } else {
+                    format!("mcp{count}")
+                };
+                (name, value.trim())
+            }
+        };
+        let spec = if target.starts_with("http://") || target.starts_with("https://") {
+            ServerSpec::http(name, target)
+        } else {
+            let words = split_command(target)
+                .with_context(|| format!("--mcp {value}: unbalanced quotes"))?;
+            let Some((command, args)) = words.split_first() else {
+                bail!(UsageError(format!("--mcp {value}: empty command")));
+            };
+            ServerSpec::stdio(name, command.clone()).with_args(args.to_vec())
+        };
+        specs.push(spec);
+    }
+    Ok(specs)
+}
+
+/// Splits a command line on whitespace, honouring single and double quotes and backslashes.
+pub fn split_command(text: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => current.push(chars.next()?),
+            (Some(_), c) => current.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, '\\') => {
+                current.push(chars.next()?);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut current));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                current.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if quote.is_some() {
+        return None;
+    }
+    if in_word {
+        words.push(current);
+    }
+    Some(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_command;
+
+    #[test]
+    fn splits_like_a_shell() {
+        assert_eq!(
+            split_command(r#"npx -y "@scope/pkg" 'a b' c\ d"#).unwrap(),
+            ["npx", "-y", "@scope/pkg", "a b", "c d"]
+        );
+        assert!(split_command("unbalanced 'quote").is_none());
+        assert_eq!(split_command("  ").unwrap(), Vec::<String>::new());
+    }
+}

@@ -1,0 +1,250 @@
+//! `warden run`: the headless agent. The final answer goes to stdout (or one JSON object, or one
+//! JSON event per line); progress to stderr. Every tool call goes through the gate; with nobody
+//! to ask, a call that needs approval is denied and the denial is reported.
+
+use std::io::{IsTerminal, Read, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use warden_agent::{Agent, AgentEvent, AgentOptions, Message, RunOutcome, StopReason};
+
+use crate::Globals;
+use crate::agent_session::{AgentSession, SessionRequest, UsageError};
+use crate::context::{PolicyFlags, async_runtime};
+
+/// Exit codes of `warden run`, documented in the README.
+pub mod exit {
+    /// The agent finished.
+    pub const DONE: u8 = 0;
+    /// The model or the session failed.
+    pub const ERROR: u8 = 1;
+    /// Bad usage or configuration (including no model configured).
+    pub const USAGE: u8 = 2;
+    /// Stopped at `--max-turns` before the model finished.
+    pub const MAX_TURNS: u8 = 3;
+    /// Interrupted (Ctrl-C).
+    pub const INTERRUPTED: u8 = 130;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// The final answer on stdout; progress on stderr.
+    Text,
+    /// One JSON object at the end: result, turns, tool calls with their decisions, usage, session id.
+    Json,
+    /// One JSON event per line as it happens, then the same summary as `json`.
+    StreamJson,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The prompt; `-` (or nothing, with a pipe on stdin) reads it from standard input.
+    prompt: Option<String>,
+    /// A `[models.NAME]` entry to use instead of the default.
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// An `[agents.NAME]` profile: its model, instructions, skills and servers.
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    output_format: OutputFormat,
+    /// An extra MCP server for this run: a command line or a URL, optionally `NAME=…`; repeatable.
+    #[arg(long = "mcp", value_name = "CMD|URL")]
+    mcp: Vec<String>,
+    #[command(flatten)]
+    policy: PolicyFlags,
+    /// Stop after this many model turns.
+    #[arg(long, value_name = "N")]
+    max_turns: Option<u32>,
+    /// Continue the session with this id.
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    resume: Option<String>,
+    /// Continue the latest session of this folder.
+    #[arg(long = "continue")]
+    continue_latest: bool,
+}
+
+pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let prompt = match read_prompt(args.prompt.as_deref())? {
+        Some(prompt) => prompt,
+        None => {
+            eprintln!("warden run: give a prompt as an argument, or `-` to read it from stdin");
+            return Ok(ExitCode::from(exit::USAGE));
+        }
+    };
+    let runtime = async_runtime()?;
+    runtime.block_on(async {
+        let opened = AgentSession::open(SessionRequest {
+            globals,
+            model: args.model.as_deref(),
+            agent: args.agent.as_deref(),
+            ad_hoc: &args.mcp,
+            policy: &args.policy,
+            resume: args.resume.as_deref(),
+            continue_latest: args.continue_latest,
+        });
+        let mut session = match opened {
+            Ok(session) => session,
+            Err(error) => return Ok(usage_or_error(error)),
+        };
+        let outcome = run_session(&mut session, prompt, &args).await;
+        session.host.shutdown().await;
+        outcome
+    })
+}
+
+fn usage_or_error(error: anyhow::Error) -> ExitCode {
+    eprintln!("warden: {error:#}");
+    if error.downcast_ref::<UsageError>().is_some()
+        || error.downcast_ref::<warden_config::ConfigError>().is_some()
+    {
+        ExitCode::from(exit::USAGE)
+    } else {
+        ExitCode::from(exit::ERROR)
+    }
+}
+
+fn read_prompt(argument: Option<&str>) -> anyhow::Result<Option<String>> {
+    let from_stdin = match argument {
+        Some("-") => true,
+        Some(text) => return Ok(Some(text.to_owned())),
+        None => !std::io::stdin().is_terminal(),
+    };
+    if !from_stdin {
+        return Ok(None);
+    }
+    let mut prompt = String::new();
+    std::io::stdin()
+        .read_to_string(&mut prompt)
+        .context("reading the prompt from standard input")?;
+    Ok((!prompt.trim().is_empty()).then_some(prompt))
+}
+
+async fn run_session(
+    session: &mut AgentSession,
+    prompt: String,
+    args: &RunArgs,
+) -> anyhow::Result<ExitCode> {
+    let (tools, failures) = session.tool_list().await;
+    for failure in &failures {
+        eprintln!("{failure}");
+    }
+    let agent_instructions = None;
+    let system_prompt = session.system_prompt(agent_instructions);
+    let (events_sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let executor = session.executor(Some(events_sender.clone()));
+    let agent = Agent::new(session.client.clone(), executor, system_prompt, tools)
+        .with_options(AgentOptions {
+            max_turns: args.max_turns,
+            ..AgentOptions::default()
+        })
+        .with_events(events_sender);
+
+    let (mut transcript, mut conversation) = match session.resumed.take() {
+        Some((id, messages)) => {
+            let (transcript, _) = session.store.resume(&id)?;
+            (transcript, messages)
+        }
+        None => (
+            session
+                .store
+                .create(&session.workspace, Some(&session.model.name))?,
+            Vec::new(),
+        ),
+    };
+    let user = Message::user(prompt);
+    transcript.append_message(&user)?;
+    conversation.push(user);
+    let already = conversation.len();
+
+    let cancel = CancellationToken::new();
+    let interrupt = cancel.clone();
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            interrupt.cancel();
+        }
+    });
+    let format = args.output_format;
+    let printer = tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            print_event(&event, format);
+        }
+    });
+    let result = agent.run(&mut conversation, &cancel).await;
+    ctrl_c.abort();
+    drop(agent);
+    let _ = printer.await;
+
+    for message in &conversation[already..] {
+        transcript.append_message(message)?;
+    }
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            eprintln!("warden: the model request failed: {error}");
+            return Ok(ExitCode::from(exit::ERROR));
+        }
+    };
+    transcript.append_event(&json!({"type": "run_finished", "outcome": &outcome}))?;
+    report(&outcome, transcript.id(), format)?;
+    Ok(ExitCode::from(match outcome.stop {
+        StopReason::Completed => exit::DONE,
+        StopReason::MaxTurns => exit::MAX_TURNS,
+        StopReason::Cancelled => exit::INTERRUPTED,
+    }))
+}
+
+fn print_event(event: &AgentEvent, format: OutputFormat) {
+    match format {
+        OutputFormat::StreamJson => {
+            if let Ok(line) = serde_json::to_string(event) {
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "{line}");
+                let _ = stdout.flush();
+            }
+        }
+        OutputFormat::Text | OutputFormat::Json => match event {
+            AgentEvent::ToolCallStarted { name, .. } => eprintln!("→ {name}"),
+            AgentEvent::ToolCallFinished { name, result, .. } => {
+                if let Some(denial) = &result.denial {
+                    eprintln!("✗ {name}: {} — {denial}", result.decision);
+                } else if result.is_error {
+                    eprintln!("✗ {name}: error");
+                }
+            }
+            AgentEvent::ModelRetry {
+                attempt, reason, ..
+            } => eprintln!("… retrying the model request ({attempt}): {reason}"),
+            AgentEvent::ContextElided { results, .. } => {
+                eprintln!("… {results} old tool result(s) elided to fit the context budget")
+            }
+            _ => {}
+        },
+    }
+}
+
+fn report(outcome: &RunOutcome, session_id: &str, format: OutputFormat) -> anyhow::Result<()> {
+    match format {
+        OutputFormat::Text => {
+            println!("{}", outcome.final_text);
+            if outcome.stop == StopReason::MaxTurns {
+                eprintln!("warden: stopped after {} turns (--max-turns)", outcome.turns);
+            }
+        }
+        OutputFormat::Json | OutputFormat::StreamJson => {
+            let summary = json!({
+                "type": "result",
+                "result": outcome.final_text,
+                "stop": outcome.stop,
+                "turns": outcome.turns,
+                "tool_calls": outcome.tool_calls,
+                "usage": outcome.usage,
+                "session_id": session_id,
+            });
+            println!("{}", serde_json::to_string(&summary)?);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,269 @@
+//! `warden run` end to end: the real binary, the real HTTP provider code against the mock model
+//! (OpenAI Chat, OpenAI Responses, Anthropic), and real MCP servers behind the gate.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use support::{Run, Sandbox, stdio_server, toml_str};
+use warden_mock_model::{MockModel, Turn};
+use warden_testkit::{fixture_binary, require_npm_server};
+
+/// The `[models.mock]` table for `provider`, pointed at `mock`, as the default model.
+fn model_config(mock: &MockModel, provider: &str) -> String {
+    format!(
+        "model = \"mock\"\n[models.mock]\nprovider = \"{provider}\"\nid = \"mock-1\"\nbase_url = {}\n",
+        toml_str(&mock.base_url())
+    )
+}
+
+async fn warden(sandbox: &Sandbox, args: &[&str]) -> Run {
+    let mut command = sandbox.command();
+    command
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY");
+    tokio::task::spawn_blocking(move || support::output(&mut command))
+        .await
+        .unwrap()
+}
+
+fn everything_server() -> String {
+    let server = require_npm_server("everything");
+    stdio_server("everything", Path::new("node"), &[server.to_str().unwrap()])
+}
+
+/// The tool results the model was sent, as text, from every recorded request.
+fn sent_text(mock: &MockModel) -> String {
+    mock.requests()
+        .iter()
+        .map(|request| request.body.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn no_model_configured_says_what_to_set_in_one_line() {
+    let sandbox = Sandbox::new();
+    let run = warden(&sandbox, &["run", "hello"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("OPENAI_API_KEY"), "{}", run.stderr);
+    assert!(run.stderr.contains("ANTHROPIC_API_KEY"), "{}", run.stderr);
+}
+
+async fn echo_round_trip(provider: &str) {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__everything__echo",
+        json!({"message": "ping from the model"}),
+    ));
+    mock.push_turn(Turn::text("The server said: Echo: ping from the model"));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}{}",
+        model_config(&mock, provider),
+        everything_server()
+    ));
+    let run = warden(&sandbox, &["run", "say ping", "--output-format", "json"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert!(
+        summary["result"]
+            .as_str()
+            .unwrap()
+            .contains("Echo: ping from the model")
+    );
+    assert_eq!(summary["tool_calls"][0]["name"], "mcp__everything__echo");
+    assert_eq!(summary["tool_calls"][0]["result"]["decision"], "allowed");
+    assert!(summary["session_id"].as_str().is_some());
+    // The tool's result reached the model in the second request.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1]
+            .body
+            .to_string()
+            .contains("Echo: ping from the model")
+    );
+    // The request offered the MCP tool and the built-ins.
+    let first = requests[0].body.to_string();
+    assert!(first.contains("mcp__everything__echo"));
+    assert!(first.contains("read_file"));
+    let audit = sandbox.audit();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0]["source"], "agent");
+    assert_eq!(audit[0]["public_name"], "mcp__everything__echo");
+}
+
+#[tokio::test]
+async fn openai_chat_calls_server_everything_through_the_gate() {
+    echo_round_trip("openai").await;
+}
+
+#[tokio::test]
+async fn openai_responses_calls_server_everything_through_the_gate() {
+    echo_round_trip("openai-responses").await;
+}
+
+#[tokio::test]
+async fn anthropic_calls_server_everything_through_the_gate() {
+    echo_round_trip("anthropic").await;
+}
+
+#[tokio::test]
+async fn a_write_is_denied_headless_and_the_file_is_not_created() {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    let target = sandbox.work().join("note.txt");
+    let write = |id: &str| {
+        Turn::tool_call(
+            id,
+            "mcp__fs__write_file",
+            json!({"path": target.display().to_string(), "content": "hello"}),
+        )
+    };
+    mock.push_turn(write("call_1"));
+    mock.push_turn(Turn::text("I could not write it."));
+    let fs = require_npm_server("filesystem");
+    sandbox.user_config(&format!(
+        "{}{}",
+        model_config(&mock, "openai"),
+        stdio_server(
+            "fs",
+            Path::new("node"),
+            &[fs.to_str().unwrap(), sandbox.work().to_str().unwrap()]
+        )
+    ));
+    let run = warden(&sandbox, &["run", "write a note"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!target.exists(), "a denied write must not happen");
+    assert!(run.stderr.contains("mcp__fs__write_file"), "{}", run.stderr);
+    assert!(run.stderr.contains("denied"), "{}", run.stderr);
+    assert!(sent_text(&mock).contains("denied"));
+
+    mock.push_turn(write("call_2"));
+    mock.push_turn(Turn::text("Written."));
+    let run = warden(
+        &sandbox,
+        &["run", "write a note", "--allowed-tools", "mcp__fs__write_file"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "hello");
+    let decisions: Vec<_> = sandbox
+        .audit()
+        .iter()
+        .map(|record| record["decision"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(decisions, ["denied", "allowed"]);
+}
+
+#[tokio::test]
+async fn timeouts_and_crashes_are_results_and_the_run_goes_on() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call("call_1", "mcp__fx__slow", json!({"ms": 10000})));
+    mock.push_turn(Turn::tool_call("call_2", "mcp__db__crash", json!({})));
+    mock.push_turn(Turn::text("Both failed, and I carried on."));
+    let sandbox = Sandbox::new();
+    let fixture = fixture_binary();
+    sandbox.user_config(&format!(
+        "{}{}tool_timeout_sec = 1\n{}",
+        model_config(&mock, "anthropic"),
+        stdio_server("fx", &fixture, &["echo"]),
+        stdio_server("db", &fixture, &["crash-mid-call"]),
+    ));
+    let run = warden(
+        &sandbox,
+        &["run", "go", "--output-format", "json", "--allowed-tools", "mcp__db__*"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(summary["result"], "Both failed, and I carried on.");
+    let calls = summary["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["result"]["decision"], "timed_out");
+    assert_eq!(calls[1]["result"]["decision"], "failed");
+    assert!(
+        calls[1]["result"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("database connection lost")
+    );
+}
+
+#[tokio::test]
+async fn read_only_calls_of_one_turn_run_concurrently() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(
+        Turn::tool_call("call_1", "mcp__fx__slow", json!({"ms": 600}))
+            .with_tool_call("call_2", "mcp__fx__slow", json!({"ms": 600})),
+    );
+    mock.push_turn(Turn::text("done"));
+    let sandbox = Sandbox::new();
+    let ledger = sandbox.root.join("ledger.txt");
+    sandbox.user_config(&format!(
+        "{}{}env = {{ FIXTURE_LEDGER = {} }}\n",
+        model_config(&mock, "openai"),
+        stdio_server("fx", &fixture_binary(), &["echo"]),
+        toml_str(&ledger.display().to_string())
+    ));
+    let run = warden(&sandbox, &["run", "go"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<String> = std::fs::read_to_string(&ledger)
+        .unwrap()
+        .lines()
+        .map(|line| line.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    // Both calls started before either finished: they overlapped.
+    assert_eq!(
+        lines,
+        ["slow start", "slow start", "slow done", "slow done"],
+        "{lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn resume_continues_the_conversation() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("first answer"));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&model_config(&mock, "openai"));
+    let run = warden(&sandbox, &["run", "remember the word heliotrope", "--output-format", "json"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let id = summary["session_id"].as_str().unwrap().to_owned();
+
+    mock.push_turn(Turn::text("second answer"));
+    let run = warden(&sandbox, &["run", "what was the word?", "--resume", &id]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout.trim(), "second answer");
+    let second = mock.requests()[1].body.to_string();
+    assert!(second.contains("heliotrope") && second.contains("first answer"));
+
+    mock.push_turn(Turn::text("third answer"));
+    let run = warden(&sandbox, &["run", "and again?", "--continue"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let third = mock.requests()[2].body.to_string();
+    assert!(third.contains("what was the word?"));
+
+    let transcript = sandbox.state_dir().join("sessions").join(format!("{id}.jsonl"));
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&transcript).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[tokio::test]
+async fn max_turns_stops_the_loop_with_its_exit_code() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call("call_1", "list_dir", json!({"path": "."})));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&model_config(&mock, "openai"));
+    let run = warden(&sandbox, &["run", "look around", "--max-turns", "1"]).await;
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    assert!(run.stderr.contains("--max-turns"), "{}", run.stderr);
+}

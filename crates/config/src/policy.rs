@@ -1,0 +1,821 @@
+//! Validated gate settings (`[permissions]`, `[authorization]`, `[audit]`, `[hooks]`), built from the raw structs with `TryFrom`, with the user-only and tighten-only rules of a project file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::entry::{Capability, Scope};
+use crate::error::{Diagnostic, Problem};
+use crate::raw::{
+    KnownValues, RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks,
+    RawPermissions, key_path,
+};
+
+/// Time the external authorization command gets when `timeout_sec` is absent.
+pub const DEFAULT_AUTHORIZATION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a hook gets when `timeout_sec` is absent.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
+/// The always-ask classes when `always_ask` is absent.
+pub const DEFAULT_ALWAYS_ASK: &[Capability] = &[Capability::Destructive];
+
+/// The approval mode (`[permissions] mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+pub enum PermissionMode {
+    /// Read-only tools run; anything else asks (the default).
+    #[default]
+    #[serde(rename = "ask")]
+    Ask,
+    /// Read-only tools run; anything else is denied.
+    #[serde(rename = "read-only")]
+    ReadOnly,
+    /// Whatever policy admits runs, except the always-ask classes.
+    #[serde(rename = "auto")]
+    Auto,
+}
+
+impl PermissionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::Ask => "ask",
+            PermissionMode::ReadOnly => "read-only",
+            PermissionMode::Auto => "auto",
+        }
+    }
+
+    /// Higher is stricter: `auto` < `ask` < `read-only`.
+    fn strictness(self) -> u8 {
+        match self {
+            PermissionMode::Auto => 0,
+            PermissionMode::Ask => 1,
+            PermissionMode::ReadOnly => 2,
+        }
+    }
+
+    /// The stricter of the two modes.
+    pub fn stricter(self, other: PermissionMode) -> PermissionMode {
+        if other.strictness() > self.strictness() {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+impl KnownValues for PermissionMode {
+    const VALUES: &'static [&'static str] = &["ask", "read-only", "auto"];
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "ask" => Some(Self::Ask),
+            "read-only" => Some(Self::ReadOnly),
+            "auto" => Some(Self::Auto),
+            _ => None,
+        }
+    }
+}
+
+/// What an `[[authorization.rules]]` entry decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+pub enum RuleDecision {
+    #[serde(rename = "allow")]
+    Allow,
+    #[serde(rename = "deny")]
+    Deny,
+}
+
+impl RuleDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleDecision::Allow => "allow",
+            RuleDecision::Deny => "deny",
+        }
+    }
+}
+
+impl KnownValues for RuleDecision {
+    const VALUES: &'static [&'static str] = &["allow", "deny"];
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "allow" => Some(Self::Allow),
+            "deny" => Some(Self::Deny),
+            _ => None,
+        }
+    }
+}
+
+/// A lifecycle event a hook runs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
+pub enum HookEvent {
+    SessionStart,
+    UserPromptSubmit,
+    PreToolUse,
+    PostToolUse,
+    Stop,
+    SessionEnd,
+}
+
+impl HookEvent {
+    /// Every event, in the order of a session.
+    pub const ALL: [HookEvent; 6] = [
+        HookEvent::SessionStart,
+        HookEvent::UserPromptSubmit,
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::Stop,
+        HookEvent::SessionEnd,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::Stop => "Stop",
+            HookEvent::SessionEnd => "SessionEnd",
+        }
+    }
+
+    /// Whether the event is about one tool call (and so may have a `matcher`).
+    pub fn is_tool_event(self) -> bool {
+        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
+    }
+}
+
+impl KnownValues for HookEvent {
+    const VALUES: &'static [&'static str] = &[
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "Stop",
+        "SessionEnd",
+    ];
+    fn from_name(name: &str) -> Option<Self> {
+        HookEvent::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+}
+
+/// A validated pattern over public tool names: `*` matches any run of characters (also none),
+/// `?` exactly one; everything else is literal. Only `[A-Za-z0-9_*?-]` may appear.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ToolGlob(String);
+
+impl ToolGlob {
+    /// Checks the characters; the error says what is allowed and names the first bad character.
+    pub fn parse(pattern: &str) -> Result<ToolGlob, String> {
+        const ALLOWED: &str =
+            "a pattern over public tool names of letters, digits, `_`, `-` and the wildcards `*` and `?`";
+        if pattern.is_empty() {
+            return Err(format!("{ALLOWED}, not an empty string"));
+        }
+        if let Some(bad) = pattern
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?')))
+        {
+            return Err(format!("{ALLOWED}, not \"{pattern}\" ({bad:?} is not allowed)"));
+        }
+        Ok(ToolGlob(pattern.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `name` (a public tool name like `mcp__fs__write_file`) matches the whole pattern.
+    pub fn matches(&self, name: &str) -> bool {
+        let pattern = self.0.as_bytes();
+        let name = name.as_bytes();
+        let (mut p, mut n) = (0, 0);
+        // The last `*` seen and the name position it was tried at, to backtrack to.
+        let mut star: Option<(usize, usize)> = None;
+        while n < name.len() {
+            match pattern.get(p) {
+                Some(b'*') => {
+                    star = Some((p, n));
+                    p += 1;
+                }
+                Some(&c) if c == b'?' || c == name[n] => {
+                    p += 1;
+                    n += 1;
+                }
+                _ => match star {
+                    Some((star_p, star_n)) => {
+                        p = star_p + 1;
+                        n = star_n + 1;
+                        star = Some((star_p, star_n + 1));
+                    }
+                    None => return false,
+                },
+            }
+        }
+        pattern[p..].iter().all(|&c| c == b'*')
+    }
+}
+
+impl std::fmt::Display for ToolGlob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `[permissions]` of one file, or of all scopes merged. `None` means "not set here".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PermissionSettings {
+    pub mode: Option<PermissionMode>,
+    /// Tools that run without asking (user scope only).
+    pub allow: Vec<ToolGlob>,
+    /// Tools always denied: the user's patterns, then the project's.
+    pub deny: Vec<ToolGlob>,
+    pub always_ask: Option<Vec<Capability>>,
+}
+
+impl PermissionSettings {
+    /// The mode in force: the configured one or `ask`.
+    pub fn mode(&self) -> PermissionMode {
+        self.mode.unwrap_or_default()
+    }
+
+    /// The always-ask classes in force: the configured ones or `["destructive"]`.
+    pub fn always_ask(&self) -> Vec<Capability> {
+        self.always_ask
+            .clone()
+            .unwrap_or_else(|| DEFAULT_ALWAYS_ASK.to_vec())
+    }
+}
+
+/// One `[[authorization.rules]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizationRule {
+    pub tools: ToolGlob,
+    pub decision: RuleDecision,
+    /// Shown to the model with a denial.
+    pub reason: Option<String>,
+    /// The file that declared it and its position there (`authorization.rules[i]`).
+    pub source: PathBuf,
+    pub index: usize,
+}
+
+/// The external authorization command. It gets one JSON object and answers
+/// `{"decision": "allow"|"deny", "reason": ...}`; any failure denies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizationCommand {
+    /// An absolute path (checked).
+    pub command: PathBuf,
+    pub args: Vec<String>,
+    pub timeout: Duration,
+    pub source: PathBuf,
+}
+
+/// `[authorization]`: the rules in order (first match wins) and the optional command.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthorizationSettings {
+    pub rules: Vec<AuthorizationRule>,
+    pub command: Option<AuthorizationCommand>,
+}
+
+impl AuthorizationSettings {
+    /// The first rule whose pattern matches `public_name`.
+    pub fn first_match(&self, public_name: &str) -> Option<&AuthorizationRule> {
+        self.rules.iter().find(|rule| rule.tools.matches(public_name))
+    }
+}
+
+/// `[audit]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditSettings {
+    /// `None`: not set (arguments are stored as a digest).
+    pub full_arguments: Option<bool>,
+}
+
+impl AuditSettings {
+    /// Whether full arguments are stored (default false).
+    pub fn full_arguments(&self) -> bool {
+        self.full_arguments.unwrap_or(false)
+    }
+}
+
+/// One `[[hooks.EVENT]]` command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookCommand {
+    pub event: HookEvent,
+    /// An absolute path (checked).
+    pub command: PathBuf,
+    pub args: Vec<String>,
+    /// PreToolUse/PostToolUse only; `None` matches every tool.
+    pub matcher: Option<ToolGlob>,
+    pub timeout: Duration,
+    /// The file that declared it and its position in the event's list.
+    pub source: PathBuf,
+    pub index: usize,
+}
+
+impl HookCommand {
+    /// Whether this hook runs for a call of `public_name` (always true for a hook without a matcher).
+    pub fn matches_tool(&self, public_name: &str) -> bool {
+        self.matcher
+            .as_ref()
+            .is_none_or(|glob| glob.matches(public_name))
+    }
+}
+
+/// The gate settings of one file, or of all scopes merged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicySettings {
+    pub permissions: PermissionSettings,
+    pub authorization: AuthorizationSettings,
+    pub audit: AuditSettings,
+    /// Every hook, by event in session order, then in file order.
+    pub hooks: Vec<HookCommand>,
+}
+
+impl PolicySettings {
+    /// The hooks of `event`, in order.
+    pub fn hooks_for(&self, event: HookEvent) -> impl Iterator<Item = &HookCommand> {
+        self.hooks.iter().filter(move |hook| hook.event == event)
+    }
+
+    /// Layers a later scope over this one. A project file has already been limited to
+    /// tightening by validation; here its deny patterns are appended, the stricter mode wins,
+    /// always-ask classes are united, and `full_arguments = false` wins. Rules, the command and
+    /// hooks come from user-authority files only, so a later file's are appended (its command
+    /// replaces an earlier one).
+    pub fn merge(&mut self, later: PolicySettings) {
+        let PolicySettings {
+            permissions,
+            authorization,
+            audit,
+            hooks,
+        } = later;
+        let PermissionSettings {
+            mode,
+            allow,
+            deny,
+            always_ask,
+        } = permissions;
+        if let Some(mode) = mode {
+            self.permissions.mode = Some(match self.permissions.mode {
+                Some(earlier) => earlier.stricter(mode),
+                None => mode,
+            });
+        }
+        self.permissions.allow.extend(allow);
+        self.permissions.deny.extend(deny);
+        if let Some(classes) = always_ask {
+            let mut merged = match &self.permissions.always_ask {
+                Some(earlier) => earlier.clone(),
+                None => DEFAULT_ALWAYS_ASK.to_vec(),
+            };
+            for class in classes {
+                if !merged.contains(&class) {
+                    merged.push(class);
+                }
+            }
+            self.permissions.always_ask = Some(merged);
+        }
+        if let Some(full) = audit.full_arguments {
+            self.audit.full_arguments = Some(self.audit.full_arguments.unwrap_or(full) && full);
+        }
+        self.authorization.rules.extend(authorization.rules);
+        if authorization.command.is_some() {
+            self.authorization.command = authorization.command;
+        }
+        self.hooks.extend(hooks);
+        self.hooks.sort_by_key(|hook| hook.event);
+    }
+}
+
+/// The gate sections of one file as written, with where they came from.
+#[derive(Debug, Clone)]
+pub struct ScopedRawPolicy {
+    pub scope: Scope,
+    pub source: PathBuf,
+    pub permissions: Option<RawPermissions>,
+    pub authorization: Option<RawAuthorization>,
+    pub audit: Option<RawAudit>,
+    pub hooks: Option<RawHooks>,
+}
+
+/// Collects diagnostics for one file.
+struct Report<'a> {
+    source: &'a Path,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Report<'_> {
+    fn push(&mut self, key: String, problem: Problem) {
+        self.diagnostics.push(Diagnostic {
+            file: self.source.to_path_buf(),
+            key,
+            problem,
+        });
+    }
+
+    fn invalid(&mut self, key: String, expected: String) {
+        self.push(key, Problem::InvalidValue { expected });
+    }
+
+    fn refused(&mut self, key: String, reason: String) {
+        self.push(key, Problem::NotAllowed { reason });
+    }
+
+    fn glob(&mut self, key: String, pattern: &str) -> Option<ToolGlob> {
+        match ToolGlob::parse(pattern) {
+            Ok(glob) => Some(glob),
+            Err(expected) => {
+                self.invalid(key, expected);
+                None
+            }
+        }
+    }
+
+    fn globs(&mut self, key: &str, patterns: Option<Vec<String>>) -> Vec<ToolGlob> {
+        patterns
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, pattern)| self.glob(format!("{key}[{i}]"), pattern))
+            .collect()
+    }
+
+    /// An absolute program path.
+    fn program(&mut self, key: String, what: &str, command: &str) -> Option<PathBuf> {
+        let path = PathBuf::from(command);
+        if path.is_absolute() {
+            Some(path)
+        } else {
+            self.invalid(
+                key,
+                format!(
+                    "an absolute path to the {what} (it is not looked up on PATH or expanded), not \"{command}\""
+                ),
+            );
+            None
+        }
+    }
+
+    /// A timeout of at least one second.
+    fn timeout(&mut self, key: String, seconds: Option<u64>, default: Duration) -> Duration {
+        match seconds {
+            None => default,
+            Some(0) => {
+                self.invalid(
+                    key,
+                    format!(
+                        "a positive number of seconds (there is no \"never\"; the default is {})",
+                        default.as_secs()
+                    ),
+                );
+                default
+            }
+            Some(seconds) => Duration::from_secs(seconds),
+        }
+    }
+}
+
+const USER_CONFIG_ONLY: &str =
+    "move it to your user config (`warden config paths` shows where it is)";
+
+impl TryFrom<ScopedRawPolicy> for PolicySettings {
+    type Error = Vec<Diagnostic>;
+
+    fn try_from(scoped: ScopedRawPolicy) -> Result<Self, Self::Error> {
+        let ScopedRawPolicy {
+            scope,
+            source,
+            permissions,
+            authorization,
+            audit,
+            hooks,
+        } = scoped;
+        let project = scope == Scope::Project;
+        let mut report = Report {
+            source: &source,
+            diagnostics: Vec::new(),
+        };
+        let mut settings = PolicySettings::default();
+
+        if let Some(raw) = permissions {
+            settings.permissions = validate_permissions(&mut report, raw, project);
+        }
+
+        if let Some(raw) = authorization {
+            if project {
+                report.refused(
+                    "authorization".into(),
+                    format!(
+                        "authorization rules and the authorization command are read from your user config only: \
+                         a project file is shared, and they decide which tool calls run; {USER_CONFIG_ONLY}"
+                    ),
+                );
+            } else {
+                settings.authorization = validate_authorization(&mut report, raw, &source);
+            }
+        }
+
+        if let Some(RawAudit { full_arguments }) = audit {
+            if project && full_arguments == Some(true) {
+                report.refused(
+                    "audit.full_arguments".into(),
+                    format!(
+                        "storing full arguments in the audit trail is the operator's decision, read from your user config only: \
+                         a project file may only set it to false; {USER_CONFIG_ONLY}"
+                    ),
+                );
+            }
+            settings.audit.full_arguments = full_arguments;
+        }
+
+        if let Some(raw) = hooks {
+            if project {
+                report.refused(
+                    "hooks".into(),
+                    format!(
+                        "hooks are read from your user config only: a project file is shared, \
+                         and a hook runs a command on your machine with your permissions; {USER_CONFIG_ONLY}"
+                    ),
+                );
+            } else {
+                settings.hooks = validate_hooks(&mut report, &raw, &source);
+            }
+        }
+
+        if report.diagnostics.is_empty() {
+            Ok(settings)
+        } else {
+            Err(report.diagnostics)
+        }
+    }
+}
+
+fn validate_permissions(
+    report: &mut Report<'_>,
+    raw: RawPermissions,
+    project: bool,
+) -> PermissionSettings {
+    let RawPermissions {
+        mode,
+        allow,
+        deny,
+        always_ask,
+    } = raw;
+    const TIGHTEN_ONLY: &str = "a project file may only tighten permissions";
+    if project && mode == Some(PermissionMode::Auto) {
+        report.refused(
+            "permissions.mode".into(),
+            format!(
+                "{TIGHTEN_ONLY}: \"auto\" runs tools without asking, so only your user config may choose it; \
+                 a project may set \"ask\" or \"read-only\""
+            ),
+        );
+    }
+    if project && allow.is_some() {
+        report.refused(
+            "permissions.allow".into(),
+            format!(
+                "{TIGHTEN_ONLY}: `allow` lets tools run without asking, so it is read from your user config only; \
+                 a project may add `deny` patterns"
+            ),
+        );
+    }
+    let allow = report.globs("permissions.allow", allow);
+    let deny = report.globs("permissions.deny", deny);
+    let always_ask = always_ask.map(|classes| {
+        let mut unique: Vec<Capability> = Vec::with_capacity(classes.len());
+        for class in classes {
+            if !unique.contains(&class) {
+                unique.push(class);
+            }
+        }
+        unique
+    });
+    if project && let Some(classes) = &always_ask {
+        for kept in DEFAULT_ALWAYS_ASK {
+            if !classes.contains(kept) {
+                report.refused(
+                    "permissions.always_ask".into(),
+                    format!(
+                        "{TIGHTEN_ONLY}: its `always_ask` adds classes to yours and may not remove one; \
+                         leaving out \"{}\" would stop asking about it, so list it too",
+                        capability_name(*kept)
+                    ),
+                );
+            }
+        }
+    }
+    PermissionSettings {
+        mode,
+        allow,
+        deny,
+        always_ask,
+    }
+}
+
+fn capability_name(capability: Capability) -> &'static str {
+    match capability {
+        Capability::ReadOnly => "read_only",
+        Capability::Write => "write",
+        Capability::Destructive => "destructive",
+        Capability::External => "external",
+    }
+}
+
+fn validate_authorization(
+    report: &mut Report<'_>,
+    raw: RawAuthorization,
+    source: &Path,
+) -> AuthorizationSettings {
+    let RawAuthorization {
+        command,
+        args,
+        timeout_sec,
+        rules,
+    } = raw;
+    let mut out = AuthorizationSettings::default();
+    for (index, rule) in rules.unwrap_or_default().into_iter().enumerate() {
+        let base = format!("authorization.rules[{index}]");
+        let RawAuthorizationRule {
+            tools,
+            decision,
+            reason,
+        } = rule;
+        let tools = match tools {
+            Some(pattern) => report.glob(key_path(&base, "tools"), &pattern),
+            None => {
+                report.push(
+                    key_path(&base, "tools"),
+                    Problem::Missing {
+                        expected: "tools = \"PATTERN\", a glob over public tool names like \"mcp__fs__write_*\"",
+                    },
+                );
+                None
+            }
+        };
+        if decision.is_none() {
+            report.push(
+                key_path(&base, "decision"),
+                Problem::Missing {
+                    expected: "decision = \"allow\" or \"deny\"",
+                },
+            );
+        }
+        if let Some(reason) = &reason
+            && reason.trim().is_empty()
+        {
+            report.invalid(
+                key_path(&base, "reason"),
+                "a reason the model is shown, not an empty string (or leave the key out)".into(),
+            );
+        }
+        if let (Some(tools), Some(decision)) = (tools, decision) {
+            out.rules.push(AuthorizationRule {
+                tools,
+                decision,
+                reason,
+                source: source.to_path_buf(),
+                index,
+            });
+        }
+    }
+    let timeout = report.timeout(
+        "authorization.timeout_sec".into(),
+        timeout_sec,
+        DEFAULT_AUTHORIZATION_TIMEOUT,
+    );
+    match command {
+        Some(command) => {
+            if let Some(command) = report.program(
+                "authorization.command".into(),
+                "authorization program",
+                &command,
+            ) {
+                out.command = Some(AuthorizationCommand {
+                    command,
+                    args: args.unwrap_or_default(),
+                    timeout,
+                    source: source.to_path_buf(),
+                });
+            }
+        }
+        None => {
+            for (key, present) in [("args", args.is_some()), ("timeout_sec", timeout_sec.is_some())]
+            {
+                if present {
+                    report.invalid(
+                        key_path("authorization", key),
+                        "`command` as well: this key belongs to the authorization command, and none is set".into(),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+fn validate_hooks(report: &mut Report<'_>, raw: &RawHooks, source: &Path) -> Vec<HookCommand> {
+    let mut out = Vec::new();
+    for event in HookEvent::ALL {
+        for (index, hook) in raw.get(event).into_iter().flatten().enumerate() {
+            let base = format!("{}[{index}]", key_path("hooks", event.as_str()));
+            let RawHook {
+                command,
+                args,
+                matcher,
+                timeout_sec,
+            } = hook;
+            let command = match command {
+                Some(command) => report.program(key_path(&base, "command"), "hook program", command),
+                None => {
+                    report.push(
+                        key_path(&base, "command"),
+                        Problem::Missing {
+                            expected: "command = \"/absolute/path/to/program\"",
+                        },
+                    );
+                    None
+                }
+            };
+            let matcher = match matcher {
+                Some(_) if !event.is_tool_event() => {
+                    report.invalid(
+                        key_path(&base, "matcher"),
+                        format!(
+                            "no matcher on a {} hook: matchers select tools, so only PreToolUse and PostToolUse hooks have one",
+                            event.as_str()
+                        ),
+                    );
+                    None
+                }
+                Some(pattern) => report.glob(key_path(&base, "matcher"), pattern),
+                None => None,
+            };
+            let timeout = report.timeout(
+                key_path(&base, "timeout_sec"),
+                *timeout_sec,
+                DEFAULT_HOOK_TIMEOUT,
+            );
+            if let Some(command) = command {
+                out.push(HookCommand {
+                    event,
+                    command,
+                    args: args.clone().unwrap_or_default(),
+                    matcher,
+                    timeout,
+                    source: source.to_path_buf(),
+                    index,
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn glob(pattern: &str) -> ToolGlob {
+        ToolGlob::parse(pattern).unwrap()
+    }
+
+    #[test]
+    fn globs_match_whole_names_with_star_and_question_mark() {
+        assert!(glob("mcp__fs__*").matches("mcp__fs__write_file"));
+        assert!(glob("mcp__fs__*").matches("mcp__fs__"));
+        assert!(!glob("mcp__fs__*").matches("mcp__fsx__read"));
+        assert!(glob("*write*").matches("mcp__fs__write_file"));
+        assert!(!glob("*write*").matches("mcp__fs__read_file"));
+        assert!(glob("mcp__?s__read_file").matches("mcp__fs__read_file"));
+        assert!(!glob("mcp__?s__read_file").matches("mcp__s__read_file"));
+        assert!(glob("a*b*c").matches("aXXbYYbc"));
+        assert!(!glob("a*b*c").matches("aXXbYYbcd"));
+        assert!(glob("exact").matches("exact"));
+        assert!(!glob("exact").matches("exactly"));
+        assert!(glob("*").matches(""));
+        assert!(glob("**").matches("anything"));
+    }
+
+    #[test]
+    fn globs_refuse_other_characters() {
+        for bad in ["", "mcp__fs__[ab]", "mcp fs", "mcp.fs", "a/b", "x{y}", "é"] {
+            let error = ToolGlob::parse(bad).unwrap_err();
+            assert!(error.contains("wildcards `*` and `?`"), "{bad}: {error}");
+        }
+        assert!(
+            ToolGlob::parse("mcp__fs__[ab]")
+                .unwrap_err()
+                .contains("'[' is not allowed")
+        );
+    }
+
+    #[test]
+    fn the_stricter_mode_wins() {
+        use PermissionMode::*;
+        assert_eq!(Auto.stricter(Ask), Ask);
+        assert_eq!(Ask.stricter(Auto), Ask);
+        assert_eq!(Ask.stricter(ReadOnly), ReadOnly);
+        assert_eq!(ReadOnly.stricter(Auto), ReadOnly);
+    }
+}
