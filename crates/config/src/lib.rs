@@ -50,8 +50,8 @@ pub use policy::{
     ToolGlob,
 };
 pub use raw::{
-    CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization, RawAuthorizationRule,
-    RawConfig, RawHook, RawHooks, RawModel, RawPermissions, RawPolicy, RawServer, RawToolFilter,
+    CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization, RawAuthorizationRule, RawConfig,
+    RawHook, RawHooks, RawModel, RawPermissions, RawPolicy, RawServer, RawToolFilter,
     RawToolPolicy, SUPPORTED_SCHEMA_VERSIONS, key_path,
 };
 pub use schema::schema_json;

@@ -280,11 +280,16 @@ pub fn load_model_settings(request: &LoadRequest) -> Result<ModelSettings, Confi
 /// tighten `[permissions]`; a file that tries more is invalid. Invalid files fail exactly as with
 /// [`load`].
 pub fn load_policy_settings(request: &LoadRequest) -> Result<PolicySettings, ConfigError> {
-    let mut merged = PolicySettings::default();
+    // The first file read is the base; later ones are layered over it (an absent
+    // `always_ask` in the base stands for the default when a later file adds classes).
+    let mut merged: Option<PolicySettings> = None;
     let mut diagnostics = Vec::new();
     for (path, scope) in request.scopes() {
         match read_file(&path, scope) {
-            Ok(Some(file)) => merged.merge(file.policy_settings),
+            Ok(Some(file)) => match merged.as_mut() {
+                Some(earlier) => earlier.merge(file.policy_settings),
+                None => merged = Some(file.policy_settings),
+            },
             Ok(None) if request.explicit_file.is_some() => {
                 return Err(ConfigError::ExplicitFileMissing(path));
             }
@@ -294,7 +299,7 @@ pub fn load_policy_settings(request: &LoadRequest) -> Result<PolicySettings, Con
         }
     }
     if diagnostics.is_empty() {
-        Ok(merged)
+        Ok(merged.unwrap_or_default())
     } else {
         Err(ConfigError::Invalid(diagnostics))
     }

@@ -165,8 +165,7 @@ pub struct ToolGlob(String);
 impl ToolGlob {
     /// Checks the characters; the error says what is allowed and names the first bad character.
     pub fn parse(pattern: &str) -> Result<ToolGlob, String> {
-        const ALLOWED: &str =
-            "a pattern over public tool names of letters, digits, `_`, `-` and the wildcards `*` and `?`";
+        const ALLOWED: &str = "a pattern over public tool names of letters, digits, `_`, `-` and the wildcards `*` and `?`";
         if pattern.is_empty() {
             return Err(format!("{ALLOWED}, not an empty string"));
         }
@@ -174,7 +173,9 @@ impl ToolGlob {
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?')))
         {
-            return Err(format!("{ALLOWED}, not \"{pattern}\" ({bad:?} is not allowed)"));
+            return Err(format!(
+                "{ALLOWED}, not \"{pattern}\" ({bad:?} is not allowed)"
+            ));
         }
         Ok(ToolGlob(pattern.to_string()))
     }
@@ -278,7 +279,9 @@ pub struct AuthorizationSettings {
 impl AuthorizationSettings {
     /// The first rule whose pattern matches `public_name`.
     pub fn first_match(&self, public_name: &str) -> Option<&AuthorizationRule> {
-        self.rules.iter().find(|rule| rule.tools.matches(public_name))
+        self.rules
+            .iter()
+            .find(|rule| rule.tools.matches(public_name))
     }
 }
 
@@ -336,7 +339,8 @@ impl PolicySettings {
         self.hooks.iter().filter(move |hook| hook.event == event)
     }
 
-    /// Layers a later scope over this one. A project file has already been limited to
+    /// Layers a later scope over this one (`self` is the earlier file's settings, not an empty
+    /// default: an absent `always_ask` here stands for `["destructive"]`). A project file has already been limited to
     /// tightening by validation; here its deny patterns are appended, the stricter mode wins,
     /// always-ask classes are united, and `full_arguments = false` wins. Rules, the command and
     /// hooks come from user-authority files only, so a later file's are appended (its command
@@ -699,8 +703,10 @@ fn validate_authorization(
             }
         }
         None => {
-            for (key, present) in [("args", args.is_some()), ("timeout_sec", timeout_sec.is_some())]
-            {
+            for (key, present) in [
+                ("args", args.is_some()),
+                ("timeout_sec", timeout_sec.is_some()),
+            ] {
                 if present {
                     report.invalid(
                         key_path("authorization", key),
@@ -725,7 +731,9 @@ fn validate_hooks(report: &mut Report<'_>, raw: &RawHooks, source: &Path) -> Vec
                 timeout_sec,
             } = hook;
             let command = match command {
-                Some(command) => report.program(key_path(&base, "command"), "hook program", command),
+                Some(command) => {
+                    report.program(key_path(&base, "command"), "hook program", command)
+                }
                 None => {
                     report.push(
                         key_path(&base, "command"),

@@ -158,7 +158,10 @@ decision = "allow"
         a.rules[0].reason.as_deref(),
         Some("writes go through review")
     );
-    assert_eq!((a.rules[1].decision, a.rules[1].index), (RuleDecision::Allow, 1));
+    assert_eq!(
+        (a.rules[1].decision, a.rules[1].index),
+        (RuleDecision::Allow, 1)
+    );
     assert_eq!(a.rules[1].reason, None);
     // First match wins.
     let first = a.first_match("mcp__fs__write_file").unwrap();
@@ -262,8 +265,16 @@ fn authorization_refuses_bad_values_at_their_key() {
 
 #[test]
 fn audit_full_arguments() {
-    assert!(settings("[audit]\nfull_arguments = true\n", Scope::User).audit.full_arguments());
-    assert!(!settings("[audit]\nfull_arguments = false\n", Scope::User).audit.full_arguments());
+    assert!(
+        settings("[audit]\nfull_arguments = true\n", Scope::User)
+            .audit
+            .full_arguments()
+    );
+    assert!(
+        !settings("[audit]\nfull_arguments = false\n", Scope::User)
+            .audit
+            .full_arguments()
+    );
     only(
         "[audit]\nfull_arguments = \"yes\"\n",
         Scope::User,
@@ -600,8 +611,16 @@ full_arguments = false
         s.permissions.always_ask(),
         vec![Capability::Write, Capability::Destructive]
     );
-    std::fs::write(&l.user, "schema_version = 1\n[permissions]\nmode = \"auto\"\n").unwrap();
-    std::fs::write(&l.project, "schema_version = 1\n[permissions]\ndeny = [\"x\"]\n").unwrap();
+    std::fs::write(
+        &l.user,
+        "schema_version = 1\n[permissions]\nmode = \"auto\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &l.project,
+        "schema_version = 1\n[permissions]\ndeny = [\"x\"]\n",
+    )
+    .unwrap();
     let s = load_policy_settings(&l.request).unwrap();
     assert_eq!(s.permissions.mode(), PermissionMode::Auto);
     assert_eq!(s.permissions.always_ask(), vec![Capability::Destructive]);

@@ -864,7 +864,12 @@ impl<'a> Walk<'a> {
     fn authorization(&mut self, t: &Table, p: &str) -> RawAuthorization {
         self.unknown_keys(t, p, RawAuthorization::KEYS);
         let rules = self
-            .table_array(t, p, "rules", "an array of tables ([[authorization.rules]])")
+            .table_array(
+                t,
+                p,
+                "rules",
+                "an array of tables ([[authorization.rules]])",
+            )
             .map(|rules| {
                 rules
                     .into_iter()
@@ -1062,9 +1067,18 @@ mod tests {
         assert_eq!(nearest("header", keys), Some("headers"));
         assert_eq!(nearest("zzzzzz", keys), None);
         let events = RawHooks::KEYS;
-        assert_eq!(nearest_ignoring_case("pretooluse", events), Some("PreToolUse"));
-        assert_eq!(nearest_ignoring_case("PreToolCall", events), Some("PreToolUse"));
-        assert_eq!(nearest_ignoring_case("OnSessionStart", events), Some("SessionStart"));
+        assert_eq!(
+            nearest_ignoring_case("pretooluse", events),
+            Some("PreToolUse")
+        );
+        assert_eq!(
+            nearest_ignoring_case("PreToolCall", events),
+            Some("PreToolUse")
+        );
+        assert_eq!(
+            nearest_ignoring_case("OnSessionStart", events),
+            Some("SessionStart")
+        );
         assert_eq!(nearest_ignoring_case("Bogus", events), None);
     }
 

@@ -360,7 +360,9 @@ pub(crate) fn needs_login(server: &str, url: &url::Url) -> McpError {
         server,
         FailureKind::NeedsLogin,
         format!("needs login: run warden mcp login {server}"),
-        Some(&format!("{url} asks for OAuth authorization; log in with `warden mcp login {server}`")),
+        Some(&format!(
+            "{url} asks for OAuth authorization; log in with `warden mcp login {server}`"
+        )),
     )
 }
 

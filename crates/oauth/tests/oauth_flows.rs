@@ -122,12 +122,8 @@ async fn interactive_login_receives_the_redirect_on_the_loopback_listener() {
     };
     let options = LoginOptions::new(RedirectMode::Interactive { port: None });
     let manager = login(&settings, options, &browser).await.unwrap();
-    assert!(
-        server
-            .seen()
-            .live_access
-            .contains(&manager.get_access_token().await.unwrap())
-    );
+    let token = manager.get_access_token().await.unwrap();
+    assert!(server.seen().live_access.contains(&token));
     let redirect_uri = server.seen().authorize_queries[0]["redirect_uri"].clone();
     assert!(redirect_uri.starts_with("http://127.0.0.1:"));
     assert!(redirect_uri.ends_with("/callback"));

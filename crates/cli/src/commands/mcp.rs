@@ -10,8 +10,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use warden_config::{
     AuthMode, LoadRequest, LoadedConfig, Paths, RawServer, RemoteTransport, Scope, ServerEntry,
-    TrustState, TrustStore, VarContext, add_servers_to_file, declares_server, is_reference_only, load,
-    parse_mcp_json, read_file, remove_server_from_file, server_table,
+    TrustState, TrustStore, VarContext, add_servers_to_file, declares_server, is_reference_only,
+    load, parse_mcp_json, read_file, remove_server_from_file, server_table,
 };
 
 use crate::Globals;
@@ -347,7 +347,12 @@ fn written_entry(files: &Files, name: &str, scope: Scope) -> anyhow::Result<Serv
 
 /// `add --url`: probe the endpoint; a 401 (or `auth = "oauth"`) starts the login right away, a
 /// server that does not ask is left alone, an unreachable one stays written with a note.
-fn login_after_add(files: &Files, name: &str, scope: Scope, no_browser: bool) -> anyhow::Result<()> {
+fn login_after_add(
+    files: &Files,
+    name: &str,
+    scope: Scope,
+    no_browser: bool,
+) -> anyhow::Result<()> {
     let entry = written_entry(files, name, scope)?;
     let vars = VarContext::from_process(&files.workspace);
     let settings = match warden_host::login_settings(&entry, &vars, files.paths.state_dir()) {

@@ -68,7 +68,7 @@ pub async fn execute(
         })?;
 
     let mut budget = Budget::new(limits);
-    let mut in_flight.clear();
+    let mut in_flight = FuturesUnordered::new();
     let deadline = tokio::time::sleep(limits.time);
     tokio::pin!(deadline);
     let mut done = done_rx.fuse();
