@@ -11,10 +11,10 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
     AgentEvent, BuiltinTools, Capability, DirArtifacts, ModelClient, ModelConfig, PromptParts,
-    SessionStore, ToolCallRequest, ToolCallResult, ToolExecutor, ToolSpec,
-    assemble_system_prompt, builtin_specs, client_for, find_project_instructions, select_model,
+    SessionStore, ToolCallRequest, ToolCallResult, ToolExecutor, ToolSpec, assemble_system_prompt,
+    builtin_specs, client_for, find_project_instructions, select_model,
 };
-use warden_config::{AgentProfile, LoadRequest, LoadedConfig, load_model_settings};
+use warden_config::{AgentProfile, LoadedConfig};
 use warden_host::{CallContext, Host, HostOptions, HostTool, VisibleTool};
 use warden_mcp::ServerSpec;
 use warden_policy::{
@@ -57,11 +57,7 @@ impl AgentSession {
     /// Loads the config, picks the model and agent profile, and opens the session host.
     pub fn open(request: SessionRequest<'_>) -> anyhow::Result<Self> {
         let (paths, workspace, mut config) = load_config(request.globals)?;
-        let settings = load_model_settings(&LoadRequest {
-            paths: paths.clone(),
-            workspace: workspace.clone(),
-            explicit_file: request.globals.config_file.clone(),
-        })?;
+        let settings = config.models.clone();
         let profile: Option<&AgentProfile> = match request.agent {
             Some(name) => Some(settings.agents.get(name).ok_or_else(|| {
                 UsageError(format!(
@@ -90,7 +86,9 @@ impl AgentSession {
 
         let builtins = Arc::new(BuiltinTools::new(
             workspace.clone(),
-            Arc::new(DirArtifacts::new(paths.state_dir().join("artifacts").join("builtin"))),
+            Arc::new(DirArtifacts::new(
+                paths.state_dir().join("artifacts").join("builtin"),
+            )),
         ));
         let host_tools: Vec<Arc<dyn HostTool>> = builtin_specs()
             .into_iter()
@@ -102,7 +100,8 @@ impl AgentSession {
             })
             .collect();
         let mut options = HostOptions::new(paths.clone(), workspace.clone());
-        options.policy = request.policy.policy()?;
+        options.policy = request.policy.policy(&config.policy)?;
+        options.hooks = warden_host::hook_runner(&config.policy)?;
         options.tools = host_tools;
         options.extra_servers = ad_hoc_servers(request.ad_hoc)?;
         options.session_id = resumed.as_ref().map(|(id, _)| id.clone());
@@ -142,7 +141,12 @@ impl AgentSession {
             }
             specs.push(ToolSpec {
                 name: descriptor.public_name,
-                description: tool.definition.description.as_deref().unwrap_or("").to_owned(),
+                description: tool
+                    .definition
+                    .description
+                    .as_deref()
+                    .unwrap_or("")
+                    .to_owned(),
                 input_schema: descriptor.input_schema,
             });
         }
@@ -200,12 +204,7 @@ struct BuiltinHostTool {
 fn capability_classes(capabilities: &[Capability]) -> CapabilitySet {
     let classes: Vec<CapabilityClass> = capabilities
         .iter()
-        .map(|capability| match capability {
-            Capability::ReadOnly => CapabilityClass::ReadOnly,
-            Capability::Write => CapabilityClass::Write,
-            Capability::Destructive => CapabilityClass::Destructive,
-            Capability::External => CapabilityClass::External,
-        })
+        .map(|capability| warden_host::capability_class(*capability))
         .collect();
     CapabilitySet::of(&classes)
 }

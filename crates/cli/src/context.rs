@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use warden_config::{LoadRequest, LoadedConfig, Paths};
-use warden_host::{Host, HostOptions};
+use warden_config::{LoadRequest, LoadedConfig, Paths, PolicySettings};
+use warden_host::{Host, HostOptions, gate_policy, hook_runner};
 use warden_policy::{
     ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, GatePolicy, Pattern, PermissionMode,
 };
@@ -72,9 +72,10 @@ pub struct PolicyFlags {
 }
 
 impl PolicyFlags {
-    /// The session's policy: the defaults with these flags applied.
-    pub fn policy(&self) -> anyhow::Result<GatePolicy> {
-        let mut policy = GatePolicy::default();
+    /// The session's policy: the config's settings with these flags applied (the command line
+    /// is the operator's: its mode wins, its patterns are added).
+    pub fn policy(&self, settings: &PolicySettings) -> anyhow::Result<GatePolicy> {
+        let mut policy = gate_policy(settings)?;
         if let Some(mode) = self.permission_mode {
             policy.permissions.mode = match mode {
                 ModeArg::Ask => PermissionMode::Ask,
@@ -105,7 +106,8 @@ pub fn open_host(
     flags: &PolicyFlags,
 ) -> anyhow::Result<Host> {
     let mut options = HostOptions::new(paths, workspace);
-    options.policy = flags.policy()?;
+    options.policy = flags.policy(&config.policy)?;
+    options.hooks = hook_runner(&config.policy)?;
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         options.approver = Some(Arc::new(TerminalApprover));
     }

@@ -149,7 +149,12 @@ async fn a_write_is_denied_headless_and_the_file_is_not_created() {
     mock.push_turn(Turn::text("Written."));
     let run = warden(
         &sandbox,
-        &["run", "write a note", "--allowed-tools", "mcp__fs__write_file"],
+        &[
+            "run",
+            "write a note",
+            "--allowed-tools",
+            "mcp__fs__write_file",
+        ],
     )
     .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -165,7 +170,11 @@ async fn a_write_is_denied_headless_and_the_file_is_not_created() {
 #[tokio::test]
 async fn timeouts_and_crashes_are_results_and_the_run_goes_on() {
     let mock = MockModel::start().await.unwrap();
-    mock.push_turn(Turn::tool_call("call_1", "mcp__fx__slow", json!({"ms": 10000})));
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__fx__slow",
+        json!({"ms": 10000}),
+    ));
     mock.push_turn(Turn::tool_call("call_2", "mcp__db__crash", json!({})));
     mock.push_turn(Turn::text("Both failed, and I carried on."));
     let sandbox = Sandbox::new();
@@ -178,7 +187,14 @@ async fn timeouts_and_crashes_are_results_and_the_run_goes_on() {
     ));
     let run = warden(
         &sandbox,
-        &["run", "go", "--output-format", "json", "--allowed-tools", "mcp__db__*"],
+        &[
+            "run",
+            "go",
+            "--output-format",
+            "json",
+            "--allowed-tools",
+            "mcp__db__*",
+        ],
     )
     .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -199,8 +215,11 @@ async fn timeouts_and_crashes_are_results_and_the_run_goes_on() {
 async fn read_only_calls_of_one_turn_run_concurrently() {
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(
-        Turn::tool_call("call_1", "mcp__fx__slow", json!({"ms": 600}))
-            .with_tool_call("call_2", "mcp__fx__slow", json!({"ms": 600})),
+        Turn::tool_call("call_1", "mcp__fx__slow", json!({"ms": 600})).with_tool_call(
+            "call_2",
+            "mcp__fx__slow",
+            json!({"ms": 600}),
+        ),
     );
     mock.push_turn(Turn::text("done"));
     let sandbox = Sandbox::new();
@@ -216,7 +235,12 @@ async fn read_only_calls_of_one_turn_run_concurrently() {
     let lines: Vec<String> = std::fs::read_to_string(&ledger)
         .unwrap()
         .lines()
-        .map(|line| line.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+        .map(|line| {
+            line.split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect();
     // Both calls started before either finished: they overlapped.
     assert_eq!(
@@ -232,7 +256,16 @@ async fn resume_continues_the_conversation() {
     mock.push_turn(Turn::text("first answer"));
     let sandbox = Sandbox::new();
     sandbox.user_config(&model_config(&mock, "openai"));
-    let run = warden(&sandbox, &["run", "remember the word heliotrope", "--output-format", "json"]).await;
+    let run = warden(
+        &sandbox,
+        &[
+            "run",
+            "remember the word heliotrope",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
     let id = summary["session_id"].as_str().unwrap().to_owned();
@@ -250,7 +283,10 @@ async fn resume_continues_the_conversation() {
     let third = mock.requests()[2].body.to_string();
     assert!(third.contains("what was the word?"));
 
-    let transcript = sandbox.state_dir().join("sessions").join(format!("{id}.jsonl"));
+    let transcript = sandbox
+        .state_dir()
+        .join("sessions")
+        .join(format!("{id}.jsonl"));
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(&transcript).unwrap().permissions(),
     );

@@ -34,10 +34,7 @@ pub use expand::{
     escape_literal, expand, is_env_name, is_reference_only, parse_template,
 };
 pub use import::{ImportError, ImportedServer, parse_mcp_json};
-pub use load::{
-    ConfigFile, LoadRequest, LoadedConfig, load, load_model_settings, load_policy_settings,
-    parse_str, read_file,
-};
+pub use load::{ConfigFile, LoadRequest, LoadedConfig, load, parse_str, read_file};
 pub use model::{
     AgentProfile, DeferMode, ModelEntry, ModelProvider, ModelSettings, ScopedRawAgent,
     ScopedRawModel,

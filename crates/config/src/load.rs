@@ -199,8 +199,8 @@ impl LoadRequest {
     }
 }
 
-/// The merged configuration of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The merged configuration of a run: servers, models and agents, and the gate's settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadedConfig {
     /// The effective servers by name (a project entry replaces a user entry of the same name).
     pub servers: BTreeMap<String, ServerEntry>,
@@ -208,16 +208,22 @@ pub struct LoadedConfig {
     pub overridden: Vec<ServerEntry>,
     /// The files that were read (those that exist), in layering order.
     pub files: Vec<PathBuf>,
+    /// `model`, `[models.*]` and `[agents.*]`, merged (a later scope wins a name).
+    pub models: ModelSettings,
+    /// `[permissions]`, `[authorization]`, `[audit]` and `[hooks]`, merged user then project
+    /// (see [`PolicySettings::merge`]).
+    pub policy: PolicySettings,
 }
 
-/// Loads every scope of `request`; missing files contribute nothing, a missing `-c` file is an
-/// error. Problems of all files are reported together.
+/// Loads every scope of `request` in one pass; missing files contribute nothing, a missing `-c`
+/// file is an error. Problems of all files are reported together. Hooks and `[authorization]`
+/// come from the user file (or the `-c` file) only, and a project file may only tighten
+/// `[permissions]`; a model name no `[models.NAME]` declares is an error at the key naming it.
 pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
-    let mut loaded = LoadedConfig {
-        servers: BTreeMap::new(),
-        overridden: Vec::new(),
-        files: Vec::new(),
-    };
+    let mut loaded = LoadedConfig::default();
+    // The first file read is the policy base; later ones are layered over it (an absent
+    // `always_ask` in the base stands for the default when a later file adds classes).
+    let mut policy: Option<PolicySettings> = None;
     let mut diagnostics = Vec::new();
     for (path, scope) in request.scopes() {
         match read_file(&path, scope) {
@@ -227,6 +233,11 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                     if let Some(previous) = loaded.servers.insert(name, entry) {
                         loaded.overridden.push(previous);
                     }
+                }
+                loaded.models.merge(file.model_settings);
+                match policy.as_mut() {
+                    Some(earlier) => earlier.merge(file.policy_settings),
+                    None => policy = Some(file.policy_settings),
                 }
             }
             Ok(None) if request.explicit_file.is_some() => {
@@ -240,66 +251,12 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
             Err(other) => return Err(other),
         }
     }
+    loaded.policy = policy.unwrap_or_default();
+    if diagnostics.is_empty() {
+        diagnostics = loaded.models.dangling_references();
+    }
     if diagnostics.is_empty() {
         Ok(loaded)
-    } else {
-        Err(ConfigError::Invalid(diagnostics))
-    }
-}
-
-/// Loads the model and agent settings of every scope of `request`, merged (a later scope wins a
-/// name and the top-level `model`); a model name that no `[models.NAME]` declares is an error
-/// at the key that names it. Invalid files fail exactly as with [`load`].
-pub fn load_model_settings(request: &LoadRequest) -> Result<ModelSettings, ConfigError> {
-    let mut merged = ModelSettings::default();
-    let mut diagnostics = Vec::new();
-    for (path, scope) in request.scopes() {
-        match read_file(&path, scope) {
-            Ok(Some(file)) => merged.merge(file.model_settings),
-            Ok(None) if request.explicit_file.is_some() => {
-                return Err(ConfigError::ExplicitFileMissing(path));
-            }
-            Ok(None) => {}
-            Err(ConfigError::Invalid(mut problems)) => diagnostics.append(&mut problems),
-            Err(other) => return Err(other),
-        }
-    }
-    if diagnostics.is_empty() {
-        diagnostics = merged.dangling_references();
-    }
-    if diagnostics.is_empty() {
-        Ok(merged)
-    } else {
-        Err(ConfigError::Invalid(diagnostics))
-    }
-}
-
-/// Loads the gate settings (`[permissions]`, `[authorization]`, `[audit]`, `[hooks]`) of every
-/// scope of `request`, merged user then project (see [`PolicySettings::merge`]). Hooks and
-/// `[authorization]` come from the user file (or the `-c` file) only, and a project file may only
-/// tighten `[permissions]`; a file that tries more is invalid. Invalid files fail exactly as with
-/// [`load`].
-pub fn load_policy_settings(request: &LoadRequest) -> Result<PolicySettings, ConfigError> {
-    // The first file read is the base; later ones are layered over it (an absent
-    // `always_ask` in the base stands for the default when a later file adds classes).
-    let mut merged: Option<PolicySettings> = None;
-    let mut diagnostics = Vec::new();
-    for (path, scope) in request.scopes() {
-        match read_file(&path, scope) {
-            Ok(Some(file)) => match merged.as_mut() {
-                Some(earlier) => earlier.merge(file.policy_settings),
-                None => merged = Some(file.policy_settings),
-            },
-            Ok(None) if request.explicit_file.is_some() => {
-                return Err(ConfigError::ExplicitFileMissing(path));
-            }
-            Ok(None) => {}
-            Err(ConfigError::Invalid(mut problems)) => diagnostics.append(&mut problems),
-            Err(other) => return Err(other),
-        }
-    }
-    if diagnostics.is_empty() {
-        Ok(merged.unwrap_or_default())
     } else {
         Err(ConfigError::Invalid(diagnostics))
     }

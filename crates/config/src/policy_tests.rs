@@ -557,7 +557,7 @@ command = "/opt/hooks/guard"
     )
     .unwrap();
     // No project file: the user's settings as written.
-    let s = load_policy_settings(&l.request).unwrap();
+    let s = load(&l.request).map(|loaded| loaded.policy).unwrap();
     assert_eq!(s.permissions.mode(), PermissionMode::Auto);
     assert!(s.audit.full_arguments());
     assert_eq!(s.hooks.len(), 1);
@@ -575,7 +575,7 @@ full_arguments = false
 "#,
     )
     .unwrap();
-    let s = load_policy_settings(&l.request).unwrap();
+    let s = load(&l.request).map(|loaded| loaded.policy).unwrap();
     assert_eq!(s.permissions.mode(), PermissionMode::ReadOnly);
     assert_eq!(s.permissions.allow, vec![glob("mcp__fs__*")]);
     assert_eq!(
@@ -605,7 +605,7 @@ full_arguments = false
         "schema_version = 1\n[permissions]\nmode = \"ask\"\nalways_ask = [\"destructive\"]\n",
     )
     .unwrap();
-    let s = load_policy_settings(&l.request).unwrap();
+    let s = load(&l.request).map(|loaded| loaded.policy).unwrap();
     assert_eq!(s.permissions.mode(), PermissionMode::ReadOnly);
     assert_eq!(
         s.permissions.always_ask(),
@@ -621,7 +621,7 @@ full_arguments = false
         "schema_version = 1\n[permissions]\ndeny = [\"x\"]\n",
     )
     .unwrap();
-    let s = load_policy_settings(&l.request).unwrap();
+    let s = load(&l.request).map(|loaded| loaded.policy).unwrap();
     assert_eq!(s.permissions.mode(), PermissionMode::Auto);
     assert_eq!(s.permissions.always_ask(), vec![Capability::Destructive]);
 }
@@ -639,7 +639,7 @@ fn layering_refuses_a_widening_project_file_and_reports_every_file() {
         "schema_version = 1\n[permissions]\nallow = [\"*\"]\n[[hooks.PreToolUse]]\ncommand = \"/bin/true\"\n",
     )
     .unwrap();
-    let error = load_policy_settings(&l.request).unwrap_err();
+    let error = load(&l.request).map(|loaded| loaded.policy).unwrap_err();
     let found: Vec<(PathBuf, String)> = error
         .diagnostics()
         .iter()
@@ -675,7 +675,7 @@ fn an_explicit_file_has_user_authority_and_stands_alone() {
         explicit_file: Some(explicit.clone()),
         ..l.request.clone()
     };
-    let s = load_policy_settings(&request).unwrap();
+    let s = load(&request).map(|loaded| loaded.policy).unwrap();
     assert_eq!(s.permissions.mode(), PermissionMode::Auto);
     assert_eq!(s.hooks[0].source, explicit);
     let missing = LoadRequest {
@@ -683,7 +683,7 @@ fn an_explicit_file_has_user_authority_and_stands_alone() {
         ..l.request.clone()
     };
     assert!(matches!(
-        load_policy_settings(&missing),
+        load(&missing).map(|loaded| loaded.policy),
         Err(ConfigError::ExplicitFileMissing(_))
     ));
 }

@@ -608,12 +608,12 @@ fn layered_model_settings_check_references_across_scopes() {
         workspace: workspace.clone(),
         explicit_file: None,
     };
-    let settings = load_model_settings(&request).unwrap();
+    let settings = load(&request).map(|loaded| loaded.models).unwrap();
     assert_eq!(settings.default_model.as_ref().unwrap().0, "b");
     assert_eq!(settings.agents["x"].model.as_deref(), Some("a"));
 
     std::fs::write(&project, "schema_version = 1\nmodel = \"bb\"\n").unwrap();
-    let error = load_model_settings(&request).unwrap_err();
+    let error = load(&request).map(|loaded| loaded.models).unwrap_err();
     let list = error.diagnostics();
     assert_eq!(list.len(), 1, "{list:#?}");
     assert_eq!(list[0].key, "model");

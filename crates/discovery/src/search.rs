@@ -19,6 +19,9 @@ pub struct Parameter {
     pub required: bool,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub description: String,
+    /// The string values of an `enum` (indexed for search, not shown).
+    #[serde(skip)]
+    pub choices: Vec<String>,
 }
 
 /// One searchable tool.
@@ -123,6 +126,18 @@ pub fn parameters_of(schema: &Value) -> Vec<Parameter> {
                 .unwrap_or_default()
                 .trim()
                 .to_string(),
+            choices: property
+                .get("enum")
+                .or_else(|| property.pointer("/items/enum"))
+                .and_then(Value::as_array)
+                .map(|values| {
+                    values
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
         .collect()
 }
@@ -258,7 +273,7 @@ impl SearchIndex {
                 let parameters_text = entry
                     .parameters
                     .iter()
-                    .map(|p| format!("{} {}", p.name, p.description))
+                    .map(|p| format!("{} {} {}", p.name, p.description, p.choices.join(" ")))
                     .collect::<Vec<_>>()
                     .join(" ");
                 let server_text = format!(

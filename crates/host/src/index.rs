@@ -5,12 +5,12 @@ use std::sync::RwLock;
 use std::time::Duration;
 
 use warden_config::{Capability, ServerEntry};
+
+use crate::policy::capability_class;
 use warden_mcp::McpTool;
 use warden_mcp::ToolIdentity as RawIdentity;
 use warden_mcp::naming::{NameTable, NameWarning};
-use warden_policy::{
-    CapabilityClass, Catalog, ServerPolicy, ToolAnnotations, ToolDescriptor, ToolIdentity,
-};
+use warden_policy::{Catalog, ServerPolicy, ToolAnnotations, ToolDescriptor, ToolIdentity};
 
 /// What the gate needs to know about one server, taken from its config entry.
 #[derive(Debug, Clone)]
@@ -51,15 +51,6 @@ impl ServerFacts {
             trust_annotations: true,
             tool_timeout,
         }
-    }
-}
-
-fn capability_class(capability: Capability) -> CapabilityClass {
-    match capability {
-        Capability::ReadOnly => CapabilityClass::ReadOnly,
-        Capability::Write => CapabilityClass::Write,
-        Capability::Destructive => CapabilityClass::Destructive,
-        Capability::External => CapabilityClass::External,
     }
 }
 

@@ -4,6 +4,7 @@
 mod catalog;
 mod dispatch;
 mod index;
+mod policy;
 mod specs;
 mod tools;
 
@@ -26,6 +27,7 @@ use warden_policy::{
 pub use catalog::{HostTools, SessionCatalog, SessionDispatcher, host_tool_descriptor};
 pub use dispatch::McpDispatcher;
 pub use index::{ServerFacts, ToolIndex};
+pub use policy::{PolicyMappingError, capability_class, gate_policy, hook_runner};
 pub use specs::{LoginRefusal, login_settings, oauth_settings, server_spec};
 pub use tools::{HostTool, LIST_RESOURCES, READ_RESOURCE, resource_tools};
 
@@ -86,6 +88,7 @@ pub struct Host {
     index: Arc<ToolIndex>,
     host_tools: Arc<HostTools>,
     gate: Arc<Gate>,
+    hooks: HookRunner,
     idle: Vec<IdleServer>,
 }
 
@@ -166,7 +169,7 @@ impl Host {
                 .approver
                 .unwrap_or_else(|| Arc::new(NoApprover) as Arc<dyn Approver>),
             audit,
-            hooks: options.hooks,
+            hooks: options.hooks.clone(),
             policy: options.policy,
             cwd: options.workspace,
         }));
@@ -176,6 +179,7 @@ impl Host {
             index,
             host_tools,
             gate,
+            hooks: options.hooks,
             idle,
         })
     }
@@ -190,6 +194,25 @@ impl Host {
 
     pub fn gate(&self) -> &Arc<Gate> {
         &self.gate
+    }
+
+    /// The operator's hooks, for the session events a surface runs itself (SessionStart,
+    /// UserPromptSubmit, Stop, SessionEnd); the gate runs the tool events.
+    pub fn hooks(&self) -> &HookRunner {
+        &self.hooks
+    }
+
+    /// Runs the hooks of a session event; the verdict of UserPromptSubmit may block.
+    pub async fn session_event(
+        &self,
+        event: warden_hooks::HookEvent,
+        cwd: &std::path::Path,
+        prompt: Option<String>,
+    ) -> warden_hooks::HookVerdict {
+        let mut input =
+            warden_hooks::HookInput::session_event(event, &self.session_id, cwd.to_path_buf());
+        input.prompt = prompt;
+        self.hooks.run(&input).await
     }
 
     /// Configured servers this session does not start, with the reason.

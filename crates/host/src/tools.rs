@@ -104,7 +104,12 @@ impl HostTool for ListResources {
                 .map_err(|error| DispatchError::new(error.to_string()))?;
             let rows: Vec<Value> = rows
                 .iter()
-                .filter(|row| !row.resource.uri.to_ascii_lowercase().starts_with("skill://"))
+                .filter(|row| {
+                    !row.resource
+                        .uri
+                        .to_ascii_lowercase()
+                        .starts_with("skill://")
+                })
                 .map(|row| {
                     json!({
                         "server": row.server,
@@ -178,8 +183,12 @@ impl HostTool for ReadResource {
                 .map_err(|error| DispatchError::new(error.to_string()))?;
             // Shown like an embedded resource of a tool result: provenance, and large or
             // binary contents as artifacts.
-            let result =
-                CallToolResult::success(read.contents.into_iter().map(ContentBlock::resource).collect());
+            let result = CallToolResult::success(
+                read.contents
+                    .into_iter()
+                    .map(ContentBlock::resource)
+                    .collect(),
+            );
             let server = server.to_owned();
             let store = self.artifacts.clone();
             let converted = tokio::task::spawn_blocking(move || {

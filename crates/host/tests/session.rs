@@ -2,7 +2,6 @@
 //! and tools withdrawn by `list_changed`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::json;
@@ -40,11 +39,7 @@ fn session(servers: &[(&str, &str, Option<Duration>)], allow: &[&str]) -> Sessio
         }
         options.extra_servers.push(spec);
     }
-    let config = LoadedConfig {
-        servers: BTreeMap::new(),
-        overridden: Vec::new(),
-        files: Vec::new(),
-    };
+    let config = LoadedConfig::default();
     let host = Host::open(&config, options).unwrap();
     Session {
         _dir: dir,
@@ -252,7 +247,14 @@ async fn resource_tools_read_only_what_the_server_advertised() {
         .map(|row| (row.public_name, row.source))
         .collect();
     assert_eq!(sources.len(), 4);
-    assert_eq!(sources[0], ("list_mcp_resources".to_owned(), "agent".to_owned()));
-    assert!(sources[1..].iter().all(|(name, source)| name == "read_mcp_resource" && source == "resource-read"));
+    assert_eq!(
+        sources[0],
+        ("list_mcp_resources".to_owned(), "agent".to_owned())
+    );
+    assert!(
+        sources[1..]
+            .iter()
+            .all(|(name, source)| name == "read_mcp_resource" && source == "resource-read")
+    );
     session.host.shutdown().await;
 }

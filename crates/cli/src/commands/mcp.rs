@@ -481,7 +481,7 @@ fn selected_config(files: &Files, scope: Option<ListScope>) -> anyhow::Result<Lo
             Ok(LoadedConfig {
                 files: parsed.iter().map(|f| f.path.clone()).collect(),
                 servers: parsed.map(|f| f.servers).unwrap_or_default(),
-                overridden: Vec::new(),
+                ..LoadedConfig::default()
             })
         }
     }

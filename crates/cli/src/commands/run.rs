@@ -9,6 +9,7 @@ use anyhow::Context;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use warden_agent::{Agent, AgentEvent, AgentOptions, Message, RunOutcome, StopReason};
+use warden_hooks::HookEvent;
 
 use crate::Globals;
 use crate::agent_session::{AgentSession, SessionRequest, UsageError};
@@ -127,6 +128,27 @@ async fn run_session(
     prompt: String,
     args: &RunArgs,
 ) -> anyhow::Result<ExitCode> {
+    let workspace = session.workspace.clone();
+    session
+        .host
+        .session_event(HookEvent::SessionStart, &workspace, None)
+        .await;
+    let verdict = session
+        .host
+        .session_event(
+            HookEvent::UserPromptSubmit,
+            &workspace,
+            Some(prompt.clone()),
+        )
+        .await;
+    if let Some(reason) = verdict.block_reason() {
+        eprintln!("warden: a UserPromptSubmit hook blocked the prompt: {reason}");
+        session
+            .host
+            .session_event(HookEvent::SessionEnd, &workspace, None)
+            .await;
+        return Ok(ExitCode::from(exit::ERROR));
+    }
     let (tools, failures) = session.tool_list().await;
     for failure in &failures {
         eprintln!("{failure}");
@@ -188,7 +210,15 @@ async fn run_session(
         }
     };
     transcript.append_event(&json!({"type": "run_finished", "outcome": &outcome}))?;
+    session
+        .host
+        .session_event(HookEvent::Stop, &workspace, None)
+        .await;
     report(&outcome, transcript.id(), format)?;
+    session
+        .host
+        .session_event(HookEvent::SessionEnd, &workspace, None)
+        .await;
     Ok(ExitCode::from(match outcome.stop {
         StopReason::Completed => exit::DONE,
         StopReason::MaxTurns => exit::MAX_TURNS,
@@ -230,7 +260,10 @@ fn report(outcome: &RunOutcome, session_id: &str, format: OutputFormat) -> anyho
         OutputFormat::Text => {
             println!("{}", outcome.final_text);
             if outcome.stop == StopReason::MaxTurns {
-                eprintln!("warden: stopped after {} turns (--max-turns)", outcome.turns);
+                eprintln!(
+                    "warden: stopped after {} turns (--max-turns)",
+                    outcome.turns
+                );
             }
         }
         OutputFormat::Json | OutputFormat::StreamJson => {

@@ -1,0 +1,252 @@
+//! `warden skills`: list, show and check the local skills; list and revoke skill grants.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde_json::json;
+use warden_skills::{Discovery, GrantStore, LocalSkill, SkillRoots, discover, use_skill};
+
+use crate::Globals;
+
+/// Local skills (operator and workspace) and skill grants.
+#[derive(Debug, Args)]
+pub struct SkillsArgs {
+    #[command(subcommand)]
+    command: SkillsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum SkillsCommand {
+    /// List the accepted skills: name, origin, description.
+    List {
+        /// A JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one skill: where it is, its frontmatter, resource files and body.
+    Show {
+        /// The skill's name.
+        name: String,
+        /// A JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print every rejected skill with its reason and place; exits 1 when there is any.
+    Check {
+        /// A JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the approved skill grants (tools a remote skill may use once loaded).
+    Grants {
+        /// A JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke the grants of a server's skill (all of the server's without URI).
+    Revoke {
+        /// The MCP server's name.
+        server: String,
+        /// The skill's SKILL.md URI.
+        uri: Option<String>,
+    },
+}
+
+pub fn run(_globals: &Globals, args: SkillsArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        SkillsCommand::List { json } => list(&discover_here()?, json),
+        SkillsCommand::Show { name, json } => show(&discover_here()?, &name, json),
+        SkillsCommand::Check { json } => check(&discover_here()?, json),
+        SkillsCommand::Grants { json } => grants(json),
+        SkillsCommand::Revoke { server, uri } => revoke(&server, uri.as_deref()),
+    }
+}
+
+fn discover_here() -> anyhow::Result<Discovery> {
+    let paths = crate::context::paths()?;
+    let workspace = crate::context::workspace()?;
+    Ok(discover(&SkillRoots::standard(&paths, &workspace)))
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() <= max {
+        joined
+    } else {
+        let mut cut: String = joined.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+fn skill_summary(skill: &LocalSkill) -> serde_json::Value {
+    json!({
+        "name": skill.name,
+        "description": skill.description,
+        "origin": skill.origin,
+        "path": skill.skill_md.display().to_string(),
+        "allowed_tools": skill.document.frontmatter.allowed_tools,
+        "notes": skill.notes,
+    })
+}
+
+fn list(discovery: &Discovery, as_json: bool) -> anyhow::Result<ExitCode> {
+    if as_json {
+        let skills: Vec<_> = discovery.skills.iter().map(skill_summary).collect();
+        println!("{}", serde_json::to_string_pretty(&skills)?);
+    } else if discovery.skills.is_empty() {
+        println!("no skills found");
+    } else {
+        println!("{:<32} {:<10} DESCRIPTION", "NAME", "ORIGIN");
+        for skill in &discovery.skills {
+            println!(
+                "{:<32} {:<10} {}",
+                skill.name,
+                skill.origin.to_string(),
+                one_line(&skill.description, 80)
+            );
+        }
+    }
+    if !discovery.rejections.is_empty() {
+        eprintln!(
+            "{} skill(s) rejected; `warden skills check` says why",
+            discovery.rejections.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(discovery: &Discovery, name: &str, as_json: bool) -> anyhow::Result<ExitCode> {
+    let Some(skill) = discovery.get(name) else {
+        let rejected = discovery.rejections.iter().find(|rejection| {
+            rejection
+                .path
+                .parent()
+                .and_then(|dir| dir.file_name())
+                .is_some_and(|folder| folder == name)
+        });
+        match rejected {
+            Some(rejection) => anyhow::bail!("the skill `{name}` was rejected: {rejection}"),
+            None => anyhow::bail!("no skill is named `{name}` (see `warden skills list`)"),
+        }
+    };
+    let load = use_skill(skill);
+    if as_json {
+        let mut value = skill_summary(skill);
+        value["frontmatter"] = serde_json::Value::Object(skill.document.frontmatter.fields.clone());
+        value["resources"] = json!(load.resources);
+        value["body"] = json!(load.body);
+        let mut notes = skill.notes.clone();
+        notes.extend(load.notes);
+        value["notes"] = json!(notes);
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("name: {}", skill.name);
+    println!("origin: {}", skill.origin);
+    println!("path: {}", skill.skill_md.display());
+    println!("description: {}", skill.description);
+    let frontmatter = &skill.document.frontmatter;
+    if !frontmatter.allowed_tools.is_empty() {
+        println!("allowed-tools: {}", frontmatter.allowed_tools.join(", "));
+    }
+    if let Some(license) = &frontmatter.license {
+        println!("license: {license}");
+    }
+    for note in skill.notes.iter().chain(&load.notes) {
+        println!("note: {note}");
+    }
+    if !load.resources.is_empty() {
+        println!("resources:");
+        for resource in &load.resources {
+            println!("  {resource}");
+        }
+    }
+    println!();
+    print!("{}", load.body);
+    if !load.body.ends_with('\n') && !load.body.is_empty() {
+        println!();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(discovery: &Discovery, as_json: bool) -> anyhow::Result<ExitCode> {
+    let notes: Vec<String> = discovery
+        .skills
+        .iter()
+        .flat_map(|skill| {
+            skill
+                .notes
+                .iter()
+                .map(move |note| format!("{}: {note}", skill.skill_md.display()))
+        })
+        .collect();
+    if as_json {
+        let value = json!({
+            "skills": discovery.skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            "rejections": discovery.rejections,
+            "notes": notes,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        for rejection in &discovery.rejections {
+            println!("rejected: {rejection}");
+        }
+        for note in &notes {
+            println!("note: {note}");
+        }
+        println!(
+            "{} skill(s) accepted, {} rejected",
+            discovery.skills.len(),
+            discovery.rejections.len()
+        );
+    }
+    Ok(if discovery.rejections.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn open_grants() -> anyhow::Result<GrantStore> {
+    let paths = crate::context::paths()?;
+    let path = GrantStore::path_in(paths.state_dir());
+    GrantStore::open(&path).with_context(|| format!("opening the skill grants {}", path.display()))
+}
+
+fn grants(as_json: bool) -> anyhow::Result<ExitCode> {
+    let store = open_grants()?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(store.list())?);
+    } else if store.list().is_empty() {
+        println!("no skill grants");
+    } else {
+        println!("{:<20} {:<48} TOOLS", "SERVER", "SKILL");
+        for grant in store.list() {
+            println!(
+                "{:<20} {:<48} {}",
+                grant.server,
+                grant.resource_uri,
+                grant.tools.join(", ")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn revoke(server: &str, uri: Option<&str>) -> anyhow::Result<ExitCode> {
+    let mut store = open_grants()?;
+    let removed = store
+        .revoke(server, uri)
+        .context("saving the skill grants")?;
+    if removed == 0 {
+        match uri {
+            Some(uri) => eprintln!("no grant for {uri} on server `{server}`"),
+            None => eprintln!("no grants for server `{server}`"),
+        }
+        return Ok(ExitCode::from(1));
+    }
+    println!("revoked {removed} grant(s)");
+    Ok(ExitCode::SUCCESS)
+}

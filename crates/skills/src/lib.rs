@@ -1,0 +1,40 @@
+//! warden's skills: SKILL.md parsing and validation, local discovery, the bounded prompt index,
+//! skills published by MCP servers (`skill://` resources and the SEP-2640 extension) and the
+//! operator's skill grants. Nothing in a skill is ever executed: a body is text the model reads.
+
+pub mod discovery;
+pub mod extension;
+pub mod files;
+pub mod grants;
+pub mod index;
+pub mod parse;
+pub mod remote;
+pub mod unicode;
+
+pub use discovery::{
+    Discovery, LocalSkill, Origin, RejectReason, Rejection, SkillRoot, SkillRoots, discover,
+};
+pub use extension::{
+    FileEntry, ListedSkill, ListingError, NextPage, SKILLS_EXTENSION_ID, SKILLS_EXTENSION_REVISION,
+    SkillsListing, choose_contract, extension_skill_commands, server_declares_extension,
+    verify_skill_file, verify_skill_md,
+};
+pub use files::{SkillFileError, SkillLoad, read_skill_file, use_skill};
+pub use grants::{AskReason, Grant, GrantCheck, GrantStore, GrantStoreError, tools_hash};
+pub use index::{IndexEntry, IndexLimits, SkillIndex};
+pub use parse::{Frontmatter, SkillDocument, SkillLimits, SkillMdError, parse_skill_md};
+pub use remote::{
+    Contract, ListedResource, Registration, RemoteSkillError, RemoteSkillLoad, SkillCommand,
+    legacy_skill_commands, verify_legacy_skill_md,
+};
+pub use unicode::{SuspiciousChar, SuspiciousClass};
+
+/// Audit event kinds for skill activity (the lead's audit trail records these names).
+pub mod audit_kinds {
+    /// A listing of skills (local discovery, `resources/list`, `skills/list`).
+    pub const SKILL_DISCOVERY: &str = "skill-discovery";
+    /// A skill body or file was loaded.
+    pub const SKILL_LOAD: &str = "skill-load";
+    /// The extension's negotiation result for a server.
+    pub const SKILLS_EXTENSION: &str = "skills-extension";
+}
