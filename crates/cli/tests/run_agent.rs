@@ -303,3 +303,83 @@ async fn max_turns_stops_the_loop_with_its_exit_code() {
     assert_eq!(run.code, 3, "{}", run.stderr);
     assert!(run.stderr.contains("--max-turns"), "{}", run.stderr);
 }
+
+#[tokio::test]
+async fn configured_secrets_never_reach_the_transcript() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__fx__env_var",
+        json!({"name": "FIXTURE_TOKEN"}),
+    ));
+    mock.push_turn(Turn::text("I looked at the token."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}{}env = {{ FIXTURE_TOKEN = \"${{env:WARDEN_TEST_TOKEN_SOURCE}}\" }}\n",
+        model_config(&mock, "openai"),
+        stdio_server("fx", &fixture_binary(), &["echo"]),
+    ));
+    let secret = "tok-8c1f2e9b7d3a";
+    let mut command = sandbox.command();
+    command
+        .args(["run", "show the token", "--output-format", "json"])
+        .env("WARDEN_TEST_TOKEN_SOURCE", secret);
+    let run = tokio::task::spawn_blocking(move || support::output(&mut command))
+        .await
+        .unwrap();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The tool really returned it (the model saw it: it is the model's data)…
+    assert!(sent_text(&mock).contains(secret));
+    // …but the saved transcript does not keep it.
+    let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let id = summary["session_id"].as_str().unwrap();
+    let transcript = std::fs::read_to_string(
+        sandbox.state_dir().join("sessions").join(format!("{id}.jsonl")),
+    )
+    .unwrap();
+    assert!(!transcript.contains(secret), "{transcript}");
+    assert!(transcript.contains("[redacted]"));
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn ctrl_c_cancels_the_running_call_and_ends_the_turn() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call("call_1", "mcp__fx__slow", json!({"ms": 20000})));
+    let sandbox = Sandbox::new();
+    let ledger = sandbox.root.join("ledger.txt");
+    sandbox.user_config(&format!(
+        "{}{}env = {{ FIXTURE_LEDGER = {} }}\n",
+        model_config(&mock, "openai"),
+        stdio_server("fx", &fixture_binary(), &["echo"]),
+        toml_str(&ledger.display().to_string())
+    ));
+    let mut command = sandbox.command();
+    command
+        .args(["run", "wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().unwrap();
+    // Wait until the slow call is running on the server, then interrupt warden.
+    for _ in 0..200 {
+        if std::fs::read_to_string(&ledger).is_ok_and(|text| text.contains("slow start")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(std::fs::read_to_string(&ledger).unwrap().contains("slow start"));
+    // Send SIGINT as a terminal would.
+    std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(130));
+    // The server was told to cancel the call before warden stopped it.
+    let ledger = std::fs::read_to_string(&ledger).unwrap();
+    assert!(!ledger.contains("slow done"), "{ledger}");
+    assert!(ledger.contains("slow cancelled"), "{ledger}");
+}

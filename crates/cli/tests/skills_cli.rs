@@ -151,6 +151,9 @@ fn check_prints_every_rejection_with_reason_and_place() {
         .find(|r| r["path"] == bidi_md.display().to_string())
         .unwrap();
     assert_eq!(bidi["line"], 6);
+    assert_eq!(bidi["kind"], "invalid");
+    assert!(rejections.iter().any(|r| r["kind"] == "vendor-path"));
+    assert!(rejections.iter().any(|r| r["kind"] == "symlink"));
 }
 
 #[test]

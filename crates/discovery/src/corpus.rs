@@ -59,7 +59,11 @@ impl Corpus {
         self.tools
             .iter()
             .map(|t| {
-                let tool = t.definition.get("name").and_then(Value::as_str).unwrap_or("");
+                let tool = t
+                    .definition
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 let public = warden_mcp::naming::public_name_for(&t.server, tool);
                 ToolEntry::from_definition(&public, &t.server, &t.definition)
             })
@@ -299,12 +303,8 @@ impl Corpora {
             github: load_single_server(&root.join("github-mcp-server/tools.json"), "github")?,
             livemcpbench: load_multi_server(&root.join("livemcpbench/tools.json"), "livemcpbench")?,
             github_queries: load_queries(&root.join("github-mcp-server/queries.jsonl"))?,
-            livemcpbench_step_queries: load_queries(
-                &root.join("livemcpbench/queries.step.jsonl"),
-            )?,
-            livemcpbench_task_queries: load_queries(
-                &root.join("livemcpbench/queries.task.jsonl"),
-            )?,
+            livemcpbench_step_queries: load_queries(&root.join("livemcpbench/queries.step.jsonl"))?,
+            livemcpbench_task_queries: load_queries(&root.join("livemcpbench/queries.task.jsonl"))?,
         })
     }
 
@@ -339,7 +339,16 @@ impl Corpora {
 pub fn quality_table(rows: &[SearchQuality]) -> String {
     let mut out = format!(
         "{:<18} {:>5} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6}\n",
-        "corpus", "tools", "queries", "hit@1", "hit@3", "hit@5", "hit@10", "MRR@10", "R@5", "R@10",
+        "corpus",
+        "tools",
+        "queries",
+        "hit@1",
+        "hit@3",
+        "hit@5",
+        "hit@10",
+        "MRR@10",
+        "R@5",
+        "R@10",
         "R@20"
     );
     for q in rows {

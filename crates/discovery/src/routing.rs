@@ -9,7 +9,9 @@ use serde::Serialize;
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Availability {
     Available,
-    Unavailable { reason: String },
+    Unavailable {
+        reason: String,
+    },
     /// The host cannot tell.
     Unknown,
 }
@@ -100,6 +102,7 @@ pub fn execution_routing_section(inputs: &RoutingInputs) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -130,9 +133,11 @@ mod tests {
         assert!(first.starts_with("<execution_routing>\n"));
         assert!(first.ends_with("</execution_routing>"));
         assert!(first.contains("- bash: available\n"));
-        assert!(first.contains(
-            "- code mode: unavailable (the sandbox could not start: out of threads)\n"
-        ));
+        assert!(
+            first.contains(
+                "- code mode: unavailable (the sandbox could not start: out of threads)\n"
+            )
+        );
         assert!(first.contains("- skills: unknown\n"));
         assert!(first.contains("- tool CLI: available\n"));
         let order: Vec<usize> = ["- bash:", "- code mode:", "- skills:", "- tool CLI:"]

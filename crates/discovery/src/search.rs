@@ -46,10 +46,11 @@ impl ToolEntry {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let title = definition
-            .get("title")
-            .and_then(Value::as_str)
-            .or_else(|| definition.pointer("/annotations/title").and_then(Value::as_str));
+        let title = definition.get("title").and_then(Value::as_str).or_else(|| {
+            definition
+                .pointer("/annotations/title")
+                .and_then(Value::as_str)
+        });
         let body = definition
             .get("description")
             .and_then(Value::as_str)
@@ -206,6 +207,8 @@ pub struct SearchWeights {
     pub server: f64,
     /// Weight of a query term's synonyms relative to the term itself.
     pub synonym: f64,
+    /// Weight of indexed terms close in spelling to a query word found nowhere (typos).
+    pub typo: f64,
     /// Bonus for the share of the tool name's terms that the query (or its synonyms) covers.
     pub name_coverage: f64,
     pub k1: f64,
@@ -221,6 +224,7 @@ impl Default for SearchWeights {
             parameters: 0.4,
             server: 0.8,
             synonym: 0.35,
+            typo: 0.8,
             name_coverage: 2.0,
             k1: 1.2,
             b: 0.75,
@@ -377,9 +381,7 @@ impl SearchIndex {
             .enumerate()
             .filter_map(|(index, document)| {
                 let score = self.score(document, &query_terms);
-                let kind = if !normalized.is_empty()
-                    && document.names_lower.iter().any(|n| *n == normalized)
-                {
+                let kind = if !normalized.is_empty() && document.names_lower.contains(&normalized) {
                     MatchKind::ExactName
                 } else if normalized.len() >= 2
                     && document
@@ -402,18 +404,55 @@ impl SearchIndex {
         hits
     }
 
-    /// Query terms with their weights: each term 1.0, its synonyms [`SearchWeights::synonym`]
-    /// (a term both typed and implied keeps the larger weight).
+    /// Query terms with their weights: each term 1.0; its synonyms, and the terms implied by
+    /// question words, [`SearchWeights::synonym`] each, adding up (to at most 1.0) when several
+    /// query words imply the same term; a word found in no tool is matched to the indexed
+    /// terms within a small edit distance (typos) at [`SearchWeights::typo`].
     fn weighted_query_terms(&self, query: &str) -> BTreeMap<String, f64> {
-        let mut weighted: BTreeMap<String, f64> = BTreeMap::new();
+        let mut typed: Vec<String> = Vec::new();
+        let mut implied: BTreeMap<String, f64> = BTreeMap::new();
+        let mut imply = |term: &str, weight: f64| {
+            let slot = implied.entry(term.to_string()).or_default();
+            *slot = (*slot + weight).min(1.0);
+        };
+        for word in text::raw_words(query) {
+            for term in text::implied_terms(&word) {
+                imply(&term, self.weights.synonym);
+            }
+        }
         for term in text::terms(query) {
             for synonym in text::synonyms(&term) {
-                let slot = weighted.entry(synonym.clone()).or_default();
-                *slot = slot.max(self.weights.synonym);
+                imply(synonym, self.weights.synonym);
             }
-            weighted.insert(term, 1.0);
+            if !self.document_frequency.contains_key(&term) {
+                for near in self.near_terms(&term) {
+                    imply(&near, self.weights.typo);
+                }
+            }
+            typed.push(term);
         }
-        weighted
+        for term in typed {
+            implied.insert(term, 1.0);
+        }
+        implied
+    }
+
+    /// Indexed terms within one edit (two for words of eight letters or more) of `term`.
+    fn near_terms(&self, term: &str) -> Vec<String> {
+        let length = term.chars().count();
+        if length < 5 || !term.is_ascii() {
+            return Vec::new();
+        }
+        let allowed = if length >= 8 { 2 } else { 1 };
+        let mut near: Vec<String> = self
+            .document_frequency
+            .keys()
+            .filter(|candidate| candidate.len().abs_diff(term.len()) <= allowed)
+            .filter(|candidate| strsim::damerau_levenshtein(term, candidate) <= allowed)
+            .cloned()
+            .collect();
+        near.sort();
+        near
     }
 
     fn score(&self, document: &Document, query: &BTreeMap<String, f64>) -> f64 {
@@ -423,12 +462,18 @@ impl SearchIndex {
         let mut total = 0.0;
         for (term, query_weight) in query {
             let mut pseudo_frequency = 0.0;
-            for field in 0..FIELDS {
-                let Some(&tf) = document.frequencies[field].get(term) else {
+            let fields = document
+                .frequencies
+                .iter()
+                .zip(document.lengths)
+                .zip(self.average_lengths)
+                .zip(field_weights);
+            for (((frequencies, length), average), weight) in fields {
+                let Some(&tf) = frequencies.get(term) else {
                     continue;
                 };
-                let norm = 1.0 - w.b + w.b * document.lengths[field] / self.average_lengths[field];
-                pseudo_frequency += field_weights[field] * tf / norm;
+                let norm = 1.0 - w.b + w.b * length / average;
+                pseudo_frequency += weight * tf / norm;
             }
             if pseudo_frequency <= 0.0 {
                 continue;
@@ -460,6 +505,7 @@ fn normalize_name_query(query: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -490,7 +536,11 @@ mod tests {
         assert_eq!(hits[0].match_kind, MatchKind::ExactName);
         assert_eq!(names[1], "read_file_lines");
         assert_eq!(hits[1].match_kind, MatchKind::NamePrefix);
-        assert!(hits[2..].iter().all(|h| h.match_kind == MatchKind::Relevance));
+        assert!(
+            hits[2..]
+                .iter()
+                .all(|h| h.match_kind == MatchKind::Relevance)
+        );
         assert_eq!(index.search("read_file", 10), hits, "deterministic");
     }
 

@@ -148,7 +148,9 @@ fn object_type(object: &serde_json::Map<String, Value>, depth: usize, commented:
 fn property_key(name: &str) -> String {
     let plain = !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
     if plain {
         name.to_string()
     } else {
@@ -161,9 +163,7 @@ fn property_key(name: &str) -> String {
 pub fn arguments_type(input_schema: &Value) -> String {
     match input_schema.as_object() {
         Some(object) if object.contains_key("properties") => object_type(object, 0, true),
-        Some(object) if object.contains_key("additionalProperties") => {
-            object_type(object, 0, true)
-        }
+        Some(object) if object.contains_key("additionalProperties") => object_type(object, 0, true),
         _ => "{}".to_string(),
     }
 }
@@ -204,6 +204,7 @@ pub fn tool_signature(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -216,7 +217,10 @@ mod tests {
             type_of(&json!({"type": "array", "items": {"type": "string"}}), 0),
             "string[]"
         );
-        assert_eq!(type_of(&json!({"type": ["string", "null"]}), 0), "string | null");
+        assert_eq!(
+            type_of(&json!({"type": ["string", "null"]}), 0),
+            "string | null"
+        );
         assert_eq!(
             type_of(
                 &json!({"type": "object", "properties": {"a": {"type": "number"}, "b-c": {}}, "required": ["a"]}),
@@ -225,7 +229,10 @@ mod tests {
             "{ a: number; \"b-c\"?: unknown }"
         );
         assert_eq!(
-            type_of(&json!({"type": "object", "additionalProperties": {"type": "string"}}), 0),
+            type_of(
+                &json!({"type": "object", "additionalProperties": {"type": "string"}}),
+                0
+            ),
             "Record<string, string>"
         );
         assert_eq!(type_of(&json!({}), 0), "unknown");
@@ -238,7 +245,13 @@ mod tests {
             "days": {"type": "integer"}}, "required": ["city"]});
         let output = json!({"type": "object", "properties": {"temp": {"type": "number"}}, "required": ["temp"]});
         assert_eq!(
-            tool_signature("weather", "forecast", "Forecast. More.", &input, Some(&output)),
+            tool_signature(
+                "weather",
+                "forecast",
+                "Forecast. More.",
+                &input,
+                Some(&output)
+            ),
             "/** Forecast. */\ntools.call(\"weather\", \"forecast\", args: {\n  city: string; // City name\n  days?: number;\n}): Promise<{ temp: number }>"
         );
         assert_eq!(

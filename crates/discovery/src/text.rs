@@ -63,12 +63,12 @@ fn is_cjk(ch: char) -> bool {
 }
 
 const STOP_WORDS: &[&str] = &[
-    "a", "about", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
-    "can", "could", "do", "does", "e", "eg", "each", "etc", "for", "from", "g", "given", "has",
-    "have", "how", "i", "if", "in", "into", "is", "it", "its", "of", "on", "one", "or",
-    "our", "please", "should", "so", "such", "that", "the", "their", "them", "then", "there",
-    "these", "this", "those", "to", "tool", "use", "used", "using", "via", "was", "we", "what",
-    "when", "where", "which", "while", "who", "will", "with", "would", "you", "your",
+    "a", "about", "also", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by", "can",
+    "could", "do", "does", "e", "each", "eg", "etc", "for", "from", "g", "given", "has", "have",
+    "how", "i", "if", "in", "into", "is", "it", "its", "me", "of", "on", "one", "or", "our",
+    "please", "should", "so", "such", "that", "the", "their", "them", "then", "there", "these",
+    "this", "those", "to", "tool", "use", "used", "using", "via", "was", "we", "what", "when",
+    "where", "which", "while", "who", "will", "with", "would", "you", "your",
 ];
 
 /// Whether `word` (lower case) carries no search meaning.
@@ -87,12 +87,16 @@ pub fn stem(word: &str) -> String {
         && base.len() >= 2
     {
         w = format!("{base}y");
-    } else if w.ends_with("sses") {
-        w.truncate(w.len() - 2);
-    } else if ["ches", "shes", "xes", "zes"].iter().any(|s| w.ends_with(s)) {
+    } else if ["sses", "ches", "shes", "xes", "zes"]
+        .iter()
+        .any(|s| w.ends_with(s))
+    {
         w.truncate(w.len() - 2);
     } else if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
         w.truncate(w.len() - 1);
+    }
+    if w.len() >= 6 && w.ends_with("ly") && !w.ends_with("ply") {
+        w.truncate(w.len() - 2);
     }
     if w.len() >= 6 && w.ends_with("ing") {
         w.truncate(w.len() - 3);
@@ -127,13 +131,33 @@ fn undouble(word: &mut String) {
 /// common abbreviations). A query term also matches the other members of its group, at a
 /// reduced weight. Nothing here names a particular tool.
 const SYNONYM_GROUPS: &[&[&str]] = &[
-    &["get", "fetch", "retrieve", "read", "show", "view", "obtain", "detail", "info", "information", "lookup"],
-    &["list", "enumerate", "browse", "all"],
+    &[
+        "get",
+        "fetch",
+        "retrieve",
+        "read",
+        "show",
+        "view",
+        "obtain",
+        "detail",
+        "info",
+        "information",
+        "lookup",
+        "open",
+        "load",
+    ],
+    &["list", "enumerate", "browse"],
     &["search", "find", "query", "lookup", "discover", "locate"],
-    &["create", "add", "new", "make", "open", "post", "insert", "generate", "submit"],
+    &[
+        "create", "add", "new", "make", "open", "post", "insert", "generate", "submit",
+    ],
     &["delete", "remove", "erase", "drop", "destroy", "trash"],
-    &["update", "edit", "modify", "change", "set", "patch", "rename", "alter"],
-    &["run", "execute", "trigger", "start", "launch", "invoke", "rerun"],
+    &[
+        "update", "edit", "modify", "change", "set", "patch", "rename", "alter",
+    ],
+    &[
+        "run", "execute", "trigger", "start", "launch", "invoke", "rerun",
+    ],
     &["stop", "cancel", "abort", "halt", "terminate"],
     &["clear", "dismiss", "clean", "reset", "mark"],
     &["write", "save", "store", "put"],
@@ -147,8 +171,18 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["latest", "recent", "newest", "last", "current"],
     &["publish", "release", "ship"],
     &["version", "release", "tag"],
-    &["me", "my", "mine", "myself", "self", "own", "authenticated"],
-    &["who", "people", "person", "member", "collaborator", "contributor", "maintainer"],
+    &["my", "mine", "myself", "self", "own", "authenticated"],
+    &["sub", "child", "children", "nested", "subtask"],
+    &["detect", "scan", "leak", "expose", "exposed"],
+    &["share", "publish", "public", "post"],
+    &[
+        "people",
+        "person",
+        "member",
+        "collaborator",
+        "contributor",
+        "maintainer",
+    ],
     &["repo", "repository", "project"],
     &["pr", "pull"],
     &["dir", "directory", "folder", "tree"],
@@ -166,21 +200,51 @@ const SYNONYM_GROUPS: &[&[&str]] = &[
     &["job", "task", "workflow", "action"],
     &["tag", "label"],
     &["bug", "issue", "problem", "ticket", "defect", "crash"],
-    &["vulnerability", "vulnerable", "security", "alert", "cve", "advisory"],
+    &[
+        "vulnerability",
+        "vulnerable",
+        "security",
+        "alert",
+        "cve",
+        "advisory",
+    ],
     &["dependency", "package", "library"],
     &["secret", "credential", "token", "key"],
     &["spreadsheet", "excel", "sheet", "workbook"],
     &["word", "docx", "paragraph"],
     &["video", "movie", "film"],
     &["song", "music", "track", "audio"],
-    &["news", "headline", "article", "trend", "trending", "rank", "hot"],
+    &[
+        "news", "headline", "article", "trend", "trending", "rank", "hot",
+    ],
     &["price", "cost", "fee", "quote"],
     &["calculate", "compute", "calculator", "math", "evaluate"],
     &["map", "route", "direction", "navigation"],
-    &["time", "date", "clock", "timezone", "calendar"],
+    &["time", "date", "clock", "timezone", "calendar", "almanac"],
     &["code", "source", "snippet"],
     &["paper", "publication", "article", "research"],
 ];
+
+/// Question and quantifier words (stop words in documents) and the terms a query using them
+/// implies: "which pull requests…" asks for a list, "who…" for people.
+const QUERY_IMPLICATIONS: &[(&str, &[&str])] = &[
+    ("all", &["list"]),
+    ("what", &["get", "list"]),
+    ("which", &["list", "get"]),
+    (
+        "who",
+        &["user", "member", "collaborator", "contributor", "people"],
+    ),
+];
+
+/// Stemmed terms implied by the raw query word `word` (see `QUERY_IMPLICATIONS`).
+pub fn implied_terms(word: &str) -> Vec<String> {
+    QUERY_IMPLICATIONS
+        .iter()
+        .filter(|(trigger, _)| *trigger == word)
+        .flat_map(|(_, implied)| implied.iter().map(|w| stem(w)))
+        .collect()
+}
 
 /// Stemmed terms that share a synonym group with the stemmed `term`, excluding `term` itself,
 /// sorted and deduplicated.
@@ -205,6 +269,7 @@ pub fn synonyms(term: &str) -> &'static [String] {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -68,7 +68,11 @@ pub fn tools_array_tokens(tools: &[ManifestTool]) -> usize {
 /// The index line of a deferred server: `- name (N tools): summary`.
 pub fn deferred_line(server: &DeferredServer) -> String {
     let summary = one_line(&server.summary, SUMMARY_MAX_CHARS);
-    format!("- {} ({} tools): {summary}", server.name, server.tools.len())
+    format!(
+        "- {} ({} tools): {summary}",
+        server.name,
+        server.tools.len()
+    )
 }
 
 /// The search tool, with one index line per deferred server in its description (sorted by
@@ -130,7 +134,11 @@ pub fn manifest_tokens(loaded: &[ManifestTool], deferred: &[DeferredServer]) -> 
     names.sort_unstable();
     names.dedup();
     for name in names {
-        let tools: Vec<ManifestTool> = loaded.iter().filter(|t| t.server == name).cloned().collect();
+        let tools: Vec<ManifestTool> = loaded
+            .iter()
+            .filter(|t| t.server == name)
+            .cloned()
+            .collect();
         servers.push(ServerTokens {
             name: name.to_string(),
             tools: tools.len(),
@@ -166,6 +174,7 @@ pub fn manifest_tokens(loaded: &[ManifestTool], deferred: &[DeferredServer]) -> 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -190,7 +199,9 @@ mod tests {
         let deferred = vec![DeferredServer {
             name: "b".to_string(),
             summary: "Second server.\nIgnored second line".to_string(),
-            tools: (0..30).map(|i| tool("b", &format!("mcp__b__t{i}"))).collect(),
+            tools: (0..30)
+                .map(|i| tool("b", &format!("mcp__b__t{i}")))
+                .collect(),
         }];
         let report = manifest_tokens(&loaded, &deferred);
         assert_eq!(report.servers.len(), 2);
@@ -204,7 +215,10 @@ mod tests {
         assert!(report.total_tokens < report.all_loaded_tokens);
         assert!(report.deferred_fixed_tokens > 0);
         let nothing_deferred = manifest_tokens(&loaded, &[]);
-        assert_eq!(nothing_deferred.total_tokens, nothing_deferred.all_loaded_tokens);
+        assert_eq!(
+            nothing_deferred.total_tokens,
+            nothing_deferred.all_loaded_tokens
+        );
         assert_eq!(nothing_deferred.deferred_fixed_tokens, 0);
         let json = serde_json::to_value(&report).unwrap();
         assert!(json["servers"][0]["deferred"].is_boolean());

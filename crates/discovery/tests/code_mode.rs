@@ -108,7 +108,8 @@ async fn pure_computation_returns_json() {
     assert_eq!(report.status, ExecutionStatus::Completed, "{report:?}");
     assert_eq!(report.value.as_deref(), Some("3"));
 
-    let report = run("const xs = [1, 2, 3];\nreturn { sum: xs.reduce((a, b) => a + b), s: 'é' };").await;
+    let report =
+        run("const xs = [1, 2, 3];\nreturn { sum: xs.reduce((a, b) => a + b), s: 'é' };").await;
     assert_eq!(report.value.as_deref(), Some(r#"{"sum":6,"s":"é"}"#));
 
     let report = run("async () => { const v = await Promise.resolve(41); return v + 1; }").await;
@@ -122,7 +123,8 @@ async fn pure_computation_returns_json() {
 
 #[tokio::test]
 async fn console_output_is_captured() {
-    let report = run("console.log('hello', {a: 1}, [2]); console.error('bad'); return 'done'").await;
+    let report =
+        run("console.log('hello', {a: 1}, [2]); console.error('bad'); return 'done'").await;
     assert_eq!(report.logs, "hello {\"a\":1} [2]\n[error] bad");
     assert_eq!(report.value.as_deref(), Some("\"done\""));
     assert!(report.model_text().contains("console:\nhello"));
@@ -136,7 +138,9 @@ async fn no_filesystem_network_process_or_timers() {
     .await;
     assert_eq!(
         report.value.as_deref(),
-        Some(r#"["undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined"]"#)
+        Some(
+            r#"["undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined"]"#
+        )
     );
 }
 
@@ -144,14 +148,28 @@ async fn no_filesystem_network_process_or_timers() {
 async fn syntax_and_runtime_errors_are_reported() {
     let report = run("return (").await;
     assert_eq!(report.status, ExecutionStatus::Threw);
-    assert!(report.error.as_deref().unwrap().contains("SyntaxError"), "{report:?}");
+    assert!(
+        report.error.as_deref().unwrap().contains("SyntaxError"),
+        "{report:?}"
+    );
 
     let report = run("throw new TypeError('nope')").await;
     assert_eq!(report.status, ExecutionStatus::Threw);
-    assert!(report.error.as_deref().unwrap().starts_with("TypeError: nope"), "{report:?}");
+    assert!(
+        report
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("TypeError: nope"),
+        "{report:?}"
+    );
 
     let report = run("const o = {}; o.self = o; return o;").await;
-    assert_eq!(report.status, ExecutionStatus::Threw, "cyclic values cannot be JSON");
+    assert_eq!(
+        report.status,
+        ExecutionStatus::Threw,
+        "cyclic values cannot be JSON"
+    );
 }
 
 #[tokio::test]
@@ -165,13 +183,27 @@ async fn infinite_loop_is_stopped_and_the_host_is_fine() {
     assert_eq!(report.status, ExecutionStatus::TimedOut, "{report:?}");
     assert!(report.model_text().contains("time limit"));
 
-    let report = execute(&host, "for (;;) { try { while (true) {} } catch (e) {} }", short)
+    let report = execute(
+        &host,
+        "for (;;) { try { while (true) {} } catch (e) {} }",
+        short,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        report.status,
+        ExecutionStatus::TimedOut,
+        "catching cannot escape the limit"
+    );
+
+    let report = execute(&host, "await tools.call('fixture', 'hang', {})", short)
         .await
         .unwrap();
-    assert_eq!(report.status, ExecutionStatus::TimedOut, "catching cannot escape the limit");
-
-    let report = execute(&host, "await tools.call('fixture', 'hang', {})", short).await.unwrap();
-    assert_eq!(report.status, ExecutionStatus::TimedOut, "a hung tool call is cut off too");
+    assert_eq!(
+        report.status,
+        ExecutionStatus::TimedOut,
+        "a hung tool call is cut off too"
+    );
 
     let report = execute(&host, "6 * 7", short).await.unwrap();
     assert_eq!(report.value.as_deref(), Some("42"));
@@ -192,7 +224,10 @@ async fn memory_bomb_is_stopped_and_the_host_is_fine() {
     .await
     .unwrap();
     assert_eq!(report.status, ExecutionStatus::Threw, "{report:?}");
-    assert!(report.error.as_deref().unwrap().contains("out of memory"), "{report:?}");
+    assert!(
+        report.error.as_deref().unwrap().contains("out of memory"),
+        "{report:?}"
+    );
 
     let report = execute(&host, "let s = 'x'; while (true) { s = s + s; }", small)
         .await
@@ -202,7 +237,11 @@ async fn memory_bomb_is_stopped_and_the_host_is_fine() {
     let report = execute(&host, "function f(n) { return f(n + 1) + 1; } f(0)", small)
         .await
         .unwrap();
-    assert_eq!(report.status, ExecutionStatus::Threw, "deep recursion throws: {report:?}");
+    assert_eq!(
+        report.status,
+        ExecutionStatus::Threw,
+        "deep recursion throws: {report:?}"
+    );
 
     let report = execute(&host, "'still ' + 'fine'", small).await.unwrap();
     assert_eq!(report.value.as_deref(), Some("\"still fine\""));
@@ -258,7 +297,11 @@ async fn call_budget_is_enforced() {
         "code-mode budget exhausted: at most 3 tool calls per execution"
     );
     assert_eq!(report.calls, 3);
-    assert_eq!(host.calls.load(Ordering::SeqCst), 3, "refused calls never reach the host");
+    assert_eq!(
+        host.calls.load(Ordering::SeqCst),
+        3,
+        "refused calls never reach the host"
+    );
 }
 
 #[tokio::test]
@@ -281,8 +324,17 @@ async fn result_byte_budget_is_enforced() {
     .unwrap();
     let value: Value = serde_json::from_str(report.value.as_deref().unwrap()).unwrap();
     assert_eq!(value[0], "ok");
-    assert!(value[1].as_str().unwrap().contains("past 100 bytes"), "{value}");
-    assert!(value[2].as_str().unwrap().contains("already reached 100 bytes"), "{value}");
+    assert!(
+        value[1].as_str().unwrap().contains("past 100 bytes"),
+        "{value}"
+    );
+    assert!(
+        value[2]
+            .as_str()
+            .unwrap()
+            .contains("already reached 100 bytes"),
+        "{value}"
+    );
 }
 
 #[tokio::test]
@@ -300,7 +352,11 @@ async fn concurrent_calls_per_server_are_bounded() {
     )
     .await
     .unwrap();
-    assert_eq!(report.value.as_deref(), Some("[0,1,2,3,4,5,6,7,8,9]"), "{report:?}");
+    assert_eq!(
+        report.value.as_deref(),
+        Some("[0,1,2,3,4,5,6,7,8,9]"),
+        "{report:?}"
+    );
     assert_eq!(host.peak.load(Ordering::SeqCst), 2);
 }
 
@@ -312,9 +368,13 @@ async fn return_value_and_console_are_capped() {
         max_log_bytes: 20,
         ..limits()
     };
-    let report = execute(&host, "for (let i = 0; i < 10; i++) console.log('line ' + i); return 'y'.repeat(500)", small)
-        .await
-        .unwrap();
+    let report = execute(
+        &host,
+        "for (let i = 0; i < 10; i++) console.log('line ' + i); return 'y'.repeat(500)",
+        small,
+    )
+    .await
+    .unwrap();
     assert!(report.value_truncated);
     assert_eq!(report.value.as_deref().unwrap().len(), 50);
     assert!(report.logs_truncated);
@@ -364,7 +424,10 @@ fn code_search_offers_callable_tools_as_signatures() {
     let host = EchoHost::new();
     let catalog = host.catalog();
     let browse = catalog.search(&CodeSearchRequest::default());
-    assert!(browse.contains("- fixture: 2 tools, 1 callable"), "{browse}");
+    assert!(
+        browse.contains("- fixture: 2 tools, 1 callable"),
+        "{browse}"
+    );
 
     let found = catalog.search(&CodeSearchRequest {
         query: Some("echo text".to_string()),
@@ -378,13 +441,23 @@ fn code_search_offers_callable_tools_as_signatures() {
     );
 
     let described = catalog.search(&CodeSearchRequest {
-        tools: vec!["fixture/write".to_string(), "mcp__fixture__echo".to_string()],
+        tools: vec![
+            "fixture/write".to_string(),
+            "mcp__fixture__echo".to_string(),
+        ],
         ..CodeSearchRequest::default()
     });
-    assert!(described.contains("tools.call(\"fixture\", \"echo\""), "{described}");
-    assert!(!described.contains("tools.call(\"fixture\", \"write\""), "{described}");
     assert!(
-        described.contains("- fixture/write: classified write; code mode calls read-only tools only"),
+        described.contains("tools.call(\"fixture\", \"echo\""),
+        "{described}"
+    );
+    assert!(
+        !described.contains("tools.call(\"fixture\", \"write\""),
+        "{described}"
+    );
+    assert!(
+        described
+            .contains("- fixture/write: classified write; code mode calls read-only tools only"),
         "{described}"
     );
 
@@ -395,14 +468,23 @@ fn code_search_offers_callable_tools_as_signatures() {
     assert!(listed.starts_with("No server named \"nope\""));
 
     let empty = CodeCatalog::new(Vec::new(), Vec::new());
-    assert!(empty.search(&CodeSearchRequest::default()).contains("pure JavaScript"));
+    assert!(
+        empty
+            .search(&CodeSearchRequest::default())
+            .contains("pure JavaScript")
+    );
 }
 
 #[tokio::test]
 async fn works_with_zero_tools() {
     struct Nothing(Arc<CodeCatalog>);
     impl CodeModeHost for Nothing {
-        fn call<'a>(&'a self, _: &'a str, _: &'a str, _: Value) -> BoxFuture<'a, Result<Value, String>> {
+        fn call<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: Value,
+        ) -> BoxFuture<'a, Result<Value, String>> {
             Box::pin(async { Err("unknown tool".to_string()) })
         }
         fn catalog(&self) -> Arc<CodeCatalog> {
@@ -410,6 +492,8 @@ async fn works_with_zero_tools() {
         }
     }
     let host = Nothing(Arc::new(CodeCatalog::new(Vec::new(), Vec::new())));
-    let report = execute(&host, "[1,2,3].map(x => x * x)", limits()).await.unwrap();
+    let report = execute(&host, "[1,2,3].map(x => x * x)", limits())
+        .await
+        .unwrap();
     assert_eq!(report.value.as_deref(), Some("[1,4,9]"));
 }

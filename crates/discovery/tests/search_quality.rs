@@ -31,10 +31,16 @@ fn misses_are_listed_for_inspection() {
     let mut misses = 0;
     for query in &corpora.livemcpbench_step_queries {
         let hits = index.search(&query.query, 5);
-        let keys: Vec<String> = hits.iter().map(|h| format!("{}/{}", h.server, h.tool)).collect();
+        let keys: Vec<String> = hits
+            .iter()
+            .map(|h| format!("{}/{}", h.server, h.tool))
+            .collect();
         if !keys.iter().any(|k| query.gold.contains(k)) {
             misses += 1;
-            println!("MISS {:?}\n  gold {:?}\n  got  {:?}", query.query, query.gold, keys);
+            println!(
+                "MISS {:?}\n  gold {:?}\n  got  {:?}",
+                query.query, query.gold, keys
+            );
         }
     }
     let github = corpora.github.index();
@@ -42,7 +48,13 @@ fn misses_are_listed_for_inspection() {
         let hits = github.search(&query.query, 3);
         let rank = hits.iter().position(|h| query.gold.contains(&h.tool));
         if rank != Some(0) {
-            println!("GH {:?} rank {:?} gold {:?} got {:?}", query.query, rank, query.gold, hits.iter().map(|h| h.tool.clone()).collect::<Vec<_>>());
+            println!(
+                "GH {:?} rank {:?} gold {:?} got {:?}",
+                query.query,
+                rank,
+                query.gold,
+                hits.iter().map(|h| h.tool.clone()).collect::<Vec<_>>()
+            );
         }
     }
     assert!(misses <= corpora.livemcpbench_step_queries.len());
@@ -66,13 +78,27 @@ fn tune_weights() {
                             parameters,
                             server,
                             synonym,
+                            typo: 0.8,
                             name_coverage,
                             k1: 1.2,
                             b,
                         };
                         let rows = corpora.search_quality_with(weights);
-                        let objective = rows[0].hit_at_3 * 2.0 + rows[0].mrr_at_10 + rows[1].hit_at_5 * 2.0 + rows[1].mrr_at_10 * 0.5;
-                        best.push((objective, format!("{weights:?} gh3={} ghmrr={} st5={} stmrr={} task10={}", rows[0].hit_at_3, rows[0].mrr_at_10, rows[1].hit_at_5, rows[1].mrr_at_10, rows[2].recall_at_10)));
+                        let objective = rows[0].hit_at_3 * 2.0
+                            + rows[0].mrr_at_10
+                            + rows[1].hit_at_5 * 2.0
+                            + rows[1].mrr_at_10 * 0.5;
+                        best.push((
+                            objective,
+                            format!(
+                                "{weights:?} gh3={} ghmrr={} st5={} stmrr={} task10={}",
+                                rows[0].hit_at_3,
+                                rows[0].mrr_at_10,
+                                rows[1].hit_at_5,
+                                rows[1].mrr_at_10,
+                                rows[2].recall_at_10
+                            ),
+                        ));
                     }
                 }
             }

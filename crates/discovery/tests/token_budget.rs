@@ -29,7 +29,11 @@ fn deferred(corpus: &Corpus) -> Vec<DeferredServer> {
                 tools: Vec::new(),
             })
             .tools
-            .push(ManifestTool::from_definition(&tool.server, &public, &tool.definition));
+            .push(ManifestTool::from_definition(
+                &tool.server,
+                &public,
+                &tool.definition,
+            ));
     }
     servers.into_values().collect()
 }
@@ -39,8 +43,14 @@ fn fixed_deferred_part_stays_under_2000_tokens() {
     let corpora = support::corpora();
     let started = Instant::now();
     warden_discovery::tokens::count_tokens("warm up the o200k tables");
-    println!("o200k tables loaded in {:.0} ms", started.elapsed().as_secs_f64() * 1000.0);
-    println!("{:<14} {:>5} {:>8} {:>12} {:>11} {:>8}", "corpus", "tools", "servers", "all loaded", "deferred", "saving");
+    println!(
+        "o200k tables loaded in {:.0} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    println!(
+        "{:<14} {:>5} {:>8} {:>12} {:>11} {:>8}",
+        "corpus", "tools", "servers", "all loaded", "deferred", "saving"
+    );
     for (corpus, expected) in [
         (&corpora.everything, 13),
         (&corpora.github, 117),
@@ -49,7 +59,10 @@ fn fixed_deferred_part_stays_under_2000_tokens() {
         assert_eq!(corpus.tools.len(), expected);
         let servers = deferred(corpus);
         let report = manifest_tokens(&[], &servers);
-        assert_eq!(report.total_tokens, report.deferred_fixed_tokens, "nothing else is loaded");
+        assert_eq!(
+            report.total_tokens, report.deferred_fixed_tokens,
+            "nothing else is loaded"
+        );
         assert!(
             report.deferred_fixed_tokens < 2_000,
             "{}: fixed deferred part is {} tokens",
@@ -57,7 +70,10 @@ fn fixed_deferred_part_stays_under_2000_tokens() {
             report.deferred_fixed_tokens
         );
         assert!(report.all_loaded_tokens > report.total_tokens);
-        assert_eq!(report.servers.iter().map(|s| s.tools).sum::<usize>(), expected);
+        assert_eq!(
+            report.servers.iter().map(|s| s.tools).sum::<usize>(),
+            expected
+        );
         println!(
             "{:<14} {:>5} {:>8} {:>12} {:>11} {:>7.1}%",
             corpus.name,

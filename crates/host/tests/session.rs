@@ -22,6 +22,7 @@ struct Session {
 /// without approval.
 fn session(servers: &[(&str, &str, Option<Duration>)], allow: &[&str]) -> Session {
     let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
     let paths = Paths::under_root(dir.path());
     let mut options = HostOptions::new(paths.clone(), dir.path().to_path_buf());
     for pattern in allow {
@@ -33,7 +34,9 @@ fn session(servers: &[(&str, &str, Option<Duration>)], allow: &[&str]) -> Sessio
     }
     for (name, kind, timeout) in servers {
         let (program, args) = fixture_command(kind);
-        let mut spec = ServerSpec::stdio(*name, program.display().to_string()).with_args(args);
+        let mut spec = ServerSpec::stdio(*name, program.display().to_string())
+            .with_args(args)
+            .with_env("FIXTURE_LEDGER", ledger.display().to_string());
         if let Some(timeout) = timeout {
             spec = spec.with_tool_timeout(*timeout);
         }
@@ -62,6 +65,10 @@ impl Session {
                 CancellationToken::new(),
             )
             .await
+    }
+
+    fn ledger(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("ledger.txt")).unwrap_or_default()
     }
 
     fn audit_count(&self) -> usize {
@@ -125,6 +132,16 @@ async fn a_timed_out_call_is_a_result_and_the_server_stays_up() {
         "{}",
         outcome.model_text()
     );
+    // The server was told: it stopped the work instead of finishing it.
+    let mut ledger = session.ledger();
+    for _ in 0..50 {
+        if ledger.contains("slow cancelled") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        ledger = session.ledger();
+    }
+    assert!(ledger.contains("slow cancelled"), "{ledger}");
     let after = session
         .call("mcp__fx__echo", json!({"text": "still here"}))
         .await;

@@ -123,6 +123,9 @@ impl CallOutcome {
     }
 }
 
+/// How long a stdio server may take to exit after its stdin closes before its group is killed.
+const STDIO_EXIT_GRACE: Duration = Duration::from_millis(1500);
+
 /// What the caller of a tool call can attach: a progress channel and a cancellation token.
 #[derive(Debug, Clone, Default)]
 pub struct CallOptions {
@@ -148,9 +151,11 @@ impl Live {
 
     async fn close(&self) {
         self.intentional_close.store(true, Ordering::SeqCst);
+        // Closing the service closes the child's stdin: a well-behaved server finishes what it
+        // was told (a cancellation, say) and exits; the group is killed after a short grace.
         self.service.cancellation_token().cancel();
         if let Some(child) = &self.child {
-            child.lock().await.kill().await;
+            child.lock().await.close_gracefully(STDIO_EXIT_GRACE).await;
         }
     }
 }

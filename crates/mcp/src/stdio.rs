@@ -42,6 +42,14 @@ pub(crate) struct ChildControl {
 }
 
 impl ChildControl {
+    /// Lets the child exit by itself within `grace` (its stdin is already closed, as the MCP
+    /// stdio transport prescribes for shutdown), then kills the process group either way, so
+    /// nothing it started outlives it.
+    pub async fn close_gracefully(&mut self, grace: std::time::Duration) {
+        let _ = tokio::time::timeout(grace, self.wait_exit()).await;
+        self.kill().await;
+    }
+
     /// Kills the process group and waits (bounded) for the exit.
     pub async fn kill(&mut self) {
         self.kill.cancel();

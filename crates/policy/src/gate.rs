@@ -91,6 +91,9 @@ pub trait Dispatcher: Send + Sync {
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>>;
 }
 
+/// How long a cancelled or timed-out dispatch may take to wind down before it is dropped.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
 /// What a gate is built from.
 pub struct GateParts {
     /// Resolves public names.
@@ -439,16 +442,17 @@ impl Gate {
         timeout: Duration,
     ) -> Result<ToolOutput, Step> {
         let name = call.descriptor.public_name.clone();
-        let dispatch = AssertUnwindSafe(self.dispatcher.dispatch(call, cancel)).catch_unwind();
+        let dispatch = AssertUnwindSafe(self.dispatcher.dispatch(call, cancel.clone())).catch_unwind();
+        let mut dispatch = std::pin::pin!(dispatch);
         // Biased: when the caller cancelled, a dispatcher that noticed it first does not turn the
         // cancellation into a dispatch failure.
-        tokio::select! {
+        let stopped = tokio::select! {
             biased;
             () = caller_cancel.cancelled() => {
                 let reason = format!("{name} was cancelled by the caller");
-                Err(Step::stop(Decision::Cancelled, Layer::Cancellation, reason))
+                Step::stop(Decision::Cancelled, Layer::Cancellation, reason)
             }
-            result = dispatch => match result {
+            result = &mut dispatch => return match result {
                 Ok(Ok(output)) => Ok(output),
                 Ok(Err(error)) => Err(Step::stop(Decision::Failed, Layer::Dispatch, error.message)),
                 Err(_panic) => {
@@ -459,9 +463,14 @@ impl Gate {
             },
             () = tokio::time::sleep(timeout) => {
                 let reason = format!("{name} did not finish within {timeout:?} and was cancelled");
-                Err(Step::stop(Decision::TimedOut, Layer::Timeout, reason))
+                Step::stop(Decision::TimedOut, Layer::Timeout, reason)
             }
-        }
+        };
+        // Tell the dispatcher, and give it a moment to pass the cancellation on (an MCP
+        // `notifications/cancelled`) before its future is dropped.
+        cancel.cancel();
+        let _ = tokio::time::timeout(CANCEL_GRACE, &mut dispatch).await;
+        Err(stopped)
     }
 
     fn finish(

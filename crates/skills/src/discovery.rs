@@ -149,27 +149,48 @@ pub enum RejectReason {
     TooManyEntries,
 }
 
-/// A refused skill (or path) with the exact place.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+impl RejectReason {
+    /// A stable machine-readable name: `symlink`, `vendor-path`, `invalid`, `name-mismatch`,
+    /// `shadowed`, `not-a-file`, `unreadable`, `too-many-entries`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Symlink => "symlink",
+            Self::VendorPath { .. } => "vendor-path",
+            Self::Invalid(_) => "invalid",
+            Self::NameMismatch { .. } => "name-mismatch",
+            Self::Shadowed { .. } => "shadowed",
+            Self::NotAFile => "not-a-file",
+            Self::Unreadable { .. } => "unreadable",
+            Self::TooManyEntries => "too-many-entries",
+        }
+    }
+}
+
+/// A refused skill (or path) with the exact place. Serializes as
+/// `{"path", "line", "kind", "reason"}` (the reason as text).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Rejection {
-    #[serde(serialize_with = "serialize_path")]
     pub path: PathBuf,
-    #[serde(serialize_with = "serialize_display")]
     pub reason: RejectReason,
     /// The 1-based line in `path` the reason is about, when there is one.
     pub line: Option<usize>,
 }
 
+impl serde::Serialize for Rejection {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut state = serializer.serialize_struct("Rejection", 4)?;
+        state.serialize_field("path", &self.path.display().to_string())?;
+        state.serialize_field("line", &self.line)?;
+        state.serialize_field("kind", self.reason.kind())?;
+        state.serialize_field("reason", &self.reason.to_string())?;
+        state.end()
+    }
+}
+
 /// Paths as text (lossy for non-UTF-8 names), so serializing never fails.
 fn serialize_path<S: serde::Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_str(&path.display())
-}
-
-fn serialize_display<S: serde::Serializer>(
-    value: &RejectReason,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    serializer.collect_str(value)
 }
 
 impl fmt::Display for Rejection {
@@ -191,6 +212,22 @@ pub struct Discovery {
 }
 
 impl Discovery {
+    /// The prompt index entries of the accepted skills (build a [`crate::SkillIndex`] from them).
+    pub fn index_entries(&self) -> Vec<crate::IndexEntry> {
+        self.skills
+            .iter()
+            .map(|skill| crate::IndexEntry {
+                name: skill.name.clone(),
+                description: skill.description.clone(),
+            })
+            .collect()
+    }
+
+    /// The names the local skills take as commands (`$name`): what remote skills must not clash with.
+    pub fn command_names(&self) -> std::collections::BTreeSet<String> {
+        self.skills.iter().map(|skill| skill.name.clone()).collect()
+    }
+
     /// The accepted skill called `name`.
     pub fn get(&self, name: &str) -> Option<&LocalSkill> {
         self.skills

@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use crate::parse::{SkillLimits, check_name};
 use crate::remote::{
     Contract, MAX_REMOTE_FILE_BYTES, Registration, RemoteSkillCandidate, RemoteSkillError,
-    RemoteSkillLoad, SkillCommand, TRIGGER_FIELDS, is_plain_relative, load_remote,
-    register_commands, sha256_digest,
+    RemoteSkillLoad, SkillCommand, is_plain_relative, load_remote, register_commands,
+    sha256_digest,
 };
 use crate::unicode;
 
@@ -411,9 +411,4 @@ pub fn verify_skill_file(
         });
     }
     verify_bytes(entry, bytes)
-}
-
-/// The frontmatter fields bounding removes from a remote skill (for display).
-pub fn cleared_fields() -> impl Iterator<Item = &'static str> {
-    std::iter::once("allowed-tools").chain(TRIGGER_FIELDS.iter().copied())
 }

@@ -567,7 +567,8 @@ mod hostile_yaml_tests {
 
     #[test]
     fn alias_expansion_bombs_are_refused() {
-        let mut yaml = String::from("---\nname: a\ndescription: d\nl0: &l0 [x, x, x, x, x, x, x, x, x]\n");
+        let mut yaml =
+            String::from("---\nname: a\ndescription: d\nl0: &l0 [x, x, x, x, x, x, x, x, x]\n");
         for level in 1..9 {
             let prev = level - 1;
             yaml.push_str(&format!(
@@ -576,7 +577,10 @@ mod hostile_yaml_tests {
         }
         yaml.push_str("---\n");
         let error = parse_skill_md(yaml.as_bytes()).unwrap_err();
-        assert!(matches!(error, SkillMdError::MalformedYaml { .. }), "{error}");
+        assert!(
+            matches!(error, SkillMdError::MalformedYaml { .. }),
+            "{error}"
+        );
     }
 
     #[test]

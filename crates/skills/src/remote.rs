@@ -64,6 +64,21 @@ pub struct SkillCommand {
     pub contract: Contract,
 }
 
+impl SkillCommand {
+    /// The prompt index entry: the command name and the capped description.
+    pub fn index_entry(&self) -> crate::IndexEntry {
+        crate::IndexEntry {
+            name: self.command.clone(),
+            description: self.description.clone(),
+        }
+    }
+
+    /// The names this command takes (`mcp__…` and the alias, when given).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.command.as_str()).chain(self.alias.as_deref())
+    }
+}
+
 /// Skill commands of one server, and what was skipped (MCP warnings).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Registration {

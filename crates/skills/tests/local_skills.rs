@@ -91,6 +91,12 @@ fn operator_and_workspace_skills_are_found_in_name_order() {
     assert_eq!(found.get("zeta").unwrap().document.body, "Z body\n");
     // Twice the same tree, the same answer.
     assert_eq!(tree.discover(), found);
+    let index = SkillIndex::build(found.index_entries(), &IndexLimits::default());
+    assert_eq!(
+        index.render(),
+        "- alpha: The alpha skill\n- beta: The beta skill\n- mid: The mid skill\n- zeta: The zeta skill\n"
+    );
+    assert!(found.command_names().contains("mid"));
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! the reason: they exist for tests, which should fail loudly. Helpers that find optional
 //! installs return `None`; pair them with [`CONFORMANCE_SETUP_HINT`] or [`PYTHON_SETUP_HINT`].
 
+pub mod conformance_server;
 pub mod fixtures;
 
 use std::{

@@ -37,12 +37,11 @@ pub fn run(globals: &Globals, args: ToolArgs) -> anyhow::Result<ExitCode> {
     let (paths, workspace, config) = load_config(globals)?;
     let host = open_host(paths, workspace, &config, &args.policy)?;
     let runtime = async_runtime()?;
-    let outcome = runtime.block_on(async {
+    runtime.block_on(async {
         let outcome = dispatch(&host, &args).await;
         host.shutdown().await;
         outcome
-    });
-    outcome
+    })
 }
 
 async fn dispatch(host: &Host, args: &ToolArgs) -> anyhow::Result<ExitCode> {

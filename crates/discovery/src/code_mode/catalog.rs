@@ -61,7 +61,10 @@ impl CodeTool {
     ) -> Self {
         Self {
             entry: ToolEntry::from_definition(public_name, server, definition),
-            input_schema: definition.get("inputSchema").cloned().unwrap_or(Value::Null),
+            input_schema: definition
+                .get("inputSchema")
+                .cloned()
+                .unwrap_or(Value::Null),
             output_schema: definition.get("outputSchema").cloned(),
             callability,
         }
@@ -143,8 +146,7 @@ impl CodeCatalog {
             .unwrap_or(MAX_DESCRIBED_TOOLS)
             .clamp(1, MAX_DESCRIBED_TOOLS);
         if self.tools.is_empty() {
-            return "No tools are connected; code mode can still run pure JavaScript."
-                .to_string();
+            return "No tools are connected; code mode can still run pure JavaScript.".to_string();
         }
         let chosen: Vec<&CodeTool> = if !request.tools.is_empty() {
             let mut found = Vec::new();

@@ -169,7 +169,10 @@ pub async fn probe(limits: CodeModeLimits) -> Result<(), CodeModeError> {
             self.0.clone()
         }
     }
-    let host = NoTools(std::sync::Arc::new(CodeCatalog::new(Vec::new(), Vec::new())));
+    let host = NoTools(std::sync::Arc::new(CodeCatalog::new(
+        Vec::new(),
+        Vec::new(),
+    )));
     let report = execute(&host, "1 + 1", limits).await?;
     match report.value.as_deref() {
         Some("2") => Ok(()),

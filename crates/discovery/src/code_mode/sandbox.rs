@@ -277,7 +277,10 @@ impl LogBuffer {
             "error" => "[error] ",
             _ => "",
         };
-        let addition = format!("{}{prefix}{line}", if self.text.is_empty() { "" } else { "\n" });
+        let addition = format!(
+            "{}{prefix}{line}",
+            if self.text.is_empty() { "" } else { "\n" }
+        );
         if self.text.len() + addition.len() > self.limit {
             let mut room = self.limit.saturating_sub(self.text.len());
             while room > 0 && !addition.is_char_boundary(room) {
@@ -328,7 +331,8 @@ async fn run_script(
     started: Instant,
     requests: mpsc::UnboundedSender<HostRequest>,
 ) -> Result<ScriptOutcome, String> {
-    let runtime = AsyncRuntime::new().map_err(|e| format!("cannot create a QuickJS runtime: {e}"))?;
+    let runtime =
+        AsyncRuntime::new().map_err(|e| format!("cannot create a QuickJS runtime: {e}"))?;
     runtime.set_memory_limit(limits.memory_bytes).await;
     runtime.set_max_stack_size(limits.stack_bytes).await;
     let deadline = started + limits.time;
@@ -388,31 +392,30 @@ async fn run_in_context<'js>(
     .map_err(|e| describe_error(ctx, e))?;
     let native = Function::new(
         ctx.clone(),
-        Async(move |ctx: Ctx<'js>, server: String, tool: String, arguments: String| {
-            let requests = requests.clone();
-            async move {
-                let (reply, answer) = oneshot::channel();
-                let sent = requests.unbounded_send(HostRequest {
-                    server,
-                    tool,
-                    arguments,
-                    reply,
-                });
-                let result = match sent {
-                    Ok(()) => answer
-                        .await
-                        .unwrap_or_else(|_| Err("the execution is ending".to_string())),
-                    Err(_) => Err("the execution is ending".to_string()),
-                };
-                result.map_err(|message| rquickjs::Exception::throw_message(&ctx, &message))
-            }
-        }),
+        Async(
+            move |ctx: Ctx<'js>, server: String, tool: String, arguments: String| {
+                let requests = requests.clone();
+                async move {
+                    let (reply, answer) = oneshot::channel();
+                    let sent = requests.unbounded_send(HostRequest {
+                        server,
+                        tool,
+                        arguments,
+                        reply,
+                    });
+                    let result = match sent {
+                        Ok(()) => answer
+                            .await
+                            .unwrap_or_else(|_| Err("the execution is ending".to_string())),
+                        Err(_) => Err("the execution is ending".to_string()),
+                    };
+                    result.map_err(|message| rquickjs::Exception::throw_message(&ctx, &message))
+                }
+            },
+        ),
     )
     .map_err(|e| describe_error(ctx, e))?;
-    let prelude: Function = ctx
-        .eval(PRELUDE)
-        .catch(ctx)
-        .map_err(|e| caught_text(&e))?;
+    let prelude: Function = ctx.eval(PRELUDE).catch(ctx).map_err(|e| caught_text(&e))?;
     prelude
         .call::<_, ()>((sink, native))
         .catch(ctx)
