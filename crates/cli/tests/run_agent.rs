@@ -334,7 +334,10 @@ async fn configured_secrets_never_reach_the_transcript() {
     let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
     let id = summary["session_id"].as_str().unwrap();
     let transcript = std::fs::read_to_string(
-        sandbox.state_dir().join("sessions").join(format!("{id}.jsonl")),
+        sandbox
+            .state_dir()
+            .join("sessions")
+            .join(format!("{id}.jsonl")),
     )
     .unwrap();
     assert!(!transcript.contains(secret), "{transcript}");
@@ -345,7 +348,11 @@ async fn configured_secrets_never_reach_the_transcript() {
 #[tokio::test]
 async fn ctrl_c_cancels_the_running_call_and_ends_the_turn() {
     let mock = MockModel::start().await.unwrap();
-    mock.push_turn(Turn::tool_call("call_1", "mcp__fx__slow", json!({"ms": 20000})));
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__fx__slow",
+        json!({"ms": 20000}),
+    ));
     let sandbox = Sandbox::new();
     let ledger = sandbox.root.join("ledger.txt");
     sandbox.user_config(&format!(
@@ -367,7 +374,11 @@ async fn ctrl_c_cancels_the_running_call_and_ends_the_turn() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(std::fs::read_to_string(&ledger).unwrap().contains("slow start"));
+    assert!(
+        std::fs::read_to_string(&ledger)
+            .unwrap()
+            .contains("slow start")
+    );
     // Send SIGINT as a terminal would.
     std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])

@@ -9,7 +9,7 @@ use crate::search::one_line;
 /// Name of warden's own deferred-loading search tool.
 pub const SEARCH_TOOL_NAME: &str = "search_tools";
 /// Longest deferred-server summary kept in the search tool's index.
-pub const SUMMARY_MAX_CHARS: usize = 100;
+pub const SUMMARY_MAX_CHARS: usize = 60;
 
 /// One tool as a model API receives it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -442,7 +442,8 @@ impl Gate {
         timeout: Duration,
     ) -> Result<ToolOutput, Step> {
         let name = call.descriptor.public_name.clone();
-        let dispatch = AssertUnwindSafe(self.dispatcher.dispatch(call, cancel.clone())).catch_unwind();
+        let dispatch =
+            AssertUnwindSafe(self.dispatcher.dispatch(call, cancel.clone())).catch_unwind();
         let mut dispatch = std::pin::pin!(dispatch);
         // Biased: when the caller cancelled, a dispatcher that noticed it first does not turn the
         // cancellation into a dispatch failure.
