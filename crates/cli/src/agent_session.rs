@@ -15,6 +15,9 @@ use warden_agent::{
     builtin_specs, client_for, find_project_instructions, select_model,
 };
 use warden_config::{AgentProfile, LoadedConfig};
+use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
+
+use crate::skill_tools::skill_tools;
 use warden_host::{CallContext, Host, HostOptions, HostTool, VisibleTool};
 use warden_mcp::ServerSpec;
 use warden_policy::{
@@ -46,6 +49,10 @@ pub struct AgentSession {
     pub resumed: Option<(String, Vec<warden_agent::Message>)>,
     pub workspace: PathBuf,
     pub read_only: BTreeSet<String>,
+    /// The local skills found for this workspace.
+    pub skills: Arc<Discovery>,
+    /// The `--agent` profile, if any.
+    pub profile: Option<AgentProfile>,
 }
 
 /// A configuration or usage problem: reported in one line with exit code 2.
@@ -66,10 +73,17 @@ impl AgentSession {
             })?),
             None => None,
         };
+        let skills = Arc::new(discover(&SkillRoots::standard(&paths, &workspace)));
+        for rejection in &skills.rejections {
+            tracing::warn!("skill rejected: {rejection}");
+        }
         if let Some(profile) = profile {
-            if let Some(skill) = profile.skills.first() {
-                // No skill sources are installed in this build, so every named skill is missing.
-                return Err(UsageError(format!("the skill {skill} was not found")).into());
+            if let Some(missing) = profile
+                .skills
+                .iter()
+                .find(|name| skills.get(name).is_none())
+            {
+                return Err(UsageError(format!("the skill {missing} was not found")).into());
             }
             if let Some(servers) = &profile.mcp_servers {
                 config.servers.retain(|name, _| servers.contains(name));
@@ -90,7 +104,7 @@ impl AgentSession {
                 paths.state_dir().join("artifacts").join("builtin"),
             )),
         ));
-        let host_tools: Vec<Arc<dyn HostTool>> = builtin_specs()
+        let mut host_tools: Vec<Arc<dyn HostTool>> = builtin_specs()
             .into_iter()
             .map(|spec| {
                 Arc::new(BuiltinHostTool {
@@ -99,6 +113,9 @@ impl AgentSession {
                 }) as Arc<dyn HostTool>
             })
             .collect();
+        if !skills.skills.is_empty() {
+            host_tools.extend(skill_tools(skills.clone()));
+        }
         let mut options = HostOptions::new(paths.clone(), workspace.clone());
         options.policy = request.policy.policy(&config.policy)?;
         options.hooks = warden_host::hook_runner(&config.policy)?;
@@ -114,6 +131,8 @@ impl AgentSession {
             resumed,
             workspace,
             read_only: BTreeSet::new(),
+            skills,
+            profile: profile.cloned(),
         })
     }
 
@@ -167,7 +186,13 @@ impl AgentSession {
     }
 
     /// The system prompt in its byte-stable order.
-    pub fn system_prompt(&self, agent_instructions: Option<String>) -> String {
+    pub fn system_prompt(&self) -> String {
+        let agent_instructions = self
+            .profile
+            .as_ref()
+            .and_then(|profile| profile.instructions.clone());
+        let index = SkillIndex::build(self.skills.index_entries(), &IndexLimits::default());
+        let skills_index = (!self.skills.skills.is_empty()).then(|| index.render());
         let server_instructions = self
             .host
             .runtime()
@@ -181,7 +206,7 @@ impl AgentSession {
             project: find_project_instructions(&self.workspace),
             execution_routing: None,
             server_instructions,
-            skills_index: None,
+            skills_index,
         })
     }
 

@@ -3,6 +3,7 @@
 mod agent_session;
 mod commands;
 mod context;
+mod skill_tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +32,8 @@ enum Command {
     Config(commands::config::ConfigArgs),
     /// Browse and call MCP tools: servers → tools → schema → call (through the gate).
     Tool(commands::tool::ToolArgs),
+    /// Skills: list, show, check, grants, revoke.
+    Skills(commands::skills::SkillsArgs),
     /// Show the audit trail: one record per gate decision.
     Audit(commands::audit::AuditArgs),
 }
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Mcp(args) => commands::mcp::run(&globals, args),
         Command::Config(args) => commands::config::run(&globals, args),
         Command::Tool(args) => commands::tool::run(&globals, args),
+        Command::Skills(args) => commands::skills::run(&globals, args),
         Command::Audit(args) => commands::audit::run(&globals, args),
     };
     match outcome {

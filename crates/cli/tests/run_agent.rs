@@ -394,3 +394,58 @@ async fn ctrl_c_cancels_the_running_call_and_ends_the_turn() {
     assert!(!ledger.contains("slow done"), "{ledger}");
     assert!(ledger.contains("slow cancelled"), "{ledger}");
 }
+
+#[tokio::test]
+async fn skills_are_indexed_in_the_prompt_and_loaded_through_the_gate() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "use_skill",
+        json!({"name": "release-notes"}),
+    ));
+    mock.push_turn(Turn::text("Following the skill."));
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        &sandbox.work().join(".warden/skills/release-notes/SKILL.md"),
+        "---\nname: release-notes\ndescription: Writes release notes from the changelog.\n---\nAlways start with the version number in bold.\n",
+    );
+    sandbox.user_config(&format!(
+        "{}[agents.writer]\ninstructions = \"You write for operators.\"\nskills = [\"release-notes\"]\n",
+        model_config(&mock, "anthropic")
+    ));
+    let run = warden(&sandbox, &["run", "write notes", "--agent", "writer"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let requests = mock.requests();
+    let first = requests[0].body.to_string();
+    assert!(first.contains("Writes release notes from the changelog."));
+    assert!(first.contains("You write for operators."));
+    assert!(
+        !first.contains("version number in bold"),
+        "bodies load on demand"
+    );
+    assert!(
+        requests[1]
+            .body
+            .to_string()
+            .contains("version number in bold")
+    );
+    let audit = sandbox.audit();
+    assert_eq!(audit[0]["source"], "skill-load");
+    assert_eq!(audit[0]["public_name"], "use_skill");
+
+    let missing = {
+        sandbox.user_config(&format!(
+            "{}[agents.writer]\nskills = [\"no-such-skill\"]\n",
+            model_config(&mock, "anthropic")
+        ));
+        warden(&sandbox, &["run", "x", "--agent", "writer"]).await
+    };
+    assert_eq!(missing.code, 2);
+    assert!(
+        missing
+            .stderr
+            .contains("the skill no-such-skill was not found"),
+        "{}",
+        missing.stderr
+    );
+}

@@ -12,6 +12,27 @@ fn search_quality_meets_the_targets_on_the_shared_corpora() {
     assert_eq!(corpora.livemcpbench.tools.len(), 527);
     let rows = corpora.search_quality();
     println!("{}", quality_table(&rows));
+    let index = corpora.livemcpbench.index();
+    let mut latencies: Vec<std::time::Duration> = corpora
+        .livemcpbench_step_queries
+        .iter()
+        .chain(&corpora.livemcpbench_task_queries)
+        .map(|q| {
+            let started = std::time::Instant::now();
+            let hits = index.search(&q.query, 5);
+            let elapsed = started.elapsed();
+            assert!(hits.len() <= 5);
+            elapsed
+        })
+        .collect();
+    latencies.sort();
+    println!(
+        "search latency at {} tools ({} build): p50 {:?}, p95 {:?}",
+        index.len(),
+        if cfg!(debug_assertions) { "debug" } else { "release" },
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() * 95 / 100]
+    );
     let github = &rows[0];
     let step = &rows[1];
     let task = &rows[2];

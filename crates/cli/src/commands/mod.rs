@@ -5,4 +5,5 @@ pub mod config;
 pub mod mcp;
 pub mod probe;
 pub mod run;
+pub mod skills;
 pub mod tool;

@@ -153,8 +153,7 @@ async fn run_session(
     for failure in &failures {
         eprintln!("{failure}");
     }
-    let agent_instructions = None;
-    let system_prompt = session.system_prompt(agent_instructions);
+    let system_prompt = session.system_prompt();
     let (events_sender, mut events) = tokio::sync::mpsc::unbounded_channel();
     let executor = session.executor(Some(events_sender.clone()));
     let agent = Agent::new(session.client.clone(), executor, system_prompt, tools)

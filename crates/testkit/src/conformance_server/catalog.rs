@@ -68,13 +68,22 @@ pub fn tools() -> Vec<Value> {
         no_arguments("test_simple_text", "Tests simple text content response"),
         no_arguments("test_image_content", "Tests image content response"),
         no_arguments("test_audio_content", "Tests audio content response"),
-        no_arguments("test_embedded_resource", "Tests embedded resource content response"),
+        no_arguments(
+            "test_embedded_resource",
+            "Tests embedded resource content response",
+        ),
         no_arguments(
             "test_multiple_content_types",
             "Tests response with multiple content types (text, image, resource)",
         ),
-        no_arguments("test_tool_with_logging", "Tests tool that emits log messages during execution"),
-        no_arguments("test_tool_with_progress", "Tests tool that reports progress notifications"),
+        no_arguments(
+            "test_tool_with_logging",
+            "Tests tool that emits log messages during execution",
+        ),
+        no_arguments(
+            "test_tool_with_progress",
+            "Tests tool that reports progress notifications",
+        ),
         no_arguments("test_error_handling", "Tests error response handling"),
         no_arguments(
             "test_reconnection",
@@ -92,7 +101,10 @@ pub fn tools() -> Vec<Value> {
             "message",
             "The message to show the user",
         ),
-        no_arguments("test_elicitation_sep1034_defaults", "Tests elicitation with default values per SEP-1034"),
+        no_arguments(
+            "test_elicitation_sep1034_defaults",
+            "Tests elicitation with default values per SEP-1034",
+        ),
         no_arguments(
             "test_elicitation_sep1330_enums",
             "Tests elicitation with enum schema improvements per SEP-1330",
@@ -111,7 +123,10 @@ pub fn tools() -> Vec<Value> {
                 "required": ["region"]
             }
         }),
-        no_arguments("test_missing_capability", "Needs the client's sampling capability"),
+        no_arguments(
+            "test_missing_capability",
+            "Needs the client's sampling capability",
+        ),
         no_arguments(
             "test_input_required_result_elicitation",
             "MRTR: asks for a name through an elicitation input request",
@@ -132,7 +147,10 @@ pub fn tools() -> Vec<Value> {
             "test_input_required_result_multiple_inputs",
             "MRTR: asks for elicitation, sampling and roots in one round",
         ),
-        no_arguments("test_input_required_result_multi_round", "MRTR: two rounds of elicitation"),
+        no_arguments(
+            "test_input_required_result_multi_round",
+            "MRTR: two rounds of elicitation",
+        ),
         no_arguments(
             "test_input_required_result_tampered_state",
             "MRTR: rejects a requestState it did not issue",
@@ -145,9 +163,18 @@ pub fn tools() -> Vec<Value> {
             "test_streaming_elicitation",
             "Streams a progress notification before its result",
         ),
-        no_arguments("test_logging_tool", "Logs only when the request asks for a log level"),
-        no_arguments("test_trigger_tool_change", "Announces a tools list change to listeners"),
-        no_arguments("test_trigger_prompt_change", "Announces a prompts list change to listeners"),
+        no_arguments(
+            "test_logging_tool",
+            "Logs only when the request asks for a log level",
+        ),
+        no_arguments(
+            "test_trigger_tool_change",
+            "Announces a tools list change to listeners",
+        ),
+        no_arguments(
+            "test_trigger_prompt_change",
+            "Announces a prompts list change to listeners",
+        ),
     ]
 }
 
@@ -185,7 +212,8 @@ pub fn read_resource(uri: &str) -> Option<Value> {
                 .strip_prefix(TEMPLATE_PREFIX)?
                 .strip_suffix(TEMPLATE_SUFFIX)
                 .filter(|id| !id.is_empty() && !id.contains('/'))?;
-            let body = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+            let body =
+                json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
             json!({"uri": uri, "mimeType": "application/json", "text": body.to_string()})
         }
     };
@@ -198,11 +226,11 @@ pub fn prompts() -> Vec<Value> {
         json!({"name": "test_simple_prompt", "title": "Simple Test Prompt",
                "description": "A simple prompt without arguments"}),
         json!({"name": "test_prompt_with_arguments", "title": "Prompt With Arguments",
-               "description": "A prompt with required arguments",
-               "arguments": [
-                   {"name": "arg1", "description": "First test argument", "required": true},
-                   {"name": "arg2", "description": "Second test argument", "required": true}
-               ]}),
+        "description": "A prompt with required arguments",
+        "arguments": [
+            {"name": "arg1", "description": "First test argument", "required": true},
+            {"name": "arg2", "description": "Second test argument", "required": true}
+        ]}),
         json!({"name": "test_prompt_with_embedded_resource", "title": "Prompt With Embedded Resource",
                "description": "A prompt that includes an embedded resource",
                "arguments": [{"name": "resourceUri", "description": "URI of the resource to embed", "required": true}]}),

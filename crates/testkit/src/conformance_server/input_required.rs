@@ -61,8 +61,9 @@ pub enum Round<T> {
 }
 
 fn decode<T: DeserializeOwned>(value: Value) -> Result<T, McpError> {
-    serde_json::from_value(value)
-        .map_err(|error| McpError::internal_error(format!("fixture built a bad value: {error}"), None))
+    serde_json::from_value(value).map_err(|error| {
+        McpError::internal_error(format!("fixture built a bad value: {error}"), None)
+    })
 }
 
 fn elicit(message: &str, field: &str, kind: &str) -> Value {
@@ -182,10 +183,9 @@ pub fn call_tool(
     }
     let answer = match round.name {
         "test_input_required_result_elicitation" => match round.response("user_name") {
-            Some(response) => text_result(format!(
-                "Hello, {}!",
-                elicited_text(Some(response), "name")
-            )),
+            Some(response) => {
+                text_result(format!("Hello, {}!", elicited_text(Some(response), "name")))
+            }
             None => input_required(
                 vec![("user_name", elicit("What is your name?", "name", "string"))],
                 None,
@@ -197,7 +197,10 @@ pub fn call_tool(
                 sampled_text(Some(response)).unwrap_or_else(|| "no response".into())
             )),
             None => input_required(
-                vec![("sample_request", sample("What is the capital of France?", 100))],
+                vec![(
+                    "sample_request",
+                    sample("What is the capital of France?", 100),
+                )],
                 None,
             ),
         },
@@ -253,15 +256,20 @@ pub fn call_tool(
         "test_input_required_result_multi_round" => {
             let state = round.state(states);
             let round_number = state.as_ref().and_then(|state| state["round"].as_u64());
-            match (round_number, round.response("step1"), round.response("step2")) {
+            match (
+                round_number,
+                round.response("step1"),
+                round.response("step2"),
+            ) {
                 (Some(1), Some(step1), _) => input_required(
                     vec![(
                         "step2",
                         elicit("Step 2: What is your favorite color?", "color", "string"),
                     )],
-                    Some(states.issue(
-                        json!({"round": 2, "name": elicited_text(Some(step1), "name")}),
-                    )),
+                    Some(
+                        states
+                            .issue(json!({"round": 2, "name": elicited_text(Some(step1), "name")})),
+                    ),
                 ),
                 (Some(2), _, Some(step2)) => {
                     let name = state
@@ -275,7 +283,10 @@ pub fn call_tool(
                     ))
                 }
                 _ => input_required(
-                    vec![("step1", elicit("Step 1: What is your name?", "name", "string"))],
+                    vec![(
+                        "step1",
+                        elicit("Step 1: What is your name?", "name", "string"),
+                    )],
                     Some(states.issue(json!({"round": 1}))),
                 ),
             }
@@ -286,7 +297,9 @@ pub fn call_tool(
                     "requestState integrity check failed",
                     None,
                 )),
-                Some(state) if state["kind"] == "tamper-test" && round.response("confirm").is_some() => {
+                Some(state)
+                    if state["kind"] == "tamper-test" && round.response("confirm").is_some() =>
+                {
                     text_result("integrity-ok: state verified")
                 }
                 Some(_) => tamper_test_request(states),
@@ -297,7 +310,10 @@ pub fn call_tool(
             let capabilities = round.client_capabilities;
             let mut requests = Vec::new();
             if capabilities.is_some_and(|caps| caps.elicitation.is_some()) {
-                requests.push(("elicit_input", elicit("Elicitation input", "value", "string")));
+                requests.push((
+                    "elicit_input",
+                    elicit("Elicitation input", "value", "string"),
+                ));
             }
             if capabilities.is_some_and(|caps| caps.sampling.is_some()) {
                 requests.push(("sample_input", sample("Sample request", 50)));
@@ -330,10 +346,12 @@ fn tamper_test_request(states: &RequestStates) -> Result<Round<CallToolResult>, 
 pub fn get_prompt(responses: Option<&InputResponses>) -> Result<Round<GetPromptResult>, McpError> {
     validate_responses(responses)?;
     match responses.and_then(|responses| responses.get("user_context")) {
-        Some(response) => Ok(Round::Complete(super::decode_complete(json!({"messages": [{
-            "role": "user",
-            "content": {"type": "text", "text": format!("Prompt with context: {}", elicited_text(Some(response), "context"))}
-        }]}))?)),
+        Some(response) => Ok(Round::Complete(super::decode_complete(
+            json!({"messages": [{
+                "role": "user",
+                "content": {"type": "text", "text": format!("Prompt with context: {}", elicited_text(Some(response), "context"))}
+            }]}),
+        )?)),
         None => input_required(
             vec![(
                 "user_context",

@@ -10,7 +10,6 @@ mod catalog;
 mod input_required;
 
 use std::{
-    collections::HashSet,
     net::SocketAddr,
     sync::{Arc, Mutex, PoisonError},
     time::Duration,
@@ -23,10 +22,10 @@ use rmcp::{
         CompleteRequestParams, CompleteResult, CreateMessageRequestParams, ElicitRequestParams,
         GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
         ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
-        LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-        ReadResourceRequestParams, ReadResourceResponse, RequestId, ServerCapabilities,
-        ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
-        UnsubscribeRequestParams,
+        LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+        ProgressToken, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, RequestId,
+        ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+        SubscriptionFilter, Tool, UnsubscribeRequestParams,
     },
     service::{RequestContext, SubscriptionContext, SubscriptionSink},
     transport::streamable_http_server::{
@@ -42,7 +41,8 @@ use input_required::{RequestStates, Round, ToolRound};
 /// The name the server gives in `initialize` and `server/discover`.
 pub const SERVER_NAME: &str = "warden-conformance-fixture";
 /// Browser origins accepted over HTTP: loopback only, any port (DNS rebinding protection).
-pub const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
+pub const LOOPBACK_ORIGINS: [&str; 3] =
+    ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 /// `Host` values accepted over HTTP: loopback only (DNS rebinding protection).
 pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 /// The logger name on the server's log notifications.
@@ -71,8 +71,6 @@ impl From<rmcp::service::ServerInitializeError> for ConformanceServerError {
 #[derive(Debug, Clone, Default)]
 struct Shared {
     request_states: RequestStates,
-    subscriptions: Arc<Mutex<HashSet<String>>>,
-    log_level: Arc<Mutex<Option<LoggingLevel>>>,
     listeners: Arc<Mutex<Vec<SubscriptionSink>>>,
 }
 
@@ -80,6 +78,8 @@ struct Shared {
 #[derive(Debug, Clone, Default)]
 pub struct ConformanceServer {
     shared: Shared,
+    /// The level set by `logging/setLevel`, per session (each session gets its own handler).
+    log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
 impl ConformanceServer {
@@ -87,21 +87,33 @@ impl ConformanceServer {
         Self::default()
     }
 
-    /// The URIs a client is subscribed to (`resources/subscribe`).
-    pub fn subscriptions(&self) -> Vec<String> {
-        let mut uris: Vec<String> = self
-            .shared
-            .subscriptions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect();
-        uris.sort();
-        uris
+    /// A handler for a new session or stateless request: shared state, its own log level.
+    fn for_new_session(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            log_level: Arc::default(),
+        }
     }
 
+    /// Sends a log notification unless the client's level filters it out. On 2026-07-28 a
+    /// request gets logs only when its `_meta` names a level; on older revisions the level set
+    /// by `logging/setLevel` applies, and everything is sent until one is set.
     async fn log(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, data: Value) {
+        let threshold = match context.meta.protocol_version() {
+            Some(version) if version.as_str() >= ProtocolVersion::V_2026_07_28.as_str() => {
+                match context.meta.log_level() {
+                    Some(threshold) => Some(threshold),
+                    None => return,
+                }
+            }
+            _ => *self
+                .log_level
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        };
+        if threshold.is_some_and(|threshold| severity(level) < severity(threshold)) {
+            return;
+        }
         let param: Result<LoggingMessageNotificationParam, _> =
             decode(json!({"level": level, "logger": LOGGER, "data": data}));
         if let Ok(param) = param {
@@ -176,10 +188,13 @@ impl ConformanceServer {
                 }
                 let shown = token
                     .and_then(|token| serde_json::to_value(token).ok())
-                    .map_or_else(|| "0".to_owned(), |value| match value {
-                        Value::String(text) => text,
-                        other => other.to_string(),
-                    });
+                    .map_or_else(
+                        || "0".to_owned(),
+                        |value| match value {
+                            Value::String(text) => text,
+                            other => other.to_string(),
+                        },
+                    );
                 text(shown)
             }
             "test_reconnection" => {
@@ -209,9 +224,13 @@ impl ConformanceServer {
                     Err(error) => text(format!("Sampling not supported or error: {error}")),
                 }
             }
-            "test_elicitation" | "test_elicitation_sep1034_defaults" | "test_elicitation_sep1330_enums" => {
+            "test_elicitation"
+            | "test_elicitation_sep1034_defaults"
+            | "test_elicitation_sep1330_enums" => {
                 let params = catalog::elicitation_params(name, &string_argument("message"))
-                    .ok_or_else(|| McpError::internal_error("no elicitation for this tool", None))?;
+                    .ok_or_else(|| {
+                        McpError::internal_error("no elicitation for this tool", None)
+                    })?;
                 let params: ElicitRequestParams = decode(params)?;
                 let prefix = if name == "test_elicitation" {
                     "User response"
@@ -230,7 +249,10 @@ impl ConformanceServer {
             }
             "json_schema_2020_12_tool" => text(format!(
                 "JSON Schema 2020-12 tool called with: {}",
-                arguments.map_or_else(|| "{}".to_owned(), |arguments| Value::Object(arguments.clone()).to_string())
+                arguments.map_or_else(
+                    || "{}".to_owned(),
+                    |arguments| Value::Object(arguments.clone()).to_string()
+                )
             )),
             "test_custom_headers" => text(format!("region: {}", string_argument("region"))),
             "test_missing_capability" => {
@@ -248,7 +270,9 @@ impl ConformanceServer {
                 // A progress notification on the response stream, then the result: the stream
                 // carries notifications and the response, never an independent request.
                 let token = context.meta.get_progress_token().unwrap_or_else(|| {
-                    ProgressToken(rmcp::model::NumberOrString::String("streaming-elicitation".into()))
+                    ProgressToken(rmcp::model::NumberOrString::String(
+                        "streaming-elicitation".into(),
+                    ))
                 });
                 let _ = context
                     .peer
@@ -257,10 +281,13 @@ impl ConformanceServer {
                 text("Streaming complete")
             }
             "test_logging_tool" => {
-                if context.meta.log_level().is_some() {
-                    self.log(&context, LoggingLevel::Info, json!("Diagnostic trace logging activated"))
-                        .await;
-                }
+                // Sent only when the request's `_meta` asks for logs (see `log`).
+                self.log(
+                    &context,
+                    LoggingLevel::Info,
+                    json!("Diagnostic trace logging activated"),
+                )
+                .await;
                 text("Logging evaluated")
             }
             "test_trigger_tool_change" | "test_trigger_prompt_change" => {
@@ -280,15 +307,33 @@ impl ConformanceServer {
                 }
                 text("Mutation triggered")
             }
-            _ => Err(McpError::invalid_params(format!("unknown tool `{name}`"), None)),
+            _ => Err(McpError::invalid_params(
+                format!("unknown tool `{name}`"),
+                None,
+            )),
         }
+    }
+}
+
+/// The rank of a log level, least severe first.
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
     }
 }
 
 /// Decodes a value built from the catalogue into an rmcp model type.
 fn decode<T: DeserializeOwned>(value: Value) -> Result<T, McpError> {
-    serde_json::from_value(value)
-        .map_err(|error| McpError::internal_error(format!("fixture built a bad value: {error}"), None))
+    serde_json::from_value(value).map_err(|error| {
+        McpError::internal_error(format!("fixture built a bad value: {error}"), None)
+    })
 }
 
 /// Decodes a complete result, marking it `resultType: "complete"` (required on 2026-07-28;
@@ -305,7 +350,9 @@ fn complete(result: CallToolResult) -> Result<CallToolResponse, McpError> {
 }
 
 fn text(text: impl Into<String>) -> Result<CallToolResponse, McpError> {
-    complete(decode_complete(json!({"content": [{"type": "text", "text": text.into()}]}))?)
+    complete(decode_complete(
+        json!({"content": [{"type": "text", "text": text.into()}]}),
+    )?)
 }
 
 fn decode_all<T: DeserializeOwned>(values: Vec<Value>) -> Result<Vec<T>, McpError> {
@@ -334,7 +381,9 @@ impl ServerHandler for ConformanceServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(decode_all(catalog::tools())?))
+        Ok(ListToolsResult::with_all_items(decode_all(
+            catalog::tools(),
+        )?))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -357,7 +406,9 @@ impl ServerHandler for ConformanceServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(decode_all(catalog::resources())?))
+        Ok(ListResourcesResult::with_all_items(decode_all(
+            catalog::resources(),
+        )?))
     }
 
     async fn list_resource_templates(
@@ -384,35 +435,31 @@ impl ServerHandler for ConformanceServer {
         }
     }
 
-    #[allow(deprecated)]
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.shared
-            .subscriptions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(request.uri.clone());
-        self.log(&context, LoggingLevel::Info, json!(format!("Subscribed to resource: {}", request.uri)))
-            .await;
+        self.log(
+            &context,
+            LoggingLevel::Info,
+            json!(format!("Subscribed to resource: {}", request.uri)),
+        )
+        .await;
         Ok(())
     }
 
-    #[allow(deprecated)]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.shared
-            .subscriptions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&request.uri);
-        self.log(&context, LoggingLevel::Info, json!(format!("Unsubscribed from resource: {}", request.uri)))
-            .await;
+        self.log(
+            &context,
+            LoggingLevel::Info,
+            json!(format!("Unsubscribed from resource: {}", request.uri)),
+        )
+        .await;
         Ok(())
     }
 
@@ -421,7 +468,9 @@ impl ServerHandler for ConformanceServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Ok(ListPromptsResult::with_all_items(decode_all(catalog::prompts())?))
+        Ok(ListPromptsResult::with_all_items(decode_all(
+            catalog::prompts(),
+        )?))
     }
 
     async fn get_prompt(
@@ -430,9 +479,11 @@ impl ServerHandler for ConformanceServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         if request.name == "test_input_required_result_prompt" {
-            return input_required::get_prompt(request.input_responses.as_ref()).map(|round| match round {
-                Round::Complete(result) => GetPromptResponse::Complete(result),
-                Round::InputRequired(result) => GetPromptResponse::InputRequired(result),
+            return input_required::get_prompt(request.input_responses.as_ref()).map(|round| {
+                match round {
+                    Round::Complete(result) => GetPromptResponse::Complete(result),
+                    Round::InputRequired(result) => GetPromptResponse::InputRequired(result),
+                }
             });
         }
         match catalog::prompt_messages(&request.name, request.arguments.as_ref()) {
@@ -458,16 +509,25 @@ impl ServerHandler for ConformanceServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         *self
-            .shared
             .log_level
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(request.level);
-        self.log(&context, LoggingLevel::Info, json!(format!("Log level set to: {:?}", request.level)))
-            .await;
+        self.log(
+            &context,
+            LoggingLevel::Info,
+            json!(format!(
+                "Log level set to: {}",
+                json!(request.level).as_str().unwrap_or("?")
+            )),
+        )
+        .await;
         Ok(())
     }
 
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
         Some(requested.clone())
     }
 
@@ -509,7 +569,7 @@ pub async fn run(http: Option<SocketAddr>) -> Result<(), ConformanceServerError>
         Some(addr) => {
             let service: StreamableHttpService<ConformanceServer, LocalSessionManager> =
                 StreamableHttpService::new(
-                    move || Ok(server.clone()),
+                    move || Ok(server.for_new_session()),
                     Arc::new(LocalSessionManager::default()),
                     http_config(),
                 );
