@@ -211,6 +211,9 @@ pub struct SearchWeights {
     pub typo: f64,
     /// Bonus for the share of the tool name's terms that the query (or its synonyms) covers.
     pub name_coverage: f64,
+    /// Bonus when the query's leading word (or a synonym, or what a question word implies)
+    /// is the tool name's verb — its first or last term (`create_issue`, `issue_read`).
+    pub verb: f64,
     pub k1: f64,
     pub b: f64,
 }
@@ -226,6 +229,7 @@ impl Default for SearchWeights {
             synonym: 0.35,
             typo: 0.8,
             name_coverage: 2.0,
+            verb: 1.0,
             k1: 1.2,
             b: 0.75,
         }
@@ -235,11 +239,12 @@ impl Default for SearchWeights {
 const FIELDS: usize = 4;
 
 struct Document {
-    /// Term frequencies per field: name, description, parameters, server.
-    frequencies: [HashMap<String, f64>; FIELDS],
-    lengths: [f64; FIELDS],
+    /// BM25 length normalisation per field: name, description, parameters, server.
+    norms: [f64; FIELDS],
     /// The distinct terms of the tool name.
     name_terms: Vec<String>,
+    /// The first and last terms of the tool name (where naming conventions put the verb).
+    verb_terms: Vec<String>,
     names_lower: [String; 2],
 }
 
@@ -247,8 +252,8 @@ struct Document {
 pub struct SearchIndex {
     entries: Vec<ToolEntry>,
     documents: Vec<Document>,
-    document_frequency: HashMap<String, usize>,
-    average_lengths: [f64; FIELDS],
+    /// For each term, the documents containing it with the term's frequency in each field.
+    postings: HashMap<String, Vec<(usize, [f64; FIELDS])>>,
     weights: SearchWeights,
 }
 
@@ -269,62 +274,72 @@ impl SearchIndex {
             .iter()
             .map(|s| (s.name.as_str(), s.summary.as_str()))
             .collect();
-        let mut document_frequency: HashMap<String, usize> = HashMap::new();
+        let mut postings: HashMap<String, Vec<(usize, [f64; FIELDS])>> = HashMap::new();
         let mut totals = [0.0; FIELDS];
-        let documents: Vec<Document> = entries
-            .iter()
-            .map(|entry| {
-                let parameters_text = entry
-                    .parameters
-                    .iter()
-                    .map(|p| format!("{} {} {}", p.name, p.description, p.choices.join(" ")))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let server_text = format!(
-                    "{} {}",
-                    entry.server,
-                    summaries.get(entry.server.as_str()).copied().unwrap_or("")
-                );
-                let fields = [
-                    text::terms(&entry.tool),
-                    text::terms(&entry.description),
-                    text::terms(&parameters_text),
-                    text::terms(&server_text),
-                ];
-                let mut frequencies: [HashMap<String, f64>; FIELDS] = Default::default();
-                let mut lengths = [0.0; FIELDS];
-                let mut seen: Vec<&String> = Vec::new();
-                for (field, terms) in fields.iter().enumerate() {
-                    lengths[field] = terms.len() as f64;
-                    totals[field] += terms.len() as f64;
-                    for term in terms {
-                        *frequencies[field].entry(term.clone()).or_default() += 1.0;
-                        if !seen.contains(&term) {
-                            seen.push(term);
-                        }
-                    }
+        let mut all_lengths: Vec<[f64; FIELDS]> = Vec::with_capacity(entries.len());
+        let mut documents: Vec<Document> = Vec::with_capacity(entries.len());
+        for (index, entry) in entries.iter().enumerate() {
+            let parameters_text = entry
+                .parameters
+                .iter()
+                .map(|p| format!("{} {} {}", p.name, p.description, p.choices.join(" ")))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let server_text = format!(
+                "{} {}",
+                entry.server,
+                summaries.get(entry.server.as_str()).copied().unwrap_or("")
+            );
+            let fields = [
+                text::terms(&entry.tool),
+                text::terms(&entry.description),
+                text::terms(&parameters_text),
+                text::terms(&server_text),
+            ];
+            let mut frequencies: BTreeMap<&str, [f64; FIELDS]> = BTreeMap::new();
+            let mut lengths = [0.0; FIELDS];
+            for (field, terms) in fields.iter().enumerate() {
+                lengths[field] = terms.len() as f64;
+                totals[field] += terms.len() as f64;
+                for term in terms {
+                    frequencies.entry(term.as_str()).or_default()[field] += 1.0;
                 }
-                for term in seen {
-                    *document_frequency.entry(term.clone()).or_default() += 1;
-                }
-                let mut name_terms = fields[0].clone();
-                name_terms.sort();
-                name_terms.dedup();
-                Document {
-                    name_terms,
-                    frequencies,
-                    lengths,
-                    names_lower: [entry.public_name.to_lowercase(), entry.tool.to_lowercase()],
-                }
-            })
-            .collect();
+            }
+            for (term, counts) in frequencies {
+                postings
+                    .entry(term.to_string())
+                    .or_default()
+                    .push((index, counts));
+            }
+            all_lengths.push(lengths);
+            let verb_terms: Vec<String> = fields[0]
+                .first()
+                .into_iter()
+                .chain(fields[0].last())
+                .cloned()
+                .collect();
+            let mut name_terms = fields[0].clone();
+            name_terms.sort();
+            name_terms.dedup();
+            documents.push(Document {
+                norms: [1.0; FIELDS],
+                name_terms,
+                verb_terms,
+                names_lower: [entry.public_name.to_lowercase(), entry.tool.to_lowercase()],
+            });
+        }
         let count = documents.len().max(1) as f64;
-        let average_lengths = totals.map(|total| (total / count).max(1.0));
+        let averages = totals.map(|total| (total / count).max(1.0));
+        for (document, lengths) in documents.iter_mut().zip(all_lengths) {
+            for field in 0..FIELDS {
+                document.norms[field] =
+                    1.0 - weights.b + weights.b * lengths[field] / averages[field];
+            }
+        }
         Self {
             entries,
             documents,
-            document_frequency,
-            average_lengths,
+            postings,
             weights,
         }
     }
@@ -374,13 +389,30 @@ impl SearchIndex {
     /// Indices into [`SearchIndex::entries`] with their match kind and score, best first.
     fn ranked(&self, query: &str) -> Vec<(usize, MatchKind, f64)> {
         let query_terms = self.weighted_query_terms(query);
+        let actions = leading_action_terms(query);
         let normalized = normalize_name_query(query);
+        let relevance = self.relevance(&query_terms);
         let mut hits: Vec<(usize, MatchKind, f64)> = self
             .documents
             .iter()
+            .zip(relevance)
             .enumerate()
-            .filter_map(|(index, document)| {
-                let score = self.score(document, &query_terms);
+            .filter_map(|(index, (document, bm25))| {
+                let mut score = bm25;
+                if score > 0.0 {
+                    if !document.name_terms.is_empty() {
+                        let covered: f64 = document
+                            .name_terms
+                            .iter()
+                            .map(|term| query_terms.get(term).copied().unwrap_or(0.0))
+                            .sum();
+                        score += self.weights.name_coverage * covered
+                            / document.name_terms.len() as f64;
+                    }
+                    if document.verb_terms.iter().any(|v| actions.contains(v)) {
+                        score += self.weights.verb;
+                    }
+                }
                 let kind = if !normalized.is_empty() && document.names_lower.contains(&normalized) {
                     MatchKind::ExactName
                 } else if normalized.len() >= 2
@@ -404,6 +436,37 @@ impl SearchIndex {
         hits
     }
 
+    /// BM25F of every document for the weighted query terms (0 for documents matching none).
+    fn relevance(&self, query: &BTreeMap<String, f64>) -> Vec<f64> {
+        let w = &self.weights;
+        let field_weights = [w.name, w.description, w.parameters, w.server];
+        let n = self.documents.len() as f64;
+        let mut scores = vec![0.0; self.documents.len()];
+        for (term, query_weight) in query {
+            let Some(postings) = self.postings.get(term) else {
+                continue;
+            };
+            let df = postings.len() as f64;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for (index, counts) in postings {
+                let Some(document) = self.documents.get(*index) else {
+                    continue;
+                };
+                let pseudo_frequency: f64 = counts
+                    .iter()
+                    .zip(document.norms)
+                    .zip(field_weights)
+                    .map(|((tf, norm), weight)| weight * tf / norm)
+                    .sum();
+                if pseudo_frequency > 0.0 {
+                    scores[*index] +=
+                        query_weight * idf * pseudo_frequency / (w.k1 + pseudo_frequency);
+                }
+            }
+        }
+        scores
+    }
+
     /// Query terms with their weights: each term 1.0; its synonyms, and the terms implied by
     /// question words, [`SearchWeights::synonym`] each, adding up (to at most 1.0) when several
     /// query words imply the same term; a word found in no tool is matched to the indexed
@@ -424,7 +487,7 @@ impl SearchIndex {
             for synonym in text::synonyms(&term) {
                 imply(synonym, self.weights.synonym);
             }
-            if !self.document_frequency.contains_key(&term) {
+            if !self.postings.contains_key(&term) {
                 for near in self.near_terms(&term) {
                     imply(&near, self.weights.typo);
                 }
@@ -437,16 +500,19 @@ impl SearchIndex {
         implied
     }
 
-    /// Indexed terms within one edit (two for words of eight letters or more) of `term`.
+    /// Indexed terms within one edit (two for words of eight letters or more) of `term`, with
+    /// the same first letter (typos rarely change it, and it keeps the scan cheap).
     fn near_terms(&self, term: &str) -> Vec<String> {
         let length = term.chars().count();
         if length < 5 || !term.is_ascii() {
             return Vec::new();
         }
         let allowed = if length >= 8 { 2 } else { 1 };
+        let first = term.as_bytes().first().copied();
         let mut near: Vec<String> = self
-            .document_frequency
+            .postings
             .keys()
+            .filter(|candidate| candidate.as_bytes().first().copied() == first)
             .filter(|candidate| candidate.len().abs_diff(term.len()) <= allowed)
             .filter(|candidate| strsim::damerau_levenshtein(term, candidate) <= allowed)
             .cloned()
@@ -455,43 +521,21 @@ impl SearchIndex {
         near
     }
 
-    fn score(&self, document: &Document, query: &BTreeMap<String, f64>) -> f64 {
-        let w = &self.weights;
-        let field_weights = [w.name, w.description, w.parameters, w.server];
-        let n = self.documents.len() as f64;
-        let mut total = 0.0;
-        for (term, query_weight) in query {
-            let mut pseudo_frequency = 0.0;
-            let fields = document
-                .frequencies
-                .iter()
-                .zip(document.lengths)
-                .zip(self.average_lengths)
-                .zip(field_weights);
-            for (((frequencies, length), average), weight) in fields {
-                let Some(&tf) = frequencies.get(term) else {
-                    continue;
-                };
-                let norm = 1.0 - w.b + w.b * length / average;
-                pseudo_frequency += weight * tf / norm;
-            }
-            if pseudo_frequency <= 0.0 {
-                continue;
-            }
-            let df = self.document_frequency.get(term).copied().unwrap_or(0) as f64;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            total += query_weight * idf * pseudo_frequency / (w.k1 + pseudo_frequency);
-        }
-        if total > 0.0 && !document.name_terms.is_empty() {
-            let covered: f64 = document
-                .name_terms
-                .iter()
-                .map(|term| query.get(term).copied().unwrap_or(0.0))
-                .sum();
-            total += w.name_coverage * covered / document.name_terms.len() as f64;
-        }
-        total
+}
+
+/// The action a query leads with: its first word (stemmed, unless it is a stop word) with
+/// its synonyms, or the terms a leading question word implies ("which …" → list, get).
+fn leading_action_terms(query: &str) -> Vec<String> {
+    let Some(first) = text::raw_words(query).into_iter().next() else {
+        return Vec::new();
+    };
+    let mut actions = text::implied_terms(&first);
+    if !text::is_stop_word(&first) {
+        let stemmed = text::stem(&first);
+        actions.extend(text::synonyms(&stemmed).iter().cloned());
+        actions.push(stemmed);
     }
+    actions
 }
 
 /// The query as a tool name would be written: trimmed, lower case, spaces as `_`.

@@ -7,6 +7,7 @@ pub mod error;
 pub mod http;
 mod http_auth;
 pub mod naming;
+pub mod prompt_args;
 pub mod result;
 pub mod runtime;
 pub mod server;
@@ -20,6 +21,7 @@ pub use client::{
     Progress,
 };
 pub use error::{CallError, ConnectError, FailureKind, McpError};
+pub use prompt_args::{PromptArgsError, parse_prompt_arguments};
 pub use runtime::{McpRuntime, ProtocolMode, RuntimeOptions};
 pub use server::{CallOptions, CallOutcome, CatalogCounts, ServerState, ServerStatus};
 pub use spec::{HttpAuth, SecretString, ServerSpec, ToolFilter, TransportSpec};

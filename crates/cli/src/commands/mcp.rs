@@ -42,6 +42,8 @@ enum McpCommand {
     Login(LoginArgs),
     /// Forget a remote server's OAuth tokens, revoking them where the server allows.
     Logout(LogoutArgs),
+    /// List a server's prompts, or get one: `warden mcp prompt SERVER NAME key=value…` (or JSON).
+    Prompt(crate::commands::prompt::PromptArgs),
 }
 
 /// The file an edit goes to.
@@ -241,6 +243,7 @@ pub fn run(globals: &Globals, args: McpArgs) -> anyhow::Result<ExitCode> {
         McpCommand::Trust(args) => trust(&files, args),
         McpCommand::Login(args) => login(&files, args),
         McpCommand::Logout(args) => logout(&files, args),
+        McpCommand::Prompt(args) => crate::commands::prompt::run(globals, args),
     }
 }
 

@@ -4,6 +4,7 @@ pub mod audit;
 pub mod config;
 pub mod mcp;
 pub mod probe;
+pub mod prompt;
 pub mod run;
 pub mod skills;
 pub mod tool;
