@@ -211,9 +211,7 @@ pub struct SearchWeights {
     pub typo: f64,
     /// Bonus for the share of the tool name's terms that the query (or its synonyms) covers.
     pub name_coverage: f64,
-    /// Bonus when the query's leading word (or a synonym, or what a question word implies)
-    /// is the tool name's verb — its first or last term (`create_issue`, `issue_read`).
-    pub verb: f64,
+
     pub k1: f64,
     pub b: f64,
 }
@@ -224,12 +222,11 @@ impl Default for SearchWeights {
         Self {
             name: 3.0,
             description: 1.0,
-            parameters: 0.4,
-            server: 0.8,
-            synonym: 0.35,
+            parameters: 0.3,
+            server: 0.3,
+            synonym: 0.5,
             typo: 0.8,
             name_coverage: 2.0,
-            verb: 1.0,
             k1: 1.2,
             b: 0.75,
         }
@@ -243,8 +240,7 @@ struct Document {
     norms: [f64; FIELDS],
     /// The distinct terms of the tool name.
     name_terms: Vec<String>,
-    /// The first and last terms of the tool name (where naming conventions put the verb).
-    verb_terms: Vec<String>,
+
     names_lower: [String; 2],
 }
 
@@ -312,19 +308,12 @@ impl SearchIndex {
                     .push((index, counts));
             }
             all_lengths.push(lengths);
-            let verb_terms: Vec<String> = fields[0]
-                .first()
-                .into_iter()
-                .chain(fields[0].last())
-                .cloned()
-                .collect();
             let mut name_terms = fields[0].clone();
             name_terms.sort();
             name_terms.dedup();
             documents.push(Document {
                 norms: [1.0; FIELDS],
                 name_terms,
-                verb_terms,
                 names_lower: [entry.public_name.to_lowercase(), entry.tool.to_lowercase()],
             });
         }
@@ -389,7 +378,6 @@ impl SearchIndex {
     /// Indices into [`SearchIndex::entries`] with their match kind and score, best first.
     fn ranked(&self, query: &str) -> Vec<(usize, MatchKind, f64)> {
         let query_terms = self.weighted_query_terms(query);
-        let actions = leading_action_terms(query);
         let normalized = normalize_name_query(query);
         let relevance = self.relevance(&query_terms);
         let mut hits: Vec<(usize, MatchKind, f64)> = self
@@ -406,11 +394,8 @@ impl SearchIndex {
                             .iter()
                             .map(|term| query_terms.get(term).copied().unwrap_or(0.0))
                             .sum();
-                        score += self.weights.name_coverage * covered
-                            / document.name_terms.len() as f64;
-                    }
-                    if document.verb_terms.iter().any(|v| actions.contains(v)) {
-                        score += self.weights.verb;
+                        score +=
+                            self.weights.name_coverage * covered / document.name_terms.len() as f64;
                     }
                 }
                 let kind = if !normalized.is_empty() && document.names_lower.contains(&normalized) {
@@ -520,22 +505,6 @@ impl SearchIndex {
         near.sort();
         near
     }
-
-}
-
-/// The action a query leads with: its first word (stemmed, unless it is a stop word) with
-/// its synonyms, or the terms a leading question word implies ("which …" → list, get).
-fn leading_action_terms(query: &str) -> Vec<String> {
-    let Some(first) = text::raw_words(query).into_iter().next() else {
-        return Vec::new();
-    };
-    let mut actions = text::implied_terms(&first);
-    if !text::is_stop_word(&first) {
-        let stemmed = text::stem(&first);
-        actions.extend(text::synonyms(&stemmed).iter().cloned());
-        actions.push(stemmed);
-    }
-    actions
 }
 
 /// The query as a tool name would be written: trimmed, lower case, spaces as `_`.

@@ -42,6 +42,14 @@ impl ManifestTool {
     }
 }
 
+impl ManifestTool {
+    /// From a discovered MCP tool and its public name.
+    pub fn from_mcp(tool: &warden_mcp::McpTool, public_name: &str) -> Self {
+        let definition = serde_json::to_value(&tool.definition).unwrap_or(Value::Null);
+        Self::from_definition(&tool.identity.server, public_name, &definition)
+    }
+}
+
 /// A deferred server: its one-line summary and (for the all-loaded figure) its tools.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeferredServer {

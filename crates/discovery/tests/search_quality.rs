@@ -29,7 +29,11 @@ fn search_quality_meets_the_targets_on_the_shared_corpora() {
     println!(
         "search latency at {} tools ({} build): p50 {:?}, p95 {:?}",
         index.len(),
-        if cfg!(debug_assertions) { "debug" } else { "release" },
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
         latencies[latencies.len() / 2],
         latencies[latencies.len() * 95 / 100]
     );
@@ -91,7 +95,16 @@ fn tune_weights() {
         for parameters in [0.0, 0.3] {
             for server in [0.3, 0.8] {
                 for synonym in [0.35, 0.5] {
-                    for (name_coverage, verb) in [(2.0, 0.0), (2.0, 1.0), (2.0, 2.0), (2.0, 3.0), (4.0, 0.0), (4.0, 1.0), (4.0, 2.0), (1.0, 2.0)] {
+                    for (name_coverage, verb) in [
+                        (2.0, 0.0),
+                        (2.0, 1.0),
+                        (2.0, 2.0),
+                        (2.0, 3.0),
+                        (4.0, 0.0),
+                        (4.0, 1.0),
+                        (4.0, 2.0),
+                        (1.0, 2.0),
+                    ] {
                         let b = 0.75;
                         let weights = warden_discovery::SearchWeights {
                             name,
@@ -101,7 +114,6 @@ fn tune_weights() {
                             synonym,
                             typo: 0.8,
                             name_coverage,
-                            verb,
                             k1: 1.2,
                             b,
                         };

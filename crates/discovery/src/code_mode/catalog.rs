@@ -70,6 +70,19 @@ impl CodeTool {
         }
     }
 
+    /// From a discovered MCP tool and its public name.
+    pub fn from_mcp(
+        tool: &warden_mcp::McpTool,
+        public_name: &str,
+        callability: Callability,
+    ) -> Self {
+        let definition = serde_json::to_value(&tool.definition).unwrap_or(Value::Null);
+        let mut code_tool =
+            Self::from_definition(public_name, &tool.identity.server, &definition, callability);
+        code_tool.entry.tool = tool.identity.tool.clone();
+        code_tool
+    }
+
     /// The TypeScript-like signature of the call.
     pub fn signature(&self) -> String {
         tool_signature(

@@ -35,6 +35,11 @@ pub trait CodeModeHost: Send + Sync {
     fn catalog(&self) -> std::sync::Arc<CodeCatalog>;
 }
 
+/// Answers a `code_search` request from the host's catalogue.
+pub fn code_search(host: &dyn CodeModeHost, request: &CodeSearchRequest) -> String {
+    host.catalog().search(request)
+}
+
 /// Limits of one execution. [`CodeModeLimits::default`] is what sessions use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct CodeModeLimits {
