@@ -7,9 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_host::HostTool;
-use warden_policy::{
-    BoxFuture, CallSource, CapabilityClass, CapabilitySet, DispatchError, ToolOutput,
-};
+use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
 use warden_skills::Discovery;
 
 /// The name of the tool that loads a skill.
@@ -35,19 +33,6 @@ struct ReadSkillFile {
     discovery: Arc<Discovery>,
 }
 
-fn text_output(text: String) -> ToolOutput {
-    ToolOutput {
-        size_bytes: text.len() as u64,
-        text,
-        is_error: false,
-        content: None,
-    }
-}
-
-fn read_only() -> CapabilitySet {
-    CapabilitySet::of(&[CapabilityClass::ReadOnly])
-}
-
 impl HostTool for UseSkill {
     fn name(&self) -> &str {
         USE_SKILL
@@ -67,7 +52,7 @@ impl HostTool for UseSkill {
     }
 
     fn classes(&self) -> CapabilitySet {
-        read_only()
+        CapabilitySet::READ_ONLY
     }
 
     fn audit_source(&self) -> Option<CallSource> {
@@ -94,7 +79,7 @@ impl HostTool for UseSkill {
                     text.push('\n');
                 }
             }
-            Ok(text_output(text))
+            Ok(ToolOutput::text(text))
         })
     }
 }
@@ -121,7 +106,7 @@ impl HostTool for ReadSkillFile {
     }
 
     fn classes(&self) -> CapabilitySet {
-        read_only()
+        CapabilitySet::READ_ONLY
     }
 
     fn audit_source(&self) -> Option<CallSource> {
@@ -142,7 +127,9 @@ impl HostTool for ReadSkillFile {
                 .ok_or_else(|| DispatchError::new(format!("no skill is named `{skill}`")))?;
             let bytes = warden_skills::read_skill_file(local, path)
                 .map_err(|error| DispatchError::new(error.to_string()))?;
-            Ok(text_output(String::from_utf8_lossy(&bytes).into_owned()))
+            Ok(ToolOutput::text(
+                String::from_utf8_lossy(&bytes).into_owned(),
+            ))
         })
     }
 }

@@ -5,8 +5,12 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// A string holding a secret: prints as `[redacted]`; read it with [`Secret::expose`].
-#[derive(Clone, PartialEq, Eq)]
+/// A string holding a secret (a token, client secret, private key, header or env value):
+/// `Debug` and `Display` show `[redacted]`; read it with [`Secret::expose`]. Serialized as the
+/// bare string, for the token store. The one secret type of warden: `warden_oauth::Secret` and
+/// `warden_mcp::SecretString` are this type re-exported.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
 
 impl Secret {
@@ -29,6 +33,18 @@ impl fmt::Debug for Secret {
 impl fmt::Display for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("[redacted]")
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Self {
+        Self(value)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Self(value.to_owned())
     }
 }
 

@@ -461,7 +461,7 @@ impl SearchIndex {
         let mut implied: BTreeMap<String, f64> = BTreeMap::new();
         let mut imply = |term: &str, weight: f64| {
             let slot = implied.entry(term.to_string()).or_default();
-            *slot = (*slot + weight).min(1.0);
+            *slot = slot.max(weight);
         };
         for word in text::raw_words(query) {
             for term in text::implied_terms(&word) {

@@ -1,5 +1,6 @@
 //! The gate's dispatcher for MCP tools: sends an admitted call by identity and converts the result.
 
+use rmcp::model::CallToolResult;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_mcp::artifacts::ArtifactStore;
@@ -40,6 +41,34 @@ fn forward_progress(sink: ProgressSender) -> tokio::sync::mpsc::Sender<Progress>
     sender
 }
 
+/// Converts a result for the model on a blocking thread (it may write artifact files).
+pub(crate) async fn convert_off_thread(
+    result: CallToolResult,
+    server: String,
+    tool: String,
+    store: ArtifactStore,
+) -> Result<ToolOutput, DispatchError> {
+    let converted = tokio::task::spawn_blocking(move || {
+        let context = ConversionContext::new(&server, &tool, &store);
+        convert_tool_result(result, &context)
+    })
+    .await
+    .map_err(|error| DispatchError::new(format!("result conversion stopped: {error}")))?
+    .map_err(|error| DispatchError::new(format!("result conversion failed: {error}")))?;
+    let size_bytes = converted.text.len() as u64
+        + converted
+            .artifacts
+            .iter()
+            .map(|artifact| artifact.bytes)
+            .sum::<u64>();
+    Ok(ToolOutput {
+        text: converted.text.clone(),
+        is_error: converted.is_error,
+        content: serde_json::to_value(&converted).ok(),
+        size_bytes,
+    })
+}
+
 impl Dispatcher for McpDispatcher {
     fn dispatch<'a>(
         &'a self,
@@ -71,26 +100,7 @@ impl Dispatcher for McpDispatcher {
                 .call_tool(&identity, arguments, CallOptions { progress, cancel })
                 .await
                 .map_err(|error| DispatchError::new(error.to_string()))?;
-            let store = self.artifacts.clone();
-            let converted = tokio::task::spawn_blocking(move || {
-                let context = ConversionContext::new(&server, &tool, &store);
-                convert_tool_result(outcome.result, &context)
-            })
-            .await
-            .map_err(|error| DispatchError::new(format!("result conversion stopped: {error}")))?
-            .map_err(|error| DispatchError::new(format!("result conversion failed: {error}")))?;
-            let size_bytes = converted.text.len() as u64
-                + converted
-                    .artifacts
-                    .iter()
-                    .map(|artifact| artifact.bytes)
-                    .sum::<u64>();
-            Ok(ToolOutput {
-                text: converted.text.clone(),
-                is_error: converted.is_error,
-                content: serde_json::to_value(&converted).ok(),
-                size_bytes,
-            })
+            convert_off_thread(outcome.result, server, tool, self.artifacts.clone()).await
         })
     }
 }

@@ -3,15 +3,13 @@
 
 use std::sync::Arc;
 
+use crate::dispatch::convert_off_thread;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_mcp::McpRuntime;
 use warden_mcp::artifacts::ArtifactStore;
-use warden_mcp::result::{ConversionContext, convert_tool_result};
-use warden_policy::{
-    BoxFuture, CallSource, CapabilityClass, CapabilitySet, DispatchError, ToolOutput,
-};
+use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
 
 /// A tool implemented by warden itself. Its classes are declared in code for the gate.
 pub trait HostTool: Send + Sync {
@@ -87,7 +85,7 @@ impl HostTool for ListResources {
     }
 
     fn classes(&self) -> CapabilitySet {
-        CapabilitySet::of(&[CapabilityClass::ReadOnly])
+        CapabilitySet::READ_ONLY
     }
 
     fn execute<'a>(
@@ -125,12 +123,7 @@ impl HostTool for ListResources {
                 serde_json::to_string_pretty(&rows)
                     .map_err(|error| DispatchError::new(error.to_string()))?
             };
-            Ok(ToolOutput {
-                size_bytes: text.len() as u64,
-                text,
-                is_error: false,
-                content: None,
-            })
+            Ok(ToolOutput::text(text))
         })
     }
 }
@@ -157,7 +150,7 @@ impl HostTool for ReadResource {
     }
 
     fn classes(&self) -> CapabilitySet {
-        CapabilitySet::of(&[CapabilityClass::ReadOnly])
+        CapabilitySet::READ_ONLY
     }
 
     fn audit_source(&self) -> Option<CallSource> {
@@ -189,22 +182,13 @@ impl HostTool for ReadResource {
                     .map(ContentBlock::resource)
                     .collect(),
             );
-            let server = server.to_owned();
-            let store = self.artifacts.clone();
-            let converted = tokio::task::spawn_blocking(move || {
-                let context = ConversionContext::new(&server, READ_RESOURCE, &store);
-                convert_tool_result(result, &context)
-            })
+            convert_off_thread(
+                result,
+                server.to_owned(),
+                READ_RESOURCE.to_owned(),
+                self.artifacts.clone(),
+            )
             .await
-            .map_err(|error| DispatchError::new(format!("reading stopped: {error}")))?
-            .map_err(|error| DispatchError::new(error.to_string()))?;
-            Ok(ToolOutput {
-                size_bytes: converted.text.len() as u64
-                    + converted.artifacts.iter().map(|a| a.bytes).sum::<u64>(),
-                text: converted.text.clone(),
-                is_error: false,
-                content: serde_json::to_value(&converted).ok(),
-            })
         })
     }
 }

@@ -79,12 +79,13 @@ fn next_pair(text: &str) -> Result<((String, String), &str), PromptArgsError> {
                     let consumed = 1 + index + c.len_utf8();
                     return Ok(((key, value), &after[consumed..]));
                 }
-                if c == '\\' && quote == '"' {
-                    if let Some((_, escaped @ ('"' | '\\'))) = chars.clone().next() {
-                        chars.next();
-                        value.push(escaped);
-                        continue;
-                    }
+                if c == '\\'
+                    && quote == '"'
+                    && let Some((_, escaped @ ('"' | '\\'))) = chars.clone().next()
+                {
+                    chars.next();
+                    value.push(escaped);
+                    continue;
                 }
                 value.push(c);
             }

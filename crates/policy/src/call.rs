@@ -180,6 +180,18 @@ pub struct ToolOutput {
     pub size_bytes: u64,
 }
 
+impl ToolOutput {
+    /// A successful plain-text output; its size is the text's.
+    pub fn text(text: String) -> Self {
+        Self {
+            size_bytes: text.len() as u64,
+            text,
+            is_error: false,
+            content: None,
+        }
+    }
+}
+
 /// The result of one call through the gate. Never an `Err`: denials, timeouts and dead servers
 /// are ordinary outcomes with a reason the model can read.
 #[derive(Debug, Clone)]

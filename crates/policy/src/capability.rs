@@ -88,6 +88,8 @@ impl CapabilitySet {
     pub const EMPTY: Self = Self { bits: 0 };
     /// Every class.
     pub const ALL: Self = Self { bits: 15 };
+    /// Only `read_only`: what a tool that changes nothing declares.
+    pub const READ_ONLY: Self = Self { bits: 1 };
 
     /// The set of the given classes.
     pub fn of(classes: &[CapabilityClass]) -> Self {
