@@ -453,8 +453,7 @@ impl SearchIndex {
     }
 
     /// Query terms with their weights: each term 1.0; its synonyms, and the terms implied by
-    /// question words, [`SearchWeights::synonym`] each, adding up (to at most 1.0) when several
-    /// query words imply the same term; a word found in no tool is matched to the indexed
+    /// question words, [`SearchWeights::synonym`] (implied twice still counts once); a word found in no tool is matched to the indexed
     /// terms within a small edit distance (typos) at [`SearchWeights::typo`].
     fn weighted_query_terms(&self, query: &str) -> BTreeMap<String, f64> {
         let mut typed: Vec<String> = Vec::new();

@@ -106,9 +106,9 @@ pub fn stem(word: &str) -> String {
         undouble(&mut w);
     }
     // Agent nouns meet their verb when the verb is long enough to be unambiguous:
-    // reviewer/review, assignee/assign (but not owner/own or user/us).
+    // reviewer/review, assignee/assign, reader/read (but not owner/own or user/us).
     for suffix in ["er", "ee", "or"] {
-        if w.len() >= suffix.len() + 5 && w.ends_with(suffix) {
+        if w.len() >= suffix.len() + 4 && w.ends_with(suffix) {
             w.truncate(w.len() - suffix.len());
             break;
         }
