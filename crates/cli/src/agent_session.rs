@@ -17,6 +17,9 @@ use warden_agent::{
 use warden_config::{AgentProfile, LoadedConfig};
 use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
 
+use warden_discovery::{Availability, CodeModeLimits, RoutingInputs, execution_routing_section};
+
+use crate::code_tools::{HostSlot, code_tools};
 use crate::skill_tools::skill_tools;
 use warden_host::{CallContext, Host, HostOptions, HostTool, VisibleTool};
 use warden_mcp::ServerSpec;
@@ -116,6 +119,8 @@ impl AgentSession {
         if !skills.skills.is_empty() {
             host_tools.extend(skill_tools(skills.clone()));
         }
+        let host_slot: HostSlot = Arc::default();
+        host_tools.extend(code_tools(host_slot.clone()));
         let mut options = HostOptions::new(paths.clone(), workspace.clone());
         options.policy = request.policy.policy(&config.policy)?;
         options.hooks = warden_host::hook_runner(&config.policy)?;
@@ -123,6 +128,7 @@ impl AgentSession {
         options.extra_servers = ad_hoc_servers(request.ad_hoc)?;
         options.session_id = resumed.as_ref().map(|(id, _)| id.clone());
         let host = Arc::new(Host::open(&config, options).context("opening the session")?);
+        let _ = host_slot.set(Arc::downgrade(&host));
         Ok(Self {
             host,
             model,
@@ -185,8 +191,35 @@ impl AgentSession {
         (specs, lines)
     }
 
+    /// The `<execution_routing>` section: which facility suits what, and whether each is
+    /// available here (the code-mode sandbox is probed; it never falls back to weaker isolation).
+    pub async fn execution_routing(&self) -> String {
+        let code_mode = match warden_discovery::code_mode::probe(CodeModeLimits::default()).await {
+            Ok(()) => Availability::Available,
+            Err(error) => Availability::Unavailable {
+                reason: error.to_string(),
+            },
+        };
+        let skills = if self.skills.skills.is_empty() {
+            Availability::Unavailable {
+                reason: "no skills are installed for this workspace".to_owned(),
+            }
+        } else {
+            Availability::Available
+        };
+        execution_routing_section(&RoutingInputs {
+            bash: Availability::Available,
+            code_mode,
+            skills,
+            tool_cli: Availability::Unavailable {
+                reason: "this build of warden does not start the tool bridge for sessions"
+                    .to_owned(),
+            },
+        })
+    }
+
     /// The system prompt in its byte-stable order.
-    pub fn system_prompt(&self) -> String {
+    pub fn system_prompt(&self, execution_routing: String) -> String {
         let agent_instructions = self
             .profile
             .as_ref()
@@ -204,7 +237,7 @@ impl AgentSession {
             base: None,
             agent_instructions,
             project: find_project_instructions(&self.workspace),
-            execution_routing: None,
+            execution_routing: Some(execution_routing),
             server_instructions,
             skills_index,
         })

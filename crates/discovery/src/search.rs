@@ -223,10 +223,10 @@ impl Default for SearchWeights {
             name: 3.0,
             description: 1.0,
             parameters: 0.3,
-            server: 0.3,
+            server: 0.8,
             synonym: 0.5,
             typo: 0.8,
-            name_coverage: 2.0,
+            name_coverage: 4.0,
             k1: 1.2,
             b: 0.75,
         }
@@ -387,16 +387,14 @@ impl SearchIndex {
             .enumerate()
             .filter_map(|(index, (document, bm25))| {
                 let mut score = bm25;
-                if score > 0.0 {
-                    if !document.name_terms.is_empty() {
-                        let covered: f64 = document
-                            .name_terms
-                            .iter()
-                            .map(|term| query_terms.get(term).copied().unwrap_or(0.0))
-                            .sum();
-                        score +=
-                            self.weights.name_coverage * covered / document.name_terms.len() as f64;
-                    }
+                if score > 0.0 && !document.name_terms.is_empty() {
+                    let covered: f64 = document
+                        .name_terms
+                        .iter()
+                        .map(|term| query_terms.get(term).copied().unwrap_or(0.0))
+                        .sum();
+                    score +=
+                        self.weights.name_coverage * covered / document.name_terms.len() as f64;
                 }
                 let kind = if !normalized.is_empty() && document.names_lower.contains(&normalized) {
                     MatchKind::ExactName

@@ -90,12 +90,17 @@ struct Marks {
     after_fragment: Option<usize>,
 }
 
-fn cut_index(cut: Option<Cut>, marks: &Marks, total: usize) -> usize {
-    match cut {
-        None => total,
-        Some(Cut::BeforeContent | Cut::Hang) => marks.after_start,
-        Some(Cut::AfterText) => marks.after_text,
-        Some(Cut::AfterToolCallFragment) => marks.after_fragment.unwrap_or(total),
+impl Marks {
+    /// The frames of a turn, to be cut where `cut` says (all of them when `None`).
+    fn cut(self, frames: Vec<String>, cut: Option<Cut>) -> Frames {
+        let total = frames.len();
+        let cut_at = match cut {
+            None => total,
+            Some(Cut::BeforeContent | Cut::Hang) => self.after_start,
+            Some(Cut::AfterText) => self.after_text,
+            Some(Cut::AfterToolCallFragment) => self.after_fragment.unwrap_or(total),
+        };
+        Frames { frames, cut_at }
     }
 }
 
@@ -169,13 +174,12 @@ fn chat_frames(turn: &Turn, model: &str, fragment: usize, include_usage: bool) -
         })));
     }
     frames.push("data: [DONE]\n\n".to_string());
-    let marks = Marks {
+    Marks {
         after_start,
         after_text,
         after_fragment,
-    };
-    let cut_at = cut_index(turn.cut, &marks, frames.len());
-    Frames { frames, cut_at }
+    }
+    .cut(frames, turn.cut)
 }
 
 fn responses_output(turn: &Turn) -> Vec<Value> {
@@ -310,13 +314,12 @@ fn responses_frames(turn: &Turn, model: &str, fragment: usize) -> Frames {
         "response.completed",
         json!({"response": responses_object(turn, model, "completed", output.clone())}),
     );
-    let marks = Marks {
+    Marks {
         after_start,
         after_text,
         after_fragment,
-    };
-    let cut_at = cut_index(turn.cut, &marks, frames.len());
-    Frames { frames, cut_at }
+    }
+    .cut(frames, turn.cut)
 }
 
 fn messages_frames(turn: &Turn, model: &str, fragment: usize) -> Frames {
@@ -381,13 +384,12 @@ fn messages_frames(turn: &Turn, model: &str, fragment: usize) -> Frames {
             "usage": {"output_tokens": usage.output_tokens}}),
     ));
     frames.push(event("message_stop", &json!({"type": "message_stop"})));
-    let marks = Marks {
+    Marks {
         after_start,
         after_text,
         after_fragment,
-    };
-    let cut_at = cut_index(turn.cut, &marks, frames.len());
-    Frames { frames, cut_at }
+    }
+    .cut(frames, turn.cut)
 }
 
 pub(crate) fn complete_body(api: Api, turn: &Turn, model: &str) -> Value {

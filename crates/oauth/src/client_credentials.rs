@@ -61,6 +61,23 @@ pub(crate) fn form_body(pairs: &[(&str, String)]) -> String {
     body.finish()
 }
 
+/// Sends `form` as an `application/x-www-form-urlencoded` POST body with `request`.
+pub(crate) async fn post_form(
+    request: reqwest::RequestBuilder,
+    endpoint: &str,
+    form: &[(&str, String)],
+) -> Result<reqwest::Response, OAuthError> {
+    request
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(form_body(form))
+        .send()
+        .await
+        .map_err(|e| OAuthError::http(endpoint, e))
+}
+
 /// `error: error_description` from an OAuth error body, never the raw body (it may echo secrets).
 pub(crate) fn oauth_error_summary(body: &str) -> String {
     let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
@@ -133,15 +150,7 @@ pub async fn client_credentials_token(
             form.push(("client_assertion", assertion.expose().to_string()));
         }
     }
-    let response = request
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .body(crate::client_credentials::form_body(&form))
-        .send()
-        .await
-        .map_err(|e| OAuthError::http(&endpoint, e))?;
+    let response = post_form(request, &endpoint, &form).await?;
     let status = response.status();
     let body = response
         .text()

@@ -330,17 +330,14 @@ pub async fn login(
     let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
     let authorization_url =
         with_prompt_consent(&manager.get_authorization_url(&scope_refs).await?)?;
-    show_url(&authorization_url);
-    let callback = receiver
-        .receive(&authorization_url, options.timeout)
-        .await?;
-    manager
-        .exchange_code_for_token_with_issuer(
-            &callback.code,
-            &callback.csrf_token,
-            callback.issuer.as_deref(),
-        )
-        .await?;
+    authorize_at(
+        &manager,
+        receiver,
+        &authorization_url,
+        options.timeout,
+        show_url,
+    )
+    .await?;
     info!(server = %settings.server_name, "logged in");
     Ok(manager)
 }
@@ -397,8 +394,20 @@ pub async fn step_up(
         RedirectMode::Headless { .. } => RedirectMode::Headless { port },
     };
     let receiver = RedirectReceiver::prepare(redirect, None).await?;
-    show_url(&authorization_url);
-    let callback = receiver.receive(&authorization_url, timeout).await?;
+    authorize_at(manager, receiver, &authorization_url, timeout, show_url).await
+}
+
+/// Shows `authorization_url`, waits (up to `timeout`) for the redirect and exchanges its code
+/// for tokens, which the manager stores.
+async fn authorize_at(
+    manager: &AuthorizationManager,
+    receiver: RedirectReceiver,
+    authorization_url: &str,
+    timeout: Duration,
+    show_url: &(dyn Fn(&str) + Send + Sync),
+) -> Result<(), OAuthError> {
+    show_url(authorization_url);
+    let callback = receiver.receive(authorization_url, timeout).await?;
     manager
         .exchange_code_for_token_with_issuer(
             &callback.code,

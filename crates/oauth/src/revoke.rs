@@ -28,15 +28,7 @@ pub async fn revoke_token(
         }
         None => form.push(("client_id", client_id.to_string())),
     }
-    let response = request
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .body(crate::client_credentials::form_body(&form))
-        .send()
-        .await
-        .map_err(|e| OAuthError::http(endpoint, e))?;
+    let response = crate::client_credentials::post_form(request, endpoint, &form).await?;
     let status = response.status();
     if status.is_success() {
         return Ok(());

@@ -5,9 +5,9 @@ use warden_config::Secret;
 
 use super::{
     ModelConfig, ModelDelta, ModelRequest, ModelResponse, ProviderError, SseEvent, StreamDecoder,
-    ToolCallAssembler, WireFormat,
+    StreamState, WireFormat, text_at, typed_event,
 };
-use crate::conversation::{Message, Usage};
+use crate::conversation::Message;
 
 /// The API version header value sent with every request.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -99,50 +99,33 @@ impl WireFormat for Messages {
 
 #[derive(Default)]
 struct MessagesDecoder {
-    text: String,
-    calls: ToolCallAssembler,
-    usage: Usage,
-    stop_reason: Option<String>,
-    done: bool,
+    state: StreamState,
 }
 
 impl StreamDecoder for MessagesDecoder {
     fn on_event(&mut self, event: &SseEvent) -> Result<Vec<ModelDelta>, ProviderError> {
-        if event.data.trim().is_empty() {
+        let Some((value, kind)) = typed_event(event)? else {
             return Ok(Vec::new());
-        }
-        let value: Value = serde_json::from_str(&event.data)
-            .map_err(|e| ProviderError::Protocol(format!("an event that is not JSON: {e}")))?;
-        let kind = value
-            .get("type")
-            .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .unwrap_or_default()
-            .to_string();
-        let str_at = |pointer: &str| {
-            value
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
         };
+        let str_at = |pointer: &str| text_at(&value, pointer);
         let u64_at = |pointer: &str| value.pointer(pointer).and_then(Value::as_u64);
         let index = u64_at("/index").unwrap_or(0).to_string();
         let mut deltas = Vec::new();
         match kind.as_str() {
             "message_start" => {
-                self.usage.input_tokens = u64_at("/message/usage/input_tokens").unwrap_or(0)
+                self.state.usage.input_tokens = u64_at("/message/usage/input_tokens").unwrap_or(0)
                     + u64_at("/message/usage/cache_creation_input_tokens").unwrap_or(0)
                     + u64_at("/message/usage/cache_read_input_tokens").unwrap_or(0);
-                self.usage.cached_input_tokens =
+                self.state.usage.cached_input_tokens =
                     u64_at("/message/usage/cache_read_input_tokens").unwrap_or(0);
-                self.usage.output_tokens = u64_at("/message/usage/output_tokens").unwrap_or(0);
+                self.state.usage.output_tokens =
+                    u64_at("/message/usage/output_tokens").unwrap_or(0);
             }
             "content_block_start"
                 if value.pointer("/content_block/type").and_then(Value::as_str)
                     == Some("tool_use") =>
             {
-                deltas.push(self.calls.start(
+                deltas.push(self.state.calls.start(
                     index,
                     str_at("/content_block/id"),
                     str_at("/content_block/name"),
@@ -152,24 +135,26 @@ impl StreamDecoder for MessagesDecoder {
                 Some("text_delta") => {
                     let text = str_at("/delta/text");
                     if !text.is_empty() {
-                        self.text.push_str(&text);
+                        self.state.text.push_str(&text);
                         deltas.push(ModelDelta::Text { text });
                     }
                 }
                 Some("input_json_delta") => {
-                    self.calls.append(&index, &str_at("/delta/partial_json"))?;
+                    self.state
+                        .calls
+                        .append(&index, &str_at("/delta/partial_json"))?;
                 }
                 _ => {}
             },
             "message_delta" => {
                 if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.stop_reason = Some(reason.to_string());
+                    self.state.stop_reason = Some(reason.to_string());
                 }
                 if let Some(output) = u64_at("/usage/output_tokens") {
-                    self.usage.output_tokens = output;
+                    self.state.usage.output_tokens = output;
                 }
             }
-            "message_stop" => self.done = true,
+            "message_stop" => self.state.done = true,
             "error" => {
                 let message = str_at("/error/message");
                 return Err(ProviderError::Protocol(format!(
@@ -182,18 +167,10 @@ impl StreamDecoder for MessagesDecoder {
     }
 
     fn finish(&mut self) -> Option<ModelResponse> {
-        if !self.done {
-            return None;
-        }
-        Some(ModelResponse {
-            text: std::mem::take(&mut self.text),
-            tool_calls: self.calls.take(),
-            usage: self.usage,
-            stop_reason: self.stop_reason.clone(),
-        })
+        self.state.finish_when_done()
     }
 
     fn is_done(&self) -> bool {
-        self.done
+        self.state.done
     }
 }

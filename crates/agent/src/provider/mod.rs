@@ -13,6 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde::Serialize;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_config::{AgentProfile, DeferMode, ModelProvider, ModelSettings, Secret};
 
@@ -189,24 +190,28 @@ pub fn select_model(
         }
         Ok(None) => {
             let set = |name: &str| env(name).is_some_and(|v| !v.is_empty());
+            let default_for = |provider, id, base_url, key_var: &str, context_window| {
+                let mut config = ModelConfig::new(provider, id, base_url);
+                config.api_key = ApiKey::Env(key_var.into());
+                config.context_window = context_window;
+                config
+            };
             if set("ANTHROPIC_API_KEY") {
-                let mut config = ModelConfig::new(
+                Ok(default_for(
                     ModelProvider::Anthropic,
                     DEFAULT_ANTHROPIC_MODEL,
                     ANTHROPIC_BASE_URL,
-                );
-                config.api_key = ApiKey::Env("ANTHROPIC_API_KEY".into());
-                config.context_window = 200_000;
-                Ok(config)
+                    "ANTHROPIC_API_KEY",
+                    200_000,
+                ))
             } else if set("OPENAI_API_KEY") {
-                let mut config = ModelConfig::new(
+                Ok(default_for(
                     ModelProvider::OpenAiResponses,
                     DEFAULT_OPENAI_MODEL,
                     OPENAI_BASE_URL,
-                );
-                config.api_key = ApiKey::Env("OPENAI_API_KEY".into());
-                config.context_window = 400_000;
-                Ok(config)
+                    "OPENAI_API_KEY",
+                    400_000,
+                ))
             } else {
                 Err(SelectError::NoModel)
             }
@@ -595,5 +600,64 @@ impl ToolCallAssembler {
             .into_iter()
             .map(|(_, call)| call)
             .collect()
+    }
+}
+
+/// `Authorization: Bearer <key>` when there is a key: the OpenAI wire formats' only header.
+pub(crate) fn bearer_headers(key: Option<&Secret>) -> Vec<(&'static str, String)> {
+    key.map(|key| vec![("authorization", format!("Bearer {}", key.expose()))])
+        .unwrap_or_default()
+}
+
+/// An event whose JSON says its own kind in `type` (or, failing that, in the SSE `event:`
+/// line): the value and the kind; None for an empty event.
+pub(crate) fn typed_event(event: &SseEvent) -> Result<Option<(Value, String)>, ProviderError> {
+    if event.data.trim().is_empty() {
+        return Ok(None);
+    }
+    let value: Value = serde_json::from_str(&event.data)
+        .map_err(|e| ProviderError::Protocol(format!("an event that is not JSON: {e}")))?;
+    let kind = value
+        .get("type")
+        .and_then(Value::as_str)
+        .or(event.event.as_deref())
+        .unwrap_or_default()
+        .to_string();
+    Ok(Some((value, kind)))
+}
+
+/// The string at `pointer`, or empty.
+pub(crate) fn text_at(value: &Value, pointer: &str) -> String {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// What every stream decoder gathers on the way to a [`ModelResponse`].
+#[derive(Debug, Default)]
+pub(crate) struct StreamState {
+    pub text: String,
+    pub calls: ToolCallAssembler,
+    pub usage: Usage,
+    pub stop_reason: Option<String>,
+    pub done: bool,
+}
+
+impl StreamState {
+    /// The response gathered so far, taking text and calls out.
+    pub fn take_response(&mut self) -> ModelResponse {
+        ModelResponse {
+            text: std::mem::take(&mut self.text),
+            tool_calls: self.calls.take(),
+            usage: self.usage,
+            stop_reason: self.stop_reason.clone(),
+        }
+    }
+
+    /// The response once the stream said it is done; None before.
+    pub fn finish_when_done(&mut self) -> Option<ModelResponse> {
+        self.done.then(|| self.take_response())
     }
 }

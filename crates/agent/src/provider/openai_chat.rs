@@ -5,7 +5,7 @@ use warden_config::Secret;
 
 use super::{
     ModelConfig, ModelDelta, ModelRequest, ModelResponse, ProviderError, SseEvent, StreamDecoder,
-    ToolCallAssembler, WireFormat,
+    StreamState, WireFormat, bearer_headers,
 };
 use crate::conversation::{Message, Usage};
 
@@ -17,8 +17,7 @@ impl WireFormat for ChatCompletions {
     }
 
     fn headers(&self, key: Option<&Secret>) -> Vec<(&'static str, String)> {
-        key.map(|key| vec![("authorization", format!("Bearer {}", key.expose()))])
-            .unwrap_or_default()
+        bearer_headers(key)
     }
 
     fn body(&self, config: &ModelConfig, request: &ModelRequest<'_>) -> Value {
@@ -73,18 +72,14 @@ impl WireFormat for ChatCompletions {
 
 #[derive(Default)]
 struct ChatDecoder {
-    text: String,
-    calls: ToolCallAssembler,
-    usage: Usage,
-    stop_reason: Option<String>,
-    done: bool,
+    state: StreamState,
 }
 
 impl StreamDecoder for ChatDecoder {
     fn on_event(&mut self, event: &SseEvent) -> Result<Vec<ModelDelta>, ProviderError> {
         let data = event.data.trim();
         if data == "[DONE]" {
-            self.done = true;
+            self.state.done = true;
             return Ok(Vec::new());
         }
         if data.is_empty() {
@@ -100,7 +95,7 @@ impl StreamDecoder for ChatDecoder {
         let mut deltas = Vec::new();
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             let get = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
-            self.usage = Usage {
+            self.state.usage = Usage {
                 input_tokens: get("/prompt_tokens"),
                 output_tokens: get("/completion_tokens"),
                 cached_input_tokens: get("/prompt_tokens_details/cached_tokens"),
@@ -113,7 +108,7 @@ impl StreamDecoder for ChatDecoder {
             .flatten()
         {
             if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                self.stop_reason = Some(reason.to_string());
+                self.state.stop_reason = Some(reason.to_string());
             }
             let Some(delta) = choice.get("delta") else {
                 continue;
@@ -121,7 +116,7 @@ impl StreamDecoder for ChatDecoder {
             if let Some(text) = delta.get("content").and_then(Value::as_str)
                 && !text.is_empty()
             {
-                self.text.push_str(text);
+                self.state.text.push_str(text);
                 deltas.push(ModelDelta::Text {
                     text: text.to_string(),
                 });
@@ -142,19 +137,19 @@ impl StreamDecoder for ChatDecoder {
                 let key = match call.get("index").and_then(Value::as_u64) {
                     Some(index) => index.to_string(),
                     None if !id.is_empty() => format!("id:{id}"),
-                    None => self.calls.last_key().unwrap_or_else(|| "0".into()),
+                    None => self.state.calls.last_key().unwrap_or_else(|| "0".into()),
                 };
-                if !self.calls.has(&key) {
+                if !self.state.calls.has(&key) {
                     let name = call
                         .pointer("/function/name")
                         .and_then(Value::as_str)
                         .unwrap_or_default()
                         .to_string();
-                    deltas.push(self.calls.start(key.clone(), id, name));
+                    deltas.push(self.state.calls.start(key.clone(), id, name));
                 }
                 if let Some(fragment) = call.pointer("/function/arguments").and_then(Value::as_str)
                 {
-                    self.calls.append(&key, fragment)?;
+                    self.state.calls.append(&key, fragment)?;
                 }
             }
         }
@@ -163,19 +158,14 @@ impl StreamDecoder for ChatDecoder {
 
     fn finish(&mut self) -> Option<ModelResponse> {
         // Some compatible servers end without `[DONE]`; a finish_reason is enough.
-        if !self.done && self.stop_reason.is_none() {
+        if !self.state.done && self.state.stop_reason.is_none() {
             return None;
         }
-        Some(ModelResponse {
-            text: std::mem::take(&mut self.text),
-            tool_calls: self.calls.take(),
-            usage: self.usage,
-            stop_reason: self.stop_reason.clone(),
-        })
+        Some(self.state.take_response())
     }
 
     fn is_done(&self) -> bool {
-        self.done
+        self.state.done
     }
 }
 

@@ -5,7 +5,7 @@ use warden_config::Secret;
 
 use super::{
     ModelConfig, ModelDelta, ModelRequest, ModelResponse, ProviderError, SseEvent, StreamDecoder,
-    ToolCallAssembler, WireFormat,
+    StreamState, WireFormat, bearer_headers, text_at, typed_event,
 };
 use crate::conversation::{Message, Usage};
 
@@ -17,8 +17,7 @@ impl WireFormat for Responses {
     }
 
     fn headers(&self, key: Option<&Secret>) -> Vec<(&'static str, String)> {
-        key.map(|key| vec![("authorization", format!("Bearer {}", key.expose()))])
-            .unwrap_or_default()
+        bearer_headers(key)
     }
 
     fn body(&self, config: &ModelConfig, request: &ModelRequest<'_>) -> Value {
@@ -71,58 +70,43 @@ impl WireFormat for Responses {
 
 #[derive(Default)]
 struct ResponsesDecoder {
-    text: String,
-    calls: ToolCallAssembler,
-    usage: Usage,
-    stop_reason: Option<String>,
-    done: bool,
+    state: StreamState,
 }
 
 impl StreamDecoder for ResponsesDecoder {
     fn on_event(&mut self, event: &SseEvent) -> Result<Vec<ModelDelta>, ProviderError> {
-        if event.data.trim().is_empty() {
+        let Some((value, kind)) = typed_event(event)? else {
             return Ok(Vec::new());
-        }
-        let value: Value = serde_json::from_str(&event.data)
-            .map_err(|e| ProviderError::Protocol(format!("an event that is not JSON: {e}")))?;
-        let kind = value
-            .get("type")
-            .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .unwrap_or_default()
-            .to_string();
-        let str_at = |pointer: &str| {
-            value
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
         };
+        let str_at = |pointer: &str| text_at(&value, pointer);
         let mut deltas = Vec::new();
         match kind.as_str() {
             "response.output_text.delta" => {
                 let text = str_at("/delta");
                 if !text.is_empty() {
-                    self.text.push_str(&text);
+                    self.state.text.push_str(&text);
                     deltas.push(ModelDelta::Text { text });
                 }
             }
             "response.output_item.added"
                 if value.pointer("/item/type").and_then(Value::as_str) == Some("function_call") =>
             {
-                deltas.push(self.calls.start(
+                deltas.push(self.state.calls.start(
                     str_at("/item/id"),
                     str_at("/item/call_id"),
                     str_at("/item/name"),
                 ));
             }
             "response.function_call_arguments.delta" => {
-                self.calls.append(&str_at("/item_id"), &str_at("/delta"))?;
+                self.state
+                    .calls
+                    .append(&str_at("/item_id"), &str_at("/delta"))?;
             }
             "response.output_item.done"
                 if value.pointer("/item/type").and_then(Value::as_str) == Some("function_call") =>
             {
-                self.calls
+                self.state
+                    .calls
                     .set_arguments(&str_at("/item/id"), str_at("/item/arguments"));
             }
             "response.completed" | "response.incomplete" => {
@@ -133,13 +117,13 @@ impl StreamDecoder for ResponsesDecoder {
                         .and_then(Value::as_u64)
                         .unwrap_or(0)
                 };
-                self.usage = Usage {
+                self.state.usage = Usage {
                     input_tokens: get("/input_tokens"),
                     output_tokens: get("/output_tokens"),
                     cached_input_tokens: get("/input_tokens_details/cached_tokens"),
                 };
-                self.stop_reason = Some(str_at("/response/status"));
-                self.done = true;
+                self.state.stop_reason = Some(str_at("/response/status"));
+                self.state.done = true;
             }
             "response.failed" => {
                 let message = str_at("/response/error/message");
@@ -159,18 +143,10 @@ impl StreamDecoder for ResponsesDecoder {
     }
 
     fn finish(&mut self) -> Option<ModelResponse> {
-        if !self.done {
-            return None;
-        }
-        Some(ModelResponse {
-            text: std::mem::take(&mut self.text),
-            tool_calls: self.calls.take(),
-            usage: self.usage,
-            stop_reason: self.stop_reason.clone(),
-        })
+        self.state.finish_when_done()
     }
 
     fn is_done(&self) -> bool {
-        self.done
+        self.state.done
     }
 }

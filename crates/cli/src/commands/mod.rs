@@ -1,6 +1,7 @@
 //! One module per `warden` subcommand.
 
 pub mod audit;
+pub mod code;
 pub mod config;
 pub mod mcp;
 pub mod probe;

@@ -153,7 +153,8 @@ async fn run_session(
     for failure in &failures {
         eprintln!("{failure}");
     }
-    let system_prompt = session.system_prompt();
+    let routing = session.execution_routing().await;
+    let system_prompt = session.system_prompt(routing);
     let (events_sender, mut events) = tokio::sync::mpsc::unbounded_channel();
     let executor = session.executor(Some(events_sender.clone()));
     let agent = Agent::new(session.client.clone(), executor, system_prompt, tools)

@@ -1,0 +1,210 @@
+//! Code mode wired to the gate: `code_execute` and `code_search` for the agent, and the host
+//! that `warden code` uses. Inside the sandbox, `tools.call(server, tool, args)` is one gate call
+//! with source `code-mode`, which refuses anything not read-only outright.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use warden_discovery::code_mode::execute;
+use warden_discovery::{
+    Callability, CodeCatalog, CodeModeHost, CodeModeLimits, CodeSearchRequest, CodeTool, ServerDoc,
+};
+use warden_host::{CallContext, Host, HostTool};
+use warden_policy::{BoxFuture, CallSource, CapabilitySet, Decision, DispatchError, ToolOutput};
+
+/// The name of the tool that runs JavaScript in the sandbox.
+pub const CODE_EXECUTE: &str = "code_execute";
+/// The name of the tool that describes what code mode can call.
+pub const CODE_SEARCH: &str = "code_search";
+
+/// The code-mode side of a session: the gate's host and the catalogue the sandbox sees.
+pub struct GateCodeHost {
+    host: Arc<Host>,
+    catalog: Arc<CodeCatalog>,
+    cancel: CancellationToken,
+}
+
+impl GateCodeHost {
+    /// Fetches the non-deferred catalogues and marks each tool callable or not by its classes.
+    pub async fn new(host: Arc<Host>, cancel: CancellationToken) -> Self {
+        let (tools, _failures) = host.all_tools().await;
+        let mut servers: Vec<String> = tools
+            .iter()
+            .map(|visible| visible.tool.identity.server.clone())
+            .collect();
+        servers.dedup();
+        let code_tools = tools
+            .iter()
+            .map(|visible| {
+                CodeTool::from_mcp(
+                    &visible.tool,
+                    &visible.descriptor.public_name,
+                    Callability::from_classes(visible.descriptor.classes()),
+                )
+            })
+            .collect();
+        let statuses = host.runtime().status();
+        let docs = servers
+            .into_iter()
+            .map(|name| ServerDoc {
+                summary: statuses
+                    .iter()
+                    .find(|status| status.name == name)
+                    .and_then(|status| status.deferred.clone())
+                    .unwrap_or_default(),
+                name,
+            })
+            .collect();
+        Self {
+            host,
+            catalog: Arc::new(CodeCatalog::new(code_tools, docs)),
+            cancel,
+        }
+    }
+}
+
+impl CodeModeHost for GateCodeHost {
+    fn call<'a>(
+        &'a self,
+        server: &'a str,
+        tool: &'a str,
+        arguments: Value,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move {
+            let public_name = self
+                .host
+                .public_name(server, tool)
+                .unwrap_or_else(|| warden_mcp::naming::public_name_for(server, tool));
+            let context = CallContext::new(CallSource::CodeMode, self.cancel.child_token());
+            let outcome = self.host.call_with(context, &public_name, arguments).await;
+            match (&outcome.decision, &outcome.output) {
+                (Decision::Allowed, Some(output)) if !output.is_error => {
+                    let structured = output
+                        .content
+                        .as_ref()
+                        .and_then(|content| content.get("structured"))
+                        .filter(|value| !value.is_null())
+                        .cloned();
+                    Ok(structured.unwrap_or_else(|| Value::String(output.text.clone())))
+                }
+                _ => Err(outcome.model_text()),
+            }
+        })
+    }
+
+    fn catalog(&self) -> Arc<CodeCatalog> {
+        self.catalog.clone()
+    }
+}
+
+/// The session the code tools belong to, set once the host is open (the tools are handed to
+/// the host before it exists).
+pub type HostSlot = Arc<OnceLock<Weak<Host>>>;
+
+/// `code_execute` and `code_search` over the host in `slot`.
+pub fn code_tools(slot: HostSlot) -> Vec<Arc<dyn HostTool>> {
+    vec![
+        Arc::new(CodeExecute { slot: slot.clone() }),
+        Arc::new(CodeSearch { slot }),
+    ]
+}
+
+fn host_of(slot: &HostSlot) -> Result<Arc<Host>, DispatchError> {
+    slot.get()
+        .and_then(Weak::upgrade)
+        .ok_or_else(|| DispatchError::new("the session has ended"))
+}
+
+struct CodeExecute {
+    slot: HostSlot,
+}
+
+struct CodeSearch {
+    slot: HostSlot,
+}
+
+impl HostTool for CodeExecute {
+    fn name(&self) -> &str {
+        CODE_EXECUTE
+    }
+
+    fn description(&self) -> &str {
+        "Runs JavaScript in a sandbox (no files, network or processes; 128 MiB, 30 s) for read-only computation across many tool calls: `await tools.call(server, tool, args)` calls a read-only MCP tool and returns its structured result (or its text). The script's value is returned as JSON; console.log is captured. Find callable tools and their signatures with code_search."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "JavaScript: an expression, or a function body that returns"}},
+            "required": ["code"],
+            "additionalProperties": false
+        })
+    }
+
+    fn classes(&self) -> CapabilitySet {
+        // The script itself changes nothing; every tool it calls is gated as read-only.
+        CapabilitySet::READ_ONLY
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        Box::pin(async move {
+            let host = host_of(&self.slot)?;
+            let code = arguments.get("code").and_then(Value::as_str).unwrap_or("");
+            let code_host = GateCodeHost::new(host, cancel).await;
+            let report = execute(&code_host, code, CodeModeLimits::default())
+                .await
+                .map_err(|error| DispatchError::new(error.to_string()))?;
+            let mut output = ToolOutput::text(report.model_text());
+            output.is_error = report.status != warden_discovery::ExecutionStatus::Completed;
+            Ok(output)
+        })
+    }
+}
+
+impl HostTool for CodeSearch {
+    fn name(&self) -> &str {
+        CODE_SEARCH
+    }
+
+    fn description(&self) -> &str {
+        "Describes what code_execute can call: browse servers, search by words, or describe up to 20 tools as TypeScript-like signatures (tools that are not read-only are listed with the reason they cannot be called)."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "server": {"type": "string"},
+                "tools": {"type": "array", "items": {"type": "string"}},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20}
+            },
+            "additionalProperties": false
+        })
+    }
+
+    fn classes(&self) -> CapabilitySet {
+        CapabilitySet::READ_ONLY
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        Box::pin(async move {
+            let host = host_of(&self.slot)?;
+            let request: CodeSearchRequest =
+                serde_json::from_value(arguments).map_err(|error| {
+                    DispatchError::new(format!("bad code_search arguments: {error}"))
+                })?;
+            let code_host = GateCodeHost::new(host, cancel).await;
+            Ok(ToolOutput::text(code_host.catalog().search(&request)))
+        })
+    }
+}
