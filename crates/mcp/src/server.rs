@@ -182,20 +182,6 @@ struct CatalogCache {
 }
 
 impl CatalogCache {
-    /// Puts a freshly fetched list in its slot; bumps the generation when the items changed.
-    fn store<T: PartialEq>(
-        &mut self,
-        slot: impl FnOnce(&mut Self) -> &mut Option<Cached<T>>,
-        fresh: Cached<T>,
-    ) {
-        let stored = slot(self);
-        let changed = stored.as_ref().is_none_or(|old| old.items != fresh.items);
-        *stored = Some(fresh);
-        if changed {
-            self.generation += 1;
-        }
-    }
-
     fn epoch(&self, kind: ListKind) -> u64 {
         match kind {
             ListKind::Tools => self.tools_epoch,
@@ -1031,23 +1017,60 @@ impl ServerSlot {
                 ));
             }
         };
-        macro_rules! fetch_and_store {
-            ($method:ident, $field:ident, $slot:ident) => {{
-                let listed = fetch!($method, $field);
-                note_truncation(listed.truncated, &mut catalog_warning);
-                self.lock_catalog().store(
-                    |catalog| &mut catalog.$slot,
-                    cache_of(listed, change_epoch, now_epoch),
-                );
-            }};
-        }
         match list {
-            ListWhich::Tools => fetch_and_store!(list_tools, tools, tools),
-            ListWhich::Resources => fetch_and_store!(list_resources, resources, resources),
-            ListWhich::Templates => {
-                fetch_and_store!(list_resource_templates, resource_templates, templates)
+            ListWhich::Tools => {
+                let listed: Listed<Tool> = fetch!(list_tools, tools);
+                note_truncation(listed.truncated, &mut catalog_warning);
+                let mut catalog = self.lock_catalog();
+                let changed = catalog
+                    .tools
+                    .as_ref()
+                    .is_none_or(|old| old.items != listed.items);
+                catalog.tools = Some(cache_of(listed, change_epoch, now_epoch));
+                if changed {
+                    catalog.generation += 1;
+                }
             }
-            ListWhich::Prompts => fetch_and_store!(list_prompts, prompts, prompts),
+            ListWhich::Resources => {
+                let listed: Listed<Resource> = fetch!(list_resources, resources);
+                note_truncation(listed.truncated, &mut catalog_warning);
+                let mut catalog = self.lock_catalog();
+                let changed = catalog
+                    .resources
+                    .as_ref()
+                    .is_none_or(|old| old.items != listed.items);
+                catalog.resources = Some(cache_of(listed, change_epoch, now_epoch));
+                if changed {
+                    catalog.generation += 1;
+                }
+            }
+            ListWhich::Templates => {
+                let listed: Listed<ResourceTemplate> =
+                    fetch!(list_resource_templates, resource_templates);
+                note_truncation(listed.truncated, &mut catalog_warning);
+                let mut catalog = self.lock_catalog();
+                let changed = catalog
+                    .templates
+                    .as_ref()
+                    .is_none_or(|old| old.items != listed.items);
+                catalog.templates = Some(cache_of(listed, change_epoch, now_epoch));
+                if changed {
+                    catalog.generation += 1;
+                }
+            }
+            ListWhich::Prompts => {
+                let listed: Listed<Prompt> = fetch!(list_prompts, prompts);
+                note_truncation(listed.truncated, &mut catalog_warning);
+                let mut catalog = self.lock_catalog();
+                let changed = catalog
+                    .prompts
+                    .as_ref()
+                    .is_none_or(|old| old.items != listed.items);
+                catalog.prompts = Some(cache_of(listed, change_epoch, now_epoch));
+                if changed {
+                    catalog.generation += 1;
+                }
+            }
         }
         if let Some(warning) = catalog_warning {
             tracing::warn!(server = %self.name(), "{warning}");
@@ -1127,33 +1150,34 @@ impl ServerSlot {
             .unwrap_or_default())
     }
 
-    /// The items of `list` in the cache `slot`, fetched when stale; empty when there are none.
-    async fn current_items<T: Clone>(
-        &self,
-        list: ListWhich,
-        slot: fn(&CatalogCache) -> &Option<Cached<T>>,
-    ) -> Result<Vec<T>, McpError> {
-        self.ensure_list(list).await?;
+    pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {
+        self.ensure_list(ListWhich::Resources).await?;
         let catalog = self.lock_catalog();
-        Ok(slot(&catalog)
+        Ok(catalog
+            .resources
             .as_ref()
             .map(|cached| cached.items.clone())
             .unwrap_or_default())
     }
 
-    pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {
-        self.current_items(ListWhich::Resources, |catalog| &catalog.resources)
-            .await
-    }
-
     pub async fn resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
-        self.current_items(ListWhich::Templates, |catalog| &catalog.templates)
-            .await
+        self.ensure_list(ListWhich::Templates).await?;
+        let catalog = self.lock_catalog();
+        Ok(catalog
+            .templates
+            .as_ref()
+            .map(|cached| cached.items.clone())
+            .unwrap_or_default())
     }
 
     pub async fn prompts(&self) -> Result<Vec<Prompt>, McpError> {
-        self.current_items(ListWhich::Prompts, |catalog| &catalog.prompts)
-            .await
+        self.ensure_list(ListWhich::Prompts).await?;
+        let catalog = self.lock_catalog();
+        Ok(catalog
+            .prompts
+            .as_ref()
+            .map(|cached| cached.items.clone())
+            .unwrap_or_default())
     }
 
     /// Every list of this server (connecting it even when deferred).

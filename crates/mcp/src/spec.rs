@@ -5,9 +5,45 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// A string that never prints: its `Debug` and `Display` show `[redacted]`. warden's one
-/// secret type, [`warden_config::Secret`], under the name this crate has always used.
-pub use warden_config::Secret as SecretString;
+/// A string that never prints: its `Debug` and `Display` show `[redacted]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretString(String);
+
+impl SecretString {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl fmt::Display for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl From<String> for SecretString {
+    fn from(value: String) -> Self {
+        Self(value)
+    }
+}
+
+impl From<&str> for SecretString {
+    fn from(value: &str) -> Self {
+        Self(value.to_owned())
+    }
+}
 
 /// How the runtime reaches a server. `Debug` never shows env values or header values.
 #[derive(Clone)]
