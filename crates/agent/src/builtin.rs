@@ -23,6 +23,24 @@ pub const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
 /// Output kept in memory per command (beyond it, output is counted but dropped).
 const BASH_MEMORY_LIMIT: usize = 16 * 1024 * 1024;
 const MAX_LIST_ENTRIES: usize = 1000;
+
+/// `items` sorted, one a line, at most [`MAX_LIST_ENTRIES`] of them with a note saying how many
+/// `noun` there were; `empty()` when there are none.
+fn capped_listing(mut items: Vec<String>, noun: &str, empty: impl FnOnce() -> String) -> String {
+    if items.is_empty() {
+        return empty();
+    }
+    items.sort();
+    let total = items.len();
+    items.truncate(MAX_LIST_ENTRIES);
+    let mut out = items.join("\n");
+    if total > MAX_LIST_ENTRIES {
+        out.push_str(&format!(
+            "\n[{total} {noun}; the first {MAX_LIST_ENTRIES} shown]"
+        ));
+    }
+    out
+}
 const MAX_WALK_ENTRIES: usize = 100_000;
 const MAX_GREP_MATCHES: usize = 500;
 const DEFAULT_READ_LIMIT: usize = 2000;
@@ -352,6 +370,14 @@ impl BuiltinTools {
         }
     }
 
+    /// The `path` argument resolved, or the working folder when it is absent.
+    fn path_or_workdir(&self, args: &Value) -> PathBuf {
+        match args.get("path").and_then(Value::as_str) {
+            Some(p) => self.resolve(p),
+            None => self.workdir.clone(),
+        }
+    }
+
     fn display(&self, path: &Path) -> String {
         path.strip_prefix(&self.workdir)
             .unwrap_or(path)
@@ -588,14 +614,11 @@ impl BuiltinTools {
     }
 
     fn list_dir(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
-        let path = match args.get("path").and_then(Value::as_str) {
-            Some(p) => self.resolve(p),
-            None => self.workdir.clone(),
-        };
+        let path = self.path_or_workdir(args);
         let shown = self.display(&path);
         let entries = std::fs::read_dir(&path)
             .map_err(|e| BuiltinResult::error(format!("cannot list {shown}: {e}")))?;
-        let mut names: Vec<String> = entries
+        let names: Vec<String> = entries
             .flatten()
             .map(|entry| {
                 let mut name = entry.file_name().to_string_lossy().into_owned();
@@ -605,18 +628,7 @@ impl BuiltinTools {
                 name
             })
             .collect();
-        names.sort();
-        let total = names.len();
-        names.truncate(MAX_LIST_ENTRIES);
-        let mut out = names.join("\n");
-        if total > MAX_LIST_ENTRIES {
-            out.push_str(&format!(
-                "\n[{total} entries; the first {MAX_LIST_ENTRIES} shown]"
-            ));
-        }
-        if total == 0 {
-            out = "(empty directory)".into();
-        }
+        let out = capped_listing(names, "entries", || "(empty directory)".into());
         Ok(self.finish("list_dir", out, false))
     }
 
@@ -626,10 +638,7 @@ impl BuiltinTools {
         cancel: CancellationToken,
     ) -> Result<BuiltinResult, BuiltinResult> {
         let pattern = str_arg(args, "pattern")?.to_string();
-        let base = match args.get("path").and_then(Value::as_str) {
-            Some(p) => self.resolve(p),
-            None => self.workdir.clone(),
-        };
+        let base = self.path_or_workdir(args);
         let matcher = glob_regex(&pattern)
             .map_err(|e| BuiltinResult::error(format!("invalid glob `{pattern}`: {e}")))?;
         let walk_base = base.clone();
@@ -644,19 +653,8 @@ impl BuiltinTools {
         })
         .await
         .map_err(|e| BuiltinResult::error(format!("glob failed: {e}")))?;
-        let mut shown: Vec<String> = found.iter().map(|p| self.display(p)).collect();
-        shown.sort();
-        let total = shown.len();
-        shown.truncate(MAX_LIST_ENTRIES);
-        let mut out = shown.join("\n");
-        if total > MAX_LIST_ENTRIES {
-            out.push_str(&format!(
-                "\n[{total} matches; the first {MAX_LIST_ENTRIES} shown]"
-            ));
-        }
-        if total == 0 {
-            out = format!("no files match `{pattern}`");
-        }
+        let shown: Vec<String> = found.iter().map(|p| self.display(p)).collect();
+        let out = capped_listing(shown, "matches", || format!("no files match `{pattern}`"));
         Ok(self.finish("glob", out, false))
     }
 
@@ -678,10 +676,7 @@ impl BuiltinTools {
             ),
             None => None,
         };
-        let base = match args.get("path").and_then(Value::as_str) {
-            Some(p) => self.resolve(p),
-            None => self.workdir.clone(),
-        };
+        let base = self.path_or_workdir(args);
         let workdir = self.workdir.clone();
         let (lines, total) = tokio::task::spawn_blocking(move || {
             let mut lines = Vec::new();

@@ -12,6 +12,7 @@ pub mod result;
 pub mod runtime;
 pub mod server;
 pub mod spec;
+pub mod sse_legacy;
 pub mod stderr;
 pub mod stdio;
 

@@ -114,7 +114,11 @@ mod tests {
     fn plain_and_quoted_pairs() {
         assert_eq!(
             parsed(r#"city=Paris note="two words" mood='very good'"#),
-            [pair("city", "Paris"), pair("mood", "very good"), pair("note", "two words")]
+            [
+                pair("city", "Paris"),
+                pair("mood", "very good"),
+                pair("note", "two words")
+            ]
         );
     }
 
@@ -131,14 +135,21 @@ mod tests {
 
     #[test]
     fn escaped_quotes_inside_double_quotes() {
-        assert_eq!(parsed(r#"say="he said \"hi\"""#), [pair("say", r#"he said "hi""#)]);
+        assert_eq!(
+            parsed(r#"say="he said \"hi\"""#),
+            [pair("say", r#"he said "hi""#)]
+        );
     }
 
     #[test]
     fn json_objects() {
         assert_eq!(
             parsed(r#"{"city": "Paris", "days": 3, "metric": true}"#),
-            [pair("city", "Paris"), pair("days", "3"), pair("metric", "true")]
+            [
+                pair("city", "Paris"),
+                pair("days", "3"),
+                pair("metric", "true")
+            ]
         );
         assert!(matches!(
             parse_prompt_arguments(r#"{"nested": {"a": 1}}"#),

@@ -182,6 +182,20 @@ struct CatalogCache {
 }
 
 impl CatalogCache {
+    /// Puts a freshly fetched list in its slot; bumps the generation when the items changed.
+    fn store<T: PartialEq>(
+        &mut self,
+        slot: impl FnOnce(&mut Self) -> &mut Option<Cached<T>>,
+        fresh: Cached<T>,
+    ) {
+        let stored = slot(self);
+        let changed = stored.as_ref().is_none_or(|old| old.items != fresh.items);
+        *stored = Some(fresh);
+        if changed {
+            self.generation += 1;
+        }
+    }
+
     fn epoch(&self, kind: ListKind) -> u64 {
         match kind {
             ListKind::Tools => self.tools_epoch,
@@ -318,7 +332,7 @@ impl ServerSlot {
     fn filtered(&self, tools: &[Tool]) -> Vec<McpTool> {
         tools
             .iter()
-            .filter(|tool| self.spec.tool_filter.permits(&tool.name))
+            .filter(|tool| self.spec.tool_filter.admits(&tool.name))
             .map(|tool| McpTool {
                 identity: ToolIdentity::new(self.spec.name.clone(), tool.name.to_string()),
                 definition: tool.clone(),
@@ -653,13 +667,43 @@ impl ServerSlot {
                     }
                 }
             }
-            TransportSpec::LegacySse { url, .. } => {
-                return Err(OpenFailure::Failed(McpError::new(
+            // Legacy HTTP+SSE servers predate `server/discover`: always the `initialize` handshake.
+            TransportSpec::LegacySse { url, headers } => {
+                use crate::sse_legacy::LegacySseTransport;
+                let transport = LegacySseTransport::connect(
                     self.name(),
-                    FailureKind::Unsupported,
-                    format!("the legacy HTTP+SSE transport ({url}) is not supported yet"),
-                    Some("use the server's Streamable HTTP endpoint if it has one"),
-                )));
+                    url,
+                    headers,
+                    self.spec.startup_timeout,
+                )
+                .await
+                .map_err(OpenFailure::Failed)?;
+                let transport = Observed {
+                    inner: transport,
+                    closed: closed.clone(),
+                };
+                let service = serve_client_with_lifecycle(
+                    handler,
+                    transport,
+                    ClientLifecycleMode::Initialize,
+                )
+                .await
+                .map_err(|error| {
+                    OpenFailure::Failed(LegacySseTransport::handshake_failure(
+                        self.name(),
+                        url,
+                        &error,
+                    ))
+                })?;
+                Live {
+                    epoch,
+                    service,
+                    context,
+                    child: None,
+                    pid: None,
+                    closed,
+                    intentional_close: AtomicBool::new(false),
+                }
             }
         };
         let live = Arc::new(live);
@@ -1017,60 +1061,23 @@ impl ServerSlot {
                 ));
             }
         };
+        macro_rules! fetch_and_store {
+            ($method:ident, $field:ident, $slot:ident) => {{
+                let listed = fetch!($method, $field);
+                note_truncation(listed.truncated, &mut catalog_warning);
+                self.lock_catalog().store(
+                    |catalog| &mut catalog.$slot,
+                    cache_of(listed, change_epoch, now_epoch),
+                );
+            }};
+        }
         match list {
-            ListWhich::Tools => {
-                let listed: Listed<Tool> = fetch!(list_tools, tools);
-                note_truncation(listed.truncated, &mut catalog_warning);
-                let mut catalog = self.lock_catalog();
-                let changed = catalog
-                    .tools
-                    .as_ref()
-                    .is_none_or(|old| old.items != listed.items);
-                catalog.tools = Some(cache_of(listed, change_epoch, now_epoch));
-                if changed {
-                    catalog.generation += 1;
-                }
-            }
-            ListWhich::Resources => {
-                let listed: Listed<Resource> = fetch!(list_resources, resources);
-                note_truncation(listed.truncated, &mut catalog_warning);
-                let mut catalog = self.lock_catalog();
-                let changed = catalog
-                    .resources
-                    .as_ref()
-                    .is_none_or(|old| old.items != listed.items);
-                catalog.resources = Some(cache_of(listed, change_epoch, now_epoch));
-                if changed {
-                    catalog.generation += 1;
-                }
-            }
+            ListWhich::Tools => fetch_and_store!(list_tools, tools, tools),
+            ListWhich::Resources => fetch_and_store!(list_resources, resources, resources),
             ListWhich::Templates => {
-                let listed: Listed<ResourceTemplate> =
-                    fetch!(list_resource_templates, resource_templates);
-                note_truncation(listed.truncated, &mut catalog_warning);
-                let mut catalog = self.lock_catalog();
-                let changed = catalog
-                    .templates
-                    .as_ref()
-                    .is_none_or(|old| old.items != listed.items);
-                catalog.templates = Some(cache_of(listed, change_epoch, now_epoch));
-                if changed {
-                    catalog.generation += 1;
-                }
+                fetch_and_store!(list_resource_templates, resource_templates, templates)
             }
-            ListWhich::Prompts => {
-                let listed: Listed<Prompt> = fetch!(list_prompts, prompts);
-                note_truncation(listed.truncated, &mut catalog_warning);
-                let mut catalog = self.lock_catalog();
-                let changed = catalog
-                    .prompts
-                    .as_ref()
-                    .is_none_or(|old| old.items != listed.items);
-                catalog.prompts = Some(cache_of(listed, change_epoch, now_epoch));
-                if changed {
-                    catalog.generation += 1;
-                }
-            }
+            ListWhich::Prompts => fetch_and_store!(list_prompts, prompts, prompts),
         }
         if let Some(warning) = catalog_warning {
             tracing::warn!(server = %self.name(), "{warning}");
@@ -1150,34 +1157,33 @@ impl ServerSlot {
             .unwrap_or_default())
     }
 
-    pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {
-        self.ensure_list(ListWhich::Resources).await?;
+    /// The items of `list` in the cache `slot`, fetched when stale; empty when there are none.
+    async fn current_items<T: Clone>(
+        &self,
+        list: ListWhich,
+        slot: fn(&CatalogCache) -> &Option<Cached<T>>,
+    ) -> Result<Vec<T>, McpError> {
+        self.ensure_list(list).await?;
         let catalog = self.lock_catalog();
-        Ok(catalog
-            .resources
+        Ok(slot(&catalog)
             .as_ref()
             .map(|cached| cached.items.clone())
             .unwrap_or_default())
+    }
+
+    pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {
+        self.current_items(ListWhich::Resources, |catalog| &catalog.resources)
+            .await
     }
 
     pub async fn resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
-        self.ensure_list(ListWhich::Templates).await?;
-        let catalog = self.lock_catalog();
-        Ok(catalog
-            .templates
-            .as_ref()
-            .map(|cached| cached.items.clone())
-            .unwrap_or_default())
+        self.current_items(ListWhich::Templates, |catalog| &catalog.templates)
+            .await
     }
 
     pub async fn prompts(&self) -> Result<Vec<Prompt>, McpError> {
-        self.ensure_list(ListWhich::Prompts).await?;
-        let catalog = self.lock_catalog();
-        Ok(catalog
-            .prompts
-            .as_ref()
-            .map(|cached| cached.items.clone())
-            .unwrap_or_default())
+        self.current_items(ListWhich::Prompts, |catalog| &catalog.prompts)
+            .await
     }
 
     /// Every list of this server (connecting it even when deferred).
@@ -1234,7 +1240,7 @@ impl ServerSlot {
                 .as_ref()
                 .is_some_and(|cached| cached.items.iter().any(|known| known.name == tool))
         };
-        if !known || !self.spec.tool_filter.permits(tool) {
+        if !known || !self.spec.tool_filter.admits(tool) {
             return Err(McpError::new(
                 self.name(),
                 FailureKind::UnknownTool,

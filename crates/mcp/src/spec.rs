@@ -5,45 +5,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// A string that never prints: its `Debug` and `Display` show `[redacted]`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SecretString(String);
-
-impl SecretString {
-    /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself, for the one place that must send it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for SecretString {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl fmt::Display for SecretString {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl From<String> for SecretString {
-    fn from(value: String) -> Self {
-        Self(value)
-    }
-}
-
-impl From<&str> for SecretString {
-    fn from(value: &str) -> Self {
-        Self(value.to_owned())
-    }
-}
+/// A string that never prints: its `Debug` and `Display` show `[redacted]`. warden's one
+/// secret type, [`warden_config::Secret`], under the name this crate has always used.
+pub use warden_config::Secret as SecretString;
 
 /// How the runtime reaches a server. `Debug` never shows env values or header values.
 #[derive(Clone)]
@@ -134,25 +98,9 @@ pub enum HttpAuth {
     Provisioned(warden_oauth::ProvisionedEnv),
 }
 
-/// Exact-name tool filter: `allow` (when present) keeps only the listed tools, `deny` removes tools.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolFilter {
-    pub allow: Option<Vec<String>>,
-    pub deny: Vec<String>,
-}
-
-impl ToolFilter {
-    /// Whether a raw tool name passes the filter.
-    pub fn permits(&self, tool: &str) -> bool {
-        if self.deny.iter().any(|denied| denied == tool) {
-            return false;
-        }
-        match &self.allow {
-            Some(allowed) => allowed.iter().any(|name| name == tool),
-            None => true,
-        }
-    }
-}
+/// Exact-name tool filter: `allow` (when present) keeps only the listed tools, `deny` removes
+/// tools; [`ToolFilter::admits`] tells whether a raw tool name passes. The config's own type.
+pub use warden_config::ToolFilter;
 
 /// Default deadline for connecting and finishing the handshake.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);

@@ -240,7 +240,7 @@ async fn tls_failure() {
 }
 
 #[tokio::test]
-async fn legacy_sse_says_it_is_not_supported_yet() {
+async fn legacy_sse_to_a_closed_port_is_connection_refused() {
     let spec = ServerSpec::with_transport(
         "old",
         warden_mcp::TransportSpec::LegacySse {
@@ -249,7 +249,7 @@ async fn legacy_sse_says_it_is_not_supported_yet() {
         },
     );
     let (error, _) = connect_error(spec).await;
-    assert_eq!(error.kind(), FailureKind::Unsupported);
+    assert_eq!(error.kind(), FailureKind::Unreachable, "{error}");
 }
 
 #[tokio::test]
