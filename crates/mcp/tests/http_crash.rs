@@ -17,11 +17,7 @@ async fn a_call_in_flight_when_the_http_server_dies_fails_promptly() {
     let runtime = &test.runtime;
     runtime.server_tools("db").await.expect("tools");
     let identity = ToolIdentity::new("db", "crash");
-    let call = runtime.call_tool(
-        &identity,
-        serde_json::Map::new(),
-        CallOptions::default(),
-    );
+    let call = runtime.call_tool(&identity, serde_json::Map::new(), CallOptions::default());
     // Far below the 600 s deadline: only a failure noticed from the dead connection ends it.
     let outcome = tokio::time::timeout(Duration::from_secs(60), call)
         .await
