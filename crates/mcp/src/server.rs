@@ -433,43 +433,47 @@ impl ServerSlot {
             Ok(result) => result,
             Err(_elapsed) => Err(self.startup_timeout_failure(deadline)),
         };
-        let mut state = self.lock_state();
-        match outcome {
-            Ok(live) => {
-                let info = live.peer_info();
-                state.protocol = info.as_ref().map(|info| info.protocol_version.to_string());
-                state.server_name = info
-                    .as_ref()
-                    .and_then(|info| info.server_info.as_ref().map(|server| server.name.clone()));
-                state.server_version = info.as_ref().and_then(|info| {
-                    info.server_info
-                        .as_ref()
-                        .map(|server| server.version.clone())
-                });
-                state.instructions = info.as_ref().and_then(|info| info.instructions.clone());
-                state.phase = ServerState::Connected;
-                state.ever_connected = true;
-                state.failure = None;
-                state.live = Some(live.clone());
-                drop(state);
-                self.watch_connection(&live);
-                self.listen_for_list_changes(&live);
-                Ok(live)
+        let connected = {
+            let mut state = self.lock_state();
+            match outcome {
+                Ok(live) => {
+                    let info = live.peer_info();
+                    state.protocol = info.as_ref().map(|info| info.protocol_version.to_string());
+                    state.server_name = info.as_ref().and_then(|info| {
+                        info.server_info.as_ref().map(|server| server.name.clone())
+                    });
+                    state.server_version = info.as_ref().and_then(|info| {
+                        info.server_info
+                            .as_ref()
+                            .map(|server| server.version.clone())
+                    });
+                    state.instructions = info.as_ref().and_then(|info| info.instructions.clone());
+                    state.phase = ServerState::Connected;
+                    state.ever_connected = true;
+                    state.failure = None;
+                    state.live = Some(live.clone());
+                    Ok(live)
+                }
+                Err(failure) => {
+                    state.phase = if failure.kind() == FailureKind::NeedsLogin {
+                        ServerState::NeedsLogin
+                    } else if failure.kind() == FailureKind::ShutDown {
+                        state.phase
+                    } else if state.ever_connected {
+                        ServerState::Down
+                    } else {
+                        ServerState::Failed
+                    };
+                    state.failure = Some(failure.clone());
+                    Err(failure)
+                }
             }
-            Err(failure) => {
-                state.phase = if failure.kind() == FailureKind::NeedsLogin {
-                    ServerState::NeedsLogin
-                } else if failure.kind() == FailureKind::ShutDown {
-                    state.phase
-                } else if state.ever_connected {
-                    ServerState::Down
-                } else {
-                    ServerState::Failed
-                };
-                state.failure = Some(failure.clone());
-                Err(failure)
-            }
+        };
+        if let Ok(live) = &connected {
+            self.watch_connection(live);
+            self.listen_for_list_changes(live).await;
         }
+        connected
     }
 
     fn startup_timeout_failure(&self, deadline: Duration) -> McpError {
@@ -772,8 +776,10 @@ impl ServerSlot {
     }
 
     /// A 2026-07-28 server sends `list_changed` only on a `subscriptions/listen` stream: open one
-    /// for the lists it says can change. A failed listen is a warning, never fatal.
-    fn listen_for_list_changes(&self, live: &Arc<Live>) {
+    /// for the lists it says can change. The connection is ready only once the server has
+    /// acknowledged it, so no change made after connecting can slip by unnoticed. A failed
+    /// listen is a warning, never fatal.
+    async fn listen_for_list_changes(&self, live: &Arc<Live>) {
         use rmcp::model::{ServerNotification, SubscriptionFilter};
         let Some(info) = live.peer_info() else {
             return;
@@ -819,26 +825,23 @@ impl ServerSlot {
         let changes = live.context.list_changed.clone();
         let closed = live.closed.clone();
         let timeout = self.spec.request_timeout;
-        let weak = self.weak_self.clone();
+        let subscription = match tokio::time::timeout(timeout, peer.listen(filter)).await {
+            Ok(Ok(subscription)) => subscription,
+            Ok(Err(error)) => {
+                self.lock_catalog().warn(format!(
+                    "subscriptions/listen failed, list changes will not be noticed: {error}"
+                ));
+                return;
+            }
+            Err(_elapsed) => {
+                self.lock_catalog().warn(
+                    "subscriptions/listen was not acknowledged; list changes will not be noticed"
+                        .to_owned(),
+                );
+                return;
+            }
+        };
         tokio::spawn(async move {
-            let subscription = match tokio::time::timeout(timeout, peer.listen(filter)).await {
-                Ok(Ok(subscription)) => subscription,
-                Ok(Err(error)) => {
-                    if let Some(slot) = weak.upgrade() {
-                        slot.lock_catalog().warn(format!(
-                            "subscriptions/listen failed, list changes will not be noticed: {error}"
-                        ));
-                    }
-                    return;
-                }
-                Err(_elapsed) => {
-                    if let Some(slot) = weak.upgrade() {
-                        slot.lock_catalog()
-                            .warn("subscriptions/listen was not acknowledged; list changes will not be noticed".to_owned());
-                    }
-                    return;
-                }
-            };
             let mut subscription = subscription;
             loop {
                 let next = tokio::select! {

@@ -367,7 +367,11 @@ async fn no_token_or_secret_reaches_logs_debug_prints_or_errors() {
         .with_max_level(tracing::Level::TRACE)
         .with_writer(move || sink.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // Global, not scoped: rmcp and the login may log from other threads (blocking tasks, the
+    // redirect listener), which a thread-local default would miss. Other tests of this binary
+    // logging here too does no harm: only this test's secrets are searched for.
+    tracing::subscriber::set_global_default(subscriber)
+        .expect("no other test of this binary installs a global subscriber");
 
     let server = support::start().await;
     let dir = tempfile::tempdir().unwrap();
