@@ -1,6 +1,7 @@
 //! The `warden` binary: parses the command line and hands each subcommand to its module.
 
 mod agent_session;
+mod catalog_views;
 mod code_tools;
 mod commands;
 mod context;
@@ -33,6 +34,8 @@ enum Command {
     Config(commands::config::ConfigArgs),
     /// Browse and call MCP tools: servers → tools → schema → call (through the gate).
     Tool(commands::tool::ToolArgs),
+    /// Token counts of the MCP manifest the model would get, per server and in total.
+    Context(commands::context::ContextArgs),
     /// Run JavaScript in the code-mode sandbox; its tool calls go through the gate.
     Code(commands::code::CodeArgs),
     /// Skills: list, show, check, grants, revoke.
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::Mcp(args) => commands::mcp::run(&globals, args),
         Command::Config(args) => commands::config::run(&globals, args),
         Command::Tool(args) => commands::tool::run(&globals, args),
+        Command::Context(args) => commands::context::run(&globals, args),
         Command::Code(args) => commands::code::run(&globals, args),
         Command::Skills(args) => commands::skills::run(&globals, args),
         Command::Audit(args) => commands::audit::run(&globals, args),

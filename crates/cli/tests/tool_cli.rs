@@ -237,3 +237,42 @@ fn untrusted_project_servers_stay_idle() {
         "an untrusted project server must not start"
     );
 }
+
+#[test]
+fn context_counts_the_manifest_and_search_finds_deferred_tools() {
+    let sandbox = Sandbox::new();
+    let everything = require_npm_server("everything");
+    let fs = require_npm_server("filesystem");
+    sandbox.user_config(&format!(
+        "{}{}defer = \"Files of the workspace\"\n",
+        stdio_server("everything", node(), &[everything.to_str().unwrap()]),
+        stdio_server(
+            "fs",
+            node(),
+            &[fs.to_str().unwrap(), sandbox.work().to_str().unwrap()]
+        ),
+    ));
+    let report = sandbox.json(&["context", "--json"]);
+    let servers = report["servers"].as_array().unwrap();
+    let fs_row = servers.iter().find(|row| row["name"] == "fs").unwrap();
+    let everything_row = servers
+        .iter()
+        .find(|row| row["name"] == "everything")
+        .unwrap();
+    assert_eq!(fs_row["deferred"], true);
+    assert_eq!(everything_row["deferred"], false);
+    let total = report["total_tokens"].as_u64().unwrap();
+    let all = report["all_loaded_tokens"].as_u64().unwrap();
+    assert!(total < all, "deferring fs saves tokens: {total} vs {all}");
+    assert!(fs_row["tokens"].as_u64().unwrap() < everything_row["tokens"].as_u64().unwrap());
+
+    let hits = sandbox.json(&["tool", "search", "write a file", "--limit", "3", "--json"]);
+    let names: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["public_name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"mcp__fs__write_file"), "{names:?}");
+    assert!(names.len() <= 3);
+}

@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod code;
 pub mod config;
+pub mod context;
 pub mod mcp;
 pub mod probe;
 pub mod prompt;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use warden_discovery::{SearchIndex, ServerDoc, ToolEntry};
 use warden_host::{Host, VisibleTool};
 use warden_mcp::ServerStatus;
 use warden_policy::{CallSource, Decision, GateOutcome};
@@ -26,6 +27,9 @@ pub struct ToolArgs {
     /// Machine-readable output (one JSON value).
     #[arg(long)]
     json: bool,
+    /// With `warden tool search QUERY`: how many results.
+    #[arg(long, default_value_t = 10)]
+    limit: usize,
     /// Write a call's result text to FILE instead of standard output.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -45,6 +49,16 @@ pub fn run(globals: &Globals, args: ToolArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn dispatch(host: &Host, args: &ToolArgs) -> anyhow::Result<ExitCode> {
+    // `warden tool search QUERY`, unless a server is really named `search`.
+    let search_server = host
+        .runtime()
+        .server_names()
+        .iter()
+        .any(|name| name == "search");
+    if args.server.as_deref() == Some("search") && !search_server {
+        let query = args.tool.as_deref().unwrap_or("");
+        return search(host, query, args.limit, args.json).await;
+    }
     match (&args.server, &args.tool, &args.arguments) {
         (None, _, _) => list_servers(host, args.json),
         (Some(server), None, _) => list_tools(host, server, args.json).await,
@@ -53,6 +67,39 @@ async fn dispatch(host: &Host, args: &ToolArgs) -> anyhow::Result<ExitCode> {
             call(host, server, tool, arguments, args).await
         }
     }
+}
+
+/// Ranks every server's tools (deferred ones included) against `query`.
+async fn search(host: &Host, query: &str, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    if query.trim().is_empty() {
+        bail!("give a query: warden tool search \"create an issue\"");
+    }
+    let servers = crate::catalog_views::every_server(host).await;
+    let mut entries = Vec::new();
+    let mut docs = Vec::new();
+    for server in &servers {
+        match &server.tools {
+            Ok(tools) => entries.extend(tools.iter().map(|visible| {
+                ToolEntry::from_mcp(&visible.tool, &visible.descriptor.public_name)
+            })),
+            Err(failure) => eprintln!("{failure}"),
+        }
+        docs.push(ServerDoc {
+            name: server.name.clone(),
+            summary: server.deferred.clone().unwrap_or_default(),
+        });
+    }
+    let hits = SearchIndex::new(entries, &docs).search(query, limit);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&hits)?);
+    } else if hits.is_empty() {
+        println!("no tool matches \"{query}\"");
+    } else {
+        for hit in &hits {
+            println!("{}", hit.render());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn list_servers(host: &Host, json: bool) -> anyhow::Result<ExitCode> {
