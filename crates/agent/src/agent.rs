@@ -86,6 +86,40 @@ pub trait ToolExecutor: Send + Sync {
     ) -> BoxFuture<'a, ToolCallResult>;
 }
 
+/// The tools a run offers the model. Shared, so a tool that loads others (a deferred-tool
+/// search) can append them; entries are never removed or rewritten, so the bytes the model saw
+/// before stay the same and a prompt cache survives.
+#[derive(Debug, Clone, Default)]
+pub struct ToolList(Arc<std::sync::RwLock<Vec<ToolSpec>>>);
+
+impl ToolList {
+    /// The tools offered now.
+    pub fn snapshot(&self) -> Vec<ToolSpec> {
+        self.0.read().map(|tools| tools.clone()).unwrap_or_default()
+    }
+
+    /// Appends the tools not offered yet (by name); returns how many were added.
+    pub fn append(&self, specs: impl IntoIterator<Item = ToolSpec>) -> usize {
+        let Ok(mut tools) = self.0.write() else {
+            return 0;
+        };
+        let mut added = 0;
+        for spec in specs {
+            if !tools.iter().any(|tool| tool.name == spec.name) {
+                tools.push(spec);
+                added += 1;
+            }
+        }
+        added
+    }
+}
+
+impl From<Vec<ToolSpec>> for ToolList {
+    fn from(tools: Vec<ToolSpec>) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(tools)))
+    }
+}
+
 /// Limits of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgentOptions {
@@ -204,7 +238,7 @@ pub struct Agent {
     client: Arc<dyn ModelClient>,
     executor: Arc<dyn ToolExecutor>,
     system_prompt: String,
-    tools: Vec<ToolSpec>,
+    tools: ToolList,
     options: AgentOptions,
     events: Option<UnboundedSender<AgentEvent>>,
 }
@@ -214,13 +248,13 @@ impl Agent {
         client: Arc<dyn ModelClient>,
         executor: Arc<dyn ToolExecutor>,
         system_prompt: String,
-        tools: Vec<ToolSpec>,
+        tools: impl Into<ToolList>,
     ) -> Self {
         Self {
             client,
             executor,
             system_prompt,
-            tools,
+            tools: tools.into(),
             options: AgentOptions::default(),
             events: None,
         }
@@ -246,8 +280,9 @@ impl Agent {
         &self.system_prompt
     }
 
-    pub fn tools(&self) -> &[ToolSpec] {
-        &self.tools
+    /// The tools offered now (tools loaded during the run are appended).
+    pub fn tools(&self) -> Vec<ToolSpec> {
+        self.tools.snapshot()
     }
 
     fn emit(&self, event: AgentEvent) {
@@ -286,8 +321,10 @@ impl Agent {
             }
             turn += 1;
             self.emit(AgentEvent::TurnStarted { turn });
+            // Read once per turn: a tool loaded by a call of this turn is offered from the next.
+            let tools = self.tools.snapshot();
             if let Some(elision) =
-                elide_oldest_tool_results(&self.system_prompt, &self.tools, conversation, budget)
+                elide_oldest_tool_results(&self.system_prompt, &tools, conversation, budget)
             {
                 self.emit(AgentEvent::ContextElided {
                     results: elision.results,
@@ -318,7 +355,7 @@ impl Agent {
             let request = ModelRequest {
                 system: &self.system_prompt,
                 messages: conversation,
-                tools: &self.tools,
+                tools: &tools,
             };
             let response = match self.client.complete(request, &on_delta, cancel).await {
                 Ok(response) => response,

@@ -10,7 +10,7 @@ pub mod session;
 
 pub use agent::{
     Agent, AgentError, AgentEvent, AgentOptions, RunOutcome, StopReason, ToolCallRecord,
-    ToolCallRequest, ToolCallResult, ToolExecutor,
+    ToolCallRequest, ToolCallResult, ToolExecutor, ToolList,
 };
 pub use builtin::{
     ArtifactSink, BuiltinOptions, BuiltinResult, BuiltinToolSpec, BuiltinTools, Capability,

@@ -11,8 +11,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
     AgentEvent, BuiltinTools, Capability, DirArtifacts, ModelClient, ModelConfig, PromptParts,
-    SessionStore, ToolCallRequest, ToolCallResult, ToolExecutor, ToolSpec, assemble_system_prompt,
-    builtin_specs, client_for, find_project_instructions, select_model,
+    SessionStore, ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolSpec,
+    assemble_system_prompt, builtin_specs, client_for, find_project_instructions, select_model,
 };
 use warden_config::{AgentProfile, LoadedConfig};
 use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
@@ -20,6 +20,7 @@ use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
 use warden_discovery::{Availability, CodeModeLimits, RoutingInputs, execution_routing_section};
 
 use crate::code_tools::{HostSlot, code_tools};
+use crate::search_tools::{DeferredSummary, search_tool};
 use crate::skill_tools::skill_tools;
 use warden_host::{CallContext, Host, HostOptions, HostTool, VisibleTool};
 use warden_mcp::ServerSpec;
@@ -56,6 +57,8 @@ pub struct AgentSession {
     pub skills: Arc<Discovery>,
     /// The `--agent` profile, if any.
     pub profile: Option<AgentProfile>,
+    /// The model's tool list; `tool_list` fills it and a deferred-tool search appends to it.
+    pub offered: ToolList,
 }
 
 /// A configuration or usage problem: reported in one line with exit code 2.
@@ -121,6 +124,20 @@ impl AgentSession {
         }
         let host_slot: HostSlot = Arc::default();
         host_tools.extend(code_tools(host_slot.clone()));
+        let offered = ToolList::default();
+        let deferred: Vec<DeferredSummary> = config
+            .servers
+            .values()
+            .filter_map(|entry| {
+                entry.defer.as_ref().map(|summary| DeferredSummary {
+                    name: entry.name.clone(),
+                    summary: summary.clone(),
+                })
+            })
+            .collect();
+        if !deferred.is_empty() {
+            host_tools.push(search_tool(host_slot.clone(), offered.clone(), deferred));
+        }
         let mut options = HostOptions::new(paths.clone(), workspace.clone());
         options.policy = request.policy.policy(&config.policy)?;
         options.hooks = warden_host::hook_runner(&config.policy)?;
@@ -139,12 +156,13 @@ impl AgentSession {
             read_only: BTreeSet::new(),
             skills,
             profile: profile.cloned(),
+            offered,
         })
     }
 
     /// Fetches every non-deferred catalogue (in parallel) and returns the model's tool list:
     /// built-in and resource tools first, then MCP tools. Failures come back as one line each.
-    pub async fn tool_list(&mut self) -> (Vec<ToolSpec>, Vec<String>) {
+    pub async fn tool_list(&mut self) -> (ToolList, Vec<String>) {
         let (mcp_tools, failures) = self.host.all_tools().await;
         let mut specs = Vec::new();
         for descriptor in self.host.host_tools() {
@@ -175,6 +193,7 @@ impl AgentSession {
                 input_schema: descriptor.input_schema,
             });
         }
+        self.offered.append(specs);
         let lines = failures
             .iter()
             .map(|failure| {
@@ -188,7 +207,7 @@ impl AgentSession {
                 line
             })
             .collect();
-        (specs, lines)
+        (self.offered.clone(), lines)
     }
 
     /// The `<execution_routing>` section: which facility suits what, and whether each is

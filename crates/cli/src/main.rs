@@ -5,6 +5,7 @@ mod catalog_views;
 mod code_tools;
 mod commands;
 mod context;
+mod search_tools;
 mod skill_tools;
 
 use std::path::PathBuf;

@@ -449,3 +449,79 @@ async fn skills_are_indexed_in_the_prompt_and_loaded_through_the_gate() {
         missing.stderr
     );
 }
+
+#[tokio::test]
+async fn deferred_tools_are_found_loaded_and_called_without_rewriting_the_tool_list() {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    let target = sandbox.work().join("found.txt");
+    let write = json!({"path": target.display().to_string(), "content": "via search"});
+    mock.push_turn(Turn::tool_call(
+        "call_0",
+        "mcp__fs__write_file",
+        write.clone(),
+    ));
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "search_tools",
+        json!({"query": "write a file", "limit": 3}),
+    ));
+    mock.push_turn(Turn::tool_call("call_2", "mcp__fs__write_file", write));
+    mock.push_turn(Turn::text("Written through a deferred tool."));
+    let fs = require_npm_server("filesystem");
+    sandbox.user_config(&format!(
+        "{}{}defer = \"Files of the workspace: read, write, search\"\n",
+        model_config(&mock, "anthropic"),
+        stdio_server(
+            "fs",
+            Path::new("node"),
+            &[fs.to_str().unwrap(), sandbox.work().to_str().unwrap()]
+        ),
+    ));
+    let run = warden(
+        &sandbox,
+        &[
+            "run",
+            "write found.txt",
+            "--output-format",
+            "json",
+            "--allowed-tools",
+            "mcp__fs__write_file",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    // Before a search, the deferred tool is not callable, and the model is told how to reach it.
+    let early = summary["tool_calls"][0]["result"]["text"].as_str().unwrap();
+    assert!(early.contains("search_tools"), "{early}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "via search");
+
+    let tool_names = |index: usize| -> Vec<String> {
+        mock.requests()[index].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = tool_names(0);
+    assert!(first.contains(&"search_tools".to_owned()));
+    assert!(
+        !first.iter().any(|name| name.starts_with("mcp__fs__")),
+        "{first:?}"
+    );
+    assert!(
+        mock.requests()[0]
+            .body
+            .to_string()
+            .contains("Files of the workspace")
+    );
+    // After the search the loaded tools are appended: the earlier list is an unchanged prefix.
+    let after = tool_names(2);
+    assert_eq!(&after[..first.len()], &first[..]);
+    assert!(
+        after[first.len()..].contains(&"mcp__fs__write_file".to_owned()),
+        "{after:?}"
+    );
+}

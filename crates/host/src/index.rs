@@ -16,6 +16,8 @@ use warden_policy::{Catalog, ServerPolicy, ToolAnnotations, ToolDescriptor, Tool
 #[derive(Debug, Clone)]
 pub struct ServerFacts {
     pub policy: ServerPolicy,
+    /// Deferred: its tools are callable only once a search has loaded them.
+    pub deferred: bool,
     pub trust_annotations: bool,
     pub tool_timeout: Duration,
 }
@@ -41,6 +43,7 @@ impl ServerFacts {
             },
             trust_annotations: entry.effective_trust_annotations(),
             tool_timeout: entry.tool_timeout,
+            deferred: entry.defer.is_some(),
         }
     }
 
@@ -50,6 +53,7 @@ impl ServerFacts {
             policy: ServerPolicy::default(),
             trust_annotations: true,
             tool_timeout,
+            deferred: false,
         }
     }
 }
@@ -110,6 +114,47 @@ impl ToolIndex {
         warnings
     }
 
+    /// Names tools without making them callable: a deferred server's catalogue, for search.
+    pub fn name_only(&self, tools: &[McpTool]) -> Vec<NameWarning> {
+        let Ok(mut state) = self.state.write() else {
+            return Vec::new();
+        };
+        state.names.extend(
+            tools
+                .iter()
+                .map(|tool| RawIdentity::new(&tool.identity.server, &tool.identity.tool)),
+        )
+    }
+
+    /// Makes these tools of `server` callable in addition to what it already publishes (a
+    /// deferred server's tools, loaded by a search). Returns naming warnings.
+    pub fn load(&self, server: &str, tools: &[McpTool]) -> Vec<NameWarning> {
+        let Some(facts) = self.facts.get(server) else {
+            return Vec::new();
+        };
+        let Ok(mut state) = self.state.write() else {
+            return Vec::new();
+        };
+        let warnings = state.names.extend(
+            tools
+                .iter()
+                .map(|tool| RawIdentity::new(&tool.identity.server, &tool.identity.tool)),
+        );
+        for tool in tools {
+            let raw = RawIdentity::new(&tool.identity.server, &tool.identity.tool);
+            let Some(public_name) = state.names.public_name(&raw).map(|n| n.to_string()) else {
+                continue;
+            };
+            let descriptor = describe(&public_name, tool, facts);
+            state.descriptors.insert(public_name, descriptor);
+            let published = state.published.entry(server.to_owned()).or_default();
+            if !published.contains(&tool.identity.tool) {
+                published.push(tool.identity.tool.clone());
+            }
+        }
+        warnings
+    }
+
     /// The public name of a raw (server, tool) identity, once its catalogue was recorded.
     pub fn public_name(&self, server: &str, tool: &str) -> Option<String> {
         let state = self.state.read().ok()?;
@@ -146,8 +191,31 @@ impl Catalog for ToolIndex {
     }
 
     fn explain_unresolved(&self, public_name: &str) -> Option<String> {
+        // Named but never loaded: a deferred server's tool that no search has loaded yet.
+        let Some(descriptor) = self.descriptor(public_name) else {
+            let state = self.state.read().ok()?;
+            // Named by a search but not loaded, or (the message only — nothing is routed by it)
+            // shaped like a name of a deferred server that nothing has searched yet.
+            let server = match state.names.resolve(public_name) {
+                Some(identity) => identity.server.clone(),
+                None => self
+                    .facts
+                    .iter()
+                    .filter(|(_, facts)| facts.deferred)
+                    .map(|(server, _)| server)
+                    .find(|server| {
+                        public_name.starts_with(&format!(
+                            "mcp__{}__",
+                            warden_mcp::naming::sanitize_name_part(server)
+                        ))
+                    })?
+                    .clone(),
+            };
+            return Some(format!(
+                "unknown tool \"{public_name}\": the MCP server \"{server}\" is deferred; find and load its tools with search_tools first"
+            ));
+        };
         // Known to this session but no longer published: the model saw it, so say what changed.
-        let descriptor = self.descriptor(public_name)?;
         Some(format!(
             "the MCP server \"{}\" no longer offers the tool \"{}\" (it was withdrawn during this session)",
             descriptor.identity.server(),

@@ -286,6 +286,64 @@ impl Host {
             .map(|tool| tool.description().to_owned())
     }
 
+    /// The tools of every deferred server (connecting them), named but not callable, each with
+    /// its public name: what a deferred-tool search ranks. Failures come back beside them.
+    pub async fn deferred_tools(&self) -> (Vec<(McpTool, String)>, Vec<McpError>) {
+        let deferred: Vec<String> = self
+            .runtime
+            .status()
+            .into_iter()
+            .filter(|status| status.deferred.is_some())
+            .map(|status| status.name)
+            .collect();
+        let fetched = futures::future::join_all(
+            deferred
+                .iter()
+                .map(|server| async move { self.runtime.server_tools(server).await }),
+        )
+        .await;
+        let mut tools = Vec::new();
+        let mut failures = Vec::new();
+        for result in fetched {
+            match result {
+                Ok(server_tools) => {
+                    self.index.name_only(&server_tools);
+                    for tool in server_tools {
+                        if let Some(name) = self
+                            .index
+                            .public_name(&tool.identity.server, &tool.identity.tool)
+                        {
+                            tools.push((tool, name));
+                        }
+                    }
+                }
+                Err(failure) => failures.push(failure),
+            }
+        }
+        (tools, failures)
+    }
+
+    /// Makes these tools of a deferred server callable for the rest of the session and returns
+    /// the ones the gate shows.
+    pub fn load_tools(&self, server: &str, tools: &[McpTool]) -> Vec<VisibleTool> {
+        for warning in self.index.load(server, tools) {
+            tracing::warn!("MCP {server}: {warning}");
+        }
+        tools
+            .iter()
+            .filter_map(|tool| {
+                let public_name = self
+                    .index
+                    .public_name(&tool.identity.server, &tool.identity.tool)?;
+                let descriptor = self.index.descriptor(&public_name)?;
+                self.gate.visible(&descriptor).then(|| VisibleTool {
+                    tool: tool.clone(),
+                    descriptor,
+                })
+            })
+            .collect()
+    }
+
     /// The public name of a raw identity whose catalogue was fetched this session.
     pub fn public_name(&self, server: &str, tool: &str) -> Option<String> {
         self.index.public_name(server, tool)
