@@ -83,35 +83,10 @@ impl ToolIndex {
     }
 
     /// Records a server's current catalogue: new tools are appended with fresh public names,
-    /// known tools keep theirs. Returns naming warnings (duplicates, collisions).
+    /// known tools keep theirs, and what it no longer publishes is withdrawn. Returns naming
+    /// warnings (duplicates, collisions).
     pub fn record(&self, server: &str, tools: &[McpTool]) -> Vec<NameWarning> {
-        let Some(facts) = self.facts.get(server) else {
-            return Vec::new();
-        };
-        let Ok(mut state) = self.state.write() else {
-            return Vec::new();
-        };
-        let warnings = state.names.extend(
-            tools
-                .iter()
-                .map(|tool| RawIdentity::new(&tool.identity.server, &tool.identity.tool)),
-        );
-        for tool in tools {
-            let raw = RawIdentity::new(&tool.identity.server, &tool.identity.tool);
-            let Some(public_name) = state.names.public_name(&raw).map(|n| n.to_string()) else {
-                continue;
-            };
-            let descriptor = describe(&public_name, tool, facts);
-            state.descriptors.insert(public_name, descriptor);
-        }
-        state.published.insert(
-            server.to_owned(),
-            tools
-                .iter()
-                .map(|tool| tool.identity.tool.clone())
-                .collect(),
-        );
-        warnings
+        self.publish(server, tools, true)
     }
 
     /// Names tools without making them callable: a deferred server's catalogue, for search.
@@ -129,6 +104,12 @@ impl ToolIndex {
     /// Makes these tools of `server` callable in addition to what it already publishes (a
     /// deferred server's tools, loaded by a search). Returns naming warnings.
     pub fn load(&self, server: &str, tools: &[McpTool]) -> Vec<NameWarning> {
+        self.publish(server, tools, false)
+    }
+
+    /// Names `tools`, describes them for the gate and publishes them — replacing what `server`
+    /// published before, or adding to it — under one lock, so no call sees a half-made state.
+    fn publish(&self, server: &str, tools: &[McpTool], replace: bool) -> Vec<NameWarning> {
         let Some(facts) = self.facts.get(server) else {
             return Vec::new();
         };
@@ -140,6 +121,9 @@ impl ToolIndex {
                 .iter()
                 .map(|tool| RawIdentity::new(&tool.identity.server, &tool.identity.tool)),
         );
+        if replace {
+            state.published.insert(server.to_owned(), Vec::new());
+        }
         for tool in tools {
             let raw = RawIdentity::new(&tool.identity.server, &tool.identity.tool);
             let Some(public_name) = state.names.public_name(&raw).map(|n| n.to_string()) else {
