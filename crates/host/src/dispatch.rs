@@ -5,7 +5,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_mcp::artifacts::ArtifactStore;
 use warden_mcp::result::{ConversionContext, convert_tool_result};
-use warden_mcp::{CallOptions, McpRuntime, Progress, ToolIdentity as RawIdentity};
+use warden_mcp::{CallOptions, FailureKind, McpRuntime, Progress, ToolIdentity as RawIdentity};
 use warden_policy::{
     BoxFuture, DispatchCall, DispatchError, Dispatcher, ProgressSender, ProgressUpdate, ToolOutput,
     ToolSource,
@@ -99,7 +99,13 @@ impl Dispatcher for McpDispatcher {
                 .runtime
                 .call_tool(&identity, arguments, CallOptions { progress, cancel })
                 .await
-                .map_err(|error| DispatchError::new(error.to_string()))?;
+                .map_err(|error| {
+                    if error.kind() == FailureKind::Timeout {
+                        DispatchError::timed_out(error.to_string())
+                    } else {
+                        DispatchError::new(error.to_string())
+                    }
+                })?;
             convert_off_thread(outcome.result, server, tool, self.artifacts.clone()).await
         })
     }

@@ -70,6 +70,8 @@ pub type ProgressSender = tokio::sync::mpsc::UnboundedSender<ProgressUpdate>;
 pub struct DispatchError {
     /// A sentence the model can act on.
     pub message: String,
+    /// The dispatcher's own deadline passed (the call was cancelled): a timeout, not a failure.
+    pub timed_out: bool,
 }
 
 impl DispatchError {
@@ -77,6 +79,15 @@ impl DispatchError {
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            timed_out: false,
+        }
+    }
+
+    /// The dispatcher's own deadline passed and the call was cancelled.
+    pub fn timed_out(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            timed_out: true,
         }
     }
 }
@@ -455,6 +466,9 @@ impl Gate {
             }
             result = &mut dispatch => return match result {
                 Ok(Ok(output)) => Ok(output),
+                Ok(Err(error)) if error.timed_out => {
+                    Err(Step::stop(Decision::TimedOut, Layer::Timeout, error.message))
+                }
                 Ok(Err(error)) => Err(Step::stop(Decision::Failed, Layer::Dispatch, error.message)),
                 Err(_panic) => {
                     tracing::error!(public_name = %name, "the dispatcher panicked");
