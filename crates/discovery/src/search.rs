@@ -32,7 +32,7 @@ pub struct ToolEntry {
     pub server: String,
     /// The tool name the server published.
     pub tool: String,
-    /// Title (if any) and description, as published.
+    /// Description and title (if any), as published.
     pub description: String,
     pub parameters: Vec<Parameter>,
 }
@@ -55,9 +55,15 @@ impl ToolEntry {
             .get("description")
             .and_then(Value::as_str)
             .unwrap_or_default();
+        // The title counts for ranking, but the description's first line reads better as the
+        // summary, so the title goes after it (BM25 does not care about order).
         let description = match title {
             Some(title) if !title.is_empty() && !body.contains(title) => {
-                format!("{title}. {body}")
+                if body.trim().is_empty() {
+                    title.to_string()
+                } else {
+                    format!("{body}\n{title}.")
+                }
             }
             _ => body.to_string(),
         };
