@@ -1,7 +1,7 @@
 //! Assembles an agent session for `warden run` (and the chat frontend): the model, the session
 //! host with built-in tools behind the gate, the tool list, the system prompt and the transcript.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -421,7 +421,7 @@ fn resume(
 
 /// `--mcp` values: `URL`, `COMMAND ARGS…`, or either behind `NAME=`.
 pub fn ad_hoc_servers(values: &[String]) -> anyhow::Result<Vec<ServerSpec>> {
-    let mut used: HashMap<String, usize> = HashMap::new();
+    let mut unnamed = 0;
     let mut specs = Vec::new();
     for value in values {
         let (name, target) = match value.split_once('=') {
@@ -434,12 +434,11 @@ pub fn ad_hoc_servers(values: &[String]) -> anyhow::Result<Vec<ServerSpec>> {
                 (name.to_owned(), target.trim())
             }
             _ => {
-                let count = used.entry("mcp".to_owned()).or_insert(0);
-                *count += 1;
-                let name = if *count == 1 {
+                unnamed += 1;
+                let name = if unnamed == 1 {
                     "mcp".to_owned()
                 } else {
-                    format!("mcp{count}")
+                    format!("mcp{unnamed}")
                 };
                 (name, value.trim())
             }

@@ -110,7 +110,8 @@ pub fn code_tools(slot: HostSlot) -> Vec<Arc<dyn HostTool>> {
     ]
 }
 
-fn host_of(slot: &HostSlot) -> Result<Arc<Host>, DispatchError> {
+/// The session behind `slot`, while it is open.
+pub fn host_of(slot: &HostSlot) -> Result<Arc<Host>, DispatchError> {
     slot.get()
         .and_then(Weak::upgrade)
         .ok_or_else(|| DispatchError::new("the session has ended"))

@@ -11,7 +11,7 @@ use warden_discovery::{SearchIndex, ServerDoc, ToolEntry};
 use warden_host::HostTool;
 use warden_policy::{BoxFuture, CapabilitySet, DispatchError, ToolOutput};
 
-use crate::code_tools::HostSlot;
+use crate::code_tools::{HostSlot, host_of};
 
 /// The name of the deferred-tool search.
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -93,11 +93,7 @@ impl HostTool for SearchTools {
         _cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         Box::pin(async move {
-            let host = self
-                .slot
-                .get()
-                .and_then(std::sync::Weak::upgrade)
-                .ok_or_else(|| DispatchError::new("the session has ended"))?;
+            let host = host_of(&self.slot)?;
             let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
             let limit = arguments
                 .get("limit")

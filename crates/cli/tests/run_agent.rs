@@ -525,3 +525,55 @@ async fn deferred_tools_are_found_loaded_and_called_without_rewriting_the_tool_l
         "{after:?}"
     );
 }
+
+#[tokio::test]
+async fn mcp_flag_adds_servers_for_one_run() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(
+        Turn::tool_call("call_1", "mcp__fx__echo", json!({"text": "named"})).with_tool_call(
+            "call_2",
+            "mcp__mcp__echo",
+            json!({"text": "unnamed"}),
+        ),
+    );
+    mock.push_turn(Turn::text("done"));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&model_config(&mock, "openai"));
+    let fixture = fixture_binary().display().to_string();
+    let named = format!("fx={fixture} echo");
+    let unnamed = format!("{fixture} echo");
+    let run = warden(
+        &sandbox,
+        &[
+            "run",
+            "go",
+            "--output-format",
+            "json",
+            "--mcp",
+            &named,
+            "--mcp",
+            &unnamed,
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert!(
+        summary["tool_calls"][0]["result"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("named")
+    );
+    assert!(
+        summary["tool_calls"][1]["result"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("unnamed")
+    );
+    // Nothing was written to the config: the servers lived for this run only.
+    assert!(
+        !std::fs::read_to_string(sandbox.user_file())
+            .unwrap()
+            .contains("fixture")
+    );
+}

@@ -248,6 +248,11 @@ impl Host {
         for warning in self.index.record(server, tools) {
             tracing::warn!("MCP {server}: {warning}");
         }
+        self.shown(tools)
+    }
+
+    /// Those of `tools` the index knows and the gate would show, with their descriptors.
+    fn shown(&self, tools: &[McpTool]) -> Vec<VisibleTool> {
         tools
             .iter()
             .filter_map(|tool| {
@@ -329,19 +334,7 @@ impl Host {
         for warning in self.index.load(server, tools) {
             tracing::warn!("MCP {server}: {warning}");
         }
-        tools
-            .iter()
-            .filter_map(|tool| {
-                let public_name = self
-                    .index
-                    .public_name(&tool.identity.server, &tool.identity.tool)?;
-                let descriptor = self.index.descriptor(&public_name)?;
-                self.gate.visible(&descriptor).then(|| VisibleTool {
-                    tool: tool.clone(),
-                    descriptor,
-                })
-            })
-            .collect()
+        self.shown(tools)
     }
 
     /// The public name of a raw identity whose catalogue was fetched this session.
