@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::{ContextBudget, elide_oldest_tool_results};
 use crate::conversation::{Message, ToolCall, ToolSpec, Usage};
-use crate::provider::{ModelClient, ModelDelta, ModelRequest, ProviderError};
+use crate::provider::{DeferredTools, ModelClient, ModelDelta, ModelRequest, ProviderError};
+use warden_config::DeferMode;
 
 /// A tool call handed to the executor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -32,6 +33,10 @@ pub struct ToolCallResult {
     /// Why it was denied, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub denial: Option<String>,
+    /// Deferred tools this result reveals (a search in `reference` defer mode): sent to the model
+    /// as `tool_reference` blocks where the wire can (see [`Message::ToolReferences`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_references: Vec<String>,
 }
 
 impl ToolCallResult {
@@ -41,6 +46,7 @@ impl ToolCallResult {
             is_error: false,
             decision: "allowed".into(),
             denial: None,
+            tool_references: Vec::new(),
         }
     }
 
@@ -50,6 +56,7 @@ impl ToolCallResult {
             is_error: true,
             decision: "allowed".into(),
             denial: None,
+            tool_references: Vec::new(),
         }
     }
 
@@ -60,6 +67,7 @@ impl ToolCallResult {
             is_error: true,
             decision: "denied".into(),
             denial: Some(reason),
+            tool_references: Vec::new(),
         }
     }
 
@@ -69,6 +77,7 @@ impl ToolCallResult {
             is_error: true,
             decision: "cancelled".into(),
             denial: None,
+            tool_references: Vec::new(),
         }
     }
 }
@@ -88,35 +97,76 @@ pub trait ToolExecutor: Send + Sync {
 
 /// The tools a run offers the model. Shared, so a tool that loads others (a deferred-tool
 /// search) can append them; entries are never removed or rewritten, so the bytes the model saw
-/// before stay the same and a prompt cache survives.
+/// before stay the same and a prompt cache survives. Beside them, the session's deferred tools
+/// for the wire formats that send definitions with `defer_loading` (set once, never changed).
 #[derive(Debug, Clone, Default)]
-pub struct ToolList(Arc<std::sync::RwLock<Vec<ToolSpec>>>);
+pub struct ToolList(Arc<std::sync::RwLock<OfferedTools>>);
+
+#[derive(Debug, Default)]
+struct OfferedTools {
+    tools: Vec<ToolSpec>,
+    mode: DeferMode,
+    deferred: Vec<ToolSpec>,
+}
 
 impl ToolList {
     /// The tools offered now.
     pub fn snapshot(&self) -> Vec<ToolSpec> {
-        self.0.read().map(|tools| tools.clone()).unwrap_or_default()
+        self.0
+            .read()
+            .map(|offered| offered.tools.clone())
+            .unwrap_or_default()
+    }
+
+    /// Whether a tool of this name is offered (not counting deferred definitions).
+    pub fn contains(&self, name: &str) -> bool {
+        self.0
+            .read()
+            .is_ok_and(|offered| offered.tools.iter().any(|tool| tool.name == name))
     }
 
     /// Appends the tools not offered yet (by name); returns how many were added.
     pub fn append(&self, specs: impl IntoIterator<Item = ToolSpec>) -> usize {
-        let Ok(mut tools) = self.0.write() else {
+        let Ok(mut offered) = self.0.write() else {
             return 0;
         };
         let mut added = 0;
         for spec in specs {
-            if !tools.iter().any(|tool| tool.name == spec.name) {
-                tools.push(spec);
+            if !offered.tools.iter().any(|tool| tool.name == spec.name)
+                && !offered.deferred.iter().any(|tool| tool.name == spec.name)
+            {
+                offered.tools.push(spec);
                 added += 1;
             }
         }
         added
     }
+
+    /// Sets the defer mode and the deferred definitions the wire sends with `defer_loading`
+    /// (`reference` and `tool-search`; empty for the other modes). Done once, before the first
+    /// request: changing them later would rewrite the tools array.
+    pub fn set_deferred(&self, mode: DeferMode, deferred: Vec<ToolSpec>) {
+        if let Ok(mut offered) = self.0.write() {
+            offered.mode = mode;
+            offered.deferred = deferred;
+        }
+    }
+
+    /// The defer mode and the deferred definitions.
+    pub fn deferred(&self) -> (DeferMode, Vec<ToolSpec>) {
+        self.0
+            .read()
+            .map(|offered| (offered.mode, offered.deferred.clone()))
+            .unwrap_or_default()
+    }
 }
 
 impl From<Vec<ToolSpec>> for ToolList {
     fn from(tools: Vec<ToolSpec>) -> Self {
-        Self(Arc::new(std::sync::RwLock::new(tools)))
+        Self(Arc::new(std::sync::RwLock::new(OfferedTools {
+            tools,
+            ..OfferedTools::default()
+        })))
     }
 }
 
@@ -323,6 +373,7 @@ impl Agent {
             self.emit(AgentEvent::TurnStarted { turn });
             // Read once per turn: a tool loaded by a call of this turn is offered from the next.
             let tools = self.tools.snapshot();
+            let (defer_mode, deferred_tools) = self.tools.deferred();
             if let Some(elision) =
                 elide_oldest_tool_results(&self.system_prompt, &tools, conversation, budget)
             {
@@ -357,7 +408,15 @@ impl Agent {
                 messages: conversation,
                 tools: &tools,
             };
-            let response = match self.client.complete(request, &on_delta, cancel).await {
+            let deferred = DeferredTools {
+                mode: defer_mode,
+                tools: &deferred_tools,
+            };
+            let response = match self
+                .client
+                .complete_with(request, deferred, &on_delta, cancel)
+                .await
+            {
                 Ok(response) => response,
                 Err(ProviderError::Cancelled) => {
                     self.emit(AgentEvent::TurnEnded {
@@ -387,6 +446,9 @@ impl Agent {
                 total,
             });
             let calls = response.tool_calls.clone();
+            if let Some((provider, blocks)) = response.provider_blocks {
+                conversation.push(Message::ProviderBlocks { provider, blocks });
+            }
             conversation.push(Message::Assistant {
                 text: response.text,
                 tool_calls: response.tool_calls,
@@ -407,6 +469,12 @@ impl Agent {
                     is_error: result.is_error,
                     elided: false,
                 });
+                if !result.tool_references.is_empty() {
+                    conversation.push(Message::ToolReferences {
+                        call_id: call.id.clone(),
+                        tool_names: result.tool_references.clone(),
+                    });
+                }
                 records.push(ToolCallRecord {
                     id: call.id.clone(),
                     name: call.name.clone(),

@@ -296,6 +296,88 @@ pub struct BuiltinTools {
     workdir: PathBuf,
     artifacts: Arc<dyn ArtifactSink>,
     options: BuiltinOptions,
+    bash_env: BashEnv,
+}
+
+/// Environment changes for the bash tool, shared with the session that owns them: inherited
+/// variables whose names start with a masked prefix are removed, then the exported ones are set
+/// (the session exports its tool bridge only once the handshake succeeded). `Debug` shows names,
+/// never values.
+#[derive(Clone, Default)]
+pub struct BashEnv {
+    state: Arc<Mutex<BashEnvState>>,
+}
+
+#[derive(Default)]
+struct BashEnvState {
+    masked_prefixes: Vec<String>,
+    exported: Vec<(String, String)>,
+}
+
+impl BashEnv {
+    /// Removes every inherited variable whose name starts with `prefix`.
+    pub fn masking(prefix: impl Into<String>) -> Self {
+        let env = Self::default();
+        env.lock().masked_prefixes.push(prefix.into());
+        env
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BashEnvState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets these variables for every later bash command (replacing earlier exports).
+    pub fn export(&self, vars: Vec<(String, String)>) {
+        self.lock().exported = vars;
+    }
+
+    /// Withdraws the exports; the masking stays.
+    pub fn clear_exports(&self) {
+        self.lock().exported.clear();
+    }
+
+    /// The environment bash gets when the process has `inherited`.
+    pub fn environment(
+        &self,
+        inherited: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+        let state = self.lock();
+        let masked = |name: &std::ffi::OsStr| {
+            name.to_str().is_some_and(|name| {
+                state
+                    .masked_prefixes
+                    .iter()
+                    .any(|prefix| name.starts_with(prefix.as_str()))
+                    || state.exported.iter().any(|(exported, _)| exported == name)
+            })
+        };
+        let mut env: Vec<_> = inherited
+            .into_iter()
+            .filter(|(name, _)| !masked(name))
+            .collect();
+        env.extend(
+            state
+                .exported
+                .iter()
+                .map(|(name, value)| (name.into(), value.into())),
+        );
+        env
+    }
+}
+
+impl std::fmt::Debug for BashEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.lock();
+        let exported: Vec<&str> = state
+            .exported
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        f.debug_struct("BashEnv")
+            .field("masked_prefixes", &state.masked_prefixes)
+            .field("exported", &exported)
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for BuiltinTools {
@@ -339,7 +421,14 @@ impl BuiltinTools {
             workdir: workdir.into(),
             artifacts,
             options: BuiltinOptions::default(),
+            bash_env: BashEnv::default(),
         }
+    }
+
+    /// Environment changes for the bash tool (see [`BashEnv`]).
+    pub fn with_bash_env(mut self, env: BashEnv) -> Self {
+        self.bash_env = env;
+        self
     }
 
     pub fn with_options(mut self, options: BuiltinOptions) -> Self {
@@ -432,6 +521,8 @@ impl BuiltinTools {
             .arg("-c")
             .arg(command_line)
             .current_dir(&self.workdir)
+            .env_clear()
+            .envs(self.bash_env.environment(std::env::vars_os()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -862,4 +953,79 @@ pub fn glob_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
     }
     re.push('$');
     regex::Regex::new(&re)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod bash_env_tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(name, value)| (OsString::from(name), OsString::from(value)))
+            .collect()
+    }
+
+    #[test]
+    fn inherited_bridge_variables_are_masked_until_exported() {
+        let env = BashEnv::masking("WARDEN_BRIDGE_");
+        let inherited = vars(&[
+            ("PATH", "/bin"),
+            ("WARDEN_BRIDGE_URL", "http://127.0.0.1:1"),
+            ("WARDEN_BRIDGE_TOKEN", "stale"),
+            ("WARDEN_HOME", "/home/x"),
+        ]);
+        assert_eq!(
+            env.environment(inherited.clone()),
+            vars(&[("PATH", "/bin"), ("WARDEN_HOME", "/home/x")])
+        );
+        env.export(vec![("WARDEN_BRIDGE_TOKEN".to_owned(), "fresh".to_owned())]);
+        assert_eq!(
+            env.environment(inherited.clone()),
+            vars(&[
+                ("PATH", "/bin"),
+                ("WARDEN_HOME", "/home/x"),
+                ("WARDEN_BRIDGE_TOKEN", "fresh")
+            ])
+        );
+        env.clear_exports();
+        assert_eq!(
+            env.environment(inherited),
+            vars(&[("PATH", "/bin"), ("WARDEN_HOME", "/home/x")])
+        );
+    }
+
+    #[test]
+    fn debug_shows_names_not_values() {
+        let env = BashEnv::masking("WARDEN_BRIDGE_");
+        env.export(vec![(
+            "WARDEN_BRIDGE_TOKEN".to_owned(),
+            "s3cret".to_owned(),
+        )]);
+        let shown = format!("{env:?}");
+        assert!(shown.contains("WARDEN_BRIDGE_TOKEN"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[tokio::test]
+    async fn bash_runs_with_the_exported_variables() {
+        let dir = std::env::temp_dir();
+        let env = BashEnv::masking("WARDEN_BRIDGE_");
+        env.export(vec![(
+            "WARDEN_TEST_EXPORT".to_owned(),
+            "exported".to_owned(),
+        )]);
+        let tools = BuiltinTools::new(&dir, Arc::new(DirArtifacts::new(&dir))).with_bash_env(env);
+        let result = tools
+            .execute(
+                "bash",
+                json!({"command": "echo \"[$WARDEN_TEST_EXPORT]\""}),
+                CancellationToken::new(),
+            )
+            .await;
+        assert!(!result.is_error, "{}", result.text);
+        assert!(result.text.contains("[exported]"), "{}", result.text);
+    }
 }

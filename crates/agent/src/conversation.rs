@@ -44,6 +44,22 @@ pub enum Message {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         elided: bool,
     },
+    /// Blocks the provider produced and ran itself in the assistant's turn (its native tool
+    /// search: Anthropic `server_tool_use` and `tool_search_tool_result`, OpenAI
+    /// `tool_search_call` and `tool_search_output`). Sent back unchanged, before that turn's
+    /// assistant message, and only to the provider that made them (`provider` is its config
+    /// name, e.g. `anthropic`).
+    ProviderBlocks {
+        provider: String,
+        blocks: Vec<serde_json::Value>,
+    },
+    /// The tools a search result (the call `call_id`) reveals, in `reference` defer mode: the
+    /// Anthropic wire sends that tool result as `tool_reference` blocks the API expands into the
+    /// deferred definitions. Other wires ignore it (the result's text stands).
+    ToolReferences {
+        call_id: String,
+        tool_names: Vec<String>,
+    },
 }
 
 impl Message {
@@ -68,6 +84,13 @@ impl Message {
                 text,
                 ..
             } => call_id.len() + name.len() + text.len(),
+            Message::ProviderBlocks { blocks, .. } => {
+                blocks.iter().map(|block| block.to_string().len()).sum()
+            }
+            Message::ToolReferences {
+                call_id,
+                tool_names,
+            } => call_id.len() + tool_names.iter().map(String::len).sum::<usize>(),
         }
     }
 }

@@ -13,15 +13,16 @@ pub use agent::{
     ToolCallRequest, ToolCallResult, ToolExecutor, ToolList,
 };
 pub use builtin::{
-    ArtifactSink, BuiltinOptions, BuiltinResult, BuiltinToolSpec, BuiltinTools, Capability,
-    DirArtifacts, builtin_specs, cap_output,
+    ArtifactSink, BashEnv, BuiltinOptions, BuiltinResult, BuiltinToolSpec, BuiltinTools,
+    Capability, DirArtifacts, builtin_specs, cap_output,
 };
 pub use conversation::{Message, ToolCall, ToolSpec, Usage};
 pub use prompt::{
     ProjectInstructions, PromptParts, assemble_system_prompt, find_project_instructions,
 };
 pub use provider::{
-    ApiKey, ModelClient, ModelConfig, ModelDelta, ModelRequest, ModelResponse, NO_MODEL_MESSAGE,
-    ProviderError, RetryPolicy, SelectError, client_for, select_model,
+    ANTHROPIC_TOOL_SEARCH_NAME, ANTHROPIC_TOOL_SEARCH_TYPE, ApiKey, DeferredTools, ModelClient,
+    ModelConfig, ModelDelta, ModelRequest, ModelResponse, NO_MODEL_MESSAGE, ProviderError,
+    RetryPolicy, SelectError, client_for, select_model,
 };
 pub use session::{LoadedSession, Redactor, Session, SessionError, SessionRecord, SessionStore};

@@ -104,6 +104,20 @@ pub enum SessionRecord {
     Event {
         event: serde_json::Value,
     },
+    /// A call made through the session's tool bridge (`warden tool` run by the agent's bash
+    /// tool), as the gate decided it (source `tool-cli`).
+    ToolCliCall {
+        server: String,
+        tool: String,
+        public_name: String,
+        arguments: serde_json::Value,
+        decision: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        is_error: bool,
+        /// What the caller read.
+        text: String,
+    },
 }
 
 /// Reading or writing a session failed.
@@ -201,9 +215,23 @@ impl SessionStore {
 
     /// Starts a new session for `workdir`.
     pub fn create(&self, workdir: &Path, model: Option<&str>) -> Result<Session, SessionError> {
+        self.create_with_id(&new_id(), workdir, model)
+    }
+
+    /// Starts a new session for `workdir` under a given id (the session host's, so the
+    /// transcript and the audit name the same session); refused when that file exists.
+    pub fn create_with_id(
+        &self,
+        id: &str,
+        workdir: &Path,
+        model: Option<&str>,
+    ) -> Result<Session, SessionError> {
+        if !is_valid_id(id) {
+            return Err(SessionError::InvalidId(id.to_string()));
+        }
         std::fs::create_dir_all(&self.dir).map_err(io_error(&self.dir))?;
         let _ = std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700));
-        let id = new_id();
+        let id = id.to_owned();
         let path = self.path_of(&id);
         let file = OpenOptions::new()
             .create_new(true)

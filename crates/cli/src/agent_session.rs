@@ -19,17 +19,22 @@ use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
 
 use warden_discovery::{Availability, CodeModeLimits, RoutingInputs, execution_routing_section};
 
+use crate::bridge_client::{settle_tool_cli, with_tool_cli_usage};
+use warden_agent::BashEnv;
+use warden_bridge::Bridge;
+
 use crate::code_tools::{HostSlot, code_tools};
-use crate::search_tools::{DeferredSummary, search_tool};
+use crate::search_tools::{Deferral, SEARCH_TOOLS, tool_references};
 use crate::skill_tools::skill_tools;
-use warden_host::{CallContext, Host, HostOptions, HostTool, VisibleTool};
+use warden_host::{CallContext, Host, HostTool, VisibleTool};
+use warden_host::{RemoteSkills, RemoteSkillsSettings};
 use warden_mcp::ServerSpec;
 use warden_policy::{
     BoxFuture, CallSource, CapabilityClass, CapabilitySet, Decision, DispatchError, ToolOutput,
 };
 
 use crate::Globals;
-use crate::context::{PolicyFlags, load_config};
+use crate::context::{PolicyFlags, host_options, load_config};
 
 /// What a frontend decides for one agent session.
 pub struct SessionRequest<'a> {
@@ -41,6 +46,10 @@ pub struct SessionRequest<'a> {
     pub policy: &'a PolicyFlags,
     pub resume: Option<&'a str>,
     pub continue_latest: bool,
+    /// Who answers approvals (`None`: headless, calls that need approval are denied).
+    pub approver: Option<Arc<dyn warden_policy::Approver>>,
+    /// An interactive frontend's elicitation handler (`None`: elicitation is not offered).
+    pub elicitation: Option<Arc<dyn warden_mcp::ElicitationHandler>>,
 }
 
 /// An open agent session: everything the loop needs.
@@ -59,6 +68,16 @@ pub struct AgentSession {
     pub profile: Option<AgentProfile>,
     /// The model's tool list; `tool_list` fills it and a deferred-tool search appends to it.
     pub offered: ToolList,
+    /// Deferred tools: the session's defer mode (kept across a model switch), automatic
+    /// deferral, and how deferred tools reach the model.
+    pub deferral: Arc<Deferral>,
+    /// The bash tool's environment: inherited `WARDEN_BRIDGE_*` masked, the bridge exported
+    /// once its handshake succeeded.
+    bash_env: BashEnv,
+    /// The session's tool bridge (stopped when the session is dropped), or why it did not start.
+    bridge: Result<Bridge, String>,
+    /// The tool CLI's availability, settled by the first handshake.
+    tool_cli: tokio::sync::OnceCell<Availability>,
 }
 
 /// A configuration or usage problem: reported in one line with exit code 2.
@@ -104,12 +123,16 @@ impl AgentSession {
         let store = SessionStore::new(paths.state_dir().join("sessions"), secrets);
         let resumed = resume(&store, &workspace, request.resume, request.continue_latest)?;
 
-        let builtins = Arc::new(BuiltinTools::new(
-            workspace.clone(),
-            Arc::new(DirArtifacts::new(
-                paths.state_dir().join("artifacts").join("builtin"),
-            )),
-        ));
+        let bash_env = BashEnv::masking(warden_bridge::ENV_PREFIX);
+        let builtins = Arc::new(
+            BuiltinTools::new(
+                workspace.clone(),
+                Arc::new(DirArtifacts::new(
+                    paths.state_dir().join("artifacts").join("builtin"),
+                )),
+            )
+            .with_bash_env(bash_env.clone()),
+        );
         let mut host_tools: Vec<Arc<dyn HostTool>> = builtin_specs()
             .into_iter()
             .map(|spec| {
@@ -119,34 +142,45 @@ impl AgentSession {
                 }) as Arc<dyn HostTool>
             })
             .collect();
-        if !skills.skills.is_empty() {
-            host_tools.extend(skill_tools(skills.clone()));
-        }
+        let remote_skills = Arc::new(RemoteSkills::new(RemoteSkillsSettings {
+            // `--mcp-skills-extension` is folded into the config by `load_config`.
+            extension_enabled: config.experimental.skills_extension,
+            grants_path: Some(warden_skills::GrantStore::path_in(paths.state_dir())),
+            reserved: skills
+                .skills
+                .iter()
+                .map(|skill| skill.name.clone())
+                .collect(),
+        }));
+        host_tools.extend(skill_tools(skills.clone(), remote_skills.clone()));
         let host_slot: HostSlot = Arc::default();
         host_tools.extend(code_tools(host_slot.clone()));
         let offered = ToolList::default();
-        let deferred: Vec<DeferredSummary> = config
-            .servers
-            .values()
-            .filter_map(|entry| {
-                entry.defer.as_ref().map(|summary| DeferredSummary {
-                    name: entry.name.clone(),
-                    summary: summary.clone(),
-                })
-            })
-            .collect();
-        if !deferred.is_empty() {
-            host_tools.push(search_tool(host_slot.clone(), offered.clone(), deferred));
-        }
-        let mut options = HostOptions::new(paths.clone(), workspace.clone());
-        options.policy = request.policy.policy(&config.policy)?;
-        options.hooks = warden_host::hook_runner(&config.policy)?;
+        let deferral = crate::catalog_views::session_deferral(
+            &config,
+            model.defer_mode,
+            host_slot.clone(),
+            offered.clone(),
+        );
+        host_tools.push(deferral.search_tool());
+        let mut options = host_options(paths.clone(), workspace.clone(), &config, request.policy)?;
+        options.defer_mode = Some(model.defer_mode);
         options.tools = host_tools;
         options.extra_servers = ad_hoc_servers(request.ad_hoc)?;
         options.session_id = resumed.as_ref().map(|(id, _)| id.clone());
+        options.approver = request.approver.clone();
+        options.elicitation = request.elicitation.clone();
+        options.remote_skills = Some(remote_skills);
+        options.sampling = Some(Arc::new(ModelSampler {
+            client: client.clone(),
+        }));
         let host = Arc::new(Host::open(&config, options).context("opening the session")?);
         let _ = host_slot.set(Arc::downgrade(&host));
+        let bridge = Bridge::start(host.clone()).map_err(|error| error.to_string());
         Ok(Self {
+            bash_env,
+            bridge,
+            tool_cli: tokio::sync::OnceCell::new(),
             host,
             model,
             client,
@@ -157,15 +191,25 @@ impl AgentSession {
             skills,
             profile: profile.cloned(),
             offered,
+            deferral,
         })
     }
 
     /// Fetches every non-deferred catalogue (in parallel) and returns the model's tool list:
-    /// built-in and resource tools first, then MCP tools. Failures come back as one line each.
+    /// built-in and resource tools first, then `search_tools` or `call_tool` (by defer mode, when
+    /// anything is deferred), then MCP tools; large servers are deferred automatically first.
+    /// Failures come back as one line each.
     pub async fn tool_list(&mut self) -> (ToolList, Vec<String>) {
         let (mcp_tools, failures) = self.host.all_tools().await;
+        // Large tool sets are deferred automatically; then the mode settles how deferred tools
+        // reach the model (search_tools, call_tool, or definitions with defer_loading).
+        let mcp_tools = self.deferral.auto_defer(&self.host, mcp_tools);
+        let settled = self.deferral.settle(&self.host).await;
         let mut specs = Vec::new();
         for descriptor in self.host.host_tools() {
+            if descriptor.public_name == SEARCH_TOOLS {
+                continue;
+            }
             if descriptor.classes().is_read_only() {
                 self.read_only.insert(descriptor.public_name.clone());
             }
@@ -177,6 +221,12 @@ impl AgentSession {
                 name: descriptor.public_name,
                 input_schema: descriptor.input_schema,
             });
+        }
+        for extra in settled.extra_tools {
+            if extra.name == SEARCH_TOOLS {
+                self.read_only.insert(extra.name.clone());
+            }
+            specs.push(extra);
         }
         for VisibleTool { tool, descriptor } in mcp_tools {
             if descriptor.classes().is_read_only() {
@@ -206,12 +256,14 @@ impl AgentSession {
                 }
                 line
             })
+            .chain(settled.failures)
             .collect();
         (self.offered.clone(), lines)
     }
 
     /// The `<execution_routing>` section: which facility suits what, and whether each is
-    /// available here (the code-mode sandbox is probed; it never falls back to weaker isolation).
+    /// available here (the code-mode sandbox is probed; it never falls back to weaker isolation;
+    /// the tool bridge is handshaken), followed by the tool CLI's usage when it is available.
     pub async fn execution_routing(&self) -> String {
         let code_mode = match warden_discovery::code_mode::probe(CodeModeLimits::default()).await {
             Ok(()) => Availability::Available,
@@ -226,15 +278,33 @@ impl AgentSession {
         } else {
             Availability::Available
         };
-        execution_routing_section(&RoutingInputs {
+        let tool_cli = self.tool_cli().await;
+        let section = execution_routing_section(&RoutingInputs {
             bash: Availability::Available,
             code_mode,
             skills,
-            tool_cli: Availability::Unavailable {
-                reason: "this build of warden does not start the tool bridge for sessions"
-                    .to_owned(),
-            },
-        })
+            tool_cli: tool_cli.clone(),
+        });
+        // The tool CLI's usage only when its bridge answered; otherwise the section says why.
+        with_tool_cli_usage(section, &tool_cli)
+    }
+
+    /// Tells `observer` of every call made through the session's tool bridge (the transcript
+    /// records them); nothing happens when the bridge did not start.
+    pub fn observe_bridge_calls(&self, observer: Arc<dyn warden_bridge::CallObserver>) {
+        if let Ok(bridge) = &self.bridge {
+            bridge.observe(observer);
+        }
+    }
+
+    /// Settles once per session: a real handshake with the bridge, then the bridge's address
+    /// and token are exported to the bash tool. Until then (and if it fails) they are not, and
+    /// inherited ones stay masked.
+    async fn tool_cli(&self) -> Availability {
+        self.tool_cli
+            .get_or_init(|| settle_tool_cli(&self.bridge, self.host.session_id(), &self.bash_env))
+            .await
+            .clone()
     }
 
     /// The system prompt in its byte-stable order.
@@ -243,8 +313,14 @@ impl AgentSession {
             .profile
             .as_ref()
             .and_then(|profile| profile.instructions.clone());
-        let index = SkillIndex::build(self.skills.index_entries(), &IndexLimits::default());
-        let skills_index = (!self.skills.skills.is_empty()).then(|| index.render());
+        // Local skills, then the commands of skills MCP servers published (registered when
+        // their servers were opened).
+        let mut entries = self.skills.index_entries();
+        let remote = self.host.remote_skills().commands();
+        entries.extend(remote.iter().map(|command| command.index_entry()));
+        let any_skill = !entries.is_empty();
+        let index = SkillIndex::build(entries, &IndexLimits::default());
+        let skills_index = any_skill.then(|| index.render());
         let server_instructions = self
             .host
             .runtime()
@@ -252,14 +328,21 @@ impl AgentSession {
             .into_iter()
             .filter_map(|status| status.instructions.map(|text| (status.name, text)))
             .collect();
-        assemble_system_prompt(&PromptParts {
+        let mut prompt = assemble_system_prompt(&PromptParts {
             base: None,
             agent_instructions,
             project: find_project_instructions(&self.workspace),
             execution_routing: Some(execution_routing),
             server_instructions,
             skills_index,
-        })
+        });
+        // `system-tools` mode: the deferred tools, settled with the tool list, never changed.
+        if let Some(section) = self.deferral.system_section() {
+            prompt.push('\n');
+            prompt.push_str(section);
+            prompt.push('\n');
+        }
+        prompt
     }
 
     /// The executor the loop calls: every call goes through the gate with source `agent`.
@@ -268,6 +351,7 @@ impl AgentSession {
             host: self.host.clone(),
             read_only: self.read_only.clone(),
             events,
+            deferral: self.deferral.clone(),
         })
     }
 }
@@ -325,6 +409,7 @@ pub struct GateExecutor {
     host: Arc<Host>,
     read_only: BTreeSet<String>,
     events: Option<UnboundedSender<AgentEvent>>,
+    deferral: Arc<Deferral>,
 }
 
 impl ToolExecutor for GateExecutor {
@@ -354,21 +439,34 @@ impl ToolExecutor for GateExecutor {
                     }
                 })
             });
-            let outcome = self
-                .host
-                .call_with(context, &call.public_name, call.arguments)
-                .await;
+            // `call_tool` reaches the tool behind it, and a deferred tool called by its exact
+            // name is loaded first: either way the gate sees (and audits) the tool itself.
+            let (public_name, arguments) = match self
+                .deferral
+                .route(&self.host, &call.public_name, call.arguments)
+                .await
+            {
+                Ok(routed) => routed,
+                Err(message) => return ToolCallResult::error(message),
+            };
+            let outcome = self.host.call_with(context, &public_name, arguments).await;
             if let Some(forwarder) = forwarder {
                 forwarder.abort();
             }
             let denial = (outcome.decision != Decision::Allowed)
                 .then(|| outcome.reason.clone())
                 .flatten();
+            let references = if public_name == SEARCH_TOOLS {
+                tool_references(outcome.output.as_ref().and_then(|o| o.content.as_ref()))
+            } else {
+                Vec::new()
+            };
             ToolCallResult {
                 text: outcome.model_text(),
                 is_error: outcome.is_error(),
                 decision: outcome.decision.as_str().to_owned(),
                 denial,
+                tool_references: references,
             }
         })
     }
@@ -497,6 +595,63 @@ pub fn split_command(text: &str) -> Option<Vec<String>> {
         words.push(current);
     }
     Some(words)
+}
+
+/// Answers the sampling requests of servers the operator enabled (`sampling = true`) with the
+/// session's model: text turns in, the model's text out, no tools. Each request is logged.
+struct ModelSampler {
+    client: Arc<dyn ModelClient>,
+}
+
+impl warden_mcp::SamplingHandler for ModelSampler {
+    fn sample(
+        &self,
+        request: warden_mcp::SamplingRequest,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<warden_mcp::SamplingAnswer, String>>
+                + Send
+                + '_,
+        >,
+    > {
+        Box::pin(async move {
+            tracing::info!(
+                server = %request.server,
+                model = %self.client.describe(),
+                "sampling request from an MCP server sent to the session's model"
+            );
+            let messages: Vec<warden_agent::Message> = request
+                .turns
+                .into_iter()
+                .map(|turn| match turn.role {
+                    warden_mcp::SamplingRole::User => {
+                        warden_agent::Message::User { text: turn.text }
+                    }
+                    warden_mcp::SamplingRole::Assistant => warden_agent::Message::Assistant {
+                        text: turn.text,
+                        tool_calls: Vec::new(),
+                    },
+                })
+                .collect();
+            let system = request.system_prompt.unwrap_or_default();
+            let model_request = warden_agent::ModelRequest {
+                system: &system,
+                messages: &messages,
+                tools: &[],
+            };
+            let cancel = CancellationToken::new();
+            let response = self
+                .client
+                .complete(model_request, &|_| {}, &cancel)
+                .await
+                .map_err(|error| format!("the session's model failed: {error}"))?;
+            Ok(warden_mcp::SamplingAnswer {
+                text: response.text,
+                model: self.client.describe(),
+                stop_reason: Some("endTurn".to_owned()),
+            })
+        })
+    }
 }
 
 #[cfg(test)]

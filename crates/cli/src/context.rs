@@ -24,16 +24,44 @@ pub fn workspace() -> anyhow::Result<PathBuf> {
     std::env::current_dir().context("reading the current directory")
 }
 
-/// Every scope the command line selects, validated.
+/// Every scope the command line selects, validated, with the global flags that stand for a
+/// config key folded in (`--mcp-skills-extension` is `[experimental] skills_extension = true`),
+/// so every surface that reads the config sees them.
 pub fn load_config(globals: &Globals) -> anyhow::Result<(Paths, PathBuf, LoadedConfig)> {
     let paths = paths()?;
     let workspace = workspace()?;
-    let config = warden_config::load(&LoadRequest {
+    let mut config = warden_config::load(&LoadRequest {
         paths: paths.clone(),
         workspace: workspace.clone(),
         explicit_file: globals.config_file.clone(),
     })?;
+    apply_global_flags(globals, &mut config);
     Ok((paths, workspace, config))
+}
+
+/// Folds the global flags that override config keys into the loaded config.
+pub fn apply_global_flags(globals: &Globals, config: &mut LoadedConfig) {
+    if globals.mcp_skills_extension {
+        config.experimental.skills_extension = true;
+    }
+}
+
+/// The one way every surface (`warden run`, chat, `tool`, `serve`, `mcp prompt`, `code`,
+/// `context`, probes) starts its [`HostOptions`]: the config's policy with the command line's
+/// flags, the operator's hooks, and the SEP-2640 skills extension as the config (and
+/// `--mcp-skills-extension`, folded in by [`load_config`]) says. The surface then adds its own
+/// tools, approver and handlers.
+pub fn host_options(
+    paths: Paths,
+    workspace: PathBuf,
+    config: &LoadedConfig,
+    flags: &PolicyFlags,
+) -> anyhow::Result<HostOptions> {
+    let mut options = HostOptions::new(paths, workspace);
+    options.policy = flags.policy(&config.policy)?;
+    options.hooks = hook_runner(&config.policy)?;
+    options.skills_extension = config.experimental.skills_extension;
+    Ok(options)
 }
 
 /// A multi-threaded tokio runtime for one command.
@@ -105,9 +133,7 @@ pub fn open_host(
     config: &LoadedConfig,
     flags: &PolicyFlags,
 ) -> anyhow::Result<Host> {
-    let mut options = HostOptions::new(paths, workspace);
-    options.policy = flags.policy(&config.policy)?;
-    options.hooks = hook_runner(&config.policy)?;
+    let mut options = host_options(paths, workspace, config, flags)?;
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         options.approver = Some(Arc::new(TerminalApprover));
     }

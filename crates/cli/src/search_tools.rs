@@ -1,66 +1,407 @@
-//! `search_tools`: how the agent reaches deferred servers. It ranks their tools (BM25 over
-//! names, descriptions and parameters), makes the matches callable, and appends their schemas to
-//! the model's tool list — never rewriting what the model was already offered.
+//! Deferred tools in an agent session, by defer mode: `search_tools` (warden's search; `normal`
+//! appends the loaded schemas to the tool list, `reference` answers with `tool_reference`s), the
+//! provider's own tool search (`tool-search`), and `call_tool` behind a system-prompt section
+//! (`system-tools`); automatic deferral of large servers; and loading a deferred tool the model
+//! calls by its exact name. Nothing here rewrites what the model was already offered.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use warden_agent::{ToolList, ToolSpec};
+use warden_agent::{ModelConfig, ToolList, ToolSpec};
+use warden_config::{DeferMode, ModelProvider};
+use warden_discovery::search::{SUMMARY_CHARS, one_line, parameters_of};
+use warden_discovery::tokens::{ManifestTool, tools_array_tokens};
 use warden_discovery::{SearchIndex, ServerDoc, ToolEntry};
-use warden_host::HostTool;
+use warden_host::{Host, HostTool, VisibleTool};
 use warden_policy::{BoxFuture, CapabilitySet, DispatchError, ToolOutput};
 
 use crate::code_tools::{HostSlot, host_of};
 
 /// The name of the deferred-tool search.
 pub const SEARCH_TOOLS: &str = "search_tools";
+/// The generic call tool of `system-tools` mode.
+pub const CALL_TOOL: &str = "call_tool";
 /// Results when the model gives no limit.
 const DEFAULT_LIMIT: usize = 5;
 /// The most results one search returns.
 const MAX_LIMIT: usize = 20;
+/// Longest generated summary of an automatically deferred server.
+const AUTO_SUMMARY_CHARS: usize = 100;
+/// Tool names a generated summary lists.
+const AUTO_SUMMARY_TOOLS: usize = 6;
 
-/// A deferred server as the search tool's description lists it.
-pub struct DeferredSummary {
-    pub name: String,
-    pub summary: String,
-}
-
-/// The search tool over the deferred servers of the session in `slot`; loaded tools are
-/// appended to `offered`.
-pub fn search_tool(
+/// The deferred-tool state of one agent session, shared by the search tool, the executor and
+/// the session: the defer mode (the session's, kept across a model switch), the automatic
+/// deferral settings, and what was settled when the tool list was built.
+pub struct Deferral {
+    mode: DeferMode,
     slot: HostSlot,
     offered: ToolList,
-    mut deferred: Vec<DeferredSummary>,
-) -> Arc<dyn HostTool> {
-    deferred.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut description = String::from(
-        "Searches the tools of these deferred MCP servers and loads the best matches: their \
-         schemas are added to your tools and you can call them by the returned names.\n",
-    );
-    for server in &deferred {
-        description.push_str(&format!("- {}: {}\n", server.name, server.summary));
+    /// `None`: automatic deferral is off.
+    auto_defer_tokens: Option<u64>,
+    always_load: BTreeSet<String>,
+    search_description: OnceLock<String>,
+    system_section: OnceLock<String>,
+    /// Deferred tools loaded on first use (called by name or through `call_tool`).
+    loaded: Mutex<BTreeSet<String>>,
+}
+
+/// What [`Deferral::settle`] adds to the tool list.
+pub struct Settled {
+    /// `search_tools` or `call_tool`, when the mode offers one and something is deferred.
+    pub extra_tools: Vec<ToolSpec>,
+    /// Deferred servers that could not be listed.
+    pub failures: Vec<String>,
+}
+
+impl Deferral {
+    pub fn new(
+        mode: DeferMode,
+        slot: HostSlot,
+        offered: ToolList,
+        auto_defer_tokens: Option<u64>,
+        always_load: BTreeSet<String>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            mode,
+            slot,
+            offered,
+            auto_defer_tokens,
+            always_load,
+            search_description: OnceLock::new(),
+            system_section: OnceLock::new(),
+            loaded: Mutex::new(BTreeSet::new()),
+        })
     }
-    Arc::new(SearchTools {
-        slot,
-        offered,
-        description,
-        servers: deferred
-            .into_iter()
-            .map(|server| ServerDoc {
-                name: server.name,
-                summary: server.summary,
+
+    /// The session's defer mode.
+    pub fn mode(&self) -> DeferMode {
+        self.mode
+    }
+
+    /// The search tool; registered with every session (it is offered only in `normal` and
+    /// `reference` modes, and only when something is deferred).
+    pub fn search_tool(self: &Arc<Self>) -> Arc<dyn HostTool> {
+        Arc::new(SearchTools {
+            deferral: self.clone(),
+        })
+    }
+
+    /// Automatic deferral: when the schemas of `tools` (the non-deferred MCP tools) cost more
+    /// than the threshold, whole servers are deferred, the largest first, until the rest fit;
+    /// servers with `always_load = true` never are. Returns the tools still offered outright.
+    pub fn auto_defer(&self, host: &Host, tools: Vec<VisibleTool>) -> Vec<VisibleTool> {
+        let Some(threshold) = self.auto_defer_tokens else {
+            return tools;
+        };
+        let mut by_server: BTreeMap<String, Vec<&VisibleTool>> = BTreeMap::new();
+        for tool in &tools {
+            by_server
+                .entry(tool.descriptor.identity.server().to_owned())
+                .or_default()
+                .push(tool);
+        }
+        let mut sizes: Vec<(usize, String)> = by_server
+            .iter()
+            .map(|(server, tools)| {
+                let manifest: Vec<ManifestTool> = tools
+                    .iter()
+                    .map(|tool| ManifestTool::from_mcp(&tool.tool, &tool.descriptor.public_name))
+                    .collect();
+                (tools_array_tokens(&manifest), server.clone())
             })
-            .collect(),
+            .collect();
+        let mut total: usize = sizes.iter().map(|(tokens, _)| tokens).sum();
+        // Largest first; ties by name, so the choice is deterministic.
+        sizes.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let mut deferred = BTreeSet::new();
+        for (tokens, server) in sizes {
+            if total as u64 <= threshold {
+                break;
+            }
+            if self.always_load.contains(&server) {
+                continue;
+            }
+            let names: Vec<&str> = by_server[&server]
+                .iter()
+                .map(|tool| tool.tool.definition.name.as_ref())
+                .collect();
+            let instructions = host
+                .runtime()
+                .server_status(&server)
+                .ok()
+                .and_then(|status| status.instructions);
+            host.defer_server(&server, generated_summary(instructions.as_deref(), &names));
+            total -= tokens;
+            deferred.insert(server);
+        }
+        tools
+            .into_iter()
+            .filter(|tool| !deferred.contains(tool.descriptor.identity.server()))
+            .collect()
+    }
+
+    /// Settles how the deferred servers reach the model, once, before the first request: the
+    /// search tool's description, the deferred definitions (`reference`, `tool-search`), or the
+    /// system-prompt section behind `call_tool` (`system-tools`).
+    pub async fn settle(&self, host: &Host) -> Settled {
+        let servers = host.deferred_servers();
+        let mut settled = Settled {
+            extra_tools: Vec::new(),
+            failures: Vec::new(),
+        };
+        if servers.is_empty() {
+            return settled;
+        }
+        let description = search_description(&servers);
+        let _ = self.search_description.set(description.clone());
+        let search_spec = ToolSpec {
+            name: SEARCH_TOOLS.to_owned(),
+            description,
+            input_schema: search_schema(),
+        };
+        if self.mode == DeferMode::Normal {
+            settled.extra_tools.push(search_spec);
+            return settled;
+        }
+        let (tools, failures) = host.deferred_tools().await;
+        settled.failures = failures.iter().map(ToString::to_string).collect();
+        let mut specs: Vec<(String, ToolSpec)> = tools
+            .iter()
+            .map(|(tool, public_name)| {
+                (
+                    tool.identity.server.clone(),
+                    ToolSpec {
+                        name: public_name.clone(),
+                        description: tool
+                            .definition
+                            .description
+                            .as_deref()
+                            .unwrap_or("")
+                            .to_owned(),
+                        input_schema: Value::Object((*tool.definition.input_schema).clone()),
+                    },
+                )
+            })
+            .collect();
+        specs.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+        match self.mode {
+            DeferMode::Normal => {}
+            DeferMode::Reference => {
+                settled.extra_tools.push(search_spec);
+                self.offered.set_deferred(
+                    DeferMode::Reference,
+                    specs.into_iter().map(|(_, spec)| spec).collect(),
+                );
+            }
+            DeferMode::ToolSearch => {
+                self.offered.set_deferred(
+                    DeferMode::ToolSearch,
+                    specs.into_iter().map(|(_, spec)| spec).collect(),
+                );
+            }
+            DeferMode::SystemTools => {
+                let _ = self
+                    .system_section
+                    .set(system_tools_section(&servers, &specs));
+                settled.extra_tools.push(call_tool_spec());
+            }
+        }
+        settled
+    }
+
+    /// The `<deferred_tools>` system-prompt section (`system-tools` mode), once settled.
+    pub fn system_section(&self) -> Option<&str> {
+        self.system_section.get().map(String::as_str)
+    }
+
+    /// What the executor sends through the gate for a call to `name`: the tool behind
+    /// `call_tool`, and a deferred tool called by its exact name loaded first (in `normal` mode
+    /// its schema is then appended to the tool list). `Err` is a message for the model.
+    pub async fn route(
+        &self,
+        host: &Host,
+        name: &str,
+        arguments: Value,
+    ) -> Result<(String, Value), String> {
+        let (target, arguments) = if name == CALL_TOOL && self.mode == DeferMode::SystemTools {
+            let Some(target) = arguments.get("name").and_then(Value::as_str) else {
+                return Err(
+                    "call_tool needs `name`: the deferred tool to call, as listed in <deferred_tools>"
+                        .to_owned(),
+                );
+            };
+            if target == CALL_TOOL {
+                return Err("call_tool cannot call itself".to_owned());
+            }
+            let inner = arguments.get("arguments").cloned().unwrap_or(json!({}));
+            (target.to_owned(), inner)
+        } else {
+            (name.to_owned(), arguments)
+        };
+        self.load_on_first_use(host, &target).await;
+        Ok((target, arguments))
+    }
+
+    /// Loads `name` when it is a deferred tool the session has not loaded yet.
+    async fn load_on_first_use(&self, host: &Host, name: &str) {
+        if self.offered.contains(name)
+            || host.host_tool_description(name).is_some()
+            || self.loaded.lock().is_ok_and(|loaded| loaded.contains(name))
+        {
+            return;
+        }
+        let Some(visible) = host.load_deferred(name).await else {
+            return;
+        };
+        if let Ok(mut loaded) = self.loaded.lock() {
+            loaded.insert(name.to_owned());
+        }
+        if self.mode == DeferMode::Normal {
+            self.offered.append([tool_spec(&visible)]);
+        }
+    }
+}
+
+/// One line about an automatically deferred server: its instructions' first line, else the
+/// names of its first tools.
+pub fn generated_summary(instructions: Option<&str>, tool_names: &[&str]) -> String {
+    if let Some(line) =
+        instructions.and_then(|text| text.lines().map(str::trim).find(|line| !line.is_empty()))
+    {
+        return one_line(line, AUTO_SUMMARY_CHARS);
+    }
+    let mut names: Vec<&str> = tool_names.to_vec();
+    names.sort_unstable();
+    let shown = names.len().min(AUTO_SUMMARY_TOOLS);
+    let more = if names.len() > shown { ", …" } else { "" };
+    format!("tools: {}{more}", names[..shown].join(", "))
+}
+
+/// What a frontend says when the user switches to `new_model` mid-session: the session keeps its
+/// defer mode (its tools array and prompt stay as they are); a model whose provider cannot speak
+/// that mode is refused, with the reason.
+pub fn model_switch_notice(
+    session_mode: DeferMode,
+    new_model: &ModelConfig,
+) -> Result<String, String> {
+    let provider = new_model.provider;
+    if !provider.supports(session_mode) {
+        let needs = ModelProvider::speaking(session_mode).join(" or ");
+        return Err(format!(
+            "cannot switch to {}: this session's defer mode \"{}\" needs provider {needs}, and \"{}\" cannot speak it; start a new session to use this model",
+            new_model.name,
+            session_mode.as_str(),
+            provider.as_str()
+        ));
+    }
+    let own = if new_model.defer_mode == session_mode {
+        String::new()
+    } else {
+        format!(
+            " (its own defer_mode \"{}\" applies to new sessions)",
+            new_model.defer_mode.as_str()
+        )
+    };
+    Ok(format!(
+        "switched to {}: this session keeps defer mode \"{}\"{own}",
+        new_model.name,
+        session_mode.as_str()
+    ))
+}
+
+fn tool_spec(visible: &VisibleTool) -> ToolSpec {
+    ToolSpec {
+        name: visible.descriptor.public_name.clone(),
+        description: visible
+            .tool
+            .definition
+            .description
+            .as_deref()
+            .unwrap_or("")
+            .to_owned(),
+        input_schema: visible.descriptor.input_schema.clone(),
+    }
+}
+
+fn search_description(servers: &[(String, String)]) -> String {
+    let mut description = String::from(
+        "Searches the tools of these deferred MCP servers and loads the best matches, which you \
+         can then call by the returned names.\n",
+    );
+    for (name, summary) in servers {
+        description.push_str(&format!("- {name}: {summary}\n"));
+    }
+    description
+}
+
+fn search_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What the tool should do, in a few words, or its name"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}
+        },
+        "required": ["query"],
+        "additionalProperties": false
     })
 }
 
-struct SearchTools {
-    slot: HostSlot,
-    offered: ToolList,
-    description: String,
-    servers: Vec<ServerDoc>,
+fn call_tool_spec() -> ToolSpec {
+    ToolSpec {
+        name: CALL_TOOL.to_owned(),
+        description: "Calls one of the deferred tools listed in <deferred_tools> of the system \
+                      prompt. The call is checked and approved like a direct call of that tool."
+            .to_owned(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The tool's name, as listed"},
+                "arguments": {"type": "object", "description": "The tool's arguments"}
+            },
+            "required": ["name"],
+            "additionalProperties": false
+        }),
+    }
 }
+
+/// `<deferred_tools>`: each deferred tool as `name(params): one line`, grouped by server in
+/// name order, so the same catalogues give the same bytes.
+fn system_tools_section(servers: &[(String, String)], specs: &[(String, ToolSpec)]) -> String {
+    let mut out = String::from(
+        "<deferred_tools>\nThese tools are not in your tool list: call one with call_tool \
+         {\"name\": NAME, \"arguments\": {...}}. Parameters marked ? are optional.\n",
+    );
+    for (server, summary) in servers {
+        out.push_str(&format!("Server {server}: {summary}\n"));
+        for (_, spec) in specs.iter().filter(|(owner, _)| owner == server) {
+            let params = parameters_of(&spec.input_schema)
+                .iter()
+                .map(|p| {
+                    let optional = if p.required { "" } else { "?" };
+                    format!("{}{optional}", p.name)
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            out.push_str(&format!(
+                "- {}({params}): {}\n",
+                spec.name,
+                one_line(&spec.description, SUMMARY_CHARS)
+            ));
+        }
+    }
+    out.push_str("</deferred_tools>");
+    out
+}
+
+struct SearchTools {
+    deferral: Arc<Deferral>,
+}
+
+const SEARCH_DESCRIPTION_BEFORE_SETTLING: &str =
+    "Searches the tools of the deferred MCP servers and loads the best matches.";
 
 impl HostTool for SearchTools {
     fn name(&self) -> &str {
@@ -68,19 +409,14 @@ impl HostTool for SearchTools {
     }
 
     fn description(&self) -> &str {
-        &self.description
+        self.deferral
+            .search_description
+            .get()
+            .map_or(SEARCH_DESCRIPTION_BEFORE_SETTLING, String::as_str)
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What the tool should do, in a few words, or its name"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        })
+        search_schema()
     }
 
     fn classes(&self) -> CapabilitySet {
@@ -93,38 +429,43 @@ impl HostTool for SearchTools {
         _cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         Box::pin(async move {
-            let host = host_of(&self.slot)?;
+            let host = host_of(&self.deferral.slot)?;
             let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
             let limit = arguments
                 .get("limit")
                 .and_then(Value::as_u64)
                 .map_or(DEFAULT_LIMIT, |limit| (limit as usize).clamp(1, MAX_LIMIT));
+            let servers: Vec<ServerDoc> = host
+                .deferred_servers()
+                .into_iter()
+                .map(|(name, summary)| ServerDoc { name, summary })
+                .collect();
             let (tools, failures) = host.deferred_tools().await;
             let entries = tools
                 .iter()
                 .map(|(tool, public_name)| ToolEntry::from_mcp(tool, public_name))
                 .collect();
-            let hits = SearchIndex::new(entries, &self.servers).search(query, limit);
+            let hits = SearchIndex::new(entries, &servers).search(query, limit);
             let mut loaded = Vec::new();
             for hit in &hits {
                 if let Some((tool, _)) = tools.iter().find(|(_, name)| name == &hit.public_name) {
                     loaded.extend(host.load_tools(&hit.server, std::slice::from_ref(tool)));
                 }
             }
-            self.offered.append(loaded.iter().map(|visible| {
-                ToolSpec {
-                    name: visible.descriptor.public_name.clone(),
-                    description: visible
-                        .tool
-                        .definition
-                        .description
-                        .as_deref()
-                        .unwrap_or("")
-                        .to_owned(),
-                    input_schema: visible.descriptor.input_schema.clone(),
-                }
-            }));
+            if let Ok(mut names) = self.deferral.loaded.lock() {
+                names.extend(
+                    loaded
+                        .iter()
+                        .map(|visible| visible.descriptor.public_name.clone()),
+                );
+            }
+            // Only `normal` appends schemas; `reference` reveals the definitions already in the
+            // request with tool_reference blocks, so the tools array never changes.
+            if self.deferral.mode == DeferMode::Normal {
+                self.deferral.offered.append(loaded.iter().map(tool_spec));
+            }
             let mut text = String::new();
+            let mut references = Vec::new();
             for hit in &hits {
                 if loaded
                     .iter()
@@ -132,6 +473,7 @@ impl HostTool for SearchTools {
                 {
                     text.push_str(&hit.render());
                     text.push('\n');
+                    references.push(hit.public_name.clone());
                 }
             }
             if text.is_empty() {
@@ -142,7 +484,91 @@ impl HostTool for SearchTools {
             for failure in failures {
                 text.push_str(&format!("(not searched: {failure})\n"));
             }
-            Ok(ToolOutput::text(text))
+            let mut output = ToolOutput::text(text);
+            if self.deferral.mode == DeferMode::Reference && !references.is_empty() {
+                output.content = Some(json!({ "tool_references": references }));
+            }
+            Ok(output)
         })
+    }
+}
+
+/// The tools a search result reveals, for the executor (`reference` mode).
+pub fn tool_references(content: Option<&Value>) -> Vec<String> {
+    content
+        .and_then(|content| content.get("tool_references"))
+        .and_then(Value::as_array)
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn generated_summaries_prefer_instructions_then_tool_names() {
+        assert_eq!(
+            generated_summary(Some("\n  Files of the workspace.\nMore."), &["a"]),
+            "Files of the workspace."
+        );
+        assert_eq!(generated_summary(None, &["b", "a", "c"]), "tools: a, b, c");
+        let many = ["t1", "t2", "t3", "t4", "t5", "t6", "t7"];
+        assert_eq!(
+            generated_summary(Some("   "), &many),
+            "tools: t1, t2, t3, t4, t5, t6, …"
+        );
+    }
+
+    #[test]
+    fn a_model_switch_keeps_the_session_mode_or_is_refused() {
+        let mut claude = ModelConfig::new(ModelProvider::Anthropic, "claude", "http://x/v1");
+        claude.name = "claude".into();
+        claude.defer_mode = DeferMode::Reference;
+        let mut local = ModelConfig::new(ModelProvider::OpenAi, "qwen", "http://x/v1");
+        local.name = "local".into();
+        local.defer_mode = DeferMode::SystemTools;
+        let notice = model_switch_notice(DeferMode::Normal, &local).unwrap();
+        assert!(notice.contains("keeps defer mode \"normal\""), "{notice}");
+        assert!(
+            notice.contains("\"system-tools\" applies to new sessions"),
+            "{notice}"
+        );
+        let refused = model_switch_notice(DeferMode::Reference, &local).unwrap_err();
+        assert!(refused.contains("needs provider anthropic"), "{refused}");
+        assert!(
+            model_switch_notice(DeferMode::Reference, &claude)
+                .unwrap()
+                .ends_with("keeps defer mode \"reference\"")
+        );
+    }
+
+    #[test]
+    fn the_system_section_is_stable_and_lists_every_deferred_tool() {
+        let servers = vec![("fx".to_owned(), "Echo things".to_owned())];
+        let specs = vec![(
+            "fx".to_owned(),
+            ToolSpec {
+                name: "mcp__fx__echo".into(),
+                description: "Returns the text it is given.\nSecond line.".into(),
+                input_schema: json!({"type": "object", "properties": {
+                    "text": {"type": "string"}, "n": {"type": "integer"}}, "required": ["text"]}),
+            },
+        )];
+        let section = system_tools_section(&servers, &specs);
+        assert_eq!(section, system_tools_section(&servers, &specs));
+        assert!(section.starts_with("<deferred_tools>\n"), "{section}");
+        assert!(section.contains("Server fx: Echo things\n"), "{section}");
+        assert!(section.contains("- mcp__fx__echo("), "{section}");
+        assert!(section.contains("text"), "{section}");
+        assert!(section.contains("n?"), "{section}");
+        assert!(section.ends_with("</deferred_tools>"), "{section}");
     }
 }

@@ -1,12 +1,14 @@
 //! The skill tools the agent gets: `use_skill {name}` returns a skill's instructions and its file
 //! list, `read_skill_file {skill, path}` one of its files — both through the gate, audited as
-//! skill loads. Nothing in a skill is executed.
+//! skill loads. Local skills by name; skills published by MCP servers by their command
+//! (`mcp__<server>__<skill>` or the alias `<server>:<skill>`), read only from their server,
+//! verified on every read, with their tool grant settled on load. Nothing in a skill is executed.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use warden_host::HostTool;
+use warden_host::{HostTool, RemoteSkills};
 use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
 use warden_skills::Discovery;
 
@@ -15,22 +17,41 @@ pub const USE_SKILL: &str = "use_skill";
 /// The name of the tool that reads one of a skill's files.
 pub const READ_SKILL_FILE: &str = "read_skill_file";
 
-/// Both skill tools over the discovered local skills.
-pub fn skill_tools(discovery: Arc<Discovery>) -> Vec<Arc<dyn HostTool>> {
+/// Both skill tools over the discovered local skills and the session's remote skills.
+pub fn skill_tools(discovery: Arc<Discovery>, remote: Arc<RemoteSkills>) -> Vec<Arc<dyn HostTool>> {
     vec![
         Arc::new(UseSkill {
             discovery: discovery.clone(),
+            remote: remote.clone(),
         }),
-        Arc::new(ReadSkillFile { discovery }),
+        Arc::new(ReadSkillFile { discovery, remote }),
     ]
 }
 
 struct UseSkill {
     discovery: Arc<Discovery>,
+    remote: Arc<RemoteSkills>,
 }
 
 struct ReadSkillFile {
     discovery: Arc<Discovery>,
+    remote: Arc<RemoteSkills>,
+}
+
+/// Whether there is a skill to load: a local one, or a command a server published.
+fn any_skill(discovery: &Discovery, remote: &RemoteSkills) -> bool {
+    !discovery.skills.is_empty() || !remote.commands().is_empty()
+}
+
+/// Whether `name` names a remote skill (after registering connected servers' skills).
+async fn is_remote(discovery: &Discovery, remote: &RemoteSkills, name: &str) -> bool {
+    if discovery.get(name).is_some() {
+        return false;
+    }
+    if !remote.knows(name) {
+        remote.refresh().await;
+    }
+    remote.knows(name)
 }
 
 impl HostTool for UseSkill {
@@ -59,6 +80,10 @@ impl HostTool for UseSkill {
         Some(CallSource::SkillLoad)
     }
 
+    fn offered(&self) -> bool {
+        any_skill(&self.discovery, &self.remote)
+    }
+
     fn execute<'a>(
         &'a self,
         arguments: Value,
@@ -66,6 +91,16 @@ impl HostTool for UseSkill {
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         Box::pin(async move {
             let name = arguments.get("name").and_then(Value::as_str).unwrap_or("");
+            if is_remote(&self.discovery, &self.remote, name).await {
+                let loaded = self
+                    .remote
+                    .load(name)
+                    .await
+                    .map_err(|error| DispatchError::new(error.to_string()))?;
+                return Ok(ToolOutput::text(warden_host::skills::render_loaded(
+                    &loaded,
+                )));
+            }
             let load = self
                 .discovery
                 .use_skill(name)
@@ -113,6 +148,10 @@ impl HostTool for ReadSkillFile {
         Some(CallSource::SkillLoad)
     }
 
+    fn offered(&self) -> bool {
+        any_skill(&self.discovery, &self.remote)
+    }
+
     fn execute<'a>(
         &'a self,
         arguments: Value,
@@ -121,6 +160,16 @@ impl HostTool for ReadSkillFile {
         Box::pin(async move {
             let skill = arguments.get("skill").and_then(Value::as_str).unwrap_or("");
             let path = arguments.get("path").and_then(Value::as_str).unwrap_or("");
+            if is_remote(&self.discovery, &self.remote, skill).await {
+                let bytes = self
+                    .remote
+                    .read_file(skill, path)
+                    .await
+                    .map_err(|error| DispatchError::new(error.to_string()))?;
+                return Ok(ToolOutput::text(
+                    String::from_utf8_lossy(&bytes).into_owned(),
+                ));
+            }
             let local = self
                 .discovery
                 .get(skill)

@@ -298,6 +298,113 @@ fn login_is_refused_where_it_is_not_the_fix() {
 }
 
 #[test]
+fn login_over_legacy_sse_is_refused_with_the_same_advice_as_its_401() {
+    let sandbox = Sandbox::new();
+    sandbox
+        .user_config("[mcp_servers.old]\nurl = \"http://127.0.0.1:9/sse\"\ntransport = \"sse\"\n");
+    let refused = warden(&sandbox, &["mcp", "login", "old"]);
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.contains("does not support OAuth login"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        refused.stderr.contains("header credential"),
+        "{}",
+        refused.stderr
+    );
+}
+
+/// A folder holding a `secret-tool` stand-in (the OS boundary) that keeps items under
+/// `items/` and logs its command lines.
+fn fake_secret_tool() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = tempfile::tempdir().unwrap();
+    let items = bin.path().join("items");
+    std::fs::create_dir(&items).unwrap();
+    let script = format!(
+        r#"#!/bin/sh
+items='{items}'
+printf '%s\n' "$*" >> '{log}'
+cmd="$1"; shift
+key=""
+for word in "$@"; do
+  case "$word" in --label=*) ;; *) key="$key/$word" ;; esac
+done
+file="$items/$(printf '%s' "$key" | sha1sum | cut -d' ' -f1)"
+case "$cmd" in
+  store) cat > "$file.tmp" && mv "$file.tmp" "$file" ;;
+  lookup) [ -f "$file" ] || exit 1; cat "$file" ;;
+  clear) rm -f "$file" ;;
+  *) exit 2 ;;
+esac
+"#,
+        items = items.display(),
+        log = bin.path().join("argv.log").display()
+    );
+    let tool = bin.path().join("secret-tool");
+    std::fs::write(&tool, script).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+#[test]
+fn with_token_store_keyring_login_and_logout_use_the_keyring_not_a_file() {
+    let protected = Protected::start();
+    let keyring = fake_secret_tool();
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "[oauth]\ntoken_store = \"keyring\"\n\n[mcp_servers.secure]\nurl = \"{}\"\n",
+        protected.url()
+    ));
+    let path = format!(
+        "{}:{}",
+        keyring.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |args: &[&str]| {
+        support::output(
+            sandbox
+                .command()
+                .env("BROWSER", "curl -s -L -o /dev/null")
+                .env("PATH", &path)
+                .args(args),
+        )
+    };
+    let login = run(&["mcp", "login", "secure"]);
+    assert_eq!(login.code, 0, "{}", login.stderr);
+    assert!(
+        login.stdout.contains("tokens saved in the OS keyring"),
+        "{}",
+        login.stdout
+    );
+    assert!(!token_file(&sandbox, "secure").exists(), "no token file");
+    let items = || {
+        std::fs::read_dir(keyring.path().join("items"))
+            .unwrap()
+            .count()
+    };
+    assert_eq!(items(), 1);
+
+    let logout = run(&["mcp", "logout", "secure"]);
+    assert_eq!(logout.code, 0, "{}", logout.stderr);
+    assert!(
+        logout.stdout.contains("2 token(s) revoked"),
+        "{}",
+        logout.stdout
+    );
+    assert_eq!(items(), 0, "the keyring item is gone");
+    let argv = std::fs::read_to_string(keyring.path().join("argv.log")).unwrap();
+    for secret in &protected.seen().issued {
+        assert!(!argv.contains(secret.as_str()), "a token on a command line");
+        for output in [&login.stdout, &login.stderr, &logout.stdout, &logout.stderr] {
+            assert!(!output.contains(secret.as_str()), "{secret} was printed");
+        }
+    }
+}
+
+#[test]
 fn get_shows_the_redirect_uri_of_a_preregistered_client() {
     let sandbox = Sandbox::new();
     sandbox.user_config(

@@ -255,9 +255,11 @@ pub fn server_table(server: &RawServer) -> Table {
         startup_timeout_sec,
         tool_timeout_sec,
         defer,
+        always_load,
         tools,
         policy,
         trust_annotations,
+        sampling,
     } = server;
     let mut table = Table::new();
     let mut put = |key: &str, value: Option<Value>| {
@@ -311,6 +313,7 @@ pub fn server_table(server: &RawServer) -> Table {
     put("startup_timeout_sec", seconds(startup_timeout_sec));
     put("tool_timeout_sec", seconds(tool_timeout_sec));
     put("defer", text(defer));
+    put("always_load", always_load.map(Value::from));
     put(
         "tools",
         tools.as_ref().map(|RawToolFilter { allow, deny }| {
@@ -351,6 +354,7 @@ pub fn server_table(server: &RawServer) -> Table {
         ),
     );
     put("trust_annotations", trust_annotations.map(Value::from));
+    put("sampling", sampling.map(Value::from));
     table
 }
 

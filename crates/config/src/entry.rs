@@ -196,10 +196,14 @@ pub struct ServerEntry {
     pub tool_timeout: Duration,
     /// The one-line summary of a deferred server.
     pub defer: Option<String>,
+    /// Never deferred automatically (`always_load = true`).
+    pub always_load: bool,
     pub tools: ToolFilter,
     pub policy: ServerPolicy,
     /// As declared; see [`ServerEntry::effective_trust_annotations`].
     pub trust_annotations: Option<bool>,
+    /// The operator lets this server sample the session's model (`sampling = true`).
+    pub sampling: bool,
 }
 
 /// Where auth for a server comes from, as `warden mcp list` shows it.
@@ -485,9 +489,11 @@ impl TryFrom<ScopedRawServer> for ServerEntry {
             startup_timeout_sec,
             tool_timeout_sec,
             defer,
+            always_load,
             tools,
             policy,
             trust_annotations,
+            sampling,
         } = raw;
 
         let remote_present: Vec<&'static str> = [
@@ -741,6 +747,14 @@ impl TryFrom<ScopedRawServer> for ServerEntry {
                 },
             );
         }
+        if always_load == Some(true) && defer.is_some() {
+            check.report(
+                "always_load",
+                Problem::InvalidValue {
+                    expected: "false, or no `defer`: a server cannot be deferred and always loaded; remove one of the two keys".into(),
+                },
+            );
+        }
         let RawToolFilter { allow, deny } = tools.unwrap_or_default();
         for (list_name, list) in [("allow", &allow), ("deny", &deny)] {
             for (i, tool) in list.iter().flatten().enumerate() {
@@ -792,9 +806,11 @@ impl TryFrom<ScopedRawServer> for ServerEntry {
                 startup_timeout,
                 tool_timeout,
                 defer,
+                always_load: always_load.unwrap_or(false),
                 tools,
                 policy,
                 trust_annotations,
+                sampling: sampling.unwrap_or(false),
             }),
             _ => Err(check.diagnostics),
         }
@@ -922,9 +938,11 @@ impl From<&ServerEntry> for RawServer {
             startup_timeout,
             tool_timeout,
             defer,
+            always_load,
             tools,
             policy,
             trust_annotations,
+            sampling,
         } = entry;
         let mut raw = RawServer {
             enabled: Some(*enabled),
@@ -932,6 +950,8 @@ impl From<&ServerEntry> for RawServer {
             startup_timeout_sec: Some(startup_timeout.as_secs()),
             tool_timeout_sec: Some(tool_timeout.as_secs()),
             defer: defer.clone(),
+            // Only when set: an absent key keeps the trust hash of existing entries unchanged.
+            always_load: always_load.then_some(true),
             tools: Some(RawToolFilter {
                 allow: tools.allow.clone(),
                 deny: Some(tools.deny.clone()),
@@ -954,6 +974,8 @@ impl From<&ServerEntry> for RawServer {
                 ),
             }),
             trust_annotations: *trust_annotations,
+            // Only when set: an absent key keeps the trust hash of existing entries unchanged.
+            sampling: sampling.then_some(true),
             ..RawServer::default()
         };
         match transport {

@@ -36,8 +36,8 @@ pub use expand::{
 pub use import::{ImportError, ImportedServer, parse_mcp_json};
 pub use load::{ConfigFile, LoadRequest, LoadedConfig, load, parse_str, read_file};
 pub use model::{
-    AgentProfile, DeferMode, ModelEntry, ModelProvider, ModelSettings, ScopedRawAgent,
-    ScopedRawModel,
+    AgentProfile, DEFAULT_AUTO_DEFER_TOKENS, DeferMode, DiscoverySettings, ExperimentalSettings,
+    ModelEntry, ModelProvider, ModelSettings, ScopedRawAgent, ScopedRawModel,
 };
 pub use paths::{Paths, PathsError};
 pub use policy::{
@@ -48,8 +48,9 @@ pub use policy::{
 };
 pub use raw::{
     CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization, RawAuthorizationRule, RawConfig,
-    RawHook, RawHooks, RawModel, RawPermissions, RawPolicy, RawServer, RawToolFilter,
-    RawToolPolicy, SUPPORTED_SCHEMA_VERSIONS, key_path,
+    RawDiscovery, RawExperimental, RawHook, RawHooks, RawModel, RawOAuth, RawPermissions,
+    RawPolicy, RawServer, RawToolFilter, RawToolPolicy, SUPPORTED_SCHEMA_VERSIONS,
+    TokenStoreSetting, key_path,
 };
 pub use schema::schema_json;
 pub use trust::{Approval, TrustError, TrustState, TrustStore};

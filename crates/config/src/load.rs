@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use crate::entry::{Scope, ScopedRawServer, ServerEntry};
 use crate::error::{ConfigError, Diagnostic, Problem};
-use crate::model::{AgentProfile, ModelEntry, ModelSettings, ScopedRawAgent, ScopedRawModel};
+use crate::model::{
+    AgentProfile, DiscoverySettings, ModelEntry, ModelSettings, ScopedRawAgent, ScopedRawModel,
+};
 use crate::paths::Paths;
 use crate::policy::{PolicySettings, ScopedRawPolicy};
 use crate::raw::{RawConfig, Walk};
@@ -22,6 +24,12 @@ pub struct ConfigFile {
     pub model_settings: ModelSettings,
     /// `[permissions]`, `[authorization]`, `[audit]` and `[hooks]` of this file.
     pub policy_settings: PolicySettings,
+    /// `[discovery]` of this file.
+    pub discovery: DiscoverySettings,
+    /// `[experimental]` of this file, as written.
+    pub experimental: Option<crate::raw::RawExperimental>,
+    /// `[oauth]` of this file, as written.
+    pub oauth: Option<crate::raw::RawOAuth>,
 }
 
 /// Parses configuration text as if read from `path` with `scope`. Never panics, whatever the
@@ -51,6 +59,9 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         authorization,
         audit,
         hooks,
+        discovery,
+        experimental,
+        oauth,
     }) = raw
     else {
         return Err(ConfigError::Invalid(diagnostics));
@@ -123,6 +134,9 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             servers,
             model_settings,
             policy_settings,
+            discovery: discovery.map(DiscoverySettings::from).unwrap_or_default(),
+            experimental,
+            oauth,
         })
     } else {
         Err(ConfigError::Invalid(diagnostics))
@@ -213,6 +227,14 @@ pub struct LoadedConfig {
     /// `[permissions]`, `[authorization]`, `[audit]` and `[hooks]`, merged user then project
     /// (see [`PolicySettings::merge`]).
     pub policy: PolicySettings,
+    /// `[discovery]`, merged (a later scope wins).
+    pub discovery: DiscoverySettings,
+    /// `[experimental]`, merged (a later scope wins).
+    pub experimental: crate::model::ExperimentalSettings,
+    /// `[oauth] token_store`, merged (a later scope wins); `auto` when no file sets it.
+    pub token_store: crate::raw::TokenStoreSetting,
+    /// `[oauth] client_metadata_url`: the CIMD URL of entries that name none (user config only).
+    pub client_metadata_url: Option<String>,
 }
 
 /// Loads every scope of `request` in one pass; missing files contribute nothing, a missing `-c`
@@ -235,6 +257,17 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                     }
                 }
                 loaded.models.merge(file.model_settings);
+                loaded.discovery.merge(file.discovery);
+                loaded.experimental.merge(file.experimental);
+                if let Some(oauth) = file.oauth {
+                    if let Some(setting) = oauth.token_store {
+                        loaded.token_store = setting;
+                    }
+                    // It names who warden is to every authorization server: the user's call.
+                    if oauth.client_metadata_url.is_some() && scope != Scope::Project {
+                        loaded.client_metadata_url = oauth.client_metadata_url;
+                    }
+                }
                 match policy.as_mut() {
                     Some(earlier) => earlier.merge(file.policy_settings),
                     None => policy = Some(file.policy_settings),

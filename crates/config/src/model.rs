@@ -34,17 +34,31 @@ impl ModelProvider {
         }
     }
 
-    /// Whether this provider's API can carry `mode` (reference and tool-search are Anthropic and Responses features).
+    /// Whether this provider's API can carry `mode`: `reference` needs Anthropic's
+    /// `tool_reference` blocks, `tool-search` a provider-side tool search (Anthropic, or OpenAI
+    /// through the Responses API); `normal` and `system-tools` work everywhere.
     pub fn supports(self, mode: DeferMode) -> bool {
         match mode {
             DeferMode::Normal | DeferMode::SystemTools => true,
-            DeferMode::Reference | DeferMode::ToolSearch => {
-                matches!(
-                    self,
-                    ModelProvider::Anthropic | ModelProvider::OpenAiResponses
-                )
-            }
+            DeferMode::Reference => self == ModelProvider::Anthropic,
+            DeferMode::ToolSearch => matches!(
+                self,
+                ModelProvider::Anthropic | ModelProvider::OpenAiResponses
+            ),
         }
+    }
+
+    /// The providers that can carry `mode`, for messages (`"anthropic"`, …).
+    pub fn speaking(mode: DeferMode) -> Vec<&'static str> {
+        [
+            ModelProvider::OpenAi,
+            ModelProvider::OpenAiResponses,
+            ModelProvider::Anthropic,
+        ]
+        .into_iter()
+        .filter(|provider| provider.supports(mode))
+        .map(ModelProvider::as_str)
+        .collect()
     }
 }
 
@@ -67,13 +81,13 @@ pub enum DeferMode {
     #[default]
     #[serde(rename = "normal")]
     Normal,
-    /// Tool references the provider resolves (Anthropic, OpenAI Responses).
+    /// warden's search tool answers with `tool_reference` blocks the provider expands (Anthropic).
     #[serde(rename = "reference")]
     Reference,
     /// The provider's own tool-search tool (Anthropic, OpenAI Responses).
     #[serde(rename = "tool-search")]
     ToolSearch,
-    /// Deferred tools described in the system prompt.
+    /// Deferred tools described in the system prompt and reached through one `call_tool` tool.
     #[serde(rename = "system-tools")]
     SystemTools,
 }
@@ -99,6 +113,61 @@ impl KnownValues for DeferMode {
             "system-tools" => Some(Self::SystemTools),
             _ => None,
         }
+    }
+}
+
+/// `[experimental]`, merged over the scopes (a later file wins).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExperimentalSettings {
+    /// Advertise the SEP-2640 skills extension to MCP servers.
+    pub skills_extension: bool,
+}
+
+impl ExperimentalSettings {
+    /// Merges a file's `[experimental]` over `self`.
+    pub fn merge(&mut self, later: Option<crate::raw::RawExperimental>) {
+        let Some(crate::raw::RawExperimental { skills_extension }) = later else {
+            return;
+        };
+        if let Some(enabled) = skills_extension {
+            self.skills_extension = enabled;
+        }
+    }
+}
+
+/// `[discovery]`, merged over the scopes (a later file wins).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiscoverySettings {
+    /// `None`: [`DEFAULT_AUTO_DEFER_TOKENS`]; `Some(0)`: automatic deferral is off.
+    pub auto_defer_tokens: Option<u64>,
+}
+
+/// Tokens of non-deferred MCP tool schemas above which servers are deferred automatically:
+/// about 10% of a 128k context.
+pub const DEFAULT_AUTO_DEFER_TOKENS: u64 = 12_000;
+
+impl DiscoverySettings {
+    /// The threshold in force; `None` when automatic deferral is off.
+    pub fn auto_defer_threshold(&self) -> Option<u64> {
+        match self.auto_defer_tokens.unwrap_or(DEFAULT_AUTO_DEFER_TOKENS) {
+            0 => None,
+            tokens => Some(tokens),
+        }
+    }
+
+    /// Merges `later` over `self`.
+    pub fn merge(&mut self, later: DiscoverySettings) {
+        let DiscoverySettings { auto_defer_tokens } = later;
+        if auto_defer_tokens.is_some() {
+            self.auto_defer_tokens = auto_defer_tokens;
+        }
+    }
+}
+
+impl From<crate::raw::RawDiscovery> for DiscoverySettings {
+    fn from(raw: crate::raw::RawDiscovery) -> Self {
+        let crate::raw::RawDiscovery { auto_defer_tokens } = raw;
+        Self { auto_defer_tokens }
     }
 }
 
@@ -347,11 +416,16 @@ impl TryFrom<ScopedRawModel> for ModelEntry {
         if let Some(provider) = provider
             && !provider.supports(defer_mode)
         {
+            let needs = ModelProvider::speaking(defer_mode)
+                .iter()
+                .map(|name| format!("\"{name}\""))
+                .collect::<Vec<_>>()
+                .join(" or ");
             report(
                 "defer_mode",
                 Problem::InvalidValue {
                     expected: format!(
-                        "a mode the provider \"{}\" can speak: \"{}\" needs provider \"anthropic\" or \"openai-responses\"; use \"normal\" or \"system-tools\"",
+                        "a mode the provider \"{}\" can speak: \"{}\" needs provider {needs}; use \"normal\" or \"system-tools\"",
                         provider.as_str(),
                         defer_mode.as_str()
                     ),

@@ -57,6 +57,15 @@ pub struct RawConfig {
     /// Lifecycle hooks by event (user config only: a hook runs a command with your permissions).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hooks: Option<RawHooks>,
+    /// Progressive discovery: when servers are deferred automatically.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<RawDiscovery>,
+    /// Features that are not settled yet; each off unless turned on here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experimental: Option<RawExperimental>,
+    /// Where OAuth tokens of remote servers are kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<RawOAuth>,
 }
 
 impl RawConfig {
@@ -70,7 +79,79 @@ impl RawConfig {
         "authorization",
         "audit",
         "hooks",
+        "discovery",
+        "experimental",
+        "oauth",
     ];
+}
+
+/// `[experimental]`: features that are not settled yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawExperimental {
+    /// Advertise the SEP-2640 skills extension (`io.modelcontextprotocol/skills`, draft) to MCP servers: a server that declares it serves its skills through `skills/list` alone (default false; `--mcp-skills-extension` turns it on for one run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skills_extension: Option<bool>,
+}
+
+impl RawExperimental {
+    pub const KEYS: &'static [&'static str] = &["skills_extension"];
+}
+
+/// `[oauth]`: where OAuth tokens of remote servers are kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawOAuth {
+    /// `auto` (default: the OS keyring when one answers — secret-tool on Linux, security on macOS — else the 0600 file under the state folder), `file` or `keyring` (fail rather than write a file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_store: Option<TokenStoreSetting>,
+    /// An https URL of a client ID metadata document (CIMD) used for every remote server whose entry names none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+}
+
+impl RawOAuth {
+    pub const KEYS: &'static [&'static str] = &["token_store", "client_metadata_url"];
+}
+
+/// `[oauth] token_store`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+pub enum TokenStoreSetting {
+    /// The OS keyring when it answers a probe, else the 0600 file.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// Always the 0600 file.
+    #[serde(rename = "file")]
+    File,
+    /// Always the OS keyring.
+    #[serde(rename = "keyring")]
+    Keyring,
+}
+
+impl KnownValues for TokenStoreSetting {
+    const VALUES: &'static [&'static str] = &["auto", "file", "keyring"];
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "auto" => Some(Self::Auto),
+            "file" => Some(Self::File),
+            "keyring" => Some(Self::Keyring),
+            _ => None,
+        }
+    }
+}
+
+/// `[discovery]`: automatic deferral of large tool sets.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawDiscovery {
+    /// When the schemas of the non-deferred MCP tools exceed this many tokens (o200k), servers are deferred, largest first, until they fit (default 12000, about 10% of a 128k context; 0 turns automatic deferral off). Servers with `always_load = true` are never deferred automatically.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_defer_tokens: Option<u64>,
+}
+
+impl RawDiscovery {
+    pub const KEYS: &'static [&'static str] = &["auto_defer_tokens"];
 }
 
 /// `[permissions]`: the approval mode and the operator's lists.
@@ -362,6 +443,9 @@ pub struct RawServer {
     /// Load this server's tools on demand; the text is the one-line summary the model sees.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub defer: Option<String>,
+    /// Never defer this server automatically, however large its tools are (default false; cannot be combined with `defer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub always_load: Option<bool>,
     /// Filter over the tools the server publishes today.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<RawToolFilter>,
@@ -371,6 +455,9 @@ pub struct RawServer {
     /// Whether the server's tool annotations may relax checks (default: true for user scope, false for project scope).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trust_annotations: Option<bool>,
+    /// Answer the server's sampling requests (`sampling/createMessage`) with the session's model (default false: declined).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<bool>,
 }
 
 impl RawServer {
@@ -398,9 +485,11 @@ impl RawServer {
         "startup_timeout_sec",
         "tool_timeout_sec",
         "defer",
+        "always_load",
         "tools",
         "policy",
         "trust_annotations",
+        "sampling",
     ];
 }
 
@@ -794,7 +883,44 @@ impl<'a> Walk<'a> {
             }
         });
         let hooks = self.section(root, "hooks", Self::hooks);
+        let discovery = self.section(root, "discovery", |walk, t, p| {
+            walk.unknown_keys(t, p, RawDiscovery::KEYS);
+            RawDiscovery {
+                auto_defer_tokens: walk.unsigned(
+                    t,
+                    p,
+                    "auto_defer_tokens",
+                    "a whole number of tokens",
+                ),
+            }
+        });
+        let experimental = self.section(root, "experimental", |walk, t, p| {
+            walk.unknown_keys(t, p, RawExperimental::KEYS);
+            RawExperimental {
+                skills_extension: walk.boolean(t, p, "skills_extension"),
+            }
+        });
+        let oauth = self.section(root, "oauth", |walk, t, p| {
+            walk.unknown_keys(t, p, RawOAuth::KEYS);
+            let client_metadata_url = walk.string(t, p, "client_metadata_url");
+            if let Some(url) = &client_metadata_url {
+                let host = url.strip_prefix("https://").unwrap_or("");
+                if host.is_empty() || host.starts_with('/') {
+                    walk.report(
+                        key_path(p, "client_metadata_url"),
+                        Problem::InvalidValue {
+                            expected: format!("an https:// URL, not \"{url}\""),
+                        },
+                    );
+                }
+            }
+            RawOAuth {
+                token_store: walk.known(t, p, "token_store"),
+                client_metadata_url,
+            }
+        });
         Some(RawConfig {
+            oauth,
             schema_version,
             mcp_servers,
             model,
@@ -804,6 +930,8 @@ impl<'a> Walk<'a> {
             authorization,
             audit,
             hooks,
+            discovery,
+            experimental,
         })
     }
 
@@ -995,6 +1123,7 @@ impl<'a> Walk<'a> {
             startup_timeout_sec: self.unsigned(t, p, "startup_timeout_sec", SECONDS),
             tool_timeout_sec: self.unsigned(t, p, "tool_timeout_sec", SECONDS),
             defer: self.string(t, p, "defer"),
+            always_load: self.boolean(t, p, "always_load"),
             tools: self.table(t, p, "tools").map(|inner| {
                 let here = key_path(p, "tools");
                 self.unknown_keys(inner, &here, RawToolFilter::KEYS);
@@ -1007,6 +1136,7 @@ impl<'a> Walk<'a> {
                 .table(t, p, "policy")
                 .map(|inner| self.policy(inner, p)),
             trust_annotations: self.boolean(t, p, "trust_annotations"),
+            sampling: self.boolean(t, p, "sampling"),
         }
     }
 
@@ -1126,7 +1256,13 @@ mod tests {
             sorted(RawAuthorizationRule::KEYS)
         );
         assert_eq!(props(&defs["RawAudit"]), sorted(RawAudit::KEYS));
+        assert_eq!(props(&defs["RawDiscovery"]), sorted(RawDiscovery::KEYS));
+        assert_eq!(
+            props(&defs["RawExperimental"]),
+            sorted(RawExperimental::KEYS)
+        );
         assert_eq!(props(&defs["RawHooks"]), sorted(RawHooks::KEYS));
         assert_eq!(props(&defs["RawHook"]), sorted(RawHook::KEYS));
+        assert_eq!(props(&defs["RawOAuth"]), sorted(RawOAuth::KEYS));
     }
 }

@@ -305,6 +305,28 @@ fn trust_store_approves_exact_entries() {
 }
 
 #[test]
+fn trust_store_keeps_approvals_made_by_another_process_since_it_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let project_file = dir.path().join("repo/.warden/config.toml");
+    let entries = parse_str(
+        "schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\n[mcp_servers.b]\ncommand = \"y\"\n",
+        &project_file,
+        Scope::Project,
+    )
+    .unwrap()
+    .servers;
+    // Two stores opened before either approves, as two warden processes would.
+    let mut first = TrustStore::open(&paths).unwrap();
+    let mut second = TrustStore::open(&paths).unwrap();
+    first.trust(&entries["a"]).unwrap();
+    second.trust(&entries["b"]).unwrap();
+    let reopened = TrustStore::open(&paths).unwrap();
+    assert_eq!(reopened.state(&entries["a"]), TrustState::Trusted);
+    assert_eq!(reopened.state(&entries["b"]), TrustState::Trusted);
+}
+
+#[test]
 fn load_layers_scopes_and_tolerates_missing_files() {
     let dir = tempfile::tempdir().unwrap();
     let paths = Paths::under_root(&dir.path().join("home"));
@@ -466,7 +488,7 @@ fn a_defer_mode_the_provider_cannot_speak_is_refused_at_its_key() {
 [models.gpt]
 provider = "openai"
 id = "gpt-5.1"
-defer_mode = "reference"
+defer_mode = "tool-search"
 "#,
         Scope::User,
     );
@@ -474,20 +496,99 @@ defer_mode = "reference"
     assert_eq!(problem.file, file());
     let text = problem.to_string();
     assert!(
-        text.contains("\"reference\" needs provider \"anthropic\" or \"openai-responses\""),
+        text.contains("\"tool-search\" needs provider \"openai-responses\" or \"anthropic\""),
         "{text}"
     );
-    let ok = parse_user(
+    assert!(
+        text.contains("use \"normal\" or \"system-tools\""),
+        "{text}"
+    );
+    // `reference` rides on Anthropic's tool_reference blocks: the Responses API cannot carry it.
+    let problem = only_problem(
         r#"schema_version = 1
 [models.r]
 provider = "openai-responses"
 id = "gpt-5.1"
 defer_mode = "reference"
 "#,
+        Scope::User,
+    );
+    assert_eq!(problem.key, "models.r.defer_mode");
+    assert!(
+        problem
+            .to_string()
+            .contains("\"reference\" needs provider \"anthropic\";"),
+        "{problem}"
+    );
+    let ok = parse_user(
+        r#"schema_version = 1
+[models.r]
+provider = "openai-responses"
+id = "gpt-5.1"
+defer_mode = "tool-search"
+[models.c]
+provider = "anthropic"
+id = "claude-sonnet-4-5"
+defer_mode = "reference"
+[models.s]
+provider = "openai"
+id = "qwen3"
+defer_mode = "system-tools"
+"#,
+    );
+    let models = &ok.model_settings.models;
+    assert_eq!(models["r"].defer_mode, DeferMode::ToolSearch);
+    assert_eq!(models["c"].defer_mode, DeferMode::Reference);
+    assert_eq!(models["s"].defer_mode, DeferMode::SystemTools);
+}
+
+#[test]
+fn discovery_threshold_and_always_load_parse_and_conflicts_are_refused() {
+    let parsed = parse_user(
+        r#"schema_version = 1
+[discovery]
+auto_defer_tokens = 500
+[mcp_servers.big]
+command = "big-server"
+always_load = true
+[mcp_servers.small]
+command = "small-server"
+"#,
+    );
+    assert_eq!(parsed.discovery.auto_defer_threshold(), Some(500));
+    assert!(parsed.servers["big"].always_load);
+    assert!(!parsed.servers["small"].always_load);
+    // The default threshold, and 0 turning it off.
+    assert_eq!(
+        parse_user("schema_version = 1\n")
+            .discovery
+            .auto_defer_threshold(),
+        Some(crate::DEFAULT_AUTO_DEFER_TOKENS)
     );
     assert_eq!(
-        ok.model_settings.models["r"].defer_mode,
-        DeferMode::Reference
+        parse_user("schema_version = 1\n[discovery]\nauto_defer_tokens = 0\n")
+            .discovery
+            .auto_defer_threshold(),
+        None
+    );
+    let problem = only_problem(
+        r#"schema_version = 1
+[mcp_servers.gh]
+command = "gh-server"
+defer = "GitHub"
+always_load = true
+"#,
+        Scope::User,
+    );
+    assert_eq!(problem.key, "mcp_servers.gh.always_load");
+    let problem = only_problem(
+        "schema_version = 1\n[discovery]\nauto_defer = 5\n",
+        Scope::User,
+    );
+    assert_eq!(problem.key, "discovery.auto_defer");
+    assert!(
+        problem.to_string().contains("auto_defer_tokens"),
+        "{problem}"
     );
 }
 
@@ -623,4 +724,30 @@ fn layered_model_settings_check_references_across_scopes() {
         "{}",
         list[0]
     );
+}
+
+#[test]
+fn experimental_skills_extension_parses_merges_and_refuses_unknown_keys() {
+    let on = parse_user("schema_version = 1\n[experimental]\nskills_extension = true\n");
+    let off = parse_user("schema_version = 1\n[experimental]\nskills_extension = false\n");
+    let absent = parse_user("schema_version = 1\n");
+    let mut settings = crate::ExperimentalSettings::default();
+    assert!(!settings.skills_extension);
+    settings.merge(on.experimental);
+    assert!(settings.skills_extension);
+    settings.merge(absent.experimental);
+    assert!(settings.skills_extension, "an absent table changes nothing");
+    settings.merge(off.experimental);
+    assert!(!settings.skills_extension, "a later file wins");
+
+    let problem = only_problem(
+        "schema_version = 1\n[experimental]\nskills_extention = true\n",
+        Scope::User,
+    );
+    assert!(problem.key.contains("skills_extention"), "{problem}");
+    let problem = only_problem(
+        "schema_version = 1\n[experimental]\nskills_extension = \"yes\"\n",
+        Scope::User,
+    );
+    assert!(problem.key.contains("skills_extension"), "{problem}");
 }

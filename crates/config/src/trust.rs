@@ -137,7 +137,13 @@ impl TrustStore {
     }
 
     /// Approves the entry exactly as it is now, replacing an earlier approval, and saves.
+    ///
+    /// Another warden process may have approved other entries since this store was opened: under
+    /// an exclusive lock on `<file>.lock`, the file is read again and this approval merged into
+    /// what it holds now, so neither approval is lost.
     pub fn trust(&mut self, entry: &ServerEntry) -> Result<(), TrustError> {
+        let _lock = self.lock()?;
+        self.approvals = Self::open_at(self.path.clone())?.approvals;
         let file = canonical(&entry.source);
         self.approvals
             .retain(|a| !(a.name == entry.name && a.file == file));
@@ -151,6 +157,28 @@ impl TrustStore {
                 .unwrap_or(0),
         });
         self.save()
+    }
+
+    /// Takes the store's advisory lock, held until the returned file is dropped.
+    fn lock(&self) -> Result<std::fs::File, TrustError> {
+        let mut lock_path = self.path.clone().into_os_string();
+        lock_path.push(".lock");
+        let lock_path = PathBuf::from(lock_path);
+        let write_error = |source| TrustError::Write {
+            path: lock_path.clone(),
+            source,
+        };
+        if let Some(parent) = lock_path.parent() {
+            std::fs::create_dir_all(parent).map_err(write_error)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(write_error)?;
+        file.lock().map_err(write_error)?;
+        Ok(file)
     }
 
     fn save(&self) -> Result<(), TrustError> {

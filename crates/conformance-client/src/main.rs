@@ -7,13 +7,14 @@
 //! the server answers 401 and steps up on 403; the client-credentials extensions fetch a token
 //! with the grant and send it as the configured Authorization header.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
+use warden_host::skills::{fetch_skill_file, fetch_skill_md, register_server_skills};
 use warden_mcp::{
     CallOptions, ElicitationHandler, ElicitationRequest, ElicitationResponse, HttpAuth, McpRuntime,
     McpTool, ProtocolMode, RuntimeOptions, ServerSpec, ToolIdentity,
@@ -21,6 +22,8 @@ use warden_mcp::{
 use warden_oauth::{ClientCredentials, OAuthSettings, RedirectMode, Secret, TokenStore};
 
 const SERVER: &str = "conformance";
+/// The SEP-2640 skills extension's client scenarios.
+const SKILLS_SCENARIO_PREFIX: &str = "sep-2640-client-";
 /// The Client ID Metadata Document URL the suite expects (SEP-991).
 const CIMD_URL: &str = "https://conformance-test.local/client-metadata.json";
 
@@ -73,6 +76,8 @@ async fn main() -> anyhow::Result<()> {
     options.protocol = protocol;
     options.elicitation = Some(Arc::new(AcceptWithDefaults));
     options.inline_login = Some(RedirectMode::Headless { port: None });
+    // The SEP-2640 scenarios: the skills extension is advertised only when enabled.
+    options.skills_extension = scenario.starts_with(SKILLS_SCENARIO_PREFIX);
 
     let state = std::env::temp_dir().join(format!(
         "warden-conformance-{}-{}",
@@ -141,6 +146,9 @@ async fn server_spec(
 
 async fn run(runtime: &McpRuntime, scenario: &str, context: &Value) -> anyhow::Result<()> {
     runtime.connect(SERVER).await?;
+    if scenario.starts_with(SKILLS_SCENARIO_PREFIX) {
+        return skills_scenario(runtime, scenario).await;
+    }
     let tools = runtime.server_tools(SERVER).await?;
     eprintln!("listed {} tool(s)", tools.len());
 
@@ -183,6 +191,42 @@ async fn run(runtime: &McpRuntime, scenario: &str, context: &Value) -> anyhow::R
 
     if scenario == "http-standard-headers" {
         exercise_resources_and_prompts(runtime).await;
+    }
+    Ok(())
+}
+
+/// The SEP-2640 client scenarios, through warden's own skills code (crates/host/src/skills.rs):
+/// list the skills (no file is read); outside `no-prefetch`, load each skill as a session would
+/// (its SKILL.md, verified on read against the listing's size, digest and frontmatter) and read
+/// its listed files only when that verification passed.
+async fn skills_scenario(runtime: &McpRuntime, scenario: &str) -> anyhow::Result<()> {
+    let skills = register_server_skills(runtime, SERVER, true, &BTreeSet::new())
+        .await
+        .context("listing the server's skills")?;
+    eprintln!("{}", skills.negotiation);
+    for warning in &skills.registration.warnings {
+        eprintln!("warning: {warning}");
+    }
+    eprintln!(
+        "registered {} skill command(s)",
+        skills.registration.commands.len()
+    );
+    if scenario == "sep-2640-client-no-prefetch" {
+        return Ok(());
+    }
+    for command in &skills.registration.commands {
+        match fetch_skill_md(runtime, &skills, command).await {
+            Ok(load) => {
+                eprintln!("loaded {} ({} file(s))", command.command, load.files.len());
+                for file in &load.files {
+                    match fetch_skill_file(runtime, &skills, command, file).await {
+                        Ok(bytes) => eprintln!("read {file} ({} bytes)", bytes.len()),
+                        Err(error) => eprintln!("{file} rejected: {error}"),
+                    }
+                }
+            }
+            Err(error) => eprintln!("{} rejected: {error}", command.command),
+        }
     }
     Ok(())
 }

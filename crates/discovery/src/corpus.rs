@@ -335,10 +335,77 @@ impl Corpora {
     }
 }
 
+/// Which of a query set's queries to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueryHalf {
+    /// Every query.
+    All,
+    /// Queries at even positions (0, 2, …): the half weights may be tuned on.
+    Even,
+    /// Queries at odd positions: held out from tuning, to check for over-fitting.
+    Odd,
+}
+
+impl QueryHalf {
+    fn select(self, queries: &[LabelledQuery]) -> Vec<LabelledQuery> {
+        queries
+            .iter()
+            .enumerate()
+            .filter(|(position, _)| match self {
+                Self::All => true,
+                Self::Even => position % 2 == 0,
+                Self::Odd => position % 2 == 1,
+            })
+            .map(|(_, query)| query.clone())
+            .collect()
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::All => "",
+            Self::Even => " (even)",
+            Self::Odd => " (odd)",
+        }
+    }
+}
+
+impl Corpora {
+    /// [`Corpora::search_quality_with`] on one half of each query set.
+    pub fn search_quality_half(
+        &self,
+        weights: SearchWeights,
+        half: QueryHalf,
+    ) -> Vec<SearchQuality> {
+        let github = self.github.index_with(weights);
+        let live = self.livemcpbench.index_with(weights);
+        let sets = [
+            ("github", &github, &self.github_queries, GoldKey::Tool),
+            (
+                "livemcpbench-step",
+                &live,
+                &self.livemcpbench_step_queries,
+                GoldKey::ServerSlashTool,
+            ),
+            (
+                "livemcpbench-task",
+                &live,
+                &self.livemcpbench_task_queries,
+                GoldKey::ServerSlashTool,
+            ),
+        ];
+        sets.into_iter()
+            .map(|(name, index, queries, key)| {
+                let name = format!("{name}{}", half.suffix());
+                evaluate(&name, index, &half.select(queries), key)
+            })
+            .collect()
+    }
+}
+
 /// A fixed-width table of search-quality figures.
 pub fn quality_table(rows: &[SearchQuality]) -> String {
     let mut out = format!(
-        "{:<18} {:>5} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6}\n",
+        "{:<25} {:>5} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6}\n",
         "corpus",
         "tools",
         "queries",
@@ -353,7 +420,7 @@ pub fn quality_table(rows: &[SearchQuality]) -> String {
     );
     for q in rows {
         out.push_str(&format!(
-            "{:<18} {:>5} {:>7} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>7.3} {:>6.3} {:>6.3} {:>6.3}\n",
+            "{:<25} {:>5} {:>7} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>7.3} {:>6.3} {:>6.3} {:>6.3}\n",
             q.name,
             q.tools,
             q.queries,

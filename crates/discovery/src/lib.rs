@@ -21,7 +21,9 @@ pub use code_mode::{
     Callability, CodeCatalog, CodeModeError, CodeModeHost, CodeModeLimits, CodeSearchRequest,
     CodeTool, ExecutionReport, ExecutionStatus, code_search,
 };
-pub use corpus::{Corpora, CorpusError, SearchQuality, evaluate, quality_table, shared_dir};
+pub use corpus::{
+    Corpora, CorpusError, QueryHalf, SearchQuality, evaluate, quality_table, shared_dir,
+};
 pub use routing::{Availability, RoutingInputs, execution_routing_section};
 pub use search::{
     MatchKind, Parameter, SearchHit, SearchIndex, SearchWeights, ServerDoc, ToolEntry,

@@ -1,10 +1,10 @@
 //! The session's tool index: public names → descriptors the gate resolves, appended as catalogues arrive.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::RwLock;
 use std::time::Duration;
 
-use warden_config::{Capability, ServerEntry};
+use warden_config::{Capability, DeferMode, ServerEntry};
 
 use crate::policy::capability_class;
 use warden_mcp::McpTool;
@@ -71,6 +71,10 @@ struct IndexState {
 pub struct ToolIndex {
     facts: HashMap<String, ServerFacts>,
     state: RwLock<IndexState>,
+    /// The agent session's defer mode (`None`: no agent session): what "unknown tool" advises.
+    defer_mode: Option<DeferMode>,
+    /// Servers deferred automatically this session (beside those configured with `defer`).
+    auto_deferred: RwLock<BTreeSet<String>>,
 }
 
 impl ToolIndex {
@@ -79,6 +83,50 @@ impl ToolIndex {
         Self {
             facts,
             state: RwLock::new(IndexState::default()),
+            defer_mode: None,
+            auto_deferred: RwLock::new(BTreeSet::new()),
+        }
+    }
+
+    /// The agent session's defer mode, so an unknown deferred tool gets advice that fits how
+    /// this session reaches deferred tools (`None`: not an agent session).
+    pub fn with_defer_mode(mut self, mode: Option<DeferMode>) -> Self {
+        self.defer_mode = mode;
+        self
+    }
+
+    /// Records that `server` was deferred automatically (its tools are reached as a deferred
+    /// server's are).
+    pub fn mark_deferred(&self, server: &str) {
+        if let Ok(mut deferred) = self.auto_deferred.write() {
+            deferred.insert(server.to_owned());
+        }
+    }
+
+    /// Whether `server` is deferred, by its config entry or automatically.
+    pub fn is_deferred(&self, server: &str) -> bool {
+        self.facts.get(server).is_some_and(|facts| facts.deferred)
+            || self
+                .auto_deferred
+                .read()
+                .is_ok_and(|deferred| deferred.contains(server))
+    }
+
+    /// How to reach a deferred server's tools in this session, for an "unknown tool" answer.
+    fn deferred_advice(&self) -> &'static str {
+        match self.defer_mode {
+            Some(DeferMode::Normal | DeferMode::Reference) => {
+                "find and load its tools with search_tools first"
+            }
+            Some(DeferMode::ToolSearch) => {
+                "find its tools with the tool search tool, then call one by the exact name it returns"
+            }
+            Some(DeferMode::SystemTools) => {
+                "its tools are listed in <deferred_tools>; call one through call_tool with its exact name"
+            }
+            None => {
+                "find its tools with `warden tool search QUERY`, then call one by its server and tool name"
+            }
         }
     }
 
@@ -175,28 +223,40 @@ impl Catalog for ToolIndex {
     }
 
     fn explain_unresolved(&self, public_name: &str) -> Option<String> {
-        // Named but never loaded: a deferred server's tool that no search has loaded yet.
         let Some(descriptor) = self.descriptor(public_name) else {
             let state = self.state.read().ok()?;
             // Named by a search but not loaded, or (the message only — nothing is routed by it)
-            // shaped like a name of a deferred server that nothing has searched yet.
+            // shaped like a name of one of this session's servers.
             let server = match state.names.resolve(public_name) {
                 Some(identity) => identity.server.clone(),
-                None => self
-                    .facts
-                    .iter()
-                    .filter(|(_, facts)| facts.deferred)
-                    .map(|(server, _)| server)
-                    .find(|server| {
-                        public_name.starts_with(&format!(
-                            "mcp__{}__",
-                            warden_mcp::naming::sanitize_name_part(server)
-                        ))
-                    })?
-                    .clone(),
+                None => {
+                    let mut servers: Vec<&String> = self.facts.keys().collect();
+                    // The longest prefix wins (`mcp__a_b__` over `mcp__a__`).
+                    servers.sort_by_key(|server| std::cmp::Reverse(server.len()));
+                    servers
+                        .into_iter()
+                        .find(|server| {
+                            public_name.starts_with(&format!(
+                                "mcp__{}__",
+                                warden_mcp::naming::sanitize_name_part(server)
+                            ))
+                        })?
+                        .clone()
+                }
             };
+            if self.is_deferred(&server) {
+                return Some(format!(
+                    "unknown tool \"{public_name}\": the MCP server \"{server}\" is deferred; {}",
+                    self.deferred_advice()
+                ));
+            }
+            // Nothing to search for: the server's tools were offered outright (said only once
+            // its catalogue is known; otherwise the gate's plain "unknown tool").
+            if !state.published.contains_key(&server) {
+                return None;
+            }
             return Some(format!(
-                "unknown tool \"{public_name}\": the MCP server \"{server}\" is deferred; find and load its tools with search_tools first"
+                "unknown tool \"{public_name}\": the MCP server \"{server}\" has no tool of that name"
             ));
         };
         // Known to this session but no longer published: the model saw it, so say what changed.
@@ -230,5 +290,108 @@ fn describe(public_name: &str, tool: &McpTool, facts: &ServerFacts) -> ToolDescr
         trust_annotations: facts.trust_annotations,
         required_permission: None,
         timeout: Some(facts.tool_timeout),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn tool(server: &str, name: &str) -> McpTool {
+        let schema = serde_json::json!({"type": "object"});
+        let serde_json::Value::Object(schema) = schema else {
+            unreachable!()
+        };
+        McpTool {
+            identity: RawIdentity::new(server, name),
+            definition: rmcp::model::Tool::new(name.to_owned(), "a tool", Arc::new(schema)),
+        }
+    }
+
+    fn facts(deferred: bool) -> ServerFacts {
+        ServerFacts {
+            deferred,
+            ..ServerFacts::ad_hoc(Duration::from_secs(5))
+        }
+    }
+
+    /// An index with `big` deferred by its config and `echo` offered outright and listed.
+    fn index(mode: Option<DeferMode>) -> ToolIndex {
+        let index = ToolIndex::new(HashMap::from([
+            ("big".to_owned(), facts(true)),
+            ("echo".to_owned(), facts(false)),
+        ]))
+        .with_defer_mode(mode);
+        index.record("echo", &[tool("echo", "echo")]);
+        index
+    }
+
+    #[test]
+    fn deferred_advice_fits_each_mode() {
+        let cases = [
+            (Some(DeferMode::Normal), "search_tools"),
+            (Some(DeferMode::Reference), "search_tools"),
+            (Some(DeferMode::ToolSearch), "tool search tool"),
+            (Some(DeferMode::SystemTools), "call_tool"),
+            (None, "warden tool search"),
+        ];
+        for (mode, advice) in cases {
+            let message = index(mode).explain_unresolved("mcp__big__nosuch").unwrap();
+            assert!(
+                message.contains("\"big\" is deferred"),
+                "{mode:?}: {message}"
+            );
+            assert!(message.contains(advice), "{mode:?}: {message}");
+            if !matches!(mode, Some(DeferMode::Normal | DeferMode::Reference)) {
+                assert!(!message.contains("search_tools"), "{mode:?}: {message}");
+            }
+            if mode != Some(DeferMode::SystemTools) {
+                assert!(!message.contains("call_tool"), "{mode:?}: {message}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_tool_named_by_a_search_but_not_loaded_gets_the_same_advice() {
+        let index = index(Some(DeferMode::SystemTools));
+        index.name_only(&[tool("big", "create")]);
+        let message = index.explain_unresolved("mcp__big__create").unwrap();
+        assert!(message.contains("<deferred_tools>"), "{message}");
+    }
+
+    #[test]
+    fn automatically_deferred_servers_are_deferred_too() {
+        let index = index(Some(DeferMode::Normal));
+        index.record("echo", &[tool("echo", "echo")]);
+        index.mark_deferred("echo");
+        let message = index.explain_unresolved("mcp__echo__nosuch").unwrap();
+        assert!(message.contains("\"echo\" is deferred"), "{message}");
+        assert!(message.contains("search_tools"), "{message}");
+    }
+
+    #[test]
+    fn without_deferral_nothing_advises_a_search() {
+        for mode in [
+            Some(DeferMode::Normal),
+            Some(DeferMode::ToolSearch),
+            Some(DeferMode::SystemTools),
+            None,
+        ] {
+            let index = ToolIndex::new(HashMap::from([("echo".to_owned(), facts(false))]))
+                .with_defer_mode(mode);
+            // Before its catalogue is known, the gate's plain "unknown tool" stands.
+            assert_eq!(index.explain_unresolved("mcp__echo__nosuch"), None);
+            index.record("echo", &[tool("echo", "echo")]);
+            let message = index.explain_unresolved("mcp__echo__nosuch").unwrap();
+            assert_eq!(
+                message,
+                "unknown tool \"mcp__echo__nosuch\": the MCP server \"echo\" has no tool of that name"
+            );
+            assert_eq!(index.explain_unresolved("unrelated"), None);
+        }
     }
 }

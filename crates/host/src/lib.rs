@@ -5,6 +5,7 @@ mod catalog;
 mod dispatch;
 mod index;
 mod policy;
+pub mod skills;
 mod specs;
 mod tools;
 
@@ -13,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::skills::SkillGatedCatalog;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_config::{LoadedConfig, Paths, TrustStore, VarContext};
@@ -25,9 +27,13 @@ use warden_policy::{
 };
 
 pub use catalog::{HostTools, SessionCatalog, SessionDispatcher, host_tool_descriptor};
-pub use dispatch::McpDispatcher;
+pub use dispatch::{CallRelay, McpDispatcher, RelayRequest, RelayedAnswer, with_relay};
 pub use index::{ServerFacts, ToolIndex};
 pub use policy::{PolicyMappingError, capability_class, gate_policy, hook_runner};
+pub use skills::{
+    GrantOutcome, LoadedRemoteSkill, RemoteSkills, RemoteSkillsError, RemoteSkillsSettings,
+    ServerSkills,
+};
 pub use specs::{LoginRefusal, login_settings, oauth_settings, server_spec};
 pub use tools::{HostTool, LIST_RESOURCES, READ_RESOURCE, resource_tools};
 
@@ -55,6 +61,22 @@ pub struct HostOptions {
     pub session_id: Option<String>,
     /// Tools implemented in code that this surface offers (the agent's built-ins).
     pub tools: Vec<Arc<dyn HostTool>>,
+    /// Skills from MCP servers (the surface may hold a clone for its skill tools); a default
+    /// one when `None`.
+    pub remote_skills: Option<Arc<RemoteSkills>>,
+    /// Advertise the SEP-2640 skills extension at connection.
+    pub skills_extension: bool,
+    /// An interactive frontend's elicitation handler; servers are offered elicitation only
+    /// when one is installed.
+    pub elicitation: Option<Arc<dyn warden_mcp::ElicitationHandler>>,
+    /// Answers sampling requests of servers whose entry has `sampling = true` (`None`: every
+    /// sampling request is declined).
+    pub sampling: Option<Arc<dyn warden_mcp::SamplingHandler>>,
+    /// Which protocol lifecycle to speak to the servers (default: probe 2026-07-28, fall back).
+    pub protocol: warden_mcp::ProtocolMode,
+    /// An agent session's defer mode (`None`: no agent, e.g. the command line): how an
+    /// "unknown tool" answer tells the caller to reach a deferred server's tools.
+    pub defer_mode: Option<warden_config::DeferMode>,
 }
 
 impl HostOptions {
@@ -69,6 +91,12 @@ impl HostOptions {
             extra_servers: Vec::new(),
             session_id: None,
             tools: Vec::new(),
+            remote_skills: None,
+            skills_extension: false,
+            elicitation: None,
+            sampling: None,
+            protocol: warden_mcp::ProtocolMode::Auto,
+            defer_mode: None,
         }
     }
 }
@@ -90,6 +118,9 @@ pub struct Host {
     gate: Arc<Gate>,
     hooks: HookRunner,
     idle: Vec<IdleServer>,
+    remote_skills: Arc<RemoteSkills>,
+    /// Servers deferred automatically this session (server → generated summary).
+    auto_deferred: std::sync::RwLock<std::collections::BTreeMap<String, String>>,
 }
 
 impl Host {
@@ -97,6 +128,8 @@ impl Host {
     /// Servers that cannot start are kept as [`IdleServer`]s with their reason.
     pub fn open(config: &LoadedConfig, options: HostOptions) -> Result<Self, HostError> {
         let session_id = options.session_id.clone().unwrap_or_else(new_session_id);
+        warden_oauth::configure_token_store(config.token_store.into());
+        warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
         let trust = TrustStore::open(&options.paths)?;
         let vars = VarContext::from_process(&options.workspace);
         let mut specs = Vec::new();
@@ -138,14 +171,26 @@ impl Host {
         runtime_options.artifacts_dir = state_dir.join("artifacts").join(&session_id);
         runtime_options.session_id = session_id.clone();
         runtime_options.client_version = env!("CARGO_PKG_VERSION").to_owned();
+        runtime_options.skills_extension = options.skills_extension;
+        runtime_options.elicitation = options.elicitation.clone();
+        runtime_options.sampling = options.sampling.clone();
+        runtime_options.protocol = options.protocol;
         // Retention runs before this session writes its first artifact.
         let retention = apply_retention(&state_dir.join("artifacts"), RetentionPolicy::default());
         for problem in &retention.problems {
             tracing::warn!("artifact retention: {problem}");
         }
         let artifacts = ArtifactStore::new(runtime_options.artifacts_dir.clone());
+        // A resumed session shields its earlier artifacts from other sessions' retention from
+        // now on; a new session takes its folder's lock with its first artifact.
+        if options.session_id.is_some()
+            && artifacts.root().is_dir()
+            && let Err(error) = artifacts.hold_session_lock()
+        {
+            tracing::warn!("artifacts: {error}");
+        }
         let runtime = McpRuntime::new(specs, runtime_options);
-        let index = Arc::new(ToolIndex::new(facts));
+        let index = Arc::new(ToolIndex::new(facts).with_defer_mode(options.defer_mode));
         let mut host_tools = HostTools::new();
         for tool in options
             .tools
@@ -156,23 +201,35 @@ impl Host {
         }
         let host_tools = Arc::new(host_tools);
         let audit = Arc::new(AuditStore::open_lazily(&state_dir.join("audit.db")));
+        let remote_skills = options.remote_skills.unwrap_or_else(|| {
+            Arc::new(RemoteSkills::new(RemoteSkillsSettings {
+                extension_enabled: options.skills_extension,
+                grants_path: Some(warden_skills::GrantStore::path_in(state_dir)),
+                reserved: Default::default(),
+            }))
+        });
+        let approver = options
+            .approver
+            .unwrap_or_else(|| Arc::new(NoApprover) as Arc<dyn Approver>);
         let gate = Arc::new(Gate::new(GateParts {
-            catalog: Arc::new(SessionCatalog {
-                host_tools: host_tools.clone(),
-                index: index.clone(),
+            catalog: Arc::new(SkillGatedCatalog {
+                inner: SessionCatalog {
+                    host_tools: host_tools.clone(),
+                    index: index.clone(),
+                },
+                skills: remote_skills.clone(),
             }),
             dispatcher: Arc::new(SessionDispatcher {
                 host_tools: host_tools.clone(),
                 mcp: McpDispatcher::new(runtime.clone(), artifacts),
             }),
-            approver: options
-                .approver
-                .unwrap_or_else(|| Arc::new(NoApprover) as Arc<dyn Approver>),
-            audit,
+            approver: approver.clone(),
+            audit: audit.clone(),
             hooks: options.hooks.clone(),
             policy: options.policy,
             cwd: options.workspace,
         }));
+        remote_skills.bind(runtime.clone(), session_id.clone(), &gate, approver, audit);
         Ok(Self {
             session_id,
             runtime,
@@ -181,6 +238,8 @@ impl Host {
             gate,
             hooks: options.hooks,
             idle,
+            remote_skills,
+            auto_deferred: Default::default(),
         })
     }
 
@@ -194,6 +253,11 @@ impl Host {
 
     pub fn gate(&self) -> &Arc<Gate> {
         &self.gate
+    }
+
+    /// Skills published by this session's MCP servers.
+    pub fn remote_skills(&self) -> &Arc<RemoteSkills> {
+        &self.remote_skills
     }
 
     /// The operator's hooks, for the session events a surface runs itself (SessionStart,
@@ -224,12 +288,14 @@ impl Host {
     /// Returns the tools the gate would show, with their public names.
     pub async fn server_tools(&self, server: &str) -> Result<Vec<VisibleTool>, McpError> {
         let tools = self.runtime.server_tools(server).await?;
+        self.remote_skills.refresh_server(server).await;
         Ok(self.admit(server, &tools))
     }
 
     /// Fetches the tools of every non-deferred server in parallel.
     pub async fn all_tools(&self) -> (Vec<VisibleTool>, Vec<McpError>) {
         let set = self.runtime.tools().await;
+        self.remote_skills.refresh().await;
         let mut by_server: std::collections::BTreeMap<String, Vec<McpTool>> = Default::default();
         for tool in set.tools {
             by_server
@@ -255,6 +321,11 @@ impl Host {
     fn shown(&self, tools: &[McpTool]) -> Vec<VisibleTool> {
         tools
             .iter()
+            .filter(|tool| {
+                !self
+                    .remote_skills
+                    .hides(&tool.identity.server, &tool.identity.tool)
+            })
             .filter_map(|tool| {
                 let public_name = self
                     .index
@@ -279,6 +350,7 @@ impl Host {
         self.host_tools
             .values()
             .filter(|tool| any_resources || ![LIST_RESOURCES, READ_RESOURCE].contains(&tool.name()))
+            .filter(|tool| tool.offered())
             .map(|tool| host_tool_descriptor(tool.as_ref()))
             .filter(|descriptor| self.gate.visible(descriptor))
             .collect()
@@ -291,15 +363,37 @@ impl Host {
             .map(|tool| tool.description().to_owned())
     }
 
+    /// Defers a server for the rest of the session (automatic deferral: its tools were fetched
+    /// but are too many to offer outright); `summary` is what the model sees of it.
+    pub fn defer_server(&self, server: &str, summary: String) {
+        self.index.mark_deferred(server);
+        if let Ok(mut deferred) = self.auto_deferred.write() {
+            deferred.insert(server.to_owned(), summary);
+        }
+    }
+
+    /// Every deferred server with its one-line summary, configured (`defer`) or automatic,
+    /// sorted by name.
+    pub fn deferred_servers(&self) -> Vec<(String, String)> {
+        let mut servers: std::collections::BTreeMap<String, String> = self
+            .runtime
+            .status()
+            .into_iter()
+            .filter_map(|status| status.deferred.map(|summary| (status.name, summary)))
+            .collect();
+        if let Ok(automatic) = self.auto_deferred.read() {
+            servers.extend(automatic.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        servers.into_iter().collect()
+    }
+
     /// The tools of every deferred server (connecting them), named but not callable, each with
     /// its public name: what a deferred-tool search ranks. Failures come back beside them.
     pub async fn deferred_tools(&self) -> (Vec<(McpTool, String)>, Vec<McpError>) {
         let deferred: Vec<String> = self
-            .runtime
-            .status()
+            .deferred_servers()
             .into_iter()
-            .filter(|status| status.deferred.is_some())
-            .map(|status| status.name)
+            .map(|(name, _)| name)
             .collect();
         let fetched = futures::future::join_all(
             deferred
@@ -335,6 +429,16 @@ impl Host {
             tracing::warn!("MCP {server}: {warning}");
         }
         self.shown(tools)
+    }
+
+    /// Loads the deferred tool with this exact public name (a model that calls it without a
+    /// search first): makes it callable and returns it as the gate shows it; `None` when no
+    /// deferred server has a tool of that name.
+    pub async fn load_deferred(&self, public_name: &str) -> Option<VisibleTool> {
+        let (tools, _) = self.deferred_tools().await;
+        let (tool, _) = tools.into_iter().find(|(_, name)| name == public_name)?;
+        let server = tool.identity.server.clone();
+        self.load_tools(&server, &[tool]).into_iter().next()
     }
 
     /// The public name of a raw identity whose catalogue was fetched this session.

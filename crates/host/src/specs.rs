@@ -57,6 +57,7 @@ pub fn server_spec(
         .with_startup_timeout(entry.startup_timeout)
         .with_tool_timeout(entry.tool_timeout)
         .required(entry.required)
+        .with_sampling(entry.sampling)
         .with_tool_filter(ToolFilter {
             allow: entry.tools.allow.clone(),
             deny: entry.tools.deny.clone(),
@@ -92,7 +93,7 @@ pub fn oauth_settings(
     let mut settings = OAuthSettings::new(
         entry.name.clone(),
         url,
-        TokenStore::for_server(state_dir, &entry.name),
+        TokenStore::configured(state_dir, &entry.name),
     );
     settings.client_id = oauth.client_id.clone();
     settings.client_secret = match &oauth.client_secret_env {
@@ -105,7 +106,10 @@ pub fn oauth_settings(
         None => None,
     };
     settings.redirect_port = oauth.redirect_port;
-    settings.client_metadata_url = oauth.client_metadata_url.clone();
+    // The entry's own document wins over the global `[oauth] client_metadata_url`.
+    if oauth.client_metadata_url.is_some() {
+        settings.client_metadata_url = oauth.client_metadata_url.clone();
+    }
     Ok(settings)
 }
 
@@ -161,9 +165,9 @@ fn http_auth(
             reason: "auth = \"none\" forbids a login".into(),
         });
     }
-    Ok(HttpAuth::OAuth(oauth_settings(
-        entry, vars, state_dir, url, oauth,
-    )?))
+    let mut settings = oauth_settings(entry, vars, state_dir, url, oauth)?;
+    settings.require_login = mode == AuthMode::OAuth;
+    Ok(HttpAuth::OAuth(settings))
 }
 
 /// Why `warden mcp login` refuses an entry.
@@ -171,7 +175,9 @@ fn http_auth(
 pub enum LoginRefusal {
     #[error("`{0}` is a stdio server: there is nothing to log in to")]
     NotRemote(String),
-    #[error("`{0}` uses the legacy HTTP+SSE transport, which warden does not log in to")]
+    #[error(
+        "`{0}` uses the legacy HTTP+SSE transport, over which warden does not support OAuth login: configure a header credential for it (headers = {{ Authorization = \"Bearer ${{env:TOKEN}}\" }}), or use the server's Streamable HTTP url"
+    )]
     LegacySse(String),
     #[error("`{0}` has auth = \"none\": login is forbidden for it")]
     AuthNone(String),

@@ -24,6 +24,11 @@ pub trait HostTool: Send + Sync {
     fn audit_source(&self) -> Option<CallSource> {
         None
     }
+    /// Whether the model's tool list offers it now (it stays callable through the gate either
+    /// way): the skill tools, say, only once there is a skill to load.
+    fn offered(&self) -> bool {
+        true
+    }
     /// Runs one admitted call.
     fn execute<'a>(
         &'a self,

@@ -23,6 +23,11 @@ redirect_port = 18123
 url = "https://closed.example.com/mcp"
 auth = "none"
 
+[mcp_servers.forced]
+url = "https://forced.example.com/mcp"
+auth = "oauth"
+sampling = true
+
 [mcp_servers.keyed]
 url = "https://keyed.example.com/mcp"
 headers = { Authorization = "Bearer literal" }
@@ -179,4 +184,29 @@ fn a_refreshable_provisioned_token_is_refreshed_by_the_runtime() {
         env.refresh_url.as_deref(),
         Some("https://prov.example.com/token")
     );
+}
+
+#[test]
+fn auth_oauth_requires_a_login_and_sampling_reaches_the_spec() {
+    let f = fixture();
+    let (_, auth) = http(&f, "forced");
+    let HttpAuth::OAuth(settings) = auth else {
+        panic!("forced: {auth:?}")
+    };
+    assert!(
+        settings.require_login,
+        "auth = \"oauth\" forces the login path"
+    );
+    let (_, auth) = http(&f, "plain");
+    let HttpAuth::OAuth(settings) = auth else {
+        panic!("plain: {auth:?}")
+    };
+    assert!(
+        !settings.require_login,
+        "auto: a login only when the server asks"
+    );
+    let forced = server_spec(&f.config.servers["forced"], &f.vars, &f.state).unwrap();
+    assert!(forced.sampling);
+    let plain = server_spec(&f.config.servers["plain"], &f.vars, &f.state).unwrap();
+    assert!(!plain.sampling);
 }

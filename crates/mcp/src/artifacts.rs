@@ -1,10 +1,12 @@
 //! Private artifact store for large or binary MCP results: atomic 0600 files under 0700 folders
-//! (`<root>/mcp/<server>/<tool>/<id>.<ext>`), and the age/size retention applied at session start.
+//! (`<root>/mcp/<server>/<tool>/<id>.<ext>`), the session's advisory lock that keeps its folder
+//! out of other sessions' reach, and the age/size retention applied at session start.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -19,6 +21,11 @@ const MAX_EXTENSION_BYTES: usize = 16;
 const MCP_DIR: &str = "mcp";
 /// Suffix of files still being written; retention leaves recent ones alone.
 const TEMP_SUFFIX: &str = ".tmp";
+/// The lock file in each session folder: the running session holds an advisory lock on it for
+/// its lifetime; retention skips a folder whose lock it cannot take.
+pub const SESSION_LOCK_FILE: &str = ".session.lock";
+/// How long a session waits for a retention pass over its own folder to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// A file written by the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -39,19 +46,76 @@ pub enum ArtifactError {
     CreateDir { path: PathBuf, source: io::Error },
     #[error("can't write the artifact {path}: {source}")]
     Write { path: PathBuf, source: io::Error },
+    #[error("can't lock the session's artifact folder ({path}): {source}")]
+    Lock { path: PathBuf, source: io::Error },
 }
 
-/// Writes artifacts of one session. Cheap to clone; safe to share between threads.
+/// Writes artifacts of one session. Cheap to clone; safe to share between threads. The first
+/// write takes the session's lock (see [`ArtifactStore::hold_session_lock`]); every clone shares
+/// it, and it is released when the last clone drops.
 #[derive(Debug, Clone)]
 pub struct ArtifactStore {
     root: PathBuf,
+    session_lock: Arc<Mutex<Option<File>>>,
 }
 
 impl ArtifactStore {
     /// `root` is the session's artifact folder, `<state>/artifacts/<session>`. Nothing is created
-    /// until the first write.
+    /// until the first write (or [`ArtifactStore::hold_session_lock`]).
     pub fn new(root: PathBuf) -> Self {
-        Self { root }
+        Self {
+            root,
+            session_lock: Arc::default(),
+        }
+    }
+
+    /// Creates the session folder and takes its advisory lock (`.session.lock`, an `flock`), held
+    /// until the last clone of this store drops: [`apply_retention`] in another session skips a
+    /// locked folder, so a running session never loses its artifacts. Idempotent. Waits (bounded)
+    /// while a retention pass holds the lock; when that pass removed the emptied folder
+    /// meanwhile, the folder is made again.
+    pub fn hold_session_lock(&self) -> Result<(), ArtifactError> {
+        let mut held = self
+            .session_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if held.is_some() {
+            return Ok(());
+        }
+        let path = self.root.join(SESSION_LOCK_FILE);
+        let lock_error = |source| ArtifactError::Lock {
+            path: path.clone(),
+            source,
+        };
+        for _attempt in 0..3 {
+            self.create_private_dirs(&self.root)?;
+            let mut options = OpenOptions::new();
+            options.read(true).write(true).create(true).truncate(false);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let file = match options.open(&path) {
+                Ok(file) => file,
+                // A retention pass removed the emptied folder just now: make it again.
+                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+                Err(error) => return Err(lock_error(error)),
+            };
+            lock_within(&file, LOCK_WAIT).map_err(lock_error)?;
+            if still_at(&file, &path) {
+                *held = Some(file);
+                return Ok(());
+            }
+        }
+        Err(lock_error(io::Error::other(
+            "the folder kept being removed by artifact retention",
+        )))
+    }
+
+    /// Whether this store holds its session's lock.
+    pub fn holds_session_lock(&self) -> bool {
+        self.session_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
     }
 
     pub fn root(&self) -> &Path {
@@ -100,6 +164,7 @@ impl ArtifactStore {
         extension: &str,
         fill: impl FnOnce(&mut io::BufWriter<File>) -> io::Result<()>,
     ) -> Result<Artifact, ArtifactError> {
+        self.hold_session_lock()?;
         let dir = self.tool_dir(server, tool);
         self.create_private_dirs(&dir)?;
 
@@ -160,6 +225,45 @@ impl ArtifactStore {
             }
         }
         Ok(())
+    }
+}
+
+/// Takes an exclusive advisory lock on `file`, polling for at most `wait` (a retention pass
+/// holds it briefly). Polling, not a blocking `lock`, so a second store of the same folder in
+/// this process fails with an error instead of waiting for itself forever.
+fn lock_within(file: &File, wait: Duration) -> io::Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(fs::TryLockError::WouldBlock) if start.elapsed() < wait => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "another warden session holds this session folder",
+                ));
+            }
+            Err(fs::TryLockError::Error(error)) => return Err(error),
+        }
+    }
+}
+
+/// Whether `path` still names the open `file` (retention may have removed it while we waited).
+fn still_at(file: &File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), fs::symlink_metadata(path)) {
+            (Ok(open), Ok(named)) => open.dev() == named.dev() && open.ino() == named.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        path.exists()
     }
 }
 
@@ -318,6 +422,8 @@ pub struct RetentionReport {
     pub dirs_removed: u64,
     pub files_kept: u64,
     pub bytes_kept: u64,
+    /// Session folders left alone because a running session holds their lock.
+    pub live_sessions_skipped: u64,
     /// One line per file or folder that could not be examined or removed.
     pub problems: Vec<String>,
 }
@@ -335,11 +441,23 @@ struct StoredFile {
 /// Symbolic links are never followed. Temp files of writes in progress count only against the
 /// age limit. A missing root is not an error. Run it at session start, before the session's
 /// first artifact is written.
+///
+/// A session folder is examined only while this pass holds its `.session.lock`: the folder of
+/// a session that is still running (whose store holds the lock) is skipped whole, never
+/// touched, and its files count neither as kept nor against the budget.
 pub fn apply_retention(artifacts_root: &Path, policy: RetentionPolicy) -> RetentionReport {
     let mut report = RetentionReport::default();
     let mut files = Vec::new();
     let mut dirs = Vec::new();
-    collect(artifacts_root, &mut files, &mut dirs, &mut report);
+    // The locks of the session folders this pass examines, held until it ends.
+    let mut locked_sessions: Vec<(PathBuf, File)> = Vec::new();
+    collect_sessions(
+        artifacts_root,
+        &mut files,
+        &mut dirs,
+        &mut locked_sessions,
+        &mut report,
+    );
 
     let now = SystemTime::now();
     // oldest first; the path breaks ties so the outcome is deterministic
@@ -374,6 +492,12 @@ pub fn apply_retention(artifacts_root: &Path, policy: RetentionPolicy) -> Retent
             .then(a.cmp(b))
     });
     for dir in dirs {
+        let is_session = locked_sessions.iter().any(|(session, _)| *session == dir);
+        if is_session && only_the_lock_file_left(&dir) {
+            // Safe while this pass holds the lock: a session that opens this folder now waits,
+            // then sees its lock file gone and makes the folder again.
+            let _ = fs::remove_file(dir.join(SESSION_LOCK_FILE));
+        }
         match fs::remove_dir(&dir) {
             Ok(()) => report.dirs_removed += 1,
             Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => {}
@@ -384,7 +508,88 @@ pub fn apply_retention(artifacts_root: &Path, policy: RetentionPolicy) -> Retent
             )),
         }
     }
+    drop(locked_sessions);
     report
+}
+
+/// Whether `dir` holds nothing but its session lock file.
+fn only_the_lock_file_left(dir: &Path) -> bool {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return false;
+    };
+    let mut names = entries.filter_map(|entry| entry.ok().map(|entry| entry.file_name()));
+    names.next().is_some_and(|name| name == SESSION_LOCK_FILE) && names.next().is_none()
+}
+
+/// Lists the session folders of `root`: each one whose lock this pass can take is collected
+/// (and its lock kept in `locked`); one whose lock a running session holds is skipped. Loose
+/// files directly in `root` are collected as they are.
+fn collect_sessions(
+    root: &Path,
+    files: &mut Vec<StoredFile>,
+    dirs: &mut Vec<PathBuf>,
+    locked: &mut Vec<(PathBuf, File)>,
+    report: &mut RetentionReport,
+) {
+    let entries = match fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) => {
+            report
+                .problems
+                .push(format!("can't read the folder {}: {e}", root.display()));
+            return;
+        }
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                report
+                    .problems
+                    .push(format!("can't read the folder {}: {e}", root.display()));
+                continue;
+            }
+        };
+        let path = entry.path();
+        let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+        if !is_dir {
+            collect_entry(entry, files, dirs, report);
+            continue;
+        }
+        let lock_path = path.join(SESSION_LOCK_FILE);
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let lock = match options.open(&lock_path) {
+            Ok(lock) => lock,
+            Err(e) => {
+                report.problems.push(format!(
+                    "can't open the session lock {}, the folder is left alone: {e}",
+                    lock_path.display()
+                ));
+                continue;
+            }
+        };
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                report.live_sessions_skipped += 1;
+                continue;
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                report.problems.push(format!(
+                    "can't lock {}, the folder is left alone: {e}",
+                    lock_path.display()
+                ));
+                continue;
+            }
+        }
+        collect(&path, files, dirs, report);
+        dirs.push(path.clone());
+        locked.push((path, lock));
+    }
 }
 
 fn remove_file(file: StoredFile, report: &mut RetentionReport) {
@@ -431,32 +636,46 @@ fn collect(
                 continue;
             }
         };
-        let path = entry.path();
-        // `DirEntry::metadata` does not follow symbolic links
-        let metadata = match entry.metadata() {
-            Ok(metadata) => metadata,
-            Err(e) => {
-                report
-                    .problems
-                    .push(format!("can't examine {}: {e}", path.display()));
-                continue;
-            }
-        };
-        if metadata.is_dir() {
-            collect(&path, files, dirs, report);
-            dirs.push(path);
-        } else {
-            let in_flight = entry
-                .file_name()
-                .to_str()
-                .is_some_and(|name| name.starts_with('.') && name.ends_with(TEMP_SUFFIX));
-            files.push(StoredFile {
-                bytes: metadata.len(),
-                modified: metadata.modified().unwrap_or(UNIX_EPOCH),
-                path,
-                in_flight,
-            });
+        collect_entry(entry, files, dirs, report);
+    }
+}
+
+/// Adds one folder entry: a file (or symlink, as itself), or a folder with everything below it.
+/// Session lock files are not artifacts and are left to the pass that holds them.
+fn collect_entry(
+    entry: fs::DirEntry,
+    files: &mut Vec<StoredFile>,
+    dirs: &mut Vec<PathBuf>,
+    report: &mut RetentionReport,
+) {
+    let path = entry.path();
+    if entry.file_name() == SESSION_LOCK_FILE {
+        return;
+    }
+    // `DirEntry::metadata` does not follow symbolic links
+    let metadata = match entry.metadata() {
+        Ok(metadata) => metadata,
+        Err(e) => {
+            report
+                .problems
+                .push(format!("can't examine {}: {e}", path.display()));
+            return;
         }
+    };
+    if metadata.is_dir() {
+        collect(&path, files, dirs, report);
+        dirs.push(path);
+    } else {
+        let in_flight = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with('.') && name.ends_with(TEMP_SUFFIX));
+        files.push(StoredFile {
+            bytes: metadata.len(),
+            modified: metadata.modified().unwrap_or(UNIX_EPOCH),
+            path,
+            in_flight,
+        });
     }
 }
 

@@ -60,6 +60,52 @@ pub trait ElicitationHandler: Send + Sync + 'static {
     ) -> Pin<Box<dyn Future<Output = ElicitationResponse> + Send + '_>>;
 }
 
+/// Who said one turn of a sampling conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplingRole {
+    User,
+    Assistant,
+}
+
+/// One turn of the conversation a server asks the model to continue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingTurn {
+    pub role: SamplingRole,
+    /// The turn's text; images, audio and tool blocks appear as a bracketed note.
+    pub text: String,
+}
+
+/// A server's `sampling/createMessage` request, reduced to what a model needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingRequest {
+    /// The server asking.
+    pub server: String,
+    pub system_prompt: Option<String>,
+    pub turns: Vec<SamplingTurn>,
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+    pub stop_sequences: Vec<String>,
+}
+
+/// The model's answer to a [`SamplingRequest`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingAnswer {
+    pub text: String,
+    /// The model that answered.
+    pub model: String,
+    /// `endTurn`, `maxTokens`, `stopSequence`, when known.
+    pub stop_reason: Option<String>,
+}
+
+/// Answers sampling requests with the session's model. Installed by a frontend; used only for
+/// servers whose entry enables sampling. `Err` declines with the reason the server is told.
+pub trait SamplingHandler: Send + Sync + 'static {
+    fn sample(
+        &self,
+        request: SamplingRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<SamplingAnswer, String>> + Send + '_>>;
+}
+
 /// Which list a `list_changed` notification names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ListKind {
@@ -77,8 +123,14 @@ pub(crate) struct ClientContext {
     pub client_version: String,
     pub workspace_root: PathBuf,
     pub elicitation: Option<Arc<dyn ElicitationHandler>>,
+    /// Advertise the SEP-2640 skills extension.
+    pub skills_extension: bool,
+    /// Set only when the server's entry enables sampling and a frontend installed a handler.
+    pub sampling: Option<Arc<dyn SamplingHandler>>,
     pub progress: ProgressRoutes,
     pub list_changed: mpsc::UnboundedSender<ListKind>,
+    /// The runtime's event feed: log messages and resource updates go there.
+    pub events: crate::upstream::UpstreamEvents,
 }
 
 impl ClientContext {
@@ -103,6 +155,13 @@ impl ClientContext {
         if self.elicitation.is_some() {
             capabilities["elicitation"] = serde_json::json!({ "form": {}, "url": {} });
         }
+        if self.sampling.is_some() {
+            capabilities["sampling"] = serde_json::json!({});
+        }
+        if self.skills_extension {
+            capabilities["extensions"] =
+                serde_json::json!({ "io.modelcontextprotocol/skills": {} });
+        }
         serde_json::from_value(capabilities).unwrap_or_default()
     }
 
@@ -117,6 +176,48 @@ impl ClientContext {
         let mut root = Root::new(uri);
         root.name = name;
         ListRootsResult::new(vec![root])
+    }
+
+    /// Answers `sampling/createMessage` through the installed handler; declined (with the
+    /// reason) when sampling is not enabled for this server.
+    pub async fn sample(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let Some(handler) = &self.sampling else {
+            tracing::info!(server = %self.server, "declined a sampling request: not enabled for this server");
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode(-1),
+                format!(
+                    "warden declines sampling for server \"{}\": the operator has not enabled it (sampling = true in its entry)",
+                    self.server
+                ),
+                None,
+            ));
+        };
+        let request = sampling_request(&self.server, params);
+        tracing::info!(
+            server = %self.server,
+            turns = request.turns.len(),
+            max_tokens = request.max_tokens,
+            "sampling request answered by the session's model"
+        );
+        match handler.sample(request).await {
+            Ok(answer) => {
+                let mut result = CreateMessageResult::new(
+                    rmcp::model::SamplingMessage::assistant_text(answer.text),
+                    answer.model,
+                );
+                if let Some(reason) = answer.stop_reason {
+                    result = result.with_stop_reason(reason);
+                }
+                Ok(result)
+            }
+            Err(reason) => {
+                tracing::info!(server = %self.server, %reason, "sampling request declined");
+                Err(ErrorData::new(rmcp::model::ErrorCode(-1), reason, None))
+            }
+        }
     }
 
     /// Asks the installed handler; without one, declines (fail closed).
@@ -159,6 +260,44 @@ impl ClientContext {
             ElicitationResponse::Decline => elicit_result("decline", None),
             ElicitationResponse::Cancel => elicit_result("cancel", None),
         }
+    }
+}
+
+/// Reduces rmcp's sampling parameters to text turns.
+fn sampling_request(server: &str, params: CreateMessageRequestParams) -> SamplingRequest {
+    use rmcp::model::{Role, SamplingMessageContentBlock};
+    let turns = params
+        .messages
+        .into_iter()
+        .map(|message| {
+            let text = message
+                .content
+                .into_vec()
+                .into_iter()
+                .map(|block| match block {
+                    SamplingMessageContentBlock::Text(text) => text.text,
+                    SamplingMessageContentBlock::Image(_) => "[an image, not shown]".to_owned(),
+                    SamplingMessageContentBlock::Audio(_) => "[audio, not played]".to_owned(),
+                    _ => "[a tool block, not supported]".to_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            SamplingTurn {
+                role: match message.role {
+                    Role::Assistant => SamplingRole::Assistant,
+                    _ => SamplingRole::User,
+                },
+                text,
+            }
+        })
+        .collect();
+    SamplingRequest {
+        server: server.to_owned(),
+        system_prompt: params.system_prompt,
+        turns,
+        max_tokens: params.max_tokens,
+        temperature: params.temperature,
+        stop_sequences: params.stop_sequences.unwrap_or_default(),
     }
 }
 
@@ -242,13 +381,10 @@ impl ClientHandler for WardenClient {
 
     async fn create_message(
         &self,
-        _params: CreateMessageRequestParams,
+        params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        Err(ErrorData::invalid_request(
-            "warden declines sampling requests",
-            None,
-        ))
+        self.context.sample(params).await
     }
 
     async fn on_progress(
@@ -278,6 +414,25 @@ impl ClientHandler for WardenClient {
         _context: NotificationContext<RoleClient>,
     ) {
         tracing::debug!(server = %self.context.server, level = ?params.level, data = %params.data, "MCP server log");
+        self.context
+            .events
+            .send(crate::upstream::UpstreamEvent::Log {
+                server: self.context.server.clone(),
+                message: params,
+            });
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.context
+            .events
+            .send(crate::upstream::UpstreamEvent::ResourceUpdated {
+                server: self.context.server.clone(),
+                uri: params.uri,
+            });
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

@@ -56,6 +56,16 @@ pub enum FailureKind {
     InvalidArguments,
     /// The runtime was shut down.
     ShutDown,
+    /// A response went past a bound (SSE events per stream, total SSE bytes) and was ended.
+    ResponseLimit,
+    /// The server forgot the session (404) while a request that may have applied an effect
+    /// was on its way; it was not re-sent.
+    SessionForgotten,
+    /// The operator stopped the server; it stays down until reconnected.
+    Stopped,
+    /// The server needs the user to complete a URL elicitation (JSON-RPC error -32042) before it
+    /// runs the call, and no interactive frontend could ask (or the user declined).
+    ElicitationRequired,
 }
 
 /// One runtime failure. `Display` is one line: `MCP <server>: <what went wrong> — <what to check>`.

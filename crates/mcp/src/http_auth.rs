@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use warden_oauth::{LoginOptions, OAuthSettings, RedirectMode};
 
 use crate::error::{FailureKind, McpError};
+use crate::guard::{self, SseLimits, Tripped};
 use crate::spec::HttpAuth;
 
 type HttpError = StreamableHttpError<reqwest::Error>;
@@ -47,6 +48,10 @@ const STEP_UP_LIMIT: u32 = 2;
 pub(crate) struct AuthorizingClient {
     inner: AuthClient<reqwest::Client>,
     inline_login: Option<Arc<InlineLogin>>,
+    /// The server's name, for the guards' log lines.
+    server: Arc<str>,
+    /// Bounds on each SSE response stream.
+    sse_limits: SseLimits,
 }
 
 /// Builds the client for `auth`. Stored OAuth tokens are loaded (a missing token is not an
@@ -57,6 +62,7 @@ pub(crate) async fn authorizing_client(
     client: reqwest::Client,
     auth: &HttpAuth,
     inline_login: Option<&RedirectMode>,
+    sse_limits: SseLimits,
 ) -> Result<AuthorizingClient, McpError> {
     let oauth_failure = |error: warden_oauth::OAuthError| {
         McpError::new(
@@ -76,6 +82,12 @@ pub(crate) async fn authorizing_client(
         HttpAuth::OAuth(settings) => {
             let manager = match warden_oauth::stored_manager(settings).await {
                 Ok(manager) => manager,
+                // `auth = "oauth"` without a token: a login is the only way, no request needed.
+                Err(error)
+                    if error.needs_login() && settings.require_login && inline_login.is_none() =>
+                {
+                    return Err(crate::http::needs_login(server, url));
+                }
                 Err(error) if error.needs_login() => bare().await?,
                 Err(error) => return Err(oauth_failure(error)),
             };
@@ -103,6 +115,8 @@ pub(crate) async fn authorizing_client(
     Ok(AuthorizingClient {
         inner: AuthClient::new(client, manager),
         inline_login: inline,
+        server: Arc::from(server),
+        sse_limits,
     })
 }
 
@@ -186,6 +200,47 @@ impl AuthorizingClient {
     }
 }
 
+impl AuthorizingClient {
+    /// Applies the guards to the answer of one POST: an SSE response is bounded, and a 404 on
+    /// the session to a request that may have applied an effect ends that request instead of
+    /// letting the transport re-initialize and re-send it.
+    fn guarded(
+        &self,
+        message: &ClientJsonRpcMessage,
+        response: Result<StreamableHttpPostResponse, HttpError>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        match response {
+            Ok(StreamableHttpPostResponse::Sse(stream, session)) => {
+                Ok(StreamableHttpPostResponse::Sse(
+                    guard::bounded_response_stream(
+                        &self.server,
+                        stream,
+                        guard::request_id(message),
+                        self.sse_limits,
+                    ),
+                    session,
+                ))
+            }
+            Err(StreamableHttpError::SessionExpired) if guard::may_have_effect(message) => {
+                match guard::request_id(message) {
+                    Some(id) => {
+                        warn!(
+                            server = %self.server,
+                            "the server forgot the session (404); the request is not re-sent"
+                        );
+                        Ok(StreamableHttpPostResponse::Json(
+                            Tripped::SessionForgotten.error_response(id),
+                            None,
+                        ))
+                    }
+                    None => Err(StreamableHttpError::SessionExpired),
+                }
+            }
+            other => other,
+        }
+    }
+}
+
 impl StreamableHttpClient for AuthorizingClient {
     type Error = reqwest::Error;
 
@@ -197,16 +252,18 @@ impl StreamableHttpClient for AuthorizingClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorizing(|| {
-            self.inner.post_message(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
-            )
-        })
-        .await
+        let response = self
+            .authorizing(|| {
+                self.inner.post_message(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth_header.clone(),
+                    custom_headers.clone(),
+                )
+            })
+            .await;
+        self.guarded(&message, response)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -218,17 +275,19 @@ impl StreamableHttpClient for AuthorizingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorizing(|| {
-            self.inner.post_message_with_max_sse_event_size(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
-                max_sse_event_size,
-            )
-        })
-        .await
+        let response = self
+            .authorizing(|| {
+                self.inner.post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth_header.clone(),
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
+            .await;
+        self.guarded(&message, response)
     }
 
     async fn post_message_with_response_limits(
@@ -240,17 +299,19 @@ impl StreamableHttpClient for AuthorizingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorizing(|| {
-            self.inner.post_message_with_response_limits(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                auth_header.clone(),
-                custom_headers.clone(),
-                limits,
-            )
-        })
-        .await
+        let response = self
+            .authorizing(|| {
+                self.inner.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    auth_header.clone(),
+                    custom_headers.clone(),
+                    limits,
+                )
+            })
+            .await;
+        self.guarded(&message, response)
     }
 
     async fn delete_session(

@@ -4,6 +4,7 @@ pub mod artifacts;
 pub mod catalog;
 pub mod client;
 pub mod error;
+pub mod guard;
 pub mod http;
 mod http_auth;
 pub mod naming;
@@ -15,14 +16,17 @@ pub mod spec;
 pub mod sse_legacy;
 pub mod stderr;
 pub mod stdio;
+pub mod upstream;
 
 pub use catalog::{Catalog, McpTool, PAGE_LIMIT, ResourceRow, ToolIdentity, ToolSet};
 pub use client::{
     ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse, ListKind,
-    Progress,
+    Progress, SamplingAnswer, SamplingHandler, SamplingRequest, SamplingRole, SamplingTurn,
 };
 pub use error::{CallError, ConnectError, FailureKind, McpError};
+pub use guard::SseLimits;
 pub use prompt_args::{PromptArgsError, parse_prompt_arguments};
-pub use runtime::{McpRuntime, ProtocolMode, RuntimeOptions};
+pub use runtime::{ListEpochs, McpRuntime, ProtocolMode, RuntimeOptions};
 pub use server::{CallOptions, CallOutcome, CatalogCounts, ServerState, ServerStatus};
 pub use spec::{HttpAuth, SecretString, ServerSpec, ToolFilter, TransportSpec};
+pub use upstream::{RelayError, UpstreamEvent, UpstreamEvents};

@@ -14,6 +14,14 @@ use crate::error::{FailureKind, McpError};
 use crate::server::{CallOptions, CallOutcome, ServerSlot, ServerState, ServerStatus};
 use crate::spec::ServerSpec;
 
+/// Counters of one server's connection and of its resources and prompts `list_changed`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListEpochs {
+    pub connection: u64,
+    pub resources: u64,
+    pub prompts: u64,
+}
+
 /// Which protocol lifecycle to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ProtocolMode {
@@ -43,6 +51,18 @@ pub struct RuntimeOptions {
     /// `insufficient_scope`), getting the redirect back this way. `None` (the default): a 401
     /// leaves the server in "needs login" and `warden mcp login NAME` is the cure.
     pub inline_login: Option<warden_oauth::RedirectMode>,
+    /// Advertise the SEP-2640 skills extension (`io.modelcontextprotocol/skills`) at connection:
+    /// only when the operator enabled it (`--mcp-skills-extension`, `[experimental]
+    /// skills_extension = true`).
+    pub skills_extension: bool,
+    /// Bounds on SSE responses (events per stream, total bytes).
+    pub sse_limits: crate::guard::SseLimits,
+    /// Answers `sampling/createMessage` for servers whose spec enables sampling; without one,
+    /// every sampling request is declined.
+    pub sampling: Option<Arc<dyn crate::client::SamplingHandler>>,
+    /// Where every connection of this runtime reports its server's log messages, resource
+    /// updates and catalogue changes (see [`crate::upstream`]).
+    pub events: crate::upstream::UpstreamEvents,
 }
 
 impl RuntimeOptions {
@@ -58,6 +78,10 @@ impl RuntimeOptions {
             protocol: ProtocolMode::Auto,
             elicitation: None,
             inline_login: None,
+            skills_extension: false,
+            sse_limits: crate::guard::SseLimits::default(),
+            sampling: None,
+            events: crate::upstream::UpstreamEvents::default(),
         }
     }
 }
@@ -73,6 +97,9 @@ impl fmt::Debug for RuntimeOptions {
             .field("protocol", &self.protocol)
             .field("elicitation", &self.elicitation.is_some())
             .field("inline_login", &self.inline_login)
+            .field("sse_limits", &self.sse_limits)
+            .field("sampling", &self.sampling.is_some())
+            .field("skills_extension", &self.skills_extension)
             .finish()
     }
 }
@@ -129,7 +156,7 @@ impl McpRuntime {
         self.inner.order.clone()
     }
 
-    fn slot(&self, server: &str) -> Result<&Arc<ServerSlot>, McpError> {
+    pub(crate) fn slot(&self, server: &str) -> Result<&Arc<ServerSlot>, McpError> {
         self.inner
             .servers
             .get(server)
@@ -360,9 +387,64 @@ impl McpRuntime {
         slot.get_prompt(name, arguments).await
     }
 
+    /// The server's declared capabilities as JSON (connecting it if needed).
+    pub async fn server_capabilities(&self, server: &str) -> Result<Value, McpError> {
+        self.slot(server)?.server_capabilities().await
+    }
+
+    /// One raw `skills/list` page (SEP-2640), for the skills layer to validate. Sent only when
+    /// the operator enabled the extension and the server declared it.
+    pub async fn skills_list_page(
+        &self,
+        server: &str,
+        cursor: Option<&str>,
+    ) -> Result<Value, McpError> {
+        let slot = self.slot(server)?;
+        if !self.inner.options.skills_extension {
+            return Err(McpError::new(
+                server,
+                FailureKind::NotAdvertised,
+                "skills/list is not sent: the skills extension is not enabled".to_owned(),
+                Some(
+                    "enable it with --mcp-skills-extension or [experimental] skills_extension = true",
+                ),
+            ));
+        }
+        slot.skills_list_page(cursor).await
+    }
+
+    /// Reads a skill file for the skills layer, which has checked that this server published
+    /// it and listed this URI (origin-bound reads). No other path reads `skill://` resources.
+    pub async fn read_skill_resource(
+        &self,
+        server: &str,
+        uri: &str,
+    ) -> Result<ReadResourceResult, McpError> {
+        self.slot(server)?.read_resource(uri).await
+    }
+
+    /// Counters that move when the server's connection is replaced or it sends a resources or
+    /// prompts `list_changed`: a skills registration older than them is re-made.
+    pub fn skill_list_epochs(&self, server: &str) -> Result<ListEpochs, McpError> {
+        Ok(self.slot(server)?.list_epochs())
+    }
+
     /// Drops the server's connection (if any) and connects again now.
     pub async fn reconnect(&self, server: &str) -> Result<(), McpError> {
         self.slot(server)?.reconnect().await
+    }
+
+    /// Disconnects the server and keeps it down (state `down`, "stopped by the operator"): its
+    /// tools stay listed, and a call to one answers that it was stopped and how to reconnect.
+    /// [`Self::reconnect`] or [`Self::restart`] bring it back.
+    pub async fn stop(&self, server: &str) -> Result<(), McpError> {
+        self.slot(server)?.stop().await
+    }
+
+    /// Drops the server's connection and its retained catalogue; it reconnects (and lists
+    /// afresh) on the next request, not now. Clears a stop.
+    pub async fn restart(&self, server: &str) -> Result<(), McpError> {
+        self.slot(server)?.restart().await
     }
 
     /// Closes every connection and kills every stdio server with its children.

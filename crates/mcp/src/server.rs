@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientRequest, GetPromptRequestParams, GetPromptResult, InputRequest, InputRequiredResult,
-    InputResponses, PaginatedRequestParams, Prompt, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResult, Resource, ResourceTemplate, ServerPeerInfo, ServerResult, Tool,
+    ClientRequest, CustomRequest, GetPromptRequestParams, GetPromptResult, InputRequest,
+    InputRequiredResult, InputResponses, PaginatedRequestParams, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerPeerInfo,
+    ServerResult, Tool,
 };
 use rmcp::service::{ClientLifecycleMode, PeerRequestOptions, RoleClient, RunningService};
 use rmcp::transport::Transport;
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::{Catalog, Listed, McpTool, ToolIdentity, list_pages};
 use crate::client::{ClientContext, ListKind, Progress, WardenClient};
 use crate::error::{FailureKind, McpError, human_duration};
+use crate::guard::Tripped;
 use crate::http;
 use crate::runtime::{ProtocolMode, RuntimeOptions};
 use crate::spec::{ServerSpec, TransportSpec};
@@ -41,6 +43,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// `input_required` rounds driven per call before giving up.
 const MAX_INPUT_ROUNDS: usize = 8;
+/// JSON-RPC error code of `URLElicitationRequiredError` (MCP 2025-11-25): the server did not
+/// run the request; the user must first complete the URL elicitation(s) in its `data`.
+pub const URL_ELICITATION_REQUIRED: i32 = -32042;
+/// Retries of one call after the user completed the URL elicitations a -32042 asked for.
+const URL_ELICITATION_RETRIES: u32 = 1;
 
 /// Where a server stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -142,6 +149,8 @@ struct Live {
     pid: Option<u32>,
     closed: CancellationToken,
     intentional_close: AtomicBool,
+    /// Why the transport ended the connection, when it knows (legacy HTTP+SSE).
+    close_reason: Arc<Mutex<Option<String>>>,
 }
 
 impl Live {
@@ -233,6 +242,9 @@ struct SlotState {
     server_version: Option<String>,
     instructions: Option<String>,
     shut_down: bool,
+    /// Stopped by the operator: stays down (no lazy connect, no supervision) until
+    /// [`ServerSlot::reconnect`] or [`ServerSlot::restart`].
+    stopped: bool,
     /// Whether any connect ever succeeded: a later failure is `down`, not `failed`.
     ever_connected: bool,
 }
@@ -276,6 +288,7 @@ impl ServerSlot {
                 server_version: None,
                 instructions: None,
                 shut_down: false,
+                stopped: false,
                 ever_connected: false,
             }),
             connect_lock: tokio::sync::Mutex::new(()),
@@ -354,22 +367,38 @@ impl ServerSlot {
                 return Ok(live.clone());
             }
             match state.phase {
-                ServerState::NotConnected | ServerState::Connecting => {}
+                // A reconnect under way (a renewed session, `/mcp restart`): wait for it.
+                ServerState::NotConnected | ServerState::Connecting | ServerState::Reconnecting => {
+                }
+                // `warden mcp login` saved a token since (another terminal): use it now.
+                ServerState::NeedsLogin if self.token_saved_since() => {}
                 _ => return Err(self.current_failure(&state)),
             }
-            state.attempts
+            (state.attempts, state.phase == ServerState::Reconnecting)
         };
+        let (seen_attempts, was_reconnecting) = seen_attempts;
         let _connecting = self.connect_lock.lock().await;
         {
             let state = self.lock_state();
             if let Some(live) = &state.live {
                 return Ok(live.clone());
             }
-            if state.attempts != seen_attempts {
+            if state.stopped || state.attempts != seen_attempts || was_reconnecting {
                 return Err(self.current_failure(&state));
             }
         }
         self.connect_now(false).await
+    }
+
+    /// Whether an OAuth server that needed a login has a stored token now.
+    fn token_saved_since(&self) -> bool {
+        match &self.spec.transport {
+            TransportSpec::StreamableHttp {
+                auth: crate::spec::HttpAuth::OAuth(settings),
+                ..
+            } => settings.store.read().is_ok_and(|file| file.has_token()),
+            _ => false,
+        }
     }
 
     fn current_failure(&self, state: &SlotState) -> McpError {
@@ -381,10 +410,7 @@ impl ServerSlot {
                 self.name(),
                 FailureKind::Exited,
                 format!("is {}", state.phase.label()),
-                Some(&format!(
-                    "reconnect with `warden mcp reconnect {}`",
-                    self.name()
-                )),
+                Some(&reconnect_advice(self.name())),
             )
         })
     }
@@ -403,12 +429,83 @@ impl ServerSlot {
                 return Err(McpError::shut_down(self.name()));
             }
             state.recoveries_left = AUTOMATIC_RECOVERIES;
+            state.stopped = false;
             state.live.take()
         };
         if let Some(previous) = previous {
             previous.close().await;
         }
         self.connect_now(true).await.map(|_| ())
+    }
+
+    /// Disconnects the server and keeps it down: no lazy connect and no supervised recovery
+    /// until [`Self::reconnect`] or [`Self::restart`]. Its catalogue stays, so its tools stay
+    /// listed; a call to one answers that the server was stopped and how to reconnect it.
+    /// Calls in flight end with the connection.
+    pub async fn stop(&self) -> Result<(), McpError> {
+        let _connecting = self.connect_lock.lock().await;
+        let live = {
+            let mut state = self.lock_state();
+            if state.shut_down {
+                return Err(McpError::shut_down(self.name()));
+            }
+            state.stopped = true;
+            state.phase = ServerState::Down;
+            state.failure = Some(self.stopped_failure());
+            state.live.take()
+        };
+        if let Some(live) = live {
+            live.close().await;
+        }
+        Ok(())
+    }
+
+    /// Drops the connection and the retained catalogue (tools, resources, templates, prompts);
+    /// nothing reconnects now: the next request connects lazily and fetches fresh lists. Clears
+    /// a stop.
+    pub async fn restart(&self) -> Result<(), McpError> {
+        let _connecting = self.connect_lock.lock().await;
+        let previous = {
+            let mut state = self.lock_state();
+            if state.shut_down {
+                return Err(McpError::shut_down(self.name()));
+            }
+            state.stopped = false;
+            state.recoveries_left = AUTOMATIC_RECOVERIES;
+            state.phase = ServerState::NotConnected;
+            state.failure = None;
+            state.live.take()
+        };
+        {
+            let mut catalog = self.lock_catalog();
+            catalog.tools = None;
+            catalog.resources = None;
+            catalog.templates = None;
+            catalog.prompts = None;
+            catalog.warnings.clear();
+            catalog.generation += 1;
+        }
+        if let Some(previous) = previous {
+            previous.close().await;
+        }
+        Ok(())
+    }
+
+    /// The failure a stopped server answers with.
+    fn stopped_failure(&self) -> McpError {
+        McpError::new(
+            self.name(),
+            FailureKind::Stopped,
+            "stopped by the operator",
+            Some(&self.reconnect_hint()),
+        )
+    }
+
+    fn reconnect_hint(&self) -> String {
+        format!(
+            "reconnect it: `/mcp restart {0}` (or Enter on its /tools page) in chat, or start a new session",
+            self.name()
+        )
     }
 
     /// Connects under the start-up deadline; the caller holds `connect_lock`.
@@ -521,8 +618,15 @@ impl ServerSlot {
             client_version: self.options.client_version.clone(),
             workspace_root: self.options.workspace_root.clone(),
             elicitation: self.options.elicitation.clone(),
+            skills_extension: self.options.skills_extension,
+            sampling: self
+                .spec
+                .sampling
+                .then(|| self.options.sampling.clone())
+                .flatten(),
             progress: Arc::default(),
             list_changed,
+            events: self.options.events.clone(),
         });
         (context, receiver)
     }
@@ -587,6 +691,7 @@ impl ServerSlot {
                         pid,
                         closed,
                         intentional_close: AtomicBool::new(false),
+                        close_reason: Arc::default(),
                     },
                     Err(error) => {
                         if OpenFailure::peer_predates_discover(&error) {
@@ -614,6 +719,7 @@ impl ServerSlot {
                     client.clone(),
                     auth,
                     self.options.inline_login.as_ref(),
+                    self.options.sse_limits,
                 )
                 .await
                 .map_err(OpenFailure::Failed)?;
@@ -630,6 +736,7 @@ impl ServerSlot {
                         pid: None,
                         closed,
                         intentional_close: AtomicBool::new(false),
+                        close_reason: Arc::default(),
                     },
                     Err(error) => {
                         if OpenFailure::peer_predates_discover(&error) {
@@ -679,9 +786,11 @@ impl ServerSlot {
                     url,
                     headers,
                     self.spec.startup_timeout,
+                    self.options.sse_limits,
                 )
                 .await
                 .map_err(OpenFailure::Failed)?;
+                let close_reason = transport.close_reason();
                 let transport = Observed {
                     inner: transport,
                     closed: closed.clone(),
@@ -693,10 +802,15 @@ impl ServerSlot {
                 )
                 .await
                 .map_err(|error| {
+                    let reason = close_reason
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .clone();
                     OpenFailure::Failed(LegacySseTransport::handshake_failure(
                         self.name(),
                         url,
                         &error,
+                        reason.as_deref(),
                     ))
                 })?;
                 Live {
@@ -707,6 +821,7 @@ impl ServerSlot {
                     pid: None,
                     closed,
                     intentional_close: AtomicBool::new(false),
+                    close_reason,
                 }
             }
         };
@@ -911,7 +1026,12 @@ impl ServerSlot {
                     }
                 }
             }
-            None => "closed the connection".to_owned(),
+            None => live
+                .close_reason
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+                .unwrap_or_else(|| "closed the connection".to_owned()),
         };
         let what = match self.stderr.last_line() {
             Some(line) if live.child.is_some() => {
@@ -925,8 +1045,8 @@ impl ServerSlot {
             FailureKind::Exited,
             what,
             Some(&format!(
-                "check the server's logs, then reconnect (`warden mcp reconnect {}`)",
-                self.name()
+                "check the server's logs, then {}",
+                reconnect_advice(self.name())
             )),
         );
         let supervise = {
@@ -957,7 +1077,11 @@ impl ServerSlot {
             let _connecting = self.connect_lock.lock().await;
             {
                 let state = self.lock_state();
-                if state.live.is_some() || state.shut_down || state.phase != ServerState::Down {
+                if state.live.is_some()
+                    || state.shut_down
+                    || state.stopped
+                    || state.phase != ServerState::Down
+                {
                     return;
                 }
             }
@@ -996,6 +1120,12 @@ impl ServerSlot {
                 ));
             }
         }
+        self.options
+            .events
+            .send(crate::upstream::UpstreamEvent::CatalogChanged {
+                server: self.spec.name.clone(),
+                kind,
+            });
     }
 
     // ---------------------------------------------------------------- catalogue
@@ -1251,9 +1381,21 @@ impl ServerSlot {
                 Some("list the server's tools to see what it offers"),
             ));
         }
-        let live = self.connection().await?;
+        let live = self.connection().await.map_err(|failure| {
+            if failure.kind() == FailureKind::Stopped {
+                McpError::new(
+                    self.name(),
+                    FailureKind::Stopped,
+                    format!("was stopped by the operator; \"{tool}\" was not called"),
+                    Some(&self.reconnect_hint()),
+                )
+            } else {
+                failure
+            }
+        })?;
         let deadline = tokio::time::Instant::now() + self.spec.tool_timeout;
         let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let mut url_retries_left = URL_ELICITATION_RETRIES;
         for _round in 0..MAX_INPUT_ROUNDS {
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             if remaining.is_zero() {
@@ -1328,6 +1470,25 @@ impl ServerSlot {
                         self.spec.tool_timeout,
                     ));
                 }
+                // Retrying here is not an implicit re-send of a call that may have applied an
+                // effect: -32042 (URLElicitationRequiredError) means the server refused to run
+                // the request until the user completes the URL elicitation(s) it names. The
+                // call is sent again only after the user said they completed them, at most
+                // `URL_ELICITATION_RETRIES` times and within the call's own deadline.
+                Err(ServiceError::McpError(data)) if data.code.0 == URL_ELICITATION_REQUIRED => {
+                    let elicitations = url_elicitations(&data);
+                    self.complete_url_elicitations(
+                        &live,
+                        tool,
+                        &data.message,
+                        &elicitations,
+                        url_retries_left,
+                        deadline,
+                        &options.cancel,
+                    )
+                    .await?;
+                    url_retries_left -= 1;
+                }
                 Err(error) => return Err(self.call_failure(&live, tool, &error).await),
             }
         }
@@ -1337,6 +1498,89 @@ impl ServerSlot {
             format!("kept asking for input on \"{tool}\" for {MAX_INPUT_ROUNDS} rounds"),
             Some("check the server's logs"),
         ))
+    }
+
+    /// A call answered -32042: asks the installed handler to have the user open each URL. `Ok`
+    /// when the user completed every one and a retry is still allowed; otherwise the failure,
+    /// which names every URL (headless: no handler, so fail closed with where to go).
+    #[allow(clippy::too_many_arguments)]
+    async fn complete_url_elicitations(
+        &self,
+        live: &Live,
+        tool: &str,
+        server_message: &str,
+        elicitations: &[UrlElicitation],
+        retries_left: u32,
+        deadline: tokio::time::Instant,
+        cancel: &CancellationToken,
+    ) -> Result<(), McpError> {
+        let urls = elicitations
+            .iter()
+            .map(|elicitation| elicitation.url.as_str())
+            .collect::<Vec<_>>()
+            .join(" and ");
+        let needs = |why: &str| {
+            let what = if urls.is_empty() {
+                format!(
+                    "\"{tool}\" needs a URL elicitation the server did not describe ({server_message}); {why}"
+                )
+            } else {
+                format!("\"{tool}\" needs you to open {urls} first ({server_message}); {why}")
+            };
+            McpError::new(
+                self.name(),
+                FailureKind::ElicitationRequired,
+                what,
+                Some("open the URL in a browser, finish what it asks, then call the tool again"),
+            )
+        };
+        if elicitations.is_empty() {
+            return Err(needs("the server did not run the call"));
+        }
+        let Some(handler) = live.context.elicitation.clone() else {
+            return Err(needs("the server did not run the call"));
+        };
+        if retries_left == 0 {
+            return Err(needs(
+                "the server asked again after the retry, so the call was not sent a third time",
+            ));
+        }
+        for elicitation in elicitations {
+            let request = crate::client::ElicitationRequest {
+                server: self.name().to_owned(),
+                kind: crate::client::ElicitationKind::Url {
+                    message: elicitation.message.clone(),
+                    url: elicitation.url.clone(),
+                },
+            };
+            let answer = tokio::select! {
+                answer = tokio::time::timeout_at(deadline, handler.elicit(request)) => answer,
+                () = cancel.cancelled() => {
+                    return Err(McpError::new(
+                        self.name(),
+                        FailureKind::Cancelled,
+                        format!("the call to \"{tool}\" was cancelled while waiting for {}", elicitation.url),
+                        None,
+                    ));
+                }
+            };
+            match answer {
+                Ok(crate::client::ElicitationResponse::Accept(_)) => {}
+                Ok(_declined_or_cancelled) => {
+                    return Err(needs(
+                        "the user did not complete it, so the call was not sent again",
+                    ));
+                }
+                Err(_elapsed) => {
+                    return Err(McpError::timeout(
+                        self.name(),
+                        &format!("\"{tool}\" (waiting for {})", elicitation.url),
+                        self.spec.tool_timeout,
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Answers an `input_required` result: elicitation through the installed handler, roots; sampling declined.
@@ -1362,14 +1606,30 @@ impl ServerSlot {
                     serde_json::to_value(live.context.elicit(request.params).await)
                 }
                 InputRequest::ListRoots(_) => serde_json::to_value(live.context.roots()),
+                InputRequest::CreateMessage(request) => {
+                    match live.context.sample(request.params).await {
+                        Ok(result) => serde_json::to_value(result),
+                        Err(declined) => {
+                            return Err(McpError::new(
+                                self.name(),
+                                FailureKind::Protocol,
+                                format!(
+                                    "\"{tool}\" asked the client to sample a model: {}",
+                                    declined.message
+                                ),
+                                Some(
+                                    "only for a server you trust: set `sampling = true` in its entry",
+                                ),
+                            ));
+                        }
+                    }
+                }
                 _ => {
                     return Err(McpError::new(
                         self.name(),
                         FailureKind::Protocol,
-                        format!(
-                            "\"{tool}\" asked the client to sample a model, which warden declines"
-                        ),
-                        Some("sampling is not enabled for this server"),
+                        format!("\"{tool}\" asked for a kind of input warden does not know"),
+                        Some("check the server's version"),
                     ));
                 }
             };
@@ -1389,15 +1649,79 @@ impl ServerSlot {
         ))
     }
 
+    /// The server forgot the session while `tool` was on its way: the call is not re-sent; the
+    /// connection is renewed now (supervised on failure) so the next call finds a session.
+    async fn session_forgotten(&self, live: &Live, tool: &str) -> McpError {
+        let renewed = self.renew_session(live.epoch).await;
+        let hint = match &renewed {
+            Ok(()) => {
+                "a new session is open; check whether the call took effect before calling again"
+                    .to_owned()
+            }
+            Err(error) => format!(
+                "reconnecting failed ({}); warden keeps trying",
+                error.what()
+            ),
+        };
+        McpError::new(
+            self.name(),
+            FailureKind::SessionForgotten,
+            format!(
+                "the server forgot the session; the call to \"{tool}\" may or may not have run — not re-sent"
+            ),
+            Some(&hint),
+        )
+    }
+
+    /// Replaces the connection of `epoch` by a new one, unless that already happened. A failed
+    /// reconnect leaves the server down under supervision.
+    async fn renew_session(&self, epoch: u64) -> Result<(), McpError> {
+        let _connecting = self.connect_lock.lock().await;
+        let previous = {
+            let mut state = self.lock_state();
+            if state.shut_down {
+                return Err(McpError::shut_down(self.name()));
+            }
+            if state.stopped {
+                return Err(self.stopped_failure());
+            }
+            if state.live.as_ref().is_none_or(|live| live.epoch != epoch) {
+                return Ok(());
+            }
+            state.live.take()
+        };
+        if let Some(previous) = previous {
+            previous.close().await;
+        }
+        let outcome = self.connect_now(true).await.map(|_| ());
+        if outcome.is_err() {
+            let supervise = {
+                let mut state = self.lock_state();
+                if state.recoveries_left > 0 && state.phase == ServerState::Down {
+                    state.recoveries_left -= 1;
+                    true
+                } else {
+                    false
+                }
+            };
+            if supervise && let Some(slot) = self.weak_self.upgrade() {
+                tokio::spawn(async move { slot.supervise().await });
+            }
+        }
+        outcome
+    }
+
     fn request_failure(&self, what: &str, error: &ServiceError) -> McpError {
+        if let ServiceError::McpError(data) = error
+            && let Some(tripped) = Tripped::from_error(data)
+        {
+            return guard_failure(self.name(), &format!("\"{what}\""), &tripped);
+        }
         match error {
             ServiceError::McpError(data) => McpError::new(
                 self.name(),
                 FailureKind::Rpc,
-                format!(
-                    "\"{what}\" failed: {} (JSON-RPC error {})",
-                    data.message, data.code.0
-                ),
+                rpc_failure(&format!("\"{what}\""), data),
                 None,
             ),
             ServiceError::Timeout { timeout } => {
@@ -1421,8 +1745,12 @@ impl ServerSlot {
     /// A call failed in flight. When the connection died, the error says the server exited
     /// (with its last stderr line) and that the call was not re-sent.
     async fn call_failure(&self, live: &Live, tool: &str, error: &ServiceError) -> McpError {
-        if matches!(error, ServiceError::McpError(_)) {
-            return self.request_failure(tool, error);
+        if let ServiceError::McpError(data) = error {
+            return match Tripped::from_error(data) {
+                Some(Tripped::SessionForgotten) => self.session_forgotten(live, tool).await,
+                Some(tripped) => guard_failure(self.name(), &format!("\"{tool}\""), &tripped),
+                None => self.request_failure(tool, error),
+            };
         }
         let connection_gone = matches!(
             error,
@@ -1430,6 +1758,16 @@ impl ServerSlot {
         ) || live.closed.is_cancelled();
         if !connection_gone {
             return self.request_failure(tool, error);
+        }
+        if self.lock_state().stopped {
+            return McpError::new(
+                self.name(),
+                FailureKind::Stopped,
+                format!(
+                    "was stopped by the operator while \"{tool}\" was running; it may or may not have run — not re-sent"
+                ),
+                Some(&self.reconnect_hint()),
+            );
         }
         // Let the supervisor record why the connection ended (bounded wait).
         let _ = tokio::time::timeout(Duration::from_secs(4), async {
@@ -1460,10 +1798,19 @@ impl ServerSlot {
             FailureKind::Exited,
             format!("{cause} while \"{tool}\" was running; the call was not re-sent"),
             Some(&format!(
-                "check the server's logs, then reconnect (`warden mcp reconnect {}`)",
-                self.name()
+                "check the server's logs, then {}",
+                reconnect_advice(self.name())
             )),
         )
+    }
+
+    /// The open connection's peer and client context (connecting first if needed), for requests
+    /// relayed as they are (`crate::upstream`).
+    pub(crate) async fn relay_channel(
+        &self,
+    ) -> Result<(rmcp::Peer<RoleClient>, Arc<ClientContext>), McpError> {
+        let live = self.connection().await?;
+        Ok((live.service.peer().clone(), live.context.clone()))
     }
 
     /// Reads one resource; the caller checked it is advertised.
@@ -1477,6 +1824,48 @@ impl ServerSlot {
             live.service.read_resource(params),
         )
         .await
+    }
+
+    /// The server's declared capabilities as JSON (connecting it if needed).
+    pub async fn server_capabilities(&self) -> Result<Value, McpError> {
+        let live = self.connection().await?;
+        Ok(live
+            .peer_info()
+            .and_then(|info| serde_json::to_value(&info.capabilities).ok())
+            .unwrap_or(Value::Null))
+    }
+
+    /// One raw `skills/list` page, whatever its shape: the skills layer validates it.
+    pub async fn skills_list_page(&self, cursor: Option<&str>) -> Result<Value, McpError> {
+        let live = self.connection().await?;
+        let params = cursor.map(|cursor| serde_json::json!({ "cursor": cursor }));
+        let request = ClientRequest::CustomRequest(CustomRequest::new("skills/list", params));
+        let result = bounded(
+            self.name(),
+            "skills/list",
+            self.spec.request_timeout,
+            live.service.send_request(request),
+        )
+        .await?;
+        serde_json::to_value(&result).map_err(|error| {
+            McpError::new(
+                self.name(),
+                FailureKind::Protocol,
+                format!("skills/list answered with an unreadable result: {error}"),
+                None,
+            )
+        })
+    }
+
+    /// The connection and list-change counters (see [`crate::ListEpochs`]).
+    pub fn list_epochs(&self) -> crate::runtime::ListEpochs {
+        let connection = self.lock_state().epoch;
+        let catalog = self.lock_catalog();
+        crate::runtime::ListEpochs {
+            connection,
+            resources: catalog.resources_epoch,
+            prompts: catalog.prompts_epoch,
+        }
     }
 
     /// Gets one prompt with its arguments.
@@ -1508,6 +1897,67 @@ impl ServerSlot {
             live.close().await;
         }
     }
+}
+
+/// `<what> failed: <message> (JSON-RPC error <code>)`; a -32042 also names the URL(s) to open,
+/// so no path drops them.
+fn rpc_failure(what: &str, data: &rmcp::model::ErrorData) -> String {
+    let failed = format!(
+        "{what} failed: {} (JSON-RPC error {})",
+        data.message, data.code.0
+    );
+    if data.code.0 != URL_ELICITATION_REQUIRED {
+        return failed;
+    }
+    let urls = url_elicitations(data)
+        .into_iter()
+        .map(|elicitation| elicitation.url)
+        .collect::<Vec<_>>();
+    if urls.is_empty() {
+        failed
+    } else {
+        format!(
+            "{failed}; open {} first, then try again",
+            urls.join(" and ")
+        )
+    }
+}
+
+/// One URL elicitation named in the data of a -32042 error.
+#[derive(Debug, Clone)]
+struct UrlElicitation {
+    url: String,
+    message: String,
+}
+
+/// The URL elicitations of a -32042 error (`data.elicitations[]`, each `mode: "url"` with `url`,
+/// `message`, `elicitationId`); entries without a URL are skipped.
+fn url_elicitations(error: &rmcp::model::ErrorData) -> Vec<UrlElicitation> {
+    error
+        .data
+        .as_ref()
+        .and_then(|data| data.get("elicitations"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|entry| {
+            entry
+                .get("mode")
+                .and_then(Value::as_str)
+                .is_none_or(|mode| mode == "url")
+        })
+        .filter_map(|entry| {
+            let url = entry.get("url").and_then(Value::as_str)?;
+            Some(UrlElicitation {
+                url: url.to_owned(),
+                message: entry
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            })
+        })
+        .collect()
 }
 
 fn empty_cache<T>(connection_epoch: u64) -> Cached<T> {
@@ -1542,13 +1992,14 @@ where
 {
     match tokio::time::timeout(deadline, future).await {
         Ok(Ok(value)) => Ok(value),
+        Ok(Err(ServiceError::McpError(data))) if Tripped::from_error(&data).is_some() => {
+            let tripped = Tripped::from_error(&data).unwrap_or(Tripped::SessionForgotten);
+            Err(guard_failure(server, what, &tripped))
+        }
         Ok(Err(ServiceError::McpError(data))) => Err(McpError::new(
             server,
             FailureKind::Rpc,
-            format!(
-                "{what} failed: {} (JSON-RPC error {})",
-                data.message, data.code.0
-            ),
+            rpc_failure(what, &data),
             None,
         )),
         Ok(Err(ServiceError::TransportClosed)) => Err(McpError::new(
@@ -1564,6 +2015,27 @@ where
             Some("check the server's logs"),
         )),
         Err(_elapsed) => Err(McpError::timeout(server, what, deadline)),
+    }
+}
+
+/// A guard that ended a request, as the one-line failure.
+fn guard_failure(server: &str, what: &str, tripped: &Tripped) -> McpError {
+    match tripped {
+        Tripped::SessionForgotten => McpError::new(
+            server,
+            FailureKind::SessionForgotten,
+            format!("the server forgot the session during {what}; it was not re-sent"),
+            Some("try again: warden opens a new session"),
+        ),
+        limit => McpError::new(
+            server,
+            FailureKind::ResponseLimit,
+            format!(
+                "the response to {what} streamed {}; the request was ended",
+                limit.describe()
+            ),
+            Some("the server sent far more than one answer needs; check the server"),
+        ),
     }
 }
 
@@ -1627,4 +2099,11 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
         self.closed.cancel();
         self.inner.close().await
     }
+}
+
+/// How an operator reconnects a server that went down: the words every "down" failure ends with.
+fn reconnect_advice(server: &str) -> String {
+    format!(
+        "reconnect it: /mcp restart {server} (or Enter on its /tools page) in chat, or start a new session"
+    )
 }

@@ -128,6 +128,9 @@ pub struct ServerSpec {
     /// Deferred loading: the one-line summary shown instead of the tools; stays unopened until used.
     pub deferred: Option<String>,
     pub tool_filter: ToolFilter,
+    /// The operator enabled sampling for this server: its `sampling/createMessage` requests go
+    /// to the session's model (when a frontend installed a handler); otherwise they are declined.
+    pub sampling: bool,
 }
 
 impl ServerSpec {
@@ -167,6 +170,7 @@ impl ServerSpec {
             required: false,
             deferred: None,
             tool_filter: ToolFilter::default(),
+            sampling: false,
         }
     }
 
@@ -245,6 +249,12 @@ impl ServerSpec {
 
     pub fn with_tool_filter(mut self, filter: ToolFilter) -> Self {
         self.tool_filter = filter;
+        self
+    }
+
+    /// Lets this server's sampling requests reach the session's model.
+    pub fn with_sampling(mut self, enabled: bool) -> Self {
+        self.sampling = enabled;
         self
     }
 }

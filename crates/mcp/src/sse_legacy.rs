@@ -1,17 +1,19 @@
 //! The legacy HTTP+SSE client transport (2024-11-05): one long-lived SSE stream in, one POST per message out.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ::http::{HeaderName, HeaderValue};
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::service::RoleClient;
 use rmcp::transport::Transport;
 use sse_stream::{Error as SseError, Sse, SseStream};
 
 use crate::error::{FailureKind, McpError};
+use crate::guard::{SseBudget, SseLimits};
 use crate::http;
 use crate::server::MAX_MESSAGE_BYTES;
 use crate::spec::SecretString;
@@ -57,6 +59,15 @@ pub struct LegacySseTransport {
     post_url: url::Url,
     headers: HashMap<HeaderName, HeaderValue>,
     events: Option<EventStream>,
+    /// Counts events and bytes since the last response.
+    budget: SseBudget,
+    /// Requests sent and not answered yet: the ones a tripped bound must end.
+    pending: HashSet<RequestId>,
+    /// Error responses made up for pending requests when a bound tripped, delivered before
+    /// the connection ends.
+    made_up: VecDeque<ServerJsonRpcMessage>,
+    /// Why the stream ended, when warden ended it or the server did.
+    close_reason: Arc<Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for LegacySseTransport {
@@ -78,6 +89,7 @@ impl LegacySseTransport {
         url: &str,
         headers: &[(String, SecretString)],
         connect_timeout: Duration,
+        limits: SseLimits,
     ) -> Result<Self, McpError> {
         let sse_url = http::check_url(server, url)?;
         let client = http::build_client(server, connect_timeout)?;
@@ -93,7 +105,7 @@ impl LegacySseTransport {
             .await
             .map_err(|error| http::classify_request_error(server, &sse_url, &error))?;
         if let Some(failure) = http::classify_response(server, &sse_url, &response) {
-            return Err(failure);
+            return Err(legacy_failure(server, &sse_url, failure));
         }
         let content_type = response
             .headers()
@@ -157,7 +169,25 @@ impl LegacySseTransport {
             post_url,
             headers,
             events: Some(events),
+            budget: SseBudget::new(limits),
+            pending: HashSet::new(),
+            made_up: VecDeque::new(),
+            close_reason: Arc::default(),
         })
+    }
+
+    /// Where the reason the stream ended is written (read after the connection closed).
+    pub fn close_reason(&self) -> Arc<Mutex<Option<String>>> {
+        self.close_reason.clone()
+    }
+
+    fn closing(&mut self, reason: String) {
+        tracing::warn!(sse_url = %self.sse_url, "{reason}");
+        *self
+            .close_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(reason);
+        self.events = None;
     }
 
     /// The SSE url this transport listens on.
@@ -175,15 +205,45 @@ impl LegacySseTransport {
         server: &str,
         url: &str,
         error: &rmcp::service::ClientInitializeError,
+        stream_end: Option<&str>,
     ) -> McpError {
+        let why = match stream_end {
+            Some(reason) => reason.to_owned(),
+            None => error.to_string(),
+        };
         McpError::new(
             server,
             FailureKind::HandshakeFailed,
-            format!("the MCP handshake over HTTP+SSE with {url} failed: {error}"),
+            format!("the MCP handshake over HTTP+SSE with {url} failed: {why}"),
             Some(
                 "check the url, and that the server speaks MCP over the legacy HTTP+SSE transport",
             ),
         )
+    }
+}
+
+/// A failure of the SSE request, told for this transport: warden does not log in over legacy
+/// HTTP+SSE, so a server asking for OAuth is pointed at a header credential, never at
+/// `warden mcp login` (which refuses such entries).
+fn legacy_failure(server: &str, sse_url: &url::Url, failure: McpError) -> McpError {
+    match failure.kind() {
+        FailureKind::NeedsLogin => McpError::new(
+            server,
+            FailureKind::Rejected,
+            format!(
+                "{sse_url} asks for an OAuth login (401), which warden does not support over the legacy HTTP+SSE transport"
+            ),
+            Some(
+                "configure a header credential for it (headers = { Authorization = \"Bearer ${env:TOKEN}\" }), or use the server's Streamable HTTP url",
+            ),
+        ),
+        FailureKind::NotFound | FailureKind::NotMcpEndpoint => McpError::new(
+            server,
+            failure.kind(),
+            failure.what().to_owned(),
+            Some(LEGACY_HINT),
+        ),
+        _ => failure,
     }
 }
 
@@ -317,6 +377,9 @@ impl Transport<RoleClient> for LegacySseTransport {
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let ClientJsonRpcMessage::Request(request) = &item {
+            self.pending.insert(request.id.clone());
+        }
         let body = serde_json::to_vec(&item);
         let mut request = self
             .client
@@ -349,9 +412,24 @@ impl Transport<RoleClient> for LegacySseTransport {
 
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
         loop {
+            if let Some(message) = self.made_up.pop_front() {
+                return Some(message);
+            }
             let events = self.events.as_mut()?;
             match events.next().await {
                 Some(Ok(event)) => {
+                    if let Err(tripped) = self.budget.observe(&event) {
+                        self.closing(format!(
+                            "the HTTP+SSE stream sent {} without an answer; warden closed the connection",
+                            tripped.describe()
+                        ));
+                        self.made_up = self
+                            .pending
+                            .drain()
+                            .map(|id| tripped.error_response(id))
+                            .collect();
+                        continue;
+                    }
                     let kind = event.event.as_deref().unwrap_or("message");
                     if kind != "message" {
                         tracing::debug!(sse_url = %self.sse_url, event = kind, "SSE event ignored");
@@ -361,7 +439,20 @@ impl Transport<RoleClient> for LegacySseTransport {
                         continue;
                     };
                     match serde_json::from_str::<ServerJsonRpcMessage>(&data) {
-                        Ok(message) => return Some(message),
+                        Ok(message) => {
+                            let answered = match &message {
+                                ServerJsonRpcMessage::Response(response) => {
+                                    Some(response.id.clone())
+                                }
+                                ServerJsonRpcMessage::Error(error) => error.id.clone(),
+                                _ => None,
+                            };
+                            if let Some(id) = answered {
+                                self.pending.remove(&id);
+                                self.budget.reset();
+                            }
+                            return Some(message);
+                        }
                         Err(error) => {
                             tracing::warn!(
                                 sse_url = %self.sse_url,
@@ -372,20 +463,14 @@ impl Transport<RoleClient> for LegacySseTransport {
                     }
                 }
                 Some(Err(error)) => {
-                    tracing::warn!(
-                        sse_url = %self.sse_url,
-                        "the HTTP+SSE stream failed and the connection is closed: {}",
+                    self.closing(format!(
+                        "the HTTP+SSE stream failed: {}",
                         describe_sse_error(&error)
-                    );
-                    self.events = None;
+                    ));
                     return None;
                 }
                 None => {
-                    tracing::warn!(
-                        sse_url = %self.sse_url,
-                        "the server ended the HTTP+SSE stream; the connection is closed"
-                    );
-                    self.events = None;
+                    self.closing("the server ended the HTTP+SSE stream".to_owned());
                     return None;
                 }
             }

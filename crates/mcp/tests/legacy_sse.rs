@@ -243,3 +243,56 @@ async fn a_stream_that_ends_after_its_endpoint_fails_the_handshake_in_one_line()
     assert!(!line.contains('\n'), "{line}");
     test.runtime.shutdown().await;
 }
+
+/// A legacy entry pointed at testkit's HTTP fixture `kind` (extra args), at `/sse`.
+async fn legacy_fixture(kind: &str, args: &[&str]) -> (warden_testkit::HttpFixture, String) {
+    let fixture = warden_testkit::try_spawn_http_fixture(kind, args, &[])
+        .await
+        .expect("fixture");
+    let url = format!("http://127.0.0.1:{}/sse", fixture.port());
+    (fixture, url)
+}
+
+#[tokio::test]
+async fn a_server_error_is_a_one_line_5xx() {
+    let (_fixture, url) = legacy_fixture("http-status", &["--status", "503"]).await;
+    let test = common::runtime(vec![legacy_sse("busy", url.clone())]);
+    let error = test.runtime.connect("busy").await.expect_err("503");
+    let line = error.to_string();
+    assert_eq!(error.kind(), FailureKind::ServerError, "{line}");
+    assert!(line.starts_with("MCP busy: "), "{line}");
+    assert!(line.contains(&url) && line.contains("503"), "{line}");
+    let status = test.runtime.server_status("busy").unwrap();
+    assert_eq!(status.failure.as_deref(), Some(line.as_str()));
+    test.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_html_page_is_not_an_mcp_endpoint() {
+    let (_fixture, url) = legacy_fixture("garbage", &[]).await;
+    let test = common::runtime(vec![legacy_sse("page", url)]);
+    let error = test.runtime.connect("page").await.expect_err("html");
+    let line = error.to_string();
+    assert_eq!(error.kind(), FailureKind::NotMcpEndpoint, "{line}");
+    assert!(line.contains("HTML page"), "{line}");
+    assert!(line.contains("/sse"), "the legacy hint: {line}");
+    test.runtime.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_401_says_login_is_not_supported_over_legacy_sse_and_what_to_do() {
+    let (_fixture, url) = legacy_fixture("http-status", &["--status", "401"]).await;
+    let test = common::runtime(vec![legacy_sse("locked", url)]);
+    let error = test.runtime.connect("locked").await.expect_err("401");
+    let line = error.to_string();
+    assert_eq!(error.kind(), FailureKind::Rejected, "{line}");
+    assert!(
+        line.contains("not support over the legacy HTTP+SSE transport"),
+        "{line}"
+    );
+    assert!(line.contains("Authorization"), "{line}");
+    assert!(!line.contains("warden mcp login"), "{line}");
+    let status = test.runtime.server_status("locked").unwrap();
+    assert_ne!(status.state, ServerState::NeedsLogin);
+    test.runtime.shutdown().await;
+}

@@ -291,3 +291,73 @@ async fn auth_none_makes_a_401_a_plain_failure_not_a_login() {
     assert_eq!(runtime.status()[0].state, ServerState::Failed);
     runtime.shutdown().await;
 }
+
+#[tokio::test]
+async fn auth_oauth_without_a_token_needs_login_without_a_request_and_picks_up_a_later_login() {
+    let (gate, _fixture) = gated_echo().await;
+    let state = tempfile::tempdir().unwrap();
+    // Nothing listens here: had a request been sent, the failure would be "connection refused".
+    let nowhere = format!("http://127.0.0.1:{}/mcp", warden_testkit::free_port());
+    let mut forced = settings(&gate, state.path());
+    forced.server_url = nowhere.clone();
+    forced.require_login = true;
+    let spec = ServerSpec::http("secure", &nowhere).with_auth(HttpAuth::OAuth(forced));
+    let (first, _workspace) = runtime(vec![spec], None);
+    let error = first.connect("secure").await.unwrap_err();
+    assert_eq!(error.kind(), FailureKind::NeedsLogin, "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("needs login: run warden mcp login secure"),
+        "{error}"
+    );
+    assert_eq!(first.status()[0].state, ServerState::NeedsLogin);
+    first.shutdown().await;
+
+    // With the real endpoint: a login in another process (another terminal), then the next
+    // use connects by itself (no explicit reconnect).
+    let mut forced = settings(&gate, state.path());
+    forced.require_login = true;
+    let spec = ServerSpec::http("secure", gate.url()).with_auth(HttpAuth::OAuth(forced));
+    let (second, _workspace) = runtime(vec![spec], None);
+    assert_eq!(
+        second.connect("secure").await.unwrap_err().kind(),
+        FailureKind::NeedsLogin
+    );
+    let child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "login_child", "--nocapture"])
+        .env("WARDEN_LOGIN_CHILD_URL", gate.url())
+        .env("WARDEN_LOGIN_CHILD_STATE", state.path())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    assert!(child.status.success(), "{stdout}");
+    assert!(stdout.contains("child logged in"), "{stdout}");
+    let tools = second.server_tools("secure").await.unwrap();
+    assert!(!tools.is_empty());
+    assert_eq!(second.status()[0].state, ServerState::Connected);
+    second.shutdown().await;
+}
+
+/// Child process of `auth_oauth_without_a_token_needs_login_without_a_request_and_picks_up_a_later_login`:
+/// `warden mcp login` in another terminal, headless.
+#[tokio::test]
+#[ignore = "run as a child process by auth_oauth_without_a_token_needs_login_without_a_request_and_picks_up_a_later_login"]
+async fn login_child() {
+    let url = std::env::var("WARDEN_LOGIN_CHILD_URL").unwrap();
+    let state = std::env::var("WARDEN_LOGIN_CHILD_STATE").unwrap();
+    let settings = OAuthSettings::new(
+        "secure",
+        url,
+        TokenStore::for_server(std::path::Path::new(&state), "secure"),
+    );
+    warden_oauth::login(
+        &settings,
+        LoginOptions::new(RedirectMode::Headless { port: None }),
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    println!("child logged in");
+}

@@ -87,7 +87,23 @@ async fn an_http_session_the_server_forgot_is_renewed() {
         .expect("first call");
     drop(first);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _second = echo_on(&address).await;
+    let second = echo_on(&address).await;
+    // A tool call may have applied an effect: the 404 on its session ends it, unsent again.
+    let error = runtime
+        .call_tool(
+            &ToolIdentity::new("web", "echo"),
+            arguments(),
+            CallOptions::default(),
+        )
+        .await
+        .expect_err("the server forgot the session during the call");
+    assert_eq!(
+        error.kind(),
+        warden_mcp::FailureKind::SessionForgotten,
+        "{error}"
+    );
+    assert!(error.to_string().contains("not re-sent"), "{error}");
+    // The next call finds a new session.
     let outcome = runtime
         .call_tool(
             &ToolIdentity::new("web", "echo"),
@@ -98,6 +114,15 @@ async fn an_http_session_the_server_forgot_is_renewed() {
         .expect("call after the server forgot the session");
     assert!(common::first_text(&outcome.result).contains("hello"));
     assert_eq!(common::state_of(runtime, "web"), ServerState::Connected);
+    // A list is safe to re-send: after another restart it is renewed transparently.
+    drop(second);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _third = echo_on(&address).await;
+    let resources = runtime
+        .resources(Some("web"))
+        .await
+        .expect("a list after the server forgot the session");
+    assert!(!resources.is_empty());
     runtime.shutdown().await;
 }
 

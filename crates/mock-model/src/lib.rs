@@ -67,9 +67,20 @@ pub enum Cut {
     Hang,
 }
 
-/// One model turn: text, then tool calls, then usage.
+/// A search the provider runs itself before the turn's text (Anthropic's tool search tool, OpenAI
+/// Responses' hosted `tool_search`): the query and the deferred tools it finds, by name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScriptedToolSearch {
+    pub query: String,
+    pub tool_names: Vec<String>,
+}
+
+/// One model turn: a provider-side tool search, text, then tool calls, then usage.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Turn {
+    /// Messages and Responses only: server-run search blocks sent first.
+    #[serde(default)]
+    pub tool_search: Option<ScriptedToolSearch>,
     #[serde(default)]
     pub text: Option<String>,
     #[serde(default)]
@@ -122,6 +133,15 @@ impl Turn {
         self
     }
 
+    /// Adds a provider-side tool search that finds `tool_names`.
+    pub fn with_tool_search(mut self, query: impl Into<String>, tool_names: &[&str]) -> Self {
+        self.tool_search = Some(ScriptedToolSearch {
+            query: query.into(),
+            tool_names: tool_names.iter().map(|name| (*name).to_owned()).collect(),
+        });
+        self
+    }
+
     pub fn with_cut(mut self, cut: Cut) -> Self {
         self.cut = Some(cut);
         self
@@ -163,6 +183,44 @@ pub struct RecordedRequest {
 }
 
 impl RecordedRequest {
+    /// The `tools` array as sent (empty when absent).
+    pub fn tools(&self) -> Vec<serde_json::Value> {
+        self.body
+            .get("tools")
+            .and_then(|tools| tools.as_array())
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The name of each entry of the tools array (Chat Completions: `function.name`), in order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.tools()
+            .iter()
+            .filter_map(|tool| {
+                tool.get("name")
+                    .or_else(|| tool.pointer("/function/name"))
+                    .and_then(|name| name.as_str())
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+
+    /// The system prompt: Anthropic `system`, Responses `instructions`, or Chat Completions' first
+    /// `system` message.
+    pub fn system_prompt(&self) -> Option<String> {
+        let text = match self.api {
+            Some(Api::Messages) => self.body.get("system"),
+            Some(Api::Responses) => self.body.get("instructions"),
+            Some(Api::ChatCompletions) => self
+                .body
+                .pointer("/messages/0")
+                .filter(|m| m.get("role").and_then(|r| r.as_str()) == Some("system"))
+                .and_then(|m| m.get("content")),
+            None => None,
+        }?;
+        text.as_str().map(str::to_owned)
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -390,10 +448,11 @@ async fn handle(
                     .pointer("/stream_options/include_usage")
                     .and_then(|v| v.as_bool())
                     == Some(true);
-                let frames = wire::stream_frames(api, &turn, &model, fragment, include_usage);
+                let frames =
+                    wire::stream_frames(api, &turn, &model, fragment, include_usage, &json);
                 sse_response(frames, turn.cut)
             } else {
-                axum::Json(wire::complete_body(api, &turn, &model)).into_response()
+                axum::Json(wire::complete_body(api, &turn, &model, &json)).into_response()
             }
         }
     }

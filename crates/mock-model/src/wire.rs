@@ -110,12 +110,52 @@ pub(crate) fn stream_frames(
     model: &str,
     fragment: usize,
     include_usage: bool,
+    request: &Value,
 ) -> Frames {
     match api {
         Api::ChatCompletions => chat_frames(turn, model, fragment, include_usage),
-        Api::Responses => responses_frames(turn, model, fragment),
+        Api::Responses => responses_frames(turn, model, fragment, request),
         Api::Messages => messages_frames(turn, model, fragment),
     }
+}
+
+/// Anthropic's two blocks of a server tool search: the call and its result.
+fn anthropic_search_blocks(turn: &Turn) -> Option<(Value, Value)> {
+    let search = turn.tool_search.as_ref()?;
+    let call = json!({"type": "server_tool_use", "id": "srvtoolu_mock_1",
+        "name": "tool_search_tool_bm25", "input": {"query": search.query}});
+    let result = json!({"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_mock_1",
+        "content": {"type": "tool_search_tool_search_result",
+            "tool_references": search.tool_names.iter()
+                .map(|name| json!({"type": "tool_reference", "tool_name": name}))
+                .collect::<Vec<_>>()}});
+    Some((call, result))
+}
+
+/// The Responses hosted search items: the call and its output, whose `tools` are the request's
+/// deferred definitions of the found names.
+fn responses_search_items(turn: &Turn, request: &Value) -> Vec<Value> {
+    let Some(search) = &turn.tool_search else {
+        return Vec::new();
+    };
+    let found: Vec<Value> = request
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|tool| {
+            tool.get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|name| search.tool_names.iter().any(|wanted| wanted == name))
+        })
+        .cloned()
+        .collect();
+    vec![
+        json!({"type": "tool_search_call", "id": "tsc_mock_1", "execution": "server",
+            "call_id": null, "status": "completed", "arguments": {"query": search.query}}),
+        json!({"type": "tool_search_output", "id": "tso_mock_1", "execution": "server",
+            "call_id": null, "status": "completed", "tools": found}),
+    ]
 }
 
 fn chat_frames(turn: &Turn, model: &str, fragment: usize, include_usage: bool) -> Frames {
@@ -182,8 +222,8 @@ fn chat_frames(turn: &Turn, model: &str, fragment: usize, include_usage: bool) -
     .cut(frames, turn.cut)
 }
 
-fn responses_output(turn: &Turn) -> Vec<Value> {
-    let mut output = Vec::new();
+fn responses_output(turn: &Turn, request: &Value) -> Vec<Value> {
+    let mut output = responses_search_items(turn, request);
     if let Some(text) = &turn.text {
         output.push(json!({
             "type": "message", "id": "msg_mock", "status": "completed", "role": "assistant",
@@ -217,7 +257,7 @@ fn responses_object(turn: &Turn, model: &str, status: &str, output: Vec<Value>) 
     value
 }
 
-fn responses_frames(turn: &Turn, model: &str, fragment: usize) -> Frames {
+fn responses_frames(turn: &Turn, model: &str, fragment: usize, request: &Value) -> Frames {
     let mut seq = 0u64;
     let mut frames = Vec::new();
     let mut push = |frames: &mut Vec<String>, name: &str, mut value: Value| {
@@ -237,8 +277,21 @@ fn responses_frames(turn: &Turn, model: &str, fragment: usize) -> Frames {
         json!({"response": responses_object(turn, model, "in_progress", vec![])}),
     );
     let after_start = frames.len();
-    let output = responses_output(turn);
+    let output = responses_output(turn, request);
     let mut output_index = 0usize;
+    for item in responses_search_items(turn, request) {
+        push(
+            &mut frames,
+            "response.output_item.added",
+            json!({"output_index": output_index, "item": item}),
+        );
+        push(
+            &mut frames,
+            "response.output_item.done",
+            json!({"output_index": output_index, "item": item}),
+        );
+        output_index += 1;
+    }
     if let Some(text) = &turn.text {
         push(
             &mut frames,
@@ -336,6 +389,33 @@ fn messages_frames(turn: &Turn, model: &str, fragment: usize) -> Frames {
     frames.push(event("ping", &json!({"type": "ping"})));
     let after_start = frames.len();
     let mut index = 0usize;
+    if let Some((call, result)) = anthropic_search_blocks(turn) {
+        let mut opening = call.clone();
+        opening["input"] = json!({});
+        frames.push(event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": opening}),
+        ));
+        frames.push(event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": call["input"].to_string()}}),
+        ));
+        frames.push(event(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+        frames.push(event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": result}),
+        ));
+        frames.push(event(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
     if let Some(text) = &turn.text {
         frames.push(event(
             "content_block_start",
@@ -392,7 +472,7 @@ fn messages_frames(turn: &Turn, model: &str, fragment: usize) -> Frames {
     .cut(frames, turn.cut)
 }
 
-pub(crate) fn complete_body(api: Api, turn: &Turn, model: &str) -> Value {
+pub(crate) fn complete_body(api: Api, turn: &Turn, model: &str, request: &Value) -> Value {
     let usage = turn.usage;
     match api {
         Api::ChatCompletions => {
@@ -417,9 +497,15 @@ pub(crate) fn complete_body(api: Api, turn: &Turn, model: &str) -> Value {
                     "total_tokens": usage.input_tokens + usage.output_tokens},
             })
         }
-        Api::Responses => responses_object(turn, model, "completed", responses_output(turn)),
+        Api::Responses => {
+            responses_object(turn, model, "completed", responses_output(turn, request))
+        }
         Api::Messages => {
             let mut content = Vec::new();
+            if let Some((call, result)) = anthropic_search_blocks(turn) {
+                content.push(call);
+                content.push(result);
+            }
             if let Some(text) = &turn.text {
                 content.push(json!({"type": "text", "text": text}));
             }

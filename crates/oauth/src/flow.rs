@@ -37,6 +37,21 @@ pub struct OAuthSettings {
     pub client_metadata_url: Option<String>,
     /// `client_name` sent with dynamic registration.
     pub client_name: String,
+    /// `auth = "oauth"`: without a stored token the server needs a login, and no request is
+    /// sent to find that out.
+    pub require_login: bool,
+}
+
+/// The CIMD URL of servers whose entry names none (`[oauth] client_metadata_url`).
+static DEFAULT_CLIENT_METADATA_URL: std::sync::RwLock<Option<String>> =
+    std::sync::RwLock::new(None);
+
+/// Sets the client ID metadata document URL [`OAuthSettings::new`] starts from, for the rest
+/// of the process (the config's `[oauth] client_metadata_url`).
+pub fn configure_client_metadata_url(url: Option<String>) {
+    *DEFAULT_CLIENT_METADATA_URL
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = url;
 }
 
 impl OAuthSettings {
@@ -52,8 +67,12 @@ impl OAuthSettings {
             client_id: None,
             client_secret: None,
             redirect_port: None,
-            client_metadata_url: None,
+            client_metadata_url: DEFAULT_CLIENT_METADATA_URL
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
             client_name: "warden".to_string(),
+            require_login: false,
         }
     }
 

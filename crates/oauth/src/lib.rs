@@ -6,6 +6,7 @@ pub mod browser;
 pub mod client_credentials;
 pub mod error;
 pub mod flow;
+pub mod keyring;
 pub mod provisioned;
 pub mod redirect;
 pub mod revoke;
@@ -16,14 +17,17 @@ pub use browser::open_in_browser;
 pub use client_credentials::{ClientCredentials, GrantedToken, client_credentials_token};
 pub use error::OAuthError;
 pub use flow::{
-    LoginOptions, LogoutReport, OAuthSettings, Probe, is_authorization_required, login, logout,
-    probe, step_up, stored_manager,
+    LoginOptions, LogoutReport, OAuthSettings, Probe, configure_client_metadata_url,
+    is_authorization_required, login, logout, probe, step_up, stored_manager,
 };
 pub use provisioned::{ProvisionedCredentials, ProvisionedEnv, ProvisionedValues};
 pub use redirect::{DEFAULT_PREREGISTERED_PORT, RedirectMode, parse_redirect};
 pub use revoke::revoke_token;
 pub use secret::Secret;
-pub use store::{RegisteredClient, StoreLock, TokenFile, TokenStore};
+pub use store::{
+    RegisteredClient, StoreLock, TokenBackend, TokenFile, TokenStore, TokenStoreKind,
+    configure_token_store,
+};
 
 /// rmcp's auth types, re-exported so callers need not name rmcp's module path.
 pub use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};

@@ -1,10 +1,13 @@
-//! The token store: `<state>/mcp/auth/<server>.json`, mode 0600, written atomically, bound to
-//! the issuer that minted it, with a cross-process lock held around every refresh.
+//! The token store: `<state>/mcp/auth/<server>.json`, mode 0600, written atomically (or an item
+//! in the OS keyring, `token_store`), bound to the issuer that minted it, with a cross-process
+//! lock (`<file>.lock` in the state folder, whatever the backend) held around every refresh.
 
+use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rmcp::transport::auth::{
@@ -13,6 +16,7 @@ use rmcp::transport::auth::{
 use serde::{Deserialize, Serialize};
 
 use crate::error::OAuthError;
+use crate::keyring::Keyring;
 use crate::secret::Secret;
 
 const FILE_VERSION: u32 = 1;
@@ -72,17 +76,135 @@ impl TokenFile {
     }
 }
 
-/// Handle on one server's token file. Cheap to clone; every read goes to disk, so a token saved
-/// by another process is seen at the next load.
-#[derive(Clone, Debug)]
-pub struct TokenStore {
+/// Where tokens are kept (`[oauth] token_store`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TokenStoreKind {
+    /// The OS keyring when it answers a probe, else the 0600 file.
+    #[default]
+    Auto,
+    /// Always the 0600 file.
+    File,
+    /// Always the OS keyring; without one, reading and writing tokens fail (never a file).
+    Keyring,
+}
+
+impl From<warden_config::TokenStoreSetting> for TokenStoreKind {
+    fn from(setting: warden_config::TokenStoreSetting) -> Self {
+        match setting {
+            warden_config::TokenStoreSetting::Auto => TokenStoreKind::Auto,
+            warden_config::TokenStoreSetting::File => TokenStoreKind::File,
+            warden_config::TokenStoreSetting::Keyring => TokenStoreKind::Keyring,
+        }
+    }
+}
+
+/// The backend [`TokenStore::configured`] picks: set once from the config
+/// (`[oauth] token_store`) by the binary; the file until then.
+static CONFIGURED_KIND: std::sync::RwLock<TokenStoreKind> =
+    std::sync::RwLock::new(TokenStoreKind::File);
+
+/// Sets the backend [`TokenStore::configured`] picks for the rest of the process.
+pub fn configure_token_store(kind: TokenStoreKind) {
+    *CONFIGURED_KIND
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = kind;
+}
+
+/// Where the bytes of one server's token file live. The lock stays a file in the state folder
+/// whatever the backend, so refreshes are serialized across processes either way.
+pub trait TokenBackend: Send + Sync + std::fmt::Debug {
+    /// The stored bytes, `None` when nothing is stored.
+    fn load(&self) -> Result<Option<Vec<u8>>, OAuthError>;
+    /// Replaces what is stored, atomically.
+    fn save(&self, bytes: &[u8]) -> Result<(), OAuthError>;
+    /// Forgets what is stored (nothing stored is fine).
+    fn delete(&self) -> Result<(), OAuthError>;
+    /// Where the tokens live, for people: a path or the keyring item.
+    fn describe(&self) -> String;
+}
+
+/// The 0600 file, replaced atomically.
+#[derive(Debug)]
+struct FileBackend {
     path: PathBuf,
 }
 
+/// An item in the OS keyring. A token file left from before is read until the first write,
+/// which moves it into the keyring and deletes the file.
+#[derive(Debug)]
+struct KeyringBackend {
+    keyring: Keyring,
+    file: FileBackend,
+}
+
+/// `token_store = "keyring"` without a keyring: every access fails with the reason.
+#[derive(Debug)]
+struct NoKeyring {
+    path: PathBuf,
+}
+
+/// Handle on one server's token file. Cheap to clone; every read goes to the backend, so a
+/// token saved by another process is seen at the next load.
+#[derive(Clone, Debug)]
+pub struct TokenStore {
+    path: PathBuf,
+    backend: Arc<dyn TokenBackend>,
+}
+
 impl TokenStore {
-    /// The store at an explicit path.
+    /// The file store at an explicit path.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        let path = path.into();
+        Self {
+            backend: Arc::new(FileBackend { path: path.clone() }),
+            path,
+        }
+    }
+
+    /// The store of `server` under `state_dir`, in the backend the config chose
+    /// ([`configure_token_store`]).
+    pub fn configured(state_dir: &Path, server: &str) -> Self {
+        let kind = *CONFIGURED_KIND
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Self::for_server_in(state_dir, server, kind)
+    }
+
+    /// The store of `server` under `state_dir`, in the backend `kind` picks; the keyring's tool
+    /// is looked up on the process's `PATH`.
+    pub fn for_server_in(state_dir: &Path, server: &str, kind: TokenStoreKind) -> Self {
+        let search_path = std::env::var_os("PATH").unwrap_or_default();
+        Self::select(Self::for_server(state_dir, server).path, kind, &search_path)
+    }
+
+    /// The store whose file (and lock) is `path`, in the backend `kind` picks, looking for the
+    /// keyring's tool on `search_path` (a `PATH`-style list).
+    pub fn select(path: impl Into<PathBuf>, kind: TokenStoreKind, search_path: &OsStr) -> Self {
+        let path = path.into();
+        let keyring = || Keyring::available(search_path, &path.display().to_string());
+        let backend: Arc<dyn TokenBackend> = match kind {
+            TokenStoreKind::File => Arc::new(FileBackend { path: path.clone() }),
+            TokenStoreKind::Auto => match keyring() {
+                Some(keyring) => Arc::new(KeyringBackend {
+                    keyring,
+                    file: FileBackend { path: path.clone() },
+                }),
+                None => Arc::new(FileBackend { path: path.clone() }),
+            },
+            TokenStoreKind::Keyring => match keyring() {
+                Some(keyring) => Arc::new(KeyringBackend {
+                    keyring,
+                    file: FileBackend { path: path.clone() },
+                }),
+                None => Arc::new(NoKeyring { path: path.clone() }),
+            },
+        };
+        Self { path, backend }
+    }
+
+    /// Where the tokens live, for people: the file's path or the keyring item.
+    pub fn describe(&self) -> String {
+        self.backend.describe()
     }
 
     /// `<state_dir>/mcp/auth/<server>.json`.
@@ -95,6 +217,7 @@ impl TokenStore {
         )
     }
 
+    /// The token file's path (with the keyring: the lock's neighbour and the item's account).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -114,10 +237,8 @@ impl TokenStore {
 
     /// The stored file, or an empty one when nothing is stored.
     pub fn read(&self) -> Result<TokenFile, OAuthError> {
-        let bytes = match fs::read(&self.path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TokenFile::default()),
-            Err(e) => return Err(self.io_error(e)),
+        let Some(bytes) = self.backend.load()? else {
+            return Ok(TokenFile::default());
         };
         serde_json::from_slice(&bytes).map_err(|source| OAuthError::StoreFormat {
             path: self.path.clone(),
@@ -133,45 +254,11 @@ impl TokenStore {
             path: self.path.clone(),
             source,
         })?;
-        let dir = self.ensure_dir()?;
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let temp = dir.join(format!(
-            ".{}.{}.{}.tmp",
-            self.path.file_name().unwrap_or_default().to_string_lossy(),
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let result = (|| {
-            let mut out = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temp)?;
-            out.write_all(&bytes)?;
-            out.sync_all()?;
-            fs::rename(&temp, &self.path)?;
-            if let Ok(dir) = File::open(&dir) {
-                let _ = dir.sync_all();
-            }
-            Ok(())
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&temp);
-        }
-        result.map_err(|e| self.io_error(e))
+        self.backend.save(&bytes)
     }
 
     fn ensure_dir(&self) -> Result<PathBuf, OAuthError> {
-        let dir = self
-            .path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."));
-        if !dir.exists() {
-            fs::create_dir_all(&dir).map_err(|e| self.io_error(e))?;
-            let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o700));
-        }
-        Ok(dir)
+        ensure_parent(&self.path).map_err(|e| self.io_error(e))
     }
 
     /// Read, change and write back.
@@ -183,11 +270,7 @@ impl TokenStore {
 
     /// Forget everything stored for this server.
     pub fn remove(&self) -> Result<(), OAuthError> {
-        match fs::remove_file(&self.path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(self.io_error(e)),
-        }
+        self.backend.delete()
     }
 
     /// Bind the store to `issuer` and `client`. When the issuer differs from the stored one, the
@@ -226,6 +309,144 @@ impl TokenStore {
         .map_err(|e| self.io_error(std::io::Error::other(e)))?
         .map_err(|e| self.io_error(e))?;
         Ok(StoreLock { _file: file })
+    }
+}
+
+/// The folder of `path`, created 0700 when missing.
+fn ensure_parent(path: &Path) -> std::io::Result<PathBuf> {
+    let dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    if !dir.exists() {
+        fs::create_dir_all(&dir)?;
+        let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o700));
+    }
+    Ok(dir)
+}
+
+impl FileBackend {
+    fn io_error(&self, source: std::io::Error) -> OAuthError {
+        OAuthError::Store {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+impl TokenBackend for FileBackend {
+    fn load(&self) -> Result<Option<Vec<u8>>, OAuthError> {
+        match fs::read(&self.path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io_error(e)),
+        }
+    }
+
+    /// A 0600 temporary file in the same directory, synced, renamed over the old one.
+    fn save(&self, bytes: &[u8]) -> Result<(), OAuthError> {
+        let dir = ensure_parent(&self.path).map_err(|e| self.io_error(e))?;
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let temp = dir.join(format!(
+            ".{}.{}.{}.tmp",
+            self.path.file_name().unwrap_or_default().to_string_lossy(),
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let result = (|| {
+            let mut out = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temp)?;
+            out.write_all(bytes)?;
+            out.sync_all()?;
+            fs::rename(&temp, &self.path)?;
+            if let Ok(dir) = File::open(&dir) {
+                let _ = dir.sync_all();
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&temp);
+        }
+        result.map_err(|e| self.io_error(e))
+    }
+
+    fn delete(&self) -> Result<(), OAuthError> {
+        match fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.io_error(e)),
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+impl KeyringBackend {
+    fn keyring_error(&self, error: crate::keyring::KeyringError) -> OAuthError {
+        OAuthError::Store {
+            path: self.file.path.clone(),
+            source: std::io::Error::other(error.to_string()),
+        }
+    }
+}
+
+impl TokenBackend for KeyringBackend {
+    fn load(&self) -> Result<Option<Vec<u8>>, OAuthError> {
+        match self.keyring.load().map_err(|e| self.keyring_error(e))? {
+            Some(bytes) => Ok(Some(bytes)),
+            None => self.file.load(),
+        }
+    }
+
+    fn save(&self, bytes: &[u8]) -> Result<(), OAuthError> {
+        self.keyring
+            .save(bytes)
+            .map_err(|e| self.keyring_error(e))?;
+        // Moved into the keyring: the file from before must not keep a copy.
+        self.file.delete()
+    }
+
+    fn delete(&self) -> Result<(), OAuthError> {
+        self.keyring.delete().map_err(|e| self.keyring_error(e))?;
+        self.file.delete()
+    }
+
+    fn describe(&self) -> String {
+        self.keyring.describe()
+    }
+}
+
+impl NoKeyring {
+    fn error(&self) -> OAuthError {
+        OAuthError::Store {
+            path: self.path.clone(),
+            source: std::io::Error::other(
+                "token_store = \"keyring\", but no OS keyring answered (secret-tool with a Secret Service on Linux, security on macOS); set token_store = \"auto\" or \"file\" to use the 0600 file",
+            ),
+        }
+    }
+}
+
+impl TokenBackend for NoKeyring {
+    fn load(&self) -> Result<Option<Vec<u8>>, OAuthError> {
+        Err(self.error())
+    }
+
+    fn save(&self, _bytes: &[u8]) -> Result<(), OAuthError> {
+        Err(self.error())
+    }
+
+    fn delete(&self) -> Result<(), OAuthError> {
+        Err(self.error())
+    }
+
+    fn describe(&self) -> String {
+        "the OS keyring (unavailable)".to_owned()
     }
 }
 

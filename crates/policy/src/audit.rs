@@ -300,11 +300,12 @@ impl AuditSink for AuditStore {
             .and_then(|annotations| serde_json::to_string(annotations).ok());
         let arguments = record.arguments.as_ref().map(Value::to_string);
         self.with_connection(|connection| {
-            connection.execute(
+            // Prepared once per connection and reused (SQLite's statement cache).
+            connection.prepare_cached(
                 "INSERT INTO audit (time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
                  classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
                  arguments_digest, arguments) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
-                params![
+            )?.execute(params![
                     unix_millis(record.time),
                     record.session_id,
                     record.source.as_str(),

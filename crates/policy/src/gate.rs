@@ -22,10 +22,11 @@ use crate::audit::{AuditRecord, AuditSink, arguments_digest};
 use crate::authorize::{check_ceiling, check_rules};
 use crate::call::{CallRequest, Decision, GateOutcome, Layer, ToolOutput};
 use crate::capability::CapabilitySet;
+use crate::capability::ToolAnnotations;
 use crate::external::{ExternalQuestion, ask_external};
 use crate::permissions::GatePolicy;
+use crate::schema_cache::SchemaCache;
 use crate::tool::{ToolDescriptor, ToolIdentity};
-use crate::validate::validate_arguments;
 
 /// The tools a call may name: the discovered, filtered, un-gated set. Tools hidden behind a
 /// deferral or a skill that has not been loaded resolve to `None`.
@@ -136,6 +137,8 @@ pub struct Gate {
     remembered: Mutex<HashMap<String, HashSet<ToolIdentity>>>,
     /// Per session: tools unlocked by approved skill grants.
     granted: Mutex<HashMap<String, HashSet<ToolIdentity>>>,
+    /// Compiled input schemas by tool identity (a changed schema is compiled afresh).
+    schemas: SchemaCache,
 }
 
 impl std::fmt::Debug for Gate {
@@ -151,7 +154,8 @@ impl std::fmt::Debug for Gate {
 struct Trace {
     started: Instant,
     time: SystemTime,
-    descriptor: Option<ToolDescriptor>,
+    /// The resolved tool's identity and annotations (None when it did not resolve).
+    resolved: Option<(ToolIdentity, ToolAnnotations)>,
     classes: CapabilitySet,
     execution_duration: Option<Duration>,
 }
@@ -178,6 +182,7 @@ impl Gate {
             cwd,
             remembered: Mutex::new(HashMap::new()),
             granted: Mutex::new(HashMap::new()),
+            schemas: SchemaCache::default(),
         }
     }
 
@@ -237,18 +242,18 @@ impl Gate {
 
     /// Runs one call through every layer, in order, and writes exactly one audit record.
     /// Never fails: every refusal, timeout and dispatch error is a [`GateOutcome`] with a reason.
-    pub async fn call(&self, request: CallRequest) -> GateOutcome {
+    pub async fn call(&self, mut request: CallRequest) -> GateOutcome {
         let mut trace = Trace {
             started: Instant::now(),
             time: SystemTime::now(),
-            descriptor: None,
+            resolved: None,
             classes: CapabilitySet::EMPTY,
             execution_duration: None,
         };
-        let arguments = if request.arguments.is_null() {
-            Value::Object(serde_json::Map::new())
-        } else {
-            request.arguments.clone()
+        // Taken, not copied: every layer reads `arguments`, never `request.arguments`.
+        let arguments = match std::mem::take(&mut request.arguments) {
+            Value::Null => Value::Object(serde_json::Map::new()),
+            arguments => arguments,
         };
         let result = self.run_layers(&request, &arguments, &mut trace).await;
         self.finish(&request, &arguments, trace, result)
@@ -269,7 +274,7 @@ impl Gate {
             return Step::stop(Decision::Denied, Layer::Resolve, reason);
         };
         trace.classes = descriptor.classes();
-        trace.descriptor = Some(descriptor.clone());
+        trace.resolved = Some((descriptor.identity.clone(), descriptor.annotations));
 
         // 2. Authorization: ceiling, rules, external command.
         let permissions = &self.policy.permissions;
@@ -298,7 +303,10 @@ impl Gate {
         }
 
         // 3. Argument validation.
-        if let Err(problem) = validate_arguments(&descriptor.input_schema, arguments) {
+        if let Err(problem) =
+            self.schemas
+                .validate(&descriptor.identity, &descriptor.input_schema, arguments)
+        {
             return Step::stop(
                 Decision::Denied,
                 Layer::Validation,
@@ -307,7 +315,7 @@ impl Gate {
         }
 
         // 4. PreToolUse hooks.
-        let hook_tool = HookTool {
+        let hook_tool = || HookTool {
             public_name: descriptor.public_name.clone(),
             server: descriptor.identity.server().to_owned(),
             tool: descriptor.identity.tool.clone(),
@@ -320,7 +328,7 @@ impl Gate {
                 event: HookEvent::PreToolUse,
                 session_id: request.session_id.clone(),
                 cwd: self.cwd.clone(),
-                tool: Some(hook_tool.clone()),
+                tool: Some(hook_tool()),
                 arguments: Some(arguments.clone()),
                 result: None,
                 prompt: None,
@@ -390,12 +398,17 @@ impl Gate {
             }
         };
 
-        // 6. Execution under a timeout and the caller's cancellation.
+        // 6. Execution under a timeout and the caller's cancellation. The descriptor moves into
+        // the call; PostToolUse hooks only need its names.
         let timeout = descriptor.timeout.unwrap_or(self.policy.default_timeout);
+        let post_hook_tool = self
+            .hooks
+            .has_hooks_for(HookEvent::PostToolUse, Some(&descriptor.public_name))
+            .then(hook_tool);
         let cancel = request.cancel.child_token();
         let call = DispatchCall {
             session_id: request.session_id.clone(),
-            descriptor: descriptor.clone(),
+            descriptor,
             arguments: arguments.clone(),
             progress: request.progress.clone(),
         };
@@ -412,10 +425,7 @@ impl Gate {
 
         // 7. PostToolUse hooks (exit 2 adds feedback for the model; the call has already run).
         let mut hook_feedback = None;
-        if self
-            .hooks
-            .has_hooks_for(HookEvent::PostToolUse, Some(&descriptor.public_name))
-        {
+        if let Some(hook_tool) = post_hook_tool {
             let input = HookInput {
                 event: HookEvent::PostToolUse,
                 session_id: request.session_id.clone(),
@@ -496,10 +506,10 @@ impl Gate {
         step: Step,
     ) -> GateOutcome {
         let gate_duration = trace.started.elapsed();
-        let identity = trace
-            .descriptor
-            .as_ref()
-            .map(|descriptor| descriptor.identity.clone());
+        let (identity, annotations) = match trace.resolved {
+            Some((identity, annotations)) => (Some(identity), Some(annotations)),
+            None => (None, None),
+        };
         let error = match step.decision {
             Decision::Failed | Decision::TimedOut => step.reason.clone(),
             Decision::Allowed | Decision::Denied | Decision::Cancelled => None,
@@ -514,10 +524,7 @@ impl Gate {
                 .map(|identity| identity.server().to_owned()),
             tool: identity.as_ref().map(|identity| identity.tool.clone()),
             public_name: request.public_name.clone(),
-            annotations: trace
-                .descriptor
-                .as_ref()
-                .map(|descriptor| descriptor.annotations),
+            annotations,
             classes: trace.classes,
             decision: step.decision,
             layer: step.layer,

@@ -52,6 +52,7 @@ mod capability;
 mod external;
 mod gate;
 mod permissions;
+mod schema_cache;
 mod time;
 mod tool;
 mod validate;
@@ -77,6 +78,7 @@ pub use permissions::{
     AuthorizationRule, DEFAULT_CALL_TIMEOUT, ExternalAuthorizer, GatePolicy, PermissionMode,
     Permissions, RuleDecision,
 };
+pub use schema_cache::{DEFAULT_SCHEMA_CACHE_CAPACITY, SchemaCache};
 pub use time::{SinceError, parse_since, rfc3339_millis, unix_millis};
 pub use tool::{ServerPolicy, ToolDescriptor, ToolIdentity, ToolSource};
 pub use validate::validate_arguments;

@@ -13,18 +13,39 @@ const MAX_REPORTED: usize = 5;
 /// `(root)`), e.g. `at /path: 42 is not of type "string"`.
 pub fn validate_arguments(schema: &Value, arguments: &Value) -> Result<(), String> {
     if schema.is_null() {
-        return if arguments.is_object() {
-            Ok(())
-        } else {
-            Err(format!(
-                "arguments must be a JSON object, got {}",
-                json_kind(arguments)
-            ))
-        };
+        return check_without_schema(arguments);
     }
-    let validator = jsonschema::validator_for(schema).map_err(|error| {
+    let validator = compile_schema(schema)?;
+    check_arguments(&validator, arguments)
+}
+
+/// What a missing (`null`) schema admits: any object.
+pub(crate) fn check_without_schema(arguments: &Value) -> Result<(), String> {
+    if arguments.is_object() {
+        Ok(())
+    } else {
+        Err(format!(
+            "arguments must be a JSON object, got {}",
+            json_kind(arguments)
+        ))
+    }
+}
+
+/// Compiles a tool's input schema, or says why it cannot be used (the call is refused).
+pub(crate) fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::validator_for(schema).map_err(|error| {
         format!("the tool's input schema cannot be used, so no call can be checked: {error}")
-    })?;
+    })
+}
+
+/// Checks `arguments` against a compiled schema; the error names each failing location.
+pub(crate) fn check_arguments(
+    validator: &jsonschema::Validator,
+    arguments: &Value,
+) -> Result<(), String> {
+    if validator.is_valid(arguments) {
+        return Ok(());
+    }
     let problems: Vec<String> = validator
         .iter_errors(arguments)
         .take(MAX_REPORTED + 1)

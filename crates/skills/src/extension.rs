@@ -412,3 +412,20 @@ pub fn verify_skill_file(
     }
     verify_bytes(entry, bytes)
 }
+
+/// The tools a listed skill's frontmatter names in `allowed-tools` (sorted, deduplicated): the
+/// tools kept hidden until the skill is loaded. Grants nothing by itself.
+pub fn listed_allowed_tools(listed: &ListedSkill) -> Vec<String> {
+    let mut tools = match listed.frontmatter.get("allowed-tools") {
+        Some(Value::String(text)) => crate::parse::split_tool_list(text),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .flat_map(crate::parse::split_tool_list)
+            .collect(),
+        _ => Vec::new(),
+    };
+    tools.sort();
+    tools.dedup();
+    tools
+}

@@ -15,9 +15,9 @@ pub use discovery::{
     Discovery, LocalSkill, Origin, RejectReason, Rejection, SkillRoot, SkillRoots, discover,
 };
 pub use extension::{
-    FileEntry, ListedSkill, ListingError, NextPage, SKILLS_EXTENSION_ID, SKILLS_EXTENSION_REVISION,
-    SkillsListing, choose_contract, extension_skill_commands, server_declares_extension,
-    verify_skill_file, verify_skill_md,
+    FileEntry, ListedSkill, ListingError, MAX_LIST_PAGES, NextPage, SKILLS_EXTENSION_ID,
+    SKILLS_EXTENSION_REVISION, SkillsListing, choose_contract, extension_skill_commands,
+    listed_allowed_tools, server_declares_extension, verify_skill_file, verify_skill_md,
 };
 pub use files::{SkillFileError, SkillLoad, read_skill_file, use_skill};
 pub use grants::{AskReason, Grant, GrantCheck, GrantStore, GrantStoreError, tools_hash};

@@ -422,3 +422,26 @@ fn a_corrupt_grants_file_is_an_error_not_an_empty_store() {
     std::fs::write(&path, "{not json").unwrap();
     assert!(GrantStore::open(&path).is_err());
 }
+
+#[test]
+fn the_tools_a_listing_names_are_read_from_its_frontmatter_sorted_and_deduplicated() {
+    let mut entry = entry_for(PDF_SKILL_MD);
+    entry["frontmatter"]["allowed-tools"] = json!("fill_form read_pdf fill_form");
+    let listed = validate_entry(&entry).unwrap();
+    assert_eq!(
+        warden_skills::listed_allowed_tools(&listed),
+        ["fill_form", "read_pdf"]
+    );
+    entry["frontmatter"]["allowed-tools"] = json!(["read_pdf", "merge"]);
+    let listed = validate_entry(&entry).unwrap();
+    assert_eq!(
+        warden_skills::listed_allowed_tools(&listed),
+        ["merge", "read_pdf"]
+    );
+    entry["frontmatter"]
+        .as_object_mut()
+        .unwrap()
+        .remove("allowed-tools");
+    let listed = validate_entry(&entry).unwrap();
+    assert!(warden_skills::listed_allowed_tools(&listed).is_empty());
+}

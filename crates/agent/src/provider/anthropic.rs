@@ -1,13 +1,21 @@
-//! Anthropic Messages: request body (content blocks, merged roles) and stream decoder.
+//! Anthropic Messages: request body (content blocks, merged roles, deferred tools with
+//! `defer_loading`, `tool_reference` results, the server tool search) and stream decoder.
 
 use serde_json::{Value, json};
 use warden_config::Secret;
 
+use warden_config::{DeferMode, ModelProvider};
+
 use super::{
-    ModelConfig, ModelDelta, ModelRequest, ModelResponse, ProviderError, SseEvent, StreamDecoder,
-    StreamState, WireFormat, text_at, typed_event,
+    ANTHROPIC_TOOL_SEARCH_NAME, ANTHROPIC_TOOL_SEARCH_TYPE, DeferredTools, ModelConfig, ModelDelta,
+    ModelRequest, ModelResponse, ProviderError, SseEvent, StreamDecoder, StreamState, WireFormat,
+    text_at, typed_event,
 };
-use crate::conversation::Message;
+use crate::conversation::{Message, ToolSpec};
+
+fn tool_definition(tool: &ToolSpec) -> Value {
+    json!({"name": tool.name, "description": tool.description, "input_schema": tool.input_schema})
+}
 
 /// The API version header value sent with every request.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -27,19 +35,36 @@ impl WireFormat for Messages {
         headers
     }
 
-    fn body(&self, config: &ModelConfig, request: &ModelRequest<'_>) -> Value {
+    fn body(
+        &self,
+        config: &ModelConfig,
+        request: &ModelRequest<'_>,
+        deferred: &DeferredTools<'_>,
+    ) -> Value {
         // Anthropic wants alternating roles: consecutive blocks of one role share a message.
         let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
-        let mut push = |role: &'static str, block: Value| match messages.last_mut() {
-            Some((last, blocks)) if *last == role => blocks.push(block),
-            _ => messages.push((role, vec![block])),
-        };
+        fn push_to(
+            messages: &mut Vec<(&'static str, Vec<Value>)>,
+            role: &'static str,
+            block: Value,
+        ) {
+            match messages.last_mut() {
+                Some((last, blocks)) if *last == role => blocks.push(block),
+                _ => messages.push((role, vec![block])),
+            }
+        }
         for message in request.messages {
             match message {
-                Message::User { text } => push("user", json!({"type": "text", "text": text})),
+                Message::User { text } => {
+                    push_to(&mut messages, "user", json!({"type": "text", "text": text}))
+                }
                 Message::Assistant { text, tool_calls } => {
                     if !text.is_empty() {
-                        push("assistant", json!({"type": "text", "text": text}));
+                        push_to(
+                            &mut messages,
+                            "assistant",
+                            json!({"type": "text", "text": text}),
+                        );
                     }
                     for call in tool_calls {
                         let input = call
@@ -47,7 +72,8 @@ impl WireFormat for Messages {
                             .ok()
                             .filter(Value::is_object)
                             .unwrap_or_else(|| json!({}));
-                        push(
+                        push_to(
+                            &mut messages,
                             "assistant",
                             json!({"type": "tool_use", "id": call.id, "name": call.name,
                                 "input": input}),
@@ -59,11 +85,42 @@ impl WireFormat for Messages {
                     text,
                     is_error,
                     ..
-                } => push(
+                } => push_to(
+                    &mut messages,
                     "user",
                     json!({"type": "tool_result", "tool_use_id": call_id,
                         "content": text, "is_error": is_error}),
                 ),
+                // The server tool search's own blocks, replayed unchanged in the assistant turn.
+                Message::ProviderBlocks { provider, blocks }
+                    if provider == ModelProvider::Anthropic.as_str() =>
+                {
+                    for block in blocks {
+                        push_to(&mut messages, "assistant", block.clone());
+                    }
+                }
+                Message::ProviderBlocks { .. } => {}
+                Message::ToolReferences {
+                    call_id,
+                    tool_names,
+                } if deferred.mode == DeferMode::Reference && !tool_names.is_empty() => {
+                    // The search result becomes references the API expands into the deferred
+                    // definitions (which are in the tools array from the first request).
+                    let references: Vec<Value> = tool_names
+                        .iter()
+                        .map(|name| json!({"type": "tool_reference", "tool_name": name}))
+                        .collect();
+                    if let Some((_, blocks)) = messages.last_mut()
+                        && let Some(result) = blocks.iter_mut().rev().find(|block| {
+                            block.get("type").and_then(Value::as_str) == Some("tool_result")
+                                && block.get("tool_use_id").and_then(Value::as_str)
+                                    == Some(call_id.as_str())
+                        })
+                    {
+                        result["content"] = Value::Array(references);
+                    }
+                }
+                Message::ToolReferences { .. } => {}
             }
         }
         let messages: Vec<Value> = messages
@@ -79,15 +136,24 @@ impl WireFormat for Messages {
         if !request.system.is_empty() {
             body["system"] = json!(request.system);
         }
-        if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"name": t.name, "description": t.description,
-                        "input_schema": t.input_schema})
-                })
-                .collect();
+        // The tools array: the server tool search (tool-search mode) first, then the offered
+        // tools (appended to as tools load), then the deferred definitions; each part only
+        // grows at its end and the deferred part is fixed for the session.
+        let mut tools: Vec<Value> = Vec::new();
+        if deferred.mode == DeferMode::ToolSearch && deferred.sends_definitions() {
+            tools.push(json!({"type": ANTHROPIC_TOOL_SEARCH_TYPE,
+                "name": ANTHROPIC_TOOL_SEARCH_NAME}));
+        }
+        tools.extend(request.tools.iter().map(tool_definition));
+        if deferred.sends_definitions() {
+            tools.extend(deferred.tools.iter().map(|tool| {
+                let mut definition = tool_definition(tool);
+                definition["defer_loading"] = json!(true);
+                definition
+            }));
+        }
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
         }
         body
     }
@@ -100,6 +166,16 @@ impl WireFormat for Messages {
 #[derive(Default)]
 struct MessagesDecoder {
     state: StreamState,
+    /// Server-run blocks by stream index, with the streamed JSON of a `server_tool_use` input.
+    server_blocks: Vec<(String, Value, String)>,
+}
+
+impl MessagesDecoder {
+    fn server_block(&mut self, index: &str) -> Option<&mut (String, Value, String)> {
+        self.server_blocks
+            .iter_mut()
+            .find(|(key, _, _)| key == index)
+    }
 }
 
 impl StreamDecoder for MessagesDecoder {
@@ -121,15 +197,42 @@ impl StreamDecoder for MessagesDecoder {
                 self.state.usage.output_tokens =
                     u64_at("/message/usage/output_tokens").unwrap_or(0);
             }
-            "content_block_start"
-                if value.pointer("/content_block/type").and_then(Value::as_str)
-                    == Some("tool_use") =>
+            "content_block_start" => {
+                let block_type = str_at("/content_block/type");
+                match block_type.as_str() {
+                    "tool_use" => deltas.push(self.state.calls.start(
+                        index,
+                        str_at("/content_block/id"),
+                        str_at("/content_block/name"),
+                    )),
+                    "text" | "thinking" | "redacted_thinking" => {}
+                    // `server_tool_use` and its `*_tool_result`: run by the API, kept verbatim.
+                    _ => {
+                        let block = value.get("content_block").cloned().unwrap_or_default();
+                        self.server_blocks.push((index, block, String::new()));
+                    }
+                }
+            }
+            "content_block_delta"
+                if value.pointer("/delta/type").and_then(Value::as_str)
+                    == Some("input_json_delta")
+                    && self.server_block(&index).is_some() =>
             {
-                deltas.push(self.state.calls.start(
-                    index,
-                    str_at("/content_block/id"),
-                    str_at("/content_block/name"),
-                ));
+                let fragment = str_at("/delta/partial_json");
+                if let Some((_, _, input)) = self.server_block(&index) {
+                    input.push_str(&fragment);
+                }
+            }
+            "content_block_stop" => {
+                if let Some((_, block, input)) = self.server_block(&index)
+                    && !input.trim().is_empty()
+                {
+                    block["input"] = serde_json::from_str(input).map_err(|error| {
+                        ProviderError::Protocol(format!(
+                            "the input of a server tool call is not JSON: {error}"
+                        ))
+                    })?;
+                }
             }
             "content_block_delta" => match value.pointer("/delta/type").and_then(Value::as_str) {
                 Some("text_delta") => {
@@ -167,7 +270,17 @@ impl StreamDecoder for MessagesDecoder {
     }
 
     fn finish(&mut self) -> Option<ModelResponse> {
-        self.state.finish_when_done()
+        if !self.state.done {
+            return None;
+        }
+        self.state.provider_blocks = std::mem::take(&mut self.server_blocks)
+            .into_iter()
+            .map(|(_, block, _)| block)
+            .collect();
+        Some(
+            self.state
+                .take_response_of(ModelProvider::Anthropic.as_str()),
+        )
     }
 
     fn is_done(&self) -> bool {

@@ -262,6 +262,32 @@ pub struct ModelRequest<'a> {
     pub tools: &'a [ToolSpec],
 }
 
+/// Anthropic's server-side tool search (BM25 variant): its `type` and fixed `name`.
+pub const ANTHROPIC_TOOL_SEARCH_TYPE: &str = "tool_search_tool_bm25_20251119";
+pub const ANTHROPIC_TOOL_SEARCH_NAME: &str = "tool_search_tool_bm25";
+
+/// How the session presents deferred tools, for the wire formats: the mode and the deferred
+/// definitions sent with `defer_loading: true` after the offered tools (`reference` and
+/// `tool-search` modes; the list is fixed for the session, so the tools array never changes).
+#[derive(Debug, Clone, Copy)]
+pub struct DeferredTools<'a> {
+    pub mode: DeferMode,
+    pub tools: &'a [ToolSpec],
+}
+
+impl DeferredTools<'_> {
+    /// No deferred tools in the request (`normal` mode, nothing deferred).
+    pub const NONE: DeferredTools<'static> = DeferredTools {
+        mode: DeferMode::Normal,
+        tools: &[],
+    };
+
+    /// Whether the definitions travel in the tools array with `defer_loading: true`.
+    pub fn sends_definitions(&self) -> bool {
+        matches!(self.mode, DeferMode::Reference | DeferMode::ToolSearch) && !self.tools.is_empty()
+    }
+}
+
 /// A piece of a response as it streams.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -288,6 +314,9 @@ pub struct ModelResponse {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub stop_reason: Option<String>,
+    /// Blocks the provider ran itself (its tool search), to replay unchanged: see
+    /// [`Message::ProviderBlocks`]. The provider's config name and the blocks in order.
+    pub provider_blocks: Option<(String, Vec<serde_json::Value>)>,
 }
 
 /// A model call failed.
@@ -317,6 +346,19 @@ pub trait ModelClient: Send + Sync {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>>;
 
+    /// [`ModelClient::complete`] with the session's deferred tools, for the wire formats that
+    /// carry them; a client that does not know them ignores them.
+    fn complete_with<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        deferred: DeferredTools<'a>,
+        on_delta: &'a (dyn Fn(ModelDelta) + Send + Sync),
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
+        let _ = deferred;
+        self.complete(request, on_delta, cancel)
+    }
+
     /// `provider/id`, for display.
     fn describe(&self) -> String;
 
@@ -328,7 +370,12 @@ pub trait ModelClient: Send + Sync {
 pub(crate) trait WireFormat: Send + Sync {
     fn path(&self) -> &'static str;
     fn headers(&self, key: Option<&Secret>) -> Vec<(&'static str, String)>;
-    fn body(&self, config: &ModelConfig, request: &ModelRequest<'_>) -> serde_json::Value;
+    fn body(
+        &self,
+        config: &ModelConfig,
+        request: &ModelRequest<'_>,
+        deferred: &DeferredTools<'_>,
+    ) -> serde_json::Value;
     fn decoder(&self) -> Box<dyn StreamDecoder>;
 }
 
@@ -360,6 +407,7 @@ impl<W: WireFormat> HttpModelClient<W> {
     async fn attempt(
         &self,
         request: &ModelRequest<'_>,
+        deferred: &DeferredTools<'_>,
         on_delta: &(dyn Fn(ModelDelta) + Send + Sync),
         cancel: &CancellationToken,
     ) -> Result<ModelResponse, AttemptError> {
@@ -373,7 +421,7 @@ impl<W: WireFormat> HttpModelClient<W> {
         for (name, value) in self.wire.headers(key.as_ref()) {
             builder = builder.header(name, value);
         }
-        let body = self.wire.body(&self.config, request);
+        let body = self.wire.body(&self.config, request, deferred);
         let send = builder.json(&body).send();
         let response = tokio::select! {
             _ = cancel.cancelled() => return Err(AttemptError::Fatal(ProviderError::Cancelled)),
@@ -480,10 +528,20 @@ impl<W: WireFormat> ModelClient for HttpModelClient<W> {
         on_delta: &'a (dyn Fn(ModelDelta) + Send + Sync),
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
+        self.complete_with(request, DeferredTools::NONE, on_delta, cancel)
+    }
+
+    fn complete_with<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+        deferred: DeferredTools<'a>,
+        on_delta: &'a (dyn Fn(ModelDelta) + Send + Sync),
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
         Box::pin(async move {
             let mut attempt = 0u32;
             loop {
-                match self.attempt(&request, on_delta, cancel).await {
+                match self.attempt(&request, &deferred, on_delta, cancel).await {
                     Ok(response) => return Ok(response),
                     Err(AttemptError::Fatal(error)) => return Err(error),
                     Err(AttemptError::Retry {
@@ -643,6 +701,8 @@ pub(crate) struct StreamState {
     pub usage: Usage,
     pub stop_reason: Option<String>,
     pub done: bool,
+    /// Provider-run blocks of this turn, in order (see [`ModelResponse::provider_blocks`]).
+    pub provider_blocks: Vec<Value>,
 }
 
 impl StreamState {
@@ -653,11 +713,17 @@ impl StreamState {
             tool_calls: self.calls.take(),
             usage: self.usage,
             stop_reason: self.stop_reason.clone(),
+            provider_blocks: None,
         }
     }
 
-    /// The response once the stream said it is done; None before.
-    pub fn finish_when_done(&mut self) -> Option<ModelResponse> {
-        self.done.then(|| self.take_response())
+    /// The response gathered so far, with the provider blocks tagged as `provider`'s.
+    pub fn take_response_of(&mut self, provider: &str) -> ModelResponse {
+        let blocks = std::mem::take(&mut self.provider_blocks);
+        let mut response = self.take_response();
+        if !blocks.is_empty() {
+            response.provider_blocks = Some((provider.to_owned(), blocks));
+        }
+        response
     }
 }

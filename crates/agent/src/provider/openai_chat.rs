@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 use warden_config::Secret;
 
 use super::{
-    ModelConfig, ModelDelta, ModelRequest, ModelResponse, ProviderError, SseEvent, StreamDecoder,
-    StreamState, WireFormat, bearer_headers,
+    DeferredTools, ModelConfig, ModelDelta, ModelRequest, ModelResponse, ProviderError, SseEvent,
+    StreamDecoder, StreamState, WireFormat, bearer_headers,
 };
 use crate::conversation::{Message, Usage};
 
@@ -20,13 +20,22 @@ impl WireFormat for ChatCompletions {
         bearer_headers(key)
     }
 
-    fn body(&self, config: &ModelConfig, request: &ModelRequest<'_>) -> Value {
+    /// Chat Completions has no deferred loading: only `normal` and `system-tools` reach it, and
+    /// neither sends deferred definitions.
+    fn body(
+        &self,
+        config: &ModelConfig,
+        request: &ModelRequest<'_>,
+        _deferred: &DeferredTools<'_>,
+    ) -> Value {
         let mut messages = Vec::new();
         if !request.system.is_empty() {
             messages.push(json!({"role": "system", "content": request.system}));
         }
         for message in request.messages {
             messages.push(match message {
+                // Another provider's blocks, and references this wire cannot carry.
+                Message::ProviderBlocks { .. } | Message::ToolReferences { .. } => continue,
                 Message::User { text } => json!({"role": "user", "content": text}),
                 Message::Assistant { text, tool_calls } => {
                     let mut value = json!({"role": "assistant", "content": text});

@@ -1,13 +1,24 @@
-//! OpenAI Responses: request body (`instructions` + `input` items) and stream decoder.
+//! OpenAI Responses: request body (`instructions` + `input` items, deferred functions with
+//! `defer_loading` behind the hosted `tool_search`) and stream decoder.
 
 use serde_json::{Value, json};
 use warden_config::Secret;
 
+use warden_config::{DeferMode, ModelProvider};
+
 use super::{
-    ModelConfig, ModelDelta, ModelRequest, ModelResponse, ProviderError, SseEvent, StreamDecoder,
-    StreamState, WireFormat, bearer_headers, text_at, typed_event,
+    DeferredTools, ModelConfig, ModelDelta, ModelRequest, ModelResponse, ProviderError, SseEvent,
+    StreamDecoder, StreamState, WireFormat, bearer_headers, text_at, typed_event,
 };
-use crate::conversation::{Message, Usage};
+use crate::conversation::{Message, ToolSpec, Usage};
+
+/// The output items of the hosted tool search, replayed unchanged.
+const TOOL_SEARCH_ITEMS: [&str; 2] = ["tool_search_call", "tool_search_output"];
+
+fn function_definition(tool: &ToolSpec) -> Value {
+    json!({"type": "function", "name": tool.name, "description": tool.description,
+        "parameters": tool.input_schema, "strict": false})
+}
 
 pub(crate) struct Responses;
 
@@ -20,7 +31,12 @@ impl WireFormat for Responses {
         bearer_headers(key)
     }
 
-    fn body(&self, config: &ModelConfig, request: &ModelRequest<'_>) -> Value {
+    fn body(
+        &self,
+        config: &ModelConfig,
+        request: &ModelRequest<'_>,
+        deferred: &DeferredTools<'_>,
+    ) -> Value {
         let mut input = Vec::new();
         for message in request.messages {
             match message {
@@ -39,6 +55,12 @@ impl WireFormat for Responses {
                 Message::ToolResult { call_id, text, .. } => input.push(
                     json!({"type": "function_call_output", "call_id": call_id, "output": text}),
                 ),
+                Message::ProviderBlocks { provider, blocks }
+                    if provider == ModelProvider::OpenAiResponses.as_str() =>
+                {
+                    input.extend(blocks.iter().cloned());
+                }
+                Message::ProviderBlocks { .. } | Message::ToolReferences { .. } => {}
             }
         }
         let mut body = json!({
@@ -50,15 +72,23 @@ impl WireFormat for Responses {
         if !request.system.is_empty() {
             body["instructions"] = json!(request.system);
         }
-        if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "name": t.name, "description": t.description,
-                        "parameters": t.input_schema, "strict": false})
-                })
-                .collect();
+        // The hosted tool search first (tool-search mode), then the offered functions, then the
+        // deferred ones with `defer_loading` (fixed for the session).
+        let mut tools: Vec<Value> = Vec::new();
+        let native_search = deferred.mode == DeferMode::ToolSearch && deferred.sends_definitions();
+        if native_search {
+            tools.push(json!({"type": "tool_search"}));
+        }
+        tools.extend(request.tools.iter().map(function_definition));
+        if native_search {
+            tools.extend(deferred.tools.iter().map(|tool| {
+                let mut definition = function_definition(tool);
+                definition["defer_loading"] = json!(true);
+                definition
+            }));
+        }
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
         }
         body
     }
@@ -109,6 +139,13 @@ impl StreamDecoder for ResponsesDecoder {
                     .calls
                     .set_arguments(&str_at("/item/id"), str_at("/item/arguments"));
             }
+            "response.output_item.done"
+                if TOOL_SEARCH_ITEMS.contains(&str_at("/item/type").as_str()) =>
+            {
+                if let Some(item) = value.get("item") {
+                    self.state.provider_blocks.push(item.clone());
+                }
+            }
             "response.completed" | "response.incomplete" => {
                 let usage = value.pointer("/response/usage");
                 let get = |pointer: &str| {
@@ -143,7 +180,10 @@ impl StreamDecoder for ResponsesDecoder {
     }
 
     fn finish(&mut self) -> Option<ModelResponse> {
-        self.state.finish_when_done()
+        self.state.done.then(|| {
+            self.state
+                .take_response_of(ModelProvider::OpenAiResponses.as_str())
+        })
     }
 
     fn is_done(&self) -> bool {

@@ -1,12 +1,13 @@
 //! `warden context`: the o200k token count of the MCP manifest the model would get — per server
-//! and in total, deferred and not — and what loading every schema would cost.
+//! and in total, deferred and not (by `defer` or by the same automatic deferral `warden run`
+//! applies) — and what loading every schema would cost.
 
 use std::process::ExitCode;
 
 use warden_discovery::{DeferredServer, ManifestTool, manifest_tokens};
 
 use crate::Globals;
-use crate::catalog_views::every_server;
+use crate::catalog_views::{apply_auto_deferral, every_server};
 use crate::context::{PolicyFlags, async_runtime, load_config, open_host};
 
 #[derive(Debug, clap::Args)]
@@ -20,7 +21,9 @@ pub fn run(globals: &Globals, args: ContextArgs) -> anyhow::Result<ExitCode> {
     let (paths, workspace, config) = load_config(globals)?;
     let host = open_host(paths, workspace, &config, &PolicyFlags::default())?;
     let servers = async_runtime()?.block_on(async {
-        let servers = every_server(&host).await;
+        let mut servers = every_server(&host).await;
+        // Large servers are deferred as the agent session would defer them.
+        apply_auto_deferral(&host, &config, &mut servers);
         host.shutdown().await;
         servers
     });

@@ -357,6 +357,10 @@ fn login_after_add(
     no_browser: bool,
 ) -> anyhow::Result<()> {
     let entry = written_entry(files, name, scope)?;
+    if let Ok(config) = load(&files.request()) {
+        warden_oauth::configure_token_store(config.token_store.into());
+        warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
+    }
     let vars = VarContext::from_process(&files.workspace);
     let settings = match warden_host::login_settings(&entry, &vars, files.paths.state_dir()) {
         Ok(settings) => settings,
@@ -393,6 +397,8 @@ fn login_after_add(
 
 fn login(files: &Files, args: LoginArgs) -> anyhow::Result<ExitCode> {
     let config = selected_config(files, None)?;
+    warden_oauth::configure_token_store(config.token_store.into());
+    warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
     let Some(entry) = config.servers.get(&args.name) else {
         bail!("no server named `{}` is configured", args.name);
     };
@@ -427,13 +433,15 @@ fn run_login(
     println!(
         "logged in to `{}`; tokens saved in {}",
         settings.server_name,
-        settings.store.path().display()
+        settings.store.describe()
     );
     Ok(())
 }
 
 fn logout(files: &Files, args: LogoutArgs) -> anyhow::Result<ExitCode> {
     let config = selected_config(files, None)?;
+    warden_oauth::configure_token_store(config.token_store.into());
+    warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
     let Some(entry) = config.servers.get(&args.name) else {
         bail!("no server named `{}` is configured", args.name);
     };
@@ -448,7 +456,7 @@ fn logout(files: &Files, args: LogoutArgs) -> anyhow::Result<ExitCode> {
     let settings = warden_oauth::OAuthSettings::new(
         entry.name.clone(),
         url,
-        warden_oauth::TokenStore::for_server(files.paths.state_dir(), &entry.name),
+        warden_oauth::TokenStore::configured(files.paths.state_dir(), &entry.name),
     );
     let report = async_runtime()?.block_on(warden_oauth::logout(&settings))?;
     if !report.had_tokens {

@@ -11,8 +11,10 @@ use crate::Globals;
 use crate::context::{PolicyFlags, async_runtime, open_host, paths, workspace};
 
 /// Probes the servers of `config` in parallel; exits 1 when any server failed.
-pub fn run(_globals: &Globals, config: &LoadedConfig, json: bool) -> anyhow::Result<ExitCode> {
-    let host = open_host(paths()?, workspace()?, config, &PolicyFlags::default())?;
+pub fn run(globals: &Globals, config: &LoadedConfig, json: bool) -> anyhow::Result<ExitCode> {
+    let mut config = config.clone();
+    crate::context::apply_global_flags(globals, &mut config);
+    let host = open_host(paths()?, workspace()?, &config, &PolicyFlags::default())?;
     let statuses = async_runtime()?.block_on(async {
         let names = host.runtime().server_names();
         futures_join(&host, &names).await;

@@ -1,14 +1,20 @@
 //! `warden run`: the headless agent. The final answer goes to stdout (or one JSON object, or one
 //! JSON event per line); progress to stderr. Every tool call goes through the gate; with nobody
-//! to ask, a call that needs approval is denied and the denial is reported.
+//! to ask, a call that needs approval is denied and the denial is reported. Calls the agent
+//! makes through the tool bridge (`warden tool` in its bash tool) are written to the transcript
+//! as they finish.
 
 use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use warden_agent::{Agent, AgentEvent, AgentOptions, Message, RunOutcome, StopReason};
+use warden_agent::{
+    Agent, AgentEvent, AgentOptions, Message, RunOutcome, Session, SessionRecord, StopReason,
+};
+use warden_bridge::{BridgeCall, CallObserver};
 use warden_hooks::HookEvent;
 
 use crate::Globals;
@@ -85,6 +91,8 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
             policy: &args.policy,
             resume: args.resume.as_deref(),
             continue_latest: args.continue_latest,
+            approver: None,
+            elicitation: None,
         });
         let mut session = match opened {
             Ok(session) => session,
@@ -164,20 +172,9 @@ async fn run_session(
         })
         .with_events(events_sender);
 
-    let (mut transcript, mut conversation) = match session.resumed.take() {
-        Some((id, messages)) => {
-            let (transcript, _) = session.store.resume(&id)?;
-            (transcript, messages)
-        }
-        None => (
-            session
-                .store
-                .create(&session.workspace, Some(&session.model.name))?,
-            Vec::new(),
-        ),
-    };
+    let (transcript, mut conversation) = open_transcript(session)?;
     let user = Message::user(prompt);
-    transcript.append_message(&user)?;
+    lock(&transcript).append_message(&user)?;
     conversation.push(user);
     let already = conversation.len();
 
@@ -199,8 +196,11 @@ async fn run_session(
     drop(agent);
     let _ = printer.await;
 
-    for message in &conversation[already..] {
-        transcript.append_message(message)?;
+    {
+        let mut transcript = lock(&transcript);
+        for message in &conversation[already..] {
+            transcript.append_message(message)?;
+        }
     }
     let outcome = match result {
         Ok(outcome) => outcome,
@@ -209,12 +209,16 @@ async fn run_session(
             return Ok(ExitCode::from(exit::ERROR));
         }
     };
-    transcript.append_event(&json!({"type": "run_finished", "outcome": &outcome}))?;
+    let session_id = {
+        let mut transcript = lock(&transcript);
+        transcript.append_event(&json!({"type": "run_finished", "outcome": &outcome}))?;
+        transcript.id().to_owned()
+    };
     session
         .host
         .session_event(HookEvent::Stop, &workspace, None)
         .await;
-    report(&outcome, transcript.id(), format)?;
+    report(&outcome, &session_id, format)?;
     session
         .host
         .session_event(HookEvent::SessionEnd, &workspace, None)
@@ -224,6 +228,70 @@ async fn run_session(
         StopReason::MaxTurns => exit::MAX_TURNS,
         StopReason::Cancelled => exit::INTERRUPTED,
     }))
+}
+
+/// A session's transcript, shared by the frontend and the tool bridge's observer.
+pub type SharedTranscript = Arc<Mutex<Session>>;
+
+/// Opens the session's transcript — the resumed one, or a new one under the session host's id,
+/// so the transcript, the audit and the bridge name one session — with the resumed
+/// conversation, and has the tool bridge write each call to it as it finishes.
+pub fn open_transcript(
+    session: &mut AgentSession,
+) -> anyhow::Result<(SharedTranscript, Vec<Message>)> {
+    let (transcript, conversation) = match session.resumed.take() {
+        Some((id, messages)) => {
+            let (transcript, _) = session.store.resume(&id)?;
+            (transcript, messages)
+        }
+        None => (
+            session.store.create_with_id(
+                session.host.session_id(),
+                &session.workspace,
+                Some(&session.model.name),
+            )?,
+            Vec::new(),
+        ),
+    };
+    let transcript = Arc::new(Mutex::new(transcript));
+    session.observe_bridge_calls(Arc::new(TranscriptObserver {
+        transcript: transcript.clone(),
+    }));
+    Ok((transcript, conversation))
+}
+
+/// The transcript, for one write.
+pub fn lock(transcript: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
+    transcript.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Writes each call the agent made through the tool bridge to the transcript (redacted like
+/// every record), beside the audit record the gate wrote.
+struct TranscriptObserver {
+    transcript: Arc<Mutex<Session>>,
+}
+
+impl CallObserver for TranscriptObserver {
+    fn call_finished(&self, call: &BridgeCall) {
+        let record = tool_cli_record(call);
+        if let Err(error) = lock(&self.transcript).append(&record) {
+            tracing::warn!("writing a tool bridge call to the transcript: {error}");
+        }
+    }
+}
+
+/// The transcript record of one bridge call.
+fn tool_cli_record(call: &BridgeCall) -> SessionRecord {
+    SessionRecord::ToolCliCall {
+        server: call.server.clone(),
+        tool: call.tool.clone(),
+        public_name: call.view.public_name.clone(),
+        arguments: call.arguments.clone(),
+        decision: call.view.decision.clone(),
+        reason: call.view.reason.clone(),
+        is_error: call.view.is_error,
+        text: call.view.text.clone(),
+    }
 }
 
 fn print_event(event: &AgentEvent, format: OutputFormat) {

@@ -1,13 +1,19 @@
-//! `warden skills`: list, show and check the local skills; list and revoke skill grants.
+//! `warden skills`: list, show and check the local skills (and list the skills configured MCP
+//! servers publish, with `list --mcp`); list and revoke skill grants.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
-use warden_skills::{Discovery, GrantStore, LocalSkill, SkillRoots, discover, use_skill};
+use warden_host::{Host, RemoteSkills, RemoteSkillsSettings};
+use warden_skills::{
+    Discovery, GrantStore, LocalSkill, SkillCommand, SkillRoots, discover, use_skill,
+};
 
 use crate::Globals;
+use crate::catalog_views::every_server;
+use crate::context::{PolicyFlags, async_runtime, host_options, load_config};
 
 /// Local skills (operator and workspace) and skill grants.
 #[derive(Debug, Args)]
@@ -23,6 +29,10 @@ enum SkillsCommand {
         /// A JSON array instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also connect the configured MCP servers and list the skills they publish (origin
+        /// `mcp:<server>`; named as the `$mcp__<server>__<skill>` command).
+        #[arg(long)]
+        mcp: bool,
     },
     /// Show one skill: where it is, its frontmatter, resource files and body.
     Show {
@@ -53,9 +63,17 @@ enum SkillsCommand {
     },
 }
 
-pub fn run(_globals: &Globals, args: SkillsArgs) -> anyhow::Result<ExitCode> {
+pub fn run(globals: &Globals, args: SkillsArgs) -> anyhow::Result<ExitCode> {
     match args.command {
-        SkillsCommand::List { json } => list(&discover_here()?, json),
+        SkillsCommand::List { json, mcp } => {
+            let discovery = discover_here()?;
+            let remote = if mcp {
+                Some(mcp_skills(globals, &discovery)?)
+            } else {
+                None
+            };
+            list(&discovery, remote.as_ref(), json)
+        }
         SkillsCommand::Show { name, json } => show(&discover_here()?, &name, json),
         SkillsCommand::Check { json } => check(&discover_here()?, json),
         SkillsCommand::Grants { json } => grants(json),
@@ -91,22 +109,101 @@ fn skill_summary(skill: &LocalSkill) -> serde_json::Value {
     })
 }
 
-fn list(discovery: &Discovery, as_json: bool) -> anyhow::Result<ExitCode> {
+/// What `--mcp` found: the skill commands the configured servers publish, and one line per
+/// server that failed or skill that was skipped.
+struct McpSkills {
+    commands: Vec<SkillCommand>,
+    problems: Vec<String>,
+}
+
+/// Connects every configured server (deferred ones too) the way a session does — the skills
+/// extension as the config and `--mcp-skills-extension` say, local skill names reserved — and
+/// collects the skills they publish. Nothing is read beyond what registration reads.
+fn mcp_skills(globals: &Globals, discovery: &Discovery) -> anyhow::Result<McpSkills> {
+    let (paths, workspace, config) = load_config(globals)?;
+    let state_dir = paths.state_dir().to_path_buf();
+    let mut options = host_options(paths, workspace, &config, &PolicyFlags::default())?;
+    options.remote_skills = Some(std::sync::Arc::new(RemoteSkills::new(
+        RemoteSkillsSettings {
+            extension_enabled: options.skills_extension,
+            grants_path: Some(GrantStore::path_in(&state_dir)),
+            reserved: discovery
+                .skills
+                .iter()
+                .map(|skill| skill.name.clone())
+                .collect(),
+        },
+    )));
+    let host = Host::open(&config, options).context("opening the session")?;
+    let found = async_runtime()?.block_on(async {
+        let servers = every_server(&host).await;
+        let mut problems: Vec<String> = servers
+            .iter()
+            .filter_map(|server| server.tools.as_ref().err().cloned())
+            .collect();
+        for server in &servers {
+            if let Some(skills) = host.remote_skills().server(&server.name) {
+                problems.extend(skills.registration.warnings.iter().cloned());
+            }
+        }
+        let mut commands = host.remote_skills().commands();
+        commands.sort_by(|a, b| a.command.cmp(&b.command));
+        host.shutdown().await;
+        McpSkills { commands, problems }
+    });
+    Ok(found)
+}
+
+fn remote_summary(command: &SkillCommand) -> serde_json::Value {
+    json!({
+        "name": command.command,
+        "alias": command.alias,
+        "skill": command.skill,
+        "description": command.description,
+        "origin": format!("mcp:{}", command.server),
+        "server": command.server,
+        "uri": command.uri,
+        "contract": command.contract,
+    })
+}
+
+fn list(
+    discovery: &Discovery,
+    remote: Option<&McpSkills>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let remote_commands = remote.map_or(&[][..], |remote| remote.commands.as_slice());
     if as_json {
-        let skills: Vec<_> = discovery.skills.iter().map(skill_summary).collect();
+        let skills: Vec<_> = discovery
+            .skills
+            .iter()
+            .map(skill_summary)
+            .chain(remote_commands.iter().map(remote_summary))
+            .collect();
         println!("{}", serde_json::to_string_pretty(&skills)?);
-    } else if discovery.skills.is_empty() {
+    } else if discovery.skills.is_empty() && remote_commands.is_empty() {
         println!("no skills found");
     } else {
-        println!("{:<32} {:<10} DESCRIPTION", "NAME", "ORIGIN");
+        println!("{:<32} {:<16} DESCRIPTION", "NAME", "ORIGIN");
         for skill in &discovery.skills {
             println!(
-                "{:<32} {:<10} {}",
+                "{:<32} {:<16} {}",
                 skill.name,
                 skill.origin.to_string(),
                 one_line(&skill.description, 80)
             );
         }
+        for command in remote_commands {
+            println!(
+                "{:<32} {:<16} {}",
+                command.command,
+                format!("mcp:{}", command.server),
+                one_line(&command.description, 80)
+            );
+        }
+    }
+    for problem in remote.map_or(&[][..], |remote| remote.problems.as_slice()) {
+        eprintln!("{problem}");
     }
     if !discovery.rejections.is_empty() {
         eprintln!(

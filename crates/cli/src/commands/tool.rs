@@ -1,5 +1,6 @@
-//! `warden tool`: browse and call MCP tools from the shell — servers → tools → schema → call —
-//! every call through the gate with source `tool-cli`.
+//! `warden tool`: browse and call MCP tools from the shell — servers → tools → schema → call,
+//! resources and search — every call through the gate with source `tool-cli`. Standalone it opens
+//! its own host; inside an agent session (the bridge variables set) it asks the session's gate.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -8,22 +9,25 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use warden_discovery::{SearchIndex, ServerDoc, ToolEntry};
-use warden_host::{Host, VisibleTool};
-use warden_mcp::ServerStatus;
-use warden_policy::{CallSource, Decision, GateOutcome};
+use warden_bridge::views::{self, ViewError};
+use warden_bridge::{CallRequest, CallView, SearchView, ServerRow, ToolView};
+use warden_host::Host;
 
 use crate::Globals;
+use crate::bridge_client::BridgeClient;
 use crate::context::{PolicyFlags, async_runtime, load_config, open_host};
 
 #[derive(Debug, clap::Args)]
 pub struct ToolArgs {
-    /// A server name: list its tools.
+    /// A server name: list its tools (or `search QUERY`, or `resource list|templates|read`).
     server: Option<String>,
     /// A tool of that server (its own name, as the server publishes it): show its schema.
     tool: Option<String>,
     /// Arguments as a JSON object (`-` reads them from standard input): call the tool.
     arguments: Option<String>,
+    /// With `warden tool resource read SERVER URI`: the URI.
+    #[arg(hide = true)]
+    uri: Option<String>,
     /// Machine-readable output (one JSON value).
     #[arg(long)]
     json: bool,
@@ -38,128 +42,235 @@ pub struct ToolArgs {
 }
 
 pub fn run(globals: &Globals, args: ToolArgs) -> anyhow::Result<ExitCode> {
+    if let Some(client) = BridgeClient::from_env() {
+        let client = client?;
+        if args.policy.permission_mode.is_some()
+            || !args.policy.allowed_tools.is_empty()
+            || !args.policy.disallowed_tools.is_empty()
+        {
+            bail!(
+                "inside an agent session `warden tool` goes through the session's gate; \
+                 --permission-mode, --allowed-tools and --disallowed-tools cannot change it"
+            );
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        return runtime.block_on(dispatch(&Backend::Bridge(client), &args));
+    }
     let (paths, workspace, config) = load_config(globals)?;
     let host = open_host(paths, workspace, &config, &args.policy)?;
     let runtime = async_runtime()?;
     runtime.block_on(async {
-        let outcome = dispatch(&host, &args).await;
-        host.shutdown().await;
+        let backend = Backend::Local(host);
+        let outcome = dispatch(&backend, &args).await;
+        if let Backend::Local(host) = &backend {
+            host.shutdown().await;
+        }
         outcome
     })
 }
 
-async fn dispatch(host: &Host, args: &ToolArgs) -> anyhow::Result<ExitCode> {
-    // `warden tool search QUERY`, unless a server is really named `search`.
-    let search_server = host
-        .runtime()
-        .server_names()
-        .iter()
-        .any(|name| name == "search");
-    if args.server.as_deref() == Some("search") && !search_server {
-        let query = args.tool.as_deref().unwrap_or("");
-        return search(host, query, args.limit, args.json).await;
+/// Where the answers come from: this process's own host, or the session's over the bridge.
+enum Backend {
+    Local(Host),
+    Bridge(BridgeClient),
+}
+
+impl Backend {
+    async fn servers(&self) -> Result<Vec<ServerRow>, ViewError> {
+        match self {
+            Self::Local(host) => Ok(views::servers(host)),
+            Self::Bridge(client) => client.servers().await,
+        }
+    }
+
+    async fn has_server(&self, name: &str) -> Result<bool, ViewError> {
+        match self {
+            Self::Local(host) => Ok(views::has_server(host, name)),
+            Self::Bridge(client) => Ok(client.servers().await?.iter().any(|row| row.name == name)),
+        }
+    }
+
+    async fn tools(&self, server: &str) -> Result<Vec<ToolView>, ViewError> {
+        match self {
+            Self::Local(host) => views::tools(host, server).await,
+            Self::Bridge(client) => client.tools(server).await,
+        }
+    }
+
+    async fn call(&self, request: CallRequest) -> Result<CallView, ViewError> {
+        match self {
+            Self::Local(host) => {
+                let cancel = CancellationToken::new();
+                let watcher = cancel.clone();
+                let ctrl_c = tokio::spawn(async move {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        watcher.cancel();
+                    }
+                });
+                let outcome = views::call(host, request, cancel).await;
+                ctrl_c.abort();
+                outcome
+            }
+            // Ctrl-C ends this process; the bridge sees the connection close and cancels.
+            Self::Bridge(client) => client.call(&request).await,
+        }
+    }
+
+    async fn search(&self, query: &str, limit: usize) -> Result<SearchView, ViewError> {
+        match self {
+            Self::Local(host) => views::search(host, query, limit).await,
+            Self::Bridge(client) => client.search(query, limit).await,
+        }
+    }
+
+    async fn list_resources(&self, server: Option<&str>) -> Result<CallView, ViewError> {
+        match self {
+            Self::Local(host) => {
+                Ok(views::list_resources(host, server, CancellationToken::new()).await)
+            }
+            Self::Bridge(client) => client.list_resources(server).await,
+        }
+    }
+
+    async fn resource_templates(&self, server: Option<&str>) -> Result<Value, ViewError> {
+        match self {
+            Self::Local(host) => views::resource_templates(host, server).await,
+            Self::Bridge(client) => client.resource_templates(server).await,
+        }
+    }
+
+    async fn read_resource(&self, server: &str, uri: &str) -> Result<CallView, ViewError> {
+        match self {
+            Self::Local(host) => {
+                Ok(views::read_resource(host, server, uri, CancellationToken::new()).await)
+            }
+            Self::Bridge(client) => client.read_resource(server, uri).await,
+        }
+    }
+}
+
+/// A failure as the command reports it: the server's last stderr lines, then the one-line error.
+fn failed(error: ViewError) -> anyhow::Error {
+    for line in &error.stderr_tail {
+        eprintln!("    stderr| {line}");
+    }
+    anyhow::Error::new(error)
+}
+
+async fn dispatch(backend: &Backend, args: &ToolArgs) -> anyhow::Result<ExitCode> {
+    // `warden tool search QUERY` and `warden tool resource …`, unless a server has that name.
+    match args.server.as_deref() {
+        Some(verb @ ("search" | "resource"))
+            if !backend.has_server(verb).await.map_err(failed)? =>
+        {
+            return if verb == "search" {
+                search(backend, args.tool.as_deref().unwrap_or(""), args).await
+            } else {
+                resource(backend, args).await
+            };
+        }
+        _ => {}
+    }
+    if args.uri.is_some() {
+        bail!("too many arguments: warden tool SERVER TOOL '<json arguments>'");
     }
     match (&args.server, &args.tool, &args.arguments) {
-        (None, _, _) => list_servers(host, args.json),
-        (Some(server), None, _) => list_tools(host, server, args.json).await,
-        (Some(server), Some(tool), None) => show_schema(host, server, tool, args.json).await,
+        (None, _, _) => list_servers(&backend.servers().await.map_err(failed)?, args.json),
+        (Some(server), None, _) => {
+            list_tools(&backend.tools(server).await.map_err(failed)?, args.json)
+        }
+        (Some(server), Some(tool), None) => {
+            let tools = backend.tools(server).await.map_err(failed)?;
+            show_schema(&views::find_tool(tools, server, tool)?, args.json)
+        }
         (Some(server), Some(tool), Some(arguments)) => {
-            call(host, server, tool, arguments, args).await
+            let request = CallRequest {
+                server: server.clone(),
+                tool: tool.clone(),
+                arguments: parse_arguments(arguments)?,
+            };
+            report(&backend.call(request).await.map_err(failed)?, args)
         }
     }
 }
 
 /// Ranks every server's tools (deferred ones included) against `query`.
-async fn search(host: &Host, query: &str, limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+async fn search(backend: &Backend, query: &str, args: &ToolArgs) -> anyhow::Result<ExitCode> {
     if query.trim().is_empty() {
         bail!("give a query: warden tool search \"create an issue\"");
     }
-    let servers = crate::catalog_views::every_server(host).await;
-    let mut entries = Vec::new();
-    let mut docs = Vec::new();
-    for server in &servers {
-        match &server.tools {
-            Ok(tools) => entries.extend(tools.iter().map(|visible| {
-                ToolEntry::from_mcp(&visible.tool, &visible.descriptor.public_name)
-            })),
-            Err(failure) => eprintln!("{failure}"),
-        }
-        docs.push(ServerDoc {
-            name: server.name.clone(),
-            summary: server.deferred.clone().unwrap_or_default(),
-        });
+    let view = backend.search(query, args.limit).await.map_err(failed)?;
+    for failure in &view.failures {
+        eprintln!("{failure}");
     }
-    let hits = SearchIndex::new(entries, &docs).search(query, limit);
-    if json {
-        println!("{}", serde_json::to_string_pretty(&hits)?);
-    } else if hits.is_empty() {
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&view.hits)?);
+    } else if view.rendered.is_empty() {
         println!("no tool matches \"{query}\"");
     } else {
-        for hit in &hits {
-            println!("{}", hit.render());
+        for hit in &view.rendered {
+            println!("{hit}");
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn list_servers(host: &Host, json: bool) -> anyhow::Result<ExitCode> {
-    let statuses = host.runtime().status();
+/// `warden tool resource list [SERVER]`, `templates [SERVER]`, `read SERVER URI`.
+async fn resource(backend: &Backend, args: &ToolArgs) -> anyhow::Result<ExitCode> {
+    const USAGE: &str = "warden tool resource list [SERVER] | templates [SERVER] | read SERVER URI";
+    let server = args.arguments.as_deref();
+    match (args.tool.as_deref(), &args.uri) {
+        (Some("list"), None) => {
+            report(&backend.list_resources(server).await.map_err(failed)?, args)
+        }
+        (Some("templates"), None) => {
+            let rows = backend.resource_templates(server).await.map_err(failed)?;
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        (Some("read"), Some(uri)) => {
+            let Some(server) = server else {
+                bail!("usage: {USAGE}");
+            };
+            report(
+                &backend.read_resource(server, uri).await.map_err(failed)?,
+                args,
+            )
+        }
+        _ => bail!("usage: {USAGE}"),
+    }
+}
+
+fn list_servers(rows: &[ServerRow], json: bool) -> anyhow::Result<ExitCode> {
     if json {
-        let mut rows: Vec<Value> = statuses
-            .iter()
-            .map(|status| {
-                json!({
-                    "name": status.name,
-                    "transport": status.transport,
-                    "state": status.state.label(),
-                    "deferred": status.deferred,
-                })
-            })
-            .collect();
-        rows.extend(host.idle_servers().iter().map(|idle| {
-            json!({"name": idle.name, "transport": null, "state": "idle", "reason": idle.reason})
-        }));
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        println!("{}", serde_json::to_string_pretty(rows)?);
         return Ok(ExitCode::SUCCESS);
     }
-    if statuses.is_empty() && host.idle_servers().is_empty() {
+    if rows.is_empty() {
         println!("no MCP servers configured; add one with `warden mcp add NAME -- COMMAND`");
         return Ok(ExitCode::SUCCESS);
     }
-    for status in &statuses {
-        let note = status
-            .deferred
-            .as_deref()
-            .map(|summary| format!("  (deferred: {summary})"))
-            .unwrap_or_default();
-        println!("{:<16} {:<6}{note}", status.name, status.transport);
-    }
-    for idle in host.idle_servers() {
-        println!("{:<16} idle   {}", idle.name, idle.reason);
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Connects `server` and returns its visible tools, or prints why it failed.
-async fn server_tools(host: &Host, server: &str) -> anyhow::Result<Vec<VisibleTool>> {
-    if let Some(idle) = host.idle_servers().iter().find(|idle| idle.name == server) {
-        bail!("MCP {}: not started: {}", idle.name, idle.reason);
-    }
-    match host.server_tools(server).await {
-        Ok(tools) => Ok(tools),
-        Err(error) => {
-            if let Ok(status) = host.runtime().server_status(server) {
-                print_stderr_tail(&status);
+    for row in rows {
+        match (&row.transport, &row.reason) {
+            (Some(transport), _) => {
+                let note = row
+                    .deferred
+                    .as_deref()
+                    .map(|summary| format!("  (deferred: {summary})"))
+                    .unwrap_or_default();
+                println!("{:<16} {transport:<6}{note}", row.name);
             }
-            Err(anyhow::Error::new(error))
+            (None, reason) => println!(
+                "{:<16} idle   {}",
+                row.name,
+                reason.as_deref().unwrap_or("")
+            ),
         }
     }
-}
-
-fn print_stderr_tail(status: &ServerStatus) {
-    for line in &status.stderr_tail {
-        eprintln!("    stderr| {line}");
-    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn first_line(text: Option<&str>) -> &str {
@@ -167,78 +278,57 @@ fn first_line(text: Option<&str>) -> &str {
         .unwrap_or("")
 }
 
-async fn list_tools(host: &Host, server: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let tools = server_tools(host, server).await?;
+fn list_tools(tools: &[ToolView], json: bool) -> anyhow::Result<ExitCode> {
     if json {
         let rows: Vec<Value> = tools
             .iter()
-            .map(|visible| {
+            .map(|tool| {
                 json!({
-                    "name": visible.tool.identity.tool,
-                    "public_name": visible.descriptor.public_name,
-                    "classes": visible.descriptor.classes().to_names(),
-                    "description": visible.tool.definition.description,
+                    "name": tool.name,
+                    "public_name": tool.public_name,
+                    "classes": tool.classes,
+                    "description": tool.description,
                 })
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
-    for visible in &tools {
+    for tool in tools {
         println!(
             "{:<28} {:<26} {}",
-            visible.tool.identity.tool,
-            visible.descriptor.classes().to_names(),
-            first_line(visible.tool.definition.description.as_deref())
+            tool.name,
+            tool.classes,
+            first_line(tool.description.as_deref())
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-async fn find_tool(host: &Host, server: &str, tool: &str) -> anyhow::Result<VisibleTool> {
-    let tools = server_tools(host, server).await?;
-    tools
-        .into_iter()
-        .find(|visible| visible.tool.identity.tool == tool)
-        .with_context(|| {
-            format!(
-                "MCP {server}: no tool `{tool}` is available (it is not published, filtered out, \
-                 or hidden by policy); list them with `warden tool {server}`"
-            )
-        })
-}
-
-async fn show_schema(
-    host: &Host,
-    server: &str,
-    tool: &str,
-    json: bool,
-) -> anyhow::Result<ExitCode> {
-    let visible = find_tool(host, server, tool).await?;
-    let definition = &visible.tool.definition;
-    let view = json!({
-        "name": definition.name,
-        "public_name": visible.descriptor.public_name,
-        "description": definition.description,
-        "classes": visible.descriptor.classes().to_names(),
-        "annotations": definition.annotations,
-        "input_schema": definition.input_schema,
-        "output_schema": definition.output_schema,
-    });
+fn show_schema(tool: &ToolView, json: bool) -> anyhow::Result<ExitCode> {
     if json {
+        let view = json!({
+            "name": tool.name,
+            "public_name": tool.public_name,
+            "description": tool.description,
+            "classes": tool.classes,
+            "annotations": tool.annotations,
+            "input_schema": tool.input_schema,
+            "output_schema": tool.output_schema,
+        });
         println!("{}", serde_json::to_string_pretty(&view)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}  ({})", definition.name, visible.descriptor.public_name);
-    println!("classes: {}", visible.descriptor.classes().to_names());
-    if let Some(description) = &definition.description {
+    println!("{}  ({})", tool.name, tool.public_name);
+    println!("classes: {}", tool.classes);
+    if let Some(description) = &tool.description {
         println!("\n{}\n", description.trim_end());
     }
     println!(
         "input schema:\n{}",
-        serde_json::to_string_pretty(&definition.input_schema)?
+        serde_json::to_string_pretty(&tool.input_schema)?
     );
-    if let Some(output) = &definition.output_schema {
+    if let Some(output) = &tool.output_schema {
         println!("output schema:\n{}", serde_json::to_string_pretty(output)?);
     }
     Ok(ExitCode::SUCCESS)
@@ -262,56 +352,20 @@ fn parse_arguments(text: &str) -> anyhow::Result<Value> {
     Ok(value)
 }
 
-async fn call(
-    host: &Host,
-    server: &str,
-    tool: &str,
-    arguments: &str,
-    args: &ToolArgs,
-) -> anyhow::Result<ExitCode> {
-    let arguments = parse_arguments(arguments)?;
-    // Record the server's catalogue so the name resolves; an unknown tool still goes to the
-    // gate, which answers "unknown tool" and audits it without contacting the server.
-    let _ = server_tools(host, server).await?;
-    let public_name = host
-        .public_name(server, tool)
-        .unwrap_or_else(|| warden_mcp::naming::public_name_for(server, tool));
-    let cancel = CancellationToken::new();
-    let watcher = cancel.clone();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            watcher.cancel();
-        }
-    });
-    let outcome = host
-        .call(CallSource::ToolCli, &public_name, arguments, cancel)
-        .await;
-    ctrl_c.abort();
-    report(&outcome, args)
-}
-
-fn report(outcome: &GateOutcome, args: &ToolArgs) -> anyhow::Result<ExitCode> {
-    let succeeded = outcome.decision == Decision::Allowed && !outcome.is_error();
-    let text = outcome.model_text();
+/// Prints a call's result: the text on stdout (or in `--out FILE`) when it succeeded, the reason
+/// on stderr with exit code 1 when it did not; `--json` prints the whole view either way.
+fn report(view: &CallView, args: &ToolArgs) -> anyhow::Result<ExitCode> {
+    let succeeded = view.succeeded();
     if args.json {
-        let view = json!({
-            "public_name": outcome.public_name,
-            "decision": outcome.decision.as_str(),
-            "layer": outcome.layer.as_str(),
-            "reason": outcome.reason,
-            "is_error": outcome.is_error(),
-            "text": text,
-            "result": outcome.output.as_ref().and_then(|output| output.content.clone()),
-        });
-        println!("{}", serde_json::to_string_pretty(&view)?);
+        println!("{}", serde_json::to_string_pretty(view)?);
     } else if succeeded {
         match &args.out {
-            Some(file) => std::fs::write(file, &text)
+            Some(file) => std::fs::write(file, &view.text)
                 .with_context(|| format!("writing the result to {}", file.display()))?,
-            None => println!("{text}"),
+            None => println!("{}", view.text),
         }
     } else {
-        eprintln!("{text}");
+        eprintln!("{}", view.text);
     }
     Ok(if succeeded {
         ExitCode::SUCCESS

@@ -11,7 +11,8 @@ use warden_testkit::fixtures::{self, FixtureKind, ServeOptions};
 #[command(name = "warden-fixture")]
 struct Args {
     /// echo, paginated, paginated-forever, list-changed, crash-mid-call, hang, garbage,
-    /// stderr-flood, exit-during-start, slow-start, big-result, bad-names, http-status
+    /// stderr-flood, exit-during-start, slow-start, big-result, bad-names, http-status, skills,
+    /// skills-extension
     #[arg(value_parser = parse_kind)]
     kind: FixtureKind,
     /// Serve Streamable HTTP on this address (path /mcp); port 0 picks a free port.

@@ -1,0 +1,362 @@
+//! Tool calls through the gate (`Host::call`, source agent, `auto` mode) to the echo fixture over
+//! stdio, side by side with a raw rmcp client and the TypeScript SDK client on the same fixture.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use warden_host::Host;
+use warden_policy::{CallSource, Decision};
+
+use crate::env::{BenchEnv, BenchSession, RawClient};
+use crate::report::{Row, Target};
+use crate::stats::Series;
+
+/// The fixture's name in the session; its echo tool's public name.
+pub const SERVER: &str = "fx";
+pub const ECHO: &str = "mcp__fx__echo";
+
+/// Iteration counts.
+#[derive(Debug, Clone, Copy)]
+pub struct GateCallCounts {
+    /// Sequential calls per client (split over `rounds`).
+    pub sequential: usize,
+    /// Calls in the concurrent series, spread over `callers`.
+    pub concurrent: usize,
+    pub callers: usize,
+    /// Sequential and concurrent series alternate gate / raw this many times.
+    pub rounds: usize,
+    pub warmup: usize,
+    /// Calls made by the TypeScript SDK client.
+    pub typescript: usize,
+}
+
+fn echo_arguments() -> Value {
+    json!({"text": "ping"})
+}
+
+/// Where the time of a gate call goes: the gate's own figures, summed.
+#[derive(Debug, Default, Clone, Copy)]
+struct Breakdown {
+    /// Whole calls as the caller saw them.
+    total: Duration,
+    /// The gate's own clock: resolve to the end of PostToolUse hooks.
+    gate: Duration,
+    /// Dispatch: the runtime's call and the result conversion.
+    execution: Duration,
+    calls: u32,
+}
+
+impl Breakdown {
+    fn mean_us(&self, part: Duration) -> f64 {
+        part.as_secs_f64() * 1e6 / f64::from(self.calls.max(1))
+    }
+
+    /// `layers before/after dispatch · dispatch · audit and outcome`, mean µs per call.
+    fn describe(&self) -> String {
+        format!(
+            "per call (mean): gate layers {:.1} µs, dispatch {:.1} µs, audit record + outcome {:.1} µs",
+            self.mean_us(self.gate.saturating_sub(self.execution)),
+            self.mean_us(self.execution),
+            self.mean_us(self.total.saturating_sub(self.gate)),
+        )
+    }
+}
+
+/// One call through the gate; fails unless it was allowed and echoed.
+pub async fn gate_call(host: &Host, source: CallSource) -> anyhow::Result<(Duration, Duration)> {
+    let outcome = host
+        .call(source, ECHO, echo_arguments(), CancellationToken::new())
+        .await;
+    match &outcome.output {
+        Some(output) if outcome.decision == Decision::Allowed && output.text == "ping" => Ok((
+            outcome.gate_duration,
+            outcome.execution_duration.unwrap_or_default(),
+        )),
+        _ => bail!("the gate did not echo: {}", outcome.model_text()),
+    }
+}
+
+async fn gate_sequential(
+    host: &Host,
+    calls: usize,
+    breakdown: &mut Breakdown,
+) -> anyhow::Result<Series> {
+    let mut latencies = Vec::with_capacity(calls);
+    let started = Instant::now();
+    for _ in 0..calls {
+        let before = Instant::now();
+        let (gate, execution) = gate_call(host, CallSource::Agent).await?;
+        let took = before.elapsed();
+        latencies.push(took);
+        breakdown.total += took;
+        breakdown.gate += gate;
+        breakdown.execution += execution;
+        breakdown.calls += 1;
+    }
+    Ok(Series {
+        latencies,
+        wall: started.elapsed(),
+    })
+}
+
+/// The same call to warden's MCP runtime directly (no gate, no result conversion): splits the
+/// dispatch time into the runtime's share and the conversion's.
+async fn runtime_sequential(host: &Host, calls: usize) -> anyhow::Result<Series> {
+    let identity = warden_mcp::ToolIdentity::new(SERVER, "echo");
+    let mut latencies = Vec::with_capacity(calls);
+    let started = Instant::now();
+    for _ in 0..calls {
+        let arguments = match echo_arguments() {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let before = Instant::now();
+        host.runtime()
+            .call_tool(
+                &identity,
+                arguments,
+                warden_mcp::CallOptions {
+                    progress: None,
+                    cancel: CancellationToken::new(),
+                },
+            )
+            .await
+            .context("runtime call")?;
+        latencies.push(before.elapsed());
+    }
+    Ok(Series {
+        latencies,
+        wall: started.elapsed(),
+    })
+}
+
+async fn raw_call(client: &RawClient) -> anyhow::Result<()> {
+    let arguments = match echo_arguments() {
+        Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let result = client
+        .service
+        .call_tool(CallToolRequestParams::new("echo").with_arguments(arguments))
+        .await
+        .context("raw rmcp call")?;
+    if result.is_error == Some(true) {
+        bail!("the raw call failed: {result:?}");
+    }
+    Ok(())
+}
+
+async fn raw_sequential(client: &RawClient, calls: usize) -> anyhow::Result<Series> {
+    let mut latencies = Vec::with_capacity(calls);
+    let started = Instant::now();
+    for _ in 0..calls {
+        let before = Instant::now();
+        raw_call(client).await?;
+        latencies.push(before.elapsed());
+    }
+    Ok(Series {
+        latencies,
+        wall: started.elapsed(),
+    })
+}
+
+/// `callers` tasks sharing `calls`, each timing its own calls.
+async fn concurrent<F, Fut>(callers: usize, calls: usize, call: F) -> anyhow::Result<Series>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let per_caller = calls / callers.max(1);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..callers {
+        let call = call.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(per_caller);
+            for _ in 0..per_caller {
+                let before = Instant::now();
+                call().await?;
+                latencies.push(before.elapsed());
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.context("a caller task panicked")??);
+    }
+    Ok(Series {
+        latencies,
+        wall: started.elapsed(),
+    })
+}
+
+/// What the TypeScript SDK client printed.
+#[derive(Debug, serde::Deserialize)]
+struct TypeScriptRun {
+    seconds: f64,
+    latencies_us: Vec<f64>,
+}
+
+fn typescript_series(env: &BenchEnv, calls: usize, warmup: usize) -> anyhow::Result<Series> {
+    let Some((node, sdk)) = &env.typescript else {
+        bail!(
+            "Node and @modelcontextprotocol/sdk are not installed (run ../shared/conformance/setup.sh)"
+        );
+    };
+    let output = std::process::Command::new(node)
+        .arg(env.ts_client_script())
+        .arg(sdk)
+        .arg(calls.to_string())
+        .arg(warmup.to_string())
+        .arg(env.fixture())
+        .arg("echo")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("running the TypeScript SDK client")?;
+    if !output.status.success() {
+        bail!(
+            "the TypeScript SDK client failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let run: TypeScriptRun = serde_json::from_slice(&output.stdout)
+        .context("reading the TypeScript SDK client's JSON")?;
+    Ok(Series {
+        latencies: run
+            .latencies_us
+            .iter()
+            .map(|us| Duration::from_secs_f64(us / 1e6))
+            .collect(),
+        wall: Duration::from_secs_f64(run.seconds),
+    })
+}
+
+/// Runs the series and returns the rows.
+pub async fn run(env: &BenchEnv, counts: GateCallCounts) -> anyhow::Result<Vec<Row>> {
+    let session = BenchSession::open(vec![env.fixture_spec(SERVER, "echo", &[])])?;
+    session.connect(SERVER).await?;
+    let raw = Arc::new(RawClient::start(&env.fixture(), &["echo".to_owned()]).await?);
+    let host = session.host.clone();
+
+    let mut warm = Breakdown::default();
+    gate_sequential(&host, counts.warmup, &mut warm).await?;
+    raw_sequential(&raw, counts.warmup).await?;
+
+    let rounds = counts.rounds.max(1);
+    let mut gate_seq = Series::default();
+    let mut raw_seq = Series::default();
+    let mut breakdown = Breakdown::default();
+    for _ in 0..rounds {
+        raw_seq.merge(raw_sequential(&raw, counts.sequential / rounds).await?);
+        gate_seq.merge(gate_sequential(&host, counts.sequential / rounds, &mut breakdown).await?);
+    }
+
+    let runtime_seq = runtime_sequential(&host, counts.sequential / rounds).await?;
+
+    let mut gate_par = Series::default();
+    let mut raw_par = Series::default();
+    for _ in 0..rounds {
+        let client = raw.clone();
+        raw_par.merge(
+            concurrent(counts.callers, counts.concurrent / rounds, move || {
+                let client = client.clone();
+                async move { raw_call(&client).await }
+            })
+            .await?,
+        );
+        let gate_host = host.clone();
+        gate_par.merge(
+            concurrent(counts.callers, counts.concurrent / rounds, move || {
+                let host = gate_host.clone();
+                async move { gate_call(&host, CallSource::Agent).await.map(|_| ()) }
+            })
+            .await?,
+        );
+    }
+    session.host.shutdown().await;
+    drop(raw);
+
+    let typescript = typescript_series(env, counts.typescript, counts.warmup);
+
+    let calls = |series: &Series| {
+        format!(
+            "{} calls; p50 {:.0} µs, p99 {:.0} µs",
+            series.latencies.len(),
+            series.percentile_us(50.0),
+            series.percentile_us(99.0)
+        )
+    };
+    let mut rows = vec![
+        Row::measured(
+            "stdio_sequential_vs_rmcp",
+            "gate calls/s, stdio echo fixture, sequential",
+            "calls/s",
+            gate_seq.per_second(),
+            Target::RatioAtLeast(0.90),
+        )
+        .against("raw rmcp client", raw_seq.per_second())
+        .with_note(format!(
+            "gate: {}; raw: {}; {}; the MCP runtime alone: p50 {:.0} µs",
+            calls(&gate_seq),
+            calls(&raw_seq),
+            breakdown.describe(),
+            runtime_seq.percentile_us(50.0)
+        )),
+        Row::measured(
+            "stdio_sequential_p50_us",
+            "gate call latency p50, sequential",
+            "µs",
+            gate_seq.percentile_us(50.0),
+            Target::Report,
+        )
+        .against("raw rmcp p50", raw_seq.percentile_us(50.0)),
+        Row::measured(
+            "stdio_sequential_p99_us",
+            "gate call latency p99, sequential",
+            "µs",
+            gate_seq.percentile_us(99.0),
+            Target::Report,
+        )
+        .against("raw rmcp p99", raw_seq.percentile_us(99.0)),
+    ];
+    rows.push(match typescript {
+        Ok(ts) => Row::measured(
+            "stdio_sequential_vs_ts_sdk",
+            "gate calls/s, sequential, vs the TypeScript SDK client",
+            "calls/s",
+            gate_seq.per_second(),
+            Target::RatioAtLeast(5.0),
+        )
+        .against("TypeScript SDK client", ts.per_second())
+        .with_note(format!("TypeScript SDK: {}", calls(&ts))),
+        Err(error) => Row::not_measured(
+            "stdio_sequential_vs_ts_sdk",
+            "gate calls/s, sequential, vs the TypeScript SDK client",
+            "calls/s",
+            Target::RatioAtLeast(5.0),
+            &format!("{error:#}"),
+        ),
+    });
+    rows.push(
+        Row::measured(
+            "stdio_concurrent16_vs_rmcp",
+            &format!("gate calls/s, {} concurrent callers", counts.callers),
+            "calls/s",
+            gate_par.per_second(),
+            Target::RatioAtLeast(0.90),
+        )
+        .against("raw rmcp client", raw_par.per_second())
+        .with_note(format!(
+            "gate: {}; raw: {}",
+            calls(&gate_par),
+            calls(&raw_par)
+        )),
+    );
+    Ok(rows)
+}

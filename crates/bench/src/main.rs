@@ -1,0 +1,237 @@
+//! `warden-bench [--quick] [--json]`: measures warden against the direct path and against peers,
+//! side by side in one run, and prints one table (or one JSON object keyed by row).
+
+mod big_result;
+mod code_mode;
+mod discovery;
+mod env;
+mod gate_calls;
+mod report;
+mod startup;
+mod stats;
+mod surfaces;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+
+use crate::env::BenchEnv;
+use crate::report::Report;
+
+/// Benchmarks warden against the direct path and its peers; see docs/BENCHMARKS.md.
+#[derive(Debug, Parser)]
+#[command(name = "warden-bench")]
+struct Args {
+    /// Fewer iterations: the whole run takes well under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Print one JSON object whose keys name the rows.
+    #[arg(long)]
+    json: bool,
+    /// Far fewer iterations still (for the shape test; the figures mean little).
+    #[arg(long, hide = true)]
+    smoke: bool,
+    /// Internal: run one measurement in this fresh process and print its JSON.
+    #[arg(long, hide = true, value_name = "KIND")]
+    child: Option<String>,
+}
+
+/// Iteration counts of one run.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    gate: gate_calls::GateCallCounts,
+    code: code_mode::CodeModeCounts,
+    startup: startup::StartupCounts,
+    big_result_repeats: usize,
+    search_repeats: usize,
+    surfaces: surfaces::SurfaceCounts,
+}
+
+impl Plan {
+    fn full() -> Self {
+        Self {
+            gate: gate_calls::GateCallCounts {
+                sequential: 10_000,
+                concurrent: 16_000,
+                callers: 16,
+                rounds: 4,
+                warmup: 500,
+                typescript: 10_000,
+            },
+            code: code_mode::CodeModeCounts {
+                calls: 1_000,
+                repeats: 5,
+                cold_starts: 300,
+            },
+            startup: startup::StartupCounts { repeats: 7 },
+            big_result_repeats: 3,
+            search_repeats: 20,
+            surfaces: surfaces::SurfaceCounts {
+                tool_cli: 40,
+                serve_calls: 8_000,
+                callers: 16,
+            },
+        }
+    }
+
+    fn quick() -> Self {
+        Self {
+            gate: gate_calls::GateCallCounts {
+                sequential: 2_000,
+                concurrent: 3_200,
+                callers: 16,
+                rounds: 2,
+                warmup: 200,
+                typescript: 1_000,
+            },
+            code: code_mode::CodeModeCounts {
+                calls: 1_000,
+                repeats: 2,
+                cold_starts: 60,
+            },
+            startup: startup::StartupCounts { repeats: 2 },
+            big_result_repeats: 1,
+            search_repeats: 3,
+            surfaces: surfaces::SurfaceCounts {
+                tool_cli: 10,
+                serve_calls: 1_600,
+                callers: 16,
+            },
+        }
+    }
+
+    fn smoke() -> Self {
+        Self {
+            gate: gate_calls::GateCallCounts {
+                sequential: 100,
+                concurrent: 160,
+                callers: 16,
+                rounds: 1,
+                warmup: 10,
+                typescript: 50,
+            },
+            code: code_mode::CodeModeCounts {
+                calls: 100,
+                repeats: 1,
+                cold_starts: 5,
+            },
+            startup: startup::StartupCounts { repeats: 1 },
+            big_result_repeats: 1,
+            search_repeats: 1,
+            surfaces: surfaces::SurfaceCounts {
+                tool_cli: 3,
+                serve_calls: 160,
+                callers: 16,
+            },
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("warden-bench: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("warden-bench: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let env = BenchEnv::discover()?;
+    if let Some(kind) = &args.child {
+        return match kind.as_str() {
+            "big-result" => big_result::child(&env, big_result::Path::Gate)
+                .await
+                .map(|()| ExitCode::SUCCESS),
+            "big-result-runtime" => big_result::child(&env, big_result::Path::Runtime)
+                .await
+                .map(|()| ExitCode::SUCCESS),
+            other => anyhow::bail!("unknown child measurement `{other}`"),
+        };
+    }
+    let (plan, mode) = if args.smoke {
+        (Plan::smoke(), "smoke")
+    } else if args.quick {
+        (Plan::quick(), "quick")
+    } else {
+        (Plan::full(), "full")
+    };
+    let mut report = Report {
+        mode: mode.to_owned(),
+        machine: env::machine(),
+        ..Report::default()
+    };
+    let mut failed = Vec::new();
+    let mut step = |name: &str, result: anyhow::Result<Vec<report::Row>>, started: Instant| {
+        eprintln!(
+            "warden-bench: {name} done in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        match result {
+            Ok(rows) => report.extend(rows),
+            Err(error) => {
+                eprintln!("warden-bench: {name} failed: {error:#}");
+                failed.push(name.to_owned());
+            }
+        }
+    };
+
+    let started = Instant::now();
+    step(
+        "discovery",
+        discovery::run(&env, plan.search_repeats),
+        started,
+    );
+    let started = Instant::now();
+    step(
+        "gate calls",
+        gate_calls::run(&env, plan.gate).await,
+        started,
+    );
+    let started = Instant::now();
+    step("code mode", code_mode::run(&env, plan.code).await, started);
+    let started = Instant::now();
+    step(
+        "20 MiB result",
+        big_result::run(plan.big_result_repeats),
+        started,
+    );
+    let started = Instant::now();
+    step("start-up", startup::run(&env, plan.startup).await, started);
+    let started = Instant::now();
+    step(
+        "tool CLI and serve",
+        surfaces::run(&env, plan.surfaces).await,
+        started,
+    );
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.json())?);
+    } else {
+        println!("warden-bench ({mode} run)\n");
+        print!("{}", report.table());
+        println!();
+        for (key, value) in &report.machine {
+            println!("{key}: {value}");
+        }
+    }
+    if failed.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("warden-bench: failed: {}", failed.join(", "));
+        Ok(ExitCode::FAILURE)
+    }
+}

@@ -1,0 +1,294 @@
+//! The surfaces over the gate: `warden tool S T '{…}'` one-shot through a session's bridge
+//! (against a direct in-process call), and `warden serve --http` with concurrent clients
+//! (against the same clients calling the upstream server directly).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use warden_bridge::Bridge;
+use warden_policy::CallSource;
+
+use crate::env::{BenchEnv, BenchSession};
+use crate::gate_calls::{SERVER, gate_call};
+use crate::report::{Row, Target};
+use crate::stats::{Series, median, percentile};
+
+/// How long a server may take to print its `listening on` line.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Iteration counts.
+#[derive(Debug, Clone, Copy)]
+pub struct SurfaceCounts {
+    /// One-shot `warden tool` runs.
+    pub tool_cli: usize,
+    /// Calls through `warden serve --http` (and directly), spread over `callers`.
+    pub serve_calls: usize,
+    pub callers: usize,
+}
+
+const TOOL_CLI_KEY: &str = "tool_cli_bridge_p50_ms";
+const TOOL_CLI_WHAT: &str = "`warden tool S T '{…}'` one-shot through a session's bridge, wall p50";
+const SERVE_KEY: &str = "serve_http_16_concurrent";
+
+pub async fn run(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Vec<Row>> {
+    let tool_cli = match tool_cli(env, counts.tool_cli).await {
+        Ok(row) => row,
+        Err(error) => Row::not_measured(
+            TOOL_CLI_KEY,
+            TOOL_CLI_WHAT,
+            "ms",
+            Target::ValueAtMost(10.0),
+            &format!("{error:#}"),
+        ),
+    };
+    let serve_what = format!(
+        "`warden serve --http` (passthrough), {} concurrent clients",
+        counts.callers
+    );
+    let serve = match serve(env, counts).await {
+        Ok(row) => row,
+        Err(error) => Row::not_measured(
+            SERVE_KEY,
+            &serve_what,
+            "calls/s",
+            Target::RatioAtLeast(0.80),
+            &format!("{error:#}"),
+        ),
+    };
+    Ok(vec![tool_cli, serve])
+}
+
+/// A throwaway WARDEN_HOME and working folder for a `warden` child.
+fn warden_command(env: &BenchEnv, home: &Path) -> anyhow::Result<Command> {
+    std::fs::create_dir_all(home.join("work"))?;
+    let mut command = Command::new(env.binary("warden"));
+    command
+        .current_dir(home.join("work"))
+        .env("WARDEN_HOME", home.join("home"))
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    Ok(command)
+}
+
+async fn tool_cli(env: &BenchEnv, runs: usize) -> anyhow::Result<Row> {
+    let session = BenchSession::open(vec![env.fixture_spec(SERVER, "echo", &[])])?;
+    session.connect(SERVER).await?;
+    let bridge = Bridge::start(session.host.clone()).context("starting the session bridge")?;
+    let home = tempfile::tempdir()?;
+    let mut direct = Vec::new();
+    for _ in 0..50 {
+        gate_call(&session.host, CallSource::ToolCli).await?;
+    }
+    for _ in 0..200 {
+        let started = Instant::now();
+        gate_call(&session.host, CallSource::ToolCli).await?;
+        direct.push(started.elapsed());
+    }
+    let mut one_shots = Vec::new();
+    // One untimed run warms the page cache.
+    for run in 0..=runs {
+        let mut command = warden_command(env, home.path())?;
+        command
+            .args(["tool", SERVER, "echo", r#"{"text":"ping"}"#])
+            .envs(bridge.environment())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let started = Instant::now();
+        let output = command.output().await.context("running warden tool")?;
+        let took = started.elapsed();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() || !stdout.contains("ping") {
+            bail!(
+                "`warden tool {SERVER} echo` through the bridge failed ({}): {}{}",
+                output.status,
+                stdout.trim(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        if run > 0 {
+            one_shots.push(took);
+        }
+    }
+    drop(bridge);
+    session.host.shutdown().await;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    Ok(Row::measured(
+        TOOL_CLI_KEY,
+        TOOL_CLI_WHAT,
+        "ms",
+        ms(median(&one_shots)),
+        Target::ValueAtMost(10.0),
+    )
+    .against("a direct in-process gate call", ms(median(&direct)))
+    .with_note(format!(
+        "{} runs, process spawn to exit; p95 {:.1} ms",
+        one_shots.len(),
+        ms(percentile(&one_shots, 95.0))
+    )))
+}
+
+/// Waits for `listening on http://ADDR/mcp` on the child's stderr and returns the URL.
+async fn listening_url(child: &mut Child, what: &str) -> anyhow::Result<String> {
+    let stderr = child.stderr.take().context("child stderr")?;
+    let mut lines = BufReader::new(stderr).lines();
+    let found = tokio::time::timeout(LISTEN_TIMEOUT, async {
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().await? {
+            if let Some(at) = line.find("listening on http://") {
+                let url = line[at + "listening on ".len()..].trim().to_owned();
+                return Ok((url, lines));
+            }
+            seen.push(line);
+        }
+        bail!("{what} exited before listening: {}", seen.join("\n"))
+    })
+    .await
+    .with_context(|| format!("{what} did not listen within {LISTEN_TIMEOUT:?}"))??;
+    let (url, mut rest) = found;
+    // Keep draining stderr so the child never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = rest.next_line().await {} });
+    Ok(url)
+}
+
+type HttpClient = RunningService<RoleClient, ()>;
+
+async fn http_client(url: &str) -> anyhow::Result<HttpClient> {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+    ().serve(transport)
+        .await
+        .with_context(|| format!("MCP handshake with {url}"))
+}
+
+/// `clients` sessions, each making its share of `calls` sequential echo calls, all at once.
+async fn concurrent_clients(clients: &[Arc<HttpClient>], calls: usize) -> anyhow::Result<Series> {
+    let per_client = calls / clients.len().max(1);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for client in clients {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(per_client);
+            for _ in 0..per_client {
+                let mut arguments = serde_json::Map::new();
+                arguments.insert("text".to_owned(), "ping".into());
+                let before = Instant::now();
+                let result = client
+                    .call_tool(CallToolRequestParams::new("echo").with_arguments(arguments))
+                    .await
+                    .context("an HTTP echo call")?;
+                latencies.push(before.elapsed());
+                if result.is_error == Some(true) {
+                    bail!("the echo call failed: {result:?}");
+                }
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.context("a client task panicked")??);
+    }
+    Ok(Series {
+        latencies,
+        wall: started.elapsed(),
+    })
+}
+
+async fn serve(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Row> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let help = std::process::Command::new(env.binary("warden"))
+        .args(["serve", "--help"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .context("running warden serve --help")?;
+    if !help.success() {
+        bail!("`warden serve` is not built");
+    }
+    let mut upstream = Command::new(env.fixture())
+        .args(["echo", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the HTTP echo fixture")?;
+    let upstream_url = listening_url(&mut upstream, "the HTTP echo fixture").await?;
+    let home = tempfile::tempdir()?;
+    let mut gateway = warden_command(env, home.path())?
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--insecure-no-auth",
+            "--expose",
+            "passthrough",
+            "--mcp",
+            &format!("{SERVER}={upstream_url}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting warden serve")?;
+    let gateway_url = listening_url(&mut gateway, "warden serve").await?;
+
+    let mut direct_clients = Vec::new();
+    let mut gateway_clients = Vec::new();
+    for _ in 0..counts.callers {
+        direct_clients.push(Arc::new(http_client(&upstream_url).await?));
+        gateway_clients.push(Arc::new(http_client(&gateway_url).await?));
+    }
+    concurrent_clients(&direct_clients, counts.callers * 10).await?;
+    concurrent_clients(&gateway_clients, counts.callers * 10).await?;
+    let mut direct = Series::default();
+    let mut through = Series::default();
+    let rounds = 2;
+    for _ in 0..rounds {
+        direct.merge(concurrent_clients(&direct_clients, counts.serve_calls / rounds).await?);
+        through.merge(concurrent_clients(&gateway_clients, counts.serve_calls / rounds).await?);
+    }
+    drop(direct_clients);
+    drop(gateway_clients);
+    let _ = gateway.start_kill();
+    let _ = gateway.wait().await;
+    let _ = upstream.start_kill();
+    let calls = |series: &Series| {
+        format!(
+            "{} calls, p50 {:.0} µs, p99 {:.0} µs",
+            series.latencies.len(),
+            series.percentile_us(50.0),
+            series.percentile_us(99.0)
+        )
+    };
+    Ok(Row::measured(
+        SERVE_KEY,
+        &format!(
+            "`warden serve --http` (passthrough), {} concurrent clients",
+            counts.callers
+        ),
+        "calls/s",
+        through.per_second(),
+        Target::RatioAtLeast(0.80),
+    )
+    .against(
+        "the upstream HTTP echo fixture directly",
+        direct.per_second(),
+    )
+    .with_note(format!(
+        "through warden: {}; direct: {}",
+        calls(&through),
+        calls(&direct)
+    )))
+}

@@ -1,0 +1,865 @@
+//! The chat's event loop: terminal input, agent events, approval and elicitation questions,
+//! background work (reconnects, prompts, skills) and a tick that refreshes pages and announces
+//! servers that fail mid-session.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use warden_agent::{
+    Agent, AgentError, AgentEvent, Message, ModelClient, RunOutcome, StopReason, ToolExecutor,
+    ToolList, ToolSpec,
+};
+use warden_host::Host;
+use warden_mcp::{FailureKind, ServerState, parse_prompt_arguments};
+use warden_policy::CallSource;
+
+use crate::app::{Action, App, CallState, Entry, Page};
+use crate::bridge::{ToolSources, TrackingExecutor, UiRequest};
+use crate::commands::{COMMANDS, PromptInfo, SlashCommand, missing_arguments};
+use crate::dialogs::{ApprovalDialog, ElicitationDialog};
+use crate::sources::{McpRow, SourceFacts, is_failure, short_reason, source_rows};
+use crate::view::draw;
+
+/// Switches the model: the new client, its name and the line to show (which says that the
+/// session keeps its defer mode), or why not.
+pub type ModelSwitch<'a> =
+    Box<dyn FnMut(&str) -> Result<(Arc<dyn ModelClient>, String, String), String> + 'a>;
+
+/// Records a finished message in the session's transcript.
+pub type Recorder<'a> = Box<dyn FnMut(&Message) + 'a>;
+
+/// Everything the chat needs from an opened session.
+pub struct ChatSession<'a> {
+    pub host: Arc<Host>,
+    pub client: Arc<dyn ModelClient>,
+    pub model_name: String,
+    pub system_prompt: String,
+    pub tools: ToolList,
+    /// The gate executor (which sends progress on `events`).
+    pub executor: Arc<dyn ToolExecutor>,
+    pub events: mpsc::UnboundedSender<AgentEvent>,
+    pub event_receiver: mpsc::UnboundedReceiver<AgentEvent>,
+    pub ui_requests: mpsc::UnboundedReceiver<UiRequest>,
+    pub facts: BTreeMap<String, SourceFacts>,
+    /// (name, description) of the workspace's skills.
+    pub skills: Vec<(String, String)>,
+    pub switch_model: ModelSwitch<'a>,
+    pub record: Recorder<'a>,
+    /// The conversation so far (resumed sessions).
+    pub conversation: Vec<Message>,
+    /// One line each, shown first (start-up failures of servers).
+    pub startup_notes: Vec<String>,
+}
+
+/// The terminal could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error("the terminal: {0}")]
+    Terminal(#[from] std::io::Error),
+}
+
+enum Background {
+    Reconnected {
+        server: String,
+        outcome: Result<Vec<ToolSpec>, String>,
+    },
+    /// `/mcp stop` finished.
+    Stopped {
+        server: String,
+        outcome: Result<(), String>,
+    },
+    /// `/mcp restart` finished (the server reconnects on the next request).
+    Restarted {
+        server: String,
+        outcome: Result<(), String>,
+    },
+    Prompts(Vec<PromptInfo>),
+    PromptReady {
+        label: String,
+        messages: Vec<(String, String)>,
+    },
+    SkillReady {
+        name: String,
+        body: Result<String, String>,
+        rest: String,
+    },
+    Failed(String),
+}
+
+type TurnResult = (Vec<Message>, Result<RunOutcome, AgentError>);
+
+/// Registers every tool the session offers with its source.
+pub async fn learn_sources(host: &Host, sources: &ToolSources) {
+    for descriptor in host.host_tools() {
+        sources.set(descriptor.public_name, "built-in".to_owned());
+    }
+    let (tools, _) = host.all_tools().await;
+    for tool in tools {
+        sources.set(
+            tool.descriptor.public_name.clone(),
+            tool.descriptor.identity.server().to_owned(),
+        );
+    }
+}
+
+/// Runs the chat until Ctrl-D.
+pub async fn run_chat(session: ChatSession<'_>) -> Result<(), ChatError> {
+    let mut terminal = ratatui::try_init()?;
+    let result = Chat::new(session).run(&mut terminal).await;
+    ratatui::restore();
+    result
+}
+
+struct Chat<'a> {
+    session: ChatSession<'a>,
+    app: App,
+    sources: ToolSources,
+    executor: Arc<TrackingExecutor>,
+    turn: Option<tokio::task::JoinHandle<TurnResult>>,
+    turn_cancel: CancellationToken,
+    recorded_upto: usize,
+    call_starts: HashMap<String, Instant>,
+    server_states: HashMap<String, ServerState>,
+    server_attempts: HashMap<String, u64>,
+    /// Servers this chat is reconnecting (not announced as stopped).
+    own_reconnects: std::collections::HashSet<String>,
+    /// Servers restarted with `/mcp restart`: their next (lazy) connect is not announced as an
+    /// unexpected restart.
+    own_restarts: std::collections::HashSet<String>,
+    background: (
+        mpsc::UnboundedSender<Background>,
+        mpsc::UnboundedReceiver<Background>,
+    ),
+    /// Skill text that goes before the next prompt.
+    pending_context: Vec<String>,
+}
+
+impl<'a> Chat<'a> {
+    fn new(session: ChatSession<'a>) -> Self {
+        let sources = ToolSources::default();
+        let executor = Arc::new(TrackingExecutor::new(
+            session.executor.clone(),
+            sources.clone(),
+        ));
+        let mut app = App::new(session.model_name.clone());
+        app.skills = session
+            .skills
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect();
+        let recorded_upto = session.conversation.len();
+        Self {
+            session,
+            app,
+            sources,
+            executor,
+            turn: None,
+            turn_cancel: CancellationToken::new(),
+            recorded_upto,
+            call_starts: HashMap::new(),
+            server_states: HashMap::new(),
+            server_attempts: HashMap::new(),
+            own_reconnects: Default::default(),
+            own_restarts: Default::default(),
+            background: mpsc::unbounded_channel(),
+            pending_context: Vec::new(),
+        }
+    }
+
+    async fn run(mut self, terminal: &mut ratatui::DefaultTerminal) -> Result<(), ChatError> {
+        learn_sources(&self.session.host, &self.sources).await;
+        for note in std::mem::take(&mut self.session.startup_notes) {
+            self.app
+                .error(format!("{} — see /tools", first_line(&note)));
+        }
+        for status in self.session.host.runtime().status() {
+            self.server_states.insert(status.name.clone(), status.state);
+            self.server_attempts
+                .insert(status.name, status.connect_attempts);
+        }
+        self.app.notice(format!(
+            "warden chat · model {} · /help for commands · Ctrl-C cancels · Ctrl-D quits",
+            self.session.model_name
+        ));
+        self.load_prompts();
+
+        let (keys_sender, mut keys) = mpsc::unbounded_channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader_stop = stop.clone();
+        let reader = std::thread::spawn(move || {
+            while !reader_stop.load(Ordering::Relaxed) {
+                match event::poll(Duration::from_millis(100)) {
+                    Ok(true) => match event::read() {
+                        Ok(event) => {
+                            if keys_sender.send(event).is_err() {
+                                break;
+                            }
+                        }
+                        Err(_) => break,
+                    },
+                    Ok(false) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let outcome = loop {
+            terminal.draw(|frame| draw(frame, &self.app))?;
+            tokio::select! {
+                Some(input) = keys.recv() => {
+                    if let Event::Key(key) = input
+                        && key.kind != KeyEventKind::Release
+                        && let Some(action) = self.key(key)
+                        && self.act(action)
+                    {
+                        break Ok(());
+                    }
+                }
+                Some(event) = self.session.event_receiver.recv() => self.agent_event(event),
+                Some(request) = self.session.ui_requests.recv() => self.ui_request(request),
+                Some(done) = self.background.1.recv() => self.background_done(done),
+                finished = wait_turn(&mut self.turn) => self.turn_finished(finished),
+                _ = tick.tick() => self.tick(),
+            }
+        };
+        stop.store(true, Ordering::Relaxed);
+        self.answer_everything();
+        self.turn_cancel.cancel();
+        if let Some(turn) = self.turn.take()
+            && let Ok(result) = turn.await
+        {
+            self.turn_finished(Ok(result));
+        }
+        let _ = reader.join();
+        outcome
+    }
+
+    /// Hands a key to the app. A call's duration counts from its approval, not from the
+    /// moment it started waiting for one.
+    fn key(&mut self, key: ratatui::crossterm::event::KeyEvent) -> Option<Action> {
+        let asking = self
+            .app
+            .approvals
+            .front()
+            .map(|dialog| dialog.public_name.clone());
+        let pending = self.app.approvals.len();
+        let action = self.app.key(key);
+        if let Some(name) = asking
+            && self.app.approvals.len() < pending
+            && let Some(id) = self.app.entries.iter().rev().find_map(|entry| match entry {
+                Entry::Tool(call)
+                    if call.public_name == name && call.state == CallState::Running =>
+                {
+                    Some(call.id.clone())
+                }
+                _ => None,
+            })
+        {
+            self.call_starts.insert(id, Instant::now());
+        }
+        action
+    }
+
+    /// On quit: every open or queued question gets "no", and no new one can be asked.
+    fn answer_everything(&mut self) {
+        for mut dialog in self.app.approvals.drain(..) {
+            dialog.answer(warden_policy::ApprovalAnswer::NobodyToAsk {
+                reason: "the chat is closing".to_owned(),
+            });
+        }
+        for mut dialog in self.app.elicitations.drain(..) {
+            dialog.answer(warden_mcp::ElicitationResponse::Cancel);
+        }
+        self.session.ui_requests.close();
+        while let Ok(request) = self.session.ui_requests.try_recv() {
+            match request {
+                UiRequest::Approval(_, answer) => {
+                    let _ = answer.send(warden_policy::ApprovalAnswer::NobodyToAsk {
+                        reason: "the chat is closing".to_owned(),
+                    });
+                }
+                UiRequest::Elicitation(_, answer) => {
+                    let _ = answer.send(warden_mcp::ElicitationResponse::Cancel);
+                }
+            }
+        }
+    }
+
+    /// Carries out an action; `true` to quit.
+    fn act(&mut self, action: Action) -> bool {
+        match action {
+            Action::Quit => return true,
+            Action::CancelTurn => {
+                self.turn_cancel.cancel();
+                self.app.notice("cancelling the turn…");
+            }
+            Action::Submit(text) => self.submit(text),
+            Action::Reconnect(server) => self.reconnect(server),
+            Action::Command(command) => self.command(command),
+        }
+        false
+    }
+
+    fn submit(&mut self, text: String) {
+        if self.turn.is_some() {
+            self.app
+                .notice("a turn is running; wait for it or cancel it with Ctrl-C");
+            return;
+        }
+        self.app.push(Entry::User(text.clone()));
+        let mut prompt = std::mem::take(&mut self.pending_context);
+        prompt.push(text);
+        self.session
+            .conversation
+            .push(Message::user(prompt.join("\n\n")));
+        self.start_turn();
+    }
+
+    fn start_turn(&mut self) {
+        let agent = Agent::new(
+            self.session.client.clone(),
+            self.executor.clone(),
+            self.session.system_prompt.clone(),
+            self.session.tools.clone(),
+        )
+        .with_events(self.session.events.clone());
+        let mut conversation = std::mem::take(&mut self.session.conversation);
+        self.turn_cancel = CancellationToken::new();
+        let cancel = self.turn_cancel.clone();
+        self.app.busy = true;
+        self.turn = Some(tokio::spawn(async move {
+            let result = agent.run(&mut conversation, &cancel).await;
+            (conversation, result)
+        }));
+    }
+
+    fn turn_finished(&mut self, finished: Result<TurnResult, tokio::task::JoinError>) {
+        self.turn = None;
+        self.app.busy = false;
+        let (conversation, result) = match finished {
+            Ok(done) => done,
+            Err(error) => {
+                self.app
+                    .error(format!("the turn stopped unexpectedly: {error}"));
+                return;
+            }
+        };
+        self.session.conversation = conversation;
+        for message in
+            &self.session.conversation[self.recorded_upto.min(self.session.conversation.len())..]
+        {
+            (self.session.record)(message);
+        }
+        self.recorded_upto = self.session.conversation.len();
+        self.tick();
+        match result {
+            Ok(outcome) if outcome.stop == StopReason::Cancelled => {
+                self.app.notice("turn cancelled");
+            }
+            Ok(outcome) if outcome.stop == StopReason::MaxTurns => {
+                self.app.notice("stopped at the turn limit");
+            }
+            Ok(_) => {}
+            Err(error) => self.app.error(format!("the model request failed: {error}")),
+        }
+    }
+
+    fn agent_event(&mut self, event: AgentEvent) {
+        match &event {
+            AgentEvent::ToolCallStarted { id, .. } => {
+                self.call_starts.insert(id.clone(), Instant::now());
+            }
+            AgentEvent::ToolCallFinished { id, .. } => {
+                let elapsed = self.call_starts.remove(id).map(|start| start.elapsed());
+                let sources = self.sources.clone();
+                self.app
+                    .apply(event.clone(), &|name| sources.source_of(name));
+                if let Some(elapsed) = elapsed {
+                    for entry in self.app.entries.iter_mut().rev() {
+                        if let Entry::Tool(call) = entry
+                            && call.id == *id
+                        {
+                            call.elapsed = elapsed;
+                            break;
+                        }
+                    }
+                }
+                return;
+            }
+            _ => {}
+        }
+        let sources = self.sources.clone();
+        self.app.apply(event, &|name| sources.source_of(name));
+    }
+
+    fn ui_request(&mut self, request: UiRequest) {
+        match request {
+            UiRequest::Approval(request, answer) => {
+                self.app
+                    .approvals
+                    .push_back(ApprovalDialog::new(&request, Some(answer)));
+            }
+            UiRequest::Elicitation(request, answer) => {
+                self.app
+                    .elicitations
+                    .push_back(ElicitationDialog::new(&request, Some(answer)));
+            }
+        }
+    }
+
+    fn tick(&mut self) {
+        let starts = &self.call_starts;
+        for call in self.app.running_calls() {
+            if let Some(start) = starts.get(&call.id) {
+                call.elapsed = start.elapsed();
+            }
+        }
+        let statuses = self.session.host.runtime().status();
+        for status in &statuses {
+            let previous = self.server_states.insert(status.name.clone(), status.state);
+            let was_failing = previous.is_some_and(is_failure);
+            let attempts_before = self
+                .server_attempts
+                .insert(status.name.clone(), status.connect_attempts);
+            // Supervision may have brought it back between two ticks: more connect attempts
+            // than before, not ours, and no failure seen in between.
+            let mut restarted_unseen = !was_failing
+                && attempts_before
+                    .is_some_and(|before| before >= 1 && status.connect_attempts > before)
+                && !self.own_reconnects.contains(&status.name);
+            // The lazy reconnect after `/mcp restart` is the operator's doing.
+            if restarted_unseen && self.own_restarts.remove(&status.name) {
+                restarted_unseen = false;
+            }
+            // `/mcp stop` says so itself; the tick does not announce it again.
+            let stopped_here = status.failure_kind == Some(FailureKind::Stopped);
+            let reason = status
+                .failure
+                .as_deref()
+                .map(short_reason)
+                .unwrap_or_else(|| status.state.label().to_owned());
+            if is_failure(status.state) && !was_failing && !stopped_here {
+                self.app.error(format!(
+                    "MCP {} is {}: {reason} — see /tools",
+                    status.name,
+                    status.state.label()
+                ));
+            } else if restarted_unseen {
+                self.app.error(format!(
+                    "MCP {} stopped and was reconnected automatically ({reason}) — see /tools",
+                    status.name
+                ));
+            }
+        }
+        match &self.app.page {
+            Some(Page::Tools { .. }) => self.refresh_sources(),
+            Some(Page::Mcp) => {
+                self.app.mcp_rows = statuses.iter().map(McpRow::from_status).collect();
+            }
+            None => {}
+        }
+    }
+
+    fn refresh_sources(&mut self) {
+        self.app.sources = source_rows(
+            &self.session.host,
+            &self.session.facts,
+            &self.sources.by_source(),
+        );
+    }
+
+    fn reconnect(&mut self, server: String) {
+        self.app
+            .notice(format!("reconnecting MCP {server} in the background…"));
+        self.own_reconnects.insert(server.clone());
+        let host = self.session.host.clone();
+        let done = self.background.0.clone();
+        let sources = self.sources.clone();
+        tokio::spawn(async move {
+            let outcome = match host.runtime().reconnect(&server).await {
+                Ok(()) => match host.server_tools(&server).await {
+                    Ok(tools) => Ok(tools
+                        .into_iter()
+                        .map(|tool| {
+                            sources.set(tool.descriptor.public_name.clone(), server.clone());
+                            ToolSpec {
+                                description: tool
+                                    .tool
+                                    .definition
+                                    .description
+                                    .as_deref()
+                                    .unwrap_or("")
+                                    .to_owned(),
+                                name: tool.descriptor.public_name,
+                                input_schema: tool.descriptor.input_schema,
+                            }
+                        })
+                        .collect()),
+                    Err(error) => Err(error.to_string()),
+                },
+                Err(error) => Err(error.to_string()),
+            };
+            let _ = done.send(Background::Reconnected { server, outcome });
+        });
+    }
+
+    /// `/mcp stop SERVER`: disconnects it in the background and keeps it down.
+    fn stop(&mut self, server: String) {
+        if self.session.host.runtime().server_status(&server).is_err() {
+            self.app.error(format!(
+                "/mcp stop: no MCP server named {server} (/mcp lists them)"
+            ));
+            return;
+        }
+        let host = self.session.host.clone();
+        let done = self.background.0.clone();
+        tokio::spawn(async move {
+            let outcome = host
+                .runtime()
+                .stop(&server)
+                .await
+                .map_err(|error| error.to_string());
+            let _ = done.send(Background::Stopped { server, outcome });
+        });
+    }
+
+    /// `/mcp restart SERVER`: drops its connection and retained catalogue; the next request
+    /// connects it again.
+    fn restart(&mut self, server: String) {
+        if self.session.host.runtime().server_status(&server).is_err() {
+            self.app.error(format!(
+                "/mcp restart: no MCP server named {server} (/mcp lists them)"
+            ));
+            return;
+        }
+        self.own_restarts.insert(server.clone());
+        let host = self.session.host.clone();
+        let done = self.background.0.clone();
+        tokio::spawn(async move {
+            let outcome = host
+                .runtime()
+                .restart(&server)
+                .await
+                .map_err(|error| error.to_string());
+            let _ = done.send(Background::Restarted { server, outcome });
+        });
+    }
+
+    fn background_done(&mut self, done: Background) {
+        match done {
+            Background::Stopped { server, outcome } => match outcome {
+                Ok(()) => {
+                    self.server_states.insert(server.clone(), ServerState::Down);
+                    self.app.notice(format!(
+                        "MCP {server} stopped: it stays down and its tools answer that it was stopped — /mcp restart {server} reconnects it"
+                    ));
+                }
+                Err(error) => self.app.error(format!(
+                    "MCP {server} did not stop: {}",
+                    short_reason(&error)
+                )),
+            },
+            Background::Restarted { server, outcome } => match outcome {
+                Ok(()) => {
+                    self.server_states
+                        .insert(server.clone(), ServerState::NotConnected);
+                    self.app.notice(format!(
+                        "MCP {server} restarted: its catalogue is cleared and it reconnects on the next request"
+                    ));
+                }
+                Err(error) => {
+                    self.own_restarts.remove(&server);
+                    self.app.error(format!(
+                        "MCP {server} did not restart: {}",
+                        short_reason(&error)
+                    ));
+                }
+            },
+            Background::Reconnected { server, outcome } => {
+                self.own_reconnects.remove(&server);
+                if let Some(status) = self
+                    .session
+                    .host
+                    .runtime()
+                    .status()
+                    .into_iter()
+                    .find(|status| status.name == server)
+                {
+                    self.server_attempts
+                        .insert(server.clone(), status.connect_attempts);
+                }
+                match outcome {
+                    Ok(specs) => {
+                        let count = specs.len();
+                        self.session.tools.append(specs);
+                        self.server_states
+                            .insert(server.clone(), ServerState::Connected);
+                        self.app
+                            .notice(format!("MCP {server} reconnected: {count} tools"));
+                    }
+                    Err(error) => {
+                        self.server_states
+                            .insert(server.clone(), ServerState::Failed);
+                        self.app.error(format!(
+                            "MCP {server} did not reconnect: {}",
+                            short_reason(&error)
+                        ));
+                    }
+                }
+            }
+            Background::Prompts(prompts) => self.app.prompts = prompts,
+            Background::PromptReady { label, messages } => {
+                self.app.notice(format!("prompt {label}"));
+                let mut texts = Vec::new();
+                for (role, text) in messages {
+                    self.app.push(Entry::PromptMessage {
+                        role: role.clone(),
+                        text: text.clone(),
+                    });
+                    if role == "assistant" {
+                        self.session.conversation.push(Message::Assistant {
+                            text,
+                            tool_calls: Vec::new(),
+                        });
+                    } else {
+                        texts.push(text);
+                    }
+                }
+                if self.turn.is_none() {
+                    if !texts.is_empty() {
+                        self.session
+                            .conversation
+                            .push(Message::user(texts.join("\n\n")));
+                    }
+                    self.start_turn();
+                }
+            }
+            Background::SkillReady { name, body, rest } => match body {
+                Ok(body) => {
+                    self.app.notice(format!("skill {name} loaded"));
+                    self.pending_context
+                        .push(format!("<skill name=\"{name}\">\n{body}\n</skill>"));
+                    if !rest.is_empty() {
+                        self.submit(rest);
+                    } else {
+                        self.app.notice("it goes with your next message");
+                    }
+                }
+                Err(error) => self.app.error(format!("skill {name}: {error}")),
+            },
+            Background::Failed(message) => self.app.error(message),
+        }
+    }
+
+    fn load_prompts(&self) {
+        let host = self.session.host.clone();
+        let done = self.background.0.clone();
+        tokio::spawn(async move {
+            let mut infos = Vec::new();
+            for status in host.runtime().status() {
+                if status.state != ServerState::Connected || status.counts.prompts == Some(0) {
+                    continue;
+                }
+                let Ok(prompts) = host.runtime().prompts(&status.name).await else {
+                    continue;
+                };
+                for prompt in prompts {
+                    infos.push(PromptInfo {
+                        server: status.name.clone(),
+                        name: prompt.name.to_string(),
+                        description: prompt.description.clone().unwrap_or_default(),
+                        arguments: prompt
+                            .arguments
+                            .iter()
+                            .flatten()
+                            .map(|argument| {
+                                (argument.name.clone(), argument.required.unwrap_or(false))
+                            })
+                            .collect(),
+                    });
+                }
+            }
+            let _ = done.send(Background::Prompts(infos));
+        });
+    }
+
+    fn command(&mut self, command: SlashCommand) {
+        match command {
+            SlashCommand::Tools => {
+                self.refresh_sources();
+                self.app.page = Some(Page::Tools {
+                    selected: 0,
+                    open: None,
+                });
+            }
+            SlashCommand::Mcp => {
+                self.app.mcp_rows = self
+                    .session
+                    .host
+                    .runtime()
+                    .status()
+                    .iter()
+                    .map(McpRow::from_status)
+                    .collect();
+                self.app.page = Some(Page::Mcp);
+            }
+            SlashCommand::McpCancel(server) => {
+                let count = self.executor.cancel_server(&server);
+                self.app.notice(format!(
+                    "cancelled {count} call(s) in flight to MCP {server}"
+                ));
+            }
+            SlashCommand::McpRestart(server) => self.restart(server),
+            SlashCommand::McpStop(server) => self.stop(server),
+            SlashCommand::Skills => {
+                if self.session.skills.is_empty() {
+                    self.app
+                        .notice("no skills are installed for this workspace");
+                }
+                for (name, description) in &self.session.skills {
+                    self.app.notice(format!("${name} — {description}"));
+                }
+            }
+            SlashCommand::Model(None) => self
+                .app
+                .notice(format!("model: {} (/model NAME switches)", self.app.model)),
+            SlashCommand::Model(Some(name)) => match (self.session.switch_model)(&name) {
+                Ok((client, label, notice)) => {
+                    self.session.client = client;
+                    self.app.model = label;
+                    self.app.notice(notice);
+                }
+                Err(error) => self.app.error(error),
+            },
+            SlashCommand::Help => {
+                for (command, what) in COMMANDS {
+                    self.app.notice(format!("{command} — {what}"));
+                }
+                self.app.notice(
+                    "/mcp__SERVER__PROMPT key=value … — an MCP prompt (Tab completes) · $SKILL — load a skill",
+                );
+                self.app
+                    .notice("Ctrl-C cancels the running turn · Ctrl-D quits · PgUp/PgDn scroll");
+            }
+            SlashCommand::Prompt {
+                server,
+                prompt,
+                arguments,
+            } => self.prompt(server, prompt, arguments),
+            SlashCommand::Skill { name, rest } => self.skill(name, rest),
+            SlashCommand::Unknown(line) => self
+                .app
+                .error(format!("unknown command {line}; /help lists the commands")),
+        }
+    }
+
+    fn prompt(&mut self, server: String, prompt: String, arguments: String) {
+        if self.turn.is_some() {
+            self.app
+                .notice("a turn is running; wait for it or cancel it with Ctrl-C");
+            return;
+        }
+        let arguments = match parse_prompt_arguments(&arguments) {
+            Ok(arguments) => arguments,
+            Err(error) => {
+                self.app.error(format!("prompt arguments: {error}"));
+                return;
+            }
+        };
+        if let Some(info) = self
+            .app
+            .prompts
+            .iter()
+            .find(|info| info.server == server && info.name == prompt)
+        {
+            let missing = missing_arguments(info, &arguments);
+            if !missing.is_empty() {
+                self.app.error(format!(
+                    "{} needs {}",
+                    info.command(),
+                    missing
+                        .iter()
+                        .map(|name| format!("{name}=…"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ));
+                return;
+            }
+        }
+        let host = self.session.host.clone();
+        let done = self.background.0.clone();
+        let label = format!("/mcp__{server}__{prompt}");
+        tokio::spawn(async move {
+            let outcome = host.runtime().get_prompt(&server, &prompt, arguments).await;
+            let _ = done.send(match outcome {
+                Ok(result) => Background::PromptReady {
+                    label,
+                    messages: result
+                        .messages
+                        .iter()
+                        .map(|message| {
+                            let role = serde_json::to_value(&message.role)
+                                .ok()
+                                .and_then(|value| value.as_str().map(str::to_owned))
+                                .unwrap_or_else(|| "user".to_owned());
+                            let text = match message.content.as_text() {
+                                Some(text) => text.text.clone(),
+                                None => serde_json::to_string(&message.content).unwrap_or_default(),
+                            };
+                            (role, text)
+                        })
+                        .collect(),
+                },
+                Err(error) => Background::Failed(error.to_string()),
+            });
+        });
+    }
+
+    fn skill(&mut self, name: String, rest: String) {
+        let host = self.session.host.clone();
+        let done = self.background.0.clone();
+        tokio::spawn(async move {
+            let outcome = host
+                .call(
+                    CallSource::SkillLoad,
+                    "use_skill",
+                    json!({ "name": name }),
+                    CancellationToken::new(),
+                )
+                .await;
+            let body = if outcome.is_error() {
+                Err(first_line(&outcome.model_text()).to_owned())
+            } else {
+                Ok(outcome.model_text())
+            };
+            let _ = done.send(Background::SkillReady { name, body, rest });
+        });
+    }
+}
+
+async fn wait_turn(
+    turn: &mut Option<tokio::task::JoinHandle<TurnResult>>,
+) -> Result<TurnResult, tokio::task::JoinError> {
+    match turn {
+        Some(handle) => handle.await,
+        None => std::future::pending().await,
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
+
+/// The calls in the conversation that are still running (for tests and status).
+pub fn running_count(app: &App) -> usize {
+    app.entries
+        .iter()
+        .filter(|entry| matches!(entry, Entry::Tool(call) if call.state == CallState::Running))
+        .count()
+}

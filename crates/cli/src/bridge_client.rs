@@ -1,0 +1,395 @@
+//! The client side of the session bridge: inside an agent session's bash tool, `warden tool`
+//! finds `WARDEN_BRIDGE_URL` and `WARDEN_BRIDGE_TOKEN` and asks the session's gate over loopback
+//! HTTP instead of opening a host of its own. The session uses the same client for its handshake
+//! ([`settle_tool_cli`]), which decides whether the bash tool gets the bridge's variables.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use warden_agent::BashEnv;
+use warden_bridge::Bridge;
+use warden_bridge::{
+    BridgeToken, CallRequest, CallView, ErrorView, Handshake, PROTOCOL_VERSION, ResourceRequest,
+    SearchRequest, SearchView, ServerRow, TOKEN_VAR, ToolView, URL_VAR, ViewError,
+};
+use warden_discovery::Availability;
+
+/// A connection to one session's bridge.
+#[derive(Debug)]
+pub struct BridgeClient {
+    http: reqwest::Client,
+    base: String,
+    token: BridgeToken,
+}
+
+/// Why the bridge variables cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeClientError {
+    #[error("{URL_VAR} must be a loopback http:// URL, not {0}")]
+    NotLoopback(String),
+    #[error("cannot build the bridge's HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
+/// Only loopback: the token must never travel to another machine.
+fn is_loopback_url(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    ["127.0.0.1:", "localhost:", "[::1]:"]
+        .iter()
+        .any(|host| authority.starts_with(host))
+}
+
+impl BridgeClient {
+    /// The bridge named by `WARDEN_BRIDGE_URL` and `WARDEN_BRIDGE_TOKEN`, when both are set.
+    pub fn from_env() -> Option<Result<Self, BridgeClientError>> {
+        let url = std::env::var(URL_VAR).ok().filter(|url| !url.is_empty())?;
+        let token = std::env::var(TOKEN_VAR)
+            .ok()
+            .filter(|token| !token.is_empty())?;
+        Some(Self::new(&url, BridgeToken::from_text(token)))
+    }
+
+    pub fn new(url: &str, token: BridgeToken) -> Result<Self, BridgeClientError> {
+        let base = url.trim_end_matches('/').to_owned();
+        if !is_loopback_url(&base) {
+            return Err(BridgeClientError::NotLoopback(base));
+        }
+        // Plain HTTP on loopback: no proxy, no TLS roots to load (a fast start matters here).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .http1_only()
+            .tls_certs_only(Vec::new())
+            .connect_timeout(Duration::from_secs(5))
+            .build()?;
+        Ok(Self { http, base, token })
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ViewError> {
+        let unreachable = |error: reqwest::Error| {
+            ViewError::unavailable(
+                format!("the session's tool bridge is unreachable: {error}"),
+                Vec::new(),
+            )
+        };
+        let response = request
+            .bearer_auth(self.token.expose())
+            .send()
+            .await
+            .map_err(unreachable)?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(unreachable)?;
+        if status.is_success() {
+            return serde_json::from_slice(&body).map_err(|error| {
+                ViewError::unavailable(
+                    format!("the tool bridge sent an answer this warden cannot read: {error}"),
+                    Vec::new(),
+                )
+            });
+        }
+        let refusal = serde_json::from_slice::<ErrorView>(&body).unwrap_or_else(|_| ErrorView {
+            error: format!(
+                "the tool bridge answered {status}: {}",
+                String::from_utf8_lossy(&body).trim()
+            ),
+            stderr_tail: Vec::new(),
+        });
+        let mut error = if status.is_client_error() {
+            ViewError::bad_request(refusal.error)
+        } else {
+            ViewError::unavailable(refusal.error, Vec::new())
+        };
+        error.stderr_tail = refusal.stderr_tail;
+        Err(error)
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ViewError> {
+        self.send(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T, ViewError> {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(body))
+            .await
+    }
+
+    /// Checks the protocol version and returns the session id.
+    pub async fn handshake(&self) -> Result<Handshake, ViewError> {
+        let handshake: Handshake = self.get("/v1/handshake").await?;
+        if handshake.protocol != PROTOCOL_VERSION {
+            return Err(ViewError::unavailable(
+                format!(
+                    "the tool bridge speaks protocol {}, this warden speaks {PROTOCOL_VERSION}",
+                    handshake.protocol
+                ),
+                Vec::new(),
+            ));
+        }
+        Ok(handshake)
+    }
+
+    pub async fn servers(&self) -> Result<Vec<ServerRow>, ViewError> {
+        self.get("/v1/servers").await
+    }
+
+    pub async fn tools(&self, server: &str) -> Result<Vec<ToolView>, ViewError> {
+        self.get(&format!("/v1/servers/{}/tools", path_segment(server)))
+            .await
+    }
+
+    pub async fn call(&self, request: &CallRequest) -> Result<CallView, ViewError> {
+        self.post("/v1/call", request).await
+    }
+
+    pub async fn search(&self, query: &str, limit: usize) -> Result<SearchView, ViewError> {
+        self.post(
+            "/v1/search",
+            &SearchRequest {
+                query: query.to_owned(),
+                limit,
+            },
+        )
+        .await
+    }
+
+    pub async fn list_resources(&self, server: Option<&str>) -> Result<CallView, ViewError> {
+        self.post(
+            "/v1/resources/list",
+            &ResourceRequest {
+                server: server.map(str::to_owned),
+                uri: None,
+            },
+        )
+        .await
+    }
+
+    pub async fn resource_templates(&self, server: Option<&str>) -> Result<Value, ViewError> {
+        self.post(
+            "/v1/resources/templates",
+            &ResourceRequest {
+                server: server.map(str::to_owned),
+                uri: None,
+            },
+        )
+        .await
+    }
+
+    pub async fn read_resource(&self, server: &str, uri: &str) -> Result<CallView, ViewError> {
+        self.post(
+            "/v1/resources/read",
+            &ResourceRequest {
+                server: Some(server.to_owned()),
+                uri: Some(uri.to_owned()),
+            },
+        )
+        .await
+    }
+}
+
+/// How the agent uses `warden tool` from bash; in the prompt only when the bridge answered.
+pub const TOOL_CLI_USAGE: &str = "<tool_cli_usage>
+In the bash tool, `warden tool` reaches this session's MCP servers through the same gate:
+- `warden tool` lists servers; `warden tool SERVER` lists its tools; `warden tool SERVER TOOL` shows the input schema
+- `warden tool SERVER TOOL '<json arguments>'` calls it (`-` reads the arguments from stdin); the result text goes to stdout, a denial or error to stderr with exit code 1; `--out FILE` writes the result to a file; `--json` prints the full outcome
+- `warden tool search QUERY [--limit K]` finds tools across servers, deferred ones included
+- `warden tool resource list [SERVER]`, `warden tool resource templates [SERVER]`, `warden tool resource read SERVER URI`
+</tool_cli_usage>";
+
+/// The session's side of the handshake: a real request to its bridge; only when it answers with
+/// this protocol and this session are the bridge's address and token exported to the bash tool.
+/// Otherwise nothing is exported (inherited `WARDEN_BRIDGE_*` stay masked) and the reason is
+/// returned for the routing section.
+pub async fn settle_tool_cli(
+    bridge: &Result<Bridge, String>,
+    session_id: &str,
+    bash_env: &BashEnv,
+) -> Availability {
+    let bridge = match bridge {
+        Ok(bridge) => bridge,
+        Err(reason) => {
+            return Availability::Unavailable {
+                reason: reason.clone(),
+            };
+        }
+    };
+    let answered = async {
+        let client =
+            BridgeClient::new(bridge.url(), bridge.token().clone()).map_err(|e| e.to_string())?;
+        let handshake = client.handshake().await.map_err(|e| e.to_string())?;
+        if handshake.session != session_id {
+            return Err(format!(
+                "the bridge answered for session {}, not {session_id}",
+                handshake.session
+            ));
+        }
+        Ok(())
+    };
+    match answered.await {
+        Ok(()) => {
+            bash_env.export(bridge.environment());
+            Availability::Available
+        }
+        Err(reason) => Availability::Unavailable {
+            reason: format!("the tool bridge handshake failed: {reason}"),
+        },
+    }
+}
+
+/// The routing section followed by the tool CLI's usage, which is withheld when unavailable.
+pub fn with_tool_cli_usage(section: String, tool_cli: &Availability) -> String {
+    match tool_cli {
+        Availability::Available => format!("{section}\n{TOOL_CLI_USAGE}"),
+        _ => section,
+    }
+}
+
+/// Percent-encodes a server name for a URL path segment.
+fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+    use std::sync::Arc;
+    use warden_host::{Host, HostOptions};
+
+    fn host(dir: &std::path::Path) -> Arc<Host> {
+        let paths = warden_config::Paths::under_root(dir);
+        let options = HostOptions::new(paths, dir.to_path_buf());
+        Arc::new(Host::open(&warden_config::LoadedConfig::default(), options).unwrap())
+    }
+
+    fn inherited() -> Vec<(OsString, OsString)> {
+        vec![
+            ("PATH".into(), "/bin".into()),
+            ("WARDEN_BRIDGE_URL".into(), "http://127.0.0.1:9".into()),
+            ("WARDEN_BRIDGE_TOKEN".into(), "stale".into()),
+        ]
+    }
+
+    fn bridge_vars(env: &BashEnv) -> Vec<(OsString, OsString)> {
+        env.environment(inherited())
+            .into_iter()
+            .filter(|(name, _)| name.to_string_lossy().starts_with("WARDEN_BRIDGE_"))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_successful_handshake_exports_the_session_bridge() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let bridge = Bridge::start(host.clone()).unwrap();
+        let (url, token) = (bridge.url().to_owned(), bridge.token().expose().to_owned());
+        let env = BashEnv::masking(warden_bridge::ENV_PREFIX);
+        let availability = settle_tool_cli(&Ok(bridge), host.session_id(), &env).await;
+        assert_eq!(availability, Availability::Available);
+        let vars = bridge_vars(&env);
+        assert_eq!(
+            vars,
+            [
+                (URL_VAR.into(), url.into()),
+                (TOKEN_VAR.into(), token.into())
+            ]
+        );
+        let section = with_tool_cli_usage("<execution_routing/>".into(), &availability);
+        assert!(section.ends_with("</tool_cli_usage>"), "{section}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_handshake_exports_nothing_and_withholds_the_usage() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let bridge = Bridge::start(host.clone()).unwrap();
+        bridge.stop();
+        // Give the stopped server a moment to close its listener.
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(bridge.url().trim_start_matches("http://"))
+                .await
+                .is_err()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let env = BashEnv::masking(warden_bridge::ENV_PREFIX);
+        let availability = settle_tool_cli(&Ok(bridge), host.session_id(), &env).await;
+        let Availability::Unavailable { reason } = &availability else {
+            panic!("expected unavailable, got {availability:?}");
+        };
+        assert!(
+            reason.starts_with("the tool bridge handshake failed: "),
+            "{reason}"
+        );
+        assert!(bridge_vars(&env).is_empty(), "inherited values stay masked");
+        let section = with_tool_cli_usage("<execution_routing/>".into(), &availability);
+        assert_eq!(section, "<execution_routing/>");
+    }
+
+    #[tokio::test]
+    async fn a_bridge_of_another_session_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let bridge = Ok(Bridge::start(host).unwrap());
+        let env = BashEnv::masking(warden_bridge::ENV_PREFIX);
+        let availability = settle_tool_cli(&bridge, "some-other-session", &env).await;
+        assert!(
+            matches!(&availability, Availability::Unavailable { reason } if reason.contains("not some-other-session")),
+            "{availability:?}"
+        );
+        assert!(bridge_vars(&env).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_bridge_that_did_not_start_says_why() {
+        let env = BashEnv::masking(warden_bridge::ENV_PREFIX);
+        let availability =
+            settle_tool_cli(&Err("cannot listen on loopback".into()), "s", &env).await;
+        assert_eq!(
+            availability,
+            Availability::Unavailable {
+                reason: "cannot listen on loopback".into()
+            }
+        );
+        assert!(bridge_vars(&env).is_empty());
+    }
+
+    #[test]
+    fn only_loopback_urls_are_accepted() {
+        assert!(is_loopback_url("http://127.0.0.1:4000"));
+        assert!(is_loopback_url("http://localhost:4000/"));
+        assert!(is_loopback_url("http://[::1]:4000"));
+        assert!(!is_loopback_url("https://127.0.0.1:4000"));
+        assert!(!is_loopback_url("http://127.0.0.1.evil.test:4000"));
+        assert!(!is_loopback_url("http://example.com:4000"));
+        assert!(!is_loopback_url("http://localhost.example.com:80"));
+    }
+
+    #[test]
+    fn server_names_are_escaped_in_paths() {
+        assert_eq!(path_segment("my-server_1"), "my-server_1");
+        assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
+    }
+}

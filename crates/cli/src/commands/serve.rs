@@ -1,0 +1,202 @@
+//! `warden serve`: serves warden's gated tool surface as an MCP server over stdio or Streamable
+//! HTTP (see the `warden-serve` crate); every call goes through the gate as source `gateway`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use warden_host::{Host, RemoteSkills, RemoteSkillsSettings};
+use warden_mcp::ProtocolMode;
+use warden_serve::{
+    ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, MCP_PATH, ServeToken,
+    SkillSummary, TOKEN_ENV, UpstreamElicitation, UpstreamSampling, bind_http, serve_http,
+    serve_stdio,
+};
+use warden_skills::{SkillRoots, discover};
+
+use crate::Globals;
+use crate::agent_session::ad_hoc_servers;
+use crate::code_tools::{CODE_EXECUTE, CODE_SEARCH, HostSlot, code_tools};
+use crate::context::{PolicyFlags, async_runtime, host_options, load_config};
+use crate::skill_tools::{USE_SKILL, skill_tools};
+
+/// The exposure on the command line.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExposeArg {
+    /// Every admitted tool under its namespaced name (`mcp__<server>__<tool>`).
+    Flat,
+    /// A small fixed set: search_tools, describe_tool, call_tool, code mode; skills as prompts.
+    Progressive,
+    /// One upstream server, names unchanged: a transparent, gated proxy.
+    Passthrough,
+}
+
+/// The protocol lifecycle spoken upstream.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum UpstreamProtocolArg {
+    /// Probe 2026-07-28 (`server/discover`), fall back to `initialize`.
+    Auto,
+    /// The 2025-11-25 `initialize` handshake only.
+    #[value(name = "2025-11-25")]
+    V2025_11_25,
+    /// 2026-07-28 only.
+    #[value(name = "2026-07-28")]
+    V2026_07_28,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Serve one client over standard input and output (the default).
+    #[arg(long, conflicts_with = "http")]
+    stdio: bool,
+    /// Serve Streamable HTTP at ADDR (path /mcp); without ADDR, 127.0.0.1:8765 (loopback).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765")]
+    http: Option<SocketAddr>,
+    /// What to publish.
+    #[arg(long, value_enum, default_value = "flat")]
+    expose: ExposeArg,
+    /// The upstream server of passthrough (default: the only server).
+    #[arg(long, value_name = "NAME")]
+    server: Option<String>,
+    /// Ad-hoc servers for this run: `URL`, `COMMAND ARGS…`, or either behind `NAME=`.
+    #[arg(long = "mcp", value_name = "CMD|URL")]
+    mcp: Vec<String>,
+    /// The protocol spoken to upstream servers: `auto` probes 2026-07-28 and falls back;
+    /// `2025-11-25` lets upstream servers ask mid-call (elicitation, sampling), which warden
+    /// relays to the client whose call is running.
+    #[arg(long, value_enum, default_value = "auto", value_name = "REVISION")]
+    upstream_protocol: UpstreamProtocolArg,
+    /// Accept HTTP clients without a bearer token (loopback addresses only).
+    #[arg(long)]
+    insecure_no_auth: bool,
+    #[command(flatten)]
+    policy: PolicyFlags,
+}
+
+pub fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let (paths, workspace, config) = load_config(globals)?;
+    let approver = ElicitingApprover::new();
+    // Local skills, published as prompts and resources in progressive exposure; loading one
+    // goes through the gate as the `use_skill` host tool (audited as a skill load).
+    let skills = Arc::new(discover(&SkillRoots::standard(&paths, &workspace)));
+    let remote_skills = Arc::new(RemoteSkills::new(RemoteSkillsSettings {
+        extension_enabled: config.experimental.skills_extension,
+        grants_path: Some(warden_skills::GrantStore::path_in(paths.state_dir())),
+        reserved: skills
+            .skills
+            .iter()
+            .map(|skill| skill.name.clone())
+            .collect(),
+    }));
+    let mut options = host_options(paths, workspace, &config, &args.policy)?;
+    options
+        .tools
+        .extend(skill_tools(skills.clone(), remote_skills.clone()));
+    options.remote_skills = Some(remote_skills);
+    // Code mode (progressive): its scripts' tool calls go through the gate as code mode.
+    let host_slot: HostSlot = Arc::default();
+    options.tools.extend(code_tools(host_slot.clone()));
+    options.approver = Some(Arc::new(approver.clone()));
+    options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
+    options.sampling = Some(Arc::new(UpstreamSampling::new(approver.directory())));
+    options.extra_servers = ad_hoc_servers(&args.mcp)?;
+    options.protocol = match args.upstream_protocol {
+        UpstreamProtocolArg::Auto => ProtocolMode::Auto,
+        UpstreamProtocolArg::V2025_11_25 => ProtocolMode::Legacy,
+        UpstreamProtocolArg::V2026_07_28 => ProtocolMode::Stateless,
+    };
+    let exposure = match args.expose {
+        ExposeArg::Flat => Exposure::Flat,
+        ExposeArg::Progressive => Exposure::Progressive,
+        ExposeArg::Passthrough => Exposure::Passthrough,
+    };
+    if args.server.is_some() && exposure != Exposure::Passthrough {
+        bail!("--server names the upstream of --expose passthrough");
+    }
+    if args.insecure_no_auth && args.http.is_none() {
+        bail!("--insecure-no-auth applies to --http only");
+    }
+    let host = Arc::new(Host::open(&config, options).context("opening the session")?);
+    let _ = host_slot.set(Arc::downgrade(&host));
+    let summaries = skills
+        .skills
+        .iter()
+        .map(|skill| SkillSummary {
+            name: skill.name.clone(),
+            description: skill.description.clone(),
+        })
+        .collect();
+    let gateway = Arc::new(
+        Gateway::new(
+            host.clone(),
+            exposure,
+            args.server.clone(),
+            approver.directory(),
+        )?
+        .with_skills(summaries, USE_SKILL)
+        .with_progressive_host_tools(vec![CODE_SEARCH.to_owned(), CODE_EXECUTE.to_owned()]),
+    );
+    async_runtime()?.block_on(async {
+        gateway.prepare().await;
+        let served = match args.http {
+            None => serve_stdio(gateway).await.context("serving over stdio"),
+            Some(addr) => serve_over_http(gateway, addr, args.insecure_no_auth).await,
+        };
+        host.shutdown().await;
+        served?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+async fn serve_over_http(
+    gateway: Arc<Gateway>,
+    addr: SocketAddr,
+    insecure_no_auth: bool,
+) -> anyhow::Result<()> {
+    let auth = if insecure_no_auth {
+        HttpAuth::InsecureNone
+    } else {
+        match ServeToken::from_env() {
+            Some(token) => HttpAuth::Bearer(token),
+            None => {
+                let token = ServeToken::generate()?;
+                eprintln!(
+                    "warden serve: bearer token (set {TOKEN_ENV} to choose one): {}",
+                    token.expose()
+                );
+                HttpAuth::Bearer(token)
+            }
+        }
+    };
+    let listener = bind_http(addr, &auth)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    let bound = listener.local_addr()?;
+    eprintln!("warden serve: listening on http://{bound}{MCP_PATH}");
+    let settings = HttpSettings::new(auth);
+    let shutdown = settings.shutdown.clone();
+    tokio::spawn(async move {
+        stop_signal().await;
+        shutdown.cancel();
+    });
+    serve_http(gateway, listener, settings)
+        .await
+        .context("serving over HTTP")
+}
+
+/// Ctrl-C or SIGTERM: the HTTP server stops and the session's servers are shut down.
+async fn stop_signal() {
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}

@@ -1,0 +1,90 @@
+//! `warden run` answers a server's sampling request with the session's model (the mock model)
+//! when the entry says `sampling = true`, and the server never gets to ask otherwise.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use support::{Run, Sandbox, stdio_server, toml_str};
+use warden_mock_model::{MockModel, Turn};
+use warden_testkit::require_npm_server;
+
+fn config(mock: &MockModel, sampling: bool) -> String {
+    let server = require_npm_server("everything");
+    format!(
+        "model = \"mock\"\n[models.mock]\nprovider = \"openai\"\nid = \"mock-1\"\nbase_url = {}\n{}{}",
+        toml_str(&mock.base_url()),
+        stdio_server("everything", Path::new("node"), &[server.to_str().unwrap()]),
+        if sampling { "sampling = true\n" } else { "" }
+    )
+}
+
+async fn warden(sandbox: &Sandbox, args: &[&str]) -> Run {
+    let mut command = sandbox.command();
+    command
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY");
+    tokio::task::spawn_blocking(move || support::output(&mut command))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_enabled_server_s_sampling_request_is_answered_by_the_session_s_model() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__everything__trigger-sampling-request",
+        json!({"prompt": "name a colour", "maxTokens": 20}),
+    ));
+    // The sampling request itself reaches the model as its own request.
+    mock.push_turn(Turn::text("vermilion, said the mock model"));
+    mock.push_turn(Turn::text("The server got its answer."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&config(&mock, true));
+    let run = warden(
+        &sandbox,
+        &[
+            "run",
+            "trigger sampling",
+            "--output-format",
+            "json",
+            "--allowed-tools",
+            "mcp__everything__trigger-sampling-request",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(summary["tool_calls"][0]["result"]["decision"], "allowed");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3, "agent turn, sampling, agent turn");
+    let sampling = requests[1].body.to_string();
+    assert!(sampling.contains("name a colour"), "{sampling}");
+    assert!(
+        sampling.contains("You are a helpful test server."),
+        "{sampling}"
+    );
+    // The server's tool result (with the model's sampled text) went back to the agent.
+    let last = requests[2].body.to_string();
+    assert!(last.contains("vermilion, said the mock model"), "{last}");
+}
+
+#[tokio::test]
+async fn without_the_key_the_server_is_not_offered_sampling() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("nothing to do"));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&config(&mock, false));
+    let run = warden(&sandbox, &["run", "hello", "--output-format", "json"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let first = mock.requests()[0].body.to_string();
+    assert!(first.contains("mcp__everything__echo"), "the server loaded");
+    assert!(
+        !first.contains("mcp__everything__trigger-sampling-request"),
+        "server-everything offers its sampling tool only to a client that advertises sampling"
+    );
+}

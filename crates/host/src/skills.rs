@@ -1,0 +1,820 @@
+//! Skills published by MCP servers, wired to the runtime: registration of skill commands when a
+//! server is opened (again after a resources/prompts `list_changed`), one contract per server
+//! (the SEP-2640 extension alone when enabled and declared, `skill://` resources otherwise),
+//! origin-bound verified reads, skill-gated tools and the operator's grants, and audit records.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::{Duration, SystemTime};
+
+use rmcp::model::ResourceContents;
+use serde_json::json;
+use warden_mcp::{ListEpochs, McpError, McpRuntime, ServerState};
+use warden_policy::{
+    ApprovalAnswer, ApprovalRequest, Approver, AuditRecord, AuditSink, CallSource, CapabilitySet,
+    Catalog, Decision, Gate, Layer, ToolAnnotations, ToolDescriptor, ToolIdentity, ToolSource,
+};
+use warden_skills::remote::{
+    MAX_REMOTE_FILE_BYTES, RemoteSkillError, check_legacy_file, legacy_skill_commands,
+};
+use warden_skills::{
+    Contract, GrantCheck, GrantStore, GrantStoreError, ListedResource, ListedSkill, NextPage,
+    Registration, RemoteSkillLoad, SKILLS_EXTENSION_REVISION, SkillCommand, SkillsListing,
+    choose_contract, extension_skill_commands, listed_allowed_tools, server_declares_extension,
+    verify_legacy_skill_md, verify_skill_file, verify_skill_md,
+};
+
+/// One server's skills, as registered from its listing (no body fetched).
+#[derive(Debug, Clone)]
+pub struct ServerSkills {
+    pub server: String,
+    pub contract: Contract,
+    /// The server declared the extension (whether or not it is enabled here).
+    pub declared: bool,
+    /// The extension's negotiation, as logged and audited.
+    pub negotiation: String,
+    pub registration: Registration,
+    /// Extension entries by SKILL.md URI (empty on the legacy contract).
+    pub listed: BTreeMap<String, ListedSkill>,
+}
+
+impl ServerSkills {
+    /// The tools each skill's listing names (extension only; the legacy listing has no
+    /// frontmatter): hidden until that skill is loaded.
+    pub fn gated_tools(&self) -> BTreeMap<String, Vec<String>> {
+        self.listed
+            .iter()
+            .map(|(uri, listed)| {
+                (
+                    uri.clone(),
+                    own_tools(&self.server, listed_allowed_tools(listed)),
+                )
+            })
+            .filter(|(_, tools)| !tools.is_empty())
+            .collect()
+    }
+}
+
+/// Why a remote skill could not be listed, loaded or read.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteSkillsError {
+    #[error(transparent)]
+    Mcp(#[from] McpError),
+    #[error("server `{server}`: {message}")]
+    Listing { server: String, message: String },
+    #[error("server `{server}`: {source}")]
+    Verification {
+        server: String,
+        source: RemoteSkillError,
+    },
+    #[error("server `{server}`: {uri} has no text content")]
+    NoText { server: String, uri: String },
+    #[error("no remote skill is named `{0}`")]
+    UnknownSkill(String),
+    #[error("the skill `{0}` is not loaded: load it with use_skill first")]
+    NotLoaded(String),
+    #[error("the remote skills are not bound to an open session")]
+    NotBound,
+    #[error("saving the skill grant: {0}")]
+    Grants(#[from] GrantStoreError),
+}
+
+/// Registers one server's skills: chooses the contract from its capabilities, lists (following
+/// `skills/list` cursors up to the page limit, or `resources/list` for `skill://`), and builds
+/// the commands. Reads no skill file.
+pub async fn register_server_skills(
+    runtime: &McpRuntime,
+    server: &str,
+    extension_enabled: bool,
+    taken: &BTreeSet<String>,
+) -> Result<ServerSkills, RemoteSkillsError> {
+    let capabilities = runtime.server_capabilities(server).await?;
+    let declared = server_declares_extension(&capabilities);
+    let contract = choose_contract(extension_enabled, &capabilities);
+    let negotiation = match (extension_enabled, declared) {
+        (true, true) => format!(
+            "skills extension negotiated ({SKILLS_EXTENSION_REVISION}): skills come from skills/list only"
+        ),
+        (true, false) => format!(
+            "skills extension advertised ({SKILLS_EXTENSION_REVISION}), not declared by the server: skill:// resources"
+        ),
+        (false, true) => {
+            "the server declares the skills extension, which is not enabled: skill:// resources"
+                .to_owned()
+        }
+        (false, false) => "skills extension not enabled: skill:// resources".to_owned(),
+    };
+    tracing::info!("MCP {server}: {negotiation}");
+    match contract {
+        Contract::Extension => {
+            let mut listing = SkillsListing::new();
+            let mut cursor: Option<String> = None;
+            loop {
+                let page = runtime.skills_list_page(server, cursor.as_deref()).await?;
+                match listing
+                    .accept_page(&page)
+                    .map_err(|error| RemoteSkillsError::Listing {
+                        server: server.to_owned(),
+                        message: error.to_string(),
+                    })? {
+                    NextPage::Fetch(next) => cursor = Some(next),
+                    NextPage::Done => break,
+                }
+            }
+            let (skills, warnings) = listing.finish();
+            let mut registration = extension_skill_commands(server, &skills, taken);
+            registration.warnings.splice(
+                0..0,
+                warnings
+                    .into_iter()
+                    .map(|warning| format!("server `{server}`: {warning}")),
+            );
+            Ok(ServerSkills {
+                server: server.to_owned(),
+                contract,
+                declared,
+                negotiation,
+                registration,
+                listed: skills
+                    .into_iter()
+                    .map(|skill| (skill.uri.clone(), skill))
+                    .collect(),
+            })
+        }
+        Contract::LegacyResources => {
+            let resources: Vec<ListedResource> = runtime
+                .resources(Some(server))
+                .await?
+                .into_iter()
+                .map(|row| ListedResource {
+                    uri: row.resource.uri.clone(),
+                    name: Some(row.resource.name.clone()),
+                    description: row.resource.description.clone(),
+                    mime_type: row.resource.mime_type.clone(),
+                })
+                .collect();
+            Ok(ServerSkills {
+                server: server.to_owned(),
+                contract,
+                declared,
+                negotiation,
+                registration: legacy_skill_commands(server, &resources, taken),
+                listed: BTreeMap::new(),
+            })
+        }
+    }
+}
+
+/// Reads one skill file from the server that published it: the text of the content whose URI
+/// is the one asked for (a binary or missing content is refused).
+pub async fn read_skill_bytes(
+    runtime: &McpRuntime,
+    server: &str,
+    uri: &str,
+) -> Result<Vec<u8>, RemoteSkillsError> {
+    let read = runtime.read_skill_resource(server, uri).await?;
+    read.contents
+        .into_iter()
+        .find_map(|content| match content {
+            ResourceContents::TextResourceContents {
+                uri: content_uri,
+                text,
+                ..
+            } if content_uri == uri => Some(text.into_bytes()),
+            _ => None,
+        })
+        .ok_or_else(|| RemoteSkillsError::NoText {
+            server: server.to_owned(),
+            uri: uri.to_owned(),
+        })
+}
+
+/// Fetches a command's SKILL.md and verifies it (extension: size, digest, frontmatter against
+/// the listing; legacy: frontmatter and name), then bounds it. Call on every load.
+pub async fn fetch_skill_md(
+    runtime: &McpRuntime,
+    skills: &ServerSkills,
+    command: &SkillCommand,
+) -> Result<RemoteSkillLoad, RemoteSkillsError> {
+    let bytes = read_skill_bytes(runtime, &command.server, &command.uri).await?;
+    let verified = match command.contract {
+        Contract::Extension => {
+            let listed =
+                skills
+                    .listed
+                    .get(&command.uri)
+                    .ok_or_else(|| RemoteSkillError::Unlisted {
+                        uri: command.uri.clone(),
+                    });
+            listed.and_then(|listed| verify_skill_md(command, listed, &bytes))
+        }
+        Contract::LegacyResources => verify_legacy_skill_md(command, &bytes),
+    };
+    verified.map_err(|source| RemoteSkillsError::Verification {
+        server: command.server.clone(),
+        source,
+    })
+}
+
+/// Fetches one listed file of a command's skill from its server and verifies it. Call on every
+/// read; anything the server did not list for this skill is refused before any request.
+pub async fn fetch_skill_file(
+    runtime: &McpRuntime,
+    skills: &ServerSkills,
+    command: &SkillCommand,
+    uri: &str,
+) -> Result<Vec<u8>, RemoteSkillsError> {
+    let verification = |source| RemoteSkillsError::Verification {
+        server: command.server.clone(),
+        source,
+    };
+    match command.contract {
+        Contract::Extension => {
+            let listed = skills
+                .listed
+                .get(&command.uri)
+                .ok_or_else(|| RemoteSkillError::Unlisted {
+                    uri: uri.to_owned(),
+                })
+                .map_err(verification)?;
+            warden_skills::extension::listed_file(listed, uri).map_err(verification)?;
+            let bytes = read_skill_bytes(runtime, &command.server, uri).await?;
+            verify_skill_file(listed, uri, &bytes).map_err(verification)?;
+            Ok(bytes)
+        }
+        Contract::LegacyResources => {
+            check_legacy_file(command, uri).map_err(verification)?;
+            let bytes = read_skill_bytes(runtime, &command.server, uri).await?;
+            if bytes.len() as u64 > MAX_REMOTE_FILE_BYTES {
+                return Err(verification(RemoteSkillError::TooLarge {
+                    uri: uri.to_owned(),
+                    actual: bytes.len() as u64,
+                    max: MAX_REMOTE_FILE_BYTES,
+                }));
+            }
+            Ok(bytes)
+        }
+    }
+}
+
+/// A tool named in `allowed-tools`, as a raw tool of the publishing server (`mcp__<server>__`
+/// prefixes removed); other servers' tools are never covered by a skill.
+fn own_tools(server: &str, tools: Vec<String>) -> Vec<String> {
+    let prefix = format!("mcp__{}__", warden_skills::remote::sanitize_server(server));
+    let mut own: Vec<String> = tools
+        .into_iter()
+        .filter(|tool| !tool.contains("__") || tool.starts_with(&prefix))
+        .map(|tool| {
+            tool.strip_prefix(&prefix)
+                .map_or(tool.clone(), str::to_owned)
+        })
+        .collect();
+    own.sort();
+    own.dedup();
+    own
+}
+
+/// Settings of a session's remote skills.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteSkillsSettings {
+    /// The operator enabled the SEP-2640 extension.
+    pub extension_enabled: bool,
+    /// The grants file (`GrantStore::path_in(state_dir)`); `None`: grants are never stored.
+    pub grants_path: Option<PathBuf>,
+    /// Names remote commands may not take (built-in commands, local skills).
+    pub reserved: BTreeSet<String>,
+}
+
+/// What the session binds once it is open.
+struct Bound {
+    runtime: McpRuntime,
+    session_id: String,
+    gate: Weak<Gate>,
+    approver: Arc<dyn Approver>,
+    audit: Arc<dyn AuditSink>,
+}
+
+struct Registered {
+    epochs: ListEpochs,
+    skills: Arc<ServerSkills>,
+}
+
+#[derive(Default)]
+struct State {
+    servers: BTreeMap<String, Registered>,
+    /// Loaded skills: command name → the content hash loaded.
+    loaded: BTreeMap<String, String>,
+}
+
+/// A loaded remote skill, as the model sees it.
+#[derive(Debug, Clone)]
+pub struct LoadedRemoteSkill {
+    pub command: SkillCommand,
+    pub load: RemoteSkillLoad,
+    /// What happened to the skill's tool grant.
+    pub grant: GrantOutcome,
+}
+
+/// The grant a loaded skill asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GrantOutcome {
+    /// The skill names no tools.
+    NoTools,
+    /// A stored approval covers exactly these tools and this content.
+    AlreadyApproved(Vec<String>),
+    /// The operator approved now.
+    Approved(Vec<String>),
+    /// Not approved (declined, or nobody to ask): the tools need ordinary approval.
+    NotApproved { tools: Vec<String>, reason: String },
+}
+
+/// The session's skills from MCP servers.
+pub struct RemoteSkills {
+    settings: RemoteSkillsSettings,
+    bound: OnceLock<Bound>,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for RemoteSkills {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteSkills")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RemoteSkills {
+    /// Not yet bound to a session: [`crate::Host::open`] binds it (once; one per session).
+    pub fn new(settings: RemoteSkillsSettings) -> Self {
+        Self {
+            settings,
+            bound: OnceLock::new(),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    pub fn settings(&self) -> &RemoteSkillsSettings {
+        &self.settings
+    }
+
+    pub(crate) fn bind(
+        &self,
+        runtime: McpRuntime,
+        session_id: String,
+        gate: &Arc<Gate>,
+        approver: Arc<dyn Approver>,
+        audit: Arc<dyn AuditSink>,
+    ) {
+        let _ = self.bound.set(Bound {
+            runtime,
+            session_id,
+            gate: Arc::downgrade(gate),
+            approver,
+            audit,
+        });
+    }
+
+    fn bound(&self) -> Result<&Bound, RemoteSkillsError> {
+        self.bound.get().ok_or(RemoteSkillsError::NotBound)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers (again) the skills of every connected server whose connection or
+    /// resources/prompts list changed since its last registration. Warnings are logged as MCP
+    /// warnings and returned.
+    pub async fn refresh(&self) -> Vec<String> {
+        let Ok(bound) = self.bound() else {
+            return Vec::new();
+        };
+        let connected: Vec<String> = bound
+            .runtime
+            .status()
+            .into_iter()
+            .filter(|status| status.state == ServerState::Connected)
+            .map(|status| status.name)
+            .collect();
+        let mut warnings = Vec::new();
+        for server in connected {
+            warnings.extend(self.refresh_server(&server).await);
+        }
+        warnings
+    }
+
+    /// Registers one server's skills when it is new or its lists changed (connecting it).
+    pub async fn refresh_server(&self, server: &str) -> Vec<String> {
+        let Ok(bound) = self.bound() else {
+            return Vec::new();
+        };
+        let Ok(before) = bound.runtime.skill_list_epochs(server) else {
+            return Vec::new();
+        };
+        let current = self.lock().servers.get(server).map(|known| known.epochs);
+        if current.is_some_and(|epochs| epochs == before) && before.connection > 0 {
+            return Vec::new();
+        }
+        let taken = self.taken_except(server);
+        let result = register_server_skills(
+            &bound.runtime,
+            server,
+            self.settings.extension_enabled,
+            &taken,
+        )
+        .await;
+        let epochs = bound.runtime.skill_list_epochs(server).unwrap_or(before);
+        match result {
+            Ok(skills) => {
+                // Audited when skills are in play: the extension enabled or declared, or a
+                // listing that registered or skipped a skill.
+                if self.settings.extension_enabled || skills.declared {
+                    self.audit(
+                        bound,
+                        CallSource::SkillsExtension,
+                        server,
+                        "skills-extension",
+                        Decision::Allowed,
+                        skills.negotiation.clone(),
+                    );
+                }
+                let listing = match skills.contract {
+                    Contract::Extension => "skills/list",
+                    Contract::LegacyResources => "resources/list",
+                };
+                let any = !skills.registration.commands.is_empty()
+                    || !skills.registration.warnings.is_empty();
+                if any || skills.contract == Contract::Extension {
+                    self.audit(
+                        bound,
+                        CallSource::SkillDiscovery,
+                        server,
+                        listing,
+                        Decision::Allowed,
+                        format!(
+                            "{} skill command(s) registered, {} skipped",
+                            skills.registration.commands.len(),
+                            skills.registration.warnings.len()
+                        ),
+                    );
+                }
+                for warning in &skills.registration.warnings {
+                    tracing::warn!("MCP {server}: {warning}");
+                }
+                let warnings = skills.registration.warnings.clone();
+                let mut state = self.lock();
+                state.loaded.retain(|command, _| {
+                    !command.starts_with(&format!(
+                        "mcp__{}__",
+                        warden_skills::remote::sanitize_server(server)
+                    ))
+                });
+                state.servers.insert(
+                    server.to_owned(),
+                    Registered {
+                        epochs,
+                        skills: Arc::new(skills),
+                    },
+                );
+                warnings
+            }
+            Err(error) => {
+                let warning = format!("skills of `{server}` not registered: {error}");
+                tracing::warn!("MCP {server}: {warning}");
+                if self.settings.extension_enabled {
+                    self.audit(
+                        bound,
+                        CallSource::SkillDiscovery,
+                        server,
+                        "skills",
+                        Decision::Failed,
+                        warning.clone(),
+                    );
+                }
+                vec![warning]
+            }
+        }
+    }
+
+    fn taken_except(&self, server: &str) -> BTreeSet<String> {
+        let state = self.lock();
+        let mut taken = self.settings.reserved.clone();
+        for (name, registered) in &state.servers {
+            if name == server {
+                continue;
+            }
+            for command in &registered.skills.registration.commands {
+                taken.extend(command.names().map(str::to_owned));
+            }
+        }
+        taken
+    }
+
+    /// Every registered remote skill command, in server then URI order.
+    pub fn commands(&self) -> Vec<SkillCommand> {
+        self.lock()
+            .servers
+            .values()
+            .flat_map(|registered| registered.skills.registration.commands.clone())
+            .collect()
+    }
+
+    /// One server's registration (contract, negotiation, commands).
+    pub fn server(&self, server: &str) -> Option<Arc<ServerSkills>> {
+        self.lock()
+            .servers
+            .get(server)
+            .map(|registered| registered.skills.clone())
+    }
+
+    fn find(&self, name: &str) -> Option<(SkillCommand, Arc<ServerSkills>)> {
+        let name = name.strip_prefix('$').unwrap_or(name);
+        self.lock().servers.values().find_map(|registered| {
+            registered
+                .skills
+                .registration
+                .commands
+                .iter()
+                .find(|command| command.names().any(|candidate| candidate == name))
+                .map(|command| (command.clone(), registered.skills.clone()))
+        })
+    }
+
+    /// Whether `name` is a registered remote skill command or alias.
+    pub fn knows(&self, name: &str) -> bool {
+        self.find(name).is_some()
+    }
+
+    /// Whether a server's tool is hidden: a skill of that server names it and is not loaded.
+    pub fn hides(&self, server: &str, tool: &str) -> bool {
+        let state = self.lock();
+        let Some(registered) = state.servers.get(server) else {
+            return false;
+        };
+        registered.skills.gated_tools().iter().any(|(uri, tools)| {
+            tools.iter().any(|gated| gated == tool)
+                && !registered
+                    .skills
+                    .registration
+                    .commands
+                    .iter()
+                    .any(|command| {
+                        &command.uri == uri && state.loaded.contains_key(&command.command)
+                    })
+        })
+    }
+
+    /// The skill that hides a tool, for the model's "unknown tool" explanation.
+    fn hiding_skill(&self, server: &str, tool: &str) -> Option<String> {
+        if !self.hides(server, tool) {
+            return None;
+        }
+        let state = self.lock();
+        let registered = state.servers.get(server)?;
+        let gated = registered.skills.gated_tools();
+        registered
+            .skills
+            .registration
+            .commands
+            .iter()
+            .find(|command| {
+                gated
+                    .get(&command.uri)
+                    .is_some_and(|tools| tools.iter().any(|gated| gated == tool))
+            })
+            .map(|command| command.command.clone())
+    }
+
+    /// Loads a remote skill: fetches its SKILL.md from the server that published it, verifies
+    /// it, asks the operator about the tools it names (unless an approval for exactly these
+    /// tools and this content exists), and unhides them.
+    pub async fn load(&self, name: &str) -> Result<LoadedRemoteSkill, RemoteSkillsError> {
+        let bound = self.bound()?;
+        let (command, skills) = self
+            .find(name)
+            .ok_or_else(|| RemoteSkillsError::UnknownSkill(name.to_owned()))?;
+        let load = fetch_skill_md(&bound.runtime, &skills, &command).await?;
+        let grant = self.settle_grant(bound, &command, &load).await?;
+        self.lock()
+            .loaded
+            .insert(command.command.clone(), load.content_hash.clone());
+        Ok(LoadedRemoteSkill {
+            command,
+            load,
+            grant,
+        })
+    }
+
+    /// Reads one listed file of a loaded skill, from its server only, verified.
+    pub async fn read_file(&self, name: &str, file: &str) -> Result<Vec<u8>, RemoteSkillsError> {
+        let bound = self.bound()?;
+        let (command, skills) = self
+            .find(name)
+            .ok_or_else(|| RemoteSkillsError::UnknownSkill(name.to_owned()))?;
+        if !self.lock().loaded.contains_key(&command.command) {
+            return Err(RemoteSkillsError::NotLoaded(command.command));
+        }
+        let root = &command.uri[..command.uri.len() - "SKILL.md".len()];
+        let uri = if file.contains("://") {
+            file.to_owned()
+        } else {
+            format!("{root}{file}")
+        };
+        fetch_skill_file(&bound.runtime, &skills, &command, &uri).await
+    }
+
+    async fn settle_grant(
+        &self,
+        bound: &Bound,
+        command: &SkillCommand,
+        load: &RemoteSkillLoad,
+    ) -> Result<GrantOutcome, RemoteSkillsError> {
+        let tools = own_tools(&command.server, load.requested_tools.clone());
+        if tools.is_empty() {
+            return Ok(GrantOutcome::NoTools);
+        }
+        let mut store = match &self.settings.grants_path {
+            Some(path) => Some(GrantStore::open(path)?),
+            None => None,
+        };
+        let check = store
+            .as_ref()
+            .map_or(GrantCheck::Ask(warden_skills::AskReason::New), |store| {
+                store.check(&command.server, &command.uri, &tools, &load.content_hash)
+            });
+        let why = match check {
+            GrantCheck::Approved => {
+                self.unlock(bound, &command.server, &tools);
+                return Ok(GrantOutcome::AlreadyApproved(tools));
+            }
+            GrantCheck::Ask(reason) => reason,
+        };
+        let reason = match &why {
+            warden_skills::AskReason::New => "a new grant".to_owned(),
+            warden_skills::AskReason::Widened { added } => {
+                format!("the skill now also names {}", added.join(", "))
+            }
+            warden_skills::AskReason::Rotated => {
+                "the skill's content changed since it was approved".to_owned()
+            }
+            warden_skills::AskReason::Changed => {
+                "the skill's tool list changed since it was approved".to_owned()
+            }
+        };
+        let request = ApprovalRequest {
+            session_id: bound.session_id.clone(),
+            source: CallSource::SkillLoad,
+            caller: None,
+            identity: ToolIdentity::mcp(&command.server, &format!("skill-grant:{}", command.skill)),
+            public_name: command.command.clone(),
+            annotations: ToolAnnotations::default(),
+            classes: CapabilitySet::EMPTY,
+            arguments: json!({
+                "server": command.server,
+                "resource_uri": command.uri,
+                "tools": tools,
+                "content_hash": load.content_hash,
+            }),
+            reason: format!(
+                "the skill {} from server `{}` asks to use the tools {} without asking again ({reason})",
+                command.command,
+                command.server,
+                tools.join(", ")
+            ),
+        };
+        match bound.approver.approve(&request).await {
+            ApprovalAnswer::AllowOnce | ApprovalAnswer::AllowForSession => {
+                if let Some(store) = &mut store {
+                    store.approve(warden_skills::Grant::new(
+                        &command.server,
+                        &command.uri,
+                        &tools,
+                        &load.content_hash,
+                    ))?;
+                }
+                self.unlock(bound, &command.server, &tools);
+                Ok(GrantOutcome::Approved(tools))
+            }
+            ApprovalAnswer::Deny { reason } => Ok(GrantOutcome::NotApproved {
+                tools,
+                reason: reason.unwrap_or_else(|| "the operator declined the grant".to_owned()),
+            }),
+            ApprovalAnswer::NobodyToAsk { reason } => {
+                Ok(GrantOutcome::NotApproved { tools, reason })
+            }
+        }
+    }
+
+    fn unlock(&self, bound: &Bound, server: &str, tools: &[String]) {
+        if let Some(gate) = bound.gate.upgrade() {
+            gate.grant_for_session(
+                &bound.session_id,
+                tools.iter().map(|tool| ToolIdentity::mcp(server, tool)),
+            );
+        }
+    }
+
+    fn audit(
+        &self,
+        bound: &Bound,
+        source: CallSource,
+        server: &str,
+        what: &str,
+        decision: Decision,
+        reason: String,
+    ) {
+        let arguments = json!({ "server": server });
+        let record = AuditRecord {
+            time: SystemTime::now(),
+            session_id: bound.session_id.clone(),
+            source,
+            caller: None,
+            server: Some(server.to_owned()),
+            tool: Some(what.to_owned()),
+            public_name: what.to_owned(),
+            annotations: None,
+            classes: CapabilitySet::EMPTY,
+            decision,
+            layer: Layer::Dispatch,
+            reason: Some(reason),
+            gate_duration: Duration::ZERO,
+            execution_duration: None,
+            result_bytes: None,
+            result_is_error: None,
+            error: None,
+            arguments_digest: warden_policy::arguments_digest(&arguments),
+            arguments: None,
+        };
+        if let Err(error) = bound.audit.record(&record) {
+            tracing::warn!("audit: {error}");
+        }
+    }
+}
+
+/// The session catalogue with skill-gated tools hidden until their skill is loaded.
+pub(crate) struct SkillGatedCatalog<C> {
+    pub inner: C,
+    pub skills: Arc<RemoteSkills>,
+}
+
+impl<C: Catalog> Catalog for SkillGatedCatalog<C> {
+    fn resolve(&self, public_name: &str) -> Option<ToolDescriptor> {
+        let descriptor = self.inner.resolve(public_name)?;
+        match &descriptor.identity.source {
+            ToolSource::Mcp { server } if self.skills.hides(server, &descriptor.identity.tool) => {
+                None
+            }
+            _ => Some(descriptor),
+        }
+    }
+
+    fn explain_unresolved(&self, public_name: &str) -> Option<String> {
+        if let Some(descriptor) = self.inner.resolve(public_name)
+            && let ToolSource::Mcp { server } = &descriptor.identity.source
+            && let Some(skill) = self.skills.hiding_skill(server, &descriptor.identity.tool)
+        {
+            return Some(format!(
+                "{public_name} is available only once the skill {skill} is loaded (use_skill)"
+            ));
+        }
+        self.inner.explain_unresolved(public_name)
+    }
+}
+
+/// The text a loaded remote skill gives the model.
+pub fn render_loaded(loaded: &LoadedRemoteSkill) -> String {
+    let mut text = format!(
+        "<skill name=\"{}\" server=\"{}\" origin=\"remote\">\n{}\n</skill>",
+        loaded.command.command, loaded.command.server, loaded.load.body
+    );
+    if !loaded.load.files.is_empty() {
+        text.push_str("\n\nFiles of this skill (read with read_skill_file):\n");
+        let root = &loaded.command.uri[..loaded.command.uri.len() - "SKILL.md".len()];
+        for file in &loaded.load.files {
+            text.push_str("- ");
+            text.push_str(file.strip_prefix(root).unwrap_or(file));
+            text.push('\n');
+        }
+    }
+    for note in &loaded.load.notes {
+        text.push_str("\nNote: ");
+        text.push_str(note);
+    }
+    match &loaded.grant {
+        GrantOutcome::NoTools => {}
+        GrantOutcome::AlreadyApproved(tools) | GrantOutcome::Approved(tools) => {
+            text.push_str(&format!(
+                "\nThe operator approved this skill's tools: {}",
+                tools.join(", ")
+            ));
+        }
+        GrantOutcome::NotApproved { tools, reason } => {
+            text.push_str(&format!(
+                "\nThe skill's tools ({}) were not granted ({reason}); they ask for approval as usual.",
+                tools.join(", ")
+            ));
+        }
+    }
+    text
+}

@@ -1,0 +1,285 @@
+//! Forwards upstream changes downstream, on the runtime's event feed: when a published server's
+//! catalogue changes (the runtime refetched a list after the server's `list_changed`), each client
+//! hears `notifications/{tools,resources,prompts}/list_changed` for the lists that differ —
+//! legacy sessions on their peer, 2026-07-28 clients on their `subscriptions/listen` stream; and
+//! a `notifications/resources/updated` reaches the sessions that subscribed to that resource.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use rmcp::model::ResourceUpdatedNotificationParam;
+use rmcp::service::SubscriptionSink;
+use rmcp::{Peer, RoleServer};
+use tokio::sync::broadcast::error::RecvError;
+use warden_mcp::{ListKind, UpstreamEvent};
+
+use crate::Gateway;
+
+/// A client that hears list changes.
+#[derive(Clone)]
+pub(crate) enum Listener {
+    /// A 2025-11-25 session: notifications go to its peer.
+    Session(Peer<RoleServer>),
+    /// A 2026-07-28 `subscriptions/listen` stream (it filters what its client asked for).
+    Stream(SubscriptionSink),
+}
+
+/// Which lists changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Changed {
+    tools: bool,
+    resources: bool,
+    prompts: bool,
+}
+
+/// A downstream session's `resources/subscribe` to one upstream resource.
+struct Subscription {
+    connection: u64,
+    peer: Peer<RoleServer>,
+    server: String,
+    uri: String,
+}
+
+/// The listeners, and the watcher that tells them.
+#[derive(Default)]
+pub(crate) struct ChangeFeed {
+    listeners: Mutex<Vec<(u64, Listener)>>,
+    subscriptions: Mutex<Vec<Subscription>>,
+    next_id: std::sync::atomic::AtomicU64,
+    watching: std::sync::atomic::AtomicBool,
+}
+
+impl ChangeFeed {
+    /// Records that `connection` subscribed to `uri` of `server`.
+    pub(crate) fn subscribe(
+        &self,
+        connection: u64,
+        peer: Peer<RoleServer>,
+        server: String,
+        uri: String,
+    ) {
+        let mut subscriptions = self
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        subscriptions.retain(|known| {
+            !(known.connection == connection && known.server == server && known.uri == uri)
+        });
+        subscriptions.push(Subscription {
+            connection,
+            peer,
+            server,
+            uri,
+        });
+    }
+
+    /// Forgets `connection`'s subscription to `uri`; true when no other connection holds one to
+    /// it (the upstream subscription may end).
+    pub(crate) fn unsubscribe(&self, connection: u64, server: &str, uri: &str) -> bool {
+        let mut subscriptions = self
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        subscriptions.retain(|known| {
+            !(known.connection == connection && known.server == server && known.uri == uri)
+        });
+        !subscriptions
+            .iter()
+            .any(|known| known.server == server && known.uri == uri)
+    }
+
+    /// Tells the sessions subscribed to `uri` of `server` that it was updated.
+    async fn resource_updated(&self, server: &str, uri: &str) {
+        let peers: Vec<(u64, Peer<RoleServer>)> = self
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|known| known.server == server && known.uri == uri)
+            .map(|known| (known.connection, known.peer.clone()))
+            .collect();
+        for (connection, peer) in peers {
+            let sent = peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await;
+            if sent.is_err() && peer.is_transport_closed() {
+                self.subscriptions
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .retain(|known| known.connection != connection);
+            }
+        }
+    }
+
+    /// Adds a listener; returns its id for [`ChangeFeed::remove`].
+    pub(crate) fn add(&self, listener: Listener) -> u64 {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((id, listener));
+        id
+    }
+
+    pub(crate) fn remove(&self, id: u64) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(known, _)| *known != id);
+    }
+
+    /// Takes the baseline of every published server's lists, then starts the watcher (once; it
+    /// ends when the gateway is dropped). Called before the first call is served, so that no
+    /// change made by a call can slip into the baseline.
+    pub(crate) async fn start(&self, gateway: &Arc<Gateway>) {
+        if self
+            .watching
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        // Subscribed before the baseline is taken: a change during it is heard, not lost.
+        let events = gateway.host().runtime().upstream_events();
+        let mut baseline = HashMap::new();
+        for server in gateway.published_servers() {
+            if let Some(now) = fingerprints(gateway, &server).await {
+                baseline.insert(server, now);
+            }
+        }
+        tokio::spawn(watch_events(Arc::downgrade(gateway), events, baseline));
+    }
+
+    async fn tell(&self, changed: Changed) {
+        let listeners: Vec<(u64, Listener)> = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for (id, listener) in listeners {
+            let delivered = match &listener {
+                Listener::Session(peer) => {
+                    let mut ok = true;
+                    if changed.tools {
+                        ok &= peer.notify_tool_list_changed().await.is_ok();
+                    }
+                    if changed.resources {
+                        ok &= peer.notify_resource_list_changed().await.is_ok();
+                    }
+                    if changed.prompts {
+                        ok &= peer.notify_prompt_list_changed().await.is_ok();
+                    }
+                    ok || !peer.is_transport_closed()
+                }
+                Listener::Stream(sink) => {
+                    // A stream refuses kinds its client did not ask for; that is not a failure.
+                    if changed.tools {
+                        let _ = sink.notify_tool_list_changed().await;
+                    }
+                    if changed.resources {
+                        let _ = sink.notify_resource_list_changed().await;
+                    }
+                    if changed.prompts {
+                        let _ = sink.notify_prompt_list_changed().await;
+                    }
+                    true
+                }
+            };
+            if !delivered {
+                self.remove(id);
+            }
+        }
+    }
+}
+
+/// A fingerprint of each list of one server, to tell which list a generation bump changed.
+#[derive(Default, PartialEq, Eq)]
+struct Fingerprints {
+    tools: String,
+    resources: String,
+    prompts: String,
+}
+
+async fn fingerprints(gateway: &Gateway, server: &str) -> Option<Fingerprints> {
+    let catalog = gateway.host().runtime().catalog(server).await.ok()?;
+    let tools: Vec<_> = catalog.tools.iter().map(|tool| &tool.definition).collect();
+    Some(Fingerprints {
+        tools: serde_json::to_string(&tools).unwrap_or_default(),
+        resources: serde_json::to_string(&(&catalog.resources, &catalog.resource_templates))
+            .unwrap_or_default(),
+        prompts: serde_json::to_string(&catalog.prompts).unwrap_or_default(),
+    })
+}
+
+/// Tells the listeners about each upstream change until the gateway is dropped.
+async fn watch_events(
+    gateway: Weak<Gateway>,
+    mut events: tokio::sync::broadcast::Receiver<UpstreamEvent>,
+    mut prints: HashMap<String, Fingerprints>,
+) {
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            // Missed events: compare every published server's lists now.
+            Err(RecvError::Lagged(_)) => {
+                let Some(gateway) = gateway.upgrade() else {
+                    return;
+                };
+                for server in gateway.published_servers() {
+                    compare_lists(&gateway, &server, &mut prints, Changed::default()).await;
+                }
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        let Some(gateway) = gateway.upgrade() else {
+            return;
+        };
+        match event {
+            UpstreamEvent::CatalogChanged { server, kind } => {
+                if gateway.published_servers().contains(&server) {
+                    // The list the upstream named is announced even when it looks the same
+                    // (a change warden cannot see, such as a tool's behaviour).
+                    let named = Changed {
+                        tools: kind == ListKind::Tools,
+                        resources: kind == ListKind::Resources,
+                        prompts: kind == ListKind::Prompts,
+                    };
+                    compare_lists(&gateway, &server, &mut prints, named).await;
+                }
+            }
+            UpstreamEvent::ResourceUpdated { server, uri } => {
+                gateway.changes.resource_updated(&server, &uri).await;
+            }
+            // Forwarded by the call that was running (see `GatewayHandler::gated_call_with`).
+            UpstreamEvent::Log { .. } => {}
+        }
+    }
+}
+
+/// Compares `server`'s lists with the last seen ones and tells the listeners which differ,
+/// and those in `named` in any case.
+async fn compare_lists(
+    gateway: &Gateway,
+    server: &str,
+    prints: &mut HashMap<String, Fingerprints>,
+    named: Changed,
+) {
+    let Some(now) = fingerprints(gateway, server).await else {
+        if named != Changed::default() {
+            gateway.changes.tell(named).await;
+        }
+        return;
+    };
+    let before = prints.remove(server).unwrap_or_default();
+    let changed = Changed {
+        tools: named.tools || before.tools != now.tools,
+        resources: named.resources || before.resources != now.resources,
+        prompts: named.prompts || before.prompts != now.prompts,
+    };
+    prints.insert(server.to_owned(), now);
+    if changed != Changed::default() {
+        gateway.changes.tell(changed).await;
+    }
+}

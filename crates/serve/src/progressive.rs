@@ -1,0 +1,230 @@
+//! Progressive exposure: a small fixed set of tools — `search_tools` (BM25 over every admitted
+//! tool, deferred servers included), `describe_tool` (one tool's full schema) and `call_tool`
+//! (a call through the gate) — instead of every schema up front.
+
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, model::JsonObject};
+use serde_json::{Value, json};
+use warden_discovery::{SearchIndex, ToolEntry};
+use warden_mcp::McpTool;
+
+use crate::handler::GatewayHandler;
+
+pub const SEARCH_TOOLS: &str = "search_tools";
+pub const DESCRIBE_TOOL: &str = "describe_tool";
+pub const CALL_TOOL: &str = "call_tool";
+const DEFAULT_LIMIT: usize = 5;
+const MAX_LIMIT: usize = 20;
+
+fn schema(value: Value) -> std::sync::Arc<JsonObject> {
+    match value {
+        Value::Object(map) => std::sync::Arc::new(map),
+        _ => std::sync::Arc::new(JsonObject::new()),
+    }
+}
+
+/// The fixed tool set, then the host tools the gateway publishes beside it (code mode).
+pub(crate) fn tools(handler: &GatewayHandler) -> Vec<Tool> {
+    let host = handler.gateway().host();
+    let mut tools = fixed_tools();
+    for descriptor in host.host_tools() {
+        if !handler
+            .gateway()
+            .progressive_host_tools
+            .contains(&descriptor.public_name)
+        {
+            continue;
+        }
+        let description = host
+            .host_tool_description(&descriptor.public_name)
+            .unwrap_or_default();
+        tools.push(Tool::new(
+            descriptor.public_name.clone(),
+            description,
+            schema(descriptor.input_schema.clone()),
+        ));
+    }
+    tools
+}
+
+fn fixed_tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            SEARCH_TOOLS,
+            "Searches every tool warden can reach (names, descriptions, parameters) and returns \
+             the best matches with their names and parameters. Then describe_tool for the full \
+             schema, or call_tool to run one.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What the tool should do, in a few words, or its name"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}
+                },
+                "required": ["query"]
+            })),
+        ),
+        Tool::new(
+            DESCRIBE_TOOL,
+            "The full definition of one tool (description and input schema), by the name \
+             search_tools returned.",
+            schema(json!({
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"]
+            })),
+        ),
+        Tool::new(
+            CALL_TOOL,
+            "Calls one tool by the name search_tools returned, with its arguments; the call \
+             goes through warden's policy and is audited.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "arguments": {"type": "object"}
+                },
+                "required": ["name"]
+            })),
+        ),
+    ]
+}
+
+/// Every tool reachable from this gateway with its public name: admitted tools of active
+/// servers, and deferred servers' tools (loaded when called).
+async fn reachable(handler: &GatewayHandler) -> (Vec<(McpTool, String)>, Vec<String>) {
+    let host = handler.gateway().host();
+    let (visible, failures) = host.all_tools().await;
+    let mut tools: Vec<(McpTool, String)> = visible
+        .into_iter()
+        .map(|visible| (visible.tool, visible.descriptor.public_name))
+        .collect();
+    let (deferred, deferred_failures) = host.deferred_tools().await;
+    tools.extend(deferred);
+    handler.gateway().remember_servers(
+        tools
+            .iter()
+            .map(|(tool, public)| (public, &tool.identity.server)),
+    );
+    let failures = failures
+        .iter()
+        .chain(deferred_failures.iter())
+        .map(ToString::to_string)
+        .collect();
+    (tools, failures)
+}
+
+fn text_result(text: String, is_error: bool) -> CallToolResult {
+    let blocks = vec![ContentBlock::text(text)];
+    let mut result = if is_error {
+        CallToolResult::error(blocks)
+    } else {
+        CallToolResult::success(blocks)
+    };
+    result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+    result
+}
+
+/// Runs one of the fixed tools.
+pub(crate) async fn call(
+    handler: &GatewayHandler,
+    name: &str,
+    arguments: Value,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    match name {
+        SEARCH_TOOLS => {
+            let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
+            let limit = arguments
+                .get("limit")
+                .and_then(Value::as_u64)
+                .map_or(DEFAULT_LIMIT, |limit| (limit as usize).clamp(1, MAX_LIMIT));
+            let (tools, failures) = reachable(handler).await;
+            let entries = tools
+                .iter()
+                .map(|(tool, public_name)| ToolEntry::from_mcp(tool, public_name))
+                .collect();
+            let hits = SearchIndex::new(entries, &[]).search(query, limit);
+            let mut text: String = hits.iter().map(|hit| hit.render() + "\n").collect();
+            if text.is_empty() {
+                text = format!("No tool matches \"{query}\".\n");
+            }
+            for failure in failures {
+                text.push_str(&format!("(not searched: {failure})\n"));
+            }
+            text_result(text, false)
+        }
+        DESCRIBE_TOOL => {
+            let wanted = arguments.get("name").and_then(Value::as_str).unwrap_or("");
+            let (tools, _) = reachable(handler).await;
+            match tools.into_iter().find(|(_, public)| public == wanted) {
+                Some((tool, public)) => text_result(
+                    json!({
+                        "name": public,
+                        "server": tool.identity.server,
+                        "description": tool.definition.description,
+                        "inputSchema": tool.definition.input_schema,
+                        "annotations": tool.definition.annotations,
+                    })
+                    .to_string(),
+                    false,
+                ),
+                None => text_result(
+                    format!("No tool named \"{wanted}\"; search_tools finds names."),
+                    true,
+                ),
+            }
+        }
+        CALL_TOOL => {
+            let wanted = arguments
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let tool_arguments = arguments.get("arguments").cloned().unwrap_or(Value::Null);
+            let host = handler.gateway().host();
+            // A deferred server's tool becomes callable once named here.
+            let (active, _) = host.all_tools().await;
+            handler.gateway().remember_servers(
+                active
+                    .iter()
+                    .map(|tool| (&tool.descriptor.public_name, &tool.tool.identity.server)),
+            );
+            if !active
+                .iter()
+                .any(|visible| visible.descriptor.public_name == wanted)
+            {
+                let (deferred, _) = host.deferred_tools().await;
+                if let Some((tool, public)) = deferred.iter().find(|(_, public)| public == &wanted)
+                {
+                    host.load_tools(&tool.identity.server, std::slice::from_ref(tool));
+                    handler
+                        .gateway()
+                        .remember_servers(std::iter::once((public, &tool.identity.server)));
+                }
+            }
+            handler
+                .gated_call(&wanted, tool_arguments, context)
+                .await
+                .call_result()
+        }
+        other
+            if handler
+                .gateway()
+                .progressive_host_tools
+                .iter()
+                .any(|name| name == other) =>
+        {
+            handler
+                .gated_call(other, arguments, context)
+                .await
+                .call_result()
+        }
+        other => text_result(
+            format!(
+                "unknown tool `{other}`: this server offers {SEARCH_TOOLS}, {DESCRIBE_TOOL} and {CALL_TOOL}"
+            ),
+            true,
+        ),
+    }
+}

@@ -1,0 +1,797 @@
+//! The gateway in process, in front of the real echo fixture (a stdio child): passthrough and
+//! flat over an in-memory stream and over Streamable HTTP, the gate's deny rule keeping a call
+//! from the upstream, approvals relayed as elicitation, and the HTTP guards (token, Origin).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ContentBlock, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use warden_config::{LoadedConfig, Paths};
+use warden_host::{Host, HostOptions};
+use warden_mcp::ServerSpec;
+use warden_policy::{
+    AuditQuery, AuditStore, AuthorizationRule, Pattern, PermissionMode, RuleDecision,
+};
+use warden_serve::{
+    ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, ServeToken, UpstreamElicitation,
+    bind_http, serve_http,
+};
+use warden_testkit::fixture_command;
+
+/// A downstream test client: its name, and how it answers elicitation (None: not supported).
+#[derive(Clone)]
+struct TestClient {
+    answer: Option<&'static str>,
+}
+
+/// A client that reports each `tools/list_changed` it hears.
+#[derive(Clone)]
+struct ListeningClient {
+    heard: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for ListeningClient {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        let _ = self.heard.send(());
+    }
+}
+
+impl ClientHandler for TestClient {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities: ClientCapabilities = if self.answer.is_some() {
+            serde_json::from_value(json!({"elicitation": {"form": {}}})).unwrap()
+        } else {
+            ClientCapabilities::default()
+        };
+        ClientConfig::new(capabilities, Implementation::new("gateway-test", "1.2.3"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        match self.answer {
+            Some(decision) => Ok(ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({"decision": decision, "name": decision}))),
+            None => Ok(ElicitResult::new(ElicitationAction::Decline)),
+        }
+    }
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    paths: Paths,
+    gateway: Arc<Gateway>,
+}
+
+impl Fixture {
+    fn ledger(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("ledger.txt")).unwrap_or_default()
+    }
+
+    fn audit(&self) -> Vec<warden_policy::AuditRow> {
+        AuditStore::open(&self.paths.state_dir().join("audit.db"))
+            .unwrap()
+            .query(&AuditQuery::default())
+            .unwrap()
+    }
+}
+
+/// A gateway over the echo fixture named `echo`; `configure` adjusts the policy.
+fn gateway(exposure: Exposure, configure: impl FnOnce(&mut HostOptions)) -> Fixture {
+    gateway_over("echo", "echo", exposure, configure)
+}
+
+/// A gateway over the fixture `kind` named `name`.
+fn gateway_over(
+    kind: &str,
+    name: &str,
+    exposure: Exposure,
+    configure: impl FnOnce(&mut HostOptions),
+) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let mut options = HostOptions::new(paths.clone(), dir.path().to_path_buf());
+    let (program, args) = fixture_command(kind);
+    options.extra_servers.push(
+        ServerSpec::stdio(name, program.display().to_string())
+            .with_args(args)
+            .with_env(
+                "FIXTURE_LEDGER",
+                dir.path().join("ledger.txt").display().to_string(),
+            ),
+    );
+    let approver = ElicitingApprover::new();
+    options.approver = Some(Arc::new(approver.clone()));
+    options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
+    configure(&mut options);
+    let host = Arc::new(Host::open(&LoadedConfig::default(), options).unwrap());
+    let gateway = Arc::new(Gateway::new(host, exposure, None, approver.directory()).unwrap());
+    Fixture {
+        dir,
+        paths,
+        gateway,
+    }
+}
+
+/// A client connected to the gateway over an in-memory byte stream (what stdio carries).
+async fn connect(
+    gateway: &Arc<Gateway>,
+    client: TestClient,
+) -> RunningService<RoleClient, TestClient> {
+    let (client_side, server_side) = tokio::io::duplex(1 << 20);
+    let handler = gateway.handler();
+    tokio::spawn(async move {
+        if let Ok(running) = handler.serve(server_side).await {
+            let _ = running.waiting().await;
+        }
+    });
+    client.serve(client_side).await.unwrap()
+}
+
+fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
+}
+
+fn text_of(content: &[ContentBlock]) -> String {
+    content
+        .iter()
+        .filter_map(|block| block.as_text().map(|text| text.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn allow(pattern: &str) -> impl FnOnce(&mut HostOptions) {
+    let pattern = Pattern::new(pattern).unwrap();
+    move |options| options.policy.permissions.allow.push(pattern)
+}
+
+#[tokio::test]
+async fn passthrough_keeps_names_and_results_and_audits_the_client() {
+    let fixture = gateway(Exposure::Passthrough, |_| {});
+    let client = connect(&fixture.gateway, TestClient { answer: None }).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert!(
+        names.contains(&"echo") && names.contains(&"image"),
+        "{names:?}"
+    );
+    assert!(
+        !names.iter().any(|name| name.starts_with("mcp__")),
+        "{names:?}"
+    );
+
+    let echoed = client
+        .call_tool(call("echo", json!({"text": "through warden"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&echoed.content), "through warden");
+    assert_ne!(echoed.is_error, Some(true));
+
+    // Binary content reaches the client as the upstream sent it (not as a file path).
+    let image = client.call_tool(call("image", json!({}))).await.unwrap();
+    let block = serde_json::to_value(&image.content[0]).unwrap();
+    assert_eq!(block["type"], "image", "{block}");
+    assert_eq!(block["data"], warden_testkit::fixtures::PNG_1X1_BASE64);
+
+    let add = client
+        .call_tool(call("add", json!({"a": 2, "b": 40})))
+        .await
+        .unwrap();
+    assert_eq!(add.structured_content.unwrap()["sum"].as_f64(), Some(42.0));
+
+    let rows = fixture.audit();
+    let echo_row = rows
+        .iter()
+        .find(|row| row.public_name == "mcp__echo__echo")
+        .expect("an audit record for the echo call");
+    assert_eq!(echo_row.source, "gateway");
+    let caller = echo_row.caller.as_deref().unwrap_or_default();
+    assert!(caller.starts_with("gateway-test/1.2.3"), "{caller}");
+    client.cancel().await.unwrap();
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn a_denied_call_never_reaches_the_upstream() {
+    let fixture = gateway(Exposure::Passthrough, |options| {
+        options.policy.permissions.mode = PermissionMode::Auto;
+        options.policy.rules.push(AuthorizationRule {
+            tools: Pattern::new("mcp__echo__write_note").unwrap(),
+            decision: RuleDecision::Deny,
+            reason: Some("notes are off limits".to_owned()),
+        });
+    });
+    let client = connect(&fixture.gateway, TestClient { answer: None }).await;
+    let denied = client
+        .call_tool(call("write_note", json!({"text": "must not land"})))
+        .await
+        .unwrap();
+    assert_eq!(denied.is_error, Some(true));
+    let text = text_of(&denied.content);
+    assert!(text.contains("notes are off limits"), "{text}");
+    // The upstream's ledger proves it: nothing was written. (A read-only call did reach it.)
+    let echoed = client
+        .call_tool(call("echo", json!({"text": "alive"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&echoed.content), "alive");
+    assert_eq!(fixture.ledger(), "");
+    let row = fixture
+        .audit()
+        .into_iter()
+        .find(|row| row.public_name == "mcp__echo__write_note")
+        .unwrap();
+    assert_eq!(row.decision, "denied");
+    client.cancel().await.unwrap();
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn an_allowed_write_reaches_the_upstream_ledger() {
+    let fixture = gateway(Exposure::Passthrough, allow("mcp__echo__write_note"));
+    let client = connect(&fixture.gateway, TestClient { answer: None }).await;
+    let written = client
+        .call_tool(call("write_note", json!({"text": "landed"})))
+        .await
+        .unwrap();
+    assert_ne!(written.is_error, Some(true), "{:?}", written.content);
+    assert!(fixture.ledger().contains("landed"), "{}", fixture.ledger());
+    client.cancel().await.unwrap();
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn approvals_are_asked_of_a_client_that_supports_elicitation() {
+    // Ask mode: write_note is not read-only, so a person must approve it.
+    let fixture = gateway(Exposure::Passthrough, |_| {});
+    let allowing = connect(
+        &fixture.gateway,
+        TestClient {
+            answer: Some("allow once"),
+        },
+    )
+    .await;
+    let written = allowing
+        .call_tool(call("write_note", json!({"text": "approved"})))
+        .await
+        .unwrap();
+    assert_ne!(written.is_error, Some(true), "{:?}", written.content);
+    assert!(fixture.ledger().contains("approved"));
+
+    let refusing = connect(
+        &fixture.gateway,
+        TestClient {
+            answer: Some("deny"),
+        },
+    )
+    .await;
+    let denied = refusing
+        .call_tool(call("write_note", json!({"text": "refused"})))
+        .await
+        .unwrap();
+    assert_eq!(denied.is_error, Some(true));
+
+    let unaskable = connect(&fixture.gateway, TestClient { answer: None }).await;
+    let denied = unaskable
+        .call_tool(call("write_note", json!({"text": "nobody asked"})))
+        .await
+        .unwrap();
+    assert_eq!(denied.is_error, Some(true));
+    let text = text_of(&denied.content);
+    assert!(text.contains("does not support elicitation"), "{text}");
+    assert!(!fixture.ledger().contains("refused"));
+    assert!(!fixture.ledger().contains("nobody asked"));
+    for client in [allowing, refusing, unaskable] {
+        client.cancel().await.unwrap();
+    }
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn flat_publishes_namespaced_names() {
+    let fixture = gateway(Exposure::Flat, |_| {});
+    let client = connect(&fixture.gateway, TestClient { answer: None }).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert!(names.contains(&"mcp__echo__echo"), "{names:?}");
+    assert!(
+        names.iter().all(|name| name.starts_with("mcp__echo__")),
+        "{names:?}"
+    );
+    let echoed = client
+        .call_tool(call("mcp__echo__echo", json!({"text": "flat"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&echoed.content), "flat");
+    // The raw name is not a flat name.
+    let unknown = client
+        .call_tool(call("echo", json!({"text": "x"})))
+        .await
+        .unwrap();
+    assert_eq!(unknown.is_error, Some(true));
+    client.cancel().await.unwrap();
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn progressive_searches_describes_and_calls() {
+    let fixture = gateway(Exposure::Progressive, |_| {});
+    let client = connect(&fixture.gateway, TestClient { answer: None }).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    names.sort();
+    assert_eq!(names, ["call_tool", "describe_tool", "search_tools"]);
+    let found = client
+        .call_tool(call("search_tools", json!({"query": "add two numbers"})))
+        .await
+        .unwrap();
+    assert!(
+        text_of(&found.content).contains("mcp__echo__add"),
+        "{}",
+        text_of(&found.content)
+    );
+    let described = client
+        .call_tool(call("describe_tool", json!({"name": "mcp__echo__add"})))
+        .await
+        .unwrap();
+    let description: Value = serde_json::from_str(&text_of(&described.content)).unwrap();
+    assert_eq!(description["inputSchema"]["required"], json!(["a", "b"]));
+    let called = client
+        .call_tool(call(
+            "call_tool",
+            json!({"name": "mcp__echo__echo", "arguments": {"text": "progressively"}}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&called.content), "progressively");
+    client.cancel().await.unwrap();
+    fixture.gateway.host().shutdown().await;
+}
+
+/// Starts the gateway over HTTP on a free loopback port; returns its URL.
+async fn http_gateway(fixture: &Fixture, auth: HttpAuth) -> (String, HttpSettings) {
+    let listener = bind_http("127.0.0.1:0".parse().unwrap(), &auth)
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let settings = HttpSettings::new(auth);
+    let running = settings.clone();
+    let gateway = fixture.gateway.clone();
+    tokio::spawn(async move { serve_http(gateway, listener, running).await });
+    (url, settings)
+}
+
+fn initialize_body() -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}}
+    })
+}
+
+async fn post(url: &str, headers: &[(&str, &str)]) -> reqwest::StatusCode {
+    warden_mcp::http::install_crypto_provider();
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize_body());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap().status()
+}
+
+#[tokio::test]
+async fn http_requires_the_token_and_a_loopback_origin() {
+    let fixture = gateway(Exposure::Passthrough, |_| {});
+    let token = ServeToken::new("test-token-0123456789");
+    let (url, settings) = http_gateway(&fixture, HttpAuth::Bearer(token)).await;
+
+    assert_eq!(post(&url, &[]).await, reqwest::StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        post(&url, &[("authorization", "Bearer wrong-token")]).await,
+        reqwest::StatusCode::UNAUTHORIZED
+    );
+    let authorized = ("authorization", "Bearer test-token-0123456789");
+    assert_eq!(
+        post(&url, &[authorized, ("origin", "https://evil.example")]).await,
+        reqwest::StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        post(&url, &[authorized, ("host", "evil.example")]).await,
+        reqwest::StatusCode::FORBIDDEN
+    );
+    assert!(post(&url, &[authorized]).await.is_success());
+
+    // A real client with the token lists and calls through warden.
+    warden_mcp::http::install_crypto_provider();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.clone())
+            .auth_header("test-token-0123456789"),
+    );
+    let client = TestClient { answer: None }.serve(transport).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|tool| tool.name == "echo"));
+    let echoed = client
+        .call_tool(call("echo", json!({"text": "over http"})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&echoed.content), "over http");
+    let caller = fixture
+        .audit()
+        .into_iter()
+        .find(|row| row.public_name == "mcp__echo__echo")
+        .and_then(|row| row.caller)
+        .unwrap();
+    assert!(caller.contains("session="), "{caller}");
+    client.cancel().await.unwrap();
+    settings.shutdown.cancel();
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn concurrent_http_clients_each_get_their_own_session() {
+    let fixture = gateway(Exposure::Flat, |_| {});
+    let (url, settings) = http_gateway(&fixture, HttpAuth::InsecureNone).await;
+    warden_mcp::http::install_crypto_provider();
+    let mut tasks = Vec::new();
+    for index in 0..4 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let transport = StreamableHttpClientTransport::from_uri(url);
+            let client = TestClient { answer: None }.serve(transport).await.unwrap();
+            let echoed = client
+                .call_tool(call(
+                    "mcp__echo__echo",
+                    json!({"text": format!("client {index}")}),
+                ))
+                .await
+                .unwrap();
+            client.cancel().await.unwrap();
+            text_of(&echoed.content)
+        }));
+    }
+    for (index, task) in tasks.into_iter().enumerate() {
+        assert_eq!(task.await.unwrap(), format!("client {index}"));
+    }
+    let sessions: std::collections::BTreeSet<String> = fixture
+        .audit()
+        .into_iter()
+        .filter_map(|row| row.caller)
+        .filter_map(|caller| {
+            caller
+                .split_whitespace()
+                .find(|part| part.starts_with("session="))
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(sessions.len(), 4, "{sessions:?}");
+    settings.shutdown.cancel();
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn insecure_no_auth_is_refused_off_loopback() {
+    let refused = bind_http("0.0.0.0:0".parse().unwrap(), &HttpAuth::InsecureNone).await;
+    assert!(matches!(
+        refused,
+        Err(warden_serve::ServeError::InsecureOffLoopback(_))
+    ));
+}
+
+#[tokio::test]
+async fn upstream_tool_list_changes_reach_the_client() {
+    let fixture = gateway_over(
+        "list-changed",
+        "lc",
+        Exposure::Passthrough,
+        allow("mcp__lc__mutate"),
+    );
+    let (heard, mut hearing) = tokio::sync::mpsc::unbounded_channel();
+    let (client_side, server_side) = tokio::io::duplex(1 << 20);
+    let handler = fixture.gateway.handler();
+    tokio::spawn(async move {
+        if let Ok(running) = handler.serve(server_side).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let client = ListeningClient { heard }.serve(client_side).await.unwrap();
+    let before = client.list_all_tools().await.unwrap();
+    assert!(!before.iter().any(|tool| tool.name == "c"));
+    let mutated = client
+        .call_tool(call("mutate", json!({"add": "c"})))
+        .await
+        .unwrap();
+    assert_ne!(mutated.is_error, Some(true), "{:?}", mutated.content);
+    tokio::time::timeout(std::time::Duration::from_secs(30), hearing.recv())
+        .await
+        .expect("no tools/list_changed reached the client")
+        .unwrap();
+    let after = client.list_all_tools().await.unwrap();
+    assert!(after.iter().any(|tool| tool.name == "c"), "{after:?}");
+    client.cancel().await.unwrap();
+    fixture.gateway.host().shutdown().await;
+}
+
+/// The conformance fixture server binary (built once), for the eliciting tools.
+fn conformance_fixture() -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = std::process::Command::new(cargo)
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "warden-testkit",
+                    "--bin",
+                    "fixture-server",
+                ])
+                .current_dir(warden_testkit::workspace_root())
+                .status()
+                .unwrap();
+            assert!(status.success(), "building fixture-server failed");
+            warden_testkit::target_dir().join("debug/fixture-server")
+        })
+        .clone()
+}
+
+/// A passthrough gateway over the conformance fixture (named `conf`, its tools allowed).
+fn conformance_gateway() -> Fixture {
+    conformance_gateway_with(Exposure::Passthrough)
+}
+
+/// A gateway over the conformance fixture (named `conf`, its tools allowed).
+fn conformance_gateway_with(exposure: Exposure) -> Fixture {
+    conformance_gateway_configured(exposure, |_, _| {})
+}
+
+/// [`conformance_gateway_with`], with `configure` adjusting the host options (given the
+/// fixture's temporary folder).
+fn conformance_gateway_configured(
+    exposure: Exposure,
+    configure: impl FnOnce(&mut HostOptions, &std::path::Path),
+) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let mut options = HostOptions::new(paths.clone(), dir.path().to_path_buf());
+    options.extra_servers.push(ServerSpec::stdio(
+        "conf",
+        conformance_fixture().display().to_string(),
+    ));
+    options
+        .policy
+        .permissions
+        .allow
+        .push(Pattern::new("mcp__conf__*").unwrap());
+    let approver = ElicitingApprover::new();
+    options.approver = Some(Arc::new(approver.clone()));
+    options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
+    configure(&mut options, dir.path());
+    let host = Arc::new(Host::open(&LoadedConfig::default(), options).unwrap());
+    let gateway = Arc::new(Gateway::new(host, exposure, None, approver.directory()).unwrap());
+    Fixture {
+        dir,
+        paths,
+        gateway,
+    }
+}
+
+#[tokio::test]
+async fn post_tool_use_hooks_never_see_the_image_the_client_gets_unchanged() {
+    // A PostToolUse hook that keeps its input in a file.
+    let fixture = conformance_gateway_configured(Exposure::Passthrough, |options, dir| {
+        let kept = dir.join("post-hook-input.json");
+        let hook = warden_hooks::HookSpec::try_from(warden_hooks::HookDefinition {
+            event: warden_hooks::HookEvent::PostToolUse,
+            command: "/bin/sh".into(),
+            args: vec!["-c".to_owned(), format!("cat > '{}'", kept.display())],
+            matcher: None,
+            timeout: warden_hooks::DEFAULT_HOOK_TIMEOUT,
+        })
+        .unwrap();
+        options.hooks = warden_hooks::HookRunner::new(vec![hook]);
+    });
+    let client = connect(&fixture.gateway, TestClient { answer: None }).await;
+    let result = client
+        .call_tool(call("test_image_content", json!({})))
+        .await
+        .unwrap();
+    // The client gets the upstream's image block as it was sent.
+    let result = serde_json::to_value(&result).unwrap();
+    let image = &result["content"][0];
+    assert_eq!(image["type"], "image", "{result}");
+    assert_eq!(image["mimeType"], "image/png", "{result}");
+    let data = image["data"].as_str().unwrap();
+    // A PNG, base64-encoded: its signature `\x89PNG\r\n\x1a\n`.
+    assert!(data.starts_with("iVBORw0KGgo"), "{result}");
+
+    let hook_input =
+        std::fs::read_to_string(fixture.dir.path().join("post-hook-input.json")).unwrap();
+    let hook_input: Value = serde_json::from_str(&hook_input).unwrap();
+    let shown = hook_input.to_string();
+    assert!(
+        shown.contains("test_image_content"),
+        "the hook ran for this call: {shown}"
+    );
+    assert!(!hook_input["result"].is_null(), "{shown}");
+    assert!(
+        !shown.contains(data),
+        "the hook saw the image's base64: {shown}"
+    );
+    // Nor does the audit record carry it: it keeps sizes, not contents.
+    let audited = fixture
+        .audit()
+        .into_iter()
+        .find(|row| row.source == "gateway")
+        .expect("an audit record for the call");
+    assert!(!format!("{audited:?}").contains(data));
+    client.cancel().await.unwrap();
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stateless_client_answers_the_upstreams_input_required_result_itself() {
+    // Warden and the fixture speak 2026-07-28; so does this client, over HTTP.
+    let fixture = conformance_gateway();
+    let (url, _settings) = http_gateway(&fixture, HttpAuth::InsecureNone).await;
+    warden_mcp::http::install_crypto_provider();
+    let transport = StreamableHttpClientTransport::from_uri(url);
+    let client = rmcp::serve_client_with_lifecycle(
+        TestClient {
+            answer: Some("unused"),
+        },
+        transport,
+        rmcp::service::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .unwrap();
+    let send = |params: CallToolRequestParams| {
+        client
+            .peer()
+            .send_request(rmcp::model::ClientRequest::CallToolRequest(
+                rmcp::model::CallToolRequest::new(params),
+            ))
+    };
+    // Round 1: the upstream's input_required result reaches the client as it was sent.
+    let first = send(call("test_input_required_result_elicitation", json!({})))
+        .await
+        .unwrap();
+    let rmcp::model::ServerResult::InputRequiredResult(input) = first else {
+        panic!("expected an input_required result, got {first:?}");
+    };
+    let asked = serde_json::to_value(&input).unwrap();
+    assert_eq!(
+        asked["inputRequests"]["user_name"]["method"], "elicitation/create",
+        "{asked}"
+    );
+    // Round 2: the client's answer goes upstream, and the result comes back.
+    let mut retry = call("test_input_required_result_elicitation", json!({}));
+    let mut responses = rmcp::model::InputResponses::new();
+    responses.insert(
+        "user_name".to_owned(),
+        json!({"action": "accept", "content": {"name": "Ada"}}),
+    );
+    retry.input_responses = Some(responses);
+    retry.request_state = input.request_state.clone();
+    let second = send(retry).await.unwrap();
+    let rmcp::model::ServerResult::CallToolResult(result) = second else {
+        panic!("expected a tool result, got {second:?}");
+    };
+    assert_eq!(text_of(&result.content), "Hello, Ada!");
+    // Each round went through the gate as its own call.
+    let rounds = fixture
+        .audit()
+        .into_iter()
+        .filter(|row| row.source == "gateway" && row.decision == "allowed")
+        .count();
+    assert_eq!(rounds, 2);
+    // The upstream's JSON-RPC error keeps its code (-32021: a capability the client lacks).
+    let missing = send(call("test_missing_capability", json!({}))).await;
+    match missing {
+        Err(rmcp::ServiceError::McpError(error)) => assert_eq!(error.code.0, -32021, "{error:?}"),
+        other => panic!("expected the -32021 error, got {other:?}"),
+    }
+    client.cancel().await.unwrap();
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn upstream_elicitation_is_relayed_to_a_client_that_supports_it() {
+    let fixture = conformance_gateway();
+    let asking = connect(
+        &fixture.gateway,
+        TestClient {
+            answer: Some("relayed"),
+        },
+    )
+    .await;
+    // Between warden and the fixture the protocol is 2026-07-28: the fixture asks with an
+    // input_required result, which warden answers by asking this client.
+    let answered = asking
+        .call_tool(call("test_input_required_result_elicitation", json!({})))
+        .await
+        .unwrap();
+    let text = text_of(&answered.content);
+    assert_eq!(text, "Hello, relayed!");
+
+    let unaskable = connect(&fixture.gateway, TestClient { answer: None }).await;
+    let declined = unaskable
+        .call_tool(call("test_input_required_result_elicitation", json!({})))
+        .await
+        .unwrap();
+    let text = text_of(&declined.content);
+    assert!(!text.contains("relayed"), "{text}");
+    for client in [asking, unaskable] {
+        client.cancel().await.unwrap();
+    }
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn flat_republishes_resources_and_prompts_with_their_server() {
+    let fixture = conformance_gateway_with(Exposure::Flat);
+    let client = connect(&fixture.gateway, TestClient { answer: None }).await;
+    let resources = client.list_all_resources().await.unwrap();
+    let text = resources
+        .iter()
+        .find(|resource| resource.uri == "test://static-text")
+        .expect("the fixture's static text resource");
+    let listed = serde_json::to_value(text).unwrap();
+    assert_eq!(listed["_meta"]["dev.warden/server"], "conf", "{listed}");
+    assert!(
+        listed["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("[conf]"),
+        "{listed}"
+    );
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "test://static-text".to_owned(),
+        ))
+        .await
+        .unwrap();
+    let read = serde_json::to_value(&read).unwrap();
+    assert!(read["contents"][0]["text"].is_string(), "{read}");
+    // The read went through the gate, as a resource read by this client.
+    let row = fixture
+        .audit()
+        .into_iter()
+        .find(|row| row.source == "resource-read")
+        .expect("an audit record for the read");
+    assert!(row.caller.unwrap_or_default().starts_with("gateway-test/"));
+
+    let prompts = client.list_all_prompts().await.unwrap();
+    let names: Vec<&str> = prompts.iter().map(|prompt| prompt.name.as_str()).collect();
+    assert!(
+        names.contains(&"mcp__conf__test_simple_prompt"),
+        "{names:?}"
+    );
+    let prompt = client
+        .get_prompt(rmcp::model::GetPromptRequestParams::new(
+            "mcp__conf__test_simple_prompt".to_owned(),
+        ))
+        .await
+        .unwrap();
+    assert!(!prompt.messages.is_empty());
+    client.cancel().await.unwrap();
+    fixture.gateway.host().shutdown().await;
+}
