@@ -523,31 +523,31 @@ impl BuiltinTools {
             .current_dir(&self.workdir)
             .env_clear()
             .envs(self.bash_env.environment(std::env::vars_os()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdin(Stdio::null());
+        // One pipe for stdout and stderr, as a terminal has: the model reads the lines in the
+        // order the command wrote them, never one stream's line cut by the other's.
+        let pipe_error =
+            |e: std::io::Error| BuiltinResult::error(format!("cannot start bash: {e}"));
+        let (output_reader, output_writer) = std::io::pipe().map_err(pipe_error)?;
+        command
+            .stdout(output_writer.try_clone().map_err(pipe_error)?)
+            .stderr(output_writer);
         let mut wrapped = CommandWrap::from(command);
         wrapped.wrap(ProcessGroup::leader());
         wrapped.wrap(KillOnDrop);
         let mut child = wrapped
             .spawn()
             .map_err(|e| BuiltinResult::error(format!("cannot start bash: {e}")))?;
+        // The command holds the parent's copies of the write end: drop it so the reader sees
+        // the end of the output once the command's process group is gone.
+        drop(wrapped);
+        let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(output_reader.into())
+            .map_err(pipe_error)?;
         let buffer = Arc::new(Mutex::new(Captured::default()));
-        let readers = [
-            child
-                .stdout()
-                .take()
-                .map(|r| Box::new(r) as Box<dyn AsyncRead + Send + Unpin>),
-            child
-                .stderr()
-                .take()
-                .map(|r| Box::new(r) as Box<dyn AsyncRead + Send + Unpin>),
-        ];
-        let tasks: Vec<_> = readers
-            .into_iter()
-            .flatten()
-            .map(|reader| tokio::spawn(read_into(reader, buffer.clone())))
-            .collect();
+        let tasks = vec![tokio::spawn(read_into(
+            Box::new(reader) as Box<dyn AsyncRead + Send + Unpin>,
+            buffer.clone(),
+        ))];
         enum End {
             Exited(Option<i32>),
             TimedOut,

@@ -88,6 +88,22 @@ async fn bash_runs_in_the_working_directory_and_reports_exit_codes() {
     assert!(missing.is_error && missing.text.contains("command"));
 }
 
+#[tokio::test]
+async fn bash_output_keeps_the_order_of_stdout_and_stderr_lines() {
+    let (_dir, tools) = setup();
+    // Alternating streams, many times: with one pipe per stream the order (and even whole
+    // lines) would depend on which reader ran first.
+    let result = exec(
+        &tools,
+        "bash",
+        json!({"command": "for i in $(seq 1 200); do echo out$i; echo err$i >&2; done"}),
+    )
+    .await;
+    assert!(!result.is_error, "{result:?}");
+    let expected: String = (1..=200).map(|i| format!("out{i}\nerr{i}\n")).collect();
+    assert_eq!(result.text, expected.trim_end_matches('\n').to_string() + "\n");
+}
+
 fn process_alive(pid: i32) -> bool {
     // A killed process may linger as a zombie until reaped; count that as dead.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

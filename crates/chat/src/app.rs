@@ -142,6 +142,28 @@ impl App {
         self.entries.push(entry);
     }
 
+    /// A note that arrives on its own, not in answer to the turn (a server's state changed,
+    /// background work finished). While the model's reply is streaming it goes above that
+    /// reply, which keeps receiving text as one block; otherwise it goes last.
+    pub fn aside(&mut self, entry: Entry) {
+        if self.streaming && matches!(self.entries.last(), Some(Entry::Assistant(_))) {
+            let reply = self.entries.len() - 1;
+            self.entries.insert(reply, entry);
+        } else {
+            self.push(entry);
+        }
+    }
+
+    /// [`Self::aside`] for a one-line problem.
+    pub fn aside_error(&mut self, text: impl Into<String>) {
+        self.aside(Entry::Error(text.into()));
+    }
+
+    /// [`Self::aside`] for a one-line note.
+    pub fn aside_notice(&mut self, text: impl Into<String>) {
+        self.aside(Entry::Notice(text.into()));
+    }
+
     /// Completion candidates for the input line.
     pub fn completions(&self) -> Vec<String> {
         completions(&self.input, &self.prompts, &self.skills)

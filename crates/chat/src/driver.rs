@@ -445,13 +445,13 @@ impl<'a> Chat<'a> {
                 .map(short_reason)
                 .unwrap_or_else(|| status.state.label().to_owned());
             if is_failure(status.state) && !was_failing && !stopped_here {
-                self.app.error(format!(
+                self.app.aside_error(format!(
                     "MCP {} is {}: {reason} — see /tools",
                     status.name,
                     status.state.label()
                 ));
             } else if restarted_unseen {
-                self.app.error(format!(
+                self.app.aside_error(format!(
                     "MCP {} stopped and was reconnected automatically ({reason}) — see /tools",
                     status.name
                 ));
@@ -556,11 +556,11 @@ impl<'a> Chat<'a> {
             Background::Stopped { server, outcome } => match outcome {
                 Ok(()) => {
                     self.server_states.insert(server.clone(), ServerState::Down);
-                    self.app.notice(format!(
+                    self.app.aside_notice(format!(
                         "MCP {server} stopped: it stays down and its tools answer that it was stopped — /mcp restart {server} reconnects it"
                     ));
                 }
-                Err(error) => self.app.error(format!(
+                Err(error) => self.app.aside_error(format!(
                     "MCP {server} did not stop: {}",
                     short_reason(&error)
                 )),
@@ -569,13 +569,13 @@ impl<'a> Chat<'a> {
                 Ok(()) => {
                     self.server_states
                         .insert(server.clone(), ServerState::NotConnected);
-                    self.app.notice(format!(
+                    self.app.aside_notice(format!(
                         "MCP {server} restarted: its catalogue is cleared and it reconnects on the next request"
                     ));
                 }
                 Err(error) => {
                     self.own_restarts.remove(&server);
-                    self.app.error(format!(
+                    self.app.aside_error(format!(
                         "MCP {server} did not restart: {}",
                         short_reason(&error)
                     ));
@@ -601,12 +601,12 @@ impl<'a> Chat<'a> {
                         self.server_states
                             .insert(server.clone(), ServerState::Connected);
                         self.app
-                            .notice(format!("MCP {server} reconnected: {count} tools"));
+                            .aside_notice(format!("MCP {server} reconnected: {count} tools"));
                     }
                     Err(error) => {
                         self.server_states
                             .insert(server.clone(), ServerState::Failed);
-                        self.app.error(format!(
+                        self.app.aside_error(format!(
                             "MCP {server} did not reconnect: {}",
                             short_reason(&error)
                         ));
@@ -653,7 +653,7 @@ impl<'a> Chat<'a> {
                 }
                 Err(error) => self.app.error(format!("skill {name}: {error}")),
             },
-            Background::Failed(message) => self.app.error(message),
+            Background::Failed(message) => self.app.aside_error(message),
         }
     }
 

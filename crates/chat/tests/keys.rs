@@ -237,3 +237,45 @@ fn agent_events_build_the_conversation() {
     assert_eq!(call.state, CallState::Denied("no".into()));
     assert_eq!(call.progress.as_ref().unwrap().total, Some(2.0));
 }
+
+#[test]
+fn an_announcement_during_a_streamed_reply_leaves_the_reply_whole() {
+    let mut app = App::new("m");
+    let source = |_: &str| "crashy".to_owned();
+    app.apply(
+        AgentEvent::TextDelta {
+            text: "The server wen".into(),
+        },
+        &source,
+    );
+    app.aside_error("MCP crashy is down — see /tools");
+    app.apply(
+        AgentEvent::TextDelta {
+            text: "t away.".into(),
+        },
+        &source,
+    );
+    assert_eq!(
+        app.entries,
+        vec![
+            Entry::Error("MCP crashy is down — see /tools".into()),
+            Entry::Assistant("The server went away.".into()),
+        ]
+    );
+    // With nothing streaming, an announcement goes last and the next text starts a new reply.
+    app.apply(AgentEvent::TurnStarted { turn: 2 }, &source);
+    app.aside_notice("MCP crashy reconnected: 2 tools");
+    app.apply(
+        AgentEvent::TextDelta {
+            text: "Next".into(),
+        },
+        &source,
+    );
+    assert_eq!(
+        app.entries[2..],
+        [
+            Entry::Notice("MCP crashy reconnected: 2 tools".into()),
+            Entry::Assistant("Next".into()),
+        ]
+    );
+}

@@ -200,6 +200,17 @@ impl AgentSession {
     /// anything is deferred), then MCP tools; large servers are deferred automatically first.
     /// Failures come back as one line each.
     pub async fn tool_list(&mut self) -> (ToolList, Vec<String>) {
+        // Automatic deferral counts o200k tokens right after the fetch; building that tokenizer
+        // takes ~0.2 s of CPU, so build it on a blocking thread while the servers start.
+        if self
+            .host
+            .runtime()
+            .status()
+            .iter()
+            .any(|status| status.deferred.is_none())
+        {
+            tokio::task::spawn_blocking(|| warden_discovery::tokens::count_tokens(""));
+        }
         let (mcp_tools, failures) = self.host.all_tools().await;
         // Large tool sets are deferred automatically; then the mode settles how deferred tools
         // reach the model (search_tools, call_tool, or definitions with defer_loading).

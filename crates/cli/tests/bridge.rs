@@ -133,8 +133,12 @@ async fn a_bash_tool_call_reaches_the_session_gate_through_the_bridge() {
 async fn every_verb_works_through_the_bridge() {
     let mock = MockModel::start().await.unwrap();
     let out = "result.txt";
+    // `exec 2>&1`: the bash tool reads stdout and stderr from two pipes, so their order in its
+    // output is not fixed; a `… exit=N` line could land inside warden's error line on stderr.
+    // One stream keeps every line whole and in order.
     mock.push_turn(bash_turn(&format!(
         r#"set -e
+exec 2>&1
 warden tool --json | jq -c '[.[].name]'
 warden tool fixture | grep -c '^echo '
 warden tool fixture echo --json | jq -c '.input_schema.required'
