@@ -7,41 +7,19 @@
 
 mod support;
 
+use support::warden_without_model_keys as warden;
+use support::{echo_server, mock_model_config};
+
 use std::path::Path;
 
 use serde_json::{Value, json};
-use support::{Run, Sandbox, stdio_server, toml_str};
+use support::{Sandbox, stdio_server};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::fixture_binary;
 
 /// `[models.mock]` (OpenAI Chat at `mock`) with `defer_mode` when given, as the default model.
 fn model_config(mock: &MockModel, defer_mode: Option<&str>) -> String {
-    let mode = defer_mode
-        .map(|mode| format!("defer_mode = \"{mode}\"\n"))
-        .unwrap_or_default();
-    format!(
-        "model = \"mock\"\n[models.mock]\nprovider = \"openai\"\nid = \"mock-1\"\nbase_url = {}\n{mode}",
-        toml_str(&mock.base_url())
-    )
-}
-
-/// The echo fixture as server `name`, followed by `extra` lines of its table.
-fn echo_server(name: &str, extra: &str) -> String {
-    format!(
-        "{}{extra}",
-        stdio_server(name, &fixture_binary(), &["echo"])
-    )
-}
-
-async fn warden(sandbox: &Sandbox, args: &[&str]) -> Run {
-    let mut command = sandbox.command();
-    command
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY");
-    tokio::task::spawn_blocking(move || support::output(&mut command))
-        .await
-        .unwrap()
+    mock_model_config(&mock.base_url(), "openai", defer_mode)
 }
 
 /// `warden run PROMPT --output-format json`, asserted to succeed; its summary.

@@ -4,10 +4,12 @@
 
 mod support;
 
+use support::warden_without_model_keys as warden;
+
 use std::path::Path;
 
 use serde_json::{Value, json};
-use support::{Run, Sandbox, stdio_server, toml_str};
+use support::{Sandbox, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::require_npm_server;
 
@@ -19,17 +21,6 @@ fn config(mock: &MockModel, sampling: bool) -> String {
         stdio_server("everything", Path::new("node"), &[server.to_str().unwrap()]),
         if sampling { "sampling = true\n" } else { "" }
     )
-}
-
-async fn warden(sandbox: &Sandbox, args: &[&str]) -> Run {
-    let mut command = sandbox.command();
-    command
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY");
-    tokio::task::spawn_blocking(move || support::output(&mut command))
-        .await
-        .unwrap()
 }
 
 #[tokio::test]

@@ -4,30 +4,19 @@
 
 mod support;
 
+use support::mock_model_config;
+use support::warden_without_model_keys as warden;
+
 use std::path::Path;
 
 use serde_json::{Value, json};
-use support::{Run, Sandbox, stdio_server, toml_str};
+use support::{Sandbox, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::{fixture_binary, require_npm_server};
 
 /// The `[models.mock]` table for `provider`, pointed at `mock`, as the default model.
 fn model_config(mock: &MockModel, provider: &str) -> String {
-    format!(
-        "model = \"mock\"\n[models.mock]\nprovider = \"{provider}\"\nid = \"mock-1\"\nbase_url = {}\n",
-        toml_str(&mock.base_url())
-    )
-}
-
-async fn warden(sandbox: &Sandbox, args: &[&str]) -> Run {
-    let mut command = sandbox.command();
-    command
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY");
-    tokio::task::spawn_blocking(move || support::output(&mut command))
-        .await
-        .unwrap()
+    mock_model_config(&mock.base_url(), provider, None)
 }
 
 fn everything_server() -> String {

@@ -6,10 +6,12 @@
 
 mod support;
 
+use support::warden_without_model_keys as warden;
+
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
-use support::{Run, Sandbox, stdio_server, toml_str};
+use support::{Sandbox, stdio_server, toml_str};
 use warden_host::skills::{fetch_skill_md, register_server_skills};
 use warden_mcp::{McpRuntime, RuntimeOptions, ServerSpec};
 use warden_mock_model::{MockModel, Turn};
@@ -23,17 +25,6 @@ fn config(mock: &MockModel, extra: &str) -> String {
         toml_str(&mock.base_url()),
         stdio_server("wx", &fixture, &["skills-extension"])
     )
-}
-
-async fn warden(sandbox: &Sandbox, args: &[&str]) -> Run {
-    let mut command = sandbox.command();
-    command
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY");
-    tokio::task::spawn_blocking(move || support::output(&mut command))
-        .await
-        .unwrap()
 }
 
 fn request_text(mock: &MockModel, index: usize) -> String {

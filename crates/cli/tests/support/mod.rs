@@ -102,3 +102,36 @@ pub fn stdio_server(name: &str, program: &Path, args: &[&str]) -> String {
         args.join(", ")
     )
 }
+
+/// `warden ARGS` in the sandbox with the caller's model API keys removed (so only the sandbox's
+/// config picks the model), run off the async runtime.
+pub async fn warden_without_model_keys(sandbox: &Sandbox, args: &[&str]) -> Run {
+    let mut command = sandbox.command();
+    command
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY");
+    tokio::task::spawn_blocking(move || output(&mut command))
+        .await
+        .unwrap()
+}
+
+/// `[models.mock]` for `provider` at `base_url` (a mock model's), with `defer_mode` when given,
+/// as the default model.
+pub fn mock_model_config(base_url: &str, provider: &str, defer_mode: Option<&str>) -> String {
+    let mode = defer_mode
+        .map(|mode| format!("defer_mode = \"{mode}\"\n"))
+        .unwrap_or_default();
+    format!(
+        "model = \"mock\"\n[models.mock]\nprovider = \"{provider}\"\nid = \"mock-1\"\nbase_url = {}\n{mode}",
+        toml_str(base_url)
+    )
+}
+
+/// The echo fixture as server `name`, followed by `extra` lines of its table.
+pub fn echo_server(name: &str, extra: &str) -> String {
+    format!(
+        "{}{extra}",
+        stdio_server(name, &warden_testkit::fixture_binary(), &["echo"])
+    )
+}
