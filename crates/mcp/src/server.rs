@@ -530,6 +530,11 @@ impl ServerSlot {
             Ok(result) => result,
             Err(_elapsed) => Err(self.startup_timeout_failure(deadline)),
         };
+        if let Ok(live) = &outcome {
+            // Before the connection is published: no caller may use it until the server has
+            // acknowledged the listen, or a change that caller makes could go unannounced.
+            self.listen_for_list_changes(live).await;
+        }
         let connected = {
             let mut state = self.lock_state();
             match outcome {
@@ -568,7 +573,6 @@ impl ServerSlot {
         };
         if let Ok(live) = &connected {
             self.watch_connection(live);
-            self.listen_for_list_changes(live).await;
         }
         connected
     }
