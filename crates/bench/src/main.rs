@@ -32,10 +32,24 @@ struct Args {
     /// Far fewer iterations still (for the shape test; the figures mean little).
     #[arg(long, hide = true)]
     smoke: bool,
+    /// Run only these sections (repeatable): discovery, gate, code-mode, big-result, startup,
+    /// surfaces. Every section runs when none is named.
+    #[arg(long, value_name = "SECTION", value_parser = SECTIONS)]
+    only: Vec<String>,
     /// Internal: run one measurement in this fresh process and print its JSON.
     #[arg(long, hide = true, value_name = "KIND")]
     child: Option<String>,
 }
+
+/// The sections `--only` can name, in the order a run measures them.
+const SECTIONS: [&str; 6] = [
+    "discovery",
+    "gate",
+    "code-mode",
+    "big-result",
+    "startup",
+    "surfaces",
+];
 
 /// Iteration counts of one run.
 #[derive(Debug, Clone, Copy)]
@@ -189,34 +203,48 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
 
-    let started = Instant::now();
-    step(
-        "discovery",
-        discovery::run(&env, plan.search_repeats),
-        started,
-    );
-    let started = Instant::now();
-    step(
-        "gate calls",
-        gate_calls::run(&env, plan.gate).await,
-        started,
-    );
-    let started = Instant::now();
-    step("code mode", code_mode::run(&env, plan.code).await, started);
-    let started = Instant::now();
-    step(
-        "20 MiB result",
-        big_result::run(plan.big_result_repeats),
-        started,
-    );
-    let started = Instant::now();
-    step("start-up", startup::run(&env, plan.startup).await, started);
-    let started = Instant::now();
-    step(
-        "tool CLI and serve",
-        surfaces::run(&env, plan.surfaces).await,
-        started,
-    );
+    let wanted =
+        |section: &str| args.only.is_empty() || args.only.iter().any(|only| only == section);
+    if wanted("discovery") {
+        let started = Instant::now();
+        step(
+            "discovery",
+            discovery::run(&env, plan.search_repeats),
+            started,
+        );
+    }
+    if wanted("gate") {
+        let started = Instant::now();
+        step(
+            "gate calls",
+            gate_calls::run(&env, plan.gate).await,
+            started,
+        );
+    }
+    if wanted("code-mode") {
+        let started = Instant::now();
+        step("code mode", code_mode::run(&env, plan.code).await, started);
+    }
+    if wanted("big-result") {
+        let started = Instant::now();
+        step(
+            "20 MiB result",
+            big_result::run(plan.big_result_repeats),
+            started,
+        );
+    }
+    if wanted("startup") {
+        let started = Instant::now();
+        step("start-up", startup::run(&env, plan.startup).await, started);
+    }
+    if wanted("surfaces") {
+        let started = Instant::now();
+        step(
+            "tool CLI and serve",
+            surfaces::run(&env, plan.surfaces).await,
+            started,
+        );
+    }
 
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.json())?);
