@@ -74,44 +74,55 @@ pub fn target_dir() -> PathBuf {
 /// Path of the `warden-fixture` binary, built once per process with
 /// `$CARGO build --quiet -p warden-testkit --bin warden-fixture`.
 ///
+/// With `WARDEN_FIXTURE_PREBUILT=1` (set by `scripts/test`, which builds every binary first) the
+/// build is skipped: each test process would otherwise wait on cargo's lock to learn that the
+/// binary is up to date.
+///
 /// Panics with cargo's output when the build fails.
 pub fn fixture_binary() -> PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY
         .get_or_init(|| {
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let output = std::process::Command::new(&cargo)
-                .args([
-                    "build",
-                    "--quiet",
-                    "-p",
-                    "warden-testkit",
-                    "--bin",
-                    "warden-fixture",
-                ])
-                .current_dir(workspace_root())
-                .stdin(Stdio::null())
-                .output();
-            match output {
-                Ok(output) if output.status.success() => {}
-                Ok(output) => panic!(
-                    "building warden-fixture failed ({}):\n{}",
-                    output.status,
-                    String::from_utf8_lossy(&output.stderr)
-                ),
-                Err(error) => panic!("could not run {cargo:?} to build warden-fixture: {error}"),
+            let prebuilt = std::env::var_os("WARDEN_FIXTURE_PREBUILT").is_some_and(|v| v == "1");
+            if !prebuilt {
+                build_fixture_binary();
             }
             let binary = target_dir()
                 .join("debug")
                 .join(format!("warden-fixture{}", std::env::consts::EXE_SUFFIX));
             assert!(
                 binary.is_file(),
-                "cargo built warden-fixture but {} does not exist",
+                "warden-fixture should have been built but {} does not exist",
                 binary.display()
             );
             binary
         })
         .clone()
+}
+
+fn build_fixture_binary() {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = std::process::Command::new(&cargo)
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "warden-testkit",
+            "--bin",
+            "warden-fixture",
+        ])
+        .current_dir(workspace_root())
+        .stdin(Stdio::null())
+        .output();
+    match output {
+        Ok(output) if output.status.success() => {}
+        Ok(output) => panic!(
+            "building warden-fixture failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ),
+        Err(error) => panic!("could not run {cargo:?} to build warden-fixture: {error}"),
+    }
 }
 
 /// The program and arguments that run fixture `kind` over stdio.
