@@ -215,6 +215,8 @@ pub struct SearchWeights {
     pub synonym: f64,
     /// Weight of indexed terms close in spelling to a query word found nowhere (typos).
     pub typo: f64,
+    /// Weight of the terms a query word's shape implies (a file name implies `file`).
+    pub entity: f64,
     /// Bonus for the share of the tool name's terms that the query (or its synonyms) covers.
     pub name_coverage: f64,
     /// Weight of the phrase field: adjacent query terms found adjacent in a tool's name or
@@ -239,6 +241,7 @@ impl Default for SearchWeights {
             server: 0.5,
             synonym: 0.5,
             typo: 0.8,
+            entity: 1.0,
             name_coverage: 4.0,
             phrase: 1.0,
             // Measured no better than 0 on the tuning half; kept as an opt-in.
@@ -504,6 +507,9 @@ impl SearchIndex {
             for term in text::implied_terms(&word) {
                 imply(&term, self.weights.synonym);
             }
+        }
+        for term in text::entity_terms(query) {
+            imply(&term, self.weights.entity);
         }
         let query_terms = text::terms(query);
         for term in &query_terms {

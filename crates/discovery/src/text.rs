@@ -243,6 +243,78 @@ pub fn implied_terms(word: &str) -> Vec<String> {
         .collect()
 }
 
+/// File names that carry no extension but are files everyone knows.
+const WELL_KNOWN_FILES: &[&str] = &[
+    "changelog",
+    "dockerfile",
+    "gemfile",
+    "license",
+    "makefile",
+    "readme",
+];
+
+/// Stemmed terms implied by the shape of the query's words rather than their meaning: a file
+/// name (`main.rs`, `README`) or a path (`/root/notes.txt`, `src/lib`) asks about a `file`; a
+/// web address about a `url`. Each implied term appears once.
+pub fn entity_terms(query: &str) -> Vec<String> {
+    let mut implied: Vec<&str> = Vec::new();
+    for token in query.split_whitespace() {
+        let token = token.trim_matches(|ch: char| {
+            !ch.is_alphanumeric() && !matches!(ch, '/' | '.' | '_' | '-' | '~')
+        });
+        let token = token.trim_end_matches('.');
+        if token.is_empty() {
+            continue;
+        }
+        let lower = token.to_lowercase();
+        let kind = if lower.starts_with("http://")
+            || lower.starts_with("https://")
+            || lower.starts_with("www.")
+        {
+            Some("url")
+        } else if looks_like_path(&lower) || looks_like_file_name(&lower) {
+            Some("file")
+        } else {
+            None
+        };
+        if let Some(kind) = kind
+            && !implied.contains(&kind)
+        {
+            implied.push(kind);
+        }
+    }
+    implied.into_iter().map(stem).collect()
+}
+
+/// `/abs/path`, `~/path`, `./x`, or `a/b` with a letter on each side of a slash.
+fn looks_like_path(token: &str) -> bool {
+    if token.starts_with('/') || token.starts_with("~/") || token.starts_with("./") {
+        return token.len() > 2;
+    }
+    let mut parts = token.split('/');
+    let (Some(first), Some(second)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let has_letter = |part: &str| part.chars().any(|ch| ch.is_ascii_alphabetic());
+    has_letter(first) && has_letter(second) && !token.contains("://")
+}
+
+/// `name.ext` (a name of two characters or more, an extension of 1–5 containing a letter), or a
+/// well-known extension-less file name.
+fn looks_like_file_name(token: &str) -> bool {
+    if WELL_KNOWN_FILES.contains(&token) {
+        return true;
+    }
+    let Some((stem, extension)) = token.rsplit_once('.') else {
+        return false;
+    };
+    // Two characters at least before the dot, so `e.g.` and `i.e.` stay words.
+    stem.chars().filter(|ch| ch.is_alphanumeric()).count() >= 2
+        && (1..=5).contains(&extension.len())
+        && extension.chars().all(|ch| ch.is_ascii_alphanumeric())
+        && extension.chars().any(|ch| ch.is_ascii_alphabetic())
+}
+
 /// Stemmed terms that share a synonym group with the stemmed `term`, excluding `term` itself,
 /// sorted and deduplicated.
 pub fn synonyms(term: &str) -> &'static [String] {
@@ -297,6 +369,32 @@ mod tests {
             ("running", "run"),
         ] {
             assert_eq!(stem(a), stem(b), "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn file_names_paths_and_urls_imply_what_they_are() {
+        for query in [
+            "who last changed line 40 of main.rs",
+            "show me the README of the repository",
+            "open the /root/txt/paper_list.bib",
+            "read src/lib and explain it",
+            "what is in '~/notes.txt'?",
+        ] {
+            assert_eq!(entity_terms(query), [stem("file")], "{query}");
+        }
+        assert_eq!(
+            entity_terms("fetch https://example.com/a.html and save it as page.html"),
+            [stem("url"), stem("file")]
+        );
+        for query in [
+            "version 1.2 of the api",
+            "e.g. a pull request",
+            "read me the news",
+            "close issue 99 as not planned",
+            "50/50 split",
+        ] {
+            assert!(entity_terms(query).is_empty(), "{query}");
         }
     }
 
