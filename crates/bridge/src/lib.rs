@@ -1,19 +1,24 @@
 //! The session bridge: each agent session serves its gate to `warden tool` running inside the
-//! agent's bash tool, over loopback HTTP with a per-session bearer token.
+//! agent's bash tool, over HTTP on loopback or a private Unix socket, with a per-session bearer
+//! token.
 //!
 //! [`protocol`] is the wire format both sides share, [`token`] the secret, [`views`] the answers
 //! computed from a [`warden_host::Host`] (used by the bridge and by the standalone `warden tool`,
-//! so both print the same), and [`server`] the axum service.
+//! so both print the same), [`server`] the axum service and [`socket`] the Unix socket's private
+//! directory.
 
 pub mod protocol;
 pub mod server;
+pub mod socket;
 pub mod token;
 pub mod views;
 
 pub use protocol::{
     CallRequest, CallView, ENV_PREFIX, ErrorView, Handshake, MAX_REQUEST_BYTES, PROTOCOL_VERSION,
-    ResourceRequest, SearchRequest, SearchView, ServerRow, TOKEN_VAR, ToolView, URL_VAR,
+    ResourceRequest, SearchRequest, SearchView, ServerRow, TOKEN_VAR, ToolView, UNIX_URL_PREFIX,
+    URL_VAR,
 };
-pub use server::{Bridge, BridgeCall, BridgeError, CallObserver};
+pub use server::{Bridge, BridgeCall, BridgeError, BridgeListen, CallObserver};
+pub use socket::unix_socket_roots;
 pub use token::BridgeToken;
 pub use views::ViewError;

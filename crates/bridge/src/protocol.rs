@@ -6,8 +6,12 @@ use serde_json::Value;
 
 /// The protocol version the handshake reports; a client refuses any other.
 pub const PROTOCOL_VERSION: u32 = 1;
-/// The bridge's base URL, exported to the bash tool after a successful handshake.
+/// The bridge's address, exported to the bash tool after a successful handshake: a loopback
+/// `http://127.0.0.1:PORT` URL, or `unix:/path/to/bridge.sock` (see [`UNIX_URL_PREFIX`]).
 pub const URL_VAR: &str = "WARDEN_BRIDGE_URL";
+/// A [`URL_VAR`] value of the form `unix:/absolute/path` names a Unix socket (the bridge's
+/// `unix` mode); otherwise it is a loopback `http://` URL.
+pub const UNIX_URL_PREFIX: &str = "unix:";
 /// The bridge's bearer token, exported beside [`URL_VAR`].
 pub const TOKEN_VAR: &str = "WARDEN_BRIDGE_TOKEN";
 /// Inherited variables with this prefix are removed from the bash tool's environment.

@@ -1,9 +1,10 @@
-//! The bridge server: axum on a random loopback port, every route behind the session's bearer
-//! token (401 otherwise), bodies over [`MAX_REQUEST_BYTES`] refused (413), calls through the
+//! The bridge server: axum on a random loopback port or on a Unix socket in a private directory
+//! ([`BridgeListen`]), every route behind the session's bearer token (401 otherwise), bodies over [`MAX_REQUEST_BYTES`] refused (413), calls through the
 //! session's gate with source `tool-cli`; each finished call is told to the session's
 //! [`CallObserver`] (its transcript). Dropping the [`Bridge`] stops it.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
@@ -18,8 +19,9 @@ use warden_host::Host;
 
 use crate::protocol::{
     CallRequest, CallView, ErrorView, Handshake, MAX_REQUEST_BYTES, PROTOCOL_VERSION,
-    ResourceRequest, SearchRequest, TOKEN_VAR, URL_VAR,
+    ResourceRequest, SearchRequest, TOKEN_VAR, UNIX_URL_PREFIX, URL_VAR,
 };
+use crate::socket::SocketDir;
 use crate::token::{BridgeToken, RandomError};
 use crate::views::{self, ViewError, ViewErrorKind};
 
@@ -32,6 +34,38 @@ pub enum BridgeError {
     Random(#[from] RandomError),
     #[error("the tool bridge needs a Tokio runtime")]
     NoRuntime,
+    #[error(
+        "the tool bridge cannot use a Unix socket on this platform: set [discovery] bridge = \"tcp\""
+    )]
+    UnixUnsupported,
+    #[error(
+        "no directory gives the tool bridge a Unix socket path of at most {max} bytes (tried {tried}): set XDG_RUNTIME_DIR to a shorter directory, or [discovery] bridge = \"tcp\"",
+        max = crate::socket::MAX_SOCKET_PATH_BYTES
+    )]
+    SocketPathTooLong { tried: String },
+    #[error("the tool bridge could not make its private directory {}: {source}", path.display())]
+    SocketDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the tool bridge could not listen on the Unix socket {}: {source}", path.display())]
+    BindSocket {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where a bridge listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BridgeListen {
+    /// `127.0.0.1` on a random port; the URL is `http://127.0.0.1:PORT`.
+    Loopback,
+    /// A Unix socket (mode 0600) in a fresh private directory (mode 0700) under the first of
+    /// `roots` where the path fits (see [`crate::unix_socket_roots`]); the URL is
+    /// `unix:/path/to/bridge.sock`. Refused where there are no Unix sockets.
+    UnixSocket { roots: Vec<PathBuf> },
 }
 
 /// One call made through the bridge, as the gate decided it.
@@ -52,12 +86,13 @@ pub trait CallObserver: Send + Sync {
 /// The session's observer, installed after the bridge started.
 type ObserverSlot = RwLock<Option<Arc<dyn CallObserver>>>;
 
-/// A running bridge for one session. Dropping it stops the server.
+/// A running bridge for one session. Dropping it stops the server (and removes its socket).
 pub struct Bridge {
     url: String,
     token: BridgeToken,
     stop: CancellationToken,
     observer: Arc<ObserverSlot>,
+    socket: Option<SocketDir>,
 }
 
 impl std::fmt::Debug for Bridge {
@@ -65,6 +100,7 @@ impl std::fmt::Debug for Bridge {
         f.debug_struct("Bridge")
             .field("url", &self.url)
             .field("token", &self.token)
+            .field("socket", &self.socket)
             .finish()
     }
 }
@@ -88,16 +124,14 @@ impl Bridge {
     /// Listens on `127.0.0.1` at a random port with a fresh token and serves `host` on the
     /// current Tokio runtime until dropped.
     pub fn start(host: Arc<Host>) -> Result<Self, BridgeError> {
+        Self::start_on(host, BridgeListen::Loopback)
+    }
+
+    /// Listens where `listen` says with a fresh token and serves `host` on the current Tokio
+    /// runtime until stopped or dropped.
+    pub fn start_on(host: Arc<Host>, listen: BridgeListen) -> Result<Self, BridgeError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| BridgeError::NoRuntime)?;
         let token = BridgeToken::generate()?;
-        let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-            .map_err(BridgeError::Bind)?;
-        listener.set_nonblocking(true).map_err(BridgeError::Bind)?;
-        let address = listener.local_addr().map_err(BridgeError::Bind)?;
-        let listener = {
-            let _entered = runtime.enter();
-            tokio::net::TcpListener::from_std(listener).map_err(BridgeError::Bind)?
-        };
         let observer: Arc<ObserverSlot> = Arc::default();
         let router = router(Arc::new(BridgeState {
             host,
@@ -105,20 +139,34 @@ impl Bridge {
             observer: observer.clone(),
         }));
         let stop = CancellationToken::new();
-        let stopped = stop.clone();
-        runtime.spawn(async move {
-            let served = axum::serve(listener, router)
-                .with_graceful_shutdown(stopped.cancelled_owned())
-                .await;
-            if let Err(error) = served {
-                tracing::warn!("the tool bridge stopped: {error}");
+        let (url, socket) = match listen {
+            BridgeListen::Loopback => {
+                let listener =
+                    std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+                        .map_err(BridgeError::Bind)?;
+                listener.set_nonblocking(true).map_err(BridgeError::Bind)?;
+                let address = listener.local_addr().map_err(BridgeError::Bind)?;
+                let listener = {
+                    let _entered = runtime.enter();
+                    tokio::net::TcpListener::from_std(listener).map_err(BridgeError::Bind)?
+                };
+                serve(&runtime, listener, router, stop.clone());
+                (format!("http://{address}"), None)
             }
-        });
+            BridgeListen::UnixSocket { roots } => {
+                let socket = SocketDir::create(&roots)?;
+                let listener = bind_unix(&runtime, socket.socket())?;
+                serve(&runtime, listener, router, stop.clone());
+                let url = format!("{UNIX_URL_PREFIX}{}", socket.socket().display());
+                (url, Some(socket))
+            }
+        };
         Ok(Self {
-            url: format!("http://{address}"),
+            url,
             token,
             stop,
             observer,
+            socket,
         })
     }
 
@@ -130,9 +178,14 @@ impl Bridge {
             .unwrap_or_else(PoisonError::into_inner) = Some(observer);
     }
 
-    /// The base URL, e.g. `http://127.0.0.1:40123`.
+    /// The base URL, e.g. `http://127.0.0.1:40123` or `unix:/run/user/1000/warden/bridge-…/bridge.sock`.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The Unix socket's path, when the bridge listens on one.
+    pub fn socket_path(&self) -> Option<&FsPath> {
+        self.socket.as_ref().map(SocketDir::socket)
     }
 
     pub fn token(&self) -> &BridgeToken {
@@ -147,16 +200,63 @@ impl Bridge {
         ]
     }
 
-    /// Stops accepting requests; in-flight ones finish.
+    /// Stops accepting requests (a Unix socket and its directory are removed at once); in-flight
+    /// ones finish.
     pub fn stop(&self) {
         self.stop.cancel();
+        if let Some(socket) = &self.socket {
+            socket.remove();
+        }
     }
 }
 
 impl Drop for Bridge {
     fn drop(&mut self) {
+        // The socket directory removes itself when dropped, right after this.
         self.stop.cancel();
     }
+}
+
+/// Serves `router` on `listener` until `stop` is cancelled.
+fn serve<L>(runtime: &tokio::runtime::Handle, listener: L, router: Router, stop: CancellationToken)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    runtime.spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+        if let Err(error) = served {
+            tracing::warn!("the tool bridge stopped: {error}");
+        }
+    });
+}
+
+/// Binds the socket in its private directory and makes it owner-only (0600).
+#[cfg(unix)]
+fn bind_unix(
+    runtime: &tokio::runtime::Handle,
+    path: &FsPath,
+) -> Result<tokio::net::UnixListener, BridgeError> {
+    use std::os::unix::fs::PermissionsExt;
+    let failed = |source| BridgeError::BindSocket {
+        path: path.to_path_buf(),
+        source,
+    };
+    let _entered = runtime.enter();
+    let listener = tokio::net::UnixListener::bind(path).map_err(failed)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(failed)?;
+    Ok(listener)
+}
+
+/// Never reached: the socket directory cannot be made where there are no Unix sockets.
+#[cfg(not(unix))]
+fn bind_unix(
+    _runtime: &tokio::runtime::Handle,
+    _path: &FsPath,
+) -> Result<tokio::net::TcpListener, BridgeError> {
+    Err(BridgeError::UnixUnsupported)
 }
 
 fn router(state: Arc<BridgeState>) -> Router {

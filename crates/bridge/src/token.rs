@@ -18,11 +18,7 @@ pub struct RandomError;
 impl BridgeToken {
     /// A fresh token from the system's secure random generator.
     pub fn generate() -> Result<Self, RandomError> {
-        let mut bytes = [0u8; TOKEN_BYTES];
-        SystemRandom::new()
-            .fill(&mut bytes)
-            .map_err(|_| RandomError)?;
-        Ok(Self(hex::encode(bytes)))
+        random_hex(TOKEN_BYTES).map(Self)
     }
 
     /// A token received from elsewhere (the client reads it from the environment).
@@ -45,6 +41,15 @@ impl std::fmt::Debug for BridgeToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("BridgeToken([redacted])")
     }
+}
+
+/// `count` bytes from the system's secure random generator, hex-encoded.
+pub(crate) fn random_hex(count: usize) -> Result<String, RandomError> {
+    let mut bytes = vec![0u8; count];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| RandomError)?;
+    Ok(hex::encode(bytes))
 }
 
 /// Compares every byte whatever the first difference; only the length leaks, which is public.

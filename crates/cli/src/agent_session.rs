@@ -176,7 +176,8 @@ impl AgentSession {
         }));
         let host = Arc::new(Host::open(&config, options).context("opening the session")?);
         let _ = host_slot.set(Arc::downgrade(&host));
-        let bridge = Bridge::start(host.clone()).map_err(|error| error.to_string());
+        let listen = crate::bridge_client::bridge_listen(&config.discovery, paths.state_dir());
+        let bridge = Bridge::start_on(host.clone(), listen).map_err(|error| error.to_string());
         Ok(Self {
             bash_env,
             bridge,

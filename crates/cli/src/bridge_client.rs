@@ -1,6 +1,7 @@
 //! The client side of the session bridge: inside an agent session's bash tool, `warden tool`
-//! finds `WARDEN_BRIDGE_URL` and `WARDEN_BRIDGE_TOKEN` and asks the session's gate over loopback
-//! HTTP instead of opening a host of its own. The session uses the same client for its handshake
+//! finds `WARDEN_BRIDGE_URL` and `WARDEN_BRIDGE_TOKEN` and asks the session's gate over HTTP —
+//! on loopback (`http://127.0.0.1:PORT`) or on a Unix socket (`unix:/path/to/bridge.sock`) —
+//! instead of opening a host of its own. The session uses the same client for its handshake
 //! ([`settle_tool_cli`]), which decides whether the bash tool gets the bridge's variables.
 
 use std::time::Duration;
@@ -9,11 +10,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use warden_agent::BashEnv;
-use warden_bridge::Bridge;
+use warden_bridge::{Bridge, BridgeListen};
 use warden_bridge::{
     BridgeToken, CallRequest, CallView, ErrorView, Handshake, PROTOCOL_VERSION, ResourceRequest,
-    SearchRequest, SearchView, ServerRow, TOKEN_VAR, ToolView, URL_VAR, ViewError,
+    SearchRequest, SearchView, ServerRow, TOKEN_VAR, ToolView, UNIX_URL_PREFIX, URL_VAR, ViewError,
 };
+use warden_config::BridgeTransport;
 use warden_discovery::Availability;
 
 /// A connection to one session's bridge.
@@ -27,10 +29,41 @@ pub struct BridgeClient {
 /// Why the bridge variables cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeClientError {
-    #[error("{URL_VAR} must be a loopback http:// URL, not {0}")]
+    #[error("{URL_VAR} must be a loopback http:// URL or unix:/absolute/path, not {0}")]
     NotLoopback(String),
+    #[cfg(not(unix))]
+    #[error("{URL_VAR} names a Unix socket ({0}), which this platform does not have")]
+    UnixUnsupported(String),
     #[error("cannot build the bridge's HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+}
+
+/// The base URL of requests sent over a Unix socket (the host is not looked up).
+const UNIX_BASE: &str = "http://localhost";
+
+/// The socket of a `unix:/absolute/path` URL; `None` for any other URL (a relative path is not
+/// a Unix socket URL, so it is refused as not loopback).
+fn unix_socket_path(url: &str) -> Option<&std::path::Path> {
+    let path = std::path::Path::new(url.strip_prefix(UNIX_URL_PREFIX)?);
+    path.is_absolute().then_some(path)
+}
+
+#[cfg(unix)]
+fn on_unix_socket(
+    builder: reqwest::ClientBuilder,
+    socket: &std::path::Path,
+    _url: &str,
+) -> Result<reqwest::ClientBuilder, BridgeClientError> {
+    Ok(builder.unix_socket(socket))
+}
+
+#[cfg(not(unix))]
+fn on_unix_socket(
+    _builder: reqwest::ClientBuilder,
+    _socket: &std::path::Path,
+    url: &str,
+) -> Result<reqwest::ClientBuilder, BridgeClientError> {
+    Err(BridgeClientError::UnixUnsupported(url.to_owned()))
 }
 
 /// Only loopback: the token must never travel to another machine.
@@ -54,20 +87,30 @@ impl BridgeClient {
         Some(Self::new(&url, BridgeToken::from_text(token)))
     }
 
+    /// `url` is a loopback `http://` URL or `unix:/absolute/path/to/the.sock`.
     pub fn new(url: &str, token: BridgeToken) -> Result<Self, BridgeClientError> {
-        let base = url.trim_end_matches('/').to_owned();
-        if !is_loopback_url(&base) {
-            return Err(BridgeClientError::NotLoopback(base));
-        }
         // Plain HTTP on loopback: no proxy, no TLS roots to load (a fast start matters here).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .no_proxy()
             .http1_only()
             .tls_certs_only(Vec::new())
-            .connect_timeout(Duration::from_secs(5))
-            .build()?;
-        Ok(Self { http, base, token })
+            .connect_timeout(Duration::from_secs(5));
+        let (builder, base) = match unix_socket_path(url) {
+            Some(socket) => (on_unix_socket(builder, socket, url)?, UNIX_BASE.to_owned()),
+            None => {
+                let base = url.trim_end_matches('/').to_owned();
+                if !is_loopback_url(&base) {
+                    return Err(BridgeClientError::NotLoopback(base));
+                }
+                (builder, base)
+            }
+        };
+        Ok(Self {
+            http: builder.build()?,
+            base,
+            token,
+        })
     }
 
     async fn send<T: DeserializeOwned>(
@@ -195,6 +238,20 @@ impl BridgeClient {
             },
         )
         .await
+    }
+}
+
+/// Where a session's bridge listens, from `[discovery] bridge`: loopback TCP (the default) or a
+/// Unix socket under `$XDG_RUNTIME_DIR/warden`, else `STATE/run`, else the temporary directory.
+pub fn bridge_listen(
+    discovery: &warden_config::DiscoverySettings,
+    state_dir: &std::path::Path,
+) -> BridgeListen {
+    match discovery.bridge_transport() {
+        BridgeTransport::Tcp => BridgeListen::Loopback,
+        BridgeTransport::Unix => BridgeListen::UnixSocket {
+            roots: warden_bridge::unix_socket_roots(state_dir),
+        },
     }
 }
 
@@ -385,6 +442,61 @@ mod tests {
         assert!(!is_loopback_url("http://127.0.0.1.evil.test:4000"));
         assert!(!is_loopback_url("http://example.com:4000"));
         assert!(!is_loopback_url("http://localhost.example.com:80"));
+    }
+
+    #[test]
+    fn unix_socket_urls_need_an_absolute_path() {
+        assert_eq!(
+            unix_socket_path("unix:/run/user/1/warden/b/bridge.sock"),
+            Some(std::path::Path::new("/run/user/1/warden/b/bridge.sock"))
+        );
+        assert_eq!(unix_socket_path("unix:relative.sock"), None);
+        assert_eq!(unix_socket_path("http://127.0.0.1:4000"), None);
+        let relative = BridgeClient::new("unix:relative.sock", BridgeToken::from_text("t"));
+        assert!(
+            matches!(relative, Err(BridgeClientError::NotLoopback(_))),
+            "{relative:?}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_handshake_works_over_a_unix_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = host(dir.path());
+        let bridge = Bridge::start_on(
+            host.clone(),
+            warden_bridge::BridgeListen::UnixSocket {
+                roots: vec![dir.path().join("run")],
+            },
+        )
+        .unwrap();
+        let url = bridge.url().to_owned();
+        assert!(url.starts_with("unix:/"), "{url}");
+        // A wrong token is refused over the socket as over TCP.
+        let stranger = BridgeClient::new(&url, BridgeToken::from_text("0".repeat(64))).unwrap();
+        let refused = stranger.handshake().await.unwrap_err();
+        assert!(refused.message.contains("bridge token"), "{refused:?}");
+        let env = BashEnv::masking(warden_bridge::ENV_PREFIX);
+        let bridge = Ok(bridge);
+        let availability = settle_tool_cli(&bridge, host.session_id(), &env).await;
+        assert_eq!(availability, Availability::Available);
+        assert!(
+            bridge_vars(&env).contains(&(URL_VAR.into(), url.into())),
+            "{:?}",
+            bridge_vars(&env)
+        );
+        // Once stopped, the socket is gone and the handshake fails.
+        if let Ok(bridge) = &bridge {
+            bridge.stop();
+        }
+        let env = BashEnv::masking(warden_bridge::ENV_PREFIX);
+        let availability = settle_tool_cli(&bridge, host.session_id(), &env).await;
+        assert!(
+            matches!(availability, Availability::Unavailable { .. }),
+            "{availability:?}"
+        );
+        assert!(bridge_vars(&env).is_empty());
     }
 
     #[test]

@@ -47,10 +47,10 @@ pub use policy::{
     ToolGlob,
 };
 pub use raw::{
-    CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization, RawAuthorizationRule, RawConfig,
-    RawDiscovery, RawExperimental, RawHook, RawHooks, RawModel, RawOAuth, RawPermissions,
-    RawPolicy, RawServer, RawToolFilter, RawToolPolicy, SUPPORTED_SCHEMA_VERSIONS,
-    TokenStoreSetting, key_path,
+    BridgeTransport, CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization,
+    RawAuthorizationRule, RawConfig, RawDiscovery, RawExperimental, RawHook, RawHooks, RawModel,
+    RawOAuth, RawPermissions, RawPolicy, RawServer, RawToolFilter, RawToolPolicy,
+    SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, key_path,
 };
 pub use schema::schema_json;
 pub use trust::{Approval, TrustError, TrustState, TrustStore};

@@ -140,6 +140,8 @@ impl ExperimentalSettings {
 pub struct DiscoverySettings {
     /// `None`: [`DEFAULT_AUTO_DEFER_TOKENS`]; `Some(0)`: automatic deferral is off.
     pub auto_defer_tokens: Option<u64>,
+    /// `None`: [`crate::BridgeTransport::Tcp`].
+    pub bridge: Option<crate::raw::BridgeTransport>,
 }
 
 /// Tokens of non-deferred MCP tool schemas above which servers are deferred automatically:
@@ -155,19 +157,36 @@ impl DiscoverySettings {
         }
     }
 
+    /// Where the session's tool bridge listens.
+    pub fn bridge_transport(&self) -> crate::raw::BridgeTransport {
+        self.bridge.unwrap_or_default()
+    }
+
     /// Merges `later` over `self`.
     pub fn merge(&mut self, later: DiscoverySettings) {
-        let DiscoverySettings { auto_defer_tokens } = later;
+        let DiscoverySettings {
+            auto_defer_tokens,
+            bridge,
+        } = later;
         if auto_defer_tokens.is_some() {
             self.auto_defer_tokens = auto_defer_tokens;
+        }
+        if bridge.is_some() {
+            self.bridge = bridge;
         }
     }
 }
 
 impl From<crate::raw::RawDiscovery> for DiscoverySettings {
     fn from(raw: crate::raw::RawDiscovery) -> Self {
-        let crate::raw::RawDiscovery { auto_defer_tokens } = raw;
-        Self { auto_defer_tokens }
+        let crate::raw::RawDiscovery {
+            auto_defer_tokens,
+            bridge,
+        } = raw;
+        Self {
+            auto_defer_tokens,
+            bridge,
+        }
     }
 }
 

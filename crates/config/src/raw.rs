@@ -148,10 +148,36 @@ pub struct RawDiscovery {
     /// When the schemas of the non-deferred MCP tools exceed this many tokens (o200k), servers are deferred, largest first, until they fit (default 12000, about 10% of a 128k context; 0 turns automatic deferral off). Servers with `always_load = true` are never deferred automatically.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto_defer_tokens: Option<u64>,
+    /// How `warden tool` inside a session reaches the session's tool bridge: `tcp` (default: loopback on a random port) or `unix` (a Unix socket, mode 0600, in a private 0700 directory under `$XDG_RUNTIME_DIR/warden`, else the state folder's `run/`; refused on platforms without Unix sockets). Either way a fresh 32-byte token guards it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<BridgeTransport>,
 }
 
 impl RawDiscovery {
-    pub const KEYS: &'static [&'static str] = &["auto_defer_tokens"];
+    pub const KEYS: &'static [&'static str] = &["auto_defer_tokens", "bridge"];
+}
+
+/// `[discovery] bridge`: where the session's tool bridge listens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+pub enum BridgeTransport {
+    /// Loopback TCP (`127.0.0.1`) on a random port.
+    #[default]
+    #[serde(rename = "tcp")]
+    Tcp,
+    /// A Unix socket (mode 0600) in a private directory (mode 0700).
+    #[serde(rename = "unix")]
+    Unix,
+}
+
+impl KnownValues for BridgeTransport {
+    const VALUES: &'static [&'static str] = &["tcp", "unix"];
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "tcp" => Some(Self::Tcp),
+            "unix" => Some(Self::Unix),
+            _ => None,
+        }
+    }
 }
 
 /// `[permissions]`: the approval mode and the operator's lists.
@@ -775,6 +801,23 @@ impl<'a> Walk<'a> {
         found
     }
 
+    /// `[discovery] bridge`; `unix` is refused where there are no Unix sockets.
+    fn bridge_transport(&mut self, table: &Table, path: &str) -> Option<BridgeTransport> {
+        let transport = self.known::<BridgeTransport>(table, path, "bridge")?;
+        if transport == BridgeTransport::Unix && !cfg!(unix) {
+            self.report(
+                key_path(path, "bridge"),
+                Problem::InvalidValue {
+                    expected:
+                        "\"tcp\": this platform has no Unix sockets, so \"unix\" cannot be used"
+                            .into(),
+                },
+            );
+            return None;
+        }
+        Some(transport)
+    }
+
     fn known_list<T: KnownValues>(
         &mut self,
         table: &Table,
@@ -892,6 +935,7 @@ impl<'a> Walk<'a> {
                     "auto_defer_tokens",
                     "a whole number of tokens",
                 ),
+                bridge: walk.bridge_transport(t, p),
             }
         });
         let experimental = self.section(root, "experimental", |walk, t, p| {

@@ -593,6 +593,33 @@ always_load = true
 }
 
 #[test]
+fn the_bridge_transport_defaults_to_tcp_and_unix_is_unix_only() {
+    assert_eq!(
+        parse_user("schema_version = 1\n")
+            .discovery
+            .bridge_transport(),
+        crate::BridgeTransport::Tcp
+    );
+    let problem = only_problem(
+        "schema_version = 1\n[discovery]\nbridge = \"unx\"\n",
+        Scope::User,
+    );
+    assert_eq!(problem.key, "discovery.bridge");
+    assert!(problem.to_string().contains("\"unix\""), "{problem}");
+    let unix = "schema_version = 1\n[discovery]\nbridge = \"unix\"\n";
+    if cfg!(unix) {
+        assert_eq!(
+            parse_user(unix).discovery.bridge_transport(),
+            crate::BridgeTransport::Unix
+        );
+    } else {
+        let problem = only_problem(unix, Scope::User);
+        assert_eq!(problem.key, "discovery.bridge");
+        assert!(problem.to_string().contains("no Unix sockets"), "{problem}");
+    }
+}
+
+#[test]
 fn model_typos_name_the_nearest_key_and_value() {
     let list = problems(
         r#"schema_version = 1
