@@ -387,14 +387,7 @@ async fn call(State(state): State<Arc<BridgeState>>, Json(request): Json<CallReq
             );
             let view = views::call(&host, request, cancel).await?;
             // On the call's own task: recorded even when the client went away meanwhile.
-            if let Some(observer) = observer {
-                observer.call_finished(&BridgeCall {
-                    server,
-                    tool,
-                    arguments,
-                    view: view.clone(),
-                });
-            }
+            tell(observer.as_deref(), server, tool, arguments, &view);
             Ok(view)
         })
         .await,
@@ -413,13 +406,47 @@ async fn search(
     )
 }
 
+/// Tells the session's observer (its transcript) of one gated call, if one is installed.
+fn tell(
+    observer: Option<&dyn CallObserver>,
+    server: String,
+    tool: String,
+    arguments: serde_json::Value,
+    view: &CallView,
+) {
+    if let Some(observer) = observer {
+        observer.call_finished(&BridgeCall {
+            server,
+            tool,
+            arguments,
+            view: view.clone(),
+        });
+    }
+}
+
+/// The server name a built-in tool's transcript record carries (as in the audit).
+const BUILTIN_SERVER: &str = "builtin";
+
 async fn list_resources(
     State(state): State<Arc<BridgeState>>,
     Json(request): Json<ResourceRequest>,
 ) -> Response {
+    let observer = state.observer();
     answer(
         cancellable(&state, |host, cancel| async move {
-            Ok(views::list_resources(&host, request.server.as_deref(), cancel).await)
+            let view = views::list_resources(&host, request.server.as_deref(), cancel).await;
+            let arguments = match &request.server {
+                Some(server) => serde_json::json!({ "server": server }),
+                None => serde_json::json!({}),
+            };
+            tell(
+                observer.as_deref(),
+                BUILTIN_SERVER.to_owned(),
+                warden_host::LIST_RESOURCES.to_owned(),
+                arguments,
+                &view,
+            );
+            Ok(view)
         })
         .await,
     )
@@ -441,6 +468,7 @@ async fn read_resource(
     State(state): State<Arc<BridgeState>>,
     Json(request): Json<ResourceRequest>,
 ) -> Response {
+    let observer = state.observer();
     answer(
         cancellable(&state, |host, cancel| async move {
             let (Some(server), Some(uri)) = (request.server, request.uri) else {
@@ -448,7 +476,15 @@ async fn read_resource(
                     "give a server and a URI: warden tool resource read SERVER URI",
                 ));
             };
-            Ok(views::read_resource(&host, &server, &uri, cancel).await)
+            let view = views::read_resource(&host, &server, &uri, cancel).await;
+            tell(
+                observer.as_deref(),
+                BUILTIN_SERVER.to_owned(),
+                warden_host::READ_RESOURCE.to_owned(),
+                serde_json::json!({ "server": server, "uri": uri }),
+                &view,
+            );
+            Ok(view)
         })
         .await,
     )

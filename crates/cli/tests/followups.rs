@@ -204,7 +204,7 @@ async fn bridge_calls_are_written_to_the_session_transcript_redacted() {
     mock.push_turn(Turn::tool_call(
         "call_1",
         "bash",
-        json!({"command": r#"warden tool fx env_var '{"name":"FIXTURE_TOKEN"}'; warden tool fx nosuch '{}'; echo "exit=$?""#}),
+        json!({"command": r#"warden tool fx env_var '{"name":"FIXTURE_TOKEN"}'; warden tool fx nosuch '{}'; echo "exit=$?"; warden tool resource read fx fixture://items/7"#}),
     ));
     mock.push_turn(Turn::text("done"));
     let sandbox = Sandbox::new();
@@ -242,7 +242,7 @@ async fn bridge_calls_are_written_to_the_session_transcript_redacted() {
         .iter()
         .filter(|record| record["type"] == "tool_cli_call")
         .collect();
-    assert_eq!(calls.len(), 2, "{records:#?}");
+    assert_eq!(calls.len(), 3, "{records:#?}");
     let allowed = calls[0];
     assert_eq!(allowed["server"], "fx");
     assert_eq!(allowed["tool"], "env_var");
@@ -263,6 +263,16 @@ async fn bridge_calls_are_written_to_the_session_transcript_redacted() {
             .contains("has no tool of that name"),
         "{denied}"
     );
+    // A resource read through the bridge is a gated built-in call, in the transcript too.
+    let read = calls[2];
+    assert_eq!(read["server"], "builtin");
+    assert_eq!(read["tool"], "read_mcp_resource");
+    assert_eq!(
+        read["arguments"],
+        json!({"server": "fx", "uri": "fixture://items/7"})
+    );
+    assert_eq!(read["decision"], "allowed");
+    assert!(read["text"].as_str().unwrap().contains("item 7"), "{read}");
     let whole = serde_json::to_string(&records).unwrap();
     assert!(!whole.contains(secret), "{whole}");
     // Written while the run went on: after the prompt, before the answer that followed.
@@ -280,6 +290,14 @@ async fn bridge_calls_are_written_to_the_session_transcript_redacted() {
         .collect();
     assert_eq!(audited.len(), 2, "{audited:?}");
     assert_eq!(audited[0]["session_id"], summary["session_id"]);
+    // The resource read is audited as one, in the same session.
+    let reads: Vec<Value> = sandbox
+        .audit()
+        .into_iter()
+        .filter(|row| row["source"] == "resource-read")
+        .collect();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert_eq!(reads[0]["session_id"], summary["session_id"]);
 }
 
 // 4. Every surface negotiates the skills extension the same way.
