@@ -243,19 +243,10 @@ pub fn implied_terms(word: &str) -> Vec<String> {
         .collect()
 }
 
-/// File names that carry no extension but are files everyone knows.
-const WELL_KNOWN_FILES: &[&str] = &[
-    "changelog",
-    "dockerfile",
-    "gemfile",
-    "license",
-    "makefile",
-    "readme",
-];
-
 /// Stemmed terms implied by the shape of the query's words rather than their meaning: a file
-/// name (`main.rs`, `README`) or a path (`/root/notes.txt`, `src/lib`) asks about a `file`; a
-/// web address about a `url`. Each implied term appears once.
+/// name (`main.rs`) or a path (`/root/notes.txt`, `src/lib`) asks about a `file`; a web address
+/// about a `url`. Each implied term appears once. (Only the shape counts: a list of well-known
+/// names such as README would be vocabulary, and vocabulary is chosen by looking at queries.)
 pub fn entity_terms(query: &str) -> Vec<String> {
     let mut implied: Vec<&str> = Vec::new();
     for token in query.split_whitespace() {
@@ -299,12 +290,8 @@ fn looks_like_path(token: &str) -> bool {
     has_letter(first) && has_letter(second) && !token.contains("://")
 }
 
-/// `name.ext` (a name of two characters or more, an extension of 1–5 containing a letter), or a
-/// well-known extension-less file name.
+/// `name.ext`: a name of two characters or more, an extension of 1–5 containing a letter.
 fn looks_like_file_name(token: &str) -> bool {
-    if WELL_KNOWN_FILES.contains(&token) {
-        return true;
-    }
     let Some((stem, extension)) = token.rsplit_once('.') else {
         return false;
     };
@@ -376,7 +363,6 @@ mod tests {
     fn file_names_paths_and_urls_imply_what_they_are() {
         for query in [
             "who last changed line 40 of main.rs",
-            "show me the README of the repository",
             "open the /root/txt/paper_list.bib",
             "read src/lib and explain it",
             "what is in '~/notes.txt'?",
@@ -391,6 +377,7 @@ mod tests {
             "version 1.2 of the api",
             "e.g. a pull request",
             "read me the news",
+            "show me the README of the repository",
             "close issue 99 as not planned",
             "50/50 split",
         ] {
