@@ -796,7 +796,9 @@ impl<'a> Chat<'a> {
         let done = self.background.0.clone();
         let label = format!("/mcp__{server}__{prompt}");
         tokio::spawn(async move {
-            let outcome = host.runtime().get_prompt(&server, &prompt, arguments).await;
+            let outcome = host
+                .get_prompt(&server, &prompt, arguments, CancellationToken::new())
+                .await;
             let _ = done.send(match outcome {
                 Ok(result) => Background::PromptReady {
                     label,

@@ -35,7 +35,7 @@ pub use skills::{
     ServerSkills,
 };
 pub use specs::{LoginRefusal, login_settings, oauth_settings, server_spec};
-pub use tools::{HostTool, LIST_RESOURCES, READ_RESOURCE, resource_tools};
+pub use tools::{GET_PROMPT, HostTool, LIST_RESOURCES, READ_RESOURCE, resource_tools};
 
 /// A configured server that this session will not start, and why (shown by listings).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +100,12 @@ impl HostOptions {
         }
     }
 }
+
+/// Why a prompt could not be had: the gate's reason (a denial, an unknown prompt, a missing
+/// argument, a server that is down), as one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PromptRefused(pub String);
 
 /// Why a session could not open.
 #[derive(Debug, thiserror::Error)]
@@ -444,6 +450,34 @@ impl Host {
     /// The public name of a raw identity whose catalogue was fetched this session.
     pub fn public_name(&self, server: &str, tool: &str) -> Option<String> {
         self.index.public_name(server, tool)
+    }
+
+    /// Gets prompt `name` of `server` through the gate (tool `get_mcp_prompt`, audited with
+    /// source `prompt-get`): how every surface gets a prompt the user chose.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: std::collections::BTreeMap<String, String>,
+        cancel: CancellationToken,
+    ) -> Result<rmcp::model::GetPromptResult, PromptRefused> {
+        let outcome = self
+            .call(
+                CallSource::PromptGet,
+                GET_PROMPT,
+                serde_json::json!({ "server": server, "name": name, "arguments": arguments }),
+                cancel,
+            )
+            .await;
+        if outcome.is_error() {
+            return Err(PromptRefused(outcome.model_text()));
+        }
+        let content = outcome
+            .output
+            .and_then(|output| output.content)
+            .ok_or_else(|| PromptRefused("the prompt came back empty".to_owned()))?;
+        serde_json::from_value(content)
+            .map_err(|error| PromptRefused(format!("reading the prompt: {error}")))
     }
 
     /// Sends one call through the gate: the only way any surface reaches a tool.

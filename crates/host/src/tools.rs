@@ -42,6 +42,9 @@ pub const LIST_RESOURCES: &str = "list_mcp_resources";
 /// The name of the tool that reads one MCP resource.
 pub const READ_RESOURCE: &str = "read_mcp_resource";
 
+/// The name of the tool through which every surface gets an MCP prompt.
+pub const GET_PROMPT: &str = "get_mcp_prompt";
+
 /// `list_mcp_resources {server?}`: rows of server, URI, name and MIME type.
 pub struct ListResources {
     runtime: McpRuntime,
@@ -53,7 +56,15 @@ pub struct ReadResource {
     artifacts: ArtifactStore,
 }
 
-/// The two resource tools over `runtime`.
+/// `get_mcp_prompt {server, name, arguments?}`: one prompt's messages. Prompts are chosen by the
+/// user (a slash command, `warden mcp prompt`, a gateway client), so the model's tool list never
+/// offers it; it exists so that getting a prompt, which reaches a server with arguments, passes
+/// the gate and is audited (source `prompt-get`) like everything else.
+pub struct GetPrompt {
+    runtime: McpRuntime,
+}
+
+/// The resource tools and the prompt tool over `runtime`.
 pub fn resource_tools(runtime: &McpRuntime, artifacts: &ArtifactStore) -> Vec<Arc<dyn HostTool>> {
     vec![
         Arc::new(ListResources {
@@ -63,7 +74,104 @@ pub fn resource_tools(runtime: &McpRuntime, artifacts: &ArtifactStore) -> Vec<Ar
             runtime: runtime.clone(),
             artifacts: artifacts.clone(),
         }),
+        Arc::new(GetPrompt {
+            runtime: runtime.clone(),
+        }),
     ]
+}
+
+impl HostTool for GetPrompt {
+    fn name(&self) -> &str {
+        GET_PROMPT
+    }
+
+    fn description(&self) -> &str {
+        "Gets one prompt an MCP server offers, with its arguments."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "server": {"type": "string", "description": "The server that offers it"},
+                "name": {"type": "string", "description": "The prompt's name"},
+                "arguments": {
+                    "type": "object",
+                    "additionalProperties": {"type": "string"},
+                    "description": "The prompt's arguments, by name"
+                }
+            },
+            "required": ["server", "name"],
+            "additionalProperties": false
+        })
+    }
+
+    fn classes(&self) -> CapabilitySet {
+        CapabilitySet::READ_ONLY
+    }
+
+    fn audit_source(&self) -> Option<CallSource> {
+        Some(CallSource::PromptGet)
+    }
+
+    fn offered(&self) -> bool {
+        false
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: Value,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        Box::pin(async move {
+            let (Some(server), Some(name)) = (
+                string_argument(&arguments, "server"),
+                string_argument(&arguments, "name"),
+            ) else {
+                return Err(DispatchError::new("server and name are required"));
+            };
+            let prompt_arguments: std::collections::BTreeMap<String, String> = arguments
+                .get("arguments")
+                .and_then(Value::as_object)
+                .map(|map| {
+                    map.iter()
+                        .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let result = self
+                .runtime
+                .get_prompt(server, name, prompt_arguments)
+                .await
+                .map_err(|error| DispatchError::new(error.to_string()))?;
+            let text = result
+                .messages
+                .iter()
+                .map(|message| {
+                    let role = match message.role {
+                        rmcp::model::Role::User => "user",
+                        rmcp::model::Role::Assistant => "assistant",
+                    };
+                    match message.content.as_text() {
+                        Some(text) => format!("[{role}] {}", text.text),
+                        None => format!(
+                            "[{role}] {}",
+                            serde_json::to_string(&message.content).unwrap_or_default()
+                        ),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            let content = serde_json::to_value(&result)
+                .map_err(|error| DispatchError::new(format!("encoding the prompt: {error}")))?;
+            Ok(ToolOutput {
+                size_bytes: content.to_string().len() as u64,
+                text,
+                is_error: false,
+                content: Some(content),
+            })
+        })
+    }
 }
 
 fn string_argument<'a>(arguments: &'a Value, key: &str) -> Option<&'a str> {

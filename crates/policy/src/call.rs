@@ -23,6 +23,9 @@ pub enum CallSource {
     Gateway,
     /// Reading an MCP resource.
     ResourceRead,
+    /// Getting an MCP prompt (chosen by the user: a slash command, `warden mcp prompt`, a
+    /// gateway client).
+    PromptGet,
     /// Loading a skill's body.
     SkillLoad,
     /// Listing skills.
@@ -33,12 +36,13 @@ pub enum CallSource {
 
 impl CallSource {
     /// Every source.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Agent,
         Self::CodeMode,
         Self::ToolCli,
         Self::Gateway,
         Self::ResourceRead,
+        Self::PromptGet,
         Self::SkillLoad,
         Self::SkillDiscovery,
         Self::SkillsExtension,
@@ -52,6 +56,7 @@ impl CallSource {
             Self::ToolCli => "tool-cli",
             Self::Gateway => "gateway",
             Self::ResourceRead => "resource-read",
+            Self::PromptGet => "prompt-get",
             Self::SkillLoad => "skill-load",
             Self::SkillDiscovery => "skill-discovery",
             Self::SkillsExtension => "skills-extension",

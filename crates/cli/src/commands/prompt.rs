@@ -1,5 +1,6 @@
-//! `warden mcp prompt`: lists a server's prompts, or gets one with `key=value` (or JSON)
-//! arguments — required arguments are checked before the request — and prints its messages.
+//! `warden mcp prompt`: lists a server's prompts, or gets one through the gate with `key=value`
+//! (or JSON) arguments — required arguments are checked before the request — and prints its
+//! messages.
 
 use std::process::ExitCode;
 
@@ -81,7 +82,16 @@ async fn prompt(host: &warden_host::Host, args: &PromptArgs) -> anyhow::Result<E
         .collect::<Vec<_>>()
         .join(" ");
     let arguments = parse_prompt_arguments(&text).context("reading the prompt's arguments")?;
-    let result = runtime.get_prompt(&args.server, name, arguments).await?;
+    // Through the gate: the server's policy and the operator's rules apply, and the get is
+    // audited (source `prompt-get`).
+    let result = host
+        .get_prompt(
+            &args.server,
+            name,
+            arguments,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&json!(result))?);
         return Ok(ExitCode::SUCCESS);
