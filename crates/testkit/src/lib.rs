@@ -71,58 +71,58 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-/// Path of the `warden-fixture` binary, built once per process with
-/// `$CARGO build --quiet -p warden-testkit --bin warden-fixture`.
+/// Path of the `warden-fixture` binary, built once per process (see [`testkit_binary`]).
+pub fn fixture_binary() -> PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| testkit_binary("warden-fixture"))
+        .clone()
+}
+
+/// Path of the `fixture-server` binary (the conformance suite's server), built once per process.
+pub fn conformance_server_binary() -> PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| testkit_binary("fixture-server"))
+        .clone()
+}
+
+/// Builds binary `name` of this package with `$CARGO build --quiet -p warden-testkit --bin NAME`
+/// and returns its path in the debug target folder.
 ///
 /// With `WARDEN_FIXTURE_PREBUILT=1` (set by `scripts/test`, which builds every binary first) the
 /// build is skipped: each test process would otherwise wait on cargo's lock to learn that the
 /// binary is up to date.
 ///
 /// Panics with cargo's output when the build fails.
-pub fn fixture_binary() -> PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY
-        .get_or_init(|| {
-            let prebuilt = std::env::var_os("WARDEN_FIXTURE_PREBUILT").is_some_and(|v| v == "1");
-            if !prebuilt {
-                build_fixture_binary();
-            }
-            let binary = target_dir()
-                .join("debug")
-                .join(format!("warden-fixture{}", std::env::consts::EXE_SUFFIX));
-            assert!(
-                binary.is_file(),
-                "warden-fixture should have been built but {} does not exist",
-                binary.display()
-            );
-            binary
-        })
-        .clone()
-}
-
-fn build_fixture_binary() {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = std::process::Command::new(&cargo)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "warden-testkit",
-            "--bin",
-            "warden-fixture",
-        ])
-        .current_dir(workspace_root())
-        .stdin(Stdio::null())
-        .output();
-    match output {
-        Ok(output) if output.status.success() => {}
-        Ok(output) => panic!(
-            "building warden-fixture failed ({}):\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        ),
-        Err(error) => panic!("could not run {cargo:?} to build warden-fixture: {error}"),
+fn testkit_binary(name: &str) -> PathBuf {
+    let prebuilt = std::env::var_os("WARDEN_FIXTURE_PREBUILT").is_some_and(|v| v == "1");
+    if !prebuilt {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let output = std::process::Command::new(&cargo)
+            .args(["build", "--quiet", "-p", "warden-testkit", "--bin", name])
+            .current_dir(workspace_root())
+            .stdin(Stdio::null())
+            .output();
+        match output {
+            Ok(output) if output.status.success() => {}
+            Ok(output) => panic!(
+                "building {name} failed ({}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ),
+            Err(error) => panic!("could not run {cargo:?} to build {name}: {error}"),
+        }
     }
+    let binary = target_dir()
+        .join("debug")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.is_file(),
+        "{name} should have been built but {} does not exist",
+        binary.display()
+    );
+    binary
 }
 
 /// The program and arguments that run fixture `kind` over stdio.
