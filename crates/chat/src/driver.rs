@@ -483,26 +483,7 @@ impl<'a> Chat<'a> {
         let sources = self.sources.clone();
         tokio::spawn(async move {
             let outcome = match host.runtime().reconnect(&server).await {
-                Ok(()) => match host.server_tools(&server).await {
-                    Ok(tools) => Ok(tools
-                        .into_iter()
-                        .map(|tool| {
-                            sources.set(tool.descriptor.public_name.clone(), server.clone());
-                            ToolSpec {
-                                description: tool
-                                    .tool
-                                    .definition
-                                    .description
-                                    .as_deref()
-                                    .unwrap_or("")
-                                    .to_owned(),
-                                name: tool.descriptor.public_name,
-                                input_schema: tool.descriptor.input_schema,
-                            }
-                        })
-                        .collect()),
-                    Err(error) => Err(error.to_string()),
-                },
+                Ok(()) => offered_tools(&host, &server, &sources).await,
                 Err(error) => Err(error.to_string()),
             };
             let _ = done.send(Background::Reconnected { server, outcome });
@@ -539,15 +520,28 @@ impl<'a> Chat<'a> {
             return;
         }
         self.own_restarts.insert(server.clone());
+        self.own_reconnects.insert(server.clone());
         let host = self.session.host.clone();
         let done = self.background.0.clone();
+        let sources = self.sources.clone();
         tokio::spawn(async move {
-            let outcome = host
+            let restarted = host
                 .runtime()
                 .restart(&server)
                 .await
                 .map_err(|error| error.to_string());
-            let _ = done.send(Background::Restarted { server, outcome });
+            let failed = restarted.is_err();
+            let _ = done.send(Background::Restarted {
+                server: server.clone(),
+                outcome: restarted,
+            });
+            if failed {
+                return;
+            }
+            // Connect again now, so tools the server added since reach the model's list on
+            // the next turn (as Enter on its /tools page does).
+            let outcome = offered_tools(&host, &server, &sources).await;
+            let _ = done.send(Background::Reconnected { server, outcome });
         });
     }
 
@@ -570,11 +564,12 @@ impl<'a> Chat<'a> {
                     self.server_states
                         .insert(server.clone(), ServerState::NotConnected);
                     self.app.aside_notice(format!(
-                        "MCP {server} restarted: its catalogue is cleared and it reconnects on the next request"
+                        "MCP {server} restarted: its catalogue is cleared; reconnecting…"
                     ));
                 }
                 Err(error) => {
                     self.own_restarts.remove(&server);
+                    self.own_reconnects.remove(&server);
                     self.app.aside_error(format!(
                         "MCP {server} did not restart: {}",
                         short_reason(&error)
@@ -864,4 +859,43 @@ pub fn running_count(app: &App) -> usize {
         .iter()
         .filter(|entry| matches!(entry, Entry::Tool(call) if call.state == CallState::Running))
         .count()
+}
+
+/// Connects `server` (if it is not) and returns its tools as the model's list offers them,
+/// recording each tool's source for /tools. A deferred server offers none here: its tools are
+/// reached through search, as at the start of the session.
+async fn offered_tools(
+    host: &Host,
+    server: &str,
+    sources: &ToolSources,
+) -> Result<Vec<ToolSpec>, String> {
+    let tools = host
+        .server_tools(server)
+        .await
+        .map_err(|error| error.to_string())?;
+    // Configured or automatic deferral alike.
+    let deferred = host
+        .deferred_servers()
+        .iter()
+        .any(|(name, _summary)| name == server);
+    if deferred {
+        return Ok(Vec::new());
+    }
+    Ok(tools
+        .into_iter()
+        .map(|tool| {
+            sources.set(tool.descriptor.public_name.clone(), server.to_owned());
+            ToolSpec {
+                description: tool
+                    .tool
+                    .definition
+                    .description
+                    .as_deref()
+                    .unwrap_or("")
+                    .to_owned(),
+                name: tool.descriptor.public_name,
+                input_schema: tool.descriptor.input_schema,
+            }
+        })
+        .collect())
 }

@@ -576,7 +576,7 @@ fn without_a_terminal_chat_points_at_warden_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_stop_keeps_a_server_down_and_restart_brings_it_back_on_the_next_call() {
+async fn mcp_stop_keeps_a_server_down_and_restart_brings_it_back_at_once() {
     if tmux_missing() {
         return;
     }
@@ -637,12 +637,15 @@ async fn mcp_stop_keeps_a_server_down_and_restart_brings_it_back_on_the_next_cal
         "{screen}"
     );
 
+    // A restart connects again at once (so tools the server added since reach the model's
+    // list on the next turn), before anything calls it.
     tmux.line("/mcp restart echo");
-    tmux.wait_for(&["MCP echo restarted"]).await;
+    tmux.wait_for(&["MCP echo restarted", "MCP echo reconnected:"])
+        .await;
     tmux.line("/mcp");
-    tmux.wait_for_row("echo", "not connected").await;
+    tmux.wait_for_row("echo", "connected").await;
     tmux.keys(&["Escape"]);
-    tmux.wait_for(&["MCP echo restarted"]).await;
+    tmux.wait_for(&["MCP echo reconnected"]).await;
     tmux.line("echo once more");
     tmux.wait_for(&["Echoed after the restart."]).await;
     let sent = sent_text(&mock);
