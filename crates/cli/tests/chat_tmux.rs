@@ -523,6 +523,48 @@ async fn a_project_server_is_trusted_at_start_and_then_connects() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trust_prompt_asks_only_about_the_agent_profiles_servers() {
+    if tmux_missing() {
+        return;
+    }
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[agents.focused]\nmcp_servers = [\"kept\"]\n",
+        model_config(&mock)
+    ));
+    let (program, args) = warden_testkit::fixture_command("echo");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    sandbox.write(
+        &sandbox.project_file(),
+        &format!(
+            "schema_version = 1\n{}{}",
+            stdio_server("kept", &program, &args),
+            stdio_server("leftout", &program, &args)
+        ),
+    );
+    let tmux = Tmux::start(&sandbox, &["--agent", "focused"]);
+    let screen = tmux
+        .wait_for(&[
+            "Trust a project server?",
+            "kept",
+            "approve this exact entry",
+        ])
+        .await;
+    assert!(!screen.contains("leftout"), "{screen}");
+    tmux.keys(&["y"]);
+    let screen = tmux.wait_for(&["/help for commands", "ready"]).await;
+    assert!(!screen.contains("leftout"), "{screen}");
+    tmux.keys(&["C-d"]);
+    // Only the profile's server was approved; the other stays untrusted for other sessions.
+    let list = sandbox.ok(&["mcp", "list"]);
+    let leftout = list.lines().find(|line| line.contains("leftout")).unwrap();
+    assert!(leftout.contains("untrusted"), "{list}");
+    let kept = list.lines().find(|line| line.contains("kept")).unwrap();
+    assert!(!kept.contains("untrusted"), "{list}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skills_load_with_a_dollar_command_and_the_model_switches() {
     if tmux_missing() {
         return;

@@ -43,7 +43,7 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
         eprintln!("warden chat needs a terminal; use `warden run` for headless use");
         return Ok(ExitCode::from(2));
     }
-    ask_about_project_servers(globals)?;
+    ask_about_project_servers(globals, args.agent.as_deref())?;
     let runtime = async_runtime()?;
     runtime.block_on(async {
         let (approver, elicitor, ui_requests) = ui_channel();
@@ -73,14 +73,20 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The trust prompt: each enabled project server not approved as it is now.
-fn ask_about_project_servers(globals: &Globals) -> anyhow::Result<()> {
+/// The trust prompt: each enabled project server not approved as it is now — only those the
+/// session will have (an `--agent` profile with `mcp_servers` leaves the others out).
+fn ask_about_project_servers(globals: &Globals, agent: Option<&str>) -> anyhow::Result<()> {
     let (paths, _, config) = load_config(globals)?;
     let mut store = TrustStore::open(&paths)?;
+    // An unknown profile is reported when the session opens.
+    let profile_servers = agent
+        .and_then(|name| config.models.agents.get(name))
+        .and_then(|profile| profile.mcp_servers.as_ref());
     let pending: Vec<_> = config
         .servers
         .values()
         .filter(|entry| entry.enabled)
+        .filter(|entry| profile_servers.is_none_or(|servers| servers.contains(&entry.name)))
         .filter_map(|entry| match store.state(entry) {
             state @ (TrustState::Untrusted | TrustState::Changed) => Some((entry, state)),
             _ => None,
