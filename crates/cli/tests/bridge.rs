@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Run, Sandbox, stdio_server, toml_str};
+use support::{Run, Sandbox, bash_turn, path_with_warden, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::fixture_binary;
 
@@ -19,16 +19,6 @@ fn config(mock: &MockModel, extra: &str) -> String {
         "model = \"mock\"\n{extra}[models.mock]\nprovider = \"openai\"\nid = \"mock-1\"\nbase_url = {}\n{}",
         toml_str(&mock.base_url()),
         stdio_server("fixture", &fixture_binary(), &["echo"])
-    )
-}
-
-/// `PATH` with the `warden` under test first, so the bash tool finds it.
-fn path_with_warden() -> String {
-    let bin = Path::new(env!("CARGO_BIN_EXE_warden")).parent().unwrap();
-    format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
     )
 }
 
@@ -67,20 +57,6 @@ fn first_tool_text(run: &Run) -> String {
         .to_owned()
 }
 
-/// The audit records of calls (source `agent` or `tool-cli`), oldest first; other surfaces
-/// (skill discovery) may add their own records to a session.
-fn call_records(sandbox: &Sandbox) -> Vec<Value> {
-    sandbox
-        .audit()
-        .into_iter()
-        .filter(|r| r["source"] == "agent" || r["source"] == "tool-cli")
-        .collect()
-}
-
-fn bash_turn(command: &str) -> Turn {
-    Turn::tool_call("call_1", "bash", json!({ "command": command }))
-}
-
 #[tokio::test]
 async fn a_bash_tool_call_reaches_the_session_gate_through_the_bridge() {
     let mock = MockModel::start().await.unwrap();
@@ -113,7 +89,7 @@ async fn a_bash_tool_call_reaches_the_session_gate_through_the_bridge() {
     assert!(!prompt.contains(token), "the token never reaches the model");
 
     // Gated and audited in the session: the bash call (agent) and the bridge call (tool-cli).
-    let records = call_records(&sandbox);
+    let records = sandbox.call_records();
     assert_eq!(records.len(), 2, "{records:?}");
     let bash = records.iter().find(|r| r["public_name"] == "bash").unwrap();
     let echo = records
@@ -179,7 +155,8 @@ warden tool fixture echo '{{}}' --allowed-tools '*' || echo "flags exit=$?"
         std::fs::read_to_string(sandbox.work().join(out)).unwrap(),
         "to a file"
     );
-    let sources: Vec<String> = call_records(&sandbox)
+    let sources: Vec<String> = sandbox
+        .call_records()
         .iter()
         .filter(|r| r["public_name"] != "bash")
         .map(|r| format!("{} {}", r["source"], r["decision"]))
@@ -212,7 +189,7 @@ async fn a_policy_deny_rule_applies_to_bridge_calls() {
     assert!(text.contains("exit=1"), "{text}");
     assert!(text.contains("no echoes today"), "{text}");
     assert!(!text.contains("should not run\n"), "{text}");
-    let records = call_records(&sandbox);
+    let records = sandbox.call_records();
     let echo = records
         .iter()
         .find(|r| r["public_name"] == "mcp__fixture__echo")
@@ -378,7 +355,8 @@ async fn the_bridge_wants_its_token_and_refuses_big_bodies() {
     let after = http.get(&handshake).bearer_auth(&held.token).send().await;
     assert!(after.is_err(), "the bridge still answers after the session");
     // Refused requests never reached the gate: the bash call and the one admitted call.
-    let names: Vec<String> = call_records(&sandbox)
+    let names: Vec<String> = sandbox
+        .call_records()
         .iter()
         .map(|r| format!("{} {}", r["public_name"], r["source"]))
         .collect();
@@ -405,7 +383,7 @@ async fn a_client_that_goes_away_cancels_its_call() {
         text.contains("exit=130") || text.contains("exit=124"),
         "{text}"
     );
-    let records = call_records(&sandbox);
+    let records = sandbox.call_records();
     let slow = records
         .iter()
         .find(|r| r["public_name"] == "mcp__fixture__slow")

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Run, Sandbox, stdio_server, toml_str};
+use support::{Run, Sandbox, bash_turn, path_with_warden, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::fixture_binary;
 
@@ -23,16 +23,6 @@ fn config(mock: &MockModel) -> String {
         "model = \"mock\"\n[discovery]\nbridge = \"unix\"\n[models.mock]\nprovider = \"openai\"\nid = \"mock-1\"\nbase_url = {}\n{}",
         toml_str(&mock.base_url()),
         stdio_server("fixture", &fixture_binary(), &["echo"])
-    )
-}
-
-/// `PATH` with the `warden` under test first, so the bash tool finds it.
-fn path_with_warden() -> String {
-    let bin = Path::new(env!("CARGO_BIN_EXE_warden")).parent().unwrap();
-    format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
     )
 }
 
@@ -60,19 +50,6 @@ fn session_command(sandbox: &Sandbox, runtime: Option<&Path>) -> std::process::C
         None => command.env_remove("XDG_RUNTIME_DIR"),
     };
     command
-}
-
-fn bash_turn(command: &str) -> Turn {
-    Turn::tool_call("call_1", "bash", json!({ "command": command }))
-}
-
-/// The audit records of calls (source `agent` or `tool-cli`), oldest first.
-fn call_records(sandbox: &Sandbox) -> Vec<Value> {
-    sandbox
-        .audit()
-        .into_iter()
-        .filter(|r| r["source"] == "agent" || r["source"] == "tool-cli")
-        .collect()
 }
 
 fn mode(path: &Path) -> u32 {
@@ -134,7 +111,7 @@ test -S "$sock" && echo "is-socket""#,
     assert!(prompt.contains("<tool_cli_usage>"), "{prompt}");
 
     // Gated and audited in the session with source tool-cli.
-    let records = call_records(&sandbox);
+    let records = sandbox.call_records();
     let bash = records.iter().find(|r| r["public_name"] == "bash").unwrap();
     let echo = records
         .iter()
@@ -292,7 +269,8 @@ async fn the_unix_bridge_wants_its_token_refuses_big_bodies_and_goes_away() {
     let after = http.get(handshake).bearer_auth(&held.token).send().await;
     assert!(after.is_err(), "the bridge still answers after the session");
     // Refused requests never reached the gate.
-    let names: Vec<String> = call_records(&sandbox)
+    let names: Vec<String> = sandbox
+        .call_records()
         .iter()
         .map(|r| format!("{} {}", r["public_name"], r["source"]))
         .collect();

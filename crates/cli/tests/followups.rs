@@ -10,10 +10,8 @@ mod support;
 use support::warden_without_model_keys as warden;
 use support::{echo_server, mock_model_config};
 
-use std::path::Path;
-
 use serde_json::{Value, json};
-use support::{Sandbox, stdio_server};
+use support::{Sandbox, path_with_warden, stdio_server};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::fixture_binary;
 
@@ -174,16 +172,6 @@ async fn unknown_tool_advice_fits_the_sessions_defer_mode() {
 }
 
 // 3. Bridge calls in the session transcript.
-
-/// `PATH` with the `warden` under test first, so the bash tool finds it.
-fn path_with_warden() -> String {
-    let bin = Path::new(env!("CARGO_BIN_EXE_warden")).parent().unwrap();
-    format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
 
 fn transcript_records(sandbox: &Sandbox, session_id: &str) -> Vec<Value> {
     std::fs::read_to_string(

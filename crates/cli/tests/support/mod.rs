@@ -135,3 +135,29 @@ pub fn echo_server(name: &str, extra: &str) -> String {
         stdio_server(name, &warden_testkit::fixture_binary(), &["echo"])
     )
 }
+
+/// `PATH` with the `warden` under test first, so an agent's bash tool finds it.
+pub fn path_with_warden() -> String {
+    let bin = Path::new(env!("CARGO_BIN_EXE_warden")).parent().unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// A model turn that runs `command` with the bash tool.
+pub fn bash_turn(command: &str) -> warden_mock_model::Turn {
+    warden_mock_model::Turn::tool_call("call_1", "bash", serde_json::json!({ "command": command }))
+}
+
+impl Sandbox {
+    /// The audit records of calls (source `agent` or `tool-cli`), oldest first; other surfaces
+    /// (skill discovery, resource reads) may add their own records to a session.
+    pub fn call_records(&self) -> Vec<Value> {
+        self.audit()
+            .into_iter()
+            .filter(|r| r["source"] == "agent" || r["source"] == "tool-cli")
+            .collect()
+    }
+}
