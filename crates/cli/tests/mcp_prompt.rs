@@ -25,7 +25,10 @@ fn a_prompt_is_printed_and_audited() {
 
     let printed = sandbox.ok(&["mcp", "prompt", "fx", "greet", "name=Ada", "tone=warm"]);
     assert!(printed.starts_with("[user] "), "{printed}");
-    assert!(printed.contains("Ada") && printed.contains("warm"), "{printed}");
+    assert!(
+        printed.contains("Ada") && printed.contains("warm"),
+        "{printed}"
+    );
 
     let json = sandbox.json(&["mcp", "prompt", "fx", "greet", "name=Ada", "--json"]);
     assert_eq!(json["messages"][0]["role"], "user", "{json}");
