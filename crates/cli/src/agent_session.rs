@@ -24,6 +24,7 @@ use warden_agent::BashEnv;
 use warden_bridge::Bridge;
 
 use crate::code_tools::{HostSlot, code_tools};
+use crate::sampling::{ModelSampler, SamplingModel, SamplingTool};
 use crate::search_tools::{Deferral, SEARCH_TOOLS, tool_references};
 use crate::skill_tools::skill_tools;
 use warden_host::{CallContext, Host, HostTool, VisibleTool};
@@ -78,6 +79,8 @@ pub struct AgentSession {
     bridge: Result<Bridge, String>,
     /// The tool CLI's availability, settled by the first handshake.
     tool_cli: tokio::sync::OnceCell<Availability>,
+    /// The model that answers servers' sampling requests (switched with the session's model).
+    pub sampling_model: SamplingModel,
 }
 
 /// A configuration or usage problem: reported in one line with exit code 2.
@@ -163,6 +166,8 @@ impl AgentSession {
             offered.clone(),
         );
         host_tools.push(deferral.search_tool());
+        let sampling_model = SamplingModel::new(client.clone());
+        host_tools.push(Arc::new(SamplingTool::new(sampling_model.clone())));
         let mut options = host_options(paths.clone(), workspace.clone(), &config, request.policy)?;
         options.defer_mode = Some(model.defer_mode);
         options.tools = host_tools;
@@ -171,9 +176,7 @@ impl AgentSession {
         options.approver = request.approver.clone();
         options.elicitation = request.elicitation.clone();
         options.remote_skills = Some(remote_skills);
-        options.sampling = Some(Arc::new(ModelSampler {
-            client: client.clone(),
-        }));
+        options.sampling = Some(Arc::new(ModelSampler::new(host_slot.clone())));
         let host = Arc::new(Host::open(&config, options).context("opening the session")?);
         let _ = host_slot.set(Arc::downgrade(&host));
         let listen = crate::bridge_client::bridge_listen(&config.discovery, paths.state_dir());
@@ -193,6 +196,7 @@ impl AgentSession {
             profile: profile.cloned(),
             offered,
             deferral,
+            sampling_model,
         })
     }
 
@@ -607,63 +611,6 @@ pub fn split_command(text: &str) -> Option<Vec<String>> {
         words.push(current);
     }
     Some(words)
-}
-
-/// Answers the sampling requests of servers the operator enabled (`sampling = true`) with the
-/// session's model: text turns in, the model's text out, no tools. Each request is logged.
-struct ModelSampler {
-    client: Arc<dyn ModelClient>,
-}
-
-impl warden_mcp::SamplingHandler for ModelSampler {
-    fn sample(
-        &self,
-        request: warden_mcp::SamplingRequest,
-    ) -> std::pin::Pin<
-        Box<
-            dyn std::future::Future<Output = Result<warden_mcp::SamplingAnswer, String>>
-                + Send
-                + '_,
-        >,
-    > {
-        Box::pin(async move {
-            tracing::info!(
-                server = %request.server,
-                model = %self.client.describe(),
-                "sampling request from an MCP server sent to the session's model"
-            );
-            let messages: Vec<warden_agent::Message> = request
-                .turns
-                .into_iter()
-                .map(|turn| match turn.role {
-                    warden_mcp::SamplingRole::User => {
-                        warden_agent::Message::User { text: turn.text }
-                    }
-                    warden_mcp::SamplingRole::Assistant => warden_agent::Message::Assistant {
-                        text: turn.text,
-                        tool_calls: Vec::new(),
-                    },
-                })
-                .collect();
-            let system = request.system_prompt.unwrap_or_default();
-            let model_request = warden_agent::ModelRequest {
-                system: &system,
-                messages: &messages,
-                tools: &[],
-            };
-            let cancel = CancellationToken::new();
-            let response = self
-                .client
-                .complete(model_request, &|_| {}, &cancel)
-                .await
-                .map_err(|error| format!("the session's model failed: {error}"))?;
-            Ok(warden_mcp::SamplingAnswer {
-                text: response.text,
-                model: self.client.describe(),
-                stop_reason: Some("endTurn".to_owned()),
-            })
-        })
-    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod catalog_views;
 mod code_tools;
 mod commands;
 mod context;
+mod sampling;
 mod search_tools;
 mod skill_tools;
 

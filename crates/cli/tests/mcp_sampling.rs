@@ -62,6 +62,56 @@ async fn an_enabled_server_s_sampling_request_is_answered_by_the_session_s_model
     // The server's tool result (with the model's sampled text) went back to the agent.
     let last = requests[2].body.to_string();
     assert!(last.contains("vermilion, said the mock model"), "{last}");
+    // The request crossed the gate: one audit record, source `sampling`.
+    let sampled: Vec<Value> = sandbox
+        .audit()
+        .into_iter()
+        .filter(|row| row["source"] == "sampling")
+        .collect();
+    assert_eq!(sampled.len(), 1, "{sampled:?}");
+    assert_eq!(sampled[0]["tool"], "answer_mcp_sampling");
+    assert_eq!(sampled[0]["decision"], "allowed");
+    assert_eq!(sampled[0]["session_id"], summary["session_id"]);
+}
+
+#[tokio::test]
+async fn the_operator_can_deny_sampling_at_the_gate() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__everything__trigger-sampling-request",
+        json!({"prompt": "name a colour", "maxTokens": 20}),
+    ));
+    mock.push_turn(Turn::text("The server was refused."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[permissions]\ndeny = [\"answer_mcp_sampling\"]\n",
+        config(&mock, true)
+    ));
+    let run = warden(
+        &sandbox,
+        &[
+            "run",
+            "trigger sampling",
+            "--output-format",
+            "json",
+            "--allowed-tools",
+            "mcp__everything__trigger-sampling-request",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The model never saw the server's request: the agent's two turns only.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{:?}", requests.len());
+    assert!(!requests[1].body.to_string().contains("vermilion"));
+    let sampled: Vec<Value> = sandbox
+        .audit()
+        .into_iter()
+        .filter(|row| row["source"] == "sampling")
+        .collect();
+    assert_eq!(sampled.len(), 1, "{sampled:?}");
+    assert_eq!(sampled[0]["decision"], "denied");
 }
 
 #[tokio::test]

@@ -26,6 +26,8 @@ pub enum CallSource {
     /// Getting an MCP prompt (chosen by the user: a slash command, `warden mcp prompt`, a
     /// gateway client).
     PromptGet,
+    /// An MCP server's sampling request answered by the session's model.
+    Sampling,
     /// Loading a skill's body.
     SkillLoad,
     /// Listing skills.
@@ -36,13 +38,14 @@ pub enum CallSource {
 
 impl CallSource {
     /// Every source.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Agent,
         Self::CodeMode,
         Self::ToolCli,
         Self::Gateway,
         Self::ResourceRead,
         Self::PromptGet,
+        Self::Sampling,
         Self::SkillLoad,
         Self::SkillDiscovery,
         Self::SkillsExtension,
@@ -57,6 +60,7 @@ impl CallSource {
             Self::Gateway => "gateway",
             Self::ResourceRead => "resource-read",
             Self::PromptGet => "prompt-get",
+            Self::Sampling => "sampling",
             Self::SkillLoad => "skill-load",
             Self::SkillDiscovery => "skill-discovery",
             Self::SkillsExtension => "skills-extension",

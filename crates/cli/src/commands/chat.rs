@@ -157,6 +157,7 @@ async fn chat(
     // are), and the notice says so; a model that cannot speak that mode is refused.
     let defer_mode = session.deferral.mode();
     let models = config.models.clone();
+    let sampling_model = session.sampling_model.clone();
     let switch_model: warden_chat::ModelSwitch<'_> = Box::new(move |name: &str| {
         let env = |variable: &str| std::env::var(variable).ok();
         let mut model =
@@ -165,6 +166,8 @@ async fn chat(
         model.defer_mode = defer_mode;
         let label = model.name.clone();
         let client = client_for(model).map_err(|error| error.to_string())?;
+        // Servers' sampling requests follow the switch too.
+        sampling_model.switch_to(client.clone());
         Ok((client, label, notice))
     });
 
