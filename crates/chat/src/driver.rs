@@ -129,6 +129,8 @@ struct Chat<'a> {
     server_attempts: HashMap<String, u64>,
     /// Servers this chat is reconnecting (not announced as stopped).
     own_reconnects: std::collections::HashSet<String>,
+    /// Servers restarted with `/mcp restart` whose tools the next turn lists afresh.
+    restarted: std::collections::BTreeSet<String>,
     /// Servers restarted with `/mcp restart`: their next (lazy) connect is not announced as an
     /// unexpected restart.
     own_restarts: std::collections::HashSet<String>,
@@ -166,6 +168,7 @@ impl<'a> Chat<'a> {
             server_states: HashMap::new(),
             server_attempts: HashMap::new(),
             own_reconnects: Default::default(),
+            restarted: Default::default(),
             own_restarts: Default::default(),
             background: mpsc::unbounded_channel(),
             pending_context: Vec::new(),
@@ -333,7 +336,21 @@ impl<'a> Chat<'a> {
         self.turn_cancel = CancellationToken::new();
         let cancel = self.turn_cancel.clone();
         self.app.busy = true;
+        // Servers restarted with `/mcp restart` connect on this turn's first request and list
+        // afresh: tools they added since join the model's list before it is asked.
+        let restarted = std::mem::take(&mut self.restarted);
+        let (host, sources, tools) = (
+            self.session.host.clone(),
+            self.sources.clone(),
+            self.session.tools.clone(),
+        );
         self.turn = Some(tokio::spawn(async move {
+            for server in restarted {
+                // A server that fails to come back is announced by the status watch.
+                if let Ok(specs) = offered_tools(&host, &server, &sources).await {
+                    tools.append(specs);
+                }
+            }
             let result = agent.run(&mut conversation, &cancel).await;
             (conversation, result)
         }));
@@ -520,28 +537,15 @@ impl<'a> Chat<'a> {
             return;
         }
         self.own_restarts.insert(server.clone());
-        self.own_reconnects.insert(server.clone());
         let host = self.session.host.clone();
         let done = self.background.0.clone();
-        let sources = self.sources.clone();
         tokio::spawn(async move {
-            let restarted = host
+            let outcome = host
                 .runtime()
                 .restart(&server)
                 .await
                 .map_err(|error| error.to_string());
-            let failed = restarted.is_err();
-            let _ = done.send(Background::Restarted {
-                server: server.clone(),
-                outcome: restarted,
-            });
-            if failed {
-                return;
-            }
-            // Connect again now, so tools the server added since reach the model's list on
-            // the next turn (as Enter on its /tools page does).
-            let outcome = offered_tools(&host, &server, &sources).await;
-            let _ = done.send(Background::Reconnected { server, outcome });
+            let _ = done.send(Background::Restarted { server, outcome });
         });
     }
 
@@ -564,12 +568,12 @@ impl<'a> Chat<'a> {
                     self.server_states
                         .insert(server.clone(), ServerState::NotConnected);
                     self.app.aside_notice(format!(
-                        "MCP {server} restarted: its catalogue is cleared; reconnecting…"
+                        "MCP {server} restarted: its catalogue is cleared and it reconnects on the next request"
                     ));
+                    self.restarted.insert(server);
                 }
                 Err(error) => {
                     self.own_restarts.remove(&server);
-                    self.own_reconnects.remove(&server);
                     self.app.aside_error(format!(
                         "MCP {server} did not restart: {}",
                         short_reason(&error)
