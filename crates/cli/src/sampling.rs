@@ -201,6 +201,10 @@ impl warden_mcp::SamplingHandler for ModelSampler {
             let Some(host) = self.host.get().and_then(std::sync::Weak::upgrade) else {
                 return Err("the session is closing".to_owned());
             };
+            // The asking server is the caller: the audit record names it.
+            let mut context =
+                warden_host::CallContext::new(CallSource::Sampling, CancellationToken::new());
+            context.caller = Some(format!("mcp server {}", request.server));
             let arguments = SamplingArguments {
                 server: request.server,
                 system_prompt: request.system_prompt,
@@ -220,14 +224,7 @@ impl warden_mcp::SamplingHandler for ModelSampler {
             };
             let arguments = serde_json::to_value(&arguments)
                 .map_err(|error| format!("encoding the sampling request: {error}"))?;
-            let outcome = host
-                .call(
-                    CallSource::Sampling,
-                    SAMPLING_TOOL,
-                    arguments,
-                    CancellationToken::new(),
-                )
-                .await;
+            let outcome = host.call_with(context, SAMPLING_TOOL, arguments).await;
             if outcome.is_error() {
                 return Err(outcome.model_text());
             }

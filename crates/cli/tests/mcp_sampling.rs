@@ -70,6 +70,7 @@ async fn an_enabled_server_s_sampling_request_is_answered_by_the_session_s_model
         .collect();
     assert_eq!(sampled.len(), 1, "{sampled:?}");
     assert_eq!(sampled[0]["tool"], "answer_mcp_sampling");
+    assert_eq!(sampled[0]["caller"], "mcp server everything");
     assert_eq!(sampled[0]["decision"], "allowed");
     assert_eq!(sampled[0]["session_id"], summary["session_id"]);
 }
