@@ -16,6 +16,7 @@ pub mod spec;
 pub mod sse_legacy;
 pub mod stderr;
 pub mod stdio;
+mod stdio_transport;
 pub mod upstream;
 
 pub use catalog::{Catalog, McpTool, PAGE_LIMIT, ResourceRow, ToolIdentity, ToolSet};

@@ -15,7 +15,6 @@ use rmcp::model::{
 };
 use rmcp::service::{ClientLifecycleMode, PeerRequestOptions, RoleClient, RunningService};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ServiceError, serve_client_with_lifecycle};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
@@ -30,6 +29,7 @@ use crate::runtime::{ProtocolMode, RuntimeOptions};
 use crate::spec::{ServerSpec, TransportSpec};
 use crate::stderr::StderrRing;
 use crate::stdio::{self, ChildControl, StdioLaunch, describe_exit};
+use crate::stdio_transport::StdioTransport;
 
 /// Automatic reconnect attempts after one loss.
 const RECONNECT_ATTEMPTS_PER_LOSS: u32 = 3;
@@ -682,8 +682,12 @@ impl ServerSlot {
                 let mut control = spawned.control;
                 let pid = control.pid;
                 let transport = Observed {
-                    inner: AsyncRwTransport::new_client(spawned.stdout, spawned.stdin)
-                        .with_max_line_length(MAX_MESSAGE_BYTES),
+                    inner: StdioTransport::new(
+                        self.name(),
+                        spawned.stdout,
+                        spawned.stdin,
+                        MAX_MESSAGE_BYTES,
+                    ),
                     closed: closed.clone(),
                 };
                 match serve_client_with_lifecycle(handler, transport, lifecycle).await {

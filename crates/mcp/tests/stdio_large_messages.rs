@@ -1,0 +1,49 @@
+//! Large results from a real stdio server arrive byte-exact through warden's own stdio transport.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Map, json};
+use warden_mcp::{CallOptions, ToolIdentity};
+use warden_testkit::fixtures::big_text;
+
+async fn big_result(runtime: &warden_mcp::McpRuntime, bytes: Option<usize>) -> CallToolResult {
+    let mut arguments = Map::new();
+    if let Some(bytes) = bytes {
+        arguments.insert("bytes".to_owned(), json!(bytes));
+    }
+    runtime
+        .call_tool(
+            &ToolIdentity::new("big", "big_result"),
+            arguments,
+            CallOptions::default(),
+        )
+        .await
+        .expect("big_result")
+        .result
+}
+
+fn only_text(result: &CallToolResult) -> &str {
+    assert_eq!(result.content.len(), 1, "one block");
+    match &result.content[0] {
+        ContentBlock::Text(text) => &text.text,
+        other => panic!("not a text block: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn large_results_arrive_byte_exact_and_small_ones_still_flow_after_them() {
+    let test = common::runtime(vec![common::fixture("big", "big-result")]);
+    for bytes in [1024 * 1024 - 200, 1024 * 1024 + 1, 3 * 1024 * 1024 + 7] {
+        let result = big_result(&test.runtime, Some(bytes)).await;
+        assert!(
+            only_text(&result) == big_text(bytes),
+            "{bytes} bytes differ"
+        );
+        assert_eq!(result.is_error, Some(false));
+    }
+    let small = big_result(&test.runtime, Some(100)).await;
+    assert_eq!(only_text(&small), big_text(100));
+    test.runtime.shutdown().await;
+}
