@@ -3,34 +3,9 @@
 
 mod common;
 
-use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::{Map, json};
-use warden_mcp::{CallOptions, ToolIdentity};
+use common::{big_result, only_text};
+
 use warden_testkit::fixtures::big_text;
-
-async fn big_result(runtime: &warden_mcp::McpRuntime, bytes: Option<usize>) -> CallToolResult {
-    let mut arguments = Map::new();
-    if let Some(bytes) = bytes {
-        arguments.insert("bytes".to_owned(), json!(bytes));
-    }
-    runtime
-        .call_tool(
-            &ToolIdentity::new("big", "big_result"),
-            arguments,
-            CallOptions::default(),
-        )
-        .await
-        .expect("big_result")
-        .result
-}
-
-fn only_text(result: &CallToolResult) -> &str {
-    assert_eq!(result.content.len(), 1, "one block");
-    match &result.content[0] {
-        ContentBlock::Text(text) => &text.text,
-        other => panic!("not a text block: {other:?}"),
-    }
-}
 
 #[tokio::test]
 async fn large_results_arrive_byte_exact_and_small_ones_still_flow_after_them() {

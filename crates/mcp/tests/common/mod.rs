@@ -128,3 +128,29 @@ pub fn first_text(result: &rmcp::model::CallToolResult) -> String {
         .find_map(|block| block.as_text().map(|text| text.text.clone()))
         .unwrap_or_default()
 }
+
+/// Calls `big_result` on server `big` (the `big-result` fixture), asking for `bytes` of text.
+pub async fn big_result(runtime: &McpRuntime, bytes: Option<usize>) -> rmcp::model::CallToolResult {
+    let mut arguments = serde_json::Map::new();
+    if let Some(bytes) = bytes {
+        arguments.insert("bytes".to_owned(), serde_json::json!(bytes));
+    }
+    runtime
+        .call_tool(
+            &warden_mcp::ToolIdentity::new("big", "big_result"),
+            arguments,
+            warden_mcp::CallOptions::default(),
+        )
+        .await
+        .expect("big_result")
+        .result
+}
+
+/// The text of a result that must be exactly one text block.
+pub fn only_text(result: &rmcp::model::CallToolResult) -> &str {
+    assert_eq!(result.content.len(), 1, "one block");
+    match &result.content[0] {
+        rmcp::model::ContentBlock::Text(text) => &text.text,
+        other => panic!("not a text block: {other:?}"),
+    }
+}
