@@ -13,9 +13,9 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
     GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, Prompt, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ResultType,
-    ServerCapabilities, ServerConfig, Tool,
+    ProgressNotificationParam, ProgressToken, Prompt, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ResultType, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{
     ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, GetPromptRequest,
@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 use warden_host::{CallContext, CallRelay, READ_RESOURCE, RelayRequest, RelayedAnswer, with_relay};
 use warden_mcp::RelayError;
 use warden_mcp::UpstreamEvent;
-use warden_policy::{CallSource, Decision, GateOutcome};
+use warden_policy::{CallSource, Decision, GateOutcome, ProgressUpdate};
 
 use crate::approval::ClientAsks;
 use crate::changes::Listener;
@@ -119,35 +119,27 @@ impl GatewayHandler {
         let _registration = asks
             .elicitation
             .then(|| self.gateway.peers.register(&caller, context.peer.clone()));
-        let _running = self.gateway.server_of(public_name).map(|server| {
+        let server = self.gateway.server_of(public_name);
+        let _running = server.as_ref().map(|server| {
             self.gateway
                 .peers
-                .running_on(&server, context.peer.clone(), asks)
+                .running_on(server, context.peer.clone(), asks)
         });
         let mut call = CallContext::new(CallSource::Gateway, context.ct.child_token());
         call.caller = Some(caller);
-        if let Some(token) = context.meta.get_progress_token() {
-            let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+        // Progress goes to the client from this task, beside the call (no task per call), and
+        // always before the call's answer.
+        let mut progress = context.meta.get_progress_token().map(|token| {
+            let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
             call.progress = Some(sender);
-            let peer = context.peer.clone();
-            tokio::spawn(async move {
-                while let Some(update) = receiver.recv().await {
-                    let mut param = ProgressNotificationParam::new(token.clone(), update.progress);
-                    if let Some(total) = update.total {
-                        param = param.with_total(total);
-                    }
-                    if let Some(message) = update.message {
-                        param = param.with_message(message);
-                    }
-                    if peer.notify_progress(param).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        let server = self.gateway.server_of(public_name);
+            (token, receiver)
+        });
         let logs = LogFilter::of(context);
-        let mut events = self.gateway.host.runtime().upstream_events();
+        // Only a call whose client may hear the server's log lines listens for them.
+        let mut events = server
+            .as_ref()
+            .filter(|_| logs.admits_any())
+            .map(|_| self.gateway.host.runtime().upstream_events());
         let relay = CallRelay::new(request);
         // Boxed: the gate's future is large, and this one is polled beside the event feed.
         let mut gated = Box::pin(with_relay(
@@ -157,18 +149,26 @@ impl GatewayHandler {
         let outcome = loop {
             tokio::select! {
                 outcome = &mut gated => break outcome,
-                event = events.recv() => match event {
+                Some((token, update)) = next_progress(&mut progress) => {
+                    forward_progress(token, update, &context.peer).await;
+                }
+                Some(event) = next_event(&mut events) => match event {
                     Ok(event) => forward_log(event, server.as_deref(), logs, &context.peer).await,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                        break gated.await;
-                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => events = None,
                 },
             }
         };
-        // Log lines the server sent just before its answer.
-        while let Ok(event) = events.try_recv() {
-            forward_log(event, server.as_deref(), logs, &context.peer).await;
+        // Progress and log lines the server sent just before its answer.
+        if let Some((token, receiver)) = &mut progress {
+            while let Ok(update) = receiver.try_recv() {
+                forward_progress(token.clone(), update, &context.peer).await;
+            }
+        }
+        if let Some(events) = &mut events {
+            while let Ok(event) = events.try_recv() {
+                forward_log(event, server.as_deref(), logs, &context.peer).await;
+            }
         }
         // The upstream's JSON-RPC error is a failed dispatch at the gate; any other answer is an
         // allowed call's.
@@ -295,9 +295,8 @@ impl GatewayHandler {
                 context,
             )
             .await;
-        let raw = gated
-            .raw_result()
-            .ok_or_else(|| gated.outcome.model_text())?;
+        let (outcome, raw) = gated.into_parts();
+        let raw = raw.ok_or_else(|| outcome.model_text())?;
         let contents: Vec<ResourceContents> = raw
             .content
             .into_iter()
@@ -319,32 +318,38 @@ pub(crate) struct Gated {
 }
 
 impl Gated {
-    /// The upstream's tool result as it sent it, when the call ran and completed.
-    fn raw_result(&self) -> Option<CallToolResult> {
-        match &self.answer {
-            Some(RelayedAnswer::Tool(result)) => Some(result.clone()),
+    /// The gate's outcome, and the upstream's tool result as it sent it when the call ran and
+    /// completed.
+    fn into_parts(self) -> (GateOutcome, Option<CallToolResult>) {
+        let raw = match self.answer {
+            Some(RelayedAnswer::Tool(result)) => Some(result),
             _ => None,
-        }
+        };
+        (self.outcome, raw)
     }
 
     /// The downstream answer of a gated tool call: the upstream's answer unchanged when the call
     /// ran (a result, an `input_required` result, or its JSON-RPC error), else an error result
     /// with the gate's reason.
-    pub(crate) fn response(&self) -> Result<CallToolResponse, McpError> {
-        match &self.answer {
-            Some(RelayedAnswer::InputRequired(input)) => {
-                Ok(CallToolResponse::InputRequired(input.clone()))
-            }
-            Some(RelayedAnswer::Error(error)) => Err(error.clone()),
-            _ => Ok(CallToolResponse::Complete(self.call_result())),
+    pub(crate) fn response(self) -> Result<CallToolResponse, McpError> {
+        match self.answer {
+            Some(RelayedAnswer::InputRequired(input)) => Ok(CallToolResponse::InputRequired(input)),
+            Some(RelayedAnswer::Error(error)) => Err(error),
+            answer => Ok(CallToolResponse::Complete(
+                Self {
+                    outcome: self.outcome,
+                    answer,
+                }
+                .call_result(),
+            )),
         }
     }
 
     /// The downstream result of a gated call: the upstream's result unchanged when it ran,
     /// else a result with the gate's text (an error result when it did not run).
-    pub(crate) fn call_result(&self) -> CallToolResult {
-        let outcome = &self.outcome;
-        let mut result = match self.raw_result() {
+    pub(crate) fn call_result(self) -> CallToolResult {
+        let (outcome, raw) = self.into_parts();
+        let mut result = match raw {
             Some(raw) => raw,
             None if outcome.decision == Decision::Allowed => {
                 let text = outcome.model_text();
@@ -428,6 +433,11 @@ impl LogFilter {
         }
     }
 
+    /// Whether any log line may pass.
+    fn admits_any(self) -> bool {
+        !matches!(self, Self::AtLeast(None))
+    }
+
     fn admits(self, level: LoggingLevel) -> bool {
         match self {
             Self::Session => true,
@@ -449,6 +459,39 @@ fn severity(level: LoggingLevel) -> u8 {
         LoggingLevel::Alert => 6,
         LoggingLevel::Emergency => 7,
     }
+}
+
+/// A call's progress channel and the client's token for it.
+type ProgressFeed = (
+    ProgressToken,
+    tokio::sync::mpsc::UnboundedReceiver<ProgressUpdate>,
+);
+
+/// The next progress update of the call, with its token; `None` when there is no feed or it
+/// closed (a `select!` branch then stays idle).
+async fn next_progress(feed: &mut Option<ProgressFeed>) -> Option<(ProgressToken, ProgressUpdate)> {
+    let (token, receiver) = feed.as_mut()?;
+    let update = receiver.recv().await?;
+    Some((token.clone(), update))
+}
+
+/// The next upstream event, when this call listens for them.
+async fn next_event(
+    events: &mut Option<tokio::sync::broadcast::Receiver<UpstreamEvent>>,
+) -> Option<Result<UpstreamEvent, tokio::sync::broadcast::error::RecvError>> {
+    Some(events.as_mut()?.recv().await)
+}
+
+/// Sends one progress notification to the client of the call.
+async fn forward_progress(token: ProgressToken, update: ProgressUpdate, peer: &Peer<RoleServer>) {
+    let mut param = ProgressNotificationParam::new(token, update.progress);
+    if let Some(total) = update.total {
+        param = param.with_total(total);
+    }
+    if let Some(message) = update.message {
+        param = param.with_message(message);
+    }
+    let _ = peer.notify_progress(param).await;
 }
 
 /// Forwards an upstream log line to `peer` when it comes from `server` and the filter admits it.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use http::{StatusCode, header};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -110,6 +111,14 @@ pub async fn serve_http(
         ));
     }
     let shutdown = settings.shutdown.clone();
+    // Responses are SSE streams written in several small pieces (headers and priming event, the
+    // message, the closing chunk). With Nagle's algorithm on, a later piece waits for the ACK of
+    // the first, which a keep-alive client delays by up to 40 ms: every call would stall.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY on an accepted connection: {error}");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await?;

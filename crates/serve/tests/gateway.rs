@@ -44,6 +44,22 @@ impl ClientHandler for ListeningClient {
     }
 }
 
+/// A client that records the progress notifications it hears (progress and message).
+#[derive(Clone)]
+struct ProgressClient {
+    heard: tokio::sync::mpsc::UnboundedSender<(f64, Option<String>)>,
+}
+
+impl ClientHandler for ProgressClient {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.heard.send((params.progress, params.message));
+    }
+}
+
 impl ClientHandler for TestClient {
     fn get_info(&self) -> ClientConfig {
         let capabilities: ClientCapabilities = if self.answer.is_some() {
@@ -794,4 +810,38 @@ async fn flat_republishes_resources_and_prompts_with_their_server() {
     assert!(!prompt.messages.is_empty());
     client.cancel().await.unwrap();
     fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
+async fn upstream_progress_reaches_the_client() {
+    let fixture = gateway(Exposure::Passthrough, |_| {});
+    let (heard, mut progress) = tokio::sync::mpsc::unbounded_channel();
+    let (client_side, server_side) = tokio::io::duplex(1 << 20);
+    let handler = fixture.gateway.handler();
+    tokio::spawn(async move {
+        if let Ok(running) = handler.serve(server_side).await {
+            let _ = running.waiting().await;
+        }
+    });
+    let client = ProgressClient { heard }.serve(client_side).await.unwrap();
+    let slept = client
+        .call_tool(call("slow", json!({"ms": 350})))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&slept.content), "slept 350 ms");
+    // The client handles notifications on tasks of their own: wait for the updates (one every
+    // 100 ms, then the final one).
+    let mut updates: Vec<(f64, Option<String>)> = Vec::new();
+    while updates.len() < 3 || !updates.iter().any(|(done, _)| *done >= 350.0) {
+        let update = tokio::time::timeout(std::time::Duration::from_secs(10), progress.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no further progress after {updates:?}"))
+            .unwrap();
+        updates.push(update);
+    }
+    let mut sorted = updates.clone();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (last, message) = sorted.last().cloned().unwrap();
+    assert_eq!(last, 350.0, "{updates:?}");
+    assert_eq!(message.as_deref(), Some("slept 350 of 350 ms"));
 }
