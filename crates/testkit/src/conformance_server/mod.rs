@@ -575,7 +575,7 @@ pub async fn run(http: Option<SocketAddr>) -> Result<(), ConformanceServerError>
                 );
             let router = axum::Router::new().nest_service("/mcp", service);
             let listener = crate::fixtures::bind_and_announce(addr).await?;
-            axum::serve(listener, router).await?;
+            crate::fixtures::serve_router(listener, router).await?;
             Ok(())
         }
     }
