@@ -15,7 +15,7 @@ use warden_agent::{
     Agent, AgentError, AgentEvent, Message, ModelClient, RunOutcome, StopReason, ToolExecutor,
     ToolList, ToolSpec,
 };
-use warden_host::Host;
+use warden_host::{CallContext, Host};
 use warden_mcp::{FailureKind, ServerState, parse_prompt_arguments};
 use warden_policy::CallSource;
 
@@ -795,9 +795,8 @@ impl<'a> Chat<'a> {
         let done = self.background.0.clone();
         let label = format!("/mcp__{server}__{prompt}");
         tokio::spawn(async move {
-            let outcome = host
-                .get_prompt(&server, &prompt, arguments, CancellationToken::new())
-                .await;
+            let context = CallContext::new(CallSource::PromptGet, CancellationToken::new());
+            let outcome = host.get_prompt(context, &server, &prompt, arguments).await;
             let _ = done.send(match outcome {
                 Ok(result) => Background::PromptReady {
                     label,

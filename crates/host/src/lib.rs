@@ -453,20 +453,20 @@ impl Host {
     }
 
     /// Gets prompt `name` of `server` through the gate (tool `get_mcp_prompt`, audited with
-    /// source `prompt-get`): how every surface gets a prompt the user chose.
+    /// source `prompt-get` and the context's caller): how every surface gets a prompt the user
+    /// chose.
     pub async fn get_prompt(
         &self,
+        context: CallContext,
         server: &str,
         name: &str,
         arguments: std::collections::BTreeMap<String, String>,
-        cancel: CancellationToken,
     ) -> Result<rmcp::model::GetPromptResult, PromptRefused> {
         let outcome = self
-            .call(
-                CallSource::PromptGet,
+            .call_with(
+                context,
                 GET_PROMPT,
                 serde_json::json!({ "server": server, "name": name, "arguments": arguments }),
-                cancel,
             )
             .await;
         if outcome.is_error() {

@@ -962,13 +962,20 @@ impl ServerHandler for GatewayHandler {
                 (key, text)
             })
             .collect();
-        match runtime.get_prompt(&server, &name, arguments).await {
-            Ok(result) => {
-                let mut result: GetPromptResult = result;
+        // Through the gate like every prompt get (audited as `prompt-get`, with this client).
+        let mut call = CallContext::new(CallSource::PromptGet, context.ct.clone());
+        call.caller = Some(self.caller(&context));
+        match self
+            .gateway
+            .host
+            .get_prompt(call, &server, &name, arguments)
+            .await
+        {
+            Ok(mut result) => {
                 result.result_type = Some(ResultType::COMPLETE);
                 Ok(GetPromptResponse::Complete(result))
             }
-            Err(error) => Err(McpError::invalid_params(error.to_string(), None)),
+            Err(refused) => Err(McpError::invalid_params(refused.to_string(), None)),
         }
     }
 }

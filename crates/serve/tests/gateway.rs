@@ -808,6 +808,14 @@ async fn flat_republishes_resources_and_prompts_with_their_server() {
         .await
         .unwrap();
     assert!(!prompt.messages.is_empty());
+    // The get went through the gate, as a prompt get by this client.
+    let row = fixture
+        .audit()
+        .into_iter()
+        .find(|row| row.source == "prompt-get")
+        .expect("an audit record for the prompt get");
+    assert_eq!(row.tool.as_deref(), Some("get_mcp_prompt"));
+    assert!(row.caller.unwrap_or_default().starts_with("gateway-test/"));
     client.cancel().await.unwrap();
     fixture.gateway.host().shutdown().await;
 }

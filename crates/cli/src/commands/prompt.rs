@@ -84,13 +84,12 @@ async fn prompt(host: &warden_host::Host, args: &PromptArgs) -> anyhow::Result<E
     let arguments = parse_prompt_arguments(&text).context("reading the prompt's arguments")?;
     // Through the gate: the server's policy and the operator's rules apply, and the get is
     // audited (source `prompt-get`).
+    let context = warden_host::CallContext::new(
+        warden_policy::CallSource::PromptGet,
+        tokio_util::sync::CancellationToken::new(),
+    );
     let result = host
-        .get_prompt(
-            &args.server,
-            name,
-            arguments,
-            tokio_util::sync::CancellationToken::new(),
-        )
+        .get_prompt(context, &args.server, name, arguments)
         .await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&json!(result))?);
