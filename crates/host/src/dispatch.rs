@@ -8,13 +8,15 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ErrorData, InputRequiredResult, InputResponses,
-    RequestMetaObject, ServerResult,
+    CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, InputRequiredResult,
+    InputResponses, RequestMetaObject, ServerResult,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_mcp::artifacts::ArtifactStore;
-use warden_mcp::result::{ConversionContext, convert_tool_result};
+use warden_mcp::result::{
+    ConversionContext, ConvertedResult, DEFAULT_INLINE_LIMIT_BYTES, convert_tool_result,
+};
 use warden_mcp::{
     CallOptions, FailureKind, McpRuntime, Progress, RelayError, ToolIdentity as RawIdentity,
 };
@@ -120,8 +122,10 @@ fn forward_progress(sink: ProgressSender) -> tokio::sync::mpsc::Sender<Progress>
     sender
 }
 
-/// Converts a result for the model on a blocking thread (it may write artifact files). The
-/// result as sent goes to the call's relay, if any.
+/// Converts a result for the model. A result that will write no artifact (only text and
+/// resource links, small enough to be shown inline) is converted right here: it is a few
+/// string copies, cheaper than a thread hand-off. Anything else may write artifact files, so it
+/// is converted on a blocking thread. The result as sent goes to the call's relay, if any.
 pub(crate) async fn convert_off_thread(
     result: CallToolResult,
     server: String,
@@ -131,25 +135,88 @@ pub(crate) async fn convert_off_thread(
     if let Some(relay) = current_relay() {
         relay.put(RelayedAnswer::Tool(result.clone()));
     }
-    let converted = tokio::task::spawn_blocking(move || {
+    let converted = if converts_inline(&result, DEFAULT_INLINE_LIMIT_BYTES) {
         let context = ConversionContext::new(&server, &tool, &store);
         convert_tool_result(result, &context)
-    })
-    .await
-    .map_err(|error| DispatchError::new(format!("result conversion stopped: {error}")))?
+    } else {
+        tokio::task::spawn_blocking(move || {
+            let context = ConversionContext::new(&server, &tool, &store);
+            convert_tool_result(result, &context)
+        })
+        .await
+        .map_err(|error| DispatchError::new(format!("result conversion stopped: {error}")))?
+    }
     .map_err(|error| DispatchError::new(format!("result conversion failed: {error}")))?;
+    Ok(tool_output(converted))
+}
+
+/// Whether converting `result` can write no artifact file: every block is text or a resource
+/// link, and all its text, with the structured content, fits within `inline_limit` (so nothing
+/// is spilled). Errs on the side of "no": then the conversion runs on a blocking thread.
+fn converts_inline(result: &CallToolResult, inline_limit: usize) -> bool {
+    let mut budget = inline_limit;
+    for block in &result.content {
+        match block {
+            ContentBlock::Text(text) => match budget.checked_sub(text.text.len()) {
+                Some(left) => budget = left,
+                None => return false,
+            },
+            ContentBlock::ResourceLink(_) => {}
+            _ => return false,
+        }
+    }
+    result
+        .structured_content
+        .as_ref()
+        .is_none_or(|structured| pretty_json_fits(structured, budget))
+}
+
+/// Whether `value`, pretty-printed, surely takes at most `budget` bytes. Over-estimates (every
+/// string counted as if each byte were escaped to six, generous indentation), never under.
+fn pretty_json_fits(value: &Value, budget: usize) -> bool {
+    fn walk(value: &Value, depth: usize, budget: &mut usize) -> bool {
+        // Indentation, separators and brackets of this element, generously.
+        let overhead = 2 * depth + 8;
+        let cost = match value {
+            Value::Null | Value::Bool(_) | Value::Number(_) => overhead + 24,
+            Value::String(text) => overhead + 2 + 6 * text.len(),
+            Value::Array(_) | Value::Object(_) => overhead + 4,
+        };
+        let Some(left) = budget.checked_sub(cost) else {
+            return false;
+        };
+        *budget = left;
+        match value {
+            Value::Array(items) => items.iter().all(|item| walk(item, depth + 1, budget)),
+            Value::Object(entries) => entries.iter().all(|(key, item)| {
+                match budget.checked_sub(6 * key.len() + 4) {
+                    Some(left) => *budget = left,
+                    None => return false,
+                }
+                walk(item, depth + 1, budget)
+            }),
+            _ => true,
+        }
+    }
+    let mut budget = budget;
+    walk(value, 0, &mut budget)
+}
+
+/// The gate's view of a converted result (the text moved, not copied).
+fn tool_output(converted: ConvertedResult) -> ToolOutput {
     let size_bytes = converted.text.len() as u64
         + converted
             .artifacts
             .iter()
             .map(|artifact| artifact.bytes)
             .sum::<u64>();
-    Ok(ToolOutput {
-        text: converted.text.clone(),
+    let content = serde_json::to_value(&converted).ok();
+    ToolOutput {
+        text: converted.text,
         is_error: converted.is_error,
-        content: serde_json::to_value(&converted).ok(),
+        content,
         size_bytes,
-    })
+    }
 }
 
 /// The text the gate records for an `input_required` answer passed to the relaying surface.
@@ -286,6 +353,155 @@ impl McpDispatcher {
                 Err(DispatchError::timed_out(error.to_string()))
             }
             Err(RelayError::Failed(error)) => Err(DispatchError::new(error.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use rmcp::model::Resource;
+    use serde_json::json;
+
+    use super::*;
+
+    fn convert_directly(result: CallToolResult, store: &ArtifactStore) -> ToolOutput {
+        let context = ConversionContext::new("fx", "echo", store);
+        tool_output(convert_tool_result(result, &context).unwrap())
+    }
+
+    fn structured(value: Value) -> CallToolResult {
+        let mut result = CallToolResult::success(vec![ContentBlock::text("see below")]);
+        result.structured_content = Some(value);
+        result
+    }
+
+    /// Results that stay inline and results that spill or carry binary data.
+    fn results() -> Vec<(CallToolResult, bool)> {
+        let link = ContentBlock::resource_link(Resource::new("file:///a.txt", "a"));
+        let nested = json!({"rows": (0..40).map(|row| json!({"id": row, "name": format!("row \"{row}\"\n"), "ok": row % 2 == 0, "none": null})).collect::<Vec<_>>()});
+        vec![
+            (
+                CallToolResult::success(vec![ContentBlock::text("ping")]),
+                true,
+            ),
+            (CallToolResult::success(Vec::new()), true),
+            (
+                CallToolResult::error(vec![ContentBlock::text("it broke")]),
+                true,
+            ),
+            (
+                CallToolResult::success(vec![
+                    ContentBlock::text("a"),
+                    link,
+                    ContentBlock::text("b"),
+                ]),
+                true,
+            ),
+            (structured(nested.clone()), true),
+            (
+                CallToolResult::success(vec![ContentBlock::text(
+                    "x".repeat(DEFAULT_INLINE_LIMIT_BYTES),
+                )]),
+                true,
+            ),
+            (
+                CallToolResult::success(vec![ContentBlock::text(
+                    "x".repeat(DEFAULT_INLINE_LIMIT_BYTES + 1),
+                )]),
+                false,
+            ),
+            (
+                CallToolResult::success(vec![
+                    ContentBlock::text("y".repeat(DEFAULT_INLINE_LIMIT_BYTES / 2 + 1)),
+                    ContentBlock::text("z".repeat(DEFAULT_INLINE_LIMIT_BYTES / 2)),
+                ]),
+                false,
+            ),
+            (
+                CallToolResult::success(vec![ContentBlock::image("aGVsbG8=", "image/png")]),
+                false,
+            ),
+            (
+                structured(json!({"blob": "q".repeat(DEFAULT_INLINE_LIMIT_BYTES)})),
+                false,
+            ),
+        ]
+    }
+
+    #[test]
+    fn only_results_that_write_no_artifact_convert_inline() {
+        for (index, (result, inline)) in results().into_iter().enumerate() {
+            assert_eq!(
+                converts_inline(&result, DEFAULT_INLINE_LIMIT_BYTES),
+                inline,
+                "result {index}"
+            );
+            if inline {
+                let dir = tempfile::tempdir().unwrap();
+                let store = ArtifactStore::new(dir.path().join("artifacts"));
+                let output = convert_directly(result, &store);
+                assert_eq!(
+                    output.content.unwrap()["artifacts"],
+                    json!([]),
+                    "result {index}"
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn both_paths_give_the_same_output_as_the_conversion_itself() {
+        for (index, (result, inline)) in results().into_iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let store = ArtifactStore::new(dir.path().join("artifacts"));
+            let converted =
+                convert_off_thread(result.clone(), "fx".into(), "echo".into(), store.clone())
+                    .await
+                    .unwrap();
+            let again = tempfile::tempdir().unwrap();
+            let direct =
+                convert_directly(result, &ArtifactStore::new(again.path().join("artifacts")));
+            let artifacts = converted.content.as_ref().unwrap()["artifacts"]
+                .as_array()
+                .unwrap()
+                .len();
+            assert_eq!(artifacts > 0, !inline, "result {index}: artifacts written");
+            assert_eq!(converted.is_error, direct.is_error, "result {index}");
+            assert_eq!(converted.size_bytes, direct.size_bytes, "result {index}");
+            if inline {
+                assert_eq!(converted.text, direct.text, "result {index}");
+                assert_eq!(converted.content, direct.content, "result {index}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_structured_estimate_never_falls_short_of_the_pretty_text() {
+        let values = [
+            json!(null),
+            json!(1.0e300),
+            json!(-12345678901234567_i64),
+            json!("\u{1}\u{2}\"\\\n"),
+            json!({"a": [1, 2, {"b": [[], {}, "\u{7f}é"]}], "c": {"d": {"e": {"f": true}}}}),
+            json!(
+                (0..50)
+                    .map(|n| json!({"n": n, "s": "\u{0}".repeat(n)}))
+                    .collect::<Vec<_>>()
+            ),
+        ];
+        for value in values {
+            let pretty = serde_json::to_string_pretty(&value).unwrap().len();
+            for budget in [0, pretty / 2, pretty, pretty * 2, pretty * 8] {
+                if pretty_json_fits(&value, budget) {
+                    assert!(pretty <= budget, "{value}: {pretty} > {budget}");
+                }
+            }
+            assert!(
+                pretty_json_fits(&value, pretty * 16 + 64),
+                "{value}: fits a generous budget"
+            );
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The audit trail: one SQLite row per gate decision (WAL), and the query behind `warden audit`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
@@ -9,6 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::approval::BoxFuture;
 use crate::call::{CallSource, Decision, Layer};
 use crate::capability::{CapabilitySet, ToolAnnotations};
 use crate::time::{rfc3339_millis, unix_millis};
@@ -35,6 +38,17 @@ pub enum AuditError {
     /// The store's lock was poisoned by a panic elsewhere.
     #[error("audit database {0}: its lock was poisoned")]
     Poisoned(PathBuf),
+    /// The writer thread could not be started.
+    #[error("audit database {path}: cannot start its writer thread: {source}")]
+    StartWriter {
+        /// The database file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The writer thread stopped before it answered (it panicked).
+    #[error("audit database {0}: its writer thread stopped")]
+    WriterStopped(PathBuf),
 }
 
 /// One decision as the gate reports it.
@@ -88,8 +102,23 @@ pub fn arguments_digest(arguments: &Value) -> String {
 /// Where the gate sends its one record per call. A failure is returned to the gate, which
 /// reports it in the outcome and the log; it never fails the call.
 pub trait AuditSink: Send + Sync {
-    /// Stores one record.
+    /// Stores one record, blocking the calling thread until it is stored.
     fn record(&self, record: &AuditRecord) -> Result<(), AuditError>;
+
+    /// Stores one record; the future resolves once it is stored. The record is handed over
+    /// when this is called, so it is stored even if the future is dropped. The gate uses this,
+    /// with `alone` true when no other call is in flight in it (then writing on the caller's
+    /// thread delays nobody). By default it calls [`AuditSink::record`] at once; a sink that
+    /// does I/O should override it so that async workers do not block.
+    fn record_async(
+        &self,
+        record: AuditRecord,
+        alone: bool,
+    ) -> BoxFuture<'_, Result<(), AuditError>> {
+        let _ = alone;
+        let result = self.record(&record);
+        Box::pin(std::future::ready(result))
+    }
 }
 
 /// A filter for [`AuditStore::query`] (`warden audit [--session ID] [--since T] [--denied]`).
@@ -181,12 +210,33 @@ CREATE INDEX IF NOT EXISTS audit_session ON audit (session_id, id);
 CREATE INDEX IF NOT EXISTS audit_time ON audit (time_unix_ms);
 ";
 
+/// Records one writer transaction may hold at most (a bound on a waiter's wait, not a target).
+const MAX_BATCH: usize = 256;
+/// Commits between two WAL checkpoints (each commit writes a few pages; SQLite's own default
+/// is a checkpoint per 1,000 pages).
+const COMMITS_PER_CHECKPOINT: u32 = 250;
+
 /// The SQLite audit store (`<state>/audit.db`, WAL journal, 5 s busy timeout so several warden
 /// processes can write to it).
+///
+/// Every record is committed before its writer hears back, so a call's record is stored and
+/// visible to other processes by the time the call returns. Writes share one write connection.
+/// A lone call (see [`AuditSink::record_async`]) finding it idle commits its one record at once
+/// (a single INSERT, no thread hand-off, no waiting on a lock: `try_lock` only). Otherwise the
+/// record goes to a writer thread (started on first need) that commits everything waiting in
+/// one transaction (group commit) while the caller awaits its answer, so async workers never
+/// queue on SQLite.
+/// WAL checkpoints (the only writes that `fsync`) run on a checkpoint thread of their own, off
+/// every caller's path. Queries use a separate connection.
 #[derive(Debug)]
 pub struct AuditStore {
     path: PathBuf,
-    connection: Mutex<Option<Connection>>,
+    /// For queries; opened on first use (or by [`AuditStore::open`]).
+    reader: Mutex<Option<Connection>>,
+    /// The write connection and its bookkeeping.
+    shared: Arc<WriterShared>,
+    /// The writer thread's queue; started on first need.
+    writer: Mutex<Option<Sender<WriteJob>>>,
 }
 
 impl AuditStore {
@@ -195,7 +245,9 @@ impl AuditStore {
         let connection = connect(path)?;
         Ok(Self {
             path: path.to_path_buf(),
-            connection: Mutex::new(Some(connection)),
+            reader: Mutex::new(Some(connection)),
+            shared: WriterShared::new(path),
+            writer: Mutex::new(None),
         })
     }
 
@@ -204,7 +256,9 @@ impl AuditStore {
     pub fn open_lazily(path: &Path) -> Self {
         Self {
             path: path.to_path_buf(),
-            connection: Mutex::new(None),
+            reader: Mutex::new(None),
+            shared: WriterShared::new(path),
+            writer: Mutex::new(None),
         }
     }
 
@@ -213,29 +267,56 @@ impl AuditStore {
         &self.path
     }
 
-    fn with_connection<T>(
+    fn with_reader<T>(
         &self,
         work: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, AuditError> {
         let mut guard = self
-            .connection
+            .reader
             .lock()
             .map_err(|_| AuditError::Poisoned(self.path.clone()))?;
-        if guard.is_none() {
-            *guard = Some(connect(&self.path)?);
+        let connection = match guard.take() {
+            Some(connection) => guard.insert(connection),
+            None => guard.insert(connect(&self.path)?),
+        };
+        work(connection).map_err(|source| AuditError::Sqlite {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Commits `row` right here if the write connection is idle and nothing is queued (None:
+    /// it is busy; the row is for the writer thread).
+    fn write_if_idle(&self, row: &PendingRow) -> Option<Result<(), AuditError>> {
+        if self.shared.queued.load(Ordering::Acquire) != 0 {
+            return None;
         }
-        match guard.as_ref() {
-            Some(connection) => work(connection).map_err(|source| AuditError::Sqlite {
-                path: self.path.clone(),
-                source,
-            }),
-            None => Err(AuditError::Poisoned(self.path.clone())),
-        }
+        let mut state = self.shared.state.try_lock().ok()?;
+        Some(state.write_one(&self.path, row))
+    }
+
+    /// Hands `row` to the writer thread (starting it if needed); `reply` hears how it went.
+    fn submit(&self, row: PendingRow, reply: Reply) -> Result<(), AuditError> {
+        let mut writer = self
+            .writer
+            .lock()
+            .map_err(|_| AuditError::Poisoned(self.path.clone()))?;
+        let sender = match writer.take() {
+            Some(sender) => writer.insert(sender),
+            None => writer.insert(start_writer(&self.shared)?),
+        };
+        self.shared.queued.fetch_add(1, Ordering::AcqRel);
+        sender.send(WriteJob { row, reply }).map_err(|_| {
+            // The thread is gone (it panicked): the next record starts a new one.
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
+            *writer = None;
+            AuditError::WriterStopped(self.path.clone())
+        })
     }
 
     /// The journal mode in force (`wal`).
     pub fn journal_mode(&self) -> Result<String, AuditError> {
-        self.with_connection(|connection| {
+        self.with_reader(|connection| {
             connection.query_row("PRAGMA journal_mode", [], |row| row.get(0))
         })
     }
@@ -272,7 +353,7 @@ impl AuditStore {
              classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
              arguments_digest, arguments FROM audit {filter} ORDER BY id DESC LIMIT {limit}) ORDER BY id ASC"
         );
-        self.with_connection(|connection| {
+        self.with_reader(|connection| {
             let mut statement = connection.prepare(&sql)?;
             let rows = statement.query_map(params_from_iter(values.iter()), row_from_sql)?;
             rows.collect()
@@ -281,7 +362,7 @@ impl AuditStore {
 
     /// The highest row id so far (None when empty) — where `--follow` starts.
     pub fn last_id(&self) -> Result<Option<i64>, AuditError> {
-        self.with_connection(|connection| {
+        self.with_reader(|connection| {
             connection
                 .query_row("SELECT MAX(id) FROM audit", [], |row| {
                     row.get::<_, Option<i64>>(0)
@@ -293,47 +374,370 @@ impl AuditStore {
 }
 
 impl AuditSink for AuditStore {
+    /// Blocks the calling thread until the record is committed (for callers outside async code;
+    /// the gate uses [`AuditSink::record_async`]).
     fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
-        let annotations = record
-            .annotations
-            .as_ref()
-            .and_then(|annotations| serde_json::to_string(annotations).ok());
-        let arguments = record.arguments.as_ref().map(Value::to_string);
-        self.with_connection(|connection| {
-            // Prepared once per connection and reused (SQLite's statement cache).
-            connection.prepare_cached(
-                "INSERT INTO audit (time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
-                 classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-                 arguments_digest, arguments) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
-            )?.execute(params![
-                    unix_millis(record.time),
-                    record.session_id,
-                    record.source.as_str(),
-                    record.caller,
-                    record.server,
-                    record.tool,
-                    record.public_name,
-                    annotations,
-                    record.classes.to_names(),
-                    record.decision.as_str(),
-                    record.layer.as_str(),
-                    record.reason,
-                    millis(record.gate_duration),
-                    record.execution_duration.map(millis),
-                    record.result_bytes.map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX)),
-                    record.result_is_error,
-                    record.error,
-                    record.arguments_digest,
-                    arguments,
-                ],
-            )?;
-            Ok(())
+        let row = PendingRow::from(record);
+        if let Some(written) = self.write_if_idle(&row) {
+            return written;
+        }
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        self.submit(row, Reply::Blocking(reply))?;
+        answer
+            .recv()
+            .unwrap_or_else(|_| Err(AuditError::WriterStopped(self.path.clone())))
+    }
+
+    /// Alone (no other call in flight) and with the connection idle, the record is committed
+    /// right here: one INSERT, cheaper than two thread hand-offs. Otherwise it joins the writer
+    /// thread's next group commit and the async worker stays free for the other calls.
+    fn record_async(
+        &self,
+        record: AuditRecord,
+        alone: bool,
+    ) -> BoxFuture<'_, Result<(), AuditError>> {
+        // Written or queued now, so it is stored even if the caller stops waiting.
+        let row = PendingRow::from(&record);
+        if alone && let Some(written) = self.write_if_idle(&row) {
+            return Box::pin(std::future::ready(written));
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let submitted = self.submit(row, Reply::Async(reply));
+        Box::pin(async move {
+            submitted?;
+            answer
+                .await
+                .unwrap_or_else(|_| Err(AuditError::WriterStopped(self.path.clone())))
         })
     }
 }
 
+/// A record as it is bound to the INSERT (its JSON parts already rendered by the caller).
+#[derive(Debug)]
+struct PendingRow {
+    time_unix_ms: i64,
+    session_id: String,
+    source: &'static str,
+    caller: Option<String>,
+    server: Option<String>,
+    tool: Option<String>,
+    public_name: String,
+    annotations: Option<String>,
+    classes: String,
+    decision: &'static str,
+    layer: &'static str,
+    reason: Option<String>,
+    gate_ms: i64,
+    execution_ms: Option<i64>,
+    result_bytes: Option<i64>,
+    result_is_error: Option<bool>,
+    error: Option<String>,
+    arguments_digest: String,
+    arguments: Option<String>,
+}
+
+impl From<&AuditRecord> for PendingRow {
+    fn from(record: &AuditRecord) -> Self {
+        Self {
+            time_unix_ms: unix_millis(record.time),
+            session_id: record.session_id.clone(),
+            source: record.source.as_str(),
+            caller: record.caller.clone(),
+            server: record.server.clone(),
+            tool: record.tool.clone(),
+            public_name: record.public_name.clone(),
+            annotations: record
+                .annotations
+                .as_ref()
+                .and_then(|annotations| serde_json::to_string(annotations).ok()),
+            classes: record.classes.to_names(),
+            decision: record.decision.as_str(),
+            layer: record.layer.as_str(),
+            reason: record.reason.clone(),
+            gate_ms: millis(record.gate_duration),
+            execution_ms: record.execution_duration.map(millis),
+            result_bytes: record
+                .result_bytes
+                .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX)),
+            result_is_error: record.result_is_error,
+            error: record.error.clone(),
+            arguments_digest: record.arguments_digest.clone(),
+            arguments: record.arguments.as_ref().map(Value::to_string),
+        }
+    }
+}
+
+/// Where a record's outcome goes.
+enum Reply {
+    /// A task awaiting [`AuditSink::record_async`].
+    Async(tokio::sync::oneshot::Sender<Result<(), AuditError>>),
+    /// A thread blocked in [`AuditSink::record`].
+    Blocking(SyncSender<Result<(), AuditError>>),
+}
+
+impl Reply {
+    fn send(self, result: Result<(), AuditError>) {
+        // The caller may have stopped waiting; its record is stored all the same.
+        match self {
+            Reply::Async(sender) => {
+                let _ = sender.send(result);
+            }
+            Reply::Blocking(sender) => {
+                let _ = sender.send(result);
+            }
+        }
+    }
+}
+
+/// One record for the writer thread, and who waits for it.
+struct WriteJob {
+    row: PendingRow,
+    reply: Reply,
+}
+
+fn start_writer(shared: &Arc<WriterShared>) -> Result<Sender<WriteJob>, AuditError> {
+    let (sender, jobs) = std::sync::mpsc::channel();
+    let thread_shared = shared.clone();
+    std::thread::Builder::new()
+        .name("warden-audit".to_owned())
+        .spawn(move || write_queued(&thread_shared, &jobs))
+        .map_err(|source| AuditError::StartWriter {
+            path: shared.path.clone(),
+            source,
+        })?;
+    Ok(sender)
+}
+
+/// What the writer thread and callers committing inline share.
+#[derive(Debug)]
+struct WriterShared {
+    path: PathBuf,
+    /// Records handed to the writer thread and not yet taken by it.
+    queued: AtomicUsize,
+    state: Mutex<WriterState>,
+}
+
+impl WriterShared {
+    fn new(path: &Path) -> Arc<Self> {
+        Arc::new(Self {
+            path: path.to_path_buf(),
+            queued: AtomicUsize::new(0),
+            state: Mutex::new(WriterState::default()),
+        })
+    }
+}
+
+/// The write connection, held by whoever is committing.
+#[derive(Debug, Default)]
+struct WriterState {
+    /// Opened by the first record; a failed open is retried by the next one.
+    connection: Option<Connection>,
+    commits_since_checkpoint: u32,
+    /// Wakes the checkpoint thread (started by the first checkpoint).
+    checkpointer: Option<SyncSender<()>>,
+}
+
+/// The writer thread: commits whatever is waiting, in batches, until every [`AuditStore`]
+/// handle is gone.
+fn write_queued(shared: &WriterShared, jobs: &Receiver<WriteJob>) {
+    while let Ok(first) = jobs.recv() {
+        // A caller committing inline holds the connection for one INSERT at most; whatever
+        // arrives meanwhile joins this batch.
+        let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        state.write(&shared.path, batch);
+    }
+}
+
+impl WriterState {
+    fn connection(&mut self, path: &Path) -> Result<&Connection, AuditError> {
+        let connection = match self.connection.take() {
+            Some(connection) => connection,
+            None => connect_writer(path)?,
+        };
+        Ok(self.connection.insert(connection))
+    }
+
+    /// One record, in its own (autocommit) transaction.
+    fn write_one(&mut self, path: &Path, row: &PendingRow) -> Result<(), AuditError> {
+        let written = insert(self.connection(path)?, row).map_err(|source| AuditError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        });
+        self.committed(path);
+        written
+    }
+
+    /// Several records in one transaction; each caller hears its own outcome.
+    fn write(&mut self, path: &Path, batch: Vec<WriteJob>) {
+        if batch.len() == 1 {
+            for job in batch {
+                let written = self.write_one(path, &job.row);
+                job.reply.send(written);
+            }
+            return;
+        }
+        let mut batch = batch.into_iter();
+        let connection = loop {
+            match self.connection(path) {
+                Ok(_) => break self.connection.as_ref(),
+                // Each record retries the open and hears its own error.
+                Err(error) => match batch.next() {
+                    Some(job) => job.reply.send(Err(error)),
+                    None => return,
+                },
+            }
+        };
+        let Some(connection) = connection else {
+            return;
+        };
+        let batch: Vec<WriteJob> = batch.collect();
+        let sqlite = |source| AuditError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Err(error) = insert_all(connection, &batch) {
+            // Rolled back: write each record alone so each caller hears its own outcome.
+            tracing::debug!(%error, "audit batch failed; writing its records one by one");
+            for job in batch {
+                job.reply.send(insert(connection, &job.row).map_err(sqlite));
+            }
+        } else {
+            for job in batch {
+                job.reply.send(Ok(()));
+            }
+        }
+        self.committed(path);
+    }
+
+    /// Counts a commit; every so many, asks for a WAL checkpoint.
+    fn committed(&mut self, path: &Path) {
+        self.commits_since_checkpoint += 1;
+        if self.commits_since_checkpoint >= COMMITS_PER_CHECKPOINT {
+            self.commits_since_checkpoint = 0;
+            self.request_checkpoint(path);
+        }
+    }
+
+    /// Asks the checkpoint thread for a checkpoint (one pending request is enough).
+    fn request_checkpoint(&mut self, path: &Path) {
+        if self.checkpointer.is_none() {
+            let (sender, requests) = std::sync::mpsc::sync_channel(1);
+            let thread_path = path.to_path_buf();
+            let started = std::thread::Builder::new()
+                .name("warden-audit-checkpoint".to_owned())
+                .spawn(move || checkpoint_on_request(&thread_path, &requests));
+            match started {
+                Ok(_) => self.checkpointer = Some(sender),
+                Err(error) => {
+                    // Without the thread, checkpoint here (as SQLite would inside a commit).
+                    tracing::warn!(%error, "cannot start the audit checkpoint thread");
+                    if let Some(connection) = &self.connection {
+                        checkpoint(connection, path);
+                    }
+                    return;
+                }
+            }
+        }
+        if let Some(sender) = &self.checkpointer
+            && let Err(TrySendError::Disconnected(())) = sender.try_send(())
+        {
+            self.checkpointer = None;
+        }
+    }
+}
+
+/// Runs a passive WAL checkpoint per request, on its own connection, until the writer is gone.
+fn checkpoint_on_request(path: &Path, requests: &Receiver<()>) {
+    let mut connection = None;
+    while requests.recv().is_ok() {
+        if connection.is_none() {
+            match connect(path) {
+                Ok(opened) => connection = Some(opened),
+                Err(error) => {
+                    tracing::warn!(%error, "audit checkpoint: cannot open the database");
+                    continue;
+                }
+            }
+        }
+        if let Some(connection) = &connection {
+            checkpoint(connection, path);
+        }
+    }
+}
+
+/// Copies committed WAL frames into the database without waiting for readers or writers.
+fn checkpoint(connection: &Connection, path: &Path) {
+    let done = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        row.get::<_, i64>(0)
+    });
+    if let Err(error) = done {
+        tracing::debug!(%error, path = %path.display(), "audit WAL checkpoint failed");
+    }
+}
+
+const INSERT: &str = "INSERT INTO audit (time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
+     classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
+     arguments_digest, arguments) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+
+fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<()> {
+    // Prepared once per connection and reused (SQLite's statement cache).
+    connection.prepare_cached(INSERT)?.execute(params![
+        row.time_unix_ms,
+        row.session_id,
+        row.source,
+        row.caller,
+        row.server,
+        row.tool,
+        row.public_name,
+        row.annotations,
+        row.classes,
+        row.decision,
+        row.layer,
+        row.reason,
+        row.gate_ms,
+        row.execution_ms,
+        row.result_bytes,
+        row.result_is_error,
+        row.error,
+        row.arguments_digest,
+        row.arguments,
+    ])?;
+    Ok(())
+}
+
+/// Every row of `batch` in one transaction: all stored, or none.
+fn insert_all(connection: &Connection, batch: &[WriteJob]) -> rusqlite::Result<()> {
+    // IMMEDIATE takes the write lock up front (waiting out other processes' writers).
+    let transaction =
+        rusqlite::Transaction::new_unchecked(connection, rusqlite::TransactionBehavior::Immediate)?;
+    for job in batch {
+        insert(&transaction, &job.row)?;
+    }
+    transaction.commit()
+}
+
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A connection for the writer thread: WAL checkpoints are left to the checkpoint thread.
+fn connect_writer(path: &Path) -> Result<Connection, AuditError> {
+    let connection = connect(path)?;
+    connection
+        .pragma_update(None, "wal_autocheckpoint", 0)
+        .map_err(|source| AuditError::Sqlite {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(connection)
 }
 
 fn connect(path: &Path) -> Result<Connection, AuditError> {
@@ -400,4 +804,71 @@ fn row_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
         arguments_digest: row.get(18)?,
         arguments: arguments.and_then(|text| serde_json::from_str(&text).ok()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn record(public_name: &str) -> AuditRecord {
+        AuditRecord {
+            time: SystemTime::now(),
+            session_id: "s".into(),
+            source: CallSource::Agent,
+            caller: None,
+            server: None,
+            tool: None,
+            public_name: public_name.into(),
+            annotations: None,
+            classes: CapabilitySet::EMPTY,
+            decision: Decision::Denied,
+            layer: Layer::Resolve,
+            reason: None,
+            gate_duration: Duration::ZERO,
+            execution_duration: None,
+            result_bytes: None,
+            result_is_error: None,
+            error: None,
+            arguments_digest: arguments_digest(&Value::Null),
+            arguments: None,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn records_arriving_while_the_connection_is_busy_are_committed_as_one_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = AuditStore::open(&dir.path().join("audit.db")).unwrap();
+        store.record_async(record("inline"), true).await.unwrap();
+        let commits_before = store.shared.state.lock().unwrap().commits_since_checkpoint;
+        let busy = store.shared.state.lock().unwrap();
+        let waiting: Vec<_> = (0..5)
+            .map(|index| store.record_async(record(&format!("queued-{index}")), true))
+            .collect();
+        assert_eq!(store.shared.queued.load(Ordering::Acquire), 5);
+        drop(busy);
+        for written in futures::future::join_all(waiting).await {
+            written.unwrap();
+        }
+        let commits_after = store.shared.state.lock().unwrap().commits_since_checkpoint;
+        assert_eq!(
+            commits_after,
+            commits_before + 1,
+            "one transaction for the five"
+        );
+        let names: Vec<String> = store
+            .query(&AuditQuery::default())
+            .unwrap()
+            .into_iter()
+            .map(|row| row.public_name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "inline", "queued-0", "queued-1", "queued-2", "queued-3", "queued-4"
+            ]
+        );
+        assert_eq!(store.shared.queued.load(Ordering::Acquire), 0);
+    }
 }

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -139,6 +140,30 @@ pub struct Gate {
     granted: Mutex<HashMap<String, HashSet<ToolIdentity>>>,
     /// Compiled input schemas by tool identity (a changed schema is compiled afresh).
     schemas: SchemaCache,
+    /// Calls inside [`Gate::call`] right now (the audit store writes a lone call's record on
+    /// its own thread, and hands others to its group-commit writer).
+    in_flight: AtomicUsize,
+}
+
+/// Counts a call in flight until it is dropped (also when the caller drops the call).
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::AcqRel);
+        Self(counter)
+    }
+
+    /// Whether this is the only call in flight.
+    fn alone(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 1
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl std::fmt::Debug for Gate {
@@ -183,6 +208,7 @@ impl Gate {
             remembered: Mutex::new(HashMap::new()),
             granted: Mutex::new(HashMap::new()),
             schemas: SchemaCache::default(),
+            in_flight: AtomicUsize::new(0),
         }
     }
 
@@ -243,6 +269,7 @@ impl Gate {
     /// Runs one call through every layer, in order, and writes exactly one audit record.
     /// Never fails: every refusal, timeout and dispatch error is a [`GateOutcome`] with a reason.
     pub async fn call(&self, mut request: CallRequest) -> GateOutcome {
+        let in_flight = InFlight::enter(&self.in_flight);
         let mut trace = Trace {
             started: Instant::now(),
             time: SystemTime::now(),
@@ -256,7 +283,8 @@ impl Gate {
             arguments => arguments,
         };
         let result = self.run_layers(&request, &arguments, &mut trace).await;
-        self.finish(&request, &arguments, trace, result)
+        self.finish(&request, &arguments, trace, result, in_flight.alone())
+            .await
     }
 
     async fn run_layers(
@@ -498,12 +526,15 @@ impl Gate {
         Err(stopped)
     }
 
-    fn finish(
+    /// Writes the call's one audit record (waiting until it is stored, off the async workers)
+    /// and builds the outcome.
+    async fn finish(
         &self,
         request: &CallRequest,
         arguments: &Value,
         trace: Trace,
         step: Step,
+        alone: bool,
     ) -> GateOutcome {
         let gate_duration = trace.started.elapsed();
         let (identity, annotations) = match trace.resolved {
@@ -537,7 +568,7 @@ impl Gate {
             arguments_digest: arguments_digest(arguments),
             arguments: self.policy.audit_full_arguments.then(|| arguments.clone()),
         };
-        let audit_error = match self.audit.record(&record) {
+        let audit_error = match self.audit.record_async(record, alone).await {
             Ok(()) => None,
             Err(error) => {
                 tracing::warn!(%error, public_name = %request.public_name, "audit record could not be written; the call goes on");
