@@ -2,6 +2,7 @@
 //! reach tools only through the host ([`CodeModeHost`], the gate), under memory, time and call
 //! budgets; `code_search` browses and describes the tools it may call.
 
+mod calls;
 mod catalog;
 mod sandbox;
 

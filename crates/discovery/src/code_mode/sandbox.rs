@@ -1,103 +1,62 @@
-//! The QuickJS sandbox: one runtime and context per execution on a thread of its own, talking
-//! to the caller's task through channels; the caller enforces call budgets and wall time.
+//! The QuickJS sandbox: one runtime and context per execution on a thread of its own. On a
+//! multi-threaded Tokio runtime that thread borrows the host and polls the tool calls itself;
+//! elsewhere the calls go to the caller's task over channels. Budgets and wall time hold either way.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::channel::{mpsc, oneshot};
-use futures::stream::FuturesUnordered;
-use futures::{FutureExt, StreamExt};
-use rquickjs::function::Async;
-use rquickjs::{AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Function, Value};
+use futures::channel::oneshot;
+use rquickjs::promise::PromiseState;
+use rquickjs::{
+    CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Promise, Runtime, Value,
+};
+use tokio::runtime::{Handle, RuntimeFlavor};
 
+use super::calls::{
+    CallDriver, CallRequest, ChannelCalls, InlineCalls, Served, StopOnDrop, serve_calls,
+};
 use super::{CodeModeError, CodeModeHost, CodeModeLimits, ExecutionReport, ExecutionStatus};
 
-/// How long the caller waits for the sandbox thread to stop after the time limit fired.
-const STOP_GRACE: Duration = Duration::from_secs(2);
 /// Native stack of the sandbox thread; the JavaScript stack limit sits well inside it.
 const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
-
-/// A tool call from the script, waiting for the caller to run it.
-struct HostRequest {
-    server: String,
-    tool: String,
-    arguments: String,
-    reply: oneshot::Sender<Result<String, String>>,
-}
+/// The sandbox thread's name.
+const THREAD_NAME: &str = "warden-code-mode";
 
 /// What the sandbox thread hands back.
-struct ScriptOutcome {
+pub(super) struct ScriptOutcome {
     value: Result<Option<String>, String>,
     logs: String,
     logs_truncated: bool,
 }
 
+/// How one run of the sandbox ended, whichever way its calls went.
+type SandboxRun = Served<Result<ScriptOutcome, String>>;
+
 /// Runs `code` in a fresh sandbox. `code` is either an expression (its value is returned; a
 /// returned function is called, a promise awaited) or the body of an async function (use
 /// `return`). Inside, `await tools.call(server, tool, args)` goes to `host`.
+///
+/// On a multi-threaded Tokio runtime the execution blocks the calling task (inside
+/// [`tokio::task::block_in_place`], so the runtime's other tasks move on) while a sandbox thread
+/// runs the script and drives the host's call futures itself; on a current-thread runtime the
+/// sandbox thread hands its calls to this task instead.
 pub async fn execute(
     host: &dyn CodeModeHost,
     code: &str,
     limits: CodeModeLimits,
 ) -> Result<ExecutionReport, CodeModeError> {
     let started = Instant::now();
+    let deadline = started + limits.time;
     let stop = Arc::new(AtomicBool::new(false));
-    let (request_tx, mut request_rx) = mpsc::unbounded::<HostRequest>();
-    let (done_tx, done_rx) = oneshot::channel::<Result<ScriptOutcome, String>>();
-    let thread_stop = stop.clone();
-    let script = code.to_string();
-    std::thread::Builder::new()
-        .name("warden-code-mode".to_string())
-        .stack_size(THREAD_STACK_BYTES)
-        .spawn(move || {
-            let outcome = futures::executor::block_on(run_script(
-                script,
-                limits,
-                thread_stop,
-                started,
-                request_tx,
-            ));
-            let _ = done_tx.send(outcome);
-        })
-        .map_err(|error| CodeModeError::Unavailable {
-            cause: format!("cannot start the sandbox thread: {error}"),
-        })?;
-
-    let mut budget = Budget::new(limits);
-    let mut in_flight = FuturesUnordered::new();
-    let deadline = tokio::time::sleep(limits.time);
-    tokio::pin!(deadline);
-    let mut done = done_rx.fuse();
-    let mut timed_out = false;
-    let outcome = loop {
-        tokio::select! {
-            outcome = &mut done => break outcome.ok(),
-            Some(request) = request_rx.next() => {
-                if let Some(request) = budget.admit(request) {
-                    in_flight.push(run_call(host, request));
-                }
-            }
-            Some((server, reply, result)) = in_flight.next() => {
-                let result = budget.settle(&server, result);
-                let _ = reply.send(result);
-                if let Some(next) = budget.next_queued(&server) {
-                    in_flight.push(run_call(host, next));
-                }
-            }
-            () = &mut deadline, if !timed_out => {
-                timed_out = true;
-                stop.store(true, Ordering::SeqCst);
-                in_flight.clear();
-                budget.queued.clear();
-                request_rx.close();
-                let grace = tokio::time::timeout(STOP_GRACE, &mut done).await;
-                break grace.ok().and_then(Result::ok);
-            }
+    let run = match Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            run_inline(host, code, limits, deadline, &stop, runtime)?
         }
+        _ => run_on_channels(host, code, limits, deadline, &stop).await?,
     };
     let elapsed = started.elapsed();
     let mut report = ExecutionReport {
@@ -107,14 +66,14 @@ pub async fn execute(
         error: None,
         logs: String::new(),
         logs_truncated: false,
-        calls: budget.calls,
-        result_bytes: budget.result_bytes,
+        calls: run.calls,
+        result_bytes: run.result_bytes,
         elapsed,
     };
-    let outcome = match outcome {
+    let outcome = match run.outcome {
         Some(Ok(outcome)) => outcome,
         Some(Err(cause)) => return Err(CodeModeError::Unavailable { cause }),
-        None if timed_out => {
+        None if run.timed_out => {
             report.status = ExecutionStatus::TimedOut;
             report.error = Some(time_limit_message(limits.time));
             return Ok(report);
@@ -127,7 +86,7 @@ pub async fn execute(
     };
     report.logs = outcome.logs;
     report.logs_truncated = outcome.logs_truncated;
-    if timed_out || stop.load(Ordering::SeqCst) {
+    if run.timed_out {
         report.status = ExecutionStatus::TimedOut;
         report.error = Some(time_limit_message(limits.time));
         return Ok(report);
@@ -161,103 +120,287 @@ fn time_limit_message(limit: Duration) -> String {
     )
 }
 
-type CallResult = (
-    String,
-    oneshot::Sender<Result<String, String>>,
-    Result<String, String>,
-);
-
-async fn run_call(host: &dyn CodeModeHost, request: HostRequest) -> CallResult {
-    let HostRequest {
-        server,
-        tool,
-        arguments,
-        reply,
-    } = request;
-    let result = match serde_json::from_str::<serde_json::Value>(&arguments) {
-        Ok(arguments) => match host.call(&server, &tool, arguments).await {
-            Ok(value) => serde_json::to_string(&value).map_err(|e| e.to_string()),
-            Err(message) => Err(message),
-        },
-        Err(error) => Err(format!("the arguments are not JSON: {error}")),
-    };
-    (server, reply, result)
+fn thread_error(error: std::io::Error) -> CodeModeError {
+    CodeModeError::Unavailable {
+        cause: format!("cannot start the sandbox thread: {error}"),
+    }
 }
 
-/// Per-execution budgets: total calls, calls in flight per server, result bytes.
-struct Budget {
+/// The sandbox thread borrows `host` and polls the calls itself (no hand-off per call); this
+/// thread waits for it inside `block_in_place`, so the runtime's other tasks keep running.
+fn run_inline(
+    host: &dyn CodeModeHost,
+    code: &str,
     limits: CodeModeLimits,
-    calls: u32,
-    result_bytes: usize,
-    in_flight: HashMap<String, usize>,
-    queued: HashMap<String, VecDeque<HostRequest>>,
+    deadline: Instant,
+    stop: &Arc<AtomicBool>,
+    runtime: Handle,
+) -> Result<SandboxRun, CodeModeError> {
+    tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            let sandbox = std::thread::Builder::new()
+                .name(THREAD_NAME.to_string())
+                .stack_size(THREAD_STACK_BYTES)
+                .spawn_scoped(scope, move || {
+                    let mut calls = InlineCalls::new(host, runtime, limits, deadline);
+                    let outcome = run_script(code, limits, stop, deadline, &mut calls);
+                    let (calls, result_bytes) = calls.finish();
+                    SandboxRun {
+                        outcome: Some(outcome),
+                        timed_out: stop.load(Ordering::SeqCst),
+                        calls,
+                        result_bytes,
+                    }
+                })
+                .map_err(thread_error)?;
+            sandbox.join().map_err(|_| CodeModeError::Unavailable {
+                cause: "the sandbox thread ended without a result".to_string(),
+            })
+        })
+    })
 }
 
-impl Budget {
-    fn new(limits: CodeModeLimits) -> Self {
-        Self {
-            limits,
-            calls: 0,
-            result_bytes: 0,
-            in_flight: HashMap::new(),
-            queued: HashMap::new(),
-        }
-    }
+/// The sandbox thread sends its calls to this task, which runs them and answers.
+async fn run_on_channels(
+    host: &dyn CodeModeHost,
+    code: &str,
+    limits: CodeModeLimits,
+    deadline: Instant,
+    stop: &Arc<AtomicBool>,
+) -> Result<SandboxRun, CodeModeError> {
+    let (mut calls, requests, answers) = ChannelCalls::new();
+    let (done_tx, done_rx) = oneshot::channel::<Result<ScriptOutcome, String>>();
+    let thread_stop = stop.clone();
+    let script = code.to_string();
+    std::thread::Builder::new()
+        .name(THREAD_NAME.to_string())
+        .stack_size(THREAD_STACK_BYTES)
+        .spawn(move || {
+            let outcome = run_script(&script, limits, &thread_stop, deadline, &mut calls);
+            let _ = done_tx.send(outcome);
+        })
+        .map_err(thread_error)?;
+    // If this future is dropped mid-run, the script stops at its next interrupt check.
+    let _stop_if_abandoned = StopOnDrop(stop.clone());
+    let mut served = serve_calls(host, limits, stop, requests, answers, done_rx).await;
+    served.timed_out |= stop.load(Ordering::SeqCst);
+    Ok(served)
+}
 
-    /// Refuses the call when a budget is spent, queues it when its server is busy, or hands it
-    /// back to be started now.
-    fn admit(&mut self, request: HostRequest) -> Option<HostRequest> {
-        if self.calls >= self.limits.max_calls {
-            let _ = request.reply.send(Err(format!(
-                "code-mode budget exhausted: at most {} tool calls per execution",
-                self.limits.max_calls
-            )));
-            return None;
-        }
-        if self.result_bytes >= self.limits.max_result_bytes {
-            let _ = request.reply.send(Err(format!(
-                "code-mode budget exhausted: tool results already reached {} bytes in this execution",
-                self.limits.max_result_bytes
-            )));
-            return None;
-        }
-        self.calls += 1;
-        let running = self.in_flight.entry(request.server.clone()).or_default();
-        if *running >= self.limits.max_concurrent_per_server.max(1) {
-            self.queued
-                .entry(request.server.clone())
-                .or_default()
-                .push_back(request);
-            return None;
-        }
-        *running += 1;
-        Some(request)
-    }
+/// The script's calls as its side of the sandbox sees them: promises waiting for answers and
+/// calls made since the driver last looked.
+struct ScriptCalls<'js> {
+    next_id: u64,
+    /// Each waiting call's `resolve` and `reject`.
+    pending: HashMap<u64, (Function<'js>, Function<'js>)>,
+    outgoing: Vec<CallRequest>,
+}
 
-    /// Accounts for a finished call; a result that overflows the byte budget is withheld.
-    fn settle(&mut self, server: &str, result: Result<String, String>) -> Result<String, String> {
-        if let Some(running) = self.in_flight.get_mut(server) {
-            *running = running.saturating_sub(1);
+/// Builds the runtime and context under the limits, runs `code` and collects its console.
+fn run_script(
+    code: &str,
+    limits: CodeModeLimits,
+    stop: &Arc<AtomicBool>,
+    deadline: Instant,
+    calls: &mut dyn CallDriver,
+) -> Result<ScriptOutcome, String> {
+    let runtime = Runtime::new().map_err(|e| format!("cannot create a QuickJS runtime: {e}"))?;
+    runtime.set_memory_limit(limits.memory_bytes);
+    runtime.set_max_stack_size(limits.stack_bytes);
+    let handler_stop = stop.clone();
+    runtime.set_interrupt_handler(Some(Box::new(move || {
+        if handler_stop.load(Ordering::Relaxed) {
+            return true;
         }
-        let json = result?;
-        if self.result_bytes + json.len() > self.limits.max_result_bytes {
-            self.result_bytes = self.limits.max_result_bytes;
-            return Err(format!(
-                "code-mode budget exhausted: this result ({} bytes) would take tool results past {} bytes in this execution",
-                json.len(),
-                self.limits.max_result_bytes
-            ));
+        if Instant::now() >= deadline {
+            handler_stop.store(true, Ordering::Relaxed);
+            return true;
         }
-        self.result_bytes += json.len();
-        Ok(json)
-    }
+        false
+    })));
+    let context =
+        Context::full(&runtime).map_err(|e| format!("cannot create a QuickJS context: {e}"))?;
+    let logs = Rc::new(RefCell::new(LogBuffer {
+        text: String::new(),
+        truncated: false,
+        limit: limits.max_log_bytes,
+    }));
+    let script_logs = logs.clone();
+    let value = context.with(|ctx| run_in_context(&ctx, code, script_logs, stop, calls));
+    drop(context);
+    runtime.run_gc();
+    let logs = Rc::try_unwrap(logs)
+        .map(RefCell::into_inner)
+        .unwrap_or_else(|shared| {
+            let buffer = shared.borrow();
+            LogBuffer {
+                text: buffer.text.clone(),
+                truncated: buffer.truncated,
+                limit: buffer.limit,
+            }
+        });
+    Ok(ScriptOutcome {
+        value,
+        logs: logs.text,
+        logs_truncated: logs.truncated,
+    })
+}
 
-    /// The next waiting call for `server`, now started.
-    fn next_queued(&mut self, server: &str) -> Option<HostRequest> {
-        let next = self.queued.get_mut(server)?.pop_front()?;
-        *self.in_flight.entry(server.to_string()).or_default() += 1;
-        Some(next)
+fn run_in_context<'js>(
+    ctx: &Ctx<'js>,
+    code: &str,
+    logs: Rc<RefCell<LogBuffer>>,
+    stop: &AtomicBool,
+    calls: &mut dyn CallDriver,
+) -> Result<Option<String>, String> {
+    let script_calls = Rc::new(RefCell::new(ScriptCalls {
+        next_id: 0,
+        pending: HashMap::new(),
+        outgoing: Vec::new(),
+    }));
+    let value = drive_script(ctx, code, logs, &script_calls, stop, calls);
+    // The resolve/reject functions held here must go before the context does.
+    script_calls.borrow_mut().pending.clear();
+    value
+}
+
+/// Evaluates the script, then alternates between running its jobs and waiting for tool answers
+/// until its promise settles or the execution is stopped.
+fn drive_script<'js>(
+    ctx: &Ctx<'js>,
+    code: &str,
+    logs: Rc<RefCell<LogBuffer>>,
+    script_calls: &Rc<RefCell<ScriptCalls<'js>>>,
+    stop: &AtomicBool,
+    calls: &mut dyn CallDriver,
+) -> Result<Option<String>, String> {
+    let sink = Function::new(ctx.clone(), move |level: String, line: String| {
+        logs.borrow_mut().push(&level, &line);
+    })
+    .map_err(|e| describe_error(ctx, e))?;
+    let native_calls = script_calls.clone();
+    let native = Function::new(
+        ctx.clone(),
+        move |ctx: Ctx<'js>,
+              server: String,
+              tool: String,
+              arguments: String|
+              -> rquickjs::Result<Promise<'js>> {
+            let (promise, resolve, reject) = ctx.promise()?;
+            let mut calls = native_calls.borrow_mut();
+            calls.next_id += 1;
+            let id = calls.next_id;
+            calls.pending.insert(id, (resolve, reject));
+            calls.outgoing.push(CallRequest {
+                id,
+                server,
+                tool,
+                arguments,
+            });
+            Ok(promise)
+        },
+    )
+    .map_err(|e| describe_error(ctx, e))?;
+    let prelude: Function = ctx.eval(PRELUDE).catch(ctx).map_err(|e| caught_text(&e))?;
+    prelude
+        .call::<_, ()>((sink, native))
+        .catch(ctx)
+        .map_err(|e| caught_text(&e))?;
+
+    let main: Function = match ctx
+        .eval::<Function, _>(format!("(async () => (\n{code}\n))"))
+        .catch(ctx)
+    {
+        Ok(function) => function,
+        Err(_) => ctx
+            .eval::<Function, _>(format!("(async () => {{\n{code}\n}})"))
+            .catch(ctx)
+            .map_err(|e| caught_text(&e))?,
+    };
+    let runner: Function = ctx.eval(RUNNER).catch(ctx).map_err(|e| caught_text(&e))?;
+    let promise: Promise = runner
+        .call((main,))
+        .catch(ctx)
+        .map_err(|e| caught_text(&e))?;
+    loop {
+        while !stop.load(Ordering::Relaxed) && ctx.execute_pending_job() {}
+        let requests = std::mem::take(&mut script_calls.borrow_mut().outgoing);
+        for request in requests {
+            calls.start(request);
+        }
+        if stop.load(Ordering::Relaxed) || promise.state() != PromiseState::Pending {
+            break;
+        }
+        let Some(answers) = calls.wait() else {
+            stop.store(true, Ordering::SeqCst);
+            break;
+        };
+        for (id, result) in answers {
+            let capability = script_calls.borrow_mut().pending.remove(&id);
+            if let Some(capability) = capability {
+                settle_call(ctx, capability, result);
+            }
+        }
     }
+    let value: Value = match promise.result::<Value>() {
+        Some(result) => result.catch(ctx).map_err(|e| caught_text(&e))?,
+        None => return Err("the execution was stopped".to_string()),
+    };
+    if value.is_undefined() {
+        return Ok(None);
+    }
+    let json: String = value
+        .get::<rquickjs::Coerced<String>>()
+        .map(|c| c.0)
+        .map_err(|e| describe_error(ctx, e))?;
+    Ok(Some(json))
+}
+
+/// Resolves a call's promise with its value, or rejects it with an `Error` carrying the message.
+fn settle_call<'js>(
+    ctx: &Ctx<'js>,
+    (resolve, reject): (Function<'js>, Function<'js>),
+    result: Result<serde_json::Value, String>,
+) {
+    let settled = match result {
+        Ok(value) => json_to_js(ctx, &value).and_then(|value| resolve.call::<_, ()>((value,))),
+        Err(message) => Exception::from_message(ctx.clone(), &message)
+            .and_then(|error| reject.call::<_, ()>((error,))),
+    };
+    if let Err(error) = settled {
+        // Converting failed (out of memory, say): the script gets that as the call's error.
+        let thrown = if error.is_exception() {
+            ctx.catch()
+        } else {
+            rquickjs::String::from_str(ctx.clone(), &error.to_string())
+                .map(rquickjs::String::into_value)
+                .unwrap_or_else(|_| Value::new_undefined(ctx.clone()))
+        };
+        if reject.call::<_, ()>((thrown,)).is_err() {
+            ctx.catch();
+        }
+    }
+}
+
+/// A tool's JSON value as a JavaScript value: scalars directly, objects and arrays through
+/// QuickJS's own JSON parser (the same value `JSON.parse` would give).
+fn json_to_js<'js>(ctx: &Ctx<'js>, value: &serde_json::Value) -> rquickjs::Result<Value<'js>> {
+    use serde_json::Value as Json;
+    Ok(match value {
+        Json::Null => Value::new_null(ctx.clone()),
+        Json::Bool(flag) => Value::new_bool(ctx.clone(), *flag),
+        Json::Number(number) => match number.as_i64().and_then(|n| i32::try_from(n).ok()) {
+            Some(small) => Value::new_int(ctx.clone(), small),
+            None => Value::new_number(ctx.clone(), number.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(text) => rquickjs::String::from_str(ctx.clone(), text)?.into_value(),
+        Json::Array(_) | Json::Object(_) => {
+            let text = serde_json::to_string(value).map_err(|e| {
+                rquickjs::Error::new_from_js_message("JSON", "value", e.to_string())
+            })?;
+            ctx.json_parse(text)?
+        }
+    })
 }
 
 /// Captured console output, capped.
@@ -306,13 +449,18 @@ const PRELUDE: &str = r#"(function (sink, native) {
     log: logger("log"), info: logger("log"), debug: logger("log"),
     warn: logger("warn"), error: logger("error"),
   });
+  const rejected = Promise.reject.bind(Promise);
+  const encode = JSON.stringify;
   globalThis.tools = Object.freeze({
-    call: async (server, tool, args) => {
-      if (typeof server !== "string" || typeof tool !== "string") {
-        throw new TypeError("tools.call(server, tool, args): server and tool must be strings");
+    call: (server, tool, args) => {
+      try {
+        if (typeof server !== "string" || typeof tool !== "string") {
+          throw new TypeError("tools.call(server, tool, args): server and tool must be strings");
+        }
+        return native(server, tool, encode(args === undefined ? {} : args));
+      } catch (error) {
+        return rejected(error);
       }
-      const text = await native(server, tool, JSON.stringify(args === undefined ? {} : args));
-      return JSON.parse(text);
     },
   });
 })"#;
@@ -323,133 +471,6 @@ const RUNNER: &str = r#"(async function (main) {
   if (typeof value === "function") value = await value();
   return value === undefined ? undefined : JSON.stringify(value);
 })"#;
-
-async fn run_script(
-    code: String,
-    limits: CodeModeLimits,
-    stop: Arc<AtomicBool>,
-    started: Instant,
-    requests: mpsc::UnboundedSender<HostRequest>,
-) -> Result<ScriptOutcome, String> {
-    let runtime =
-        AsyncRuntime::new().map_err(|e| format!("cannot create a QuickJS runtime: {e}"))?;
-    runtime.set_memory_limit(limits.memory_bytes).await;
-    runtime.set_max_stack_size(limits.stack_bytes).await;
-    let deadline = started + limits.time;
-    let handler_stop = stop.clone();
-    runtime
-        .set_interrupt_handler(Some(Box::new(move || {
-            if handler_stop.load(Ordering::Relaxed) {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                handler_stop.store(true, Ordering::Relaxed);
-                return true;
-            }
-            false
-        })))
-        .await;
-    let context = AsyncContext::full(&runtime)
-        .await
-        .map_err(|e| format!("cannot create a QuickJS context: {e}"))?;
-    let logs = Rc::new(RefCell::new(LogBuffer {
-        text: String::new(),
-        truncated: false,
-        limit: limits.max_log_bytes,
-    }));
-    let script_logs = logs.clone();
-    let value = context
-        .async_with(async |ctx| run_in_context(&ctx, &code, script_logs, requests).await)
-        .await;
-    drop(context);
-    runtime.run_gc().await;
-    let logs = Rc::try_unwrap(logs)
-        .map(RefCell::into_inner)
-        .unwrap_or_else(|shared| {
-            let buffer = shared.borrow();
-            LogBuffer {
-                text: buffer.text.clone(),
-                truncated: buffer.truncated,
-                limit: buffer.limit,
-            }
-        });
-    Ok(ScriptOutcome {
-        value,
-        logs: logs.text,
-        logs_truncated: logs.truncated,
-    })
-}
-
-async fn run_in_context<'js>(
-    ctx: &Ctx<'js>,
-    code: &str,
-    logs: Rc<RefCell<LogBuffer>>,
-    requests: mpsc::UnboundedSender<HostRequest>,
-) -> Result<Option<String>, String> {
-    let sink = Function::new(ctx.clone(), move |level: String, line: String| {
-        logs.borrow_mut().push(&level, &line);
-    })
-    .map_err(|e| describe_error(ctx, e))?;
-    let native = Function::new(
-        ctx.clone(),
-        Async(
-            move |ctx: Ctx<'js>, server: String, tool: String, arguments: String| {
-                let requests = requests.clone();
-                async move {
-                    let (reply, answer) = oneshot::channel();
-                    let sent = requests.unbounded_send(HostRequest {
-                        server,
-                        tool,
-                        arguments,
-                        reply,
-                    });
-                    let result = match sent {
-                        Ok(()) => answer
-                            .await
-                            .unwrap_or_else(|_| Err("the execution is ending".to_string())),
-                        Err(_) => Err("the execution is ending".to_string()),
-                    };
-                    result.map_err(|message| rquickjs::Exception::throw_message(&ctx, &message))
-                }
-            },
-        ),
-    )
-    .map_err(|e| describe_error(ctx, e))?;
-    let prelude: Function = ctx.eval(PRELUDE).catch(ctx).map_err(|e| caught_text(&e))?;
-    prelude
-        .call::<_, ()>((sink, native))
-        .catch(ctx)
-        .map_err(|e| caught_text(&e))?;
-
-    let main: Function = match ctx
-        .eval::<Function, _>(format!("(async () => (\n{code}\n))"))
-        .catch(ctx)
-    {
-        Ok(function) => function,
-        Err(_) => ctx
-            .eval::<Function, _>(format!("(async () => {{\n{code}\n}})"))
-            .catch(ctx)
-            .map_err(|e| caught_text(&e))?,
-    };
-    let runner: Function = ctx.eval(RUNNER).catch(ctx).map_err(|e| caught_text(&e))?;
-    let promise: rquickjs::Promise = runner
-        .call((main,))
-        .catch(ctx)
-        .map_err(|e| caught_text(&e))?;
-    let value: Value = promise
-        .into_future::<Value>()
-        .await
-        .catch(ctx)
-        .map_err(|e| caught_text(&e))?;
-    if value.is_undefined() {
-        return Ok(None);
-    }
-    let json: String = value
-        .get::<rquickjs::Coerced<String>>()
-        .map(|c| c.0)
-        .map_err(|e| describe_error(ctx, e))?;
-    Ok(Some(json))
-}
 
 fn describe_error(ctx: &Ctx<'_>, error: rquickjs::Error) -> String {
     if error.is_exception() {

@@ -1,0 +1,389 @@
+//! Tool calls from a sandbox: the per-execution budgets, and the two ways a call reaches the
+//! host — polled on the sandbox thread itself ([`InlineCalls`], on a multi-threaded Tokio
+//! runtime) or handed to the caller's task over channels ([`ChannelCalls`], elsewhere).
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::channel::{mpsc, oneshot};
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use serde_json::Value;
+
+use super::{BoxFuture, CodeModeHost, CodeModeLimits};
+
+/// A `tools.call` from the script.
+pub(super) struct CallRequest {
+    /// Which of the script's promises the answer settles.
+    pub id: u64,
+    pub server: String,
+    pub tool: String,
+    /// The arguments as `JSON.stringify` wrote them.
+    pub arguments: String,
+}
+
+/// A finished call: the promise it settles and the value or the message to throw.
+pub(super) type Finished = (u64, Result<Value, String>);
+
+/// How the sandbox's calls reach the host.
+pub(super) trait CallDriver {
+    /// Hands a call over (or refuses it); its answer comes back from [`CallDriver::wait`].
+    fn start(&mut self, request: CallRequest);
+    /// Blocks until at least one call has an answer. `None` when the execution is stopping: the
+    /// time limit passed, or the caller is gone.
+    fn wait(&mut self) -> Option<Vec<Finished>>;
+}
+
+/// Per-execution budgets: total calls, calls in flight per server, result bytes.
+pub(super) struct Budget {
+    limits: CodeModeLimits,
+    pub calls: u32,
+    pub result_bytes: usize,
+    in_flight: HashMap<String, usize>,
+    queued: HashMap<String, VecDeque<CallRequest>>,
+}
+
+/// What [`Budget::admit`] decided.
+pub(super) enum Admission {
+    /// Start it now.
+    Start(CallRequest),
+    /// Its server is busy; [`Budget::next_queued`] hands it back later.
+    Queued,
+    /// A budget is spent: the call's answer is this refusal.
+    Refused(Finished),
+}
+
+impl Budget {
+    pub fn new(limits: CodeModeLimits) -> Self {
+        Self {
+            limits,
+            calls: 0,
+            result_bytes: 0,
+            in_flight: HashMap::new(),
+            queued: HashMap::new(),
+        }
+    }
+
+    /// Refuses the call when a budget is spent, queues it when its server is busy, or hands it
+    /// back to be started now.
+    pub fn admit(&mut self, request: CallRequest) -> Admission {
+        if self.calls >= self.limits.max_calls {
+            return Admission::Refused((
+                request.id,
+                Err(format!(
+                    "code-mode budget exhausted: at most {} tool calls per execution",
+                    self.limits.max_calls
+                )),
+            ));
+        }
+        if self.result_bytes >= self.limits.max_result_bytes {
+            return Admission::Refused((
+                request.id,
+                Err(format!(
+                    "code-mode budget exhausted: tool results already reached {} bytes in this execution",
+                    self.limits.max_result_bytes
+                )),
+            ));
+        }
+        self.calls += 1;
+        let running = self.in_flight.entry(request.server.clone()).or_default();
+        if *running >= self.limits.max_concurrent_per_server.max(1) {
+            self.queued
+                .entry(request.server.clone())
+                .or_default()
+                .push_back(request);
+            return Admission::Queued;
+        }
+        *running += 1;
+        Admission::Start(request)
+    }
+
+    /// Accounts for a finished call; a result that overflows the byte budget is withheld.
+    pub fn settle(&mut self, server: &str, result: Result<Value, String>) -> Result<Value, String> {
+        if let Some(running) = self.in_flight.get_mut(server) {
+            *running = running.saturating_sub(1);
+        }
+        let value = result?;
+        let bytes = json_len(&value);
+        if self.result_bytes + bytes > self.limits.max_result_bytes {
+            self.result_bytes = self.limits.max_result_bytes;
+            return Err(format!(
+                "code-mode budget exhausted: this result ({bytes} bytes) would take tool results past {} bytes in this execution",
+                self.limits.max_result_bytes
+            ));
+        }
+        self.result_bytes += bytes;
+        Ok(value)
+    }
+
+    /// The next waiting call for `server`, now started.
+    pub fn next_queued(&mut self, server: &str) -> Option<CallRequest> {
+        let next = self.queued.get_mut(server)?.pop_front()?;
+        *self.in_flight.entry(server.to_string()).or_default() += 1;
+        Some(next)
+    }
+
+    /// Forgets the waiting calls (the execution is stopping).
+    pub fn drop_queued(&mut self) {
+        self.queued.clear();
+    }
+}
+
+/// The length of `value`'s JSON encoding, without building the text.
+fn json_len(value: &Value) -> usize {
+    struct Counter(usize);
+    impl io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}
+
+/// A call's answer from the host, before the budget has seen it.
+struct HostAnswer {
+    id: u64,
+    server: String,
+    result: Result<Value, String>,
+}
+
+/// One call to the host.
+async fn call_host(host: &dyn CodeModeHost, request: CallRequest) -> HostAnswer {
+    let CallRequest {
+        id,
+        server,
+        tool,
+        arguments,
+    } = request;
+    let result = match serde_json::from_str::<Value>(&arguments) {
+        Ok(arguments) => host.call(&server, &tool, arguments).await,
+        Err(error) => Err(format!("the arguments are not JSON: {error}")),
+    };
+    HostAnswer { id, server, result }
+}
+
+/// Calls polled on the sandbox thread itself: the script's thread drives the host's futures
+/// with [`tokio::runtime::Handle::block_on`] whenever the script has nothing left to run, so a
+/// call costs no hand-off between the sandbox and the caller's task. (The futures' IO stays on
+/// the runtime's drivers.)
+pub(super) struct InlineCalls<'h> {
+    host: &'h dyn CodeModeHost,
+    runtime: tokio::runtime::Handle,
+    budget: Budget,
+    running: FuturesUnordered<BoxFuture<'h, HostAnswer>>,
+    /// Answers known without waiting (refusals).
+    ready: Vec<Finished>,
+    deadline: tokio::time::Instant,
+}
+
+impl<'h> InlineCalls<'h> {
+    pub fn new(
+        host: &'h dyn CodeModeHost,
+        runtime: tokio::runtime::Handle,
+        limits: CodeModeLimits,
+        deadline: Instant,
+    ) -> Self {
+        Self {
+            host,
+            runtime,
+            budget: Budget::new(limits),
+            running: FuturesUnordered::new(),
+            ready: Vec::new(),
+            deadline: tokio::time::Instant::from_std(deadline),
+        }
+    }
+
+    /// Calls made and result bytes delivered; drops what is still running (inside the runtime,
+    /// whose resources those futures may hold).
+    pub fn finish(self) -> (u32, usize) {
+        let Self {
+            runtime,
+            budget,
+            running,
+            ..
+        } = self;
+        let _entered = runtime.enter();
+        drop(running);
+        (budget.calls, budget.result_bytes)
+    }
+
+    fn launch(&mut self, request: CallRequest) {
+        self.running.push(Box::pin(call_host(self.host, request)));
+    }
+}
+
+impl CallDriver for InlineCalls<'_> {
+    fn start(&mut self, request: CallRequest) {
+        match self.budget.admit(request) {
+            Admission::Start(request) => self.launch(request),
+            Admission::Queued => {}
+            Admission::Refused(answer) => self.ready.push(answer),
+        }
+    }
+
+    fn wait(&mut self) -> Option<Vec<Finished>> {
+        if !self.ready.is_empty() {
+            return Some(std::mem::take(&mut self.ready));
+        }
+        let deadline = self.deadline;
+        let running = &mut self.running;
+        let done = self.runtime.block_on(async move {
+            let first = tokio::select! {
+                biased;
+                Some(done) = running.next() => done,
+                () = tokio::time::sleep_until(deadline) => return None,
+            };
+            let mut done = vec![first];
+            while let Some(Some(more)) = running.next().now_or_never() {
+                done.push(more);
+            }
+            Some(done)
+        })?;
+        let mut answers = Vec::with_capacity(done.len());
+        for HostAnswer { id, server, result } in done {
+            answers.push((id, self.budget.settle(&server, result)));
+            if let Some(next) = self.budget.next_queued(&server) {
+                self.launch(next);
+            }
+        }
+        Some(answers)
+    }
+}
+
+/// Calls handed to the caller's task (for runtimes where the sandbox thread cannot borrow the
+/// host: a current-thread runtime must keep polling its own tasks while the script runs).
+pub(super) struct ChannelCalls {
+    requests: mpsc::UnboundedSender<CallRequest>,
+    answers: mpsc::UnboundedReceiver<Finished>,
+    ready: Vec<Finished>,
+}
+
+impl ChannelCalls {
+    /// The sandbox's end and the caller's end ([`serve_calls`]).
+    pub fn new() -> (
+        Self,
+        mpsc::UnboundedReceiver<CallRequest>,
+        mpsc::UnboundedSender<Finished>,
+    ) {
+        let (request_tx, request_rx) = mpsc::unbounded();
+        let (answer_tx, answer_rx) = mpsc::unbounded();
+        (
+            Self {
+                requests: request_tx,
+                answers: answer_rx,
+                ready: Vec::new(),
+            },
+            request_rx,
+            answer_tx,
+        )
+    }
+}
+
+impl CallDriver for ChannelCalls {
+    fn start(&mut self, request: CallRequest) {
+        let id = request.id;
+        if self.requests.unbounded_send(request).is_err() {
+            self.ready
+                .push((id, Err("the execution is ending".to_string())));
+        }
+    }
+
+    fn wait(&mut self) -> Option<Vec<Finished>> {
+        if !self.ready.is_empty() {
+            return Some(std::mem::take(&mut self.ready));
+        }
+        let first = futures::executor::block_on(self.answers.next())?;
+        let mut answers = vec![first];
+        while let Ok(more) = self.answers.try_recv() {
+            answers.push(more);
+        }
+        Some(answers)
+    }
+}
+
+/// How the caller's side of [`ChannelCalls`] ended.
+pub(super) struct Served<T> {
+    /// What the sandbox thread handed back (`None`: it ended without a word, or did not stop
+    /// within the grace period after the time limit).
+    pub outcome: Option<T>,
+    pub timed_out: bool,
+    pub calls: u32,
+    pub result_bytes: usize,
+}
+
+/// How long the caller waits for the sandbox thread to stop after the time limit fired.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// The caller's side of [`ChannelCalls`]: runs the calls under the budgets until the sandbox
+/// thread reports `done`, or the time limit stops it.
+pub(super) async fn serve_calls<T>(
+    host: &dyn CodeModeHost,
+    limits: CodeModeLimits,
+    stop: &AtomicBool,
+    mut requests: mpsc::UnboundedReceiver<CallRequest>,
+    answers: mpsc::UnboundedSender<Finished>,
+    done: oneshot::Receiver<T>,
+) -> Served<T> {
+    let mut budget = Budget::new(limits);
+    let mut in_flight = FuturesUnordered::new();
+    let deadline = tokio::time::sleep(limits.time);
+    tokio::pin!(deadline);
+    let mut done = done.fuse();
+    let mut timed_out = false;
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut done => break outcome.ok(),
+            Some(request) = requests.next() => match budget.admit(request) {
+                Admission::Start(request) => in_flight.push(call_host(host, request)),
+                Admission::Queued => {}
+                Admission::Refused(answer) => {
+                    let _ = answers.unbounded_send(answer);
+                }
+            },
+            Some(HostAnswer { id, server, result }) = in_flight.next() => {
+                let result = budget.settle(&server, result);
+                let _ = answers.unbounded_send((id, result));
+                if let Some(next) = budget.next_queued(&server) {
+                    in_flight.push(call_host(host, next));
+                }
+            }
+            () = &mut deadline, if !timed_out => {
+                timed_out = true;
+                stop.store(true, Ordering::SeqCst);
+                in_flight.clear();
+                budget.drop_queued();
+                requests.close();
+                answers.close_channel();
+                let grace = tokio::time::timeout(STOP_GRACE, &mut done).await;
+                break grace.ok().and_then(Result::ok);
+            }
+        }
+    };
+    Served {
+        outcome,
+        timed_out,
+        calls: budget.calls,
+        result_bytes: budget.result_bytes,
+    }
+}
+
+/// Sets the stop flag when dropped, so a sandbox thread whose caller went away stops at its
+/// next interrupt check instead of running to the time limit.
+pub(super) struct StopOnDrop(pub Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
