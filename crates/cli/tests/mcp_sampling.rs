@@ -23,21 +23,19 @@ fn config(mock: &MockModel, sampling: bool) -> String {
     )
 }
 
-#[tokio::test]
-async fn an_enabled_server_s_sampling_request_is_answered_by_the_session_s_model() {
-    let mock = MockModel::start().await.unwrap();
-    mock.push_turn(Turn::tool_call(
+/// The model's turn that calls server-everything's tool which asks for a sample.
+fn sampling_turn() -> Turn {
+    Turn::tool_call(
         "call_1",
         "mcp__everything__trigger-sampling-request",
         json!({"prompt": "name a colour", "maxTokens": 20}),
-    ));
-    // The sampling request itself reaches the model as its own request.
-    mock.push_turn(Turn::text("vermilion, said the mock model"));
-    mock.push_turn(Turn::text("The server got its answer."));
-    let sandbox = Sandbox::new();
-    sandbox.user_config(&config(&mock, true));
-    let run = warden(
-        &sandbox,
+    )
+}
+
+/// `warden run` allowed to call that tool, as JSON.
+async fn trigger_sampling(sandbox: &Sandbox) -> support::Run {
+    warden(
+        sandbox,
         &[
             "run",
             "trigger sampling",
@@ -47,7 +45,19 @@ async fn an_enabled_server_s_sampling_request_is_answered_by_the_session_s_model
             "mcp__everything__trigger-sampling-request",
         ],
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn an_enabled_server_s_sampling_request_is_answered_by_the_session_s_model() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(sampling_turn());
+    // The sampling request itself reaches the model as its own request.
+    mock.push_turn(Turn::text("vermilion, said the mock model"));
+    mock.push_turn(Turn::text("The server got its answer."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&config(&mock, true));
+    let run = trigger_sampling(&sandbox).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
     assert_eq!(summary["tool_calls"][0]["result"]["decision"], "allowed");
@@ -78,29 +88,14 @@ async fn an_enabled_server_s_sampling_request_is_answered_by_the_session_s_model
 #[tokio::test]
 async fn the_operator_can_deny_sampling_at_the_gate() {
     let mock = MockModel::start().await.unwrap();
-    mock.push_turn(Turn::tool_call(
-        "call_1",
-        "mcp__everything__trigger-sampling-request",
-        json!({"prompt": "name a colour", "maxTokens": 20}),
-    ));
+    mock.push_turn(sampling_turn());
     mock.push_turn(Turn::text("The server was refused."));
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
         "{}[permissions]\ndeny = [\"answer_mcp_sampling\"]\n",
         config(&mock, true)
     ));
-    let run = warden(
-        &sandbox,
-        &[
-            "run",
-            "trigger sampling",
-            "--output-format",
-            "json",
-            "--allowed-tools",
-            "mcp__everything__trigger-sampling-request",
-        ],
-    )
-    .await;
+    let run = trigger_sampling(&sandbox).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     // The model never saw the server's request: the agent's two turns only.
     let requests = mock.requests();
