@@ -48,6 +48,8 @@ pub struct RelayRequest {
 #[derive(Debug, Clone)]
 pub enum RelayedAnswer {
     Tool(CallToolResult),
+    /// A prompt, from a relayed `prompts/get`.
+    Prompt(rmcp::model::GetPromptResult),
     InputRequired(InputRequiredResult),
     /// The server's JSON-RPC error (with its code).
     Error(ErrorData),
@@ -78,7 +80,12 @@ impl CallRelay {
             .take()
     }
 
-    fn put(&self, answer: RelayedAnswer) {
+    /// What the relaying surface asks of the call.
+    pub(crate) fn request(&self) -> &RelayRequest {
+        &self.request
+    }
+
+    pub(crate) fn put(&self, answer: RelayedAnswer) {
         *self.answer.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer);
     }
 }
@@ -88,7 +95,7 @@ pub async fn with_relay<F: Future>(relay: CallRelay, call: F) -> F::Output {
     CALL_RELAY.scope(relay, call).await
 }
 
-fn current_relay() -> Option<CallRelay> {
+pub(crate) fn current_relay() -> Option<CallRelay> {
     CALL_RELAY.try_with(CallRelay::clone).ok()
 }
 
@@ -220,7 +227,7 @@ fn tool_output(converted: ConvertedResult) -> ToolOutput {
 }
 
 /// The text the gate records for an `input_required` answer passed to the relaying surface.
-fn input_required_output(input: &InputRequiredResult) -> ToolOutput {
+pub(crate) fn input_required_output(input: &InputRequiredResult) -> ToolOutput {
     let asked: Vec<String> = input
         .input_requests
         .iter()

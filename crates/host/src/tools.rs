@@ -3,11 +3,17 @@
 
 use std::sync::Arc;
 
-use crate::dispatch::convert_off_thread;
-use rmcp::model::{CallToolResult, ContentBlock};
+use crate::dispatch::{
+    CallRelay, RelayedAnswer, convert_off_thread, current_relay, input_required_output,
+};
+use rmcp::model::{
+    CallToolResult, ClientRequest, ContentBlock, GetPromptRequest, GetPromptRequestParams,
+    ServerResult,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_mcp::McpRuntime;
+use warden_mcp::RelayError;
 use warden_mcp::artifacts::ArtifactStore;
 use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
 
@@ -139,39 +145,107 @@ impl HostTool for GetPrompt {
                         .collect()
                 })
                 .unwrap_or_default();
+            if let Some(relay) = current_relay().filter(|relay| relay.request().pass_input_required)
+            {
+                return self
+                    .relay_prompt(&relay, server, name, prompt_arguments)
+                    .await;
+            }
             let result = self
                 .runtime
                 .get_prompt(server, name, prompt_arguments)
                 .await
                 .map_err(|error| DispatchError::new(error.to_string()))?;
-            let text = result
-                .messages
-                .iter()
-                .map(|message| {
-                    let role = match message.role {
-                        rmcp::model::Role::User => "user",
-                        rmcp::model::Role::Assistant => "assistant",
-                    };
-                    match message.content.as_text() {
-                        Some(text) => format!("[{role}] {}", text.text),
-                        None => format!(
-                            "[{role}] {}",
-                            serde_json::to_string(&message.content).unwrap_or_default()
-                        ),
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            let content = serde_json::to_value(&result)
-                .map_err(|error| DispatchError::new(format!("encoding the prompt: {error}")))?;
-            Ok(ToolOutput {
-                size_bytes: content.to_string().len() as u64,
-                text,
-                is_error: false,
-                content: Some(content),
-            })
+            prompt_output(&result)
         })
     }
+}
+
+impl GetPrompt {
+    /// A relaying surface's prompt get (`warden serve`, stateless passthrough): the request goes
+    /// to the server as the client would have sent it, and the server's answer as it was sent —
+    /// a prompt, an `input_required` result for the client to answer, or its JSON-RPC error —
+    /// goes to the relay.
+    async fn relay_prompt(
+        &self,
+        relay: &CallRelay,
+        server: &str,
+        name: &str,
+        arguments: std::collections::BTreeMap<String, String>,
+    ) -> Result<ToolOutput, DispatchError> {
+        let mut params = GetPromptRequestParams::new(name);
+        params.arguments = Some(
+            arguments
+                .into_iter()
+                .map(|(key, value)| (key, Value::String(value)))
+                .collect(),
+        );
+        params.input_responses = relay.request().input_responses.clone();
+        params.request_state = relay.request().request_state.clone();
+        let answer = self
+            .runtime
+            .relay_request(
+                server,
+                ClientRequest::GetPromptRequest(GetPromptRequest::new(params)),
+                relay.request().meta.clone(),
+            )
+            .await;
+        match answer {
+            Ok(ServerResult::GetPromptResult(result)) => {
+                let output = prompt_output(&result);
+                relay.put(RelayedAnswer::Prompt(result));
+                output
+            }
+            Ok(ServerResult::InputRequiredResult(input)) => {
+                let output = input_required_output(&input);
+                relay.put(RelayedAnswer::InputRequired(input));
+                Ok(output)
+            }
+            Ok(_other) => Err(DispatchError::new(format!(
+                "MCP {server}: answered prompts/get with something that is not a prompt"
+            ))),
+            Err(RelayError::Rpc(error)) => {
+                let message = format!(
+                    "MCP {server}: prompt \"{name}\" failed: {} (JSON-RPC error {})",
+                    error.message, error.code.0
+                );
+                relay.put(RelayedAnswer::Error(error));
+                Err(DispatchError::new(message))
+            }
+            Err(RelayError::Failed(error)) => Err(DispatchError::new(error.to_string())),
+        }
+    }
+}
+
+/// A prompt as the gate's output: its messages as `[role] text` lines, and the whole result as
+/// the structured content the surfaces read back.
+fn prompt_output(result: &rmcp::model::GetPromptResult) -> Result<ToolOutput, DispatchError> {
+    let text = result
+        .messages
+        .iter()
+        .map(|message| {
+            let role = match message.role {
+                rmcp::model::Role::User => "user",
+                rmcp::model::Role::Assistant => "assistant",
+            };
+            match message.content.as_text() {
+                Some(text) => format!("[{role}] {}", text.text),
+                None => format!(
+                    "[{role}] {}",
+                    serde_json::to_string(&message.content).unwrap_or_default()
+                ),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let content = serde_json::to_value(result)
+        .map_err(|error| DispatchError::new(format!("encoding the prompt: {error}")))?;
+    Ok(ToolOutput {
+        size_bytes: content.to_string().len() as u64,
+        text,
+        is_error: false,
+        content: Some(content),
+    })
 }
 
 fn string_argument<'a>(arguments: &'a Value, key: &str) -> Option<&'a str> {

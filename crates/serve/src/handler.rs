@@ -18,10 +18,10 @@ use rmcp::model::{
     ResultType, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{
-    ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, GetPromptRequest,
-    InputResponses, LoggingLevel, ProtocolVersion, RequestMetaObject, ServerResult,
-    SetLevelRequest, SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams,
-    UnsubscribeRequest, UnsubscribeRequestParams,
+    ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, InputResponses,
+    LoggingLevel, ProtocolVersion, RequestMetaObject, ServerResult, SetLevelRequest,
+    SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -926,30 +926,6 @@ impl ServerHandler for GatewayHandler {
                 None,
             ));
         };
-        if is_stateless(&context) && self.passthrough_upstream().is_some() {
-            // Relayed as it is: an `input_required` result goes back to the client.
-            let answer = runtime
-                .relay_request(
-                    &server,
-                    ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
-                    Some(client_meta(&context)),
-                )
-                .await
-                .map_err(relay_error)?;
-            return match answer {
-                ServerResult::GetPromptResult(mut result) => {
-                    result.result_type = Some(ResultType::COMPLETE);
-                    Ok(GetPromptResponse::Complete(result))
-                }
-                ServerResult::InputRequiredResult(input) => {
-                    Ok(GetPromptResponse::InputRequired(input))
-                }
-                _ => Err(McpError::internal_error(
-                    format!("{server} answered prompts/get with something else"),
-                    None,
-                )),
-            };
-        }
         let arguments: BTreeMap<String, String> = request
             .arguments
             .unwrap_or_default()
@@ -965,12 +941,38 @@ impl ServerHandler for GatewayHandler {
         // Through the gate like every prompt get (audited as `prompt-get`, with this client).
         let mut call = CallContext::new(CallSource::PromptGet, context.ct.clone());
         call.caller = Some(self.caller(&context));
-        match self
-            .gateway
-            .host
-            .get_prompt(call, &server, &name, arguments)
-            .await
-        {
+        let host = &self.gateway.host;
+        if is_stateless(&context) && self.passthrough_upstream().is_some() {
+            // Relayed as it is: an `input_required` result or the upstream's JSON-RPC error
+            // goes back to the client unchanged.
+            let relay = CallRelay::new(RelayRequest {
+                pass_input_required: true,
+                input_responses: request.input_responses.clone(),
+                request_state: request.request_state.clone(),
+                meta: Some(client_meta(&context)),
+            });
+            let gated = with_relay(
+                relay.clone(),
+                host.get_prompt(call, &server, &name, arguments),
+            )
+            .await;
+            return match (relay.take_answer(), gated) {
+                (Some(RelayedAnswer::Prompt(mut result)), _) | (None, Ok(mut result)) => {
+                    result.result_type = Some(ResultType::COMPLETE);
+                    Ok(GetPromptResponse::Complete(result))
+                }
+                (Some(RelayedAnswer::InputRequired(input)), _) => {
+                    Ok(GetPromptResponse::InputRequired(input))
+                }
+                (Some(RelayedAnswer::Error(error)), _) => Err(error),
+                (_, Err(refused)) => Err(McpError::invalid_params(refused.to_string(), None)),
+                (Some(RelayedAnswer::Tool(_)), Ok(_)) => Err(McpError::internal_error(
+                    format!("{server} answered prompts/get with a tool result"),
+                    None,
+                )),
+            };
+        }
+        match host.get_prompt(call, &server, &name, arguments).await {
             Ok(mut result) => {
                 result.result_type = Some(ResultType::COMPLETE);
                 Ok(GetPromptResponse::Complete(result))
