@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{Sandbox, stdio_server, toml_str};
+use support::{Sandbox, echo_server, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::require_npm_server;
 
@@ -533,14 +533,12 @@ async fn the_trust_prompt_asks_only_about_the_agent_profiles_servers() {
         "{}[agents.focused]\nmcp_servers = [\"kept\"]\n",
         model_config(&mock)
     ));
-    let (program, args) = warden_testkit::fixture_command("echo");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     sandbox.write(
         &sandbox.project_file(),
         &format!(
             "schema_version = 1\n{}{}",
-            stdio_server("kept", &program, &args),
-            stdio_server("leftout", &program, &args)
+            echo_server("kept", ""),
+            echo_server("leftout", "")
         ),
     );
     let tmux = Tmux::start(&sandbox, &["--agent", "focused"]);
@@ -642,13 +640,11 @@ async fn mcp_stop_keeps_a_server_down_and_restart_brings_it_back_on_the_next_cal
         json!({"text": "third ping"}),
     ));
     mock.push_turn(Turn::text("Echoed after the restart."));
-    let (program, args) = warden_testkit::fixture_command("echo");
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
         "{}{}\n[permissions]\nallow = [\"mcp__echo__*\"]\n",
         model_config(&mock),
-        stdio_server("echo", &program, &args)
+        echo_server("echo", "")
     ));
     let tmux = Tmux::start(&sandbox, &[]);
     tmux.wait_for(&["/help for commands", "ready"]).await;
