@@ -800,20 +800,9 @@ impl<'a> Chat<'a> {
             let _ = done.send(match outcome {
                 Ok(result) => Background::PromptReady {
                     label,
-                    messages: result
-                        .messages
-                        .iter()
-                        .map(|message| {
-                            let role = serde_json::to_value(&message.role)
-                                .ok()
-                                .and_then(|value| value.as_str().map(str::to_owned))
-                                .unwrap_or_else(|| "user".to_owned());
-                            let text = match message.content.as_text() {
-                                Some(text) => text.text.clone(),
-                                None => serde_json::to_string(&message.content).unwrap_or_default(),
-                            };
-                            (role, text)
-                        })
+                    messages: warden_host::prompt_messages(&result)
+                        .into_iter()
+                        .map(|(role, text)| (role.to_owned(), text))
                         .collect(),
                 },
                 Err(error) => Background::Failed(error.to_string()),

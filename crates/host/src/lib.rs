@@ -35,7 +35,9 @@ pub use skills::{
     ServerSkills,
 };
 pub use specs::{LoginRefusal, login_settings, oauth_settings, server_spec};
-pub use tools::{GET_PROMPT, HostTool, LIST_RESOURCES, READ_RESOURCE, resource_tools};
+pub use tools::{
+    GET_PROMPT, HostTool, LIST_RESOURCES, READ_RESOURCE, prompt_messages, resource_tools,
+};
 
 /// A configured server that this session will not start, and why (shown by listings).
 #[derive(Debug, Clone, PartialEq, Eq)]

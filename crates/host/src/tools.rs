@@ -217,10 +217,10 @@ impl GetPrompt {
     }
 }
 
-/// A prompt as the gate's output: its messages as `[role] text` lines, and the whole result as
-/// the structured content the surfaces read back.
-fn prompt_output(result: &rmcp::model::GetPromptResult) -> Result<ToolOutput, DispatchError> {
-    let text = result
+/// A prompt's messages as `(role, text)`: `user` or `assistant`, and the text of a text block or
+/// the JSON of any other block. How every surface shows a prompt.
+pub fn prompt_messages(result: &rmcp::model::GetPromptResult) -> Vec<(&'static str, String)> {
+    result
         .messages
         .iter()
         .map(|message| {
@@ -228,14 +228,21 @@ fn prompt_output(result: &rmcp::model::GetPromptResult) -> Result<ToolOutput, Di
                 rmcp::model::Role::User => "user",
                 rmcp::model::Role::Assistant => "assistant",
             };
-            match message.content.as_text() {
-                Some(text) => format!("[{role}] {}", text.text),
-                None => format!(
-                    "[{role}] {}",
-                    serde_json::to_string(&message.content).unwrap_or_default()
-                ),
-            }
+            let text = match message.content.as_text() {
+                Some(text) => text.text.clone(),
+                None => serde_json::to_string(&message.content).unwrap_or_default(),
+            };
+            (role, text)
         })
+        .collect()
+}
+
+/// A prompt as the gate's output: its messages as `[role] text` lines, and the whole result as
+/// the structured content the surfaces read back.
+fn prompt_output(result: &rmcp::model::GetPromptResult) -> Result<ToolOutput, DispatchError> {
+    let text = prompt_messages(result)
+        .into_iter()
+        .map(|(role, text)| format!("[{role}] {text}"))
         .collect::<Vec<_>>()
         .join("\n");
     let content = serde_json::to_value(result)

@@ -5,7 +5,6 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use rmcp::model::Role;
 use serde_json::json;
 use warden_mcp::parse_prompt_arguments;
 
@@ -95,16 +94,8 @@ async fn prompt(host: &warden_host::Host, args: &PromptArgs) -> anyhow::Result<E
         println!("{}", serde_json::to_string_pretty(&json!(result))?);
         return Ok(ExitCode::SUCCESS);
     }
-    for message in &result.messages {
-        let role = match message.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        };
-        let body = match message.content.as_text() {
-            Some(text) => text.text.clone(),
-            None => serde_json::to_string(&message.content)?,
-        };
-        println!("[{role}] {body}");
+    for (role, text) in warden_host::prompt_messages(&result) {
+        println!("[{role}] {text}");
     }
     Ok(ExitCode::SUCCESS)
 }
