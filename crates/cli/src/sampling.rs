@@ -244,3 +244,44 @@ impl warden_mcp::SamplingHandler for ModelSampler {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use warden_agent::{ModelConfig, client_for};
+    use warden_config::ModelProvider;
+    use warden_mock_model::{MockModel, Turn};
+
+    async fn mock_client(answer: &str, id: &str) -> (MockModel, Arc<dyn ModelClient>) {
+        let mock = MockModel::start().await.unwrap();
+        mock.push_turn(Turn::text(answer));
+        let client =
+            client_for(ModelConfig::new(ModelProvider::OpenAi, id, mock.base_url())).unwrap();
+        (mock, client)
+    }
+
+    #[tokio::test]
+    async fn sampling_follows_a_model_switch() {
+        let (first_mock, first) = mock_client("from the first model", "first-1").await;
+        let (second_mock, second) = mock_client("from the second model", "second-1").await;
+        let model = SamplingModel::new(first);
+        let tool = SamplingTool::new(model.clone());
+        model.switch_to(second);
+        let arguments = json!({
+            "server": "everything",
+            "turns": [{"role": "user", "text": "name a colour"}],
+            "max_tokens": 20
+        });
+        let output = tool
+            .execute(arguments, CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(output.text, "from the second model");
+        assert_eq!(output.content.unwrap()["model"], json!("openai/second-1"));
+        assert!(first_mock.requests().is_empty());
+        let sent = second_mock.requests()[0].body.to_string();
+        assert!(sent.contains("name a colour"), "{sent}");
+    }
+}
