@@ -96,6 +96,10 @@ impl CodeModeHost for GateCodeHost {
     fn catalog(&self) -> Arc<CodeCatalog> {
         self.catalog.clone()
     }
+
+    fn cancellation(&self) -> Option<CancellationToken> {
+        Some(self.cancel.clone())
+    }
 }
 
 /// The session the code tools belong to, set once the host is open (the tools are handed to
@@ -160,6 +164,9 @@ impl HostTool for CodeExecute {
             let report = execute(&code_host, code, CodeModeLimits::default())
                 .await
                 .map_err(|error| DispatchError::new(error.to_string()))?;
+            if report.status == warden_discovery::ExecutionStatus::Cancelled {
+                return Err(DispatchError::new(report.model_text()));
+            }
             let mut output = ToolOutput::text(report.model_text());
             output.is_error = report.status != warden_discovery::ExecutionStatus::Completed;
             Ok(output)
@@ -207,5 +214,62 @@ impl HostTool for CodeSearch {
             let code_host = GateCodeHost::new(host, cancel).await;
             Ok(ToolOutput::text(code_host.catalog().search(&request)))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::time::{Duration, Instant};
+
+    use serde_json::json;
+    use warden_config::{LoadedConfig, Paths};
+    use warden_host::HostOptions;
+    use warden_policy::{CallSource, Decision};
+
+    use super::*;
+
+    /// A session with code mode and no servers, as `warden serve` assembles it.
+    fn session(dir: &std::path::Path) -> Arc<Host> {
+        let slot: HostSlot = Arc::default();
+        let mut options = HostOptions::new(Paths::under_root(dir), dir.to_path_buf());
+        options.tools.extend(code_tools(slot.clone()));
+        let host = Arc::new(Host::open(&LoadedConfig::default(), options).unwrap());
+        let _ = slot.set(Arc::downgrade(&host));
+        host
+    }
+
+    /// The caller's cancellation stops a script busy in a loop at once, through the gate, even
+    /// though the gate's task is blocked while the sandbox thread runs (the time limit is 30 s).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelling_the_call_stops_a_busy_script() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = session(dir.path());
+        let cancel = CancellationToken::new();
+        let canceller = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                cancel.cancel();
+            })
+        };
+        let started = Instant::now();
+        let outcome = host
+            .call(
+                CallSource::Agent,
+                "code_execute",
+                json!({"code": "let n = 0; while (true) { n += 1; }"}),
+                cancel,
+            )
+            .await;
+        let took = started.elapsed();
+        canceller.await.unwrap();
+        assert_eq!(outcome.decision, Decision::Cancelled, "{outcome:?}");
+        assert!(
+            took < Duration::from_secs(15),
+            "the script ran on after the cancellation: {took:?}"
+        );
+        host.shutdown().await;
     }
 }

@@ -21,6 +21,7 @@ struct EchoHost {
     running: Mutex<HashMap<String, usize>>,
     peak: AtomicUsize,
     calls: AtomicUsize,
+    cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl EchoHost {
@@ -47,6 +48,7 @@ impl EchoHost {
             running: Mutex::new(HashMap::new()),
             peak: AtomicUsize::new(0),
             calls: AtomicUsize::new(0),
+            cancel: None,
         }
     }
 }
@@ -88,6 +90,10 @@ impl CodeModeHost for EchoHost {
 
     fn catalog(&self) -> Arc<CodeCatalog> {
         self.catalog.clone()
+    }
+
+    fn cancellation(&self) -> Option<tokio_util::sync::CancellationToken> {
+        self.cancel.clone()
     }
 }
 
@@ -496,4 +502,31 @@ async fn works_with_zero_tools() {
         .await
         .unwrap();
     assert_eq!(report.value.as_deref(), Some("[1,4,9]"));
+}
+
+/// On a current-thread runtime (calls handed over channels), the caller's cancellation stops a
+/// busy script and one waiting on a call that never answers, long before the time limit.
+#[tokio::test]
+async fn the_callers_cancellation_stops_the_execution() {
+    for script in [
+        "let n = 0; while (true) { n += 1; }",
+        "await tools.call('fixture', 'hang', {})",
+    ] {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let host = EchoHost {
+            cancel: Some(cancel.clone()),
+            ..EchoHost::new()
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            cancel.cancel();
+        });
+        let report = execute(&host, script, limits()).await.unwrap();
+        assert_eq!(
+            report.status,
+            ExecutionStatus::Cancelled,
+            "{script}: {report:?}"
+        );
+        assert!(report.elapsed < Duration::from_secs(5), "{report:?}");
+    }
 }

@@ -397,3 +397,65 @@ async fn measure_direct_and_code_mode_call_rates() {
     );
     host.runtime.shutdown().await;
 }
+
+/// A host whose caller cancels after a moment.
+struct CancellingHost {
+    inner: LocalHost,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+impl CodeModeHost for CancellingHost {
+    fn call<'a>(
+        &'a self,
+        server: &'a str,
+        tool: &'a str,
+        arguments: Value,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        self.inner.call(server, tool, arguments)
+    }
+
+    fn catalog(&self) -> Arc<CodeCatalog> {
+        self.inner.catalog()
+    }
+
+    fn cancellation(&self) -> Option<tokio_util::sync::CancellationToken> {
+        Some(self.cancel.clone())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callers_cancellation_stops_busy_and_waiting_scripts() {
+    for script in [
+        "let n = 0; while (true) { n += 1; }",
+        "await tools.call('s', 'hang', {})",
+    ] {
+        let host = CancellingHost {
+            inner: LocalHost::default(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+        };
+        let cancel = host.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            cancel.cancel();
+        });
+        let started = std::time::Instant::now();
+        let report = execute(&host, script, limits()).await.unwrap();
+        assert_eq!(
+            report.status,
+            ExecutionStatus::Cancelled,
+            "{script}: {report:?}"
+        );
+        assert!(report.model_text().contains("cancelled"), "{report:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{script} ran on after the cancellation (limit 20 s)"
+        );
+    }
+    // Not cancelled: runs as before.
+    let host = CancellingHost {
+        inner: LocalHost::default(),
+        cancel: tokio_util::sync::CancellationToken::new(),
+    };
+    let report = execute(&host, "6 * 7", limits()).await.unwrap();
+    assert_eq!(report.value.as_deref(), Some("42"));
+}

@@ -504,6 +504,13 @@ impl Gate {
             }
             result = &mut dispatch => return match result {
                 Ok(Ok(output)) => Ok(output),
+                // A dispatcher that could only notice the cancellation by failing (it held the
+                // task, as code mode's sandbox does) ends the call as cancelled, not failed.
+                Ok(Err(_)) if caller_cancel.is_cancelled() => Err(Step::stop(
+                    Decision::Cancelled,
+                    Layer::Cancellation,
+                    format!("{name} was cancelled by the caller"),
+                )),
                 Ok(Err(error)) if error.timed_out => {
                     Err(Step::stop(Decision::TimedOut, Layer::Timeout, error.message))
                 }

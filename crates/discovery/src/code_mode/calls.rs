@@ -12,6 +12,7 @@ use futures::channel::{mpsc, oneshot};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::{BoxFuture, CodeModeHost, CodeModeLimits};
 
@@ -185,6 +186,7 @@ pub(super) struct InlineCalls<'h> {
     /// Answers known without waiting (refusals).
     ready: Vec<Finished>,
     deadline: tokio::time::Instant,
+    cancel: Option<CancellationToken>,
 }
 
 impl<'h> InlineCalls<'h> {
@@ -201,6 +203,7 @@ impl<'h> InlineCalls<'h> {
             running: FuturesUnordered::new(),
             ready: Vec::new(),
             deadline: tokio::time::Instant::from_std(deadline),
+            cancel: host.cancellation(),
         }
     }
 
@@ -237,12 +240,14 @@ impl CallDriver for InlineCalls<'_> {
             return Some(std::mem::take(&mut self.ready));
         }
         let deadline = self.deadline;
+        let cancel = self.cancel.as_ref();
         let running = &mut self.running;
         let done = self.runtime.block_on(async move {
             let first = tokio::select! {
                 biased;
                 Some(done) = running.next() => done,
                 () = tokio::time::sleep_until(deadline) => return None,
+                () = cancelled_or_never(cancel) => return None,
             };
             let mut done = vec![first];
             while let Some(Some(more)) = running.next().now_or_never() {
@@ -322,6 +327,14 @@ pub(super) struct Served<T> {
     pub result_bytes: usize,
 }
 
+/// Resolves when `cancel` fires; never without one.
+pub(super) async fn cancelled_or_never(cancel: Option<&CancellationToken>) {
+    match cancel {
+        Some(cancel) => cancel.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// How long the caller waits for the sandbox thread to stop after the time limit fired.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
@@ -337,7 +350,14 @@ pub(super) async fn serve_calls<T>(
 ) -> Served<T> {
     let mut budget = Budget::new(limits);
     let mut in_flight = FuturesUnordered::new();
-    let deadline = tokio::time::sleep(limits.time);
+    let cancel = host.cancellation();
+    // The time limit or the caller's cancellation, whichever comes first.
+    let deadline = async {
+        tokio::select! {
+            () = tokio::time::sleep(limits.time) => {}
+            () = cancelled_or_never(cancel.as_ref()) => {}
+        }
+    };
     tokio::pin!(deadline);
     let mut done = done.fuse();
     let mut timed_out = false;

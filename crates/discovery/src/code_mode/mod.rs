@@ -34,6 +34,13 @@ pub trait CodeModeHost: Send + Sync {
 
     /// The tools code mode can see, each marked callable or not (with the reason).
     fn catalog(&self) -> std::sync::Arc<CodeCatalog>;
+
+    /// The caller's cancellation: once it fires, a running script stops at its next interrupt
+    /// check (a busy loop included) and the execution ends as cancelled. `None`: only the time
+    /// limit stops it.
+    fn cancellation(&self) -> Option<tokio_util::sync::CancellationToken> {
+        None
+    }
 }
 
 /// Answers a `code_search` request from the host's catalogue.
@@ -87,6 +94,8 @@ pub enum ExecutionStatus {
     Threw,
     /// The time limit stopped it.
     TimedOut,
+    /// The caller cancelled it (the host's cancellation fired).
+    Cancelled,
 }
 
 /// The result of one `code_execute`.
@@ -124,13 +133,12 @@ impl ExecutionReport {
                 out.push_str("error: ");
                 out.push_str(self.error.as_deref().unwrap_or("unknown error"));
             }
-            ExecutionStatus::TimedOut => {
+            ExecutionStatus::TimedOut | ExecutionStatus::Cancelled => {
                 out.push_str("error: ");
-                out.push_str(
-                    self.error
-                        .as_deref()
-                        .unwrap_or("the execution ran out of time"),
-                );
+                out.push_str(self.error.as_deref().unwrap_or(match self.status {
+                    ExecutionStatus::Cancelled => "the execution was cancelled",
+                    _ => "the execution ran out of time",
+                }));
             }
         }
         if !self.logs.is_empty() {

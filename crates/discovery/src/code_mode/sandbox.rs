@@ -15,6 +15,7 @@ use rquickjs::{
     CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Promise, Runtime, Value,
 };
 use tokio::runtime::{Handle, RuntimeFlavor};
+use tokio_util::sync::CancellationToken;
 
 use super::calls::{
     CallDriver, CallRequest, ChannelCalls, InlineCalls, Served, StopOnDrop, serve_calls,
@@ -52,6 +53,8 @@ pub async fn execute(
     let started = Instant::now();
     let deadline = started + limits.time;
     let stop = Arc::new(AtomicBool::new(false));
+    let cancel = host.cancellation();
+    let _watcher = watch_cancellation(cancel.clone(), &stop);
     let run = match Handle::try_current() {
         Ok(runtime) if runtime.runtime_flavor() == RuntimeFlavor::MultiThread => {
             run_inline(host, code, limits, deadline, &stop, runtime)?
@@ -70,15 +73,29 @@ pub async fn execute(
         result_bytes: run.result_bytes,
         elapsed,
     };
-    let outcome = match run.outcome {
-        Some(Ok(outcome)) => outcome,
-        Some(Err(cause)) => return Err(CodeModeError::Unavailable { cause }),
-        None if run.timed_out => {
-            report.status = ExecutionStatus::TimedOut;
-            report.error = Some(time_limit_message(limits.time));
+    // A stop is the caller's cancellation when that fired, the time limit otherwise.
+    let stopped = if run.timed_out && cancel.is_some_and(|cancel| cancel.is_cancelled()) {
+        Some((
+            ExecutionStatus::Cancelled,
+            "the execution was cancelled by the caller".to_string(),
+        ))
+    } else {
+        run.timed_out
+            .then(|| (ExecutionStatus::TimedOut, time_limit_message(limits.time)))
+    };
+    let outcome = match (run.outcome, stopped) {
+        (Some(Err(cause)), _) => return Err(CodeModeError::Unavailable { cause }),
+        (Some(Ok(outcome)), None) => outcome,
+        (outcome, Some((status, message))) => {
+            if let Some(Ok(outcome)) = outcome {
+                report.logs = outcome.logs;
+                report.logs_truncated = outcome.logs_truncated;
+            }
+            report.status = status;
+            report.error = Some(message);
             return Ok(report);
         }
-        None => {
+        (None, None) => {
             return Err(CodeModeError::Unavailable {
                 cause: "the sandbox thread ended without a result".to_string(),
             });
@@ -86,11 +103,6 @@ pub async fn execute(
     };
     report.logs = outcome.logs;
     report.logs_truncated = outcome.logs_truncated;
-    if run.timed_out {
-        report.status = ExecutionStatus::TimedOut;
-        report.error = Some(time_limit_message(limits.time));
-        return Ok(report);
-    }
     match outcome.value {
         Ok(value) => {
             if let Some(mut json) = value {
@@ -111,6 +123,36 @@ pub async fn execute(
         }
     }
     Ok(report)
+}
+
+/// Aborts the cancellation watcher when the execution ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// When the caller's cancellation fires, sets the stop flag the interrupt handler checks: a
+/// script busy in a loop stops at its next interrupt check, even on the multi-threaded path where
+/// the calling task is blocked until the sandbox thread ends (the watcher is a task of its own,
+/// so another worker runs it meanwhile). Waiting calls see the cancellation themselves.
+fn watch_cancellation(
+    cancel: Option<CancellationToken>,
+    stop: &Arc<AtomicBool>,
+) -> Option<AbortOnDrop> {
+    let cancel = cancel?;
+    if cancel.is_cancelled() {
+        stop.store(true, Ordering::SeqCst);
+        return None;
+    }
+    let runtime = Handle::try_current().ok()?;
+    let stop = stop.clone();
+    Some(AbortOnDrop(runtime.spawn(async move {
+        cancel.cancelled().await;
+        stop.store(true, Ordering::SeqCst);
+    })))
 }
 
 fn time_limit_message(limit: Duration) -> String {
