@@ -36,6 +36,8 @@ fn a_prompt_is_printed_and_audited() {
     let rows = prompt_rows(&sandbox);
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!(rows[0]["tool"], "get_mcp_prompt");
+    // The server column names the MCP server the prompt came from.
+    assert_eq!(rows[0]["server"], "fx", "{rows:?}");
     assert_eq!(rows[0]["decision"], "allowed");
     assert_eq!(rows[0]["classes"], serde_json::json!(["read_only"]));
 }

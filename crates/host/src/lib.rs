@@ -501,12 +501,17 @@ impl Host {
         public_name: &str,
         arguments: Value,
     ) -> GateOutcome {
-        // A tool that audits under its own source (a resource read) says so here.
-        let source = self
+        // A tool that audits under its own source (a resource read) says so here; the server it
+        // reaches is then the call's server in the audit, hooks and the external authorizer.
+        let own_source = self
             .host_tools
             .get(public_name)
-            .and_then(|tool| tool.audit_source())
-            .unwrap_or(context.source);
+            .and_then(|tool| tool.audit_source());
+        let subject_server = own_source
+            .and_then(|_| arguments.get("server"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let source = own_source.unwrap_or(context.source);
         self.gate
             .call(CallRequest {
                 session_id: self.session_id.clone(),
@@ -516,6 +521,7 @@ impl Host {
                 arguments,
                 cancel: context.cancel,
                 progress: context.progress,
+                subject_server,
             })
             .await
     }

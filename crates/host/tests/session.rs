@@ -261,17 +261,25 @@ async fn resource_tools_read_only_what_the_server_advertised() {
         .query(&AuditQuery::default())
         .unwrap()
         .into_iter()
-        .map(|row| (row.public_name, row.source))
+        .map(|row| (row.public_name, row.source, row.server))
         .collect();
     assert_eq!(sources.len(), 4);
     assert_eq!(
         sources[0],
-        ("list_mcp_resources".to_owned(), "agent".to_owned())
+        (
+            "list_mcp_resources".to_owned(),
+            "agent".to_owned(),
+            Some("builtin".to_owned())
+        )
     );
+    // A read names the server it reached, so `warden audit --server fx` finds it.
     assert!(
         sources[1..]
             .iter()
-            .all(|(name, source)| name == "read_mcp_resource" && source == "resource-read")
+            .all(|(name, source, server)| name == "read_mcp_resource"
+                && source == "resource-read"
+                && server.as_deref() == Some("fx")),
+        "{sources:?}"
     );
     session.host.shutdown().await;
 }

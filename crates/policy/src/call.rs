@@ -97,6 +97,10 @@ pub struct CallRequest {
     pub cancel: CancellationToken,
     /// Where the call's progress notifications go, if the caller wants them.
     pub progress: Option<crate::gate::ProgressSender>,
+    /// For a built-in tool that reaches one MCP server on the caller's behalf (a resource read,
+    /// a prompt get): that server. The audit record, hooks and the external authorizer name it
+    /// as the call's server instead of `builtin`.
+    pub subject_server: Option<String>,
 }
 
 /// How a call ended.

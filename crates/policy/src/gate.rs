@@ -318,7 +318,10 @@ impl Gate {
                 session: &request.session_id,
                 caller: request.caller.as_deref(),
                 source: request.source,
-                server: descriptor.identity.server(),
+                server: request
+                    .subject_server
+                    .as_deref()
+                    .unwrap_or(descriptor.identity.server()),
                 tool: &descriptor.identity.tool,
                 public_name: &descriptor.public_name,
                 classes,
@@ -345,7 +348,10 @@ impl Gate {
         // 4. PreToolUse hooks.
         let hook_tool = || HookTool {
             public_name: descriptor.public_name.clone(),
-            server: descriptor.identity.server().to_owned(),
+            server: request
+                .subject_server
+                .clone()
+                .unwrap_or_else(|| descriptor.identity.server().to_owned()),
             tool: descriptor.identity.tool.clone(),
         };
         if self
@@ -557,9 +563,12 @@ impl Gate {
             session_id: request.session_id.clone(),
             source: request.source,
             caller: request.caller.clone(),
-            server: identity
-                .as_ref()
-                .map(|identity| identity.server().to_owned()),
+            server: identity.as_ref().map(|identity| {
+                request
+                    .subject_server
+                    .clone()
+                    .unwrap_or_else(|| identity.server().to_owned())
+            }),
             tool: identity.as_ref().map(|identity| identity.tool.clone()),
             public_name: request.public_name.clone(),
             annotations,

@@ -263,6 +263,7 @@ pub fn request(source: CallSource, public_name: &str, arguments: Value) -> CallR
         arguments,
         cancel: CancellationToken::new(),
         progress: None,
+        subject_server: None,
     }
 }
 
