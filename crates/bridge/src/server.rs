@@ -424,7 +424,8 @@ fn tell(
     }
 }
 
-/// The server name a built-in tool's transcript record carries (as in the audit).
+/// The server name a resource listing's transcript record carries (as in the audit); a read
+/// names the server it reached.
 const BUILTIN_SERVER: &str = "builtin";
 
 async fn list_resources(
@@ -479,7 +480,7 @@ async fn read_resource(
             let view = views::read_resource(&host, &server, &uri, cancel).await;
             tell(
                 observer.as_deref(),
-                BUILTIN_SERVER.to_owned(),
+                server.clone(),
                 warden_host::READ_RESOURCE.to_owned(),
                 serde_json::json!({ "server": server, "uri": uri }),
                 &view,

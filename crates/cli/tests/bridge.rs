@@ -435,13 +435,18 @@ warden tool resource frobnicate || echo "usage exit=$?"
         .filter(|r| {
             r["public_name"] == "list_mcp_resources" || r["public_name"] == "read_mcp_resource"
         })
-        .map(|r| format!("{} {} {}", r["public_name"], r["source"], r["decision"]))
+        .map(|r| {
+            format!(
+                "{} {} {} {}",
+                r["public_name"], r["source"], r["decision"], r["server"]
+            )
+        })
         .collect();
     assert_eq!(
         sources,
         [
-            r#""list_mcp_resources" "tool-cli" "allowed""#,
-            r#""read_mcp_resource" "resource-read" "allowed""#
+            r#""list_mcp_resources" "tool-cli" "allowed" "builtin""#,
+            r#""read_mcp_resource" "resource-read" "allowed" "everything""#
         ]
     );
 }

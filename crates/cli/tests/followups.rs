@@ -251,9 +251,10 @@ async fn bridge_calls_are_written_to_the_session_transcript_redacted() {
             .contains("has no tool of that name"),
         "{denied}"
     );
-    // A resource read through the bridge is a gated built-in call, in the transcript too.
+    // A resource read through the bridge is a gated built-in call, in the transcript too, under
+    // the server it read from (as in the audit).
     let read = calls[2];
-    assert_eq!(read["server"], "builtin");
+    assert_eq!(read["server"], "fx");
     assert_eq!(read["tool"], "read_mcp_resource");
     assert_eq!(
         read["arguments"],
