@@ -183,9 +183,12 @@ pub struct AuditRow {
     pub arguments: Option<Value>,
 }
 
+/// The audit table. `id` is a plain rowid: records are never deleted, so ids only grow, and a
+/// commit writes no `sqlite_sequence` page (databases made before this keep their
+/// `AUTOINCREMENT`, which behaves the same).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     time_unix_ms INTEGER NOT NULL,
     session_id TEXT NOT NULL,
     source TEXT NOT NULL,
@@ -757,6 +760,11 @@ fn connect(path: &Path) -> Result<Connection, AuditError> {
     let connection = Connection::open(path).map_err(sqlite)?;
     connection
         .busy_timeout(Duration::from_secs(5))
+        .map_err(sqlite)?;
+    // A new database gets 1 KiB pages: a record is a few hundred bytes, and every commit writes
+    // each page it touched to the WAL whole (ignored for an existing database).
+    connection
+        .pragma_update(None, "page_size", 1024)
         .map_err(sqlite)?;
     let mode: String = connection
         .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))

@@ -351,7 +351,24 @@ fn two_stores_on_one_file_both_write() {
     let db = dir.path().join("audit.db");
     let first = AuditStore::open(&db).unwrap();
     let second = AuditStore::open(&db).unwrap();
-    let record = |session: &str| warden_policy::AuditRecord {
+    let record = skill_load_record;
+    use warden_policy::AuditSink;
+    first.record(&record("one")).unwrap();
+    second.record(&record("two")).unwrap();
+    let rows = first.query(&AuditQuery::default()).unwrap();
+    assert_eq!(
+        rows.iter()
+            .map(|row| row.session_id.as_str())
+            .collect::<Vec<_>>(),
+        ["one", "two"]
+    );
+    assert_eq!(rows[0].source, "skill-load");
+    assert_eq!(rows[0].gate_ms, 3);
+}
+
+/// A skill load's record in `session`.
+fn skill_load_record(session: &str) -> warden_policy::AuditRecord {
+    warden_policy::AuditRecord {
         time: std::time::SystemTime::now(),
         session_id: session.into(),
         source: CallSource::SkillLoad,
@@ -371,17 +388,64 @@ fn two_stores_on_one_file_both_write() {
         error: None,
         arguments_digest: arguments_digest(&json!({})),
         arguments: None,
-    };
+    }
+}
+
+/// A new database gets small pages and a plain rowid (a commit writes fewer pages); one made
+/// with the earlier layout (4 KiB pages, `AUTOINCREMENT`) keeps working as it is, ids growing.
+#[test]
+fn new_and_earlier_database_layouts_both_record() {
     use warden_policy::AuditSink;
-    first.record(&record("one")).unwrap();
-    second.record(&record("two")).unwrap();
-    let rows = first.query(&AuditQuery::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = dir.path().join("fresh.db");
+    let store = AuditStore::open(&fresh).unwrap();
+    store.record(&skill_load_record("one")).unwrap();
+    let sqlite = rusqlite::Connection::open(&fresh).unwrap();
+    let page_size: i64 = sqlite
+        .query_row("PRAGMA page_size", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(page_size, 1024);
+    let sequence_tables: i64 = sqlite
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_sequence'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(sequence_tables, 0);
+
+    let earlier = dir.path().join("earlier.db");
+    let sqlite = rusqlite::Connection::open(&earlier).unwrap();
+    sqlite
+        .execute_batch(
+            "PRAGMA page_size = 4096; PRAGMA journal_mode = WAL;
+             CREATE TABLE audit (id INTEGER PRIMARY KEY AUTOINCREMENT, time_unix_ms INTEGER NOT NULL,
+                 session_id TEXT NOT NULL, source TEXT NOT NULL, caller TEXT, server TEXT, tool TEXT,
+                 public_name TEXT NOT NULL, annotations TEXT, classes TEXT NOT NULL,
+                 decision TEXT NOT NULL, layer TEXT NOT NULL, reason TEXT, gate_ms INTEGER NOT NULL,
+                 execution_ms INTEGER, result_bytes INTEGER, result_is_error INTEGER, error TEXT,
+                 arguments_digest TEXT NOT NULL, arguments TEXT);
+             CREATE INDEX audit_session ON audit (session_id, id);
+             CREATE INDEX audit_time ON audit (time_unix_ms);
+             INSERT INTO audit (id, time_unix_ms, session_id, source, public_name, classes,
+                 decision, layer, gate_ms, arguments_digest)
+             VALUES (41, 1, 'old', 'agent', 'mcp__fs__read_file', 'read_only', 'allowed',
+                 'approval', 0, 'sha256:0');",
+        )
+        .unwrap();
+    drop(sqlite);
+    let store = AuditStore::open(&earlier).unwrap();
+    store.record(&skill_load_record("new")).unwrap();
+    let rows = store.query(&AuditQuery::default()).unwrap();
     assert_eq!(
         rows.iter()
-            .map(|row| row.session_id.as_str())
+            .map(|row| (row.id, row.session_id.as_str()))
             .collect::<Vec<_>>(),
-        ["one", "two"]
+        [(41, "old"), (42, "new")]
     );
-    assert_eq!(rows[0].source, "skill-load");
-    assert_eq!(rows[0].gate_ms, 3);
+    let page_size: i64 = rusqlite::Connection::open(&earlier)
+        .unwrap()
+        .query_row("PRAGMA page_size", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(page_size, 4096, "an existing database keeps its pages");
 }
