@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_discovery::code_mode::execute;
 use warden_discovery::{
-    Callability, CodeCatalog, CodeModeHost, CodeModeLimits, CodeSearchRequest, CodeTool, ServerDoc,
+    Callability, CodeCatalog, CodeModeHost, CodeModeLimits, CodeSearchRequest, CodeTool,
+    ExecutionStatus, ServerDoc,
 };
 use warden_host::{CallContext, Host, HostTool};
 use warden_policy::{BoxFuture, CallSource, CapabilitySet, Decision, DispatchError, ToolOutput};
@@ -160,15 +161,30 @@ impl HostTool for CodeExecute {
         Box::pin(async move {
             let host = host_of(&self.slot)?;
             let code = arguments.get("code").and_then(Value::as_str).unwrap_or("");
+            // The gate's timer cannot interrupt the sandbox (it holds this task), so the call's
+            // own deadline, when shorter than code mode's time limit, becomes the limit.
+            let mut limits = CodeModeLimits::default();
+            let gate_deadline = warden_policy::call_deadline()
+                .map(|deadline| deadline.saturating_duration_since(std::time::Instant::now()))
+                .filter(|left| *left < limits.time);
+            if let Some(left) = gate_deadline {
+                limits.time = left;
+            }
             let code_host = GateCodeHost::new(host, cancel).await;
-            let report = execute(&code_host, code, CodeModeLimits::default())
+            let report = execute(&code_host, code, limits)
                 .await
                 .map_err(|error| DispatchError::new(error.to_string()))?;
-            if report.status == warden_discovery::ExecutionStatus::Cancelled {
-                return Err(DispatchError::new(report.model_text()));
+            match report.status {
+                ExecutionStatus::Cancelled => {
+                    return Err(DispatchError::new(report.model_text()));
+                }
+                ExecutionStatus::TimedOut if gate_deadline.is_some() => {
+                    return Err(DispatchError::timed_out(report.model_text()));
+                }
+                _ => {}
             }
             let mut output = ToolOutput::text(report.model_text());
-            output.is_error = report.status != warden_discovery::ExecutionStatus::Completed;
+            output.is_error = report.status != ExecutionStatus::Completed;
             Ok(output)
         })
     }
@@ -230,10 +246,12 @@ mod tests {
 
     use super::*;
 
-    /// A session with code mode and no servers, as `warden serve` assembles it.
-    fn session(dir: &std::path::Path) -> Arc<Host> {
+    /// A session with code mode and no servers, as `warden serve` assembles it, with the gate's
+    /// default tool timeout.
+    fn session(dir: &std::path::Path, timeout: Duration) -> Arc<Host> {
         let slot: HostSlot = Arc::default();
         let mut options = HostOptions::new(Paths::under_root(dir), dir.to_path_buf());
+        options.policy.default_timeout = timeout;
         options.tools.extend(code_tools(slot.clone()));
         let host = Arc::new(Host::open(&LoadedConfig::default(), options).unwrap());
         let _ = slot.set(Arc::downgrade(&host));
@@ -245,7 +263,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn cancelling_the_call_stops_a_busy_script() {
         let dir = tempfile::tempdir().unwrap();
-        let host = session(dir.path());
+        let host = session(dir.path(), Duration::from_secs(120));
         let cancel = CancellationToken::new();
         let canceller = {
             let cancel = cancel.clone();
@@ -270,6 +288,41 @@ mod tests {
             took < Duration::from_secs(15),
             "the script ran on after the cancellation: {took:?}"
         );
+        host.shutdown().await;
+    }
+
+    /// A tool timeout shorter than code mode's own 30 s limit stops the script there, and the
+    /// call is recorded as timed out, as any other call past its timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_gates_timeout_stops_a_busy_script() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = session(dir.path(), Duration::from_millis(400));
+        let started = Instant::now();
+        let outcome = host
+            .call(
+                CallSource::Agent,
+                "code_execute",
+                json!({"code": "while (true) {}"}),
+                CancellationToken::new(),
+            )
+            .await;
+        let took = started.elapsed();
+        assert_eq!(outcome.decision, Decision::TimedOut, "{outcome:?}");
+        assert!(
+            took < Duration::from_secs(15),
+            "ran to code mode's limit: {took:?}"
+        );
+        // A script that finishes in time is not affected.
+        let outcome = host
+            .call(
+                CallSource::Agent,
+                "code_execute",
+                json!({"code": "6 * 7"}),
+                CancellationToken::new(),
+            )
+            .await;
+        assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+        assert!(outcome.model_text().contains("42"), "{outcome:?}");
         host.shutdown().await;
     }
 }

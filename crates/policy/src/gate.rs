@@ -107,6 +107,18 @@ pub trait Dispatcher: Send + Sync {
 /// How long a cancelled or timed-out dispatch may take to wind down before it is dropped.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
 
+tokio::task_local! {
+    /// When the call being dispatched on this task times out.
+    static CALL_DEADLINE: std::time::Instant;
+}
+
+/// The deadline of the gated call this task is dispatching, if any. A dispatcher that holds its
+/// task while it works (code mode's sandbox) cannot be stopped by the gate's timer, so it keeps
+/// to this deadline itself and reports [`DispatchError::timed_out`] when it stops there.
+pub fn call_deadline() -> Option<std::time::Instant> {
+    CALL_DEADLINE.try_with(|deadline| *deadline).ok()
+}
+
 /// What a gate is built from.
 pub struct GateParts {
     /// Resolves public names.
@@ -497,8 +509,10 @@ impl Gate {
         timeout: Duration,
     ) -> Result<ToolOutput, Step> {
         let name = call.descriptor.public_name.clone();
-        let dispatch =
-            AssertUnwindSafe(self.dispatcher.dispatch(call, cancel.clone())).catch_unwind();
+        let dispatch = CALL_DEADLINE.scope(
+            std::time::Instant::now() + timeout,
+            AssertUnwindSafe(self.dispatcher.dispatch(call, cancel.clone())).catch_unwind(),
+        );
         let mut dispatch = std::pin::pin!(dispatch);
         // Biased: when the caller cancelled, a dispatcher that noticed it first does not turn the
         // cancellation into a dispatch failure.

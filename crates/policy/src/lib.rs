@@ -72,7 +72,7 @@ pub use capability::{
 pub use external::{ExternalQuestion, ask_external};
 pub use gate::{
     Catalog, DispatchCall, DispatchError, Dispatcher, Gate, GateParts, ProgressSender,
-    ProgressUpdate,
+    ProgressUpdate, call_deadline,
 };
 pub use permissions::{
     AuthorizationRule, DEFAULT_CALL_TIMEOUT, ExternalAuthorizer, GatePolicy, PermissionMode,
