@@ -424,8 +424,8 @@ fn tell(
     }
 }
 
-/// The server name a resource listing's transcript record carries (as in the audit); a read
-/// names the server it reached.
+/// The server name a transcript record of a listing across every server carries (as in the
+/// audit); a listing of one server, or a read, names that server.
 const BUILTIN_SERVER: &str = "builtin";
 
 async fn list_resources(
@@ -442,7 +442,10 @@ async fn list_resources(
             };
             tell(
                 observer.as_deref(),
-                BUILTIN_SERVER.to_owned(),
+                request
+                    .server
+                    .clone()
+                    .unwrap_or_else(|| BUILTIN_SERVER.to_owned()),
                 warden_host::LIST_RESOURCES.to_owned(),
                 arguments,
                 &view,

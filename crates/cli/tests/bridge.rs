@@ -445,7 +445,7 @@ warden tool resource frobnicate || echo "usage exit=$?"
     assert_eq!(
         sources,
         [
-            r#""list_mcp_resources" "tool-cli" "allowed" "builtin""#,
+            r#""list_mcp_resources" "tool-cli" "allowed" "everything""#,
             r#""read_mcp_resource" "resource-read" "allowed" "everything""#
         ]
     );

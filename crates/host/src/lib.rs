@@ -501,16 +501,11 @@ impl Host {
         public_name: &str,
         arguments: Value,
     ) -> GateOutcome {
-        // A tool that audits under its own source (a resource read) says so here; the server it
-        // reaches is then the call's server in the audit, hooks and the external authorizer.
-        let own_source = self
-            .host_tools
-            .get(public_name)
-            .and_then(|tool| tool.audit_source());
-        let subject_server = own_source
-            .and_then(|_| arguments.get("server"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        // A tool that audits under its own source (a resource read) says so here, and one that
+        // reaches a single MCP server names it as the call's server.
+        let host_tool = self.host_tools.get(public_name);
+        let own_source = host_tool.and_then(|tool| tool.audit_source());
+        let subject_server = host_tool.and_then(|tool| tool.subject_server(&arguments));
         let source = own_source.unwrap_or(context.source);
         self.gate
             .call(CallRequest {

@@ -30,6 +30,11 @@ pub trait HostTool: Send + Sync {
     fn audit_source(&self) -> Option<CallSource> {
         None
     }
+    /// The one MCP server a call with `arguments` reaches on the caller's behalf, if any: the
+    /// audit, hooks and the external authorizer name it as the call's server.
+    fn subject_server(&self, _arguments: &Value) -> Option<String> {
+        None
+    }
     /// Whether the model's tool list offers it now (it stays callable through the gate either
     /// way): the skill tools, say, only once there is a skill to load.
     fn offered(&self) -> bool {
@@ -114,6 +119,10 @@ impl HostTool for GetPrompt {
 
     fn classes(&self) -> CapabilitySet {
         CapabilitySet::READ_ONLY
+    }
+
+    fn subject_server(&self, arguments: &Value) -> Option<String> {
+        server_argument(arguments)
     }
 
     fn audit_source(&self) -> Option<CallSource> {
@@ -282,6 +291,10 @@ impl HostTool for ListResources {
         CapabilitySet::READ_ONLY
     }
 
+    fn subject_server(&self, arguments: &Value) -> Option<String> {
+        server_argument(arguments)
+    }
+
     fn execute<'a>(
         &'a self,
         arguments: Value,
@@ -347,6 +360,10 @@ impl HostTool for ReadResource {
         CapabilitySet::READ_ONLY
     }
 
+    fn subject_server(&self, arguments: &Value) -> Option<String> {
+        server_argument(arguments)
+    }
+
     fn audit_source(&self) -> Option<CallSource> {
         Some(CallSource::ResourceRead)
     }
@@ -385,4 +402,12 @@ impl HostTool for ReadResource {
             .await
         })
     }
+}
+
+/// The `server` argument of a tool that reaches one named MCP server.
+fn server_argument(arguments: &Value) -> Option<String> {
+    arguments
+        .get("server")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
