@@ -404,6 +404,15 @@ struct CancellingHost {
     cancel: tokio_util::sync::CancellationToken,
 }
 
+impl CancellingHost {
+    fn new() -> Self {
+        Self {
+            inner: LocalHost::default(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+        }
+    }
+}
+
 impl CodeModeHost for CancellingHost {
     fn call<'a>(
         &'a self,
@@ -429,10 +438,7 @@ async fn the_callers_cancellation_stops_busy_and_waiting_scripts() {
         "let n = 0; while (true) { n += 1; }",
         "await tools.call('s', 'hang', {})",
     ] {
-        let host = CancellingHost {
-            inner: LocalHost::default(),
-            cancel: tokio_util::sync::CancellationToken::new(),
-        };
+        let host = CancellingHost::new();
         let cancel = host.cancel.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -452,10 +458,7 @@ async fn the_callers_cancellation_stops_busy_and_waiting_scripts() {
         );
     }
     // Not cancelled: runs as before.
-    let host = CancellingHost {
-        inner: LocalHost::default(),
-        cancel: tokio_util::sync::CancellationToken::new(),
-    };
+    let host = CancellingHost::new();
     let report = execute(&host, "6 * 7", limits()).await.unwrap();
     assert_eq!(report.value.as_deref(), Some("42"));
 }

@@ -103,6 +103,16 @@ pub struct CallRequest {
     pub subject_server: Option<String>,
 }
 
+impl CallRequest {
+    /// The server this call is recorded and judged under: the MCP server a built-in tool reaches
+    /// for the caller, else the tool's own (`builtin` for a built-in).
+    pub fn server_of<'a>(&'a self, identity: &'a crate::tool::ToolIdentity) -> &'a str {
+        self.subject_server
+            .as_deref()
+            .unwrap_or_else(|| identity.server())
+    }
+}
+
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Decision {

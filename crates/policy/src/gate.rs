@@ -330,10 +330,7 @@ impl Gate {
                 session: &request.session_id,
                 caller: request.caller.as_deref(),
                 source: request.source,
-                server: request
-                    .subject_server
-                    .as_deref()
-                    .unwrap_or(descriptor.identity.server()),
+                server: request.server_of(&descriptor.identity),
                 tool: &descriptor.identity.tool,
                 public_name: &descriptor.public_name,
                 classes,
@@ -360,10 +357,7 @@ impl Gate {
         // 4. PreToolUse hooks.
         let hook_tool = || HookTool {
             public_name: descriptor.public_name.clone(),
-            server: request
-                .subject_server
-                .clone()
-                .unwrap_or_else(|| descriptor.identity.server().to_owned()),
+            server: request.server_of(&descriptor.identity).to_owned(),
             tool: descriptor.identity.tool.clone(),
         };
         if self
@@ -577,12 +571,9 @@ impl Gate {
             session_id: request.session_id.clone(),
             source: request.source,
             caller: request.caller.clone(),
-            server: identity.as_ref().map(|identity| {
-                request
-                    .subject_server
-                    .clone()
-                    .unwrap_or_else(|| identity.server().to_owned())
-            }),
+            server: identity
+                .as_ref()
+                .map(|identity| request.server_of(identity).to_owned()),
             tool: identity.as_ref().map(|identity| identity.tool.clone()),
             public_name: request.public_name.clone(),
             annotations,
