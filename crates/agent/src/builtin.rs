@@ -1,4 +1,4 @@
-//! The built-in tools (bash, read_file, write_file, edit_file, list_dir, glob, grep): schemas, capability classes, and their execution in the working directory.
+//! The built-in tools (bash, read_file, write_file, edit_file, list_dir, glob, grep): schemas, capability classes, what each call reaches in the workspace, and their execution.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 pub use warden_config::Capability;
 
 use crate::conversation::ToolSpec;
+use crate::workspace::{Access, Placement, Workspace, read_regular_file};
 
 /// Bytes of output a tool returns before the rest is spilled to an artifact.
 pub const DEFAULT_OUTPUT_CAP: usize = 30_000;
@@ -44,6 +45,8 @@ fn capped_listing(mut items: Vec<String>, noun: &str, empty: impl FnOnce() -> St
 const MAX_WALK_ENTRIES: usize = 100_000;
 const MAX_GREP_MATCHES: usize = 500;
 const DEFAULT_READ_LIMIT: usize = 2000;
+/// The largest file `read_file`, `edit_file` and `grep` read.
+pub const MAX_READ_BYTES: u64 = 32 * 1024 * 1024;
 
 /// A built-in tool as the model and the gate see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,7 +108,7 @@ pub fn builtin_specs() -> Vec<BuiltinToolSpec> {
         },
         BuiltinToolSpec {
             name: "write_file",
-            description: "Create or replace a file with `content` (parent directories are created).",
+            description: "Create or replace a file with `content` (parent directories are created). Replacing an existing file counts as destructive.",
             input_schema: json!({
                 "type": "object",
                 "properties": {
@@ -131,7 +134,8 @@ pub fn builtin_specs() -> Vec<BuiltinToolSpec> {
                 "required": ["path", "old_string", "new_string"],
                 "additionalProperties": false
             }),
-            capabilities: vec![Write],
+            // It always replaces existing content.
+            capabilities: vec![Destructive],
         },
         BuiltinToolSpec {
             name: "list_dir",
@@ -293,7 +297,7 @@ impl Default for BuiltinOptions {
 /// Runs built-in tools in a working directory. The gate calls [`BuiltinTools::execute`].
 #[derive(Clone)]
 pub struct BuiltinTools {
-    workdir: PathBuf,
+    workspace: Arc<Workspace>,
     artifacts: Arc<dyn ArtifactSink>,
     options: BuiltinOptions,
     bash_env: BashEnv,
@@ -383,7 +387,7 @@ impl std::fmt::Debug for BashEnv {
 impl std::fmt::Debug for BuiltinTools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BuiltinTools")
-            .field("workdir", &self.workdir)
+            .field("workspace", &self.workspace)
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
@@ -415,10 +419,24 @@ fn opt_bool(args: &Value, key: &str) -> Result<bool, BuiltinResult> {
     }
 }
 
+/// What one built-in call reaches, for the gate: the path it touches and where that stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltinReach {
+    /// The resolved path.
+    pub path: PathBuf,
+    /// How the call touches it.
+    pub access: Access,
+    /// Inside, outside or protected.
+    pub placement: Placement,
+    /// The call replaces a file that exists (a destructive write).
+    pub replaces_existing: bool,
+}
+
 impl BuiltinTools {
-    pub fn new(workdir: impl Into<PathBuf>, artifacts: Arc<dyn ArtifactSink>) -> Self {
+    /// Tools working in `workspace`.
+    pub fn new(workspace: Workspace, artifacts: Arc<dyn ArtifactSink>) -> Self {
         Self {
-            workdir: workdir.into(),
+            workspace: Arc::new(workspace),
             artifacts,
             options: BuiltinOptions::default(),
             bash_env: BashEnv::default(),
@@ -437,7 +455,46 @@ impl BuiltinTools {
     }
 
     pub fn workdir(&self) -> &Path {
-        &self.workdir
+        self.workspace.workdir()
+    }
+
+    /// The session's workspace.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// The path a call of `name` with `args` touches and where it stands; `None` for a call
+    /// that names no path the tool resolves itself (`bash`, or arguments that are not valid).
+    pub fn reach(&self, name: &str, args: &Value) -> Option<BuiltinReach> {
+        let raw = args.get("path").and_then(Value::as_str);
+        let (path, access) = match name {
+            "read_file" => (self.workspace.resolve(raw?), Access::Read),
+            "write_file" | "edit_file" => (self.workspace.resolve(raw?), Access::Write),
+            "list_dir" | "glob" | "grep" => (self.path_or_workdir(args), Access::Read),
+            _ => return None,
+        };
+        let placement = self.workspace.place(&path, access);
+        let replaces_existing = name == "edit_file" || (name == "write_file" && path.exists());
+        Some(BuiltinReach {
+            path,
+            access,
+            placement,
+            replaces_existing,
+        })
+    }
+
+    /// `raw` resolved; refused when it is protected (the gate refuses such calls before they
+    /// run; this is the tools' own second check).
+    fn checked(&self, raw: &str, access: Access) -> Result<PathBuf, BuiltinResult> {
+        let path = self.workspace.resolve(raw);
+        self.check(path, access)
+    }
+
+    fn check(&self, path: PathBuf, access: Access) -> Result<PathBuf, BuiltinResult> {
+        match self.workspace.place(&path, access) {
+            Placement::Protected(reason) => Err(BuiltinResult::error(reason)),
+            Placement::Inside | Placement::Outside => Ok(path),
+        }
     }
 
     /// Every built-in tool.
@@ -450,28 +507,16 @@ impl BuiltinTools {
         builtin_specs().iter().any(|spec| spec.name == name)
     }
 
-    fn resolve(&self, path: &str) -> PathBuf {
-        let p = Path::new(path);
-        if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            self.workdir.join(p)
-        }
-    }
-
     /// The `path` argument resolved, or the working folder when it is absent.
     fn path_or_workdir(&self, args: &Value) -> PathBuf {
         match args.get("path").and_then(Value::as_str) {
-            Some(p) => self.resolve(p),
-            None => self.workdir.clone(),
+            Some(p) => self.workspace.resolve(p),
+            None => self.workspace.resolve("."),
         }
     }
 
     fn display(&self, path: &Path) -> String {
-        path.strip_prefix(&self.workdir)
-            .unwrap_or(path)
-            .display()
-            .to_string()
+        display_relative(path, &self.workspace)
     }
 
     fn finish(&self, tool: &str, output: String, is_error: bool) -> BuiltinResult {
@@ -492,7 +537,7 @@ impl BuiltinTools {
     ) -> BuiltinResult {
         let outcome = match name {
             "bash" => self.bash(&args, cancel).await,
-            "read_file" => self.read_file(&args),
+            "read_file" => self.read_file(&args, cancel).await,
             "write_file" => self.write_file(&args),
             "edit_file" => self.edit_file(&args),
             "list_dir" => self.list_dir(&args),
@@ -520,7 +565,7 @@ impl BuiltinTools {
         command
             .arg("-c")
             .arg(command_line)
-            .current_dir(&self.workdir)
+            .current_dir(self.workspace.workdir())
             .env_clear()
             .envs(self.bash_env.environment(std::env::vars_os()))
             .stdin(Stdio::null());
@@ -612,16 +657,24 @@ impl BuiltinTools {
         Ok(result)
     }
 
-    fn read_file(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
-        let path = self.resolve(str_arg(args, "path")?);
+    async fn read_file(
+        &self,
+        args: &Value,
+        cancel: CancellationToken,
+    ) -> Result<BuiltinResult, BuiltinResult> {
+        let path = self.checked(str_arg(args, "path")?, Access::Read)?;
         let offset = opt_u64(args, "offset")?.unwrap_or(1).max(1) as usize;
         let limit = opt_u64(args, "limit")?
             .map(|l| l as usize)
             .unwrap_or(DEFAULT_READ_LIMIT)
             .max(1);
-        let bytes = std::fs::read(&path).map_err(|e| {
-            BuiltinResult::error(format!("cannot read {}: {e}", self.display(&path)))
-        })?;
+        let reading = path.clone();
+        let bytes = tokio::task::spawn_blocking(move || {
+            read_regular_file(&reading, MAX_READ_BYTES, Some(&cancel))
+        })
+        .await
+        .map_err(|e| BuiltinResult::error(format!("read_file failed: {e}")))?
+        .map_err(|e| BuiltinResult::error(format!("cannot read {}: {e}", self.display(&path))))?;
         let text = String::from_utf8_lossy(&bytes);
         let total = text.lines().count();
         if total == 0 {
@@ -648,7 +701,7 @@ impl BuiltinTools {
     }
 
     fn write_file(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
-        let path = self.resolve(str_arg(args, "path")?);
+        let path = self.checked(str_arg(args, "path")?, Access::Write)?;
         let content = str_arg(args, "content")?;
         write_atomic(&path, content.as_bytes()).map_err(|e| {
             BuiltinResult::error(format!("cannot write {}: {e}", self.display(&path)))
@@ -661,7 +714,7 @@ impl BuiltinTools {
     }
 
     fn edit_file(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
-        let path = self.resolve(str_arg(args, "path")?);
+        let path = self.checked(str_arg(args, "path")?, Access::Write)?;
         let old = str_arg(args, "old_string")?;
         let new = str_arg(args, "new_string")?;
         let replace_all = opt_bool(args, "replace_all")?;
@@ -676,8 +729,11 @@ impl BuiltinTools {
             ));
         }
         let shown = self.display(&path);
-        let text = std::fs::read_to_string(&path)
+        let bytes = read_regular_file(&path, MAX_READ_BYTES, None)
             .map_err(|e| BuiltinResult::error(format!("cannot read {shown}: {e}")))?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            BuiltinResult::error(format!("cannot edit {shown}: it is not UTF-8 text"))
+        })?;
         let count = text.matches(old).count();
         if count == 0 {
             return Err(BuiltinResult::error(format!(
@@ -705,7 +761,7 @@ impl BuiltinTools {
     }
 
     fn list_dir(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
-        let path = self.path_or_workdir(args);
+        let path = self.check(self.path_or_workdir(args), Access::Read)?;
         let shown = self.display(&path);
         let entries = std::fs::read_dir(&path)
             .map_err(|e| BuiltinResult::error(format!("cannot list {shown}: {e}")))?;
@@ -729,13 +785,14 @@ impl BuiltinTools {
         cancel: CancellationToken,
     ) -> Result<BuiltinResult, BuiltinResult> {
         let pattern = str_arg(args, "pattern")?.to_string();
-        let base = self.path_or_workdir(args);
+        let base = self.check(self.path_or_workdir(args), Access::Read)?;
         let matcher = glob_regex(&pattern)
             .map_err(|e| BuiltinResult::error(format!("invalid glob `{pattern}`: {e}")))?;
         let walk_base = base.clone();
+        let workspace = self.workspace.clone();
         let found = tokio::task::spawn_blocking(move || {
             let mut out = Vec::new();
-            walk(&walk_base, &cancel, &mut |path, rel| {
+            walk(&walk_base, &workspace, &cancel, &mut |path, rel| {
                 if matcher.is_match(rel) {
                     out.push(path.to_path_buf());
                 }
@@ -767,24 +824,20 @@ impl BuiltinTools {
             ),
             None => None,
         };
-        let base = self.path_or_workdir(args);
-        let workdir = self.workdir.clone();
+        let base = self.check(self.path_or_workdir(args), Access::Read)?;
+        let workspace = self.workspace.clone();
         let (lines, total) = tokio::task::spawn_blocking(move || {
             let mut lines = Vec::new();
             let mut total = 0usize;
             let mut search = |path: &Path| {
-                let Ok(bytes) = std::fs::read(path) else {
+                let Ok(bytes) = read_regular_file(path, MAX_READ_BYTES, Some(&cancel)) else {
                     return;
                 };
                 if bytes.iter().take(8192).any(|&b| b == 0) {
                     return;
                 }
                 let text = String::from_utf8_lossy(&bytes);
-                let shown = path
-                    .strip_prefix(&workdir)
-                    .unwrap_or(path)
-                    .display()
-                    .to_string();
+                let shown = display_relative(path, &workspace);
                 for (index, line) in text.lines().enumerate() {
                     if regex.is_match(line) {
                         total += 1;
@@ -798,7 +851,7 @@ impl BuiltinTools {
                 search(&base);
             } else {
                 let mut files = Vec::new();
-                walk(&base, &cancel, &mut |path, rel| {
+                walk(&base, &workspace, &cancel, &mut |path, rel| {
                     if filter.as_ref().is_none_or(|f| f.is_match(rel)) {
                         files.push(path.to_path_buf());
                     }
@@ -868,9 +921,28 @@ fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
     })
 }
 
-/// Walks files under `base` (skipping `.git`, not following symlinked directories), calling
-/// `visit(path, relative_path_with_slashes)`.
-fn walk(base: &Path, cancel: &CancellationToken, visit: &mut dyn FnMut(&Path, &str)) {
+/// `path` relative to the working folder when it lies beneath it, else whole.
+fn display_relative(path: &Path, workspace: &Workspace) -> String {
+    path.strip_prefix(workspace.resolved_workdir())
+        .or_else(|_| path.strip_prefix(workspace.workdir()))
+        .map(|relative| {
+            if relative.as_os_str().is_empty() {
+                ".".to_owned()
+            } else {
+                relative.display().to_string()
+            }
+        })
+        .unwrap_or_else(|_| path.display().to_string())
+}
+
+/// Walks files under `base` (skipping `.git` and protected paths, not following symlinked
+/// directories), calling `visit(path, relative_path_with_slashes)`.
+fn walk(
+    base: &Path,
+    workspace: &Workspace,
+    cancel: &CancellationToken,
+    visit: &mut dyn FnMut(&Path, &str),
+) {
     let mut stack = vec![base.to_path_buf()];
     let mut seen = 0usize;
     while let Some(dir) = stack.pop() {
@@ -886,6 +958,9 @@ fn walk(base: &Path, cancel: &CancellationToken, visit: &mut dyn FnMut(&Path, &s
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            if !workspace.walk_may_visit(&path, kind.is_symlink()) {
+                continue;
+            }
             if kind.is_dir() {
                 if entry.file_name() != ".git" {
                     stack.push(path);
@@ -1017,7 +1092,11 @@ mod bash_env_tests {
             "WARDEN_TEST_EXPORT".to_owned(),
             "exported".to_owned(),
         )]);
-        let tools = BuiltinTools::new(&dir, Arc::new(DirArtifacts::new(&dir))).with_bash_env(env);
+        let tools = BuiltinTools::new(
+            crate::workspace::Workspace::unprotected(&dir),
+            Arc::new(DirArtifacts::new(&dir)),
+        )
+        .with_bash_env(env);
         let result = tools
             .execute(
                 "bash",

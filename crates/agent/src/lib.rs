@@ -7,14 +7,15 @@ mod conversation;
 pub mod prompt;
 pub mod provider;
 pub mod session;
+pub mod workspace;
 
 pub use agent::{
     Agent, AgentError, AgentEvent, AgentOptions, RunOutcome, StopReason, ToolCallRecord,
     ToolCallRequest, ToolCallResult, ToolExecutor, ToolList,
 };
 pub use builtin::{
-    ArtifactSink, BashEnv, BuiltinOptions, BuiltinResult, BuiltinToolSpec, BuiltinTools,
-    Capability, DirArtifacts, builtin_specs, cap_output,
+    ArtifactSink, BashEnv, BuiltinOptions, BuiltinReach, BuiltinResult, BuiltinToolSpec,
+    BuiltinTools, Capability, DirArtifacts, builtin_specs, cap_output,
 };
 pub use conversation::{Message, ToolCall, ToolSpec, Usage};
 pub use prompt::{
@@ -26,3 +27,6 @@ pub use provider::{
     RetryPolicy, SelectError, client_for, select_model,
 };
 pub use session::{LoadedSession, Redactor, Session, SessionError, SessionRecord, SessionStore};
+pub use workspace::{
+    Access, Placement, ProtectedDefaults, ProtectedPath, ReadError, Workspace, read_regular_file,
+};

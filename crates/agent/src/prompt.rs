@@ -51,19 +51,38 @@ pub fn find_project_instructions(workdir: &Path) -> Vec<ProjectInstructions> {
         dirs.truncate(1);
     }
     dirs.reverse();
+    // Instruction files are read with the built-in tools' bounds, and never through a symlink
+    // that leaves the project (the topmost folder searched).
+    let project = dirs
+        .first()
+        .map(|dir| crate::workspace::resolve_existing(dir));
     let mut out = Vec::new();
     for dir in dirs {
         for name in ["AGENTS.md", "CLAUDE.md"] {
             let path = dir.join(name);
-            if let Ok(text) = std::fs::read_to_string(&path)
-                && !text.trim().is_empty()
+            let resolved = crate::workspace::resolve_existing(&path);
+            if project
+                .as_ref()
+                .is_some_and(|project| !resolved.starts_with(project))
             {
+                continue;
+            }
+            let Ok(bytes) =
+                crate::workspace::read_regular_file(&resolved, MAX_INSTRUCTIONS_BYTES, None)
+            else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if !text.trim().is_empty() {
                 out.push(ProjectInstructions { path, text });
             }
         }
     }
     out
 }
+
+/// The largest AGENTS.md or CLAUDE.md read into the system prompt.
+pub const MAX_INSTRUCTIONS_BYTES: u64 = 256 * 1024;
 
 fn section(out: &mut String, tag: &str, attrs: &str, body: &str) {
     if !out.is_empty() {

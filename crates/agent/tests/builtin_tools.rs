@@ -8,12 +8,13 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
-    BuiltinOptions, BuiltinResult, BuiltinTools, Capability, DirArtifacts, builtin_specs,
+    Access, BuiltinOptions, BuiltinResult, BuiltinTools, Capability, DirArtifacts, Placement,
+    ProtectedDefaults, Workspace, builtin_specs,
 };
 
 fn tools(dir: &Path) -> BuiltinTools {
     BuiltinTools::new(
-        dir.join("work"),
+        Workspace::unprotected(dir.join("work")),
         Arc::new(DirArtifacts::new(dir.join("artifacts"))),
     )
 }
@@ -406,4 +407,163 @@ async fn an_unknown_tool_is_an_error_result() {
     let result = exec(&tools, "rm_rf", json!({})).await;
     assert!(result.is_error);
     assert!(result.text.contains("rm_rf"));
+}
+
+/// Tools whose workspace protects `<dir>/home/.ssh` (the home folder of the test).
+fn protected_tools(dir: &Path) -> BuiltinTools {
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_rsa"), "PRIVATE KEY").unwrap();
+    std::fs::create_dir_all(dir.join("work")).unwrap();
+    let workspace = Workspace::new(
+        dir.join("work"),
+        &ProtectedDefaults {
+            home: Some(&home),
+            ..ProtectedDefaults::default()
+        },
+    );
+    BuiltinTools::new(
+        workspace,
+        Arc::new(DirArtifacts::new(dir.join("artifacts"))),
+    )
+}
+
+#[tokio::test]
+async fn reads_never_block_on_a_fifo_or_a_device() {
+    let (dir, tools) = setup();
+    let fifo = work(&dir).join("pipe");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for (path, what) in [
+        (fifo.display().to_string(), "named pipe"),
+        ("/dev/zero".into(), "device"),
+    ] {
+        let result = tokio::time::timeout(
+            Duration::from_secs(5),
+            exec(&tools, "read_file", json!({ "path": path })),
+        )
+        .await
+        .expect("read_file blocked");
+        assert!(result.is_error, "{}", result.text);
+        assert!(result.text.contains(what), "{}", result.text);
+    }
+    // grep skips them instead of hanging.
+    let grep = tokio::time::timeout(
+        Duration::from_secs(5),
+        exec(&tools, "grep", json!({"pattern": "x"})),
+    )
+    .await
+    .expect("grep blocked");
+    assert!(!grep.is_error, "{}", grep.text);
+}
+
+#[tokio::test]
+async fn a_file_over_the_read_limit_is_refused_with_what_to_do() {
+    let (dir, tools) = setup();
+    let big = std::fs::File::create(work(&dir).join("big.log")).unwrap();
+    big.set_len(warden_agent::builtin::MAX_READ_BYTES + 1)
+        .unwrap();
+    let result = exec(&tools, "read_file", json!({"path": "big.log"})).await;
+    assert!(result.is_error);
+    assert!(result.text.contains("limit"), "{}", result.text);
+    assert!(result.text.contains("head"), "{}", result.text);
+}
+
+#[tokio::test]
+async fn protected_paths_are_refused_by_the_tools_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = protected_tools(dir.path());
+    let key = dir.path().join("home/.ssh/id_rsa");
+    let read = exec(&tools, "read_file", json!({"path": key})).await;
+    assert!(
+        read.is_error && read.text.contains("SSH keys"),
+        "{}",
+        read.text
+    );
+    let write = exec(
+        &tools,
+        "write_file",
+        json!({"path": dir.path().join("home/.ssh/authorized_keys"), "content": "attacker"}),
+    )
+    .await;
+    assert!(write.is_error, "{}", write.text);
+    assert!(!dir.path().join("home/.ssh/authorized_keys").exists());
+    let environ = exec(&tools, "read_file", json!({"path": "/proc/self/environ"})).await;
+    assert!(
+        environ.is_error && environ.text.contains("environ"),
+        "{}",
+        environ.text
+    );
+    let listing = exec(
+        &tools,
+        "list_dir",
+        json!({"path": dir.path().join("home/.ssh")}),
+    )
+    .await;
+    assert!(listing.is_error, "{}", listing.text);
+}
+
+#[tokio::test]
+async fn walks_skip_protected_paths_and_symlinks_to_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = protected_tools(dir.path());
+    let work = dir.path().join("work");
+    std::os::unix::fs::symlink(dir.path().join("home/.ssh/id_rsa"), work.join("key.txt")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("home/.ssh"), work.join("ssh")).unwrap();
+    std::fs::write(work.join("plain.txt"), "PRIVATE KEY mentioned in notes").unwrap();
+    let grep = exec(&tools, "grep", json!({"pattern": "PRIVATE KEY"})).await;
+    assert_eq!(grep.text, "plain.txt:1:PRIVATE KEY mentioned in notes");
+    let from_home = exec(
+        &tools,
+        "grep",
+        json!({"pattern": "PRIVATE", "path": dir.path().join("home")}),
+    )
+    .await;
+    assert!(
+        from_home.text.starts_with("no matches"),
+        "{}",
+        from_home.text
+    );
+    let glob = exec(&tools, "glob", json!({"pattern": "**/*"})).await;
+    assert_eq!(glob.text, "plain.txt");
+}
+
+#[test]
+fn reach_places_each_call_and_marks_replacing_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = protected_tools(dir.path());
+    let work = dir.path().join("work");
+    std::fs::write(work.join("old.txt"), "old").unwrap();
+    let reach = |name: &str, args: serde_json::Value| tools.reach(name, &args).unwrap();
+    let new = reach("write_file", json!({"path": "new.txt", "content": ""}));
+    assert_eq!(new.placement, Placement::Inside);
+    assert!(!new.replaces_existing);
+    assert!(reach("write_file", json!({"path": "old.txt", "content": ""})).replaces_existing);
+    assert!(
+        reach(
+            "edit_file",
+            json!({"path": "old.txt", "old_string": "o", "new_string": "n"})
+        )
+        .replaces_existing
+    );
+    let outside = reach("read_file", json!({"path": "../elsewhere.txt"}));
+    assert_eq!(outside.placement, Placement::Outside);
+    assert_eq!(outside.access, Access::Read);
+    assert!(matches!(
+        reach(
+            "grep",
+            json!({"pattern": "x", "path": dir.path().join("home/.ssh")})
+        )
+        .placement,
+        Placement::Protected(_)
+    ));
+    assert_eq!(reach("list_dir", json!({})).placement, Placement::Inside);
+    assert!(
+        tools
+            .reach("bash", &json!({"command": "cat ~/.ssh/id_rsa"}))
+            .is_none()
+    );
 }

@@ -77,6 +77,37 @@ fn the_prompt_is_byte_stable_and_ordered() {
 }
 
 #[test]
+fn instruction_files_are_bounded_and_never_read_through_a_symlink_that_leaves_the_project() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.md"), "outside secret").unwrap();
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join(".git")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.md"),
+        project.path().join("AGENTS.md"),
+    )
+    .unwrap();
+    // A named pipe would block a plain read forever.
+    let status = std::process::Command::new("mkfifo")
+        .arg(project.path().join("CLAUDE.md"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let found = find_project_instructions(project.path());
+    assert!(
+        found.is_empty(),
+        "{:?}",
+        found.iter().map(|f| &f.text).collect::<Vec<_>>()
+    );
+
+    // Over the size limit: skipped.
+    let big = tempfile::tempdir().unwrap();
+    let text = "x".repeat(warden_agent::prompt::MAX_INSTRUCTIONS_BYTES as usize + 1);
+    std::fs::write(big.path().join("AGENTS.md"), text).unwrap();
+    assert!(find_project_instructions(big.path()).is_empty());
+}
+
+#[test]
 fn sessions_redact_secrets_resume_and_continue_per_folder() {
     let state = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();

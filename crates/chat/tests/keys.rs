@@ -39,6 +39,7 @@ fn request() -> ApprovalRequest {
         classes: CapabilitySet::of(&[CapabilityClass::Write]),
         arguments: json!({"path": "a"}),
         reason: "ask mode".into(),
+        outside: None,
     }
 }
 

@@ -87,6 +87,7 @@ fn approval_request() -> ApprovalRequest {
         classes: CapabilitySet::of(&[CapabilityClass::Write]),
         arguments: json!({"path": "notes.txt", "content": "hello"}),
         reason: "mcp__fs__write_file is write; ask mode asks before it runs".into(),
+        outside: None,
     }
 }
 

@@ -20,7 +20,7 @@ use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
 use warden_discovery::{Availability, CodeModeLimits, RoutingInputs, execution_routing_section};
 
 use crate::bridge_client::{settle_tool_cli, with_tool_cli_usage};
-use warden_agent::BashEnv;
+use warden_agent::{Access, BashEnv, Placement, ProtectedDefaults, Workspace};
 use warden_bridge::Bridge;
 
 use crate::code_tools::{HostSlot, code_tools};
@@ -31,7 +31,8 @@ use warden_host::{CallContext, Host, HostTool, VisibleTool};
 use warden_host::{RemoteSkills, RemoteSkillsSettings};
 use warden_mcp::ServerSpec;
 use warden_policy::{
-    BoxFuture, CallSource, CapabilityClass, CapabilitySet, Decision, DispatchError, ToolOutput,
+    BoxFuture, CallReach, CallSource, CapabilityClass, CapabilitySet, Decision, DispatchError,
+    OutsidePath, ToolOutput,
 };
 
 use crate::Globals;
@@ -45,6 +46,8 @@ pub struct SessionRequest<'a> {
     /// `--mcp CMD|URL` (or `NAME=CMD|URL`) ad-hoc servers.
     pub ad_hoc: &'a [String],
     pub policy: &'a PolicyFlags,
+    /// `--add-dir`: more workspace roots for the built-in tools.
+    pub add_dirs: &'a [PathBuf],
     pub resume: Option<&'a str>,
     pub continue_latest: bool,
     /// Who answers approvals (`None`: headless, calls that need approval are denied).
@@ -127,9 +130,10 @@ impl AgentSession {
         let resumed = resume(&store, &workspace, request.resume, request.continue_latest)?;
 
         let bash_env = BashEnv::masking(warden_bridge::ENV_PREFIX);
+        let tool_workspace = session_workspace(&paths, &workspace, &config, request.add_dirs)?;
         let builtins = Arc::new(
             BuiltinTools::new(
-                workspace.clone(),
+                tool_workspace,
                 Arc::new(DirArtifacts::new(
                     paths.state_dir().join("artifacts").join("builtin"),
                 )),
@@ -372,6 +376,52 @@ impl AgentSession {
     }
 }
 
+/// The built-in tools' workspace: the project root (the working folder's git root unless that
+/// is the home folder or `/`; else the working folder), the operator's extra folders, warden's
+/// artifacts to read, and the protected paths with the user's exceptions.
+fn session_workspace(
+    paths: &warden_config::Paths,
+    workdir: &Path,
+    config: &LoadedConfig,
+    add_dirs: &[PathBuf],
+) -> anyhow::Result<Workspace> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut extra = Vec::new();
+    for dir in add_dirs {
+        let absolute = if dir.is_absolute() {
+            dir.clone()
+        } else {
+            workdir.join(dir)
+        };
+        if !absolute.is_dir() {
+            return Err(UsageError(format!("--add-dir {}: no such folder", dir.display())).into());
+        }
+        extra.push(absolute);
+    }
+    let permissions = &config.policy.permissions;
+    extra.extend(permissions.additional_directories.iter().cloned());
+    // A git root that holds the home folder (a dotfiles repository in ~, or `/`) is no project.
+    let project_root = workdir
+        .ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .filter(|root| !home.as_deref().is_some_and(|home| home.starts_with(root)))
+        .map(Path::to_path_buf);
+    let defaults = ProtectedDefaults {
+        home: home.as_deref(),
+        warden_config: Some(paths.config_dir()),
+        warden_state: Some(paths.state_dir()),
+    };
+    let rule_hint = format!(
+        "[permissions] allow_protected in {}",
+        paths.user_config_file().display()
+    );
+    Ok(Workspace::new(workdir, &defaults)
+        .with_roots(project_root)
+        .with_roots(extra)
+        .with_read_only_roots([paths.state_dir().join("artifacts")])
+        .allowing(permissions.allow_protected.iter().cloned(), rule_hint))
+}
+
 /// A built-in tool of the agent crate, offered through the gate.
 struct BuiltinHostTool {
     spec: warden_agent::BuiltinToolSpec,
@@ -401,6 +451,29 @@ impl HostTool for BuiltinHostTool {
 
     fn classes(&self) -> CapabilitySet {
         capability_classes(&self.spec.capabilities)
+    }
+
+    fn assess(&self, arguments: &Value) -> CallReach {
+        let Some(reach) = self.tools.reach(self.spec.name, arguments) else {
+            return CallReach::default();
+        };
+        let mut assessed = CallReach::default();
+        if reach.replaces_existing {
+            assessed.added_classes = CapabilitySet::of(&[CapabilityClass::Destructive]);
+        }
+        match reach.placement {
+            Placement::Inside => {}
+            Placement::Outside => {
+                assessed.outside = Some(OutsidePath {
+                    path: reach.path,
+                    writes: reach.access == Access::Write,
+                });
+            }
+            Placement::Protected(reason) => {
+                return CallReach::refused(format!("{} was refused: {reason}", self.spec.name));
+            }
+        }
+        assessed
     }
 
     fn execute<'a>(

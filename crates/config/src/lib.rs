@@ -44,7 +44,7 @@ pub use policy::{
     AuditSettings, AuthorizationCommand, AuthorizationRule, AuthorizationSettings,
     DEFAULT_ALWAYS_ASK, DEFAULT_AUTHORIZATION_TIMEOUT, DEFAULT_HOOK_TIMEOUT, HookCommand,
     HookEvent, PermissionMode, PermissionSettings, PolicySettings, RuleDecision, ScopedRawPolicy,
-    ToolGlob,
+    ToolGlob, user_path,
 };
 pub use raw::{
     BridgeTransport, CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization,

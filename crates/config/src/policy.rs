@@ -230,6 +230,10 @@ pub struct PermissionSettings {
     /// Tools always denied: the user's patterns, then the project's.
     pub deny: Vec<ToolGlob>,
     pub always_ask: Option<Vec<Capability>>,
+    /// Folders the built-in tools work in beside the working folder (user scope only).
+    pub additional_directories: Vec<PathBuf>,
+    /// Protected paths the built-in tools may reach anyway (user scope only).
+    pub allow_protected: Vec<PathBuf>,
 }
 
 impl PermissionSettings {
@@ -357,6 +361,8 @@ impl PolicySettings {
             allow,
             deny,
             always_ask,
+            additional_directories,
+            allow_protected,
         } = permissions;
         if let Some(mode) = mode {
             self.permissions.mode = Some(match self.permissions.mode {
@@ -366,6 +372,10 @@ impl PolicySettings {
         }
         self.permissions.allow.extend(allow);
         self.permissions.deny.extend(deny);
+        self.permissions
+            .additional_directories
+            .extend(additional_directories);
+        self.permissions.allow_protected.extend(allow_protected);
         if let Some(classes) = always_ask {
             let mut merged = match &self.permissions.always_ask {
                 Some(earlier) => earlier.clone(),
@@ -432,6 +442,22 @@ impl Report<'_> {
                 None
             }
         }
+    }
+
+    /// Paths as [`user_path`] reads them, each problem reported at its index.
+    fn user_paths(&mut self, key: &str, raw: Option<Vec<String>>) -> Vec<PathBuf> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        raw.unwrap_or_default()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, raw)| match user_path(raw, home.as_deref()) {
+                Ok(path) => Some(path),
+                Err(expected) => {
+                    self.invalid(format!("{key}[{i}]"), expected);
+                    None
+                }
+            })
+            .collect()
     }
 
     fn globs(&mut self, key: &str, patterns: Option<Vec<String>>) -> Vec<ToolGlob> {
@@ -563,6 +589,8 @@ fn validate_permissions(
         allow,
         deny,
         always_ask,
+        additional_directories,
+        allow_protected,
     } = raw;
     const TIGHTEN_ONLY: &str = "a project file may only tighten permissions";
     if project && mode == Some(PermissionMode::Auto) {
@@ -583,6 +611,23 @@ fn validate_permissions(
             ),
         );
     }
+    for (key, given) in [
+        ("additional_directories", &additional_directories),
+        ("allow_protected", &allow_protected),
+    ] {
+        if project && given.is_some() {
+            report.refused(
+                format!("permissions.{key}"),
+                format!(
+                    "{TIGHTEN_ONLY}: `{key}` widens what the built-in tools may reach without asking, \
+                     so it is read from your user config only; {USER_CONFIG_ONLY}"
+                ),
+            );
+        }
+    }
+    let additional_directories =
+        report.user_paths("permissions.additional_directories", additional_directories);
+    let allow_protected = report.user_paths("permissions.allow_protected", allow_protected);
     let allow = report.globs("permissions.allow", allow);
     let deny = report.globs("permissions.deny", deny);
     let always_ask = always_ask.map(|classes| {
@@ -613,6 +658,34 @@ fn validate_permissions(
         allow,
         deny,
         always_ask,
+        additional_directories,
+        allow_protected,
+    }
+}
+
+/// `raw` as a path: absolute, or `~/…` under the home folder; `None` with the reason otherwise.
+pub fn user_path(raw: &str, home: Option<&Path>) -> Result<PathBuf, String> {
+    let expanded = match raw.strip_prefix("~/") {
+        Some(rest) => match home {
+            Some(home) => home.join(rest),
+            None => {
+                return Err(format!(
+                    "\"{raw}\" starts with ~/, but no home folder is known"
+                ));
+            }
+        },
+        None if raw == "~" => match home {
+            Some(home) => home.to_path_buf(),
+            None => return Err(format!("\"{raw}\" is ~, but no home folder is known")),
+        },
+        None => PathBuf::from(raw),
+    };
+    if expanded.is_absolute() {
+        Ok(expanded)
+    } else {
+        Err(format!(
+            "an absolute path or one that starts with ~/, not \"{raw}\" (a relative path would depend on where warden runs)"
+        ))
     }
 }
 

@@ -198,10 +198,23 @@ pub struct RawPermissions {
     /// Capability classes that always ask, even in `auto` mode (default `["destructive"]`); a project file may add classes, never remove one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub always_ask: Option<Vec<Capability>>,
+    /// Folders the built-in tools work in beside the working folder, as absolute paths or `~/…` (`--add-dir` adds more). User config only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub additional_directories: Option<Vec<String>>,
+    /// Protected paths (keys, credentials, warden's own files) the built-in tools may reach anyway, as absolute paths or `~/…`; each covers what lies beneath it. Outside the workspace they still ask. User config only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_protected: Option<Vec<String>>,
 }
 
 impl RawPermissions {
-    pub const KEYS: &'static [&'static str] = &["mode", "allow", "deny", "always_ask"];
+    pub const KEYS: &'static [&'static str] = &[
+        "mode",
+        "allow",
+        "deny",
+        "always_ask",
+        "additional_directories",
+        "allow_protected",
+    ];
 }
 
 /// `[authorization]`: the external authorization command and, as `[[authorization.rules]]`, the operator's rules. User config only.
@@ -1029,6 +1042,8 @@ impl<'a> Walk<'a> {
             allow: self.strings(t, p, "allow"),
             deny: self.strings(t, p, "deny"),
             always_ask: self.known_list(t, p, "always_ask"),
+            additional_directories: self.strings(t, p, "additional_directories"),
+            allow_protected: self.strings(t, p, "allow_protected"),
         }
     }
 

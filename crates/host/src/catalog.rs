@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_policy::{
-    BoxFuture, Catalog, DispatchCall, DispatchError, Dispatcher, ServerPolicy, ToolAnnotations,
-    ToolDescriptor, ToolIdentity, ToolOutput, ToolSource,
+    BoxFuture, CallReach, Catalog, DispatchCall, DispatchError, Dispatcher, ServerPolicy,
+    ToolAnnotations, ToolDescriptor, ToolIdentity, ToolOutput, ToolSource,
 };
 
 use crate::dispatch::McpDispatcher;
@@ -48,6 +49,17 @@ impl Catalog for SessionCatalog {
 
     fn explain_unresolved(&self, public_name: &str) -> Option<String> {
         self.index.explain_unresolved(public_name)
+    }
+
+    fn assess(&self, descriptor: &ToolDescriptor, arguments: &Value) -> CallReach {
+        match &descriptor.identity.source {
+            ToolSource::Builtin => self
+                .host_tools
+                .get(&descriptor.identity.tool)
+                .map(|tool| tool.assess(arguments))
+                .unwrap_or_default(),
+            ToolSource::Mcp { .. } => CallReach::default(),
+        }
     }
 }
 

@@ -214,6 +214,15 @@ impl ToolIndex {
 }
 
 impl Catalog for ToolIndex {
+    /// MCP tools reach what their server reaches; the gate's classes and approval cover them.
+    fn assess(
+        &self,
+        _descriptor: &ToolDescriptor,
+        _arguments: &serde_json::Value,
+    ) -> warden_policy::CallReach {
+        warden_policy::CallReach::default()
+    }
+
     fn resolve(&self, public_name: &str) -> Option<ToolDescriptor> {
         let descriptor = self.descriptor(public_name)?;
         let server = descriptor.identity.server().to_owned();

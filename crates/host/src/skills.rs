@@ -12,8 +12,9 @@ use rmcp::model::ResourceContents;
 use serde_json::json;
 use warden_mcp::{ListEpochs, McpError, McpRuntime, ServerState};
 use warden_policy::{
-    ApprovalAnswer, ApprovalRequest, Approver, AuditRecord, AuditSink, CallSource, CapabilitySet,
-    Catalog, Decision, Gate, Layer, ToolAnnotations, ToolDescriptor, ToolIdentity, ToolSource,
+    ApprovalAnswer, ApprovalRequest, Approver, AuditRecord, AuditSink, CallReach, CallSource,
+    CapabilitySet, Catalog, Decision, Gate, Layer, ToolAnnotations, ToolDescriptor, ToolIdentity,
+    ToolSource,
 };
 use warden_skills::remote::{
     MAX_REMOTE_FILE_BYTES, RemoteSkillError, check_legacy_file, legacy_skill_commands,
@@ -682,6 +683,7 @@ impl RemoteSkills {
                 command.server,
                 tools.join(", ")
             ),
+            outside: None,
         };
         match bound.approver.approve(&request).await {
             ApprovalAnswer::AllowOnce | ApprovalAnswer::AllowForSession => {
@@ -779,6 +781,10 @@ impl<C: Catalog> Catalog for SkillGatedCatalog<C> {
             ));
         }
         self.inner.explain_unresolved(public_name)
+    }
+
+    fn assess(&self, descriptor: &ToolDescriptor, arguments: &serde_json::Value) -> CallReach {
+        self.inner.assess(descriptor, arguments)
     }
 }
 

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use warden_mcp::McpRuntime;
 use warden_mcp::RelayError;
 use warden_mcp::artifacts::ArtifactStore;
-use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
+use warden_policy::{BoxFuture, CallReach, CallSource, CapabilitySet, DispatchError, ToolOutput};
 
 /// A tool implemented by warden itself. Its classes are declared in code for the gate.
 pub trait HostTool: Send + Sync {
@@ -34,6 +34,11 @@ pub trait HostTool: Send + Sync {
     /// audit, hooks and the external authorizer name it as the call's server.
     fn subject_server(&self, _arguments: &Value) -> Option<String> {
         None
+    }
+    /// What a call with these (validated) arguments reaches — a path outside the workspace, a
+    /// protected path, classes the call adds — for the gate to weigh before approval.
+    fn assess(&self, _arguments: &Value) -> CallReach {
+        CallReach::default()
     }
     /// Whether the model's tool list offers it now (it stays callable through the gate either
     /// way): the skill tools, say, only once there is a skill to load.

@@ -9,6 +9,7 @@ use warden_hooks::Pattern;
 use crate::call::CallSource;
 use crate::capability::{CapabilitySet, ToolAnnotations};
 use crate::permissions::{PermissionMode, Permissions};
+use crate::reach::OutsidePath;
 use crate::tool::ToolIdentity;
 
 /// A boxed, sendable future (the traits here are used as `dyn`).
@@ -36,22 +37,28 @@ pub struct ApprovalFacts<'a> {
     pub public_name: &'a str,
     /// The calling surface.
     pub source: CallSource,
-    /// The user said "allow for this session" earlier.
+    /// The user said "allow for this session" earlier (for a call outside the workspace: about
+    /// this tool in a folder that holds the path).
     pub remembered: bool,
     /// An approved skill grant unlocked it for this session.
     pub granted: bool,
+    /// The path outside the workspace roots this call reaches, if any.
+    pub outside: Option<&'a OutsidePath>,
 }
 
 /// Decides, in this order:
 /// 1. a deny-list match (`[permissions] deny`, `--disallowed-tools`) denies — deny always wins;
 /// 2. code mode refuses any tool that is not read-only;
 /// 3. `read-only` mode refuses any tool that is not read-only;
-/// 4. an allow-list match (`[permissions] allow`, `--allowed-tools`) runs — explicit names beat
+/// 4. a call that reaches outside the workspace roots asks — in every mode, whatever the allow
+///    list and grants say (they name tools, not paths) — unless the user allowed this tool in a
+///    folder holding the path for this session;
+/// 5. an allow-list match (`[permissions] allow`, `--allowed-tools`) runs — explicit names beat
 ///    the always-ask classes;
-/// 5. a skill grant or a remembered "allow for session" answer runs;
-/// 6. the mode: `ask` runs read-only tools and asks for the rest; `auto` asks when the tool has an
+/// 6. a skill grant or a remembered "allow for session" answer runs;
+/// 7. the mode: `ask` runs read-only tools and asks for the rest; `auto` asks when the tool has an
 ///    always-ask class and runs otherwise; `read-only` runs (what is left is read-only);
-/// 7. code mode never escalates: where a person would be asked, it is denied instead.
+/// 8. code mode never escalates: where a person would be asked, it is denied instead.
 pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
     let ApprovalFacts {
         permissions,
@@ -60,6 +67,7 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
         source,
         remembered,
         granted,
+        outside,
     } = facts;
     if let Some(pattern) = first_match(&permissions.deny, public_name) {
         return ApprovalNeed::Deny(format!(
@@ -76,7 +84,19 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
             "{public_name} is {classes}, and the permission mode is read-only"
         ));
     }
-    let need = if let Some(pattern) = first_match(&permissions.allow, public_name) {
+    let need = if let Some(outside) = outside {
+        if remembered {
+            ApprovalNeed::Run(format!(
+                "approved earlier for this session in {}",
+                outside.remembered_folder().display()
+            ))
+        } else {
+            ApprovalNeed::Ask(format!(
+                "{public_name} {}, outside the workspace; calls outside it always ask",
+                outside.describe()
+            ))
+        }
+    } else if let Some(pattern) = first_match(&permissions.allow, public_name) {
         ApprovalNeed::Run(format!(
             "allowed by the operator's allow list (pattern \"{pattern}\")"
         ))
@@ -141,6 +161,8 @@ pub struct ApprovalRequest {
     pub arguments: Value,
     /// Why approval is needed.
     pub reason: String,
+    /// The path outside the workspace the call reaches, if that is why it asks.
+    pub outside: Option<OutsidePath>,
 }
 
 /// A person's answer.
@@ -175,10 +197,20 @@ pub struct NoApprover;
 
 impl Approver for NoApprover {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        let fix = match &request.outside {
+            Some(outside) => format!(
+                "make the folder part of the workspace with --add-dir {} or [permissions] \
+                 additional_directories",
+                outside.remembered_folder().display()
+            ),
+            None => format!(
+                "allow it with --allowed-tools {} or [permissions] allow",
+                request.public_name
+            ),
+        };
         let reason = format!(
-            "{} needs approval ({}), but this run has nobody to ask (headless); allow it with \
-             --allowed-tools {} or [permissions] allow",
-            request.public_name, request.reason, request.public_name
+            "{} needs approval ({}), but this run has nobody to ask (headless); {fix}",
+            request.public_name, request.reason
         );
         Box::pin(async move { ApprovalAnswer::NobodyToAsk { reason } })
     }

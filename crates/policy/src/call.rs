@@ -154,6 +154,8 @@ pub enum Layer {
     External,
     /// Argument validation.
     Validation,
+    /// The workspace check: a protected path the call may not reach (see [`crate::CallReach`]).
+    Workspace,
     /// A PreToolUse hook.
     Hook,
     /// Approval (for allowed calls: the layer that finally let it through).
@@ -175,6 +177,7 @@ impl Layer {
             Self::Rule => "rule",
             Self::External => "external",
             Self::Validation => "validation",
+            Self::Workspace => "workspace",
             Self::Hook => "hook",
             Self::Approval => "approval",
             Self::Timeout => "timeout",

@@ -26,6 +26,7 @@ use crate::capability::CapabilitySet;
 use crate::capability::ToolAnnotations;
 use crate::external::{ExternalQuestion, ask_external};
 use crate::permissions::GatePolicy;
+use crate::reach::CallReach;
 use crate::schema_cache::SchemaCache;
 use crate::tool::{ToolDescriptor, ToolIdentity};
 
@@ -40,6 +41,11 @@ pub trait Catalog: Send + Sync {
     fn explain_unresolved(&self, _public_name: &str) -> Option<String> {
         None
     }
+
+    /// What a call of `descriptor` with these (validated) arguments reaches: a path outside the
+    /// workspace, a protected path, classes the call adds. Required, with no default, so that a
+    /// catalogue wrapping another cannot forget to pass the question on.
+    fn assess(&self, descriptor: &ToolDescriptor, arguments: &Value) -> CallReach;
 }
 
 /// A call the gate has admitted.
@@ -148,6 +154,8 @@ pub struct Gate {
     cwd: PathBuf,
     /// Per session: tools the user allowed for the rest of the session.
     remembered: Mutex<HashMap<String, HashSet<ToolIdentity>>>,
+    /// Per session: tools the user allowed outside the workspace, each in one folder.
+    remembered_outside: Mutex<HashMap<String, Vec<(ToolIdentity, PathBuf)>>>,
     /// Per session: tools unlocked by approved skill grants.
     granted: Mutex<HashMap<String, HashSet<ToolIdentity>>>,
     /// Compiled input schemas by tool identity (a changed schema is compiled afresh).
@@ -218,6 +226,7 @@ impl Gate {
             policy,
             cwd,
             remembered: Mutex::new(HashMap::new()),
+            remembered_outside: Mutex::new(HashMap::new()),
             granted: Mutex::new(HashMap::new()),
             schemas: SchemaCache::default(),
             in_flight: AtomicUsize::new(0),
@@ -259,6 +268,9 @@ impl Gate {
     /// Forgets a session's remembered answers and grants.
     pub fn end_session(&self, session_id: &str) {
         if let Ok(mut remembered) = self.remembered.lock() {
+            remembered.remove(session_id);
+        }
+        if let Ok(mut remembered) = self.remembered_outside.lock() {
             remembered.remove(session_id);
         }
         if let Ok(mut granted) = self.granted.lock() {
@@ -354,6 +366,15 @@ impl Gate {
             );
         }
 
+        // 3b. The workspace: a protected path is refused, a path outside the roots asks, and a
+        // call may add classes to its tool's (a write that replaces a file is destructive).
+        let reach = self.catalog.assess(&descriptor, arguments);
+        if let Some(reason) = reach.refused {
+            return Step::stop(Decision::Denied, Layer::Workspace, reason);
+        }
+        let classes = classes.union(reach.added_classes);
+        trace.classes = trace.classes.union(reach.added_classes);
+
         // 4. PreToolUse hooks.
         let hook_tool = || HookTool {
             public_name: descriptor.public_name.clone(),
@@ -379,17 +400,24 @@ impl Gate {
         }
 
         // 5. Approval (no timeout: a person may take as long as they need).
+        let remembered = match &reach.outside {
+            Some(outside) => self.remembered_outside.lock().is_ok_and(|map| {
+                map.get(&request.session_id).is_some_and(|folders| {
+                    folders.iter().any(|(identity, folder)| {
+                        identity == &descriptor.identity && outside.path.starts_with(folder)
+                    })
+                })
+            }),
+            None => self.session_has(&self.remembered, &request.session_id, &descriptor.identity),
+        };
         let need = approval_need(ApprovalFacts {
             permissions,
             classes,
             public_name: &descriptor.public_name,
             source: request.source,
-            remembered: self.session_has(
-                &self.remembered,
-                &request.session_id,
-                &descriptor.identity,
-            ),
+            remembered,
             granted: self.session_has(&self.granted, &request.session_id, &descriptor.identity),
+            outside: reach.outside.as_ref(),
         });
         let approved_because = match need {
             ApprovalNeed::Run(why) => why,
@@ -405,6 +433,7 @@ impl Gate {
                     classes,
                     arguments: arguments.clone(),
                     reason: why,
+                    outside: reach.outside.clone(),
                 };
                 let answer = tokio::select! {
                     answer = self.approver.approve(&approval) => answer,
@@ -415,15 +444,31 @@ impl Gate {
                 };
                 match answer {
                     ApprovalAnswer::AllowOnce => "approved by the user".to_owned(),
-                    ApprovalAnswer::AllowForSession => {
-                        if let Ok(mut remembered) = self.remembered.lock() {
-                            remembered
-                                .entry(request.session_id.clone())
-                                .or_default()
-                                .insert(descriptor.identity.clone());
+                    ApprovalAnswer::AllowForSession => match &reach.outside {
+                        Some(outside) => {
+                            let folder = outside.remembered_folder().to_path_buf();
+                            let because = format!(
+                                "approved by the user for this session in {}",
+                                folder.display()
+                            );
+                            if let Ok(mut remembered) = self.remembered_outside.lock() {
+                                remembered
+                                    .entry(request.session_id.clone())
+                                    .or_default()
+                                    .push((descriptor.identity.clone(), folder));
+                            }
+                            because
                         }
-                        "approved by the user for this session".to_owned()
-                    }
+                        None => {
+                            if let Ok(mut remembered) = self.remembered.lock() {
+                                remembered
+                                    .entry(request.session_id.clone())
+                                    .or_default()
+                                    .insert(descriptor.identity.clone());
+                            }
+                            "approved by the user for this session".to_owned()
+                        }
+                    },
                     ApprovalAnswer::Deny { reason } => {
                         let reason = reason.map_or_else(
                             || "the user declined this call".to_owned(),

@@ -7,6 +7,9 @@
 //!    (first match wins), then the optional external command (any failure denies);
 //! 3. **validation** — arguments against the input schema (JSON Schema 2020-12 unless `$schema`
 //!    says otherwise; an unusable schema denies); the error names the failing JSON pointer;
+//!    then **the workspace** — [`Catalog::assess`] says what the arguments reach ([`CallReach`]):
+//!    a protected path is denied (layer `workspace`), a path outside the session's roots always
+//!    asks, and a call may add classes to its tool's (a write that replaces a file is destructive);
 //! 4. **PreToolUse hooks** — exit 2 blocks with stderr as the reason; anything else is no opinion;
 //! 5. **approval** — see [`approval_need`] for the exact order; a person is asked through the
 //!    [`Approver`] with no timeout; [`NoApprover`] (headless) denies with that reason;
@@ -52,6 +55,7 @@ mod capability;
 mod external;
 mod gate;
 mod permissions;
+mod reach;
 mod schema_cache;
 mod time;
 mod tool;
@@ -78,6 +82,7 @@ pub use permissions::{
     AuthorizationRule, DEFAULT_CALL_TIMEOUT, ExternalAuthorizer, GatePolicy, PermissionMode,
     Permissions, RuleDecision,
 };
+pub use reach::{CallReach, OutsidePath};
 pub use schema_cache::{DEFAULT_SCHEMA_CACHE_CAPACITY, SchemaCache};
 pub use time::{SinceError, parse_since, rfc3339_millis, unix_millis};
 pub use tool::{ServerPolicy, ToolDescriptor, ToolIdentity, ToolSource};

@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::{
-    ScriptedApprover, SilentApprover, annotations, fs_read_file, fs_write_file, harness, mcp_tool,
-    request, script,
+    ScriptedApprover, SilentApprover, annotations, fs_read_file, fs_write_file, harness,
+    harness_in_workspace, mcp_tool, request, script,
 };
 use warden_hooks::{HookDefinition, HookEvent, HookRunner, HookSpec};
 use warden_policy::{
-    ApprovalAnswer, AuthorizationRule, CallSource, Decision, ExternalAuthorizer, GatePolicy, Layer,
-    NoApprover, Pattern, PermissionMode, Permissions, RuleDecision, ServerPolicy, ToolIdentity,
+    ApprovalAnswer, AuthorizationRule, CallSource, CapabilityClass, Decision, ExternalAuthorizer,
+    GatePolicy, Layer, NoApprover, Pattern, PermissionMode, Permissions, RuleDecision,
+    ServerPolicy, ToolIdentity,
 };
 
 fn hook(event: HookEvent, command: PathBuf, timeout: Duration) -> HookSpec {
@@ -588,6 +589,113 @@ async fn allow_for_session_is_remembered_per_session_and_grants_unlock() {
         (outcome.decision, outcome.layer),
         (Decision::Denied, Layer::Authorization)
     );
+}
+
+#[tokio::test]
+async fn a_path_outside_the_workspace_asks_in_every_mode_and_is_remembered_per_folder() {
+    let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowForSession));
+    // auto mode with the tool on the allow list: neither covers a path outside the workspace.
+    // (Some files do not exist: an admitted call may still fail at dispatch.)
+    let policy = GatePolicy {
+        permissions: Permissions {
+            mode: PermissionMode::Auto,
+            allow: vec![warden_policy::Pattern::new("mcp__fs__*").unwrap()],
+            ..Permissions::default()
+        },
+        ..GatePolicy::default()
+    };
+    let h = harness_in_workspace(vec![fs_read_file()], policy.clone(), approver.clone());
+    let read = |path: &str| {
+        request(
+            CallSource::Agent,
+            "mcp__fs__read_file",
+            json!({ "path": path }),
+        )
+    };
+    assert_ne!(
+        h.gate.call(read("/work/a.txt")).await.decision,
+        Decision::Denied
+    );
+    assert_eq!(
+        approver.asked(),
+        0,
+        "inside the workspace the allow list runs it"
+    );
+    for path in ["/etc/hosts", "/etc/passwd", "/etc/ssl/openssl.cnf"] {
+        assert_ne!(h.gate.call(read(path)).await.decision, Decision::Denied);
+    }
+    assert_eq!(approver.asked(), 1, "remembered for /etc and beneath it");
+    let asked = approver.requests.lock().unwrap()[0].clone();
+    assert!(
+        asked.reason.contains("outside the workspace"),
+        "{}",
+        asked.reason
+    );
+    assert_eq!(asked.outside.unwrap().path, PathBuf::from("/etc/hosts"));
+    assert_ne!(
+        h.gate.call(read("/var/log/syslog")).await.decision,
+        Decision::Denied
+    );
+    assert_eq!(approver.asked(), 2, "another folder asks again");
+
+    // Headless: denied, with the flag that makes the folder part of the workspace.
+    let h = harness_in_workspace(vec![fs_read_file()], policy, Arc::new(NoApprover));
+    let outcome = h.gate.call(read("/etc/hosts")).await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Denied, Layer::Approval)
+    );
+    assert!(outcome.reason.unwrap().contains("--add-dir /etc"));
+    assert_eq!(h.dispatcher.count(), 0);
+    // Code mode never asks: denied.
+    let mut code = read("/etc/hosts");
+    code.source = CallSource::CodeMode;
+    assert_eq!(h.gate.call(code).await.decision, Decision::Denied);
+}
+
+#[tokio::test]
+async fn a_protected_path_is_refused_before_hooks_and_approval_and_added_classes_are_audited() {
+    let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowOnce));
+    let policy = GatePolicy {
+        permissions: Permissions {
+            mode: PermissionMode::Auto,
+            ..Permissions::default()
+        },
+        ..GatePolicy::default()
+    };
+    let h = harness_in_workspace(
+        vec![fs_read_file(), fs_write_file()],
+        policy,
+        approver.clone(),
+    );
+    let refused = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__read_file",
+            json!({"path": "/work/.secret/key"}),
+        ))
+        .await;
+    assert_eq!(
+        (refused.decision, refused.layer),
+        (Decision::Denied, Layer::Workspace)
+    );
+    assert_eq!(approver.asked(), 0);
+    assert_eq!(h.dispatcher.count(), 0);
+    // Replacing a file adds `destructive`, which auto mode always asks about.
+    let replace = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__write_file",
+            json!({"path": "/work/existing", "content": "x"}),
+        ))
+        .await;
+    assert_eq!(approver.asked(), 1);
+    assert!(replace.classes.contains(CapabilityClass::Destructive));
+    let records = h.audit.records.lock().unwrap();
+    assert_eq!(records[0].layer, Layer::Workspace);
+    assert!(records[1].classes.contains(CapabilityClass::Destructive));
 }
 
 #[tokio::test]

@@ -19,6 +19,14 @@ struct ChangingCatalog {
 }
 
 impl Catalog for ChangingCatalog {
+    fn assess(
+        &self,
+        _descriptor: &ToolDescriptor,
+        _arguments: &serde_json::Value,
+    ) -> warden_policy::CallReach {
+        warden_policy::CallReach::default()
+    }
+
     fn resolve(&self, public_name: &str) -> Option<ToolDescriptor> {
         let tool = self.tool.lock().unwrap();
         (tool.public_name == public_name).then(|| tool.clone())

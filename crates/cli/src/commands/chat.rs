@@ -30,6 +30,10 @@ pub struct ChatArgs {
     mcp: Vec<String>,
     #[command(flatten)]
     policy: PolicyFlags,
+    /// A folder the built-in tools may read and write beside the working folder (repeatable);
+    /// anything else outside the workspace asks first.
+    #[arg(long = "add-dir", value_name = "DIR")]
+    add_dir: Vec<std::path::PathBuf>,
     /// Continue the session with this id.
     #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
     resume: Option<String>,
@@ -53,6 +57,7 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
             agent: args.agent.as_deref(),
             ad_hoc: &args.mcp,
             policy: &args.policy,
+            add_dirs: &args.add_dir,
             resume: args.resume.as_deref(),
             continue_latest: args.continue_latest,
             approver: Some(approver),

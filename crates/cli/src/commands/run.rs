@@ -62,6 +62,10 @@ pub struct RunArgs {
     mcp: Vec<String>,
     #[command(flatten)]
     policy: PolicyFlags,
+    /// A folder the built-in tools may read and write beside the working folder (repeatable);
+    /// anything else outside the workspace asks first.
+    #[arg(long = "add-dir", value_name = "DIR")]
+    add_dir: Vec<std::path::PathBuf>,
     /// Stop after this many model turns.
     #[arg(long, value_name = "N")]
     max_turns: Option<u32>,
@@ -89,6 +93,7 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
             agent: args.agent.as_deref(),
             ad_hoc: &args.mcp,
             policy: &args.policy,
+            add_dirs: &args.add_dir,
             resume: args.resume.as_deref(),
             continue_latest: args.continue_latest,
             approver: None,

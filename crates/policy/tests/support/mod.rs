@@ -14,14 +14,17 @@ use tokio_util::sync::CancellationToken;
 use warden_hooks::HookRunner;
 use warden_policy::{
     ApprovalAnswer, ApprovalRequest, Approver, AuditError, AuditRecord, AuditSink, BoxFuture,
-    CallRequest, CallSource, Catalog, DispatchCall, DispatchError, Dispatcher, Gate, GateParts,
-    GatePolicy, ServerPolicy, ToolAnnotations, ToolDescriptor, ToolIdentity, ToolOutput,
+    CallReach, CallRequest, CallSource, CapabilityClass, CapabilitySet, Catalog, DispatchCall,
+    DispatchError, Dispatcher, Gate, GateParts, GatePolicy, OutsidePath, ServerPolicy,
+    ToolAnnotations, ToolDescriptor, ToolIdentity, ToolOutput,
 };
 
-/// A fixed set of tools keyed by public name.
+/// A fixed set of tools keyed by public name. With `workspace` set, calls are assessed by
+/// [`workspace_reach`]; without, they reach nothing beyond their classes.
 #[derive(Default)]
 pub struct StaticCatalog {
     pub tools: BTreeMap<String, ToolDescriptor>,
+    pub workspace: bool,
 }
 
 impl StaticCatalog {
@@ -31,11 +34,43 @@ impl StaticCatalog {
                 .into_iter()
                 .map(|tool| (tool.public_name.clone(), tool))
                 .collect(),
+            workspace: false,
         }
     }
 }
 
+/// The reach of a `path` argument in a workspace at `/work`: outside it is outside, under
+/// `/work/.secret` is refused, and writing `/work/existing` replaces a file.
+pub fn workspace_reach(descriptor: &ToolDescriptor, arguments: &Value) -> CallReach {
+    let Some(path) = arguments.get("path").and_then(Value::as_str) else {
+        return CallReach::default();
+    };
+    if path.starts_with("/work/.secret") {
+        return CallReach::refused(format!("{path} is protected"));
+    }
+    let writes = descriptor.identity.tool.contains("write");
+    let mut reach = CallReach::default();
+    if path == "/work/existing" && writes {
+        reach.added_classes = CapabilitySet::of(&[CapabilityClass::Destructive]);
+    }
+    if !path.starts_with("/work/") {
+        reach.outside = Some(OutsidePath {
+            path: PathBuf::from(path),
+            writes,
+        });
+    }
+    reach
+}
+
 impl Catalog for StaticCatalog {
+    fn assess(&self, descriptor: &ToolDescriptor, arguments: &Value) -> CallReach {
+        if self.workspace {
+            workspace_reach(descriptor, arguments)
+        } else {
+            CallReach::default()
+        }
+    }
+
     fn resolve(&self, public_name: &str) -> Option<ToolDescriptor> {
         self.tools.get(public_name).cloned()
     }
@@ -236,10 +271,32 @@ pub fn harness(
     approver: Arc<dyn Approver>,
     hooks: HookRunner,
 ) -> Harness {
+    harness_of(StaticCatalog::of(tools), policy, approver, hooks)
+}
+
+/// A harness whose catalogue assesses paths against a workspace at `/work` ([`workspace_reach`]).
+pub fn harness_in_workspace(
+    tools: Vec<ToolDescriptor>,
+    policy: GatePolicy,
+    approver: Arc<dyn Approver>,
+) -> Harness {
+    let catalog = StaticCatalog {
+        workspace: true,
+        ..StaticCatalog::of(tools)
+    };
+    harness_of(catalog, policy, approver, HookRunner::default())
+}
+
+fn harness_of(
+    catalog: StaticCatalog,
+    policy: GatePolicy,
+    approver: Arc<dyn Approver>,
+    hooks: HookRunner,
+) -> Harness {
     let dispatcher = Arc::new(FileDispatcher::default());
     let audit = Arc::new(MemoryAudit::default());
     let gate = Gate::new(GateParts {
-        catalog: Arc::new(StaticCatalog::of(tools)),
+        catalog: Arc::new(catalog),
         dispatcher: dispatcher.clone(),
         approver,
         audit: audit.clone(),
