@@ -12,6 +12,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 pub use warden_config::Capability;
 
+use crate::confine::{
+    BashConfinement, PrivateTmp, bridge_port, clean_environment, prepare_command,
+};
 use crate::conversation::ToolSpec;
 use crate::workspace::{Access, Placement, Workspace, read_regular_file};
 
@@ -266,6 +269,8 @@ pub struct BuiltinResult {
     pub is_error: bool,
     /// Where over-cap output was saved.
     pub artifact: Option<PathBuf>,
+    /// What the kernel enforced around the command (`bash` only), for the audit record.
+    pub confinement: Option<String>,
 }
 
 impl BuiltinResult {
@@ -274,6 +279,7 @@ impl BuiltinResult {
             text: text.into(),
             is_error: true,
             artifact: None,
+            confinement: None,
         }
     }
 }
@@ -301,12 +307,15 @@ pub struct BuiltinTools {
     artifacts: Arc<dyn ArtifactSink>,
     options: BuiltinOptions,
     bash_env: BashEnv,
+    confinement: BashConfinement,
+    private_tmp: Arc<PrivateTmp>,
 }
 
-/// Environment changes for the bash tool, shared with the session that owns them: inherited
-/// variables whose names start with a masked prefix are removed, then the exported ones are set
-/// (the session exports its tool bridge only once the handshake succeeded). `Debug` shows names,
-/// never values.
+/// Environment changes for the bash tool, shared with the session that owns them: bash starts
+/// from a clean environment (the default names and the operator's, see
+/// [`crate::confine::DEFAULT_BASH_ENV`]); inherited variables whose names start with a masked
+/// prefix are removed, then the exported ones are set (the session exports its tool bridge only
+/// once the handshake succeeded). `Debug` shows names, never values.
 #[derive(Clone, Default)]
 pub struct BashEnv {
     state: Arc<Mutex<BashEnvState>>,
@@ -340,10 +349,18 @@ impl BashEnv {
         self.lock().exported.clear();
     }
 
-    /// The environment bash gets when the process has `inherited`.
+    /// The variables exported now.
+    pub fn exported(&self) -> Vec<(String, String)> {
+        self.lock().exported.clone()
+    }
+
+    /// The environment bash gets when the process has `inherited`: the default names and
+    /// `operator`'s, no masked one, `TMPDIR` set to `tmpdir`, then the exports.
     pub fn environment(
         &self,
         inherited: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+        operator: &[String],
+        tmpdir: Option<&Path>,
     ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
         let state = self.lock();
         let masked = |name: &std::ffi::OsStr| {
@@ -355,17 +372,7 @@ impl BashEnv {
                     || state.exported.iter().any(|(exported, _)| exported == name)
             })
         };
-        let mut env: Vec<_> = inherited
-            .into_iter()
-            .filter(|(name, _)| !masked(name))
-            .collect();
-        env.extend(
-            state
-                .exported
-                .iter()
-                .map(|(name, value)| (name.into(), value.into())),
-        );
-        env
+        clean_environment(inherited, operator, masked, tmpdir, &state.exported)
     }
 }
 
@@ -419,6 +426,18 @@ fn opt_bool(args: &Value, key: &str) -> Result<bool, BuiltinResult> {
     }
 }
 
+/// What the kernel enforces around `bash` here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfinementReport {
+    /// The mode the operator chose.
+    pub mode: warden_sandbox::SandboxMode,
+    /// Whether the filesystem is confined (false when the sandbox is off or the kernel lacks
+    /// Landlock).
+    pub enforced: bool,
+    /// One line: the mode, what is enforced and, plainly, what is not.
+    pub summary: String,
+}
+
 /// What one built-in call reaches, for the gate: the path it touches and where that stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuiltinReach {
@@ -440,6 +459,42 @@ impl BuiltinTools {
             artifacts,
             options: BuiltinOptions::default(),
             bash_env: BashEnv::default(),
+            confinement: BashConfinement::default(),
+            private_tmp: Arc::new(PrivateTmp::new()),
+        }
+    }
+
+    /// How `bash` commands are confined (see [`BashConfinement`]).
+    pub fn with_confinement(mut self, confinement: BashConfinement) -> Self {
+        self.confinement = confinement;
+        self
+    }
+
+    /// The confinement `bash` commands get.
+    pub fn confinement(&self) -> &BashConfinement {
+        &self.confinement
+    }
+
+    /// What the kernel would enforce around a `bash` command now (for `warden doctor` and the
+    /// start of a run).
+    pub fn confinement_report(&self) -> ConfinementReport {
+        let policy = warden_sandbox::SandboxPolicy {
+            mode: self.confinement.mode,
+            readable_denied: Vec::new(),
+            writable_roots: self.workspace.roots().to_vec(),
+            private_tmp: std::env::temp_dir(),
+            network: if self.confinement.network {
+                warden_sandbox::NetworkPolicy::Allowed
+            } else {
+                warden_sandbox::NetworkPolicy::default()
+            },
+            limits: self.confinement.limits,
+        };
+        let enforcement = warden_sandbox::probe(&policy);
+        ConfinementReport {
+            mode: self.confinement.mode,
+            enforced: enforcement.filesystem.is_enforced(),
+            summary: enforcement.summary(),
         }
     }
 
@@ -525,6 +580,7 @@ impl BuiltinTools {
             text,
             is_error,
             artifact,
+            confinement: None,
         }
     }
 
@@ -561,14 +617,43 @@ impl BuiltinTools {
             Some(secs) => Duration::from_secs(secs).min(MAX_BASH_TIMEOUT),
             None => self.options.default_bash_timeout,
         };
+        let sandboxed = self.confinement.mode != warden_sandbox::SandboxMode::Off;
+        let tmpdir = if sandboxed {
+            Some(self.private_tmp.path().map_err(BuiltinResult::error)?)
+        } else {
+            None
+        };
         let mut command = tokio::process::Command::new("bash");
         command
             .arg("-c")
             .arg(command_line)
             .current_dir(self.workspace.workdir())
             .env_clear()
-            .envs(self.bash_env.environment(std::env::vars_os()))
+            .envs(
+                self.bash_env
+                    .environment(std::env::vars_os(), &self.confinement.env, tmpdir),
+            )
             .stdin(Stdio::null());
+        // The kernel sandbox, built before the fork; it owns the command's cgroup, so it lives
+        // until the command has ended.
+        let prepared = match tmpdir {
+            Some(tmpdir) => {
+                let port = bridge_port(&self.bash_env.exported());
+                let prepared = prepare_command(&self.confinement, &self.workspace, tmpdir, port)
+                    .map_err(|e| {
+                        BuiltinResult::error(format!(
+                            "cannot confine the command ({e}); it was not started. \
+                             [sandbox] mode = \"off\" in your user config runs bash unconfined"
+                        ))
+                    })?;
+                prepared.apply(&mut command);
+                Some(prepared)
+            }
+            None => None,
+        };
+        let confinement = prepared
+            .as_ref()
+            .map(|prepared| prepared.enforcement().summary());
         // One pipe for stdout and stderr, as a terminal has: the model reads the lines in the
         // order the command wrote them, never one stream's line cut by the other's.
         let pipe_error =
@@ -619,6 +704,11 @@ impl BuiltinTools {
                 abort.abort();
             }
         }
+        // Whatever is left in the command's cgroup is killed and the cgroup removed, off the
+        // async workers (it may wait a moment for processes to die).
+        if let Some(prepared) = prepared {
+            let _ = tokio::task::spawn_blocking(move || drop(prepared)).await;
+        }
         let captured = std::mem::take(&mut *buffer.lock().unwrap_or_else(PoisonError::into_inner));
         let mut output = String::from_utf8_lossy(&captured.bytes).into_owned();
         if captured.dropped > 0 {
@@ -654,6 +744,7 @@ impl BuiltinTools {
         if result.text.is_empty() {
             result.text = "(no output)".into();
         }
+        result.confinement = confinement;
         Ok(result)
     }
 
@@ -1052,13 +1143,14 @@ mod bash_env_tests {
             ("WARDEN_BRIDGE_TOKEN", "stale"),
             ("WARDEN_HOME", "/home/x"),
         ]);
+        let operator = ["WARDEN_HOME".to_owned(), "WARDEN_BRIDGE_URL".to_owned()];
         assert_eq!(
-            env.environment(inherited.clone()),
+            env.environment(inherited.clone(), &operator, None),
             vars(&[("PATH", "/bin"), ("WARDEN_HOME", "/home/x")])
         );
         env.export(vec![("WARDEN_BRIDGE_TOKEN".to_owned(), "fresh".to_owned())]);
         assert_eq!(
-            env.environment(inherited.clone()),
+            env.environment(inherited.clone(), &operator, None),
             vars(&[
                 ("PATH", "/bin"),
                 ("WARDEN_HOME", "/home/x"),
@@ -1067,8 +1159,13 @@ mod bash_env_tests {
         );
         env.clear_exports();
         assert_eq!(
-            env.environment(inherited),
+            env.environment(inherited.clone(), &operator, None),
             vars(&[("PATH", "/bin"), ("WARDEN_HOME", "/home/x")])
+        );
+        // Without the operator naming it, WARDEN_HOME stays out too.
+        assert_eq!(
+            env.environment(inherited, &[], None),
+            vars(&[("PATH", "/bin")])
         );
     }
 

@@ -2,6 +2,7 @@
 
 mod agent;
 pub mod builtin;
+pub mod confine;
 pub mod context;
 mod conversation;
 pub mod prompt;
@@ -15,8 +16,9 @@ pub use agent::{
 };
 pub use builtin::{
     ArtifactSink, BashEnv, BuiltinOptions, BuiltinReach, BuiltinResult, BuiltinToolSpec,
-    BuiltinTools, Capability, DirArtifacts, builtin_specs, cap_output,
+    BuiltinTools, Capability, ConfinementReport, DirArtifacts, builtin_specs, cap_output,
 };
+pub use confine::BashConfinement;
 pub use conversation::{Message, ToolCall, ToolSpec, Usage};
 pub use prompt::{
     ProjectInstructions, PromptParts, assemble_system_prompt, find_project_instructions,
@@ -27,6 +29,7 @@ pub use provider::{
     RetryPolicy, SelectError, client_for, select_model,
 };
 pub use session::{LoadedSession, Redactor, Session, SessionError, SessionRecord, SessionStore};
+pub use warden_sandbox::{ResourceLimits, SandboxMode};
 pub use workspace::{
     Access, Placement, ProtectedDefaults, ProtectedPath, ReadError, Workspace, read_regular_file,
 };

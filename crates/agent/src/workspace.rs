@@ -274,9 +274,14 @@ impl Workspace {
         !matches!(self.place(path, Access::Read), Placement::Protected(_))
     }
 
+    /// Whether the user's config allows `path` (it lies beneath an `allow_protected` entry).
+    pub fn is_allowed(&self, path: &Path) -> bool {
+        self.allowed.iter().any(|allowed| path.starts_with(allowed))
+    }
+
     /// Why `path` is refused, if it is protected and no user rule allows it.
     fn protection(&self, path: &Path, access: Access) -> Option<String> {
-        if self.allowed.iter().any(|allowed| path.starts_with(allowed)) {
+        if self.is_allowed(path) {
             return None;
         }
         let verb = match access {

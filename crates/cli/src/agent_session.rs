@@ -20,8 +20,12 @@ use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
 use warden_discovery::{Availability, CodeModeLimits, RoutingInputs, execution_routing_section};
 
 use crate::bridge_client::{settle_tool_cli, with_tool_cli_usage};
-use warden_agent::{Access, BashEnv, Placement, ProtectedDefaults, Workspace};
+use warden_agent::{
+    Access, BashConfinement, BashEnv, Placement, ProtectedDefaults, ResourceLimits, SandboxMode,
+    Workspace,
+};
 use warden_bridge::Bridge;
+use warden_config::SandboxModeSetting;
 
 use crate::code_tools::{HostSlot, code_tools};
 use crate::sampling::{ModelSampler, SamplingModel, SamplingTool};
@@ -84,6 +88,8 @@ pub struct AgentSession {
     tool_cli: tokio::sync::OnceCell<Availability>,
     /// The model that answers servers' sampling requests (switched with the session's model).
     pub sampling_model: SamplingModel,
+    /// What the kernel enforces around the bash tool's commands.
+    pub bash_confinement: warden_agent::ConfinementReport,
 }
 
 /// A configuration or usage problem: reported in one line with exit code 2.
@@ -138,8 +144,17 @@ impl AgentSession {
                     paths.state_dir().join("artifacts").join("builtin"),
                 )),
             )
-            .with_bash_env(bash_env.clone()),
+            .with_bash_env(bash_env.clone())
+            .with_confinement(bash_confinement(&config.sandbox)),
         );
+        if builtins.confinement().mode != SandboxMode::Off {
+            // A sandboxed command of the same user must not read warden's own environment (the
+            // model keys) through /proc: warden makes itself non-dumpable.
+            if let Err(error) = warden_sandbox::make_non_dumpable() {
+                tracing::warn!(%error, "could not make warden non-dumpable");
+            }
+        }
+        let bash_confinement = builtins.confinement_report();
         let mut host_tools: Vec<Arc<dyn HostTool>> = builtin_specs()
             .into_iter()
             .map(|spec| {
@@ -201,6 +216,7 @@ impl AgentSession {
             offered,
             deferral,
             sampling_model,
+            bash_confinement,
         })
     }
 
@@ -379,7 +395,7 @@ impl AgentSession {
 /// The built-in tools' workspace: the project root (the working folder's git root unless that
 /// is the home folder or `/`; else the working folder), the operator's extra folders, warden's
 /// artifacts to read, and the protected paths with the user's exceptions.
-fn session_workspace(
+pub(crate) fn session_workspace(
     paths: &warden_config::Paths,
     workdir: &Path,
     config: &LoadedConfig,
@@ -420,6 +436,29 @@ fn session_workspace(
         .with_roots(extra)
         .with_read_only_roots([paths.state_dir().join("artifacts")])
         .allowing(permissions.allow_protected.iter().cloned(), rule_hint))
+}
+
+/// The bash tool's confinement from `[sandbox]`.
+pub(crate) fn bash_confinement(settings: &warden_config::SandboxSettings) -> BashConfinement {
+    let defaults = BashConfinement::default();
+    let mode = match settings.mode() {
+        SandboxModeSetting::Off => SandboxMode::Off,
+        SandboxModeSetting::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+        SandboxModeSetting::ReadOnly => SandboxMode::ReadOnly,
+    };
+    BashConfinement {
+        mode,
+        network: settings.network.unwrap_or(defaults.network),
+        limits: ResourceLimits {
+            memory_bytes: settings
+                .memory_mb
+                .map(|mib| mib.saturating_mul(1024 * 1024))
+                .or(defaults.limits.memory_bytes),
+            cpu_seconds: settings.cpu_sec.or(defaults.limits.cpu_seconds),
+            max_processes: settings.max_processes.or(defaults.limits.max_processes),
+        },
+        env: settings.env.clone(),
+    }
 }
 
 /// A built-in tool of the agent crate, offered through the gate.
@@ -488,6 +527,7 @@ impl HostTool for BuiltinHostTool {
                 text: result.text,
                 is_error: result.is_error,
                 content: None,
+                confinement: result.confinement,
             })
         })
     }

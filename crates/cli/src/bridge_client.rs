@@ -347,8 +347,10 @@ mod tests {
         ]
     }
 
+    /// The bridge variables bash gets, even were the operator to pass the inherited ones on.
     fn bridge_vars(env: &BashEnv) -> Vec<(OsString, OsString)> {
-        env.environment(inherited())
+        let operator = [URL_VAR.to_owned(), TOKEN_VAR.to_owned()];
+        env.environment(inherited(), &operator, None)
             .into_iter()
             .filter(|(name, _)| name.to_string_lossy().starts_with("WARDEN_BRIDGE_"))
             .collect()

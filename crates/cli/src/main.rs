@@ -44,6 +44,8 @@ enum Command {
     Config(commands::config::ConfigArgs),
     /// Browse and call MCP tools: servers → tools → schema → call (through the gate).
     Tool(commands::tool::ToolArgs),
+    /// What confines the agent's tools here: workspace roots, protected paths, the bash sandbox.
+    Doctor(commands::doctor::DoctorArgs),
     /// Token counts of the MCP manifest the model would get, per server and in total.
     Context(commands::context::ContextArgs),
     /// Run JavaScript in the code-mode sandbox; its tool calls go through the gate.
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Command::Config(args) => commands::config::run(&globals, args),
         Command::Tool(args) => commands::tool::run(&globals, args),
         Command::Context(args) => commands::context::run(&globals, args),
+        Command::Doctor(args) => commands::doctor::run(&globals, args),
         Command::Code(args) => commands::code::run(&globals, args),
         Command::Skills(args) => commands::skills::run(&globals, args),
         Command::Audit(args) => commands::audit::run(&globals, args),

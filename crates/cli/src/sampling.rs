@@ -169,6 +169,7 @@ impl HostTool for SamplingTool {
                 text: result.text,
                 is_error: false,
                 content: Some(content),
+                confinement: None,
             })
         })
     }

@@ -136,8 +136,9 @@ struct HeldSession {
 }
 
 async fn hold_session(sandbox: &Sandbox, mock: &MockModel, runtime: Option<&Path>) -> HeldSession {
-    let handle = sandbox.root.join("bridge.txt");
-    let release = sandbox.root.join("release");
+    // Inside the workspace: the bash sandbox lets commands write nowhere else.
+    let handle = sandbox.work().join("bridge.txt");
+    let release = sandbox.work().join("release");
     mock.push_turn(bash_turn(&format!(
         r#"printf '%s %s' "$WARDEN_BRIDGE_URL" "$WARDEN_BRIDGE_TOKEN" > {handle}.tmp && mv {handle}.tmp {handle}; while [ ! -e {release} ]; do sleep 0.05; done"#,
         handle = handle.display(),

@@ -311,3 +311,182 @@ async fn a_relative_directory_in_the_user_config_is_refused_with_the_fix() {
     );
     assert!(run.stderr.contains("~/"), "{}", run.stderr);
 }
+
+fn bash(id: &str, command: &str) -> Turn {
+    Turn::tool_call(id, "bash", json!({ "command": command, "timeout_sec": 20 }))
+}
+
+/// `warden doctor --json` in the sandbox.
+fn doctor(sandbox: &Sandbox, home: &Path) -> Value {
+    let mut command = sandbox.command();
+    command.args(["doctor", "--json"]).env("HOME", home);
+    let run = output(&mut command);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
+/// Fails in CI, skips elsewhere, when the kernel does not confine bash here.
+fn require_enforced(report: &Value) -> bool {
+    if report["sandbox"]["enforced"] == true {
+        return true;
+    }
+    let why = format!(
+        "the bash sandbox is not enforced here: {}",
+        report["sandbox"]["summary"]
+    );
+    assert!(std::env::var_os("CI").is_none(), "{why}");
+    eprintln!("skipped: {why}");
+    false
+}
+
+#[tokio::test]
+async fn bash_in_the_sandbox_cannot_read_secrets_write_outside_or_connect_out() {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    let home = home(&sandbox);
+    if !require_enforced(&doctor(&sandbox, &home)) {
+        return;
+    }
+    let token_file = sandbox.state_dir().join("mcp/auth/remote.json");
+    sandbox.write(&token_file, "{\"access_token\":\"token-secret-5c1d\"}");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let outside = sandbox.root.join("outside.txt");
+    mock.push_turn(bash("call_1", "cat ~/.ssh/id_rsa"));
+    mock.push_turn(bash(
+        "call_2",
+        &format!("echo pwned > {}", outside.display()),
+    ));
+    mock.push_turn(bash("call_3", &format!("cat {}", token_file.display())));
+    mock.push_turn(bash(
+        "call_4",
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo conn-$((6*7))"),
+    ));
+    mock.push_turn(bash("call_5", "env; tr '\\0' '\\n' < /proc/$PPID/environ"));
+    mock.push_turn(bash("call_6", "echo kept > inside.txt && cat inside.txt"));
+    mock.push_turn(Turn::text("done"));
+    sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
+    let run = run(
+        &sandbox,
+        &home,
+        &[
+            "run",
+            "work",
+            "--permission-mode",
+            "auto",
+            "--allowed-tools",
+            "bash",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sent = sent(&mock);
+    assert!(
+        !sent.contains("hostile-test-key"),
+        "the key reached the model"
+    );
+    assert!(
+        !sent.contains("token-secret-5c1d"),
+        "the token reached the model"
+    );
+    assert!(
+        !sent.contains(ENV_SECRET),
+        "warden's environment reached bash"
+    );
+    assert!(!sent.contains("conn-42"), "a connection was made");
+    assert!(
+        sent.contains("kept\\n"),
+        "the command inside the workspace did not run"
+    );
+    assert!(!outside.exists(), "bash wrote outside the workspace");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("inside.txt")).unwrap(),
+        "kept\n"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "a connection reached the local listener"
+    );
+    let records = calls(&sandbox);
+    assert_eq!(records.len(), 6, "{records:#?}");
+    for record in &records {
+        assert_eq!(record["decision"], "allowed", "{record:#?}");
+        let confinement = record["confinement"].as_str().unwrap_or_default();
+        assert!(
+            confinement.starts_with("sandbox workspace-write")
+                && confinement.contains("filesystem confined"),
+            "{record:#?}"
+        );
+    }
+    // Each command that tried something it may not do failed, and the model was told so.
+    for record in &records[..4] {
+        assert_eq!(record["result_is_error"], true, "{record:#?}");
+    }
+}
+
+#[tokio::test]
+async fn a_fork_bomb_and_a_4_gib_allocation_are_stopped_and_the_run_goes_on() {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    let home = home(&sandbox);
+    sandbox.user_config(&format!(
+        "{}[sandbox]\nmax_processes = 64\nmemory_mb = 512\n",
+        mock_model_config(&mock.base_url(), "openai", None)
+    ));
+    let report = doctor(&sandbox, &home);
+    if !require_enforced(&report) {
+        return;
+    }
+    let summary = report["sandbox"]["summary"].as_str().unwrap();
+    let limited =
+        summary.contains("processes max 64 (cgroup") && summary.contains("memory max 512");
+    if !limited {
+        let why = format!("processes or memory are not limited by a cgroup here: {summary}");
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("skipped: {why}");
+        return;
+    }
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "bash",
+        json!({"command": ":(){ :|:& };: ; sleep 3; echo bomb-done", "timeout_sec": 8}),
+    ));
+    mock.push_turn(bash(
+        "call_2",
+        "python3 -c 'b = bytearray(4 << 30); print(\"ALLOC-\" + str(6 * 7))'",
+    ));
+    mock.push_turn(bash("call_3", "echo still-here"));
+    mock.push_turn(Turn::text("done"));
+    let run = run(
+        &sandbox,
+        &home,
+        &[
+            "run",
+            "work",
+            "--permission-mode",
+            "auto",
+            "--allowed-tools",
+            "bash",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sent = sent(&mock);
+    assert!(!sent.contains("ALLOC-42"), "4 GiB were allocated");
+    assert!(
+        sent.contains("MemoryError"),
+        "the allocation did not fail as expected"
+    );
+    assert!(sent.contains("still-here\\n"), "the run did not go on");
+    let records = calls(&sandbox);
+    assert_eq!(records.len(), 3, "{records:#?}");
+    assert_eq!(records[1]["result_is_error"], true, "{records:#?}");
+    assert!(
+        records[0]["confinement"]
+            .as_str()
+            .unwrap()
+            .contains("processes max 64"),
+        "{records:#?}"
+    );
+}

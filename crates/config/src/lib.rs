@@ -10,6 +10,7 @@ mod model;
 mod paths;
 mod policy;
 mod raw;
+mod sandbox;
 mod schema;
 mod trust;
 
@@ -52,5 +53,6 @@ pub use raw::{
     RawOAuth, RawPermissions, RawPolicy, RawServer, RawToolFilter, RawToolPolicy,
     SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, key_path,
 };
+pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};
 pub use schema::schema_json;
 pub use trust::{Approval, TrustError, TrustState, TrustStore};

@@ -30,6 +30,8 @@ pub struct ConfigFile {
     pub experimental: Option<crate::raw::RawExperimental>,
     /// `[oauth]` of this file, as written.
     pub oauth: Option<crate::raw::RawOAuth>,
+    /// `[sandbox]` of this file (a user-scope file only).
+    pub sandbox: Option<crate::sandbox::SandboxSettings>,
 }
 
 /// Parses configuration text as if read from `path` with `scope`. Never panics, whatever the
@@ -62,6 +64,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         discovery,
         experimental,
         oauth,
+        sandbox,
     }) = raw
     else {
         return Err(ConfigError::Invalid(diagnostics));
@@ -126,6 +129,18 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             PolicySettings::default()
         }
     };
+    if scope == Scope::Project && sandbox.is_some() {
+        diagnostics.push(Diagnostic {
+            file: path.to_path_buf(),
+            key: "sandbox".into(),
+            problem: Problem::NotAllowed {
+                reason: "the sandbox is read from your user config only: a project file is shared, \
+                         and [sandbox] decides what the agent's commands may reach on your machine; \
+                         move it to your user config (`warden config paths` shows where it is)"
+                    .into(),
+            },
+        });
+    }
     if diagnostics.is_empty() {
         Ok(ConfigFile {
             path: path.to_path_buf(),
@@ -137,6 +152,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             discovery: discovery.map(DiscoverySettings::from).unwrap_or_default(),
             experimental,
             oauth,
+            sandbox: sandbox.map(crate::sandbox::SandboxSettings::from),
         })
     } else {
         Err(ConfigError::Invalid(diagnostics))
@@ -235,6 +251,8 @@ pub struct LoadedConfig {
     pub token_store: crate::raw::TokenStoreSetting,
     /// `[oauth] client_metadata_url`: the CIMD URL of entries that name none (user config only).
     pub client_metadata_url: Option<String>,
+    /// `[sandbox]`, from the user config (a later user-authority file wins).
+    pub sandbox: crate::sandbox::SandboxSettings,
 }
 
 /// Loads every scope of `request` in one pass; missing files contribute nothing, a missing `-c`
@@ -259,6 +277,9 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                 loaded.models.merge(file.model_settings);
                 loaded.discovery.merge(file.discovery);
                 loaded.experimental.merge(file.experimental);
+                if let Some(sandbox) = file.sandbox {
+                    loaded.sandbox = sandbox;
+                }
                 if let Some(oauth) = file.oauth {
                     if let Some(setting) = oauth.token_store {
                         loaded.token_store = setting;

@@ -66,6 +66,9 @@ pub struct RawConfig {
     /// Where OAuth tokens of remote servers are kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth: Option<RawOAuth>,
+    /// How the agent's bash commands are confined by the kernel (user config only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::RawSandbox>,
 }
 
 impl RawConfig {
@@ -82,6 +85,7 @@ impl RawConfig {
         "discovery",
         "experimental",
         "oauth",
+        "sandbox",
     ];
 }
 
@@ -957,6 +961,17 @@ impl<'a> Walk<'a> {
                 skills_extension: walk.boolean(t, p, "skills_extension"),
             }
         });
+        let sandbox = self.section(root, "sandbox", |walk, t, p| {
+            walk.unknown_keys(t, p, crate::sandbox::RawSandbox::KEYS);
+            crate::sandbox::RawSandbox {
+                mode: walk.known(t, p, "mode"),
+                network: walk.boolean(t, p, "network"),
+                env: walk.strings(t, p, "env"),
+                memory_mb: walk.unsigned(t, p, "memory_mb", "a whole number of MiB"),
+                max_processes: walk.unsigned(t, p, "max_processes", "a whole number of processes"),
+                cpu_sec: walk.unsigned(t, p, "cpu_sec", "a whole number of seconds"),
+            }
+        });
         let oauth = self.section(root, "oauth", |walk, t, p| {
             walk.unknown_keys(t, p, RawOAuth::KEYS);
             let client_metadata_url = walk.string(t, p, "client_metadata_url");
@@ -977,6 +992,7 @@ impl<'a> Walk<'a> {
             }
         });
         Some(RawConfig {
+            sandbox,
             oauth,
             schema_version,
             mcp_servers,

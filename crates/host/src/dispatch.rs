@@ -223,6 +223,7 @@ fn tool_output(converted: ConvertedResult) -> ToolOutput {
         is_error: converted.is_error,
         content,
         size_bytes,
+        confinement: None,
     }
 }
 

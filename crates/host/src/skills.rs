@@ -747,6 +747,7 @@ impl RemoteSkills {
             error: None,
             arguments_digest: warden_policy::arguments_digest(&arguments),
             arguments: None,
+            confinement: None,
         };
         if let Err(error) = bound.audit.record(&record) {
             tracing::warn!("audit: {error}");

@@ -266,6 +266,7 @@ fn prompt_output(result: &rmcp::model::GetPromptResult) -> Result<ToolOutput, Di
         text,
         is_error: false,
         content: Some(content),
+        confinement: None,
     })
 }
 

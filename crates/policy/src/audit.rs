@@ -92,6 +92,8 @@ pub struct AuditRecord {
     pub arguments_digest: String,
     /// The full arguments, only when the operator opted in.
     pub arguments: Option<Value>,
+    /// What the kernel enforced around the process the call ran, when it ran one confined.
+    pub confinement: Option<String>,
 }
 
 /// SHA-256 (hex) of a JSON value's compact text — what the audit trail stores by default.
@@ -181,6 +183,8 @@ pub struct AuditRow {
     pub arguments_digest: String,
     /// Full arguments (only when the operator opted in).
     pub arguments: Option<Value>,
+    /// What the kernel enforced around the call's process (a sandboxed command).
+    pub confinement: Option<String>,
 }
 
 /// The audit table. `id` is a plain rowid: records are never deleted, so ids only grow, and a
@@ -207,7 +211,8 @@ CREATE TABLE IF NOT EXISTS audit (
     result_is_error INTEGER,
     error TEXT,
     arguments_digest TEXT NOT NULL,
-    arguments TEXT
+    arguments TEXT,
+    confinement TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_session ON audit (session_id, id);
 CREATE INDEX IF NOT EXISTS audit_time ON audit (time_unix_ms);
@@ -354,7 +359,7 @@ impl AuditStore {
         let sql = format!(
             "SELECT * FROM (SELECT id, time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
              classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-             arguments_digest, arguments FROM audit {filter} ORDER BY id DESC LIMIT {limit}) ORDER BY id ASC"
+             arguments_digest, arguments, confinement FROM audit {filter} ORDER BY id DESC LIMIT {limit}) ORDER BY id ASC"
         );
         self.with_reader(|connection| {
             let mut statement = connection.prepare(&sql)?;
@@ -437,6 +442,7 @@ struct PendingRow {
     error: Option<String>,
     arguments_digest: String,
     arguments: Option<String>,
+    confinement: Option<String>,
 }
 
 impl From<&AuditRecord> for PendingRow {
@@ -466,6 +472,7 @@ impl From<&AuditRecord> for PendingRow {
             error: record.error.clone(),
             arguments_digest: record.arguments_digest.clone(),
             arguments: record.arguments.as_ref().map(Value::to_string),
+            confinement: record.confinement.clone(),
         }
     }
 }
@@ -688,7 +695,7 @@ fn checkpoint(connection: &Connection, path: &Path) {
 
 const INSERT: &str = "INSERT INTO audit (time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
      classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-     arguments_digest, arguments) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)";
+     arguments_digest, arguments, confinement) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
 
 fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<()> {
     // Prepared once per connection and reused (SQLite's statement cache).
@@ -712,6 +719,7 @@ fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<()> {
         row.error,
         row.arguments_digest,
         row.arguments,
+        row.confinement,
     ])?;
     Ok(())
 }
@@ -777,7 +785,29 @@ fn connect(path: &Path) -> Result<Connection, AuditError> {
         tracing::warn!(path = %path.display(), mode, "audit database is not in WAL mode");
     }
     connection.execute_batch(SCHEMA).map_err(sqlite)?;
+    add_missing_columns(&connection).map_err(sqlite)?;
     Ok(connection)
+}
+
+/// Columns added after the first release, added to a database made before them.
+const ADDED_COLUMNS: &[(&str, &str)] = &[("confinement", "TEXT")];
+
+fn add_missing_columns(connection: &Connection) -> rusqlite::Result<()> {
+    let mut statement = connection.prepare("SELECT name FROM pragma_table_info('audit')")?;
+    let present: Vec<String> = statement
+        .query_map([], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (name, kind) in ADDED_COLUMNS {
+        if !present.iter().any(|column| column == name) {
+            // Another process may add it at the same moment: "duplicate column" is success.
+            match connection.execute_batch(&format!("ALTER TABLE audit ADD COLUMN {name} {kind}")) {
+                Ok(()) => {}
+                Err(error) if error.to_string().contains("duplicate column") => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(())
 }
 
 fn row_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
@@ -811,6 +841,7 @@ fn row_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
         error: row.get(17)?,
         arguments_digest: row.get(18)?,
         arguments: arguments.and_then(|text| serde_json::from_str(&text).ok()),
+        confinement: row.get(20)?,
     })
 }
 
@@ -841,6 +872,7 @@ mod tests {
             error: None,
             arguments_digest: arguments_digest(&Value::Null),
             arguments: None,
+            confinement: None,
         }
     }
 

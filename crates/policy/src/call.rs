@@ -204,6 +204,9 @@ pub struct ToolOutput {
     pub content: Option<Value>,
     /// Size of the result as received, in bytes (for the audit trail).
     pub size_bytes: u64,
+    /// What the kernel enforced around the process the call ran (a sandboxed command), in one
+    /// line, for the audit trail.
+    pub confinement: Option<String>,
 }
 
 impl ToolOutput {
@@ -214,6 +217,7 @@ impl ToolOutput {
             text,
             is_error: false,
             content: None,
+            confinement: None,
         }
     }
 }

@@ -633,6 +633,10 @@ impl Gate {
             error,
             arguments_digest: arguments_digest(arguments),
             arguments: self.policy.audit_full_arguments.then(|| arguments.clone()),
+            confinement: step
+                .output
+                .as_ref()
+                .and_then(|output| output.confinement.clone()),
         };
         let audit_error = match self.audit.record_async(record, alone).await {
             Ok(()) => None,

@@ -388,6 +388,7 @@ fn skill_load_record(session: &str) -> warden_policy::AuditRecord {
         error: None,
         arguments_digest: arguments_digest(&json!({})),
         arguments: None,
+        confinement: None,
     }
 }
 

@@ -37,6 +37,7 @@ fn record(session: &str, public_name: &str) -> AuditRecord {
         error: None,
         arguments_digest: arguments_digest(&json!({})),
         arguments: None,
+        confinement: None,
     }
 }
 

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod code;
 pub mod config;
 pub mod context;
+pub mod doctor;
 pub mod mcp;
 pub mod probe;
 pub mod prompt;

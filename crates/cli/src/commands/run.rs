@@ -166,6 +166,14 @@ async fn run_session(
     for failure in &failures {
         eprintln!("{failure}");
     }
+    let sandbox = &session.bash_confinement;
+    if sandbox.mode != warden_agent::SandboxMode::Off && !sandbox.enforced {
+        eprintln!(
+            "warden: the bash sandbox is not enforced on this machine ({}); bash calls still ask \
+             before they run",
+            sandbox.summary
+        );
+    }
     let routing = session.execution_routing().await;
     let system_prompt = session.system_prompt(routing);
     let (events_sender, mut events) = tokio::sync::mpsc::unbounded_channel();

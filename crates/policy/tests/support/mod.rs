@@ -145,6 +145,7 @@ impl Dispatcher for FileDispatcher {
                 is_error: false,
                 content: None,
                 size_bytes,
+                confinement: None,
             })
         })
     }

@@ -1,0 +1,271 @@
+//! How a `bash` command is confined: the clean environment it starts with, and the kernel
+//! sandbox (Landlock, seccomp, cgroup) built from the session's workspace — writes only inside
+//! the roots and a private temp folder, no reads of the protected paths, no network but the tool
+//! bridge unless the operator allows it.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use warden_sandbox::{
+    NetworkPolicy, Prepared, ResourceLimits, SandboxError, SandboxMode, SandboxPolicy,
+};
+
+use crate::workspace::Workspace;
+
+/// Variables `bash` gets from warden's environment by default; everything else (model keys,
+/// `WARDEN_SERVE_TOKEN`, cloud credentials) stays out unless the operator names it.
+pub const DEFAULT_BASH_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "TZ",
+    "NO_COLOR",
+];
+
+/// Whether `name` passes into bash's environment by default (the list above and the locale's
+/// `LC_*` variables).
+pub fn passes_by_default(name: &str) -> bool {
+    DEFAULT_BASH_ENV.contains(&name) || name.starts_with("LC_")
+}
+
+/// The operator's choices for `bash` (`[sandbox]` in the user config).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BashConfinement {
+    /// `off`, `workspace-write` (the default) or `read-only`.
+    pub mode: SandboxMode,
+    /// Whether commands may use the network (default: only the tool bridge).
+    pub network: bool,
+    /// Memory, CPU time and processes of one command's whole process tree.
+    pub limits: ResourceLimits,
+    /// Variable names passed from warden's environment beyond [`DEFAULT_BASH_ENV`].
+    pub env: Vec<String>,
+}
+
+impl Default for BashConfinement {
+    /// `workspace-write`, no network, half the machine's memory and 1,024 processes per command.
+    fn default() -> Self {
+        Self {
+            mode: SandboxMode::WorkspaceWrite,
+            network: false,
+            limits: ResourceLimits {
+                memory_bytes: half_of_physical_memory(),
+                ..ResourceLimits::default()
+            },
+            env: Vec::new(),
+        }
+    }
+}
+
+/// Half the machine's physical memory, if it can be read.
+pub fn half_of_physical_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024 / 2)
+}
+
+/// A private temp folder for the session's commands (0700, removed when dropped).
+#[derive(Debug)]
+pub struct PrivateTmp {
+    dir: OnceLock<Result<tempfile::TempDir, String>>,
+}
+
+impl PrivateTmp {
+    pub fn new() -> Self {
+        Self {
+            dir: OnceLock::new(),
+        }
+    }
+
+    /// The folder, created on first use.
+    pub fn path(&self) -> Result<&Path, String> {
+        self.dir
+            .get_or_init(|| {
+                tempfile::Builder::new()
+                    .prefix("warden-bash-")
+                    .tempdir()
+                    .map_err(|error| format!("cannot create a private temp folder: {error}"))
+            })
+            .as_ref()
+            .map(tempfile::TempDir::path)
+            .map_err(Clone::clone)
+    }
+}
+
+impl Default for PrivateTmp {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The kernel sandbox for one command in `workspace`; `bridge_port` is the tool bridge's
+/// loopback port, the one TCP port reachable without network.
+pub fn prepare_command(
+    confinement: &BashConfinement,
+    workspace: &Workspace,
+    private_tmp: &Path,
+    bridge_port: Option<u16>,
+) -> Result<Prepared, SandboxError> {
+    let network = if confinement.network {
+        NetworkPolicy::Allowed
+    } else {
+        NetworkPolicy::Denied {
+            allowed_tcp_connect_ports: bridge_port.into_iter().collect(),
+        }
+    };
+    let policy = SandboxPolicy {
+        mode: confinement.mode,
+        readable_denied: sandbox_never_list(workspace),
+        writable_roots: workspace.roots().to_vec(),
+        private_tmp: private_tmp.to_path_buf(),
+        network,
+        limits: confinement.limits,
+    };
+    warden_sandbox::prepare(&policy)
+}
+
+/// The protected paths as the kernel sandbox denies them. A protected folder that holds one of
+/// warden's read-only folders (the artifacts inside the state folder) is denied entry by entry
+/// around it; a protected path the user allowed whole (or beneath an allowed folder) is left out.
+fn sandbox_never_list(workspace: &Workspace) -> Vec<PathBuf> {
+    let mut denied = Vec::new();
+    for protected in workspace.protected() {
+        let path = &protected.path;
+        if workspace.is_allowed(path) {
+            continue;
+        }
+        let kept: Vec<&PathBuf> = workspace
+            .read_only_roots()
+            .iter()
+            .filter(|root| root.starts_with(path) && *root != path)
+            .collect();
+        if kept.is_empty() {
+            denied.push(path.clone());
+        } else {
+            deny_around(path, &kept, &mut denied);
+        }
+    }
+    denied
+}
+
+/// Denies every entry of `dir` except those leading to a `kept` path, recursively.
+fn deny_around(dir: &Path, kept: &[&PathBuf], denied: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if kept.iter().any(|keep| **keep == path) {
+            continue;
+        }
+        if kept.iter().any(|keep| keep.starts_with(&path)) {
+            deny_around(&path, kept, denied);
+        } else {
+            denied.push(path);
+        }
+    }
+}
+
+/// The port of a loopback `http://127.0.0.1:PORT` bridge address among `exported`, if any.
+pub fn bridge_port(exported: &[(String, String)]) -> Option<u16> {
+    let (_, url) = exported
+        .iter()
+        .find(|(name, _)| name.ends_with("_URL") && name.starts_with("WARDEN_BRIDGE"))?;
+    let rest = url.strip_prefix("http://")?;
+    let authority = rest.split('/').next()?;
+    let (host, port) = authority.rsplit_once(':')?;
+    matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+        .then(|| port.parse().ok())
+        .flatten()
+}
+
+/// bash's environment from warden's: the default names, the operator's, none that is masked,
+/// then `TMPDIR` (the private temp folder) and the session's exports.
+pub fn clean_environment(
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+    operator: &[String],
+    masked: impl Fn(&OsStr) -> bool,
+    tmpdir: Option<&Path>,
+    exported: &[(String, String)],
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = inherited
+        .into_iter()
+        .filter(|(name, _)| {
+            name.to_str().is_some_and(|name| {
+                passes_by_default(name) || operator.iter().any(|allowed| allowed == name)
+            }) && !masked(name)
+        })
+        .collect();
+    if let Some(tmpdir) = tmpdir {
+        env.retain(|(name, _)| name != "TMPDIR");
+        env.push(("TMPDIR".into(), tmpdir.into()));
+    }
+    env.extend(
+        exported
+            .iter()
+            .map(|(name, value)| (name.into(), value.into())),
+    );
+    env
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bridge_port_is_read_from_a_loopback_url_only() {
+        let url = |value: &str| vec![("WARDEN_BRIDGE_URL".to_owned(), value.to_owned())];
+        assert_eq!(bridge_port(&url("http://127.0.0.1:4100")), Some(4100));
+        assert_eq!(bridge_port(&url("http://127.0.0.1:4100/")), Some(4100));
+        assert_eq!(bridge_port(&url("http://evil.example:4100")), None);
+        assert_eq!(bridge_port(&url("unix:/run/warden/s.sock")), None);
+        assert_eq!(bridge_port(&[]), None);
+    }
+
+    #[test]
+    fn only_named_variables_pass_and_tmpdir_is_the_private_folder() {
+        let inherited = vec![
+            ("PATH".into(), "/bin".into()),
+            ("LC_ALL".into(), "C".into()),
+            ("OPENAI_API_KEY".into(), "sk-secret".into()),
+            ("WARDEN_SERVE_TOKEN".into(), "t".into()),
+            ("GOPATH".into(), "/go".into()),
+            ("TMPDIR".into(), "/tmp".into()),
+        ];
+        let env = clean_environment(
+            inherited,
+            &["GOPATH".to_owned()],
+            |_| false,
+            Some(Path::new("/tmp/warden-bash-x")),
+            &[("WARDEN_BRIDGE_TOKEN".to_owned(), "b".to_owned())],
+        );
+        let names: Vec<String> = env
+            .iter()
+            .map(|(name, value)| format!("{}={}", name.to_string_lossy(), value.to_string_lossy()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "PATH=/bin",
+                "LC_ALL=C",
+                "GOPATH=/go",
+                "TMPDIR=/tmp/warden-bash-x",
+                "WARDEN_BRIDGE_TOKEN=b"
+            ]
+        );
+    }
+}
