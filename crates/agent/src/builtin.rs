@@ -1,14 +1,11 @@
 //! The built-in tools (bash, read_file, write_file, edit_file, list_dir, glob, grep): schemas, capability classes, what each call reaches in the workspace, and their execution.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 pub use warden_config::Capability;
 
@@ -16,6 +13,7 @@ use crate::confine::{
     BashConfinement, PrivateTmp, bridge_port, clean_environment, prepare_command,
 };
 use crate::conversation::ToolSpec;
+use crate::process::run_confined;
 use crate::workspace::{Access, Placement, Workspace, read_regular_file};
 
 /// Bytes of output a tool returns before the rest is spilled to an artifact.
@@ -633,7 +631,7 @@ impl BuiltinTools {
                 self.bash_env
                     .environment(std::env::vars_os(), &self.confinement.env, tmpdir),
             )
-            .stdin(Stdio::null());
+            .kill_on_drop(true);
         // The kernel sandbox, built before the fork; it owns the command's cgroup, so it lives
         // until the command has ended.
         let prepared = match tmpdir {
@@ -654,86 +652,12 @@ impl BuiltinTools {
         let confinement = prepared
             .as_ref()
             .map(|prepared| prepared.enforcement().summary());
-        // One pipe for stdout and stderr, as a terminal has: the model reads the lines in the
-        // order the command wrote them, never one stream's line cut by the other's.
-        let pipe_error =
-            |e: std::io::Error| BuiltinResult::error(format!("cannot start bash: {e}"));
-        let (output_reader, output_writer) = std::io::pipe().map_err(pipe_error)?;
-        command
-            .stdout(output_writer.try_clone().map_err(pipe_error)?)
-            .stderr(output_writer);
-        let mut wrapped = CommandWrap::from(command);
-        wrapped.wrap(ProcessGroup::leader());
-        wrapped.wrap(KillOnDrop);
-        let mut child = wrapped
-            .spawn()
+        let run = run_confined(command, prepared, None, timeout, &cancel, BASH_MEMORY_LIMIT)
+            .await
             .map_err(|e| BuiltinResult::error(format!("cannot start bash: {e}")))?;
-        // The command holds the parent's copies of the write end: drop it so the reader sees
-        // the end of the output once the command's process group is gone.
-        drop(wrapped);
-        let reader = tokio::net::unix::pipe::Receiver::from_owned_fd(output_reader.into())
-            .map_err(pipe_error)?;
-        let buffer = Arc::new(Mutex::new(Captured::default()));
-        let tasks = vec![tokio::spawn(read_into(
-            Box::new(reader) as Box<dyn AsyncRead + Send + Unpin>,
-            buffer.clone(),
-        ))];
-        enum End {
-            Exited(Option<i32>),
-            TimedOut,
-            Cancelled,
-            WaitFailed(String),
-        }
-        let end = tokio::select! {
-            status = child.wait() => match status {
-                Ok(status) => End::Exited(status.code()),
-                Err(e) => End::WaitFailed(e.to_string()),
-            },
-            _ = tokio::time::sleep(timeout) => End::TimedOut,
-            _ = cancel.cancelled() => End::Cancelled,
-        };
-        // Kill the whole group: background children would otherwise keep running and hold the pipes.
-        let _ = child.start_kill();
-        let _ = child.wait().await;
-        for task in tasks {
-            let abort = task.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(2), task)
-                .await
-                .is_err()
-            {
-                abort.abort();
-            }
-        }
-        // Whatever is left in the command's cgroup is killed and the cgroup removed, off the
-        // async workers (it may wait a moment for processes to die).
-        if let Some(prepared) = prepared {
-            let _ = tokio::task::spawn_blocking(move || drop(prepared)).await;
-        }
-        let captured = std::mem::take(&mut *buffer.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut output = String::from_utf8_lossy(&captured.bytes).into_owned();
-        if captured.dropped > 0 {
-            output.push_str(&format!(
-                "\n[{} more bytes of output were not kept]",
-                captured.dropped
-            ));
-        }
-        let (note, is_error) = match end {
-            End::Exited(Some(0)) => (String::new(), false),
-            End::Exited(Some(code)) => (format!("[exit code {code}]"), true),
-            End::Exited(None) => ("[killed by a signal]".to_string(), true),
-            End::TimedOut => (
-                format!(
-                    "[timed out after {} s; the command's process group was killed]",
-                    timeout.as_secs()
-                ),
-                true,
-            ),
-            End::Cancelled => (
-                "[cancelled; the command's process group was killed]".to_string(),
-                true,
-            ),
-            End::WaitFailed(e) => (format!("[waiting for the command failed: {e}]"), true),
-        };
+        let output = run.output_text();
+        let note = run.end.note("command");
+        let is_error = !run.end.succeeded();
         let mut result = self.finish("bash", output, is_error);
         if !note.is_empty() {
             if !result.text.is_empty() && !result.text.ends_with('\n') {
@@ -969,28 +893,6 @@ impl BuiltinTools {
             out = format!("no matches for `{pattern}`");
         }
         Ok(self.finish("grep", out, false))
-    }
-}
-
-#[derive(Default)]
-struct Captured {
-    bytes: Vec<u8>,
-    dropped: u64,
-}
-
-async fn read_into(mut reader: Box<dyn AsyncRead + Send + Unpin>, buffer: Arc<Mutex<Captured>>) {
-    let mut chunk = [0u8; 8192];
-    loop {
-        match reader.read(&mut chunk).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let mut captured = buffer.lock().unwrap_or_else(PoisonError::into_inner);
-                let room = BASH_MEMORY_LIMIT.saturating_sub(captured.bytes.len());
-                let keep = n.min(room);
-                captured.bytes.extend_from_slice(&chunk[..keep]);
-                captured.dropped += (n - keep) as u64;
-            }
-        }
     }
 }
 

@@ -128,7 +128,7 @@ pub fn prepare_command(
     };
     let policy = SandboxPolicy {
         mode: confinement.mode,
-        readable_denied: sandbox_never_list(workspace),
+        readable_denied: sandbox_never_list(workspace, &[]),
         writable_roots: workspace.roots().to_vec(),
         private_tmp: private_tmp.to_path_buf(),
         network,
@@ -137,10 +137,36 @@ pub fn prepare_command(
     warden_sandbox::prepare(&policy)
 }
 
+/// The kernel sandbox for a skill's script: read-only (writes go to `private_tmp` only), the
+/// protected paths unreadable except the skill's own folder (which may lie in warden's config
+/// folder), network only when its grant allows it, the operator's resource limits.
+pub fn prepare_script(
+    confinement: &BashConfinement,
+    workspace: &Workspace,
+    skill_dir: &Path,
+    private_tmp: &Path,
+    network: bool,
+) -> Result<Prepared, SandboxError> {
+    let policy = SandboxPolicy {
+        mode: SandboxMode::ReadOnly,
+        readable_denied: sandbox_never_list(workspace, &[skill_dir.to_path_buf()]),
+        writable_roots: Vec::new(),
+        private_tmp: private_tmp.to_path_buf(),
+        network: if network {
+            NetworkPolicy::Allowed
+        } else {
+            NetworkPolicy::default()
+        },
+        limits: confinement.limits,
+    };
+    warden_sandbox::prepare(&policy)
+}
+
 /// The protected paths as the kernel sandbox denies them. A protected folder that holds one of
-/// warden's read-only folders (the artifacts inside the state folder) is denied entry by entry
-/// around it; a protected path the user allowed whole (or beneath an allowed folder) is left out.
-fn sandbox_never_list(workspace: &Workspace) -> Vec<PathBuf> {
+/// warden's read-only folders (the artifacts inside the state folder) or one of `also_kept` is
+/// denied entry by entry around it; a protected path the user allowed whole (or beneath an
+/// allowed folder) is left out.
+fn sandbox_never_list(workspace: &Workspace, also_kept: &[PathBuf]) -> Vec<PathBuf> {
     let mut denied = Vec::new();
     for protected in workspace.protected() {
         let path = &protected.path;
@@ -150,6 +176,7 @@ fn sandbox_never_list(workspace: &Workspace) -> Vec<PathBuf> {
         let kept: Vec<&PathBuf> = workspace
             .read_only_roots()
             .iter()
+            .chain(also_kept)
             .filter(|root| root.starts_with(path) && *root != path)
             .collect();
         if kept.is_empty() {

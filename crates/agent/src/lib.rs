@@ -5,6 +5,7 @@ pub mod builtin;
 pub mod confine;
 pub mod context;
 mod conversation;
+pub mod process;
 pub mod prompt;
 pub mod provider;
 pub mod session;

@@ -30,6 +30,7 @@ use warden_config::SandboxModeSetting;
 use crate::code_tools::{HostSlot, code_tools};
 use crate::sampling::{ModelSampler, SamplingModel, SamplingTool};
 use crate::search_tools::{Deferral, SEARCH_TOOLS, tool_references};
+use crate::skill_scripts::{RunSkillScript, ScriptQuota, SkillScripts};
 use crate::skill_tools::skill_tools;
 use warden_host::{CallContext, Host, HostTool, VisibleTool};
 use warden_host::{RemoteSkills, RemoteSkillsSettings};
@@ -176,6 +177,18 @@ impl AgentSession {
         }));
         host_tools.extend(skill_tools(skills.clone(), remote_skills.clone()));
         let host_slot: HostSlot = Arc::default();
+        let settings = config.skill_scripts.clone();
+        let quota = ScriptQuota::new(settings.max_concurrent, settings.max_concurrent_per_user);
+        host_tools.push(Arc::new(RunSkillScript(Arc::new(SkillScripts {
+            settings,
+            discovery: skills.clone(),
+            operator_root: paths.config_dir().join("skills"),
+            grants_path: warden_skills::ScriptGrantStore::path_in(paths.state_dir()),
+            builtins: builtins.clone(),
+            quota,
+            user: std::env::var("USER").unwrap_or_else(|_| "local".to_owned()),
+            slot: host_slot.clone(),
+        }))));
         host_tools.extend(code_tools(host_slot.clone()));
         let offered = ToolList::default();
         let deferral = crate::catalog_views::session_deferral(

@@ -8,6 +8,7 @@ mod commands;
 mod context;
 mod sampling;
 mod search_tools;
+mod skill_scripts;
 mod skill_tools;
 
 use std::path::PathBuf;

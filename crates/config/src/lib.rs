@@ -12,6 +12,7 @@ mod policy;
 mod raw;
 mod sandbox;
 mod schema;
+mod skill_scripts;
 mod trust;
 
 #[cfg(test)]
@@ -55,4 +56,5 @@ pub use raw::{
 };
 pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};
 pub use schema::schema_json;
+pub use skill_scripts::{MAX_SCRIPT_TIMEOUT, RawSkillScripts, SkillScriptSettings};
 pub use trust::{Approval, TrustError, TrustState, TrustStore};

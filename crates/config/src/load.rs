@@ -32,6 +32,8 @@ pub struct ConfigFile {
     pub oauth: Option<crate::raw::RawOAuth>,
     /// `[sandbox]` of this file (a user-scope file only).
     pub sandbox: Option<crate::sandbox::SandboxSettings>,
+    /// `[skill_scripts]` of this file (a user-scope file only).
+    pub skill_scripts: Option<crate::skill_scripts::SkillScriptSettings>,
 }
 
 /// Parses configuration text as if read from `path` with `scope`. Never panics, whatever the
@@ -65,6 +67,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         experimental,
         oauth,
         sandbox,
+        skill_scripts,
     }) = raw
     else {
         return Err(ConfigError::Invalid(diagnostics));
@@ -141,6 +144,35 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             },
         });
     }
+    let skill_scripts = match skill_scripts {
+        Some(_) if scope == Scope::Project => {
+            diagnostics.push(Diagnostic {
+                file: path.to_path_buf(),
+                key: "skill_scripts".into(),
+                problem: Problem::NotAllowed {
+                    reason: "skill scripts are turned on from your user config only: a project \
+                             file is shared, and [skill_scripts] lets code run on your machine; \
+                             move it to your user config (`warden config paths` shows where it is)"
+                        .into(),
+                },
+            });
+            None
+        }
+        Some(raw) => match crate::skill_scripts::SkillScriptSettings::from_raw(raw) {
+            Ok(settings) => Some(settings),
+            Err(problems) => {
+                for (key, expected) in problems {
+                    diagnostics.push(Diagnostic {
+                        file: path.to_path_buf(),
+                        key,
+                        problem: Problem::InvalidValue { expected },
+                    });
+                }
+                None
+            }
+        },
+        None => None,
+    };
     if diagnostics.is_empty() {
         Ok(ConfigFile {
             path: path.to_path_buf(),
@@ -153,6 +185,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             experimental,
             oauth,
             sandbox: sandbox.map(crate::sandbox::SandboxSettings::from),
+            skill_scripts,
         })
     } else {
         Err(ConfigError::Invalid(diagnostics))
@@ -253,6 +286,8 @@ pub struct LoadedConfig {
     pub client_metadata_url: Option<String>,
     /// `[sandbox]`, from the user config (a later user-authority file wins).
     pub sandbox: crate::sandbox::SandboxSettings,
+    /// `[skill_scripts]`, from the user config (a later user-authority file wins).
+    pub skill_scripts: crate::skill_scripts::SkillScriptSettings,
 }
 
 /// Loads every scope of `request` in one pass; missing files contribute nothing, a missing `-c`
@@ -279,6 +314,9 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                 loaded.experimental.merge(file.experimental);
                 if let Some(sandbox) = file.sandbox {
                     loaded.sandbox = sandbox;
+                }
+                if let Some(skill_scripts) = file.skill_scripts {
+                    loaded.skill_scripts = skill_scripts;
                 }
                 if let Some(oauth) = file.oauth {
                     if let Some(setting) = oauth.token_store {

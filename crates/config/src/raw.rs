@@ -69,6 +69,9 @@ pub struct RawConfig {
     /// How the agent's bash commands are confined by the kernel (user config only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::RawSandbox>,
+    /// Whether skills may run the scripts they carry, and within which bounds (user config only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skill_scripts: Option<crate::skill_scripts::RawSkillScripts>,
 }
 
 impl RawConfig {
@@ -86,6 +89,7 @@ impl RawConfig {
         "experimental",
         "oauth",
         "sandbox",
+        "skill_scripts",
     ];
 }
 
@@ -972,6 +976,25 @@ impl<'a> Walk<'a> {
                 cpu_sec: walk.unsigned(t, p, "cpu_sec", "a whole number of seconds"),
             }
         });
+        let skill_scripts = self.section(root, "skill_scripts", |walk, t, p| {
+            walk.unknown_keys(t, p, crate::skill_scripts::RawSkillScripts::KEYS);
+            crate::skill_scripts::RawSkillScripts {
+                enabled: walk.boolean(t, p, "enabled"),
+                acknowledge_risks: walk.boolean(t, p, "acknowledge_risks"),
+                interpreters: walk.string_map(t, p, "interpreters"),
+                roots: walk.strings(t, p, "roots"),
+                max_concurrent: walk.unsigned(t, p, "max_concurrent", "a whole number"),
+                max_concurrent_per_user: walk.unsigned(
+                    t,
+                    p,
+                    "max_concurrent_per_user",
+                    "a whole number",
+                ),
+                timeout_sec: walk.unsigned(t, p, "timeout_sec", "a whole number of seconds"),
+                max_output_kb: walk.unsigned(t, p, "max_output_kb", "a whole number of KiB"),
+                max_arguments_kb: walk.unsigned(t, p, "max_arguments_kb", "a whole number of KiB"),
+            }
+        });
         let oauth = self.section(root, "oauth", |walk, t, p| {
             walk.unknown_keys(t, p, RawOAuth::KEYS);
             let client_metadata_url = walk.string(t, p, "client_metadata_url");
@@ -992,6 +1015,7 @@ impl<'a> Walk<'a> {
             }
         });
         Some(RawConfig {
+            skill_scripts,
             sandbox,
             oauth,
             schema_version,

@@ -124,6 +124,8 @@ pub struct Host {
     index: Arc<ToolIndex>,
     host_tools: Arc<HostTools>,
     gate: Arc<Gate>,
+    /// The audit trail the gate writes (also where a skill script's intent is recorded).
+    audit: Arc<AuditStore>,
     hooks: HookRunner,
     idle: Vec<IdleServer>,
     remote_skills: Arc<RemoteSkills>,
@@ -237,13 +239,20 @@ impl Host {
             policy: options.policy,
             cwd: options.workspace,
         }));
-        remote_skills.bind(runtime.clone(), session_id.clone(), &gate, approver, audit);
+        remote_skills.bind(
+            runtime.clone(),
+            session_id.clone(),
+            &gate,
+            approver,
+            audit.clone(),
+        );
         Ok(Self {
             session_id,
             runtime,
             index,
             host_tools,
             gate,
+            audit,
             hooks: options.hooks,
             idle,
             remote_skills,
@@ -259,6 +268,12 @@ impl Host {
         &self.runtime
     }
 
+    /// The session's audit trail.
+    pub fn audit(&self) -> Arc<dyn warden_policy::AuditSink> {
+        self.audit.clone()
+    }
+
+    /// The session's gate.
     pub fn gate(&self) -> &Arc<Gate> {
         &self.gate
     }

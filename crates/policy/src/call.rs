@@ -126,6 +126,9 @@ pub enum Decision {
     Cancelled,
     /// It was admitted but the dispatch failed (dead server, transport error).
     Failed,
+    /// Its intent was recorded before it started (a skill script); a second record, the
+    /// call's own, says how it ended.
+    Started,
 }
 
 impl Decision {
@@ -137,6 +140,7 @@ impl Decision {
             Self::TimedOut => "timed_out",
             Self::Cancelled => "cancelled",
             Self::Failed => "failed",
+            Self::Started => "started",
         }
     }
 }
@@ -156,6 +160,8 @@ pub enum Layer {
     Validation,
     /// The workspace check: a protected path the call may not reach (see [`crate::CallReach`]).
     Workspace,
+    /// One of the gates a skill script passes before it may start.
+    SkillScript,
     /// A PreToolUse hook.
     Hook,
     /// Approval (for allowed calls: the layer that finally let it through).
@@ -178,6 +184,7 @@ impl Layer {
             Self::External => "external",
             Self::Validation => "validation",
             Self::Workspace => "workspace",
+            Self::SkillScript => "skill-script",
             Self::Hook => "hook",
             Self::Approval => "approval",
             Self::Timeout => "timeout",
@@ -269,7 +276,9 @@ impl GateOutcome {
                     Decision::Denied => format!("Tool call denied ({}): {reason}", self.layer),
                     Decision::TimedOut => format!("Tool call timed out: {reason}"),
                     Decision::Cancelled => format!("Tool call cancelled: {reason}"),
-                    Decision::Failed | Decision::Allowed => format!("Tool call failed: {reason}"),
+                    Decision::Failed | Decision::Allowed | Decision::Started => {
+                        format!("Tool call failed: {reason}")
+                    }
                 }
             }
         };

@@ -369,8 +369,8 @@ impl Gate {
         // 3b. The workspace: a protected path is refused, a path outside the roots asks, and a
         // call may add classes to its tool's (a write that replaces a file is destructive).
         let reach = self.catalog.assess(&descriptor, arguments);
-        if let Some(reason) = reach.refused {
-            return Step::stop(Decision::Denied, Layer::Workspace, reason);
+        if let Some((layer, reason)) = reach.refused {
+            return Step::stop(Decision::Denied, layer, reason);
         }
         let classes = classes.union(reach.added_classes);
         trace.classes = trace.classes.union(reach.added_classes);
@@ -609,7 +609,7 @@ impl Gate {
         };
         let error = match step.decision {
             Decision::Failed | Decision::TimedOut => step.reason.clone(),
-            Decision::Allowed | Decision::Denied | Decision::Cancelled => None,
+            Decision::Allowed | Decision::Denied | Decision::Cancelled | Decision::Started => None,
         };
         let record = AuditRecord {
             time: trace.time,

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::call::Layer;
 use crate::capability::CapabilitySet;
 
 /// A path a call reaches outside every workspace root of the session.
@@ -38,16 +39,21 @@ pub struct CallReach {
     /// A path outside the workspace roots: the call asks even in `auto` mode, an allow list or a
     /// remembered answer about the tool does not cover it, and headless runs deny it.
     pub outside: Option<OutsidePath>,
-    /// Why the call is refused before anyone is asked (a protected path no user rule allows).
-    /// The reason names the rule that would allow it.
-    pub refused: Option<String>,
+    /// Why the call is refused before anyone is asked (a protected path no user rule allows),
+    /// and the layer that refuses it. The reason names the rule that would allow it.
+    pub refused: Option<(Layer, String)>,
 }
 
 impl CallReach {
-    /// A call refused with `reason`.
+    /// A call refused with `reason` by the workspace check.
     pub fn refused(reason: impl Into<String>) -> Self {
+        Self::refused_at(Layer::Workspace, reason)
+    }
+
+    /// A call refused with `reason` by `layer`.
+    pub fn refused_at(layer: Layer, reason: impl Into<String>) -> Self {
         Self {
-            refused: Some(reason.into()),
+            refused: Some((layer, reason.into())),
             ..Self::default()
         }
     }

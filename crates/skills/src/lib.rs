@@ -9,6 +9,7 @@ pub mod grants;
 pub mod index;
 pub mod parse;
 pub mod remote;
+pub mod script_grants;
 pub mod unicode;
 
 pub use discovery::{
@@ -27,6 +28,7 @@ pub use remote::{
     Contract, ListedResource, Registration, RemoteSkillError, RemoteSkillLoad, SkillCommand,
     legacy_skill_commands, verify_legacy_skill_md,
 };
+pub use script_grants::{ScriptGrant, ScriptGrantCheck, ScriptGrantStore, unix_now};
 pub use unicode::{SuspiciousChar, SuspiciousClass};
 
 /// Audit event kinds for skill activity (the lead's audit trail records these names).

@@ -8,7 +8,8 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use warden_host::{Host, RemoteSkills, RemoteSkillsSettings};
 use warden_skills::{
-    Discovery, GrantStore, LocalSkill, SkillCommand, SkillRoots, discover, use_skill,
+    Discovery, GrantStore, LocalSkill, ScriptGrant, ScriptGrantStore, SkillCommand, SkillRoots,
+    discover, use_skill,
 };
 
 use crate::Globals;
@@ -61,6 +62,37 @@ enum SkillsCommand {
         /// The skill's SKILL.md URI.
         uri: Option<String>,
     },
+    /// Grants that let a local skill run its scripts (with `[skill_scripts] enabled = true`).
+    ScriptGrants {
+        #[command(subcommand)]
+        command: ScriptGrantsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ScriptGrantsCommand {
+    /// List the script grants with their expiry.
+    List {
+        /// A JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let SKILL run all its scripts, or SKILL/SCRIPT one of them.
+    Add {
+        /// `SKILL` or `SKILL/PATH/IN/THE/SKILL.py`.
+        target: String,
+        /// How long the grant lasts: `30m`, `12h`, `7d` (default: until revoked).
+        #[arg(long, value_name = "DURATION")]
+        expires_in: Option<String>,
+        /// Let the script use the network (default: none).
+        #[arg(long)]
+        network: bool,
+    },
+    /// Revoke the grant of SKILL (all of its grants) or SKILL/SCRIPT.
+    Revoke {
+        /// `SKILL` or `SKILL/SCRIPT`.
+        target: String,
+    },
 }
 
 pub fn run(globals: &Globals, args: SkillsArgs) -> anyhow::Result<ExitCode> {
@@ -78,7 +110,99 @@ pub fn run(globals: &Globals, args: SkillsArgs) -> anyhow::Result<ExitCode> {
         SkillsCommand::Check { json } => check(&discover_here()?, json),
         SkillsCommand::Grants { json } => grants(json),
         SkillsCommand::Revoke { server, uri } => revoke(&server, uri.as_deref()),
+        SkillsCommand::ScriptGrants { command } => script_grants(command),
     }
+}
+
+fn script_grant_store() -> anyhow::Result<ScriptGrantStore> {
+    let paths = crate::context::paths()?;
+    let path = ScriptGrantStore::path_in(paths.state_dir());
+    ScriptGrantStore::open(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// `SKILL` or `SKILL/SCRIPT`.
+fn split_target(target: &str) -> (&str, Option<&str>) {
+    match target.split_once('/') {
+        Some((skill, script)) if !script.is_empty() => (skill, Some(script)),
+        _ => (target.trim_end_matches('/'), None),
+    }
+}
+
+/// `30m`, `12h`, `7d`, `90s`.
+fn parse_validity(text: &str) -> anyhow::Result<std::time::Duration> {
+    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let count: u64 = number
+        .parse()
+        .ok()
+        .filter(|count| *count > 0)
+        .with_context(|| {
+            format!("--expires-in {text}: expected a positive number and a unit, as 30m, 12h or 7d")
+        })?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => anyhow::bail!("--expires-in {text}: the unit is s, m, h or d (as 30m, 12h, 7d)"),
+    };
+    let total = count
+        .checked_mul(seconds)
+        .filter(|total| *total <= 10 * 365 * 86_400)
+        .with_context(|| format!("--expires-in {text}: at most ten years"))?;
+    Ok(std::time::Duration::from_secs(total))
+}
+
+fn script_grants(command: ScriptGrantsCommand) -> anyhow::Result<ExitCode> {
+    let mut store = script_grant_store()?;
+    match command {
+        ScriptGrantsCommand::List { json } => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(store.list())?);
+            } else if store.list().is_empty() {
+                println!("no script grants");
+            } else {
+                println!("{:<40} {:<8} EXPIRES", "SKILL/SCRIPT", "NETWORK");
+                for grant in store.list() {
+                    let expires = grant.expires_unix.map_or_else(
+                        || "never".to_owned(),
+                        |when| {
+                            warden_policy::rfc3339_millis(
+                                i64::try_from(when).unwrap_or(i64::MAX / 1000) * 1000,
+                            )
+                        },
+                    );
+                    let network = if grant.network { "yes" } else { "no" };
+                    println!("{:<40} {network:<8} {expires}", grant.target());
+                }
+            }
+        }
+        ScriptGrantsCommand::Add {
+            target,
+            expires_in,
+            network,
+        } => {
+            let (skill, script) = split_target(&target);
+            if skill.is_empty() {
+                anyhow::bail!("name a skill: `warden skills script-grants add SKILL[/SCRIPT]`");
+            }
+            let validity = expires_in.as_deref().map(parse_validity).transpose()?;
+            let grant = ScriptGrant::new(skill, script, network, validity);
+            store.add(grant).context("saving the script grants")?;
+            println!("granted: {target}");
+        }
+        ScriptGrantsCommand::Revoke { target } => {
+            let (skill, script) = split_target(&target);
+            let removed = store
+                .revoke(skill, script)
+                .context("saving the script grants")?;
+            if removed == 0 {
+                eprintln!("no script grant for {target}");
+                return Ok(ExitCode::from(1));
+            }
+            println!("revoked {removed} grant(s) for {target}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn discover_here() -> anyhow::Result<Discovery> {

@@ -1,0 +1,576 @@
+//! `run_skill_script`: runs a script a local skill carries, behind six gates taken in order —
+//! (1) `[skill_scripts]` enabled with its risks acknowledged and the skill's root allowed,
+//! (2) a valid grant for the skill or the script, (3) the extension on the interpreter
+//! allowlist, (4) the arguments within their size and the script's schema, (5) the run recorded
+//! in the audit trail before it starts (an audit that cannot record refuses the run), (6) the
+//! concurrency quota. If any gate is closed the process never starts. A run is a separate
+//! process group with a clean environment, its arguments as JSON on stdin, a timeout that kills
+//! the group, an output limit, its folder inside the skill, and the kernel sandbox read-only
+//! (writes to a private temp folder only; network only when the grant says so).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use warden_agent::BuiltinTools;
+use warden_agent::process::run_confined;
+use warden_config::SkillScriptSettings;
+use warden_host::HostTool;
+use warden_policy::{
+    AuditRecord, BoxFuture, CallReach, CallSource, CapabilityClass, CapabilitySet, Decision,
+    DispatchError, Layer, ToolOutput, arguments_digest,
+};
+use warden_skills::{Discovery, LocalSkill, ScriptGrant, ScriptGrantCheck, ScriptGrantStore};
+
+use crate::code_tools::{HostSlot, host_of};
+
+/// The tool's name.
+pub const RUN_SKILL_SCRIPT: &str = "run_skill_script";
+
+/// Counts running scripts: at most `global` at once, and `per_user` for one user.
+#[derive(Debug)]
+pub struct ScriptQuota {
+    global: usize,
+    per_user: usize,
+    running: Mutex<HashMap<String, usize>>,
+}
+
+/// A running script's place in the quota, given back when dropped.
+#[derive(Debug)]
+pub struct QuotaPermit {
+    quota: Arc<ScriptQuota>,
+    user: String,
+}
+
+impl ScriptQuota {
+    pub fn new(global: usize, per_user: usize) -> Arc<Self> {
+        Arc::new(Self {
+            global,
+            per_user,
+            running: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A place for `user`, or why there is none.
+    pub fn try_acquire(self: &Arc<Self>, user: &str) -> Result<QuotaPermit, String> {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let total: usize = running.values().sum();
+        if total >= self.global {
+            return Err(format!(
+                "{total} skill scripts are running, the most [skill_scripts] max_concurrent allows"
+            ));
+        }
+        let mine = running.entry(user.to_owned()).or_default();
+        if *mine >= self.per_user {
+            return Err(format!(
+                "{mine} of your skill scripts are running, the most [skill_scripts] \
+                 max_concurrent_per_user allows"
+            ));
+        }
+        *mine += 1;
+        Ok(QuotaPermit {
+            quota: self.clone(),
+            user: user.to_owned(),
+        })
+    }
+}
+
+impl Drop for QuotaPermit {
+    fn drop(&mut self) {
+        let mut running = self
+            .quota
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = running.get_mut(&self.user) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                running.remove(&self.user);
+            }
+        }
+    }
+}
+
+/// Everything the tool needs from the session.
+pub struct SkillScripts {
+    pub settings: SkillScriptSettings,
+    pub discovery: Arc<Discovery>,
+    /// The operator's own skills folder (the default allowed root).
+    pub operator_root: PathBuf,
+    pub grants_path: PathBuf,
+    /// The built-in tools: their workspace (protected paths) and confinement (mode, limits).
+    pub builtins: Arc<BuiltinTools>,
+    pub quota: Arc<ScriptQuota>,
+    /// Who runs scripts here (the quota's key).
+    pub user: String,
+    /// The session, for its audit trail.
+    pub slot: HostSlot,
+}
+
+/// A call that passed gates 1 to 4.
+struct Admitted {
+    skill: LocalSkill,
+    script: String,
+    path: PathBuf,
+    interpreter: String,
+    grant: ScriptGrant,
+    input: Vec<u8>,
+}
+
+impl SkillScripts {
+    /// Gates 1 to 4, in order; the first closed one refuses with its reason.
+    fn admit(&self, arguments: &Value) -> Result<Admitted, String> {
+        let skill_name = arguments["skill"].as_str().unwrap_or_default();
+        let script = arguments["script"].as_str().unwrap_or_default();
+        // 1. Enabled, and the skill's root allowed to run scripts.
+        if !self.settings.enabled {
+            return Err(
+                "gate 1 (enabled): skill scripts are off; they run only when your user \
+                 config sets [skill_scripts] enabled = true and acknowledge_risks = true"
+                    .to_owned(),
+            );
+        }
+        let skill = self
+            .discovery
+            .get(skill_name)
+            .ok_or_else(|| format!("gate 1 (enabled): no local skill named \"{skill_name}\""))?;
+        let roots = match &self.settings.roots {
+            Some(roots) => roots.clone(),
+            None => vec![self.operator_root.clone()],
+        };
+        let skill_root = skill
+            .dir
+            .parent()
+            .map(warden_agent::workspace::resolve_existing);
+        let allowed_root = roots
+            .iter()
+            .map(|root| warden_agent::workspace::resolve_existing(root))
+            .any(|root| Some(&root) == skill_root.as_ref());
+        if !allowed_root {
+            return Err(format!(
+                "gate 1 (enabled): the skill {skill_name} lives in {}, which is not a root allowed \
+                 to run scripts ([skill_scripts] roots)",
+                skill_root.unwrap_or_default().display()
+            ));
+        }
+        let path = script_path(&skill.dir, script)?;
+        // 2. A valid grant.
+        let store = ScriptGrantStore::open(&self.grants_path)
+            .map_err(|error| format!("gate 2 (grant): {error}"))?;
+        let grant = match store.check(skill_name, script) {
+            ScriptGrantCheck::Granted(grant) => grant,
+            ScriptGrantCheck::Expired(when) => {
+                return Err(format!(
+                    "gate 2 (grant): the grant for {skill_name}/{script} expired at {}; \
+                     renew it with `warden skills script-grants add {skill_name}/{script}`",
+                    warden_policy::rfc3339_millis(i64::try_from(when).unwrap_or(0) * 1000)
+                ));
+            }
+            ScriptGrantCheck::Missing => {
+                return Err(format!(
+                    "gate 2 (grant): no grant lets {skill_name} run {script}; the user grants it \
+                     with `warden skills script-grants add {skill_name}/{script}`"
+                ));
+            }
+        };
+        // 3. The extension on the allowlist.
+        let extension = path
+            .extension()
+            .map(|extension| format!(".{}", extension.to_string_lossy()))
+            .unwrap_or_default();
+        let interpreter = self
+            .settings
+            .interpreters
+            .get(&extension)
+            .cloned()
+            .ok_or_else(|| {
+                format!(
+                    "gate 3 (extension): no interpreter is allowed for \"{extension}\" files \
+                     ([skill_scripts] interpreters)"
+                )
+            })?;
+        // 4. The arguments: bounded, and valid against the script's schema when it declares one.
+        let script_arguments = arguments.get("arguments").cloned().unwrap_or(json!({}));
+        let input = serde_json::to_vec(&script_arguments)
+            .map_err(|error| format!("gate 4 (arguments): {error}"))?;
+        if input.len() > self.settings.max_arguments_bytes {
+            return Err(format!(
+                "gate 4 (arguments): the arguments are {} bytes, over the {}-byte limit",
+                input.len(),
+                self.settings.max_arguments_bytes
+            ));
+        }
+        let schema = read_schema(&path)?;
+        warden_policy::validate_arguments(&schema, &script_arguments)
+            .map_err(|problem| format!("gate 4 (arguments): {problem}"))?;
+        Ok(Admitted {
+            skill: skill.clone(),
+            script: script.to_owned(),
+            path,
+            interpreter,
+            grant,
+            input,
+        })
+    }
+
+    /// Gate 5: the run's intent, durable in the audit trail before the process starts.
+    async fn record_intent(&self, admitted: &Admitted, arguments: &Value) -> Result<(), String> {
+        let host = host_of(&self.slot).map_err(|error| error.message)?;
+        let record = AuditRecord {
+            time: SystemTime::now(),
+            session_id: host.session_id().to_owned(),
+            source: CallSource::Agent,
+            caller: Some(self.user.clone()),
+            server: Some("builtin".to_owned()),
+            tool: Some(RUN_SKILL_SCRIPT.to_owned()),
+            public_name: RUN_SKILL_SCRIPT.to_owned(),
+            annotations: None,
+            classes: script_classes(),
+            decision: Decision::Started,
+            layer: Layer::SkillScript,
+            reason: Some(format!(
+                "starting {}/{} with {}",
+                admitted.skill.name, admitted.script, admitted.interpreter
+            )),
+            gate_duration: std::time::Duration::ZERO,
+            execution_duration: None,
+            result_bytes: None,
+            result_is_error: None,
+            error: None,
+            arguments_digest: arguments_digest(arguments),
+            arguments: None,
+            confinement: None,
+        };
+        host.audit()
+            .record_async(record, false)
+            .await
+            .map_err(|error| {
+                format!(
+                    "gate 5 (audit): the run could not be recorded in the audit trail ({error}), \
+                     so it was not started"
+                )
+            })
+    }
+
+    async fn run(
+        &self,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> Result<ToolOutput, DispatchError> {
+        let refused =
+            |reason: String| DispatchError::new(format!("{RUN_SKILL_SCRIPT} refused: {reason}"));
+        let admitted = self.admit(&arguments).map_err(refused)?;
+        self.record_intent(&admitted, &arguments)
+            .await
+            .map_err(refused)?;
+        let _permit = self
+            .quota
+            .try_acquire(&self.user)
+            .map_err(|reason| refused(format!("gate 6 (quota): {reason}")))?;
+
+        let private_tmp = tempfile::Builder::new()
+            .prefix("warden-script-")
+            .tempdir()
+            .map_err(|error| DispatchError::new(format!("cannot create a temp folder: {error}")))?;
+        let mut command = tokio::process::Command::new(&admitted.interpreter);
+        command
+            .arg(&admitted.path)
+            .current_dir(&admitted.skill.dir)
+            .env_clear()
+            .envs(clean_script_environment(private_tmp.path()))
+            .kill_on_drop(true);
+        let confinement = self.builtins.confinement();
+        let prepared = if confinement.mode == warden_agent::SandboxMode::Off {
+            None
+        } else {
+            let prepared = warden_agent::confine::prepare_script(
+                confinement,
+                self.builtins.workspace(),
+                &admitted.skill.dir,
+                private_tmp.path(),
+                admitted.grant.network,
+            )
+            .map_err(|error| {
+                DispatchError::new(format!(
+                    "cannot confine the script ({error}); it was not started"
+                ))
+            })?;
+            prepared.apply(&mut command);
+            Some(prepared)
+        };
+        let enforced = prepared
+            .as_ref()
+            .map(|prepared| prepared.enforcement().summary());
+        let run = run_confined(
+            command,
+            prepared,
+            Some(admitted.input),
+            self.settings.timeout,
+            &cancel,
+            self.settings.max_output_bytes,
+        )
+        .await
+        .map_err(|error| {
+            DispatchError::new(format!(
+                "cannot start {} for {}/{}: {error}",
+                admitted.interpreter, admitted.skill.name, admitted.script
+            ))
+        })?;
+        let mut text = run.output_text();
+        let note = run.end.note("script");
+        if !note.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&note);
+        }
+        if text.is_empty() {
+            text = "(no output)".to_owned();
+        }
+        Ok(ToolOutput {
+            size_bytes: text.len() as u64,
+            is_error: !run.end.succeeded(),
+            text,
+            content: None,
+            confinement: Some(enforced.unwrap_or_else(|| {
+                "sandbox off: the script ran with warden's own access".to_owned()
+            })),
+        })
+    }
+}
+
+/// The classes of a script run: it writes (to its temp folder) and may reach the world.
+fn script_classes() -> CapabilitySet {
+    CapabilitySet::of(&[CapabilityClass::Write, CapabilityClass::External])
+}
+
+/// `script` inside `skill_dir`: a relative path to a regular file that stays inside the folder
+/// (symlinks followed).
+fn script_path(skill_dir: &Path, script: &str) -> Result<PathBuf, String> {
+    let relative = Path::new(script);
+    if script.is_empty() || relative.is_absolute() {
+        return Err(format!(
+            "gate 1 (enabled): \"{script}\" is not a path inside the skill's folder"
+        ));
+    }
+    let folder = warden_agent::workspace::resolve_existing(skill_dir);
+    let path = warden_agent::workspace::resolve_existing(&skill_dir.join(relative));
+    if !path.starts_with(&folder) || !path.is_file() {
+        return Err(format!(
+            "gate 1 (enabled): the skill has no script \"{script}\" (a file inside its folder)"
+        ));
+    }
+    Ok(path)
+}
+
+/// The script's declared input schema (`NAME.schema.json` beside it), or `null` (any object).
+fn read_schema(script: &Path) -> Result<Value, String> {
+    let mut name = script.as_os_str().to_owned();
+    name.push(".schema.json");
+    let schema_path = PathBuf::from(name);
+    match warden_agent::read_regular_file(&schema_path, 256 * 1024, None) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|error| {
+            format!(
+                "gate 4 (arguments): the script's schema {} is not JSON: {error}",
+                schema_path.display()
+            )
+        }),
+        Err(warden_agent::ReadError::Io(error)) if error.kind() == std::io::ErrorKind::NotFound => {
+            Ok(Value::Null)
+        }
+        Err(error) => Err(format!(
+            "gate 4 (arguments): the script's schema {} cannot be read: {error}",
+            schema_path.display()
+        )),
+    }
+}
+
+/// A script's environment: the default names (PATH, HOME, locale…) and `TMPDIR`; nothing else.
+fn clean_script_environment(tmpdir: &Path) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    warden_agent::confine::clean_environment(std::env::vars_os(), &[], |_| false, Some(tmpdir), &[])
+}
+
+/// The `run_skill_script` tool.
+pub struct RunSkillScript(pub Arc<SkillScripts>);
+
+impl HostTool for RunSkillScript {
+    fn name(&self) -> &str {
+        RUN_SKILL_SCRIPT
+    }
+
+    fn description(&self) -> &str {
+        "Runs a script that a local skill carries (a file in the skill's folder), with `arguments` \
+         as JSON on its standard input; returns what it printed. It runs only when the user has \
+         turned skill scripts on and granted this skill or script, in a sandbox that can write \
+         only to a temp folder."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "skill": {"type": "string", "description": "The skill's name"},
+                "script": {"type": "string", "description": "The script's path inside the skill's folder, e.g. scripts/extract.py"},
+                "arguments": {"type": "object", "description": "Passed to the script as JSON on stdin"}
+            },
+            "required": ["skill", "script"],
+            "additionalProperties": false
+        })
+    }
+
+    fn classes(&self) -> CapabilitySet {
+        script_classes()
+    }
+
+    fn offered(&self) -> bool {
+        self.0.settings.enabled && !self.0.discovery.skills.is_empty()
+    }
+
+    fn assess(&self, arguments: &Value) -> CallReach {
+        match self.0.admit(arguments) {
+            Ok(_) => CallReach::default(),
+            Err(reason) => CallReach::refused_at(
+                Layer::SkillScript,
+                format!("{RUN_SKILL_SCRIPT} refused: {reason}"),
+            ),
+        }
+    }
+
+    fn execute<'a>(
+        &'a self,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        Box::pin(self.0.run(arguments, cancel))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quota_counts_per_user_and_in_all_and_frees_on_drop() {
+        let quota = ScriptQuota::new(2, 1);
+        let first = quota.try_acquire("ann").unwrap();
+        let refused = quota.try_acquire("ann").unwrap_err();
+        assert!(refused.contains("max_concurrent_per_user"), "{refused}");
+        let second = quota.try_acquire("bob").unwrap();
+        let refused = quota.try_acquire("cat").unwrap_err();
+        assert!(refused.contains("max_concurrent allows"), "{refused}");
+        drop(first);
+        let again = quota.try_acquire("ann").unwrap();
+        drop((second, again));
+        assert!(quota.running.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn gate_6_a_full_quota_refuses_and_the_script_never_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = warden_config::Paths::under_root(&dir.path().join("home"));
+        let operator_root = paths.config_dir().join("skills");
+        let skill = operator_root.join("probe");
+        std::fs::create_dir_all(skill.join("scripts")).unwrap();
+        std::fs::write(
+            skill.join("SKILL.md"),
+            "---\nname: probe\ndescription: A probe\n---\nbody\n",
+        )
+        .unwrap();
+        let marker = dir.path().join("marker");
+        std::fs::write(
+            skill.join("scripts/touch.py"),
+            format!("open({:?}, 'w').write('ran')", marker.display().to_string()),
+        )
+        .unwrap();
+        let grants_path = ScriptGrantStore::path_in(paths.state_dir());
+        ScriptGrantStore::open(&grants_path)
+            .unwrap()
+            .add(ScriptGrant::new("probe", None, false, None))
+            .unwrap();
+        let workspace = dir.path().join("work");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let discovery = warden_skills::discover(&warden_skills::SkillRoots::new(
+            Some(operator_root.clone()),
+            None,
+        ));
+        let host = Arc::new(
+            warden_host::Host::open(
+                &warden_config::LoadedConfig::default(),
+                warden_host::HostOptions::new(paths.clone(), workspace.clone()),
+            )
+            .unwrap(),
+        );
+        let slot: HostSlot = Arc::default();
+        let _ = slot.set(Arc::downgrade(&host));
+        let settings = SkillScriptSettings {
+            enabled: true,
+            interpreters: [(".py".to_owned(), "python3".to_owned())].into(),
+            ..SkillScriptSettings::default()
+        };
+        let quota = ScriptQuota::new(settings.max_concurrent, settings.max_concurrent_per_user);
+        let scripts = SkillScripts {
+            settings,
+            discovery: Arc::new(discovery),
+            operator_root,
+            grants_path,
+            builtins: Arc::new(
+                BuiltinTools::new(
+                    warden_agent::Workspace::unprotected(&workspace),
+                    Arc::new(warden_agent::DirArtifacts::new(
+                        dir.path().join("artifacts"),
+                    )),
+                )
+                .with_confinement(warden_agent::BashConfinement {
+                    mode: warden_agent::SandboxMode::Off,
+                    ..warden_agent::BashConfinement::default()
+                }),
+            ),
+            quota: quota.clone(),
+            user: "ann".to_owned(),
+            slot,
+        };
+        let tool = RunSkillScript(Arc::new(scripts));
+        let arguments = json!({"skill": "probe", "script": "scripts/touch.py"});
+        assert_eq!(tool.assess(&arguments), CallReach::default());
+        // Another of ann's scripts is running.
+        let held = quota.try_acquire("ann").unwrap();
+        let refused = tool
+            .execute(arguments.clone(), CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(
+            refused.message.contains("gate 6 (quota)"),
+            "{}",
+            refused.message
+        );
+        assert!(!marker.exists(), "the script started");
+        drop(held);
+        let ran = tool
+            .execute(arguments, CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(!ran.is_error, "{}", ran.text);
+        assert!(
+            marker.exists(),
+            "the script did not run once the quota allowed it"
+        );
+    }
+
+    #[test]
+    fn a_script_path_must_stay_inside_the_skill() {
+        let dir = tempfile::tempdir().unwrap();
+        let skill = dir.path().join("skill");
+        std::fs::create_dir_all(skill.join("scripts")).unwrap();
+        std::fs::write(skill.join("scripts/run.py"), "print(1)").unwrap();
+        std::fs::write(dir.path().join("outside.py"), "print(2)").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("outside.py"), skill.join("link.py")).unwrap();
+        assert!(script_path(&skill, "scripts/run.py").is_ok());
+        for bad in ["../outside.py", "link.py", "/etc/passwd", "", "scripts"] {
+            assert!(script_path(&skill, bad).is_err(), "{bad}");
+        }
+    }
+}
