@@ -110,23 +110,10 @@ impl Fixture {
         assert_eq!(run.code, 0, "{}", run.stderr);
     }
 
-    /// One `run_skill_script` call of `script` with `arguments`, through `warden run`.
+    /// One `run_skill_script` call of `script` of the skill extract, through `warden run`.
     async fn call(&self, script: &str, arguments: Value) -> (Run, Vec<Value>) {
-        self.mock.push_turn(Turn::tool_call(
-            "call_1",
-            "run_skill_script",
-            json!({"skill": "extract", "script": script, "arguments": arguments}),
-        ));
-        self.mock.push_turn(Turn::text("done"));
         let run = self
-            .warden_async(&[
-                "run",
-                "extract it",
-                "--permission-mode",
-                "auto",
-                "--allowed-tools",
-                "run_skill_script",
-            ])
+            .call_raw(json!({"skill": "extract", "script": script, "arguments": arguments}))
             .await;
         let records = self
             .sandbox
@@ -135,6 +122,25 @@ impl Fixture {
             .filter(|r| r["public_name"] == "run_skill_script")
             .collect();
         (run, records)
+    }
+
+    /// One `run_skill_script` call with `call_arguments`, through `warden run` in auto mode.
+    async fn call_raw(&self, call_arguments: Value) -> Run {
+        self.mock.push_turn(Turn::tool_call(
+            "call_1",
+            "run_skill_script",
+            call_arguments,
+        ));
+        self.mock.push_turn(Turn::text("done"));
+        self.warden_async(&[
+            "run",
+            "extract it",
+            "--permission-mode",
+            "auto",
+            "--allowed-tools",
+            "run_skill_script",
+        ])
+        .await
     }
 
     fn marker_args(&self) -> Value {
@@ -224,21 +230,10 @@ async fn gate_1_a_repository_skill_root_may_not_run_scripts() {
     );
     fixture.sandbox.write(&from_repo.join("run.py"), SCRIPT);
     fixture.grant("repo-tool", &[]);
-    fixture.mock.push_turn(Turn::tool_call(
-        "call_1",
-        "run_skill_script",
-        json!({"skill": "repo-tool", "script": "run.py", "arguments": fixture.marker_args()}),
-    ));
-    fixture.mock.push_turn(Turn::text("done"));
     let run = fixture
-        .warden_async(&[
-            "run",
-            "go",
-            "--permission-mode",
-            "auto",
-            "--allowed-tools",
-            "run_skill_script",
-        ])
+        .call_raw(
+            json!({"skill": "repo-tool", "script": "run.py", "arguments": fixture.marker_args()}),
+        )
         .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!fixture.marker.exists());
@@ -314,22 +309,7 @@ async fn gate_5_an_audit_trail_that_cannot_record_refuses_the_run() {
     fixture.grant("extract", &[]);
     // A folder where the audit database should be: nothing can be recorded.
     std::fs::create_dir_all(fixture.sandbox.state_dir().join("audit.db")).unwrap();
-    fixture.mock.push_turn(Turn::tool_call(
-        "call_1",
-        "run_skill_script",
-        json!({"skill": "extract", "script": "scripts/extract.py", "arguments": fixture.marker_args()}),
-    ));
-    fixture.mock.push_turn(Turn::text("done"));
-    let run = fixture
-        .warden_async(&[
-            "run",
-            "go",
-            "--permission-mode",
-            "auto",
-            "--allowed-tools",
-            "run_skill_script",
-        ])
-        .await;
+    let run = fixture.call_raw(json!({"skill": "extract", "script": "scripts/extract.py", "arguments": fixture.marker_args()})).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!fixture.marker.exists(), "the script ran unrecorded");
     let told = fixture.last_tool_result();

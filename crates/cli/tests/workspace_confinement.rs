@@ -37,6 +37,20 @@ async fn run(sandbox: &Sandbox, home: &Path, args: &[&str]) -> Run {
         .unwrap()
 }
 
+/// `warden run` in auto mode with `allowed` on the allow list; asserts it exits 0.
+async fn run_auto(sandbox: &Sandbox, home: &Path, allowed: &str) {
+    let args = [
+        "run",
+        "work",
+        "--permission-mode",
+        "auto",
+        "--allowed-tools",
+        allowed,
+    ];
+    let run = run(sandbox, home, &args).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
 fn read(id: &str, path: &str) -> Turn {
     Turn::tool_call(id, "read_file", json!({ "path": path }))
 }
@@ -96,20 +110,7 @@ async fn an_injected_instruction_cannot_read_keys_or_the_environment_and_nothing
         echo_server("web", "")
     ));
     // Even with every tool allowed to run without asking.
-    let run = run(
-        &sandbox,
-        &home,
-        &[
-            "run",
-            "summarise the web page",
-            "--permission-mode",
-            "auto",
-            "--allowed-tools",
-            "*",
-        ],
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run_auto(&sandbox, &home, "*").await;
     let sent = sent(&mock);
     assert!(
         !sent.contains("hostile-test-key"),
@@ -164,20 +165,7 @@ async fn paths_outside_the_workspace_ask_and_a_headless_run_denies_them() {
     mock.push_turn(Turn::text("done"));
     sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
     // auto mode, and the tools on the allow list: neither covers a path outside the workspace.
-    let run = run(
-        &sandbox,
-        &home,
-        &[
-            "run",
-            "work",
-            "--permission-mode",
-            "auto",
-            "--allowed-tools",
-            "read_file",
-        ],
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run_auto(&sandbox, &home, "read_file").await;
     assert!(!sent(&mock).contains("outside-content"));
     assert!(!sandbox.root.join("created-outside.txt").exists());
     assert_eq!(
@@ -367,20 +355,7 @@ async fn bash_in_the_sandbox_cannot_read_secrets_write_outside_or_connect_out() 
     mock.push_turn(bash("call_6", "echo kept > inside.txt && cat inside.txt"));
     mock.push_turn(Turn::text("done"));
     sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
-    let run = run(
-        &sandbox,
-        &home,
-        &[
-            "run",
-            "work",
-            "--permission-mode",
-            "auto",
-            "--allowed-tools",
-            "bash",
-        ],
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run_auto(&sandbox, &home, "bash").await;
     let sent = sent(&mock);
     assert!(
         !sent.contains("hostile-test-key"),
@@ -458,20 +433,7 @@ async fn a_fork_bomb_and_a_4_gib_allocation_are_stopped_and_the_run_goes_on() {
     ));
     mock.push_turn(bash("call_3", "echo still-here"));
     mock.push_turn(Turn::text("done"));
-    let run = run(
-        &sandbox,
-        &home,
-        &[
-            "run",
-            "work",
-            "--permission-mode",
-            "auto",
-            "--allowed-tools",
-            "bash",
-        ],
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    run_auto(&sandbox, &home, "bash").await;
     let sent = sent(&mock);
     assert!(!sent.contains("ALLOC-42"), "4 GiB were allocated");
     assert!(

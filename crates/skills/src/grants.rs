@@ -128,19 +128,11 @@ impl GrantStore {
     /// Loads the file at `path` (no file: no grants).
     pub fn open(path: impl Into<PathBuf>) -> Result<Self, GrantStoreError> {
         let path = path.into();
-        let grants = match std::fs::read(&path) {
-            Ok(bytes) => {
-                let file: GrantsFile =
-                    serde_json::from_slice(&bytes).map_err(|source| GrantStoreError::Parse {
-                        path: path.clone(),
-                        source,
-                    })?;
-                file.grants
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(source) => return Err(GrantStoreError::Read { path, source }),
-        };
-        Ok(Self { path, grants })
+        let file: GrantsFile = read_json_or_default(&path)?;
+        Ok(Self {
+            path,
+            grants: file.grants,
+        })
     }
 
     /// Every grant, sorted by server then URI.
@@ -223,6 +215,23 @@ impl GrantStore {
             grants: self.grants.clone(),
         };
         write_json_atomically(&self.path, &file)
+    }
+}
+
+/// The JSON file at `path`, or the default when there is none.
+pub(crate) fn read_json_or_default<T: serde::de::DeserializeOwned + Default>(
+    path: &Path,
+) -> Result<T, GrantStoreError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| GrantStoreError::Parse {
+            path: path.to_path_buf(),
+            source,
+        }),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(T::default()),
+        Err(source) => Err(GrantStoreError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 

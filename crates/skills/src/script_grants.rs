@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::grants::{GrantStoreError, write_json_atomically};
+use crate::grants::{GrantStoreError, read_json_or_default, write_json_atomically};
 
 const SCRIPT_GRANTS_FILE: &str = "skill-script-grants.json";
 
@@ -105,19 +105,11 @@ impl ScriptGrantStore {
     /// Loads the file at `path` (no file: no grants).
     pub fn open(path: impl Into<PathBuf>) -> Result<Self, GrantStoreError> {
         let path = path.into();
-        let grants = match std::fs::read(&path) {
-            Ok(bytes) => {
-                let file: ScriptGrantsFile =
-                    serde_json::from_slice(&bytes).map_err(|source| GrantStoreError::Parse {
-                        path: path.clone(),
-                        source,
-                    })?;
-                file.grants
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(source) => return Err(GrantStoreError::Read { path, source }),
-        };
-        Ok(Self { path, grants })
+        let file: ScriptGrantsFile = read_json_or_default(&path)?;
+        Ok(Self {
+            path,
+            grants: file.grants,
+        })
     }
 
     /// Every grant, by target.
