@@ -37,6 +37,10 @@ pub struct ToolCallResult {
     /// as `tool_reference` blocks where the wire can (see [`Message::ToolReferences`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_references: Vec<String>,
+    /// What went wrong without deciding the call (a hook that could not run), for the frontend
+    /// to show.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl ToolCallResult {
@@ -47,6 +51,7 @@ impl ToolCallResult {
             decision: "allowed".into(),
             denial: None,
             tool_references: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -57,6 +62,7 @@ impl ToolCallResult {
             decision: "allowed".into(),
             denial: None,
             tool_references: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -68,6 +74,7 @@ impl ToolCallResult {
             decision: "denied".into(),
             denial: Some(reason),
             tool_references: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -78,6 +85,7 @@ impl ToolCallResult {
             decision: "cancelled".into(),
             denial: None,
             tool_references: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }

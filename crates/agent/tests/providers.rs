@@ -1,11 +1,12 @@
-//! Each provider (Chat Completions, Responses, Anthropic Messages) against the mock model server: text, fragmented tool calls, usage, retries and broken streams.
+//! Each provider (Chat Completions, Responses, Anthropic Messages) against the mock model server: text, fragmented tool calls, usage, retries, broken streams, timeouts and the failures never retried.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use warden_agent::provider::{DEFAULT_MAX_RETRY_AFTER, Timeouts};
 use warden_agent::{
     ApiKey, Message, ModelClient, ModelConfig, ModelDelta, ModelRequest, ModelResponse,
     NO_MODEL_MESSAGE, ProviderError, RetryPolicy, SelectError, ToolCall, ToolSpec, client_for,
@@ -28,9 +29,43 @@ fn config(provider: ModelProvider, mock: &MockModel) -> ModelConfig {
         max_retries: 3,
         base_delay: Duration::from_millis(5),
         max_delay: Duration::from_millis(50),
+        max_retry_after: DEFAULT_MAX_RETRY_AFTER,
     };
     config
 }
+
+/// Timeouts short enough for a test to wait them out.
+const SHORT: Timeouts = Timeouts {
+    connect: Duration::from_secs(2),
+    first_byte: Duration::from_millis(400),
+    idle: Duration::from_millis(400),
+};
+
+/// [`config`] with [`SHORT`] timeouts.
+fn impatient(provider: ModelProvider, mock: &MockModel) -> ModelConfig {
+    let mut config = config(provider, mock);
+    config.timeouts = SHORT;
+    config
+}
+
+fn texts(deltas: &[ModelDelta]) -> String {
+    deltas
+        .iter()
+        .filter_map(|d| match d {
+            ModelDelta::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn retries(deltas: &[ModelDelta]) -> usize {
+    deltas
+        .iter()
+        .filter(|d| matches!(d, ModelDelta::Retrying { .. }))
+        .count()
+}
+
+const LONG_TEXT: &str = "A long answer that streams in many small fragments, so that half of its bytes hold some of the text and the rest is still to come when the stream breaks.";
 
 fn tools() -> Vec<ToolSpec> {
     vec![ToolSpec {
@@ -254,6 +289,7 @@ async fn retry_after_is_honoured_up_to_the_cap() {
         max_retries: 3,
         base_delay: Duration::from_millis(100),
         max_delay: Duration::from_secs(10),
+        max_retry_after: Duration::from_secs(120),
     };
     assert_eq!(
         policy.delay(1, Some(Duration::from_secs(3))),
@@ -399,6 +435,7 @@ async fn a_connection_refused_is_retried_then_reported() {
         max_retries: 2,
         base_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(5),
+        max_retry_after: DEFAULT_MAX_RETRY_AFTER,
     };
     let client = client_for(config).unwrap();
     let (result, deltas) = call(&client, &[Message::user("hi")]).await;
@@ -510,4 +547,286 @@ async fn an_unfinished_scripted_tool_call_with_broken_json_still_arrives_verbati
     let response = result.unwrap();
     assert_eq!(response.tool_calls[0].arguments, "{\"path\": ");
     assert!(response.tool_calls[0].parsed_arguments().is_err());
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_times_out_and_is_retried_once_only() {
+    for provider in PROVIDERS {
+        let mock = MockModel::start().await.unwrap();
+        mock.push_step(Step::HangBeforeHeaders);
+        mock.push_step(Step::HangBeforeHeaders);
+        mock.push_turn(Turn::text("must not be fetched"));
+        let client = client_for(impatient(provider, &mock)).unwrap();
+        let started = Instant::now();
+        let (result, deltas) = call(&client, &[Message::user("hi")]).await;
+        assert_eq!(
+            result,
+            Err(ProviderError::NoAnswer {
+                after: SHORT.first_byte
+            }),
+            "{provider:?}"
+        );
+        let message = result.unwrap_err().to_string();
+        assert!(message.contains("0.4 s"), "{message}");
+        assert_eq!(mock.requests().len(), 2, "{provider:?}: one retry only");
+        assert_eq!(mock.remaining(), 1);
+        assert_eq!(retries(&deltas), 1);
+        assert!(started.elapsed() < Duration::from_secs(10), "{provider:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_hangs_once_is_retried_and_the_answer_arrives() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_step(Step::HangBeforeHeaders);
+    mock.push_turn(Turn::text("second time"));
+    let client = client_for(impatient(ModelProvider::Anthropic, &mock)).unwrap();
+    let (result, deltas) = call(&client, &[Message::user("hi")]).await;
+    assert_eq!(result.unwrap().text, "second time");
+    assert!(deltas.iter().any(
+        |d| matches!(d, ModelDelta::Retrying { reason, .. } if reason.contains("first-byte timeout"))
+    ));
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_mid_answer_fails_on_the_idle_timeout_without_retry() {
+    for provider in PROVIDERS {
+        let mock = MockModel::start().await.unwrap();
+        mock.push_turn(Turn::text(LONG_TEXT).with_cut(Cut::StallAfterText));
+        mock.push_turn(Turn::text("must not be fetched"));
+        let client = client_for(impatient(provider, &mock)).unwrap();
+        let started = Instant::now();
+        let (result, deltas) = call(&client, &[Message::user("hi")]).await;
+        assert_eq!(
+            result,
+            Err(ProviderError::Stalled {
+                after: SHORT.idle,
+                after_output: true
+            }),
+            "{provider:?}"
+        );
+        assert_eq!(texts(&deltas), LONG_TEXT, "{provider:?}");
+        assert_eq!(mock.requests().len(), 1, "{provider:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_before_any_content_is_retried_once() {
+    for provider in PROVIDERS {
+        let mock = MockModel::start().await.unwrap();
+        mock.push_turn(Turn::text("lost").with_cut(Cut::Hang));
+        mock.push_turn(Turn::text("recovered"));
+        let client = client_for(impatient(provider, &mock)).unwrap();
+        let (result, _) = call(&client, &[Message::user("hi")]).await;
+        assert_eq!(result.unwrap().text, "recovered", "{provider:?}");
+
+        let mock = MockModel::start().await.unwrap();
+        mock.push_turn(Turn::text("lost").with_cut(Cut::Hang));
+        mock.push_turn(Turn::text("lost again").with_cut(Cut::Hang));
+        mock.push_turn(Turn::text("must not be fetched"));
+        let client = client_for(impatient(provider, &mock)).unwrap();
+        let (result, deltas) = call(&client, &[Message::user("hi")]).await;
+        assert_eq!(
+            result,
+            Err(ProviderError::Stalled {
+                after: SHORT.idle,
+                after_output: false
+            }),
+            "{provider:?}"
+        );
+        assert_eq!(texts(&deltas), "");
+        assert_eq!(mock.requests().len(), 2, "{provider:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_truncated_body_is_not_waited_on_forever_nor_retried_after_output() {
+    for provider in PROVIDERS {
+        // The connection stays open after half the promised bytes: the idle timeout ends it.
+        let mock = MockModel::start().await.unwrap();
+        mock.push_step(Step::Truncated {
+            turn: Turn::text(LONG_TEXT),
+            hang: true,
+        });
+        mock.push_turn(Turn::text("must not be fetched"));
+        let client = client_for(impatient(provider, &mock)).unwrap();
+        let (result, deltas) = call(&client, &[Message::user("hi")]).await;
+        assert_eq!(
+            result,
+            Err(ProviderError::Stalled {
+                after: SHORT.idle,
+                after_output: true
+            }),
+            "{provider:?}"
+        );
+        let received = texts(&deltas);
+        assert!(
+            !received.is_empty() && LONG_TEXT.starts_with(&received) && received != LONG_TEXT,
+            "{provider:?}: {received:?}"
+        );
+        assert_eq!(mock.requests().len(), 1, "{provider:?}");
+
+        // The connection is dropped after half the promised bytes: reported at once.
+        let mock = MockModel::start().await.unwrap();
+        mock.push_step(Step::Truncated {
+            turn: Turn::text(LONG_TEXT),
+            hang: false,
+        });
+        mock.push_turn(Turn::text("must not be fetched"));
+        let client = client_for(impatient(provider, &mock)).unwrap();
+        let (result, _) = call(&client, &[Message::user("hi")]).await;
+        assert!(
+            matches!(result, Err(ProviderError::StreamInterrupted(_))),
+            "{provider:?}: {result:?}"
+        );
+        assert_eq!(mock.requests().len(), 1, "{provider:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_cap_fails_at_once_saying_how_long() {
+    for status in [429, 503] {
+        let mock = MockModel::start().await.unwrap();
+        mock.push_failure(status, Some(3600));
+        mock.push_turn(Turn::text("must not be fetched"));
+        let mut config = config(ModelProvider::OpenAiResponses, &mock);
+        config.retry = RetryPolicy::default();
+        let client = client_for(config).unwrap();
+        let started = Instant::now();
+        let (result, deltas) = call(&client, &[Message::user("hi")]).await;
+        assert!(started.elapsed() < Duration::from_secs(5), "no waiting");
+        let error = result.unwrap_err();
+        assert_eq!(
+            error,
+            ProviderError::RetryAfterTooLong {
+                status,
+                retry_after_secs: 3600,
+                max_wait: DEFAULT_MAX_RETRY_AFTER,
+                message: "scripted failure".into(),
+            }
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains("asked to wait 3600 s") && message.contains("(60 s)"),
+            "{message}"
+        );
+        assert_eq!(mock.requests().len(), 1);
+        assert_eq!(retries(&deltas), 0);
+    }
+    // Up to the cap it is honoured, as before.
+    let mock = MockModel::start().await.unwrap();
+    mock.push_failure(429, Some(0));
+    mock.push_turn(Turn::text("after waiting"));
+    let client = client_for(config(ModelProvider::OpenAi, &mock)).unwrap();
+    let (result, _) = call(&client, &[Message::user("hi")]).await;
+    assert_eq!(result.unwrap().text, "after waiting");
+}
+
+#[tokio::test]
+async fn a_200_that_is_not_an_event_stream_is_reported_and_not_retried() {
+    let cases: [(&str, &str, &[&str]); 5] = [
+        (
+            "text/html",
+            "<html><body>Proxy says hello</body></html>",
+            &["not an event stream", "(text/html)", "Proxy says hello"],
+        ),
+        (
+            "application/json",
+            r#"{"id": "c1", "object": "chat.completion", "choices": []}"#,
+            &[
+                "JSON (application/json) where an event stream was asked for",
+                "\"stream\": true",
+            ],
+        ),
+        (
+            "application/json",
+            r#"{"error": {"message": "streaming is not supported here"}}"#,
+            &[
+                "where an event stream was asked for",
+                "streaming is not supported here",
+            ],
+        ),
+        (
+            "application/json",
+            "{truncated json",
+            &["neither an event stream nor valid JSON", "{truncated json"],
+        ),
+        (
+            "text/event-stream",
+            "data: {this is not json}\n\n",
+            &["not JSON"],
+        ),
+    ];
+    for provider in PROVIDERS {
+        for (content_type, body, expected) in cases {
+            let mock = MockModel::start().await.unwrap();
+            mock.push_step(Step::raw(content_type, body));
+            mock.push_turn(Turn::text("must not be fetched"));
+            let client = client_for(config(provider, &mock)).unwrap();
+            let (result, deltas) = call(&client, &[Message::user("hi")]).await;
+            let Err(error @ ProviderError::Protocol(_)) = result else {
+                panic!("{provider:?} {content_type} {body}: {result:?}");
+            };
+            let message = error.to_string();
+            for part in expected {
+                assert!(message.contains(part), "{provider:?}: {message}");
+            }
+            assert_eq!(mock.requests().len(), 1, "{provider:?} {body}: not retried");
+            assert_eq!(retries(&deltas), 0);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_long_json_body_is_not_read_to_the_end() {
+    let mock = MockModel::start().await.unwrap();
+    let long = format!(r#"{{"padding": "{}"}}"#, "x".repeat(200 * 1024));
+    mock.push_step(Step::raw("application/json", long));
+    let client = client_for(config(ModelProvider::OpenAi, &mock)).unwrap();
+    let (result, _) = call(&client, &[Message::user("hi")]).await;
+    let message = result.unwrap_err().to_string();
+    assert!(
+        message.contains("what looks like JSON (application/json) where an event stream was asked for (too long to read to the end)"),
+        "{message}"
+    );
+    assert!(message.len() < 600, "the body is quoted briefly: {message}");
+    assert_eq!(mock.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn client_errors_other_than_408_and_429_are_never_retried() {
+    for status in [400, 401, 403, 404, 413, 422] {
+        let mock = MockModel::start().await.unwrap();
+        mock.push_failure(status, None);
+        mock.push_turn(Turn::text("must not be fetched"));
+        let client = client_for(config(ModelProvider::OpenAi, &mock)).unwrap();
+        let (result, _) = call(&client, &[Message::user("hi")]).await;
+        assert!(
+            matches!(result, Err(ProviderError::Http { status: s, .. }) if s == status),
+            "{status}: {result:?}"
+        );
+        assert_eq!(mock.requests().len(), 1, "{status}");
+    }
+    let mock = MockModel::start().await.unwrap();
+    mock.push_failure(408, None);
+    mock.push_turn(Turn::text("after the request timeout"));
+    let client = client_for(config(ModelProvider::OpenAi, &mock)).unwrap();
+    let (result, deltas) = call(&client, &[Message::user("hi")]).await;
+    assert_eq!(result.unwrap().text, "after the request timeout");
+    assert_eq!(mock.requests().len(), 2);
+    assert_eq!(retries(&deltas), 1);
+}
+
+#[test]
+fn the_default_timeouts_and_retry_after_cap() {
+    let config = ModelConfig::new(ModelProvider::OpenAi, "m", "http://127.0.0.1:1/v1");
+    assert_eq!(config.timeouts.connect, Duration::from_secs(10));
+    assert_eq!(config.timeouts.first_byte, Duration::from_secs(300));
+    assert_eq!(config.timeouts.idle, Duration::from_secs(300));
+    assert_eq!(config.retry.max_retry_after, Duration::from_secs(60));
+    let settings = ModelSettings::default();
+    let openai = |name: &str| (name == "OPENAI_API_KEY").then(|| "k".to_string());
+    let chosen = select_model(&settings, None, None, &openai).unwrap();
+    assert_eq!(chosen.timeouts, Timeouts::default());
 }

@@ -102,6 +102,8 @@ impl AgentSession {
     /// Loads the config, picks the model and agent profile, and opens the session host.
     pub fn open(request: SessionRequest<'_>) -> anyhow::Result<Self> {
         let (paths, workspace, mut config) = load_config(request.globals)?;
+        // The command line's patterns are checked first: a typo in a flag is the first thing to say.
+        request.policy.policy(&config.policy)?;
         let settings = config.models.clone();
         let profile: Option<&AgentProfile> = match request.agent {
             Some(name) => Some(settings.agents.get(name).ok_or_else(|| {
@@ -609,6 +611,7 @@ impl ToolExecutor for GateExecutor {
                 decision: outcome.decision.as_str().to_owned(),
                 denial,
                 tool_references: references,
+                warnings: outcome.warnings,
             }
         })
     }

@@ -13,6 +13,7 @@ use warden_policy::{
 };
 
 use crate::Globals;
+use crate::agent_session::UsageError;
 
 /// warden's folders, from `WARDEN_HOME`, the XDG variables or the defaults.
 pub fn paths() -> anyhow::Result<Paths> {
@@ -112,17 +113,35 @@ impl PolicyFlags {
             };
         }
         for text in &self.allowed_tools {
-            policy.permissions.allow.extend(
-                Pattern::parse_list(text).with_context(|| format!("--allowed-tools {text}"))?,
-            );
+            policy
+                .permissions
+                .allow
+                .extend(flag_patterns("--allowed-tools", text)?);
         }
         for text in &self.disallowed_tools {
-            policy.permissions.deny.extend(
-                Pattern::parse_list(text).with_context(|| format!("--disallowed-tools {text}"))?,
-            );
+            policy
+                .permissions
+                .deny
+                .extend(flag_patterns("--disallowed-tools", text)?);
         }
         Ok(policy)
     }
+}
+
+/// A comma-separated list of tool patterns from the command line, read by the same parser as
+/// `[permissions] allow`/`deny` and refused with the same words: a typo in a deny flag must not
+/// quietly match nothing.
+pub fn flag_patterns(flag: &str, text: &str) -> anyhow::Result<Vec<Pattern>> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let glob = warden_config::ToolGlob::parse(item)
+                .map_err(|expected| UsageError(format!("{flag} {text}: expected {expected}")))?;
+            Pattern::new(glob.as_str())
+                .map_err(|error| UsageError(format!("{flag} {text}: {error}")).into())
+        })
+        .collect()
 }
 
 /// Opens a session host over the loaded config with these policy flags. When standard input
@@ -175,4 +194,60 @@ impl Approver for TerminalApprover {
             }
         })
     }
+}
+
+/// Resolves at the first Ctrl-C (SIGINT), SIGTERM or SIGHUP: every command that runs tools stops
+/// the same way for each — the running call is cancelled (the server told so), recorded, and the
+/// servers' process groups are stopped. Listening starts when this is called, so call it before
+/// anything slow.
+pub fn stop_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let terminate = signal(SignalKind::terminate());
+    let hangup = signal(SignalKind::hangup());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        let wait = |listener: std::io::Result<tokio::signal::unix::Signal>| async move {
+            match listener {
+                Ok(mut listener) => {
+                    listener.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = wait(interrupt) => {}
+            () = wait(terminate) => {}
+            () = wait(hangup) => {}
+        }
+    }
+}
+
+/// A token cancelled at the first stop signal (see [`stop_signal`]); the watcher task ends with
+/// the runtime.
+pub fn cancel_on_stop_signal() -> tokio_util::sync::CancellationToken {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let stop = stop_signal();
+    let token = cancel.clone();
+    tokio::spawn(async move {
+        stop.await;
+        token.cancel();
+    });
+    cancel
+}
+
+/// An error and its causes on one line, each cause said once: many errors already include their
+/// source in their own message (`cannot read X: Is a directory`), which `{:#}` would repeat.
+pub fn error_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }

@@ -24,9 +24,10 @@ struct Cli {
     #[arg(short = 'c', long = "config", global = true, value_name = "FILE")]
     config: Option<PathBuf>,
 
-    /// Advertise the SEP-2640 skills extension (draft) to MCP servers for this run (same as
-    /// `[experimental] skills_extension = true`).
-    #[arg(long, global = true)]
+    /// Advertise the SEP-2640 skills extension (draft) to the MCP servers this command starts
+    /// (same as `[experimental] skills_extension = true`). Given before the subcommand, so the
+    /// help of commands that start no server does not offer it.
+    #[arg(long)]
     mcp_skills_extension: bool,
 
     #[command(subcommand)]
@@ -57,6 +58,11 @@ enum Command {
     Audit(commands::audit::AuditArgs),
     /// Serve the gated tool surface as an MCP server (stdio or Streamable HTTP).
     Serve(commands::serve::ServeArgs),
+    /// Print a shell completion script: `warden completions bash > ~/.local/share/bash-completion/completions/warden`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// What every subcommand may need from the global flags.
@@ -69,6 +75,43 @@ pub struct Globals {
 }
 
 fn main() -> ExitCode {
+    quiet_when_stdout_closes();
+    // A reader that closed standard output (`warden mcp list | head -1`) ends the command the
+    // way it ends any Unix tool: quietly, with 141 (128 + SIGPIPE), after unwinding (so the
+    // session's servers are stopped by their owners' destructors).
+    match std::panic::catch_unwind(run_command) {
+        Ok(code) => code,
+        Err(_) if STDOUT_CLOSED.load(std::sync::atomic::Ordering::SeqCst) => ExitCode::from(141),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// Set when printing to standard output failed because its reader went away.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `print!` panics when standard output is a closed pipe (warden keeps SIGPIPE ignored: a server
+/// that dies must not kill warden through the pipe to it). That one panic is recognised by the
+/// message the standard library documents for it, recorded, and not reported.
+fn quiet_when_stdout_closes() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        let closed = message.starts_with("failed printing to stdout")
+            && message.ends_with(&std::io::Error::from_raw_os_error(libc::EPIPE).to_string());
+        if closed {
+            STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::SeqCst);
+        } else {
+            report(info);
+        }
+    }));
+}
+
+fn run_command() -> ExitCode {
     let cli = Cli::parse();
     let globals = Globals {
         config_file: cli.config,
@@ -86,12 +129,31 @@ fn main() -> ExitCode {
         Command::Skills(args) => commands::skills::run(&globals, args),
         Command::Audit(args) => commands::audit::run(&globals, args),
         Command::Serve(args) => commands::serve::run(&globals, args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "warden", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("warden: {error:#}");
-            ExitCode::FAILURE
+            eprintln!("warden: {}", context::error_line(&error));
+            exit_code_of(&error)
         }
+    }
+}
+
+/// The one exit-code table of every command (documented in the README): 2 for bad usage or
+/// configuration, 1 for a failure at run time (130 for an interrupted run is returned by the
+/// commands that run).
+fn exit_code_of(error: &anyhow::Error) -> ExitCode {
+    let usage = error.chain().any(|cause| {
+        cause.is::<agent_session::UsageError>() || cause.is::<warden_config::ConfigError>()
+    });
+    if usage {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
     }
 }

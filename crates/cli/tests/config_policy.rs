@@ -65,7 +65,7 @@ fn user_fails(body: &str, key: &str) -> String {
     sandbox.user_config(body);
     let run = check(&sandbox);
     assert_eq!(
-        run.code, 1,
+        run.code, 2,
         "stdout: {}\nstderr: {}",
         run.stdout, run.stderr
     );
@@ -88,7 +88,7 @@ fn project_fails(body: &str, key: &str) -> String {
     );
     let run = check(&sandbox);
     assert_eq!(
-        run.code, 1,
+        run.code, 2,
         "stdout: {}\nstderr: {}",
         run.stdout, run.stderr
     );
@@ -337,7 +337,7 @@ fn problems_of_both_scopes_are_reported_together_and_runs_refuse_them() {
         "schema_version = 1\n[[hooks.Stop]]\ncommand = \"/bin/true\"\n",
     );
     let run = check(&sandbox);
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, 2);
     let user = sandbox.user_file().display().to_string();
     let project = sandbox.project_file().display().to_string();
     assert!(
@@ -354,7 +354,7 @@ fn problems_of_both_scopes_are_reported_together_and_runs_refuse_them() {
     assert!(run.stderr.contains("2 problem(s) found"), "{}", run.stderr);
     // Loading for a run refuses the same files.
     let list = sandbox.run(&["mcp", "list"]);
-    assert_eq!(list.code, 1, "{}", list.stdout);
+    assert_eq!(list.code, 2, "{}", list.stdout);
     assert!(
         list.stderr
             .contains("hooks are read from your user config only"),

@@ -15,7 +15,7 @@ fn check_fails(user_text: &str) -> String {
     sandbox.write(&sandbox.user_file(), user_text);
     let run = sandbox.run(&["config", "check"]);
     assert_eq!(
-        run.code, 1,
+        run.code, 2,
         "stdout: {}\nstderr: {}",
         run.stdout, run.stderr
     );
@@ -23,7 +23,7 @@ fn check_fails(user_text: &str) -> String {
     assert!(run.stderr.contains(&file), "names the file: {}", run.stderr);
     // Loading for a run (here `mcp list`) refuses the same file.
     let list = sandbox.run(&["mcp", "list"]);
-    assert_eq!(list.code, 1, "{}", list.stdout);
+    assert_eq!(list.code, 2, "{}", list.stdout);
     run.stderr
 }
 
@@ -143,7 +143,7 @@ fn undefined_and_malformed_variables_are_reported() {
         "schema_version = 1\n[mcp_servers.a]\ncommand = \"x\"\nenv = { T = \"${env:WARDEN_TEST_UNSET_VAR}\" }\n",
     );
     let run = sandbox.run(&["config", "check"]);
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, 2);
     assert!(
         run.stderr
             .contains("mcp_servers.a.env.T: ${env:WARDEN_TEST_UNSET_VAR} is not defined"),
@@ -172,7 +172,7 @@ fn literal_secrets_are_refused_in_project_scope() {
     let sandbox = Sandbox::new();
     sandbox.write(&sandbox.project_file(), text);
     let run = sandbox.run(&["config", "check"]);
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, 2);
     assert!(
         run.stderr
             .contains("mcp_servers.api.headers.Authorization: a project file is shared"),
@@ -204,7 +204,7 @@ fn problems_of_both_scopes_are_reported_together() {
         "schema_version = 1\n[mcp_servers.a]\ncommand = 5\n",
     );
     let run = sandbox.run(&["config", "check"]);
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, 2);
     assert!(run.stderr.contains("bogus: unknown key"), "{}", run.stderr);
     assert!(
         run.stderr
@@ -279,7 +279,7 @@ fn a_file_given_with_c_is_the_only_scope_and_has_user_authority() {
     assert_eq!(rows[0]["scope"], "user");
     assert_eq!(rows[0]["trust"], "not_required");
     let missing = sandbox.run(&["-c", "nope.toml", "mcp", "list"]);
-    assert_eq!(missing.code, 1);
+    assert_eq!(missing.code, 2);
     assert!(
         missing
             .stderr

@@ -311,14 +311,15 @@ fn a_crash_during_the_write_leaves_the_old_file() {
 }
 
 #[test]
-fn import_reads_mcp_servers_json_and_escapes_dollar_braces() {
+fn import_reads_mcp_servers_json_with_variables_disabled_entries_and_timeouts() {
     let sandbox = Sandbox::new();
     let json_file = sandbox.work().join(".mcp.json");
     sandbox.write(
         &json_file,
         r#"{"mcpServers": {
-            "files": {"command": "npx", "args": ["-y", "server-filesystem", "${HOME}/literal"], "env": {"MODE": "ro"}},
-            "web": {"type": "http", "url": "https://web.example.com/mcp", "headers": {"X-Key": "k"}},
+            "files": {"command": "npx", "args": ["-y", "server-filesystem", "${HOME}/literal", "${ROOT:-/srv}", "${not a var}"],
+                      "env": {"MODE": "ro"}, "timeout": 45001},
+            "web": {"type": "http", "url": "https://web.example.com/mcp", "headers": {"X-Key": "k"}, "disabled": true},
             "stream": {"type": "streamable-http", "url": "https://s.example.com/mcp"},
             "old": {"type": "sse", "url": "https://old.example.com/sse", "alwaysAllow": ["x"]},
             "far": {"type": "remote", "url": "https://far.example.com/mcp"}
@@ -332,8 +333,16 @@ fn import_reads_mcp_servers_json_and_escapes_dollar_braces() {
         "{}",
         run.stderr
     );
+    // warden has no `:-default`: the variable is kept, the default reported.
+    assert!(
+        run.stderr.contains(
+            "mcpServers.files: not imported (no equivalent): args[3]: the default of ${ROOT:-…}"
+        ),
+        "{}",
+        run.stderr
+    );
     let rows = sandbox.json(&["mcp", "list", "--json"]);
-    let kinds: Vec<(String, String)> = rows
+    let kinds: Vec<(String, String, bool)> = rows
         .as_array()
         .unwrap()
         .iter()
@@ -341,27 +350,29 @@ fn import_reads_mcp_servers_json_and_escapes_dollar_braces() {
             (
                 r["name"].as_str().unwrap().into(),
                 r["transport"].as_str().unwrap().into(),
+                r["enabled"].as_bool().unwrap(),
             )
         })
         .collect();
     assert_eq!(
         kinds,
         [
-            ("far", "http"),
-            ("files", "stdio"),
-            ("old", "sse"),
-            ("stream", "http"),
-            ("web", "http")
+            ("far", "http", true),
+            ("files", "stdio", true),
+            ("old", "sse", true),
+            ("stream", "http", true),
+            ("web", "http", false)
         ]
-        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c))
     );
     let text = fs::read_to_string(sandbox.user_file()).unwrap();
-    assert!(
-        text.contains("\"$${HOME}/literal\""),
-        "values are literal, so `${{` is escaped: {text}"
-    );
+    assert!(text.contains("tool_timeout_sec = 46"), "{text}");
+    assert!(text.contains("enabled = false"), "{text}");
     let files = sandbox.json(&["mcp", "get", "files", "--json"]);
-    assert_eq!(files["entry"]["args"][2], "$${HOME}/literal");
+    // Claude Code's `${VAR}` is warden's `${env:VAR}`; any other `${` stays literal.
+    assert_eq!(files["entry"]["args"][2], "${env:HOME}/literal");
+    assert_eq!(files["entry"]["args"][3], "${env:ROOT}");
+    assert_eq!(files["entry"]["args"][4], "$${not a var}");
 
     // Importing again collides with existing names: nothing is written.
     let before = fs::read(sandbox.user_file()).unwrap();

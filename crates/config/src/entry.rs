@@ -19,6 +19,28 @@ use crate::raw::{KnownValues, RawPolicy, RawServer, RawToolFilter, RawToolPolicy
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Start-up and handshake timeout when `startup_timeout_sec` is absent.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest timeout any `*_sec` key accepts: a week. Past it a duration means a typo (or an
+/// attempt at "never"), and an unbounded one overflows the clock it is added to.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `seconds` as a timeout, or what is expected instead (0 and more than [`MAX_TIMEOUT`] are
+/// refused; there is no "never").
+pub fn timeout_seconds(seconds: u64, default: Duration) -> Result<Duration, String> {
+    if seconds == 0 {
+        Err(format!(
+            "a positive number of seconds; 0 is refused: there is no 'never' (the default is {})",
+            default.as_secs()
+        ))
+    } else if seconds > MAX_TIMEOUT.as_secs() {
+        Err(format!(
+            "at most {} seconds (a week), not {seconds}",
+            MAX_TIMEOUT.as_secs()
+        ))
+    } else {
+        Ok(Duration::from_secs(seconds))
+    }
+}
+
 /// Longest server name.
 pub const MAX_SERVER_NAME_LEN: usize = 64;
 
@@ -420,8 +442,12 @@ impl ServerEntry {
 }
 
 /// Whether `name` may name a server.
+/// A server name: letters, digits, `_` and `-`, starting with a letter or digit, and never `__`
+/// (public tool names are `mcp__SERVER__TOOL`: a `__` in a server name would let `a` + `b__echo`
+/// and `a__b` + `echo` become the same name, and `mcp__a__*` match the other server's tools).
 pub fn is_valid_server_name(name: &str) -> bool {
-    name.len() <= MAX_SERVER_NAME_LEN
+    !name.contains("__")
+        && name.len() <= MAX_SERVER_NAME_LEN
         && name
             .chars()
             .next()
@@ -460,7 +486,7 @@ impl TryFrom<ScopedRawServer> for ServerEntry {
                 "",
                 Problem::InvalidValue {
                     expected: format!(
-                        "a server name of letters, digits, `_` and `-` (starting with a letter or digit, at most {MAX_SERVER_NAME_LEN} characters)"
+                        "a server name of letters, digits, `_` and `-` (starting with a letter or digit, no `__`, at most {MAX_SERVER_NAME_LEN} characters)"
                     ),
                 },
             );
@@ -711,32 +737,22 @@ impl TryFrom<ScopedRawServer> for ServerEntry {
             }
         };
 
-        let startup_timeout = match startup_timeout_sec {
-            Some(0) => {
-                check.report(
-                    "startup_timeout_sec",
-                    Problem::InvalidValue {
-                        expected: "a positive number of seconds".into(),
-                    },
-                );
-                DEFAULT_STARTUP_TIMEOUT
+        let mut timeout = |key: &str, seconds: Option<u64>, default: Duration| match seconds
+            .map(|seconds| timeout_seconds(seconds, default))
+        {
+            None => default,
+            Some(Ok(timeout)) => timeout,
+            Some(Err(expected)) => {
+                check.report(key, Problem::InvalidValue { expected });
+                default
             }
-            Some(secs) => Duration::from_secs(secs),
-            None => DEFAULT_STARTUP_TIMEOUT,
         };
-        let tool_timeout = match tool_timeout_sec {
-            Some(0) => {
-                check.report(
-                    "tool_timeout_sec",
-                    Problem::InvalidValue {
-                        expected: "a positive number of seconds; 0 is refused: there is no 'never' (the default is 1800)".into(),
-                    },
-                );
-                DEFAULT_TOOL_TIMEOUT
-            }
-            Some(secs) => Duration::from_secs(secs),
-            None => DEFAULT_TOOL_TIMEOUT,
-        };
+        let startup_timeout = timeout(
+            "startup_timeout_sec",
+            startup_timeout_sec,
+            DEFAULT_STARTUP_TIMEOUT,
+        );
+        let tool_timeout = timeout("tool_timeout_sec", tool_timeout_sec, DEFAULT_TOOL_TIMEOUT);
         if let Some(summary) = &defer
             && (summary.trim().is_empty() || summary.contains(['\n', '\r']))
         {

@@ -26,9 +26,9 @@ pub use edit::{
 };
 pub use entry::{
     AuthMode, AuthState, Capability, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
-    MAX_SERVER_NAME_LEN, OAuthClientConfig, RemoteTransport, ResolvedTransport, Scope,
+    MAX_SERVER_NAME_LEN, MAX_TIMEOUT, OAuthClientConfig, RemoteTransport, ResolvedTransport, Scope,
     ScopedRawServer, ServerEntry, ServerPolicy, ToolFilter, ToolPolicy, Transport,
-    is_valid_server_name,
+    is_valid_server_name, timeout_seconds,
 };
 pub use error::{ConfigError, Diagnostic, Problem};
 pub use expand::{
@@ -45,14 +45,14 @@ pub use paths::{Paths, PathsError};
 pub use policy::{
     AuditSettings, AuthorizationCommand, AuthorizationRule, AuthorizationSettings,
     DEFAULT_ALWAYS_ASK, DEFAULT_AUTHORIZATION_TIMEOUT, DEFAULT_HOOK_TIMEOUT, HookCommand,
-    HookEvent, PermissionMode, PermissionSettings, PolicySettings, RuleDecision, ScopedRawPolicy,
-    ToolGlob, user_path,
+    HookErrorPolicy, HookEvent, PermissionMode, PermissionSettings, PolicySettings, RuleDecision,
+    ScopedRawPolicy, ToolGlob, user_path,
 };
 pub use raw::{
     BridgeTransport, CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization,
     RawAuthorizationRule, RawConfig, RawDiscovery, RawExperimental, RawHook, RawHooks, RawModel,
     RawOAuth, RawPermissions, RawPolicy, RawServer, RawToolFilter, RawToolPolicy,
-    SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, key_path,
+    SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, key_path, nearest,
 };
 pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};
 pub use schema::schema_json;

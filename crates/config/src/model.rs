@@ -374,6 +374,7 @@ impl TryFrom<ScopedRawModel> for ModelEntry {
             api_key_env,
             context_window,
             defer_mode,
+            allow_plain_http,
         } = raw;
         if provider.is_none() {
             report(
@@ -407,6 +408,20 @@ impl TryFrom<ScopedRawModel> for ModelEntry {
                     "base_url",
                     Problem::InvalidValue {
                         expected: format!("an http:// or https:// URL, not \"{url}\""),
+                    },
+                );
+            } else if let Some(host) = plain_http_host(url)
+                && !is_loopback_host(host)
+                && allow_plain_http != Some(true)
+            {
+                report(
+                    "base_url",
+                    Problem::InvalidValue {
+                        expected: format!(
+                            "an https:// URL, or http:// to this machine (localhost, 127.0.0.1, [::1]): \
+                             plain http to {host} would send the API key and every prompt unencrypted; \
+                             for a LAN server you trust, set allow_plain_http = true"
+                        ),
                     },
                 );
             }
@@ -546,5 +561,45 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
         } else {
             Err(diagnostics)
         }
+    }
+}
+
+/// The host of a plain `http://` URL (without port or brackets), if it is one.
+fn plain_http_host(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("http://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit('@').next()?;
+    if let Some(bracketed) = authority.strip_prefix('[') {
+        return bracketed.split(']').next();
+    }
+    authority.split(':').next()
+}
+
+/// Whether `host` is this machine: `localhost` or a loopback address.
+fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback())
+}
+
+#[cfg(test)]
+mod plain_http_tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_hosts_count_as_this_machine() {
+        assert_eq!(
+            plain_http_host("http://127.0.0.1:11434/v1"),
+            Some("127.0.0.1")
+        );
+        assert_eq!(plain_http_host("http://[::1]:8080"), Some("::1"));
+        assert_eq!(plain_http_host("http://user@10.0.0.5/v1"), Some("10.0.0.5"));
+        assert_eq!(plain_http_host("https://api.example.com"), None);
+        assert!(is_loopback_host("localhost"));
+        assert!(is_loopback_host("127.0.0.2"));
+        assert!(is_loopback_host("::1"));
+        assert!(!is_loopback_host("10.0.0.5"));
+        assert!(!is_loopback_host("localhost.evil.example"));
     }
 }

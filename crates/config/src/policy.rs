@@ -327,6 +327,29 @@ impl HookCommand {
     }
 }
 
+/// `[hooks] on_error`: what a hook that cannot run means for an event it could block.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+pub enum HookErrorPolicy {
+    /// The call goes on; the failure is reported with it (the default).
+    #[default]
+    #[serde(rename = "proceed")]
+    Proceed,
+    /// The call or prompt is refused (fail closed).
+    #[serde(rename = "deny")]
+    Deny,
+}
+
+impl KnownValues for HookErrorPolicy {
+    const VALUES: &'static [&'static str] = &["proceed", "deny"];
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "proceed" => Some(Self::Proceed),
+            "deny" => Some(Self::Deny),
+            _ => None,
+        }
+    }
+}
+
 /// The gate settings of one file, or of all scopes merged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PolicySettings {
@@ -335,6 +358,8 @@ pub struct PolicySettings {
     pub audit: AuditSettings,
     /// Every hook, by event in session order, then in file order.
     pub hooks: Vec<HookCommand>,
+    /// `[hooks] on_error` (`None`: proceed).
+    pub hooks_on_error: Option<HookErrorPolicy>,
 }
 
 impl PolicySettings {
@@ -355,7 +380,11 @@ impl PolicySettings {
             authorization,
             audit,
             hooks,
+            hooks_on_error,
         } = later;
+        if hooks_on_error.is_some() {
+            self.hooks_on_error = hooks_on_error;
+        }
         let PermissionSettings {
             mode,
             allow,
@@ -487,19 +516,13 @@ impl Report<'_> {
 
     /// A timeout of at least one second.
     fn timeout(&mut self, key: String, seconds: Option<u64>, default: Duration) -> Duration {
-        match seconds {
+        match seconds.map(|seconds| crate::entry::timeout_seconds(seconds, default)) {
             None => default,
-            Some(0) => {
-                self.invalid(
-                    key,
-                    format!(
-                        "a positive number of seconds (there is no \"never\"; the default is {})",
-                        default.as_secs()
-                    ),
-                );
+            Some(Ok(timeout)) => timeout,
+            Some(Err(expected)) => {
+                self.invalid(key, expected);
                 default
             }
-            Some(seconds) => Duration::from_secs(seconds),
         }
     }
 }
@@ -568,6 +591,7 @@ impl TryFrom<ScopedRawPolicy> for PolicySettings {
                 );
             } else {
                 settings.hooks = validate_hooks(&mut report, &raw, &source);
+                settings.hooks_on_error = raw.on_error;
             }
         }
 

@@ -303,10 +303,22 @@ pub struct RawHooks {
     /// When a session ends.
     #[serde(rename = "SessionEnd", skip_serializing_if = "Option::is_none")]
     pub session_end: Option<Vec<RawHook>>,
+    /// What a hook that cannot run (its program does not start, it times out, crashes or exits with another code than 0 or 2) means for a PreToolUse or UserPromptSubmit event: `proceed` (default; the failure is reported with the call) or `deny` (the call or prompt is refused: fail closed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_error: Option<crate::policy::HookErrorPolicy>,
 }
 
 impl RawHooks {
-    pub const KEYS: &'static [&'static str] = HookEvent::VALUES;
+    /// The hook events, and `on_error`.
+    pub const KEYS: &'static [&'static str] = &[
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "Stop",
+        "SessionEnd",
+        "on_error",
+    ];
 
     /// The hooks of `event`, as written.
     pub fn get(&self, event: HookEvent) -> Option<&Vec<RawHook>> {
@@ -379,6 +391,9 @@ pub struct RawModel {
     /// How deferred tools reach the model: `normal` (default), `reference`, `tool-search` (both Anthropic/Responses only) or `system-tools`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub defer_mode: Option<DeferMode>,
+    /// Allow a plain `http://` base_url to a host that is not this machine (a LAN server you trust): the API key and every prompt then cross the network unencrypted. Default false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_plain_http: Option<bool>,
 }
 
 impl RawModel {
@@ -389,6 +404,7 @@ impl RawModel {
         "api_key_env",
         "context_window",
         "defer_mode",
+        "allow_plain_http",
     ];
 }
 
@@ -1120,8 +1136,14 @@ impl<'a> Walk<'a> {
 
     /// `[hooks]`: one array of `[[hooks.EVENT]]` tables per event; event names are case-sensitive.
     fn hooks(&mut self, t: &Table, p: &str) -> RawHooks {
-        let mut hooks = RawHooks::default();
+        let mut hooks = RawHooks {
+            on_error: self.known(t, p, "on_error"),
+            ..RawHooks::default()
+        };
         for (name, value) in t {
+            if name == "on_error" {
+                continue;
+            }
             let Some(event) = HookEvent::from_name(name) else {
                 let suggestion = nearest_ignoring_case(name, HookEvent::VALUES).map(str::to_string);
                 self.report(
@@ -1178,6 +1200,7 @@ impl<'a> Walk<'a> {
             api_key_env: self.string(t, p, "api_key_env"),
             context_window: self.unsigned(t, p, "context_window", "a whole number of tokens"),
             defer_mode: self.known(t, p, "defer_mode"),
+            allow_plain_http: self.boolean(t, p, "allow_plain_http"),
         }
     }
 

@@ -69,6 +69,22 @@ impl HookVerdict {
             Self::Proceed { reports } | Self::Block { reports, .. } => reports,
         }
     }
+
+    /// One line per hook that could not run (no opinion because it failed), for reporting.
+    pub fn failures(&self) -> Vec<String> {
+        let reports = match self {
+            HookVerdict::Proceed { reports } | HookVerdict::Block { reports, .. } => reports,
+        };
+        reports
+            .iter()
+            .filter_map(|report| match &report.result {
+                HookRunResult::NoOpinion { why } => {
+                    Some(format!("the hook {} could not run: {why}", report.command))
+                }
+                HookRunResult::Passed | HookRunResult::Blocked { .. } => None,
+            })
+            .collect()
+    }
 }
 
 /// The configured hooks. Hooks tighten only: a hook can block, never allow, and a hook that
@@ -76,12 +92,26 @@ impl HookVerdict {
 #[derive(Debug, Clone, Default)]
 pub struct HookRunner {
     hooks: Vec<HookSpec>,
+    /// Whether a hook that cannot run blocks the events it could block (fail closed).
+    deny_on_error: bool,
 }
 
 impl HookRunner {
     /// A runner over validated hooks (run in the order given).
     pub fn new(hooks: Vec<HookSpec>) -> Self {
-        Self { hooks }
+        Self {
+            hooks,
+            deny_on_error: false,
+        }
+    }
+
+    /// With `deny`, a hook that cannot run (does not start, times out, crashes, exits with a code
+    /// other than 0 and 2) blocks a PreToolUse or UserPromptSubmit event instead of having no
+    /// opinion: `[hooks] on_error = "deny"`.
+    #[must_use]
+    pub fn deny_on_error(mut self, deny: bool) -> Self {
+        self.deny_on_error = deny;
+        self
     }
 
     /// Whether any hook is configured for `event` on `public_name`.
@@ -117,6 +147,18 @@ impl HookRunner {
             log_result(input.event, &command, &result);
             let blocked = match &result {
                 HookRunResult::Blocked { reason } => Some(reason.clone()),
+                HookRunResult::NoOpinion { why }
+                    if self.deny_on_error
+                        && matches!(
+                            input.event,
+                            HookEvent::PreToolUse | HookEvent::UserPromptSubmit
+                        ) =>
+                {
+                    Some(format!(
+                        "the {} hook {command} could not run ({why}), and [hooks] on_error = \"deny\" refuses the call when a hook fails",
+                        input.event
+                    ))
+                }
                 HookRunResult::Passed | HookRunResult::NoOpinion { .. } => None,
             };
             reports.push(HookReport {

@@ -117,5 +117,6 @@ pub fn hook_runner(settings: &PolicySettings) -> Result<HookRunner, PolicyMappin
         })?;
         specs.push(spec);
     }
-    Ok(HookRunner::new(specs))
+    let deny = settings.hooks_on_error == Some(warden_config::HookErrorPolicy::Deny);
+    Ok(HookRunner::new(specs).deny_on_error(deny))
 }

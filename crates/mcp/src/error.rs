@@ -120,11 +120,18 @@ impl McpError {
         &self.what
     }
 
-    pub(crate) fn unknown_server(server: &str) -> Self {
+    /// No server is configured under `server`; `known` are the names that are, for a
+    /// "did you mean" when one is close.
+    pub(crate) fn unknown_server(server: &str, known: &[String]) -> Self {
+        let candidates: Vec<&str> = known.iter().map(String::as_str).collect();
+        let what = match warden_config::nearest(server, &candidates) {
+            Some(near) => format!("no server of that name is configured; did you mean `{near}`?"),
+            None => "no server of that name is configured".to_owned(),
+        };
         Self::new(
             server,
             FailureKind::UnknownServer,
-            "no server of that name is configured",
+            what,
             Some("check the name with `warden mcp list`"),
         )
     }

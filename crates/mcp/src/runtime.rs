@@ -160,7 +160,7 @@ impl McpRuntime {
         self.inner
             .servers
             .get(server)
-            .ok_or_else(|| McpError::unknown_server(server))
+            .ok_or_else(|| McpError::unknown_server(server, &self.inner.order))
     }
 
     fn slots(&self) -> impl Iterator<Item = &Arc<ServerSlot>> {

@@ -502,10 +502,7 @@ impl ServerSlot {
     }
 
     fn reconnect_hint(&self) -> String {
-        format!(
-            "reconnect it: `/mcp restart {0}` (or Enter on its /tools page) in chat, or start a new session",
-            self.name()
-        )
+        reconnect_advice(self.name())
     }
 
     /// Connects under the start-up deadline; the caller holds `connect_lock`.
@@ -2112,6 +2109,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
 /// How an operator reconnects a server that went down: the words every "down" failure ends with.
 fn reconnect_advice(server: &str) -> String {
     format!(
-        "reconnect it: /mcp restart {server} (or Enter on its /tools page) in chat, or start a new session"
+        "reconnect it: run the command again (a new session connects afresh), or in \
+         `warden chat` use `/mcp restart {server}`"
     )
 }

@@ -65,6 +65,8 @@ pub enum Cut {
     AfterToolCallFragment,
     /// After the opening event the stream stays open, sending nothing, until the client goes away.
     Hang,
+    /// After the text deltas the stream stays open, sending nothing (a stall mid-answer).
+    StallAfterText,
 }
 
 /// A search the provider runs itself before the turn's text (Anthropic's tool search tool, OpenAI
@@ -163,6 +165,34 @@ pub enum Step {
     StreamError {
         message: String,
     },
+    /// No answer at all: no status line, no headers, until the client goes away or the mock
+    /// stops.
+    HangBeforeHeaders,
+    /// The turn's SSE body announced with its full `Content-Length` but cut after half its
+    /// bytes; then the connection stays open sending nothing (`hang`) or is dropped.
+    Truncated {
+        turn: Turn,
+        #[serde(default)]
+        hang: bool,
+    },
+    /// A literal answer: this status, `Content-Type` and body, whatever was asked (a 200 HTML
+    /// page from a proxy, a JSON body where a stream was asked for).
+    Raw {
+        status: u16,
+        content_type: String,
+        body: String,
+    },
+}
+
+impl Step {
+    /// A 200 with `content_type` and `body` as given.
+    pub fn raw(content_type: impl Into<String>, body: impl Into<String>) -> Self {
+        Step::Raw {
+            status: 200,
+            content_type: content_type.into(),
+            body: body.into(),
+        }
+    }
 }
 
 /// A script file for the `mock-model` binary: `{"steps": [{"kind": "turn", "text": "hi"}, ...]}`.
@@ -237,6 +267,8 @@ pub enum MockError {
 }
 
 struct Inner {
+    /// Set to true when the mock stops: ends the answers that hang.
+    stopped: tokio::sync::watch::Sender<bool>,
     steps: Mutex<VecDeque<Step>>,
     requests: Mutex<Vec<RecordedRequest>>,
     fragment_size: Mutex<usize>,
@@ -269,6 +301,7 @@ impl MockModel {
             .local_addr()
             .map_err(|source| MockError::Bind { port, source })?;
         let inner = Arc::new(Inner {
+            stopped: tokio::sync::watch::Sender::new(false),
             steps: Mutex::new(VecDeque::new()),
             requests: Mutex::new(Vec::new()),
             fragment_size: Mutex::new(7),
@@ -338,6 +371,7 @@ impl MockModel {
 
 impl Drop for MockModel {
     fn drop(&mut self) {
+        self.inner.stopped.send_replace(true);
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -440,6 +474,27 @@ async fn handle(
                 None,
             )
         }
+        Step::HangBeforeHeaders => {
+            let mut stopped = inner.stopped.subscribe();
+            let _ = stopped.wait_for(|stopped| *stopped).await;
+            StatusCode::SERVICE_UNAVAILABLE.into_response()
+        }
+        Step::Truncated { turn, hang } => {
+            let fragment = *lock(&inner.fragment_size);
+            let wire::Frames { frames, .. } =
+                wire::stream_frames(api, &turn, &model, fragment, true, &json);
+            let body = frames.concat().into_bytes();
+            truncated_response(body, hang, inner.stopped.subscribe())
+        }
+        Step::Raw {
+            status,
+            content_type,
+            body,
+        } => Response::builder()
+            .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+            .header(header::CONTENT_TYPE, content_type)
+            .body(Body::from(body))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()),
         Step::Turn(turn) => {
             let streaming = json.get("stream").and_then(|s| s.as_bool()) == Some(true);
             let fragment = *lock(&inner.fragment_size);
@@ -475,7 +530,7 @@ fn sse_response(frames: wire::Frames, cut: Option<Cut>) -> Response {
             futures::stream::once(async move {
                 match cut {
                     None => None,
-                    Some(Cut::Hang) => {
+                    Some(Cut::Hang | Cut::StallAfterText) => {
                         std::future::pending::<()>().await;
                         None
                     }
@@ -494,6 +549,38 @@ fn sse_response(frames: wire::Frames, cut: Option<Cut>) -> Response {
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body_stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// An SSE body whose `Content-Length` promises all of `body` but which sends only its first half,
+/// then hangs (until the mock stops) or drops the connection.
+fn truncated_response(
+    body: Vec<u8>,
+    hang: bool,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> Response {
+    let length = body.len();
+    let half = Bytes::from(body).slice(..length / 2);
+    let body_stream = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(half) })
+        .chain(
+            futures::stream::once(async move {
+                if hang {
+                    let _ = stopped.wait_for(|stopped| *stopped).await;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Some(Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "mock-model: scripted truncation",
+                )))
+            })
+            .filter_map(futures::future::ready),
+        );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CONTENT_LENGTH, length)
         .body(Body::from_stream(body_stream))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }

@@ -97,7 +97,7 @@ impl Marks {
         let cut_at = match cut {
             None => total,
             Some(Cut::BeforeContent | Cut::Hang) => self.after_start,
-            Some(Cut::AfterText) => self.after_text,
+            Some(Cut::AfterText | Cut::StallAfterText) => self.after_text,
             Some(Cut::AfterToolCallFragment) => self.after_fragment.unwrap_or(total),
         };
         Frames { frames, cut_at }

@@ -155,3 +155,56 @@ async fn a_script_file_parses_and_requests_are_recorded_to_a_file() {
     assert_eq!(first["api"], "responses");
     assert_eq!(mock.remaining(), 1);
 }
+
+#[tokio::test]
+async fn failure_modes_hang_truncate_and_answer_raw_bodies() {
+    let script: Script = serde_json::from_str(
+        r#"{"steps": [
+            {"kind": "hang_before_headers"},
+            {"kind": "truncated", "turn": {"text": "a fairly long answer to cut in half"}, "hang": false},
+            {"kind": "raw", "status": 200, "content_type": "text/html", "body": "<html>hi</html>"},
+            {"kind": "turn", "text": "stalls", "cut": "stall_after_text"}
+        ]}"#,
+    )
+    .unwrap();
+    assert_eq!(script.steps[0], Step::HangBeforeHeaders);
+    let mock = MockModel::start().await.unwrap();
+    mock.push_script(script);
+    let stream = json!({"model": "m", "stream": true});
+
+    // No status line at all.
+    let hung = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        post(&mock, "/chat/completions", stream.clone()),
+    )
+    .await;
+    assert!(hung.is_err(), "the answer never starts");
+
+    // The promised length is never delivered.
+    let truncated = post(&mock, "/chat/completions", stream.clone()).await;
+    let promised: usize = truncated.headers()["content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(promised > 0);
+    assert!(truncated.bytes().await.is_err(), "the body ends early");
+
+    let raw = post(&mock, "/messages", stream.clone()).await;
+    assert_eq!(raw.status().as_u16(), 200);
+    assert_eq!(raw.headers()["content-type"], "text/html");
+    assert_eq!(raw.text().await.unwrap(), "<html>hi</html>");
+
+    // The text arrives, then nothing: the stream stays open.
+    let mut stalled = post(&mock, "/chat/completions", stream).await;
+    let mut seen = String::new();
+    let ended = tokio::time::timeout(std::time::Duration::from_millis(500), async {
+        while let Some(chunk) = stalled.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await;
+    assert!(ended.is_err(), "the stream stays open: {seen}");
+    assert!(seen.contains("sta") && !seen.contains("[DONE]"), "{seen}");
+    assert_eq!(mock.remaining(), 0);
+}

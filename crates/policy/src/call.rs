@@ -249,6 +249,9 @@ pub struct GateOutcome {
     pub output: Option<ToolOutput>,
     /// Feedback from a PostToolUse hook that exited 2.
     pub hook_feedback: Option<String>,
+    /// What went wrong without deciding the call (a hook that could not run), for the surface
+    /// to show; also in the audit record's reason.
+    pub warnings: Vec<String>,
     /// Time spent in the gate, execution included.
     pub gate_duration: Duration,
     /// Time spent executing, when it ran.

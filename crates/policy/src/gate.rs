@@ -203,6 +203,8 @@ struct Trace {
     resolved: Option<(ToolIdentity, ToolAnnotations)>,
     classes: CapabilitySet,
     execution_duration: Option<Duration>,
+    /// What went wrong on the way without deciding the call (a hook that could not run).
+    warnings: Vec<String>,
 }
 
 impl Gate {
@@ -300,6 +302,7 @@ impl Gate {
             resolved: None,
             classes: CapabilitySet::EMPTY,
             execution_duration: None,
+            warnings: Vec::new(),
         };
         // Taken, not copied: every layer reads `arguments`, never `request.arguments`.
         let arguments = match std::mem::take(&mut request.arguments) {
@@ -394,7 +397,9 @@ impl Gate {
                 result: None,
                 prompt: None,
             };
-            if let HookVerdict::Block { reason, .. } = self.hooks.run(&input).await {
+            let verdict = self.hooks.run(&input).await;
+            trace.warnings.extend(verdict.failures());
+            if let HookVerdict::Block { reason, .. } = verdict {
                 return Step::stop(Decision::Denied, Layer::Hook, reason);
             }
         }
@@ -525,7 +530,9 @@ impl Gate {
                 ),
                 prompt: None,
             };
-            if let HookVerdict::Block { reason, .. } = self.hooks.run(&input).await {
+            let verdict = self.hooks.run(&input).await;
+            trace.warnings.extend(verdict.failures());
+            if let HookVerdict::Block { reason, .. } = verdict {
                 hook_feedback = Some(reason);
             }
         }
@@ -625,7 +632,7 @@ impl Gate {
             classes: trace.classes,
             decision: step.decision,
             layer: step.layer,
-            reason: step.reason.clone(),
+            reason: with_warnings(step.reason.clone(), &trace.warnings),
             gate_duration,
             execution_duration: trace.execution_duration,
             result_bytes: step.output.as_ref().map(|output| output.size_bytes),
@@ -657,8 +664,21 @@ impl Gate {
             gate_duration,
             execution_duration: trace.execution_duration,
             audit_error,
+            warnings: trace.warnings,
         }
     }
+}
+
+/// The audit reason with the warnings of the call appended (`…; note: …`).
+fn with_warnings(reason: Option<String>, warnings: &[String]) -> Option<String> {
+    if warnings.is_empty() {
+        return reason;
+    }
+    let notes = warnings.join("; ");
+    Some(match reason {
+        Some(reason) => format!("{reason}; note: {notes}"),
+        None => format!("note: {notes}"),
+    })
 }
 
 /// Where the layers stopped.

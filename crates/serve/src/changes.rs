@@ -62,9 +62,11 @@ impl ChangeFeed {
             .subscriptions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        subscriptions.retain(|known| {
-            !(known.connection == connection && known.server == server && known.uri == uri)
-        });
+        // Also forgets the subscriptions of sessions that have ended.
+        let same = |known: &Subscription| {
+            known.connection == connection && known.server == server && known.uri == uri
+        };
+        subscriptions.retain(|known| !same(known) && !known.peer.is_transport_closed());
         subscriptions.push(Subscription {
             connection,
             peer,
@@ -111,16 +113,30 @@ impl ChangeFeed {
         }
     }
 
-    /// Adds a listener; returns its id for [`ChangeFeed::remove`].
+    /// Adds a listener; returns its id for [`ChangeFeed::remove`]. Sessions that have ended
+    /// since are dropped on the way, so the list stays as long as the live sessions.
     pub(crate) fn add(&self, listener: Listener) -> u64 {
         let id = self
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut listeners = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        listeners.retain(|(_, known)| match known {
+            Listener::Session(peer) => !peer.is_transport_closed(),
+            Listener::Stream(_) => true,
+        });
+        listeners.push((id, listener));
+        id
+    }
+
+    /// Listeners registered now.
+    pub(crate) fn listener_count(&self) -> usize {
         self.listeners
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push((id, listener));
-        id
+            .len()
     }
 
     pub(crate) fn remove(&self, id: u64) {

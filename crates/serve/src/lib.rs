@@ -14,6 +14,7 @@ mod changes;
 mod handler;
 mod http;
 mod progressive;
+mod sessions;
 mod token;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,8 +24,10 @@ use warden_host::Host;
 pub use approval::{ElicitingApprover, PeerDirectory, UpstreamElicitation, UpstreamSampling};
 pub use handler::{GatewayHandler, PROVENANCE_META_KEY};
 pub use http::{
-    DEFAULT_MAX_BODY_BYTES, HttpAuth, HttpSettings, MCP_PATH, bind_http, is_loopback, serve_http,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT, HttpAuth,
+    HttpSettings, MCP_PATH, bind_http, is_loopback, serve_http,
 };
+pub use sessions::SessionGauge;
 pub use token::{ServeToken, TOKEN_ENV};
 
 /// What the gateway publishes.
@@ -240,6 +243,12 @@ impl Gateway {
             .iter()
             .find(|tool| tool.name == name)
             .cloned()
+    }
+
+    /// How many sessions and `subscriptions/listen` streams hear list changes now (ended
+    /// sessions are dropped when the next one registers), for diagnostics and tests.
+    pub fn change_listeners(&self) -> usize {
+        self.changes.listener_count()
     }
 
     /// A handler for one new downstream connection.

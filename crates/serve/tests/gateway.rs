@@ -1,6 +1,7 @@
 //! The gateway in process, in front of the real echo fixture (a stdio child): passthrough and
 //! flat over an in-memory stream and over Streamable HTTP, the gate's deny rule keeping a call
-//! from the upstream, approvals relayed as elicitation, and the HTTP guards (token, Origin).
+//! from the upstream, approvals relayed as elicitation, and the HTTP guards (token, Origin,
+//! JSON-RPC error bodies, idle sessions closed, the session cap).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -379,15 +380,19 @@ async fn progressive_searches_describes_and_calls() {
 
 /// Starts the gateway over HTTP on a free loopback port; returns its URL.
 async fn http_gateway(fixture: &Fixture, auth: HttpAuth) -> (String, HttpSettings) {
-    let listener = bind_http("127.0.0.1:0".parse().unwrap(), &auth)
+    let settings = HttpSettings::new(auth);
+    (http_gateway_with(fixture, settings.clone()).await, settings)
+}
+
+/// [`http_gateway`] with these settings.
+async fn http_gateway_with(fixture: &Fixture, settings: HttpSettings) -> String {
+    let listener = bind_http("127.0.0.1:0".parse().unwrap(), &settings.auth)
         .await
         .unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let settings = HttpSettings::new(auth);
-    let running = settings.clone();
     let gateway = fixture.gateway.clone();
-    tokio::spawn(async move { serve_http(gateway, listener, running).await });
-    (url, settings)
+    tokio::spawn(async move { serve_http(gateway, listener, settings).await });
+    url
 }
 
 fn initialize_body() -> Value {
@@ -852,4 +857,328 @@ async fn upstream_progress_reaches_the_client() {
     let (last, message) = sorted.last().cloned().unwrap();
     assert_eq!(last, 350.0, "{updates:?}");
     assert_eq!(message.as_deref(), Some("slept 350 of 350 ms"));
+}
+
+/// Posts `body` as the raw JSON text given; returns the status and the body as JSON (or Null).
+async fn post_raw(
+    http: &reqwest::Client,
+    url: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> (reqwest::StatusCode, Value) {
+    let mut request = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn http_client() -> reqwest::Client {
+    warden_mcp::http::install_crypto_provider();
+    reqwest::Client::new()
+}
+
+/// Opens a session with `initialize` (and `notifications/initialized` when asked), reads the
+/// answer and leaves the session as it is; returns its id.
+async fn open_session(http: &reqwest::Client, url: &str, initialized: bool) -> String {
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize_body())
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    let id = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let answer = response.text().await.unwrap();
+    assert!(answer.contains("protocolVersion"), "{answer}");
+    if initialized {
+        let notified = http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &id)
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(notified.status(), reqwest::StatusCode::ACCEPTED);
+    }
+    id
+}
+
+#[tokio::test]
+async fn malformed_json_rpc_is_answered_400_with_a_json_rpc_error() {
+    let fixture = gateway(Exposure::Flat, |_| {});
+    let token = ServeToken::new("test-token-0123456789");
+    let mut settings = HttpSettings::new(HttpAuth::Bearer(token));
+    settings.max_body_bytes = 64 * 1024;
+    let url = http_gateway_with(&fixture, settings.clone()).await;
+    let http = http_client();
+    let authorized = ("authorization", "Bearer test-token-0123456789");
+
+    // Over the size limit: 413, before anything is parsed.
+    let huge = format!("{{\"padding\": \"{}", "x".repeat(70 * 1024));
+    let (status, _) = post_raw(&http, &url, &huge, &[authorized]).await;
+    assert_eq!(status, reqwest::StatusCode::PAYLOAD_TOO_LARGE);
+
+    let (status, body) = post_raw(
+        &http,
+        &url,
+        r#"{"jsonrpc": "2.0", "id": 1, "method": "#,
+        &[authorized],
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::BAD_REQUEST);
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["id"], Value::Null);
+    assert_eq!(body["error"]["code"], -32700);
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("Parse error: "), "{message}");
+    assert!(message.contains("EOF"), "{message}");
+
+    let (status, body) = post_raw(&http, &url, "not json at all", &[authorized]).await;
+    assert_eq!(status, reqwest::StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], -32700, "{body}");
+
+    // JSON, but not a JSON-RPC message: an invalid request, with the id when there is one.
+    let (status, body) =
+        post_raw(&http, &url, r#"{"id": 7, "hello": "world"}"#, &[authorized]).await;
+    assert_eq!(status, reqwest::StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert_eq!(body["id"], 7, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid Request: "),
+        "{body}"
+    );
+
+    // Inside an open session too.
+    let id = open_session_with(&http, &url, &[authorized]).await;
+    let (status, body) = post_raw(
+        &http,
+        &url,
+        "{\"jsonrpc\": \"2.0\", ",
+        &[
+            authorized,
+            ("mcp-session-id", &id),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], -32700, "{body}");
+
+    // The token is still checked first, and a body that is not declared JSON is still 415.
+    let (status, _) = post_raw(&http, &url, "{", &[]).await;
+    assert_eq!(status, reqwest::StatusCode::UNAUTHORIZED);
+    let plain = http
+        .post(&url)
+        .header("authorization", "Bearer test-token-0123456789")
+        .header("content-type", "text/plain")
+        .header("accept", "application/json, text/event-stream")
+        .body("{")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), reqwest::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    settings.shutdown.cancel();
+    fixture.gateway.host().shutdown().await;
+}
+
+/// [`open_session`] with extra headers (the token).
+async fn open_session_with(http: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> String {
+    let mut request = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize_body());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn sessions_beyond_the_cap_are_refused_503_with_a_json_rpc_error() {
+    let fixture = gateway(Exposure::Flat, |_| {});
+    let mut settings = HttpSettings::new(HttpAuth::InsecureNone);
+    settings.max_sessions = 3;
+    let url = http_gateway_with(&fixture, settings.clone()).await;
+    let http = http_client();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(open_session(&http, &url, false).await);
+    }
+    assert_eq!(settings.sessions.live().await, 3);
+    let (status, body) = post_raw(&http, &url, &initialize_body().to_string(), &[]).await;
+    assert_eq!(status, reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["id"], 1);
+    assert_eq!(body["error"]["code"], -32000);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("3 MCP sessions are open"),
+        "{body}"
+    );
+    assert_eq!(settings.sessions.live().await, 3);
+
+    // The open sessions keep working, and a closed one makes room.
+    let listed = post_raw(
+        &http,
+        &url,
+        r#"{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}"#,
+        &[
+            ("mcp-session-id", &ids[0]),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+    )
+    .await;
+    assert_eq!(listed.0, reqwest::StatusCode::OK);
+    let closed = http
+        .delete(&url)
+        .header("mcp-session-id", &ids[1])
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    assert_eq!(settings.sessions.live().await, 2);
+    open_session(&http, &url, false).await;
+    assert_eq!(settings.sessions.live().await, 3);
+    settings.shutdown.cancel();
+    fixture.gateway.host().shutdown().await;
+}
+
+/// This process's resident set size in KiB (Linux), else None.
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Opens `count` sessions, 32 at a time, every other one also sending `notifications/initialized`.
+async fn open_sessions(http: &reqwest::Client, url: &str, count: usize) -> Vec<String> {
+    use futures::StreamExt;
+    futures::stream::iter(0..count)
+        .map(|index| open_session(http, url, index % 2 == 0))
+        .buffer_unordered(32)
+        .collect()
+        .await
+}
+
+/// Waits until no session is live (at most 60 s); returns how long it took.
+async fn until_no_session(settings: &HttpSettings) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    while settings.sessions.live().await > 0 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{} sessions still live",
+            settings.sessions.live().await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    started.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_sessions_expire_and_memory_stays_bounded() {
+    const SESSIONS: usize = 2000;
+    let fixture = gateway(Exposure::Flat, |_| {});
+    let mut settings = HttpSettings::new(HttpAuth::InsecureNone);
+    settings.session_idle_timeout = std::time::Duration::from_secs(3);
+    settings.max_sessions = SESSIONS + 100;
+    let url = http_gateway_with(&fixture, settings.clone()).await;
+    let http = http_client();
+    let start = rss_kib();
+    // Memory is compared only when every session of a round was open at once (opening took
+    // less than the idle timeout): on a machine too busy for that, the rounds are not alike.
+    let mut comparable = true;
+
+    let first = open_sessions(&http, &url, SESSIONS).await;
+    assert_eq!(
+        first
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        SESSIONS,
+        "each initialize opened its own session"
+    );
+    let live = settings.sessions.live().await;
+    assert!(
+        live > 0 && live <= SESSIONS,
+        "{live} sessions live after opening"
+    );
+    comparable &= live == SESSIONS;
+    let waited = until_no_session(&settings).await;
+    assert!(waited < std::time::Duration::from_secs(30), "{waited:?}");
+    let after_first = rss_kib();
+
+    // An expired session is gone for its client: 404, as the protocol says.
+    let (status, _) = post_raw(
+        &http,
+        &url,
+        r#"{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}"#,
+        &[
+            ("mcp-session-id", &first[0]),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND);
+
+    let second = open_sessions(&http, &url, SESSIONS).await;
+    assert_eq!(second.len(), SESSIONS);
+    comparable &= settings.sessions.live().await == SESSIONS;
+    let waited = until_no_session(&settings).await;
+    assert!(waited < std::time::Duration::from_secs(30), "{waited:?}");
+    if let (true, Some(start), Some(after_first), Some(after_second)) =
+        (comparable, start, after_first, rss_kib())
+    {
+        // The allocator keeps what the first round took (~100 KB a session); the second round
+        // reuses most of it. Were the sessions kept, it would take as much again.
+        let first_cost = after_first.saturating_sub(start);
+        let second_cost = after_second.saturating_sub(after_first);
+        assert!(
+            second_cost < first_cost * 3 / 4,
+            "RSS: {start} KiB, {after_first} KiB after {SESSIONS} expired sessions, {after_second} KiB after {SESSIONS} more"
+        );
+    }
+
+    // Ended sessions no longer hear list changes: the next one to register drops them.
+    open_session(&http, &url, true).await;
+    let started = std::time::Instant::now();
+    while fixture.gateway.change_listeners() > 1 {
+        // The new session registers once its `notifications/initialized` is handled.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{} change listeners",
+            fixture.gateway.change_listeners()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    settings.shutdown.cancel();
+    fixture.gateway.host().shutdown().await;
 }

@@ -260,9 +260,7 @@ impl StreamDecoder for MessagesDecoder {
             "message_stop" => self.state.done = true,
             "error" => {
                 let message = str_at("/error/message");
-                return Err(ProviderError::Protocol(format!(
-                    "error in stream: {message}"
-                )));
+                return Err(ProviderError::Api(message.to_string()));
             }
             _ => {}
         }

@@ -1,4 +1,4 @@
-//! Model providers: the `ModelClient` trait, model selection and defaults, and the shared HTTP driver (streaming, retries with backoff, cancellation).
+//! Model providers: the `ModelClient` trait, model selection and defaults, and the shared HTTP driver (streaming, timeouts, retries with backoff, cancellation).
 
 mod anthropic;
 mod openai_chat;
@@ -69,15 +69,53 @@ impl ApiKey {
     }
 }
 
-/// Retry behaviour for 429, 5xx and connection failures before anything was streamed.
+/// How long connecting to the model API (TCP and TLS) may take.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the model API may take, once the request is sent, to send the response headers and
+/// the first bytes of the body. Generous: a local server may send nothing until it has read a
+/// long prompt.
+pub const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(300);
+/// The longest silence allowed between two chunks of a response. Generous: a reasoning model
+/// may stream nothing while it thinks (Anthropic sends pings; not every API does).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// The longest `Retry-After` warden waits for; a server asking for more fails the request.
+pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// How long a request may wait on the model API at each stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP and TLS connection (a failure is retried like any connection failure).
+    pub connect: Duration,
+    /// From sending the request to the response headers and the first body bytes.
+    pub first_byte: Duration,
+    /// Between two chunks of the response body.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: DEFAULT_CONNECT_TIMEOUT,
+            first_byte: DEFAULT_FIRST_BYTE_TIMEOUT,
+            idle: DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+}
+
+/// Retry behaviour for 408, 429, 5xx, connection failures and timeouts before anything was
+/// streamed. Deterministic failures (another 4xx, a body that is not an event stream) are not
+/// retried, and a timeout is retried once at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Retries after the first attempt.
     pub max_retries: u32,
     /// The first backoff; doubled each attempt, with full jitter.
     pub base_delay: Duration,
-    /// Cap on one backoff and on an honoured `Retry-After`.
+    /// Cap on one backoff.
     pub max_delay: Duration,
+    /// The longest `Retry-After` honoured; a longer one fails the request at once, saying how
+    /// long the server asked to wait.
+    pub max_retry_after: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -86,12 +124,14 @@ impl Default for RetryPolicy {
             max_retries: 4,
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(60),
+            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
         }
     }
 }
 
 impl RetryPolicy {
-    /// The wait before retry number `attempt` (1-based): `Retry-After` when given (capped), else
+    /// The wait before retry number `attempt` (1-based): `Retry-After` when given (capped at
+    /// `max_delay`; one over `max_retry_after` never gets here), else
     /// a random duration in `[delay/2, delay]` with `delay = base * 2^(attempt-1)` capped.
     pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         if let Some(after) = retry_after {
@@ -123,6 +163,7 @@ pub struct ModelConfig {
     pub defer_mode: DeferMode,
     pub max_output_tokens: u32,
     pub retry: RetryPolicy,
+    pub timeouts: Timeouts,
 }
 
 impl ModelConfig {
@@ -142,6 +183,7 @@ impl ModelConfig {
             defer_mode: DeferMode::Normal,
             max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
             retry: RetryPolicy::default(),
+            timeouts: Timeouts::default(),
         }
     }
 }
@@ -186,6 +228,7 @@ pub fn select_model(
                 defer_mode: entry.defer_mode,
                 max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
                 retry: RetryPolicy::default(),
+                timeouts: Timeouts::default(),
             })
         }
         Ok(None) => {
@@ -232,7 +275,7 @@ pub enum SelectError {
 pub fn client_for(config: ModelConfig) -> Result<Arc<dyn ModelClient>, ProviderError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(30))
+        .connect_timeout(config.timeouts.connect)
         .build()
         .map_err(|e| ProviderError::Connection(e.to_string()))?;
     Ok(match config.provider {
@@ -332,8 +375,41 @@ pub enum ProviderError {
     StreamInterrupted(String),
     #[error("the model API sent something unexpected: {0}")]
     Protocol(String),
+    /// An error the API reported inside its stream (e.g. Anthropic's `overloaded_error`).
+    #[error("the model API reported an error: {0}")]
+    Api(String),
+    #[error(
+        "the model API did not answer within {} of the request (first-byte timeout): the server may be hung or overloaded",
+        show_duration(*after)
+    )]
+    NoAnswer { after: Duration },
+    #[error(
+        "the model's response stream stalled: nothing arrived for {}{} (idle timeout)",
+        show_duration(*after),
+        if *after_output { " after part of the answer" } else { "" }
+    )]
+    Stalled { after: Duration, after_output: bool },
+    #[error(
+        "the model API answered {status} and asked to wait {retry_after_secs} s before retrying, longer than warden waits ({}); try again later: {message}",
+        show_duration(*max_wait)
+    )]
+    RetryAfterTooLong {
+        status: u16,
+        retry_after_secs: u64,
+        max_wait: Duration,
+        message: String,
+    },
     #[error("the model call was cancelled")]
     Cancelled,
+}
+
+/// `300 s`, or `0.25 s` below a second.
+fn show_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{} s", duration.as_secs_f64())
+    }
 }
 
 /// Talks to a model. Implemented by the HTTP providers; the loop depends only on this.
@@ -399,8 +475,96 @@ enum AttemptError {
         reason: String,
         retry_after: Option<Duration>,
         error: ProviderError,
+        /// A first-byte or idle timeout: retried once at most.
+        timed_out: bool,
     },
     Fatal(ProviderError),
+}
+
+impl AttemptError {
+    fn retry(error: ProviderError) -> Self {
+        AttemptError::Retry {
+            reason: error.to_string(),
+            retry_after: None,
+            error,
+            timed_out: false,
+        }
+    }
+
+    fn timed_out(error: ProviderError) -> Self {
+        AttemptError::Retry {
+            reason: error.to_string(),
+            retry_after: None,
+            error,
+            timed_out: true,
+        }
+    }
+}
+
+/// The most of a JSON body (where a stream was asked for) read for the error message.
+const MAX_JSON_BODY: usize = 64 * 1024;
+/// The most body read without one complete event before it is judged not an event stream (an
+/// API's first event may echo the whole request: instructions and tools).
+const MAX_BEFORE_FIRST_EVENT: usize = 8 * 1024 * 1024;
+/// The most of a body that is not an event stream quoted in the error.
+const QUOTED_BODY: usize = 200;
+
+/// Whether a failed status is worth another attempt: a timeout, rate limit or server error.
+fn retryable_status(status: reqwest::StatusCode) -> bool {
+    matches!(status.as_u16(), 408 | 429) || status.is_server_error()
+}
+
+/// What a 200 whose body is not an event stream says, as an error; `body` is its beginning
+/// when `whole` is false.
+fn not_a_stream(body: &[u8], content_type: &str, whole: bool) -> ProviderError {
+    let text = String::from_utf8_lossy(body);
+    let quoted = quote(text.trim());
+    let what = if content_type.is_empty() {
+        String::new()
+    } else {
+        format!(" ({content_type})")
+    };
+    let opens_like_json = body
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| matches!(b, b'{' | b'['));
+    if !whole {
+        let kind = if opens_like_json {
+            "what looks like JSON"
+        } else {
+            "a body"
+        };
+        return ProviderError::Protocol(format!(
+            "it answered 200 with {kind}{what} where an event stream was asked for (too long to read to the end): {quoted}"
+        ));
+    }
+    if serde_json::from_slice::<Value>(body).is_ok() {
+        let message = error_message(&text);
+        ProviderError::Protocol(format!(
+            "it answered with JSON{what} where an event stream was asked for (does the endpoint support \"stream\": true?): {}",
+            quote(&message)
+        ))
+    } else if opens_like_json {
+        ProviderError::Protocol(format!(
+            "it answered 200 with a body that is neither an event stream nor valid JSON{what}: {quoted}"
+        ))
+    } else {
+        ProviderError::Protocol(format!(
+            "it answered 200 with a body that is not an event stream{what}: {quoted}"
+        ))
+    }
+}
+
+/// The first [`QUOTED_BODY`] bytes of `text` (on a character boundary), marked when cut.
+fn quote(text: &str) -> String {
+    if text.len() <= QUOTED_BODY {
+        return text.to_string();
+    }
+    let mut end = QUOTED_BODY;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 impl<W: WireFormat> HttpModelClient<W> {
@@ -412,6 +576,7 @@ impl<W: WireFormat> HttpModelClient<W> {
         cancel: &CancellationToken,
     ) -> Result<ModelResponse, AttemptError> {
         let key = self.config.api_key.read().map_err(AttemptError::Fatal)?;
+        let timeouts = self.config.timeouts;
         let url = format!("{}{}", self.config.base_url, self.wire.path());
         let mut builder = self
             .http
@@ -422,20 +587,29 @@ impl<W: WireFormat> HttpModelClient<W> {
             builder = builder.header(name, value);
         }
         let body = self.wire.body(&self.config, request, deferred);
-        let send = builder.json(&body).send();
+        // The headers and the first body bytes must arrive by this instant.
+        let first_byte_deadline = tokio::time::Instant::now() + timeouts.first_byte;
+        let send = tokio::time::timeout_at(first_byte_deadline, builder.json(&body).send());
         let response = tokio::select! {
             _ = cancel.cancelled() => return Err(AttemptError::Fatal(ProviderError::Cancelled)),
             result = send => result,
         };
         let response = match response {
-            Ok(response) => response,
-            Err(error) => {
-                let message = error_chain(&error);
-                return Err(AttemptError::Retry {
-                    reason: message.clone(),
-                    retry_after: None,
-                    error: ProviderError::Connection(message),
-                });
+            Err(_) => {
+                return Err(AttemptError::timed_out(ProviderError::NoAnswer {
+                    after: timeouts.first_byte,
+                }));
+            }
+            Ok(Ok(response)) => response,
+            Ok(Err(error)) => {
+                let mut message = error_chain(&error);
+                if error.is_connect() && error.is_timeout() {
+                    message = format!(
+                        "connecting took longer than {}: {message}",
+                        show_duration(timeouts.connect)
+                    );
+                }
+                return Err(AttemptError::retry(ProviderError::Connection(message)));
             }
         };
         let status = response.status();
@@ -448,71 +622,159 @@ impl<W: WireFormat> HttpModelClient<W> {
                 .map(Duration::from_secs);
             let text = tokio::select! {
                 _ = cancel.cancelled() => return Err(AttemptError::Fatal(ProviderError::Cancelled)),
-                text = response.text() => text.unwrap_or_default(),
+                text = tokio::time::timeout(timeouts.idle, response.text()) => {
+                    text.ok().and_then(Result::ok).unwrap_or_default()
+                }
             };
-            let error = ProviderError::Http {
-                status: status.as_u16(),
-                message: error_message(&text),
-            };
-            return if status.as_u16() == 429 || status.is_server_error() {
-                Err(AttemptError::Retry {
-                    reason: format!("HTTP {}", status.as_u16()),
-                    retry_after,
-                    error,
-                })
-            } else {
-                Err(AttemptError::Fatal(error))
-            };
+            let message = error_message(&text);
+            if !retryable_status(status) {
+                return Err(AttemptError::Fatal(ProviderError::Http {
+                    status: status.as_u16(),
+                    message,
+                }));
+            }
+            if let Some(after) = retry_after
+                && after > self.config.retry.max_retry_after
+            {
+                return Err(AttemptError::Fatal(ProviderError::RetryAfterTooLong {
+                    status: status.as_u16(),
+                    retry_after_secs: after.as_secs(),
+                    max_wait: self.config.retry.max_retry_after,
+                    message,
+                }));
+            }
+            return Err(AttemptError::Retry {
+                reason: format!("HTTP {}", status.as_u16()),
+                retry_after,
+                error: ProviderError::Http {
+                    status: status.as_u16(),
+                    message,
+                },
+                timed_out: false,
+            });
         }
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
         let mut decoder = self.wire.decoder();
         let mut parser = SseParser::default();
         let mut stream = response.bytes_stream();
         let mut emitted = false;
+        // What decides the body's kind: its first bytes (kept for the error message), whether an
+        // SSE event was seen, and — when it opens like JSON — the whole of it, to quote.
+        let mut head: Vec<u8> = Vec::new();
+        let mut received = false;
+        let mut total = 0usize;
+        let mut sniffed = false;
+        let mut events = 0usize;
+        let mut json_body: Option<Vec<u8>> = None;
         let broken = |emitted: bool, reason: String| {
             if emitted {
                 AttemptError::Fatal(ProviderError::StreamInterrupted(reason))
             } else {
-                AttemptError::Retry {
-                    reason: reason.clone(),
-                    retry_after: None,
-                    error: ProviderError::Connection(reason),
-                }
+                AttemptError::retry(ProviderError::Connection(reason))
             }
         };
         loop {
+            let deadline = if received {
+                tokio::time::Instant::now() + timeouts.idle
+            } else {
+                first_byte_deadline
+            };
             let next = tokio::select! {
                 _ = cancel.cancelled() => return Err(AttemptError::Fatal(ProviderError::Cancelled)),
-                next = stream.next() => next,
+                next = tokio::time::timeout_at(deadline, stream.next()) => next,
             };
             let chunk = match next {
-                None => break,
-                Some(Ok(chunk)) => chunk,
-                Some(Err(error)) => return Err(broken(emitted, error_chain(&error))),
-            };
-            for event in parser.push(&chunk) {
-                // An error event before any output (e.g. Anthropic's overloaded_error) is worth a retry.
-                let deltas = decoder.on_event(&event).map_err(|error| {
-                    if emitted {
+                Err(_) if !received => {
+                    return Err(AttemptError::timed_out(ProviderError::NoAnswer {
+                        after: timeouts.first_byte,
+                    }));
+                }
+                Err(_) => {
+                    let error = ProviderError::Stalled {
+                        after: timeouts.idle,
+                        after_output: emitted,
+                    };
+                    return Err(if emitted {
                         AttemptError::Fatal(error)
                     } else {
-                        AttemptError::Retry {
-                            reason: error.to_string(),
-                            retry_after: None,
-                            error,
-                        }
-                    }
+                        AttemptError::timed_out(error)
+                    });
+                }
+                Ok(None) => break,
+                Ok(Some(Ok(chunk))) => chunk,
+                Ok(Some(Err(error))) => return Err(broken(emitted, error_chain(&error))),
+            };
+            if chunk.is_empty() {
+                continue;
+            }
+            received = true;
+            total += chunk.len();
+            if head.len() < QUOTED_BODY * 4 {
+                head.extend_from_slice(&chunk[..chunk.len().min(QUOTED_BODY * 4 - head.len())]);
+            }
+            if !sniffed && let Some(first) = chunk.iter().find(|b| !b.is_ascii_whitespace()) {
+                sniffed = true;
+                // JSON where an event stream was asked for: read it to say what it is.
+                if matches!(first, b'{' | b'[') && events == 0 {
+                    json_body = Some(Vec::new());
+                }
+            }
+            if let Some(body) = json_body.as_mut() {
+                if body.len() + chunk.len() > MAX_JSON_BODY {
+                    body.extend_from_slice(&chunk[..MAX_JSON_BODY - body.len()]);
+                    return Err(AttemptError::Fatal(not_a_stream(
+                        body,
+                        &content_type,
+                        false,
+                    )));
+                }
+                body.extend_from_slice(&chunk);
+                continue;
+            }
+            for event in parser.push(&chunk) {
+                events += 1;
+                // An error the API reports before any output (e.g. Anthropic's
+                // overloaded_error) is worth a retry; a malformed stream is not.
+                let deltas = decoder.on_event(&event).map_err(|error| match error {
+                    ProviderError::Api(_) if !emitted => AttemptError::retry(error),
+                    error => AttemptError::Fatal(error),
                 })?;
                 for delta in deltas {
                     emitted = true;
                     on_delta(delta);
                 }
             }
+            if events == 0 && total > MAX_BEFORE_FIRST_EVENT {
+                return Err(AttemptError::Fatal(not_a_stream(
+                    &head,
+                    &content_type,
+                    false,
+                )));
+            }
             if decoder.is_done() {
                 break;
             }
         }
+        if let Some(body) = json_body {
+            return Err(AttemptError::Fatal(not_a_stream(
+                &body,
+                &content_type,
+                true,
+            )));
+        }
         match decoder.finish() {
             Some(response) => Ok(response),
+            // Bytes came, but not one event: whatever it is, asking again will not change it.
+            None if events == 0 && received => Err(AttemptError::Fatal(not_a_stream(
+                &head,
+                &content_type,
+                true,
+            ))),
             None => Err(broken(
                 emitted,
                 "the stream ended before the response was complete".into(),
@@ -540,6 +802,7 @@ impl<W: WireFormat> ModelClient for HttpModelClient<W> {
     ) -> BoxFuture<'a, Result<ModelResponse, ProviderError>> {
         Box::pin(async move {
             let mut attempt = 0u32;
+            let mut timeouts = 0u32;
             loop {
                 match self.attempt(&request, &deferred, on_delta, cancel).await {
                     Ok(response) => return Ok(response),
@@ -548,9 +811,12 @@ impl<W: WireFormat> ModelClient for HttpModelClient<W> {
                         reason,
                         retry_after,
                         error,
+                        timed_out,
                     }) => {
                         attempt += 1;
-                        if attempt > self.config.retry.max_retries {
+                        // A server that timed out twice is not waited on a third time.
+                        timeouts += u32::from(timed_out);
+                        if attempt > self.config.retry.max_retries || timeouts > 1 {
                             return Err(error);
                         }
                         let delay = self.config.retry.delay(attempt, retry_after);

@@ -97,9 +97,7 @@ impl StreamDecoder for ChatDecoder {
         let chunk: Value = serde_json::from_str(data)
             .map_err(|e| ProviderError::Protocol(format!("a chunk that is not JSON: {e}")))?;
         if let Some(message) = chunk.pointer("/error/message").and_then(Value::as_str) {
-            return Err(ProviderError::Protocol(format!(
-                "error in stream: {message}"
-            )));
+            return Err(ProviderError::Api(message.to_string()));
         }
         let mut deltas = Vec::new();
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {

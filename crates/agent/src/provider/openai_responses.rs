@@ -164,15 +164,13 @@ impl StreamDecoder for ResponsesDecoder {
             }
             "response.failed" => {
                 let message = str_at("/response/error/message");
-                return Err(ProviderError::Protocol(format!(
+                return Err(ProviderError::Api(format!(
                     "the response failed: {message}"
                 )));
             }
             "error" => {
                 let message = str_at("/message");
-                return Err(ProviderError::Protocol(format!(
-                    "error in stream: {message}"
-                )));
+                return Err(ProviderError::Api(message.to_string()));
             }
             _ => {}
         }

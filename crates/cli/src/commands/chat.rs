@@ -66,7 +66,7 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
         let mut session = match opened {
             Ok(session) => session,
             Err(error) => {
-                eprintln!("warden: {error:#}");
+                eprintln!("warden: {}", crate::context::error_line(&error));
                 let usage = error.downcast_ref::<UsageError>().is_some()
                     || error.downcast_ref::<warden_config::ConfigError>().is_some();
                 return Ok(ExitCode::from(if usage { 2 } else { 1 }));

@@ -96,9 +96,44 @@ fn check(globals: &Globals) -> anyhow::Result<ExitCode> {
         }
     }
     if problems == 0 {
+        problems += check_as_run_would(globals, &files, &vars);
+    }
+    if problems == 0 {
         Ok(ExitCode::SUCCESS)
     } else {
         eprintln!("warden: {problems} problem(s) found");
-        Ok(ExitCode::FAILURE)
+        Ok(ExitCode::from(2))
     }
+}
+
+/// The validations `run` makes beyond each file on its own: the scopes loaded together (a model
+/// or an agent's model that no `[models.NAME]` declares), and each remote server's URL as the
+/// runtime would check it (plain http only to loopback). Returns how many problems it printed.
+fn check_as_run_would(globals: &Globals, files: &Files, vars: &VarContext) -> usize {
+    let config = match crate::context::load_config(globals) {
+        Ok((_, _, config)) => config,
+        Err(error) => {
+            eprintln!("{}", crate::context::error_line(&error));
+            return 1;
+        }
+    };
+    let mut problems = 0;
+    for entry in config.servers.values() {
+        match warden_host::server_spec(entry, vars, files.paths.state_dir()) {
+            Ok(spec) => {
+                if let warden_mcp::TransportSpec::StreamableHttp { url, .. }
+                | warden_mcp::TransportSpec::LegacySse { url, .. } = &spec.transport
+                    && let Err(error) = warden_mcp::http::check_url(&entry.name, url)
+                {
+                    eprintln!("{}: {error}", entry.source.display());
+                    problems += 1;
+                }
+            }
+            Err(error) => {
+                eprintln!("{}: {error}", entry.source.display());
+                problems += 1;
+            }
+        }
+    }
+    problems
 }

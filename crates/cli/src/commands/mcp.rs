@@ -90,8 +90,8 @@ struct AddArgs {
     /// Load the server's tools on demand; TEXT is the one-line summary the model sees.
     #[arg(long, value_name = "TEXT")]
     defer: Option<String>,
-    /// Seconds allowed for one tool call (tool_timeout_sec; default 1800).
-    #[arg(long, value_name = "SECS")]
+    /// Seconds allowed for one tool call (tool_timeout_sec; default 1800, at most a week).
+    #[arg(long, value_name = "SECS", value_parser = timeout_arg)]
     timeout: Option<u64>,
     /// Authentication of a remote server.
     #[arg(long, value_enum)]
@@ -400,7 +400,7 @@ fn login(files: &Files, args: LoginArgs) -> anyhow::Result<ExitCode> {
     warden_oauth::configure_token_store(config.token_store.into());
     warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
     let Some(entry) = config.servers.get(&args.name) else {
-        bail!("no server named `{}` is configured", args.name);
+        return Err(no_such_server(&args.name, &config));
     };
     let vars = VarContext::from_process(&files.workspace);
     let settings = warden_host::login_settings(entry, &vars, files.paths.state_dir())?;
@@ -443,7 +443,7 @@ fn logout(files: &Files, args: LogoutArgs) -> anyhow::Result<ExitCode> {
     warden_oauth::configure_token_store(config.token_store.into());
     warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
     let Some(entry) = config.servers.get(&args.name) else {
-        bail!("no server named `{}` is configured", args.name);
+        return Err(no_such_server(&args.name, &config));
     };
     let url = match &entry.transport {
         warden_config::Transport::Http { url, .. } => url.clone(),
@@ -676,7 +676,7 @@ fn get(files: &Files, args: GetArgs) -> anyhow::Result<ExitCode> {
         None => selected_config(files, None)?,
     };
     let Some(entry) = config.servers.get(&args.name) else {
-        bail!("no server named `{}` is configured", args.name);
+        return Err(no_such_server(&args.name, &config));
     };
     let trust = TrustStore::open(&files.paths)?.state(entry);
     let declared = masked_declaration(entry);
@@ -819,7 +819,7 @@ fn import(files: &Files, args: ImportArgs) -> anyhow::Result<ExitCode> {
 fn trust(files: &Files, args: TrustArgs) -> anyhow::Result<ExitCode> {
     let config = load(&files.request())?;
     let Some(entry) = config.servers.get(&args.name) else {
-        bail!("no server named `{}` is configured", args.name);
+        return Err(no_such_server(&args.name, &config));
     };
     if !entry.needs_trust() {
         println!(
@@ -850,4 +850,26 @@ fn trust(files: &Files, args: TrustArgs) -> anyhow::Result<ExitCode> {
         println!("(it was already approved)");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--timeout SECS`, bounded as the config key is.
+fn timeout_arg(text: &str) -> Result<u64, String> {
+    let seconds: u64 = text
+        .parse()
+        .map_err(|_| format!("expected a whole number of seconds, not \"{text}\""))?;
+    warden_config::timeout_seconds(seconds, warden_config::DEFAULT_TOOL_TIMEOUT)?;
+    Ok(seconds)
+}
+
+/// "No server named …", with the nearest configured name when one is close.
+fn no_such_server(name: &str, config: &warden_config::LoadedConfig) -> anyhow::Error {
+    let names: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+    match warden_config::nearest(name, &names) {
+        Some(near) => {
+            anyhow::anyhow!("no server named `{name}` is configured; did you mean `{near}`?")
+        }
+        None => {
+            anyhow::anyhow!("no server named `{name}` is configured (`warden mcp list` shows them)")
+        }
+    }
 }

@@ -35,6 +35,10 @@ pub mod exit {
     pub const INTERRUPTED: u8 = 130;
 }
 
+/// Model turns a run may take when `--max-turns` is not given: enough for long tasks, and a bound
+/// on a model that loops.
+pub const DEFAULT_MAX_TURNS: u32 = 100;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
     /// The final answer on stdout; progress on stderr.
@@ -66,9 +70,10 @@ pub struct RunArgs {
     /// anything else outside the workspace asks first.
     #[arg(long = "add-dir", value_name = "DIR")]
     add_dir: Vec<std::path::PathBuf>,
-    /// Stop after this many model turns.
-    #[arg(long, value_name = "N")]
-    max_turns: Option<u32>,
+    /// Stop after this many model turns (default 100; at least 1).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TURNS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns: u32,
     /// Continue the session with this id.
     #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
     resume: Option<String>,
@@ -86,7 +91,10 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let runtime = async_runtime()?;
+    let format = args.output_format;
     runtime.block_on(async {
+        // Listening starts before anything slow: a stop signal while servers start is not lost.
+        let cancel = crate::context::cancel_on_stop_signal();
         let opened = AgentSession::open(SessionRequest {
             globals,
             model: args.model.as_deref(),
@@ -101,23 +109,34 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
         });
         let mut session = match opened {
             Ok(session) => session,
-            Err(error) => return Ok(usage_or_error(error)),
+            Err(error) => return Ok(usage_or_error(error, format)),
         };
-        let outcome = run_session(&mut session, prompt, &args).await;
+        let outcome = run_session(&mut session, prompt, &args, cancel).await;
         session.host.shutdown().await;
         outcome
     })
 }
 
-fn usage_or_error(error: anyhow::Error) -> ExitCode {
-    eprintln!("warden: {error:#}");
-    if error.downcast_ref::<UsageError>().is_some()
+fn usage_or_error(error: anyhow::Error, format: OutputFormat) -> ExitCode {
+    let code = if error.downcast_ref::<UsageError>().is_some()
         || error.downcast_ref::<warden_config::ConfigError>().is_some()
     {
-        ExitCode::from(exit::USAGE)
+        exit::USAGE
     } else {
-        ExitCode::from(exit::ERROR)
+        exit::ERROR
+    };
+    fail(format, &crate::context::error_line(&error), code)
+}
+
+/// Reports a run that ended in an error: one line on stderr, and for the JSON formats the one
+/// final object (`{"type":"result","stop":"error","error":…}`) so a reader always gets one.
+fn fail(format: OutputFormat, message: &str, code: u8) -> ExitCode {
+    eprintln!("warden: {message}");
+    if format != OutputFormat::Text {
+        let summary = json!({"type": "result", "stop": "error", "error": message});
+        println!("{summary}");
     }
+    ExitCode::from(code)
 }
 
 fn read_prompt(argument: Option<&str>) -> anyhow::Result<Option<String>> {
@@ -140,7 +159,9 @@ async fn run_session(
     session: &mut AgentSession,
     prompt: String,
     args: &RunArgs,
+    cancel: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
+    let format = args.output_format;
     let workspace = session.workspace.clone();
     session
         .host
@@ -155,14 +176,33 @@ async fn run_session(
         )
         .await;
     if let Some(reason) = verdict.block_reason() {
-        eprintln!("warden: a UserPromptSubmit hook blocked the prompt: {reason}");
         session
             .host
             .session_event(HookEvent::SessionEnd, &workspace, None)
             .await;
-        return Ok(ExitCode::from(exit::ERROR));
+        let message = format!("a UserPromptSubmit hook blocked the prompt: {reason}");
+        return Ok(fail(format, &message, exit::ERROR));
     }
-    let (tools, failures) = session.tool_list().await;
+    // Servers marked `required = true` start first: one that cannot fails the run before the
+    // model is asked. A stop signal meanwhile ends the run as interrupted.
+    let started = tokio::select! {
+        started = async {
+            session.host.runtime().connect_required().await?;
+            Ok::<_, warden_mcp::McpError>(session.tool_list().await)
+        } => Some(started),
+        () = cancel.cancelled() => None,
+    };
+    let (tools, failures) = match started {
+        Some(Ok(listed)) => listed,
+        Some(Err(failure)) => {
+            let message = format!("a required MCP server did not start: {failure}");
+            return Ok(fail(format, &message, exit::ERROR));
+        }
+        None => {
+            let message = "interrupted while the servers started; nothing was sent to the model";
+            return Ok(fail(format, message, exit::INTERRUPTED));
+        }
+    };
     for failure in &failures {
         eprintln!("{failure}");
     }
@@ -180,7 +220,7 @@ async fn run_session(
     let executor = session.executor(Some(events_sender.clone()));
     let agent = Agent::new(session.client.clone(), executor, system_prompt, tools)
         .with_options(AgentOptions {
-            max_turns: args.max_turns,
+            max_turns: Some(args.max_turns),
             ..AgentOptions::default()
         })
         .with_events(events_sender);
@@ -191,21 +231,12 @@ async fn run_session(
     conversation.push(user);
     let already = conversation.len();
 
-    let cancel = CancellationToken::new();
-    let interrupt = cancel.clone();
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            interrupt.cancel();
-        }
-    });
-    let format = args.output_format;
     let printer = tokio::spawn(async move {
         while let Some(event) = events.recv().await {
             print_event(&event, format);
         }
     });
     let result = agent.run(&mut conversation, &cancel).await;
-    ctrl_c.abort();
     drop(agent);
     let _ = printer.await;
 
@@ -218,8 +249,8 @@ async fn run_session(
     let outcome = match result {
         Ok(outcome) => outcome,
         Err(error) => {
-            eprintln!("warden: the model request failed: {error}");
-            return Ok(ExitCode::from(exit::ERROR));
+            let message = format!("the model request failed: {error}");
+            return Ok(fail(format, &message, exit::ERROR));
         }
     };
     let session_id = {
@@ -319,6 +350,9 @@ fn print_event(event: &AgentEvent, format: OutputFormat) {
         OutputFormat::Text | OutputFormat::Json => match event {
             AgentEvent::ToolCallStarted { name, .. } => eprintln!("→ {name}"),
             AgentEvent::ToolCallFinished { name, result, .. } => {
+                for warning in &result.warnings {
+                    eprintln!("warning: {name}: {warning}");
+                }
                 if let Some(denial) = &result.denial {
                     eprintln!("✗ {name}: {} — {denial}", result.decision);
                 } else if result.is_error {

@@ -51,7 +51,8 @@ pub struct ServeArgs {
     #[arg(long, conflicts_with = "http")]
     stdio: bool,
     /// Serve Streamable HTTP at ADDR (path /mcp); without ADDR, 127.0.0.1:8765 (loopback).
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765")]
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765",
+          value_parser = listen_address)]
     http: Option<SocketAddr>,
     /// What to publish.
     #[arg(long, value_enum, default_value = "flat")]
@@ -70,6 +71,12 @@ pub struct ServeArgs {
     /// Accept HTTP clients without a bearer token (loopback addresses only).
     #[arg(long)]
     insecure_no_auth: bool,
+    /// With --http: close an MCP session after this many seconds without a request (default 1800).
+    #[arg(long, value_name = "SECS", value_parser = session_idle_timeout)]
+    session_idle_timeout: Option<std::time::Duration>,
+    /// With --http: the most MCP sessions open at once; an initialize beyond it gets 503 (default 1000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_sessions: Option<u32>,
     #[command(flatten)]
     policy: PolicyFlags,
 }
@@ -138,10 +145,17 @@ pub fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode> {
         .with_progressive_host_tools(vec![CODE_SEARCH.to_owned(), CODE_EXECUTE.to_owned()]),
     );
     async_runtime()?.block_on(async {
+        // A server marked `required = true` that cannot start: serve refuses to start.
+        if let Err(failure) = host.runtime().connect_required().await {
+            host.shutdown().await;
+            bail!(
+                "a required MCP server did not start, so warden serve does not either: {failure}"
+            );
+        }
         gateway.prepare().await;
         let served = match args.http {
             None => serve_stdio(gateway).await.context("serving over stdio"),
-            Some(addr) => serve_over_http(gateway, addr, args.insecure_no_auth).await,
+            Some(addr) => serve_over_http(gateway, addr, &args).await,
         };
         host.shutdown().await;
         served?;
@@ -152,8 +166,10 @@ pub fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode> {
 async fn serve_over_http(
     gateway: Arc<Gateway>,
     addr: SocketAddr,
-    insecure_no_auth: bool,
+    args: &ServeArgs,
 ) -> anyhow::Result<()> {
+    let insecure_no_auth = args.insecure_no_auth;
+    let mut generated = None;
     let auth = if insecure_no_auth {
         HttpAuth::InsecureNone
     } else {
@@ -161,10 +177,7 @@ async fn serve_over_http(
             Some(token) => HttpAuth::Bearer(token),
             None => {
                 let token = ServeToken::generate()?;
-                eprintln!(
-                    "warden serve: bearer token (set {TOKEN_ENV} to choose one): {}",
-                    token.expose()
-                );
+                generated = Some(token.expose().to_owned());
                 HttpAuth::Bearer(token)
             }
         }
@@ -172,9 +185,19 @@ async fn serve_over_http(
     let listener = bind_http(addr, &auth)
         .await
         .with_context(|| format!("listening on {addr}"))?;
+    // Only once the address is ours: a failed bind prints no token.
+    if let Some(token) = generated {
+        eprintln!("warden serve: bearer token (set {TOKEN_ENV} to choose one): {token}");
+    }
     let bound = listener.local_addr()?;
     eprintln!("warden serve: listening on http://{bound}{MCP_PATH}");
-    let settings = HttpSettings::new(auth);
+    let mut settings = HttpSettings::new(auth);
+    if let Some(idle) = args.session_idle_timeout {
+        settings.session_idle_timeout = idle;
+    }
+    if let Some(max) = args.max_sessions {
+        settings.max_sessions = max as usize;
+    }
     let shutdown = settings.shutdown.clone();
     tokio::spawn(async move {
         stop_signal().await;
@@ -185,18 +208,32 @@ async fn serve_over_http(
         .context("serving over HTTP")
 }
 
-/// Ctrl-C or SIGTERM: the HTTP server stops and the session's servers are shut down.
+/// Ctrl-C, SIGTERM or SIGHUP: the HTTP server stops and the session's servers are shut down.
 async fn stop_signal() {
-    let mut terminate =
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
+    crate::context::stop_signal().await;
+}
+
+/// `--http ADDR`: an IP address and port, or `localhost:PORT` (the loopback address; the name is
+/// never looked up elsewhere).
+fn listen_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return Ok(address);
     }
+    match text.rsplit_once(':') {
+        Some((host, port)) if host.eq_ignore_ascii_case("localhost") => port
+            .parse::<u16>()
+            .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+            .map_err(|_| format!("\"{port}\" is not a port number")),
+        _ => Err(format!(
+            "expected IP:PORT (127.0.0.1:8765, [::1]:8765) or localhost:PORT, not \"{text}\""
+        )),
+    }
+}
+
+/// `--session-idle-timeout SECS`: at least a second, at most a week.
+fn session_idle_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let seconds: u64 = text
+        .parse()
+        .map_err(|_| format!("expected a whole number of seconds, not \"{text}\""))?;
+    warden_config::timeout_seconds(seconds, warden_serve::DEFAULT_SESSION_IDLE_TIMEOUT)
 }

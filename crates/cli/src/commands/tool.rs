@@ -103,16 +103,10 @@ impl Backend {
     async fn call(&self, request: CallRequest) -> Result<CallView, ViewError> {
         match self {
             Self::Local(host) => {
-                let cancel = CancellationToken::new();
-                let watcher = cancel.clone();
-                let ctrl_c = tokio::spawn(async move {
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        watcher.cancel();
-                    }
-                });
-                let outcome = views::call(host, request, cancel).await;
-                ctrl_c.abort();
-                outcome
+                // Ctrl-C, SIGTERM and SIGHUP cancel the call: the server is told, the call is
+                // recorded, and the host stops the servers' process groups afterwards.
+                let cancel = crate::context::cancel_on_stop_signal();
+                views::call(host, request, cancel).await
             }
             // Ctrl-C ends this process; the bridge sees the connection close and cancels.
             Self::Bridge(client) => client.call(&request).await,
@@ -334,6 +328,26 @@ fn show_schema(tool: &ToolView, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// At most 100 characters of `text` around line `line`, column `column` (1-based, as serde_json
+/// reports them), with `…` where it was cut.
+fn excerpt_around(text: &str, line: usize, column: usize) -> String {
+    const SPAN: usize = 50;
+    let line_text = text.lines().nth(line.saturating_sub(1)).unwrap_or_default();
+    let chars: Vec<char> = line_text.chars().collect();
+    let at = column.saturating_sub(1).min(chars.len());
+    let start = at.saturating_sub(SPAN);
+    let end = (at + SPAN).min(chars.len());
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    out.extend(&chars[start..end]);
+    if end < chars.len() {
+        out.push('…');
+    }
+    out
+}
+
 fn parse_arguments(text: &str) -> anyhow::Result<Value> {
     let text = if text == "-" {
         let mut buffer = String::new();
@@ -344,8 +358,14 @@ fn parse_arguments(text: &str) -> anyhow::Result<Value> {
     } else {
         text.to_owned()
     };
-    let value: Value = serde_json::from_str(&text)
-        .with_context(|| format!("the arguments are not JSON: {text}"))?;
+    let value: Value = match serde_json::from_str(&text) {
+        Ok(value) => value,
+        Err(error) => {
+            // Arguments may be large and may hold secrets: show ~100 characters around the error.
+            let excerpt = excerpt_around(&text, error.line(), error.column());
+            bail!("the arguments are not JSON ({error}), near: {excerpt}");
+        }
+    };
     if !value.is_object() {
         bail!("the arguments must be a JSON object, like '{{\"key\": \"value\"}}'");
     }
