@@ -125,13 +125,18 @@ fn tool_view(visible: &VisibleTool) -> ToolView {
 
 /// The tool named `tool` among `tools`, or why it is not there.
 pub fn find_tool(tools: Vec<ToolView>, server: &str, tool: &str) -> Result<ToolView, ViewError> {
+    let names: Vec<String> = tools.iter().map(|view| view.name.clone()).collect();
     tools
         .into_iter()
         .find(|view| view.name == tool)
         .ok_or_else(|| {
+            let candidates: Vec<&str> = names.iter().map(String::as_str).collect();
+            let near = warden_config::nearest(tool, &candidates)
+                .map(|near| format!("did you mean `{near}`? "))
+                .unwrap_or_default();
             ViewError::bad_request(format!(
                 "MCP {server}: no tool `{tool}` is available (it is not published, filtered out, \
-                 or hidden by policy); list them with `warden tool {server}`"
+                 or hidden by policy); {near}list them with `warden tool {server}`"
             ))
         })
 }

@@ -228,6 +228,10 @@ impl App {
                 }
             }
             AgentEvent::ToolCallFinished { id, name, result } => {
+                // What went wrong without deciding the call (a hook that could not run).
+                for warning in &result.warnings {
+                    self.notice(format!("warning: {name}: {warning}"));
+                }
                 let state = match (result.decision.as_str(), result.denial) {
                     ("allowed", _) if result.is_error => CallState::Failed,
                     ("allowed", _) => CallState::Done,

@@ -280,3 +280,26 @@ fn an_announcement_during_a_streamed_reply_leaves_the_reply_whole() {
         ]
     );
 }
+
+#[test]
+fn a_hook_that_could_not_run_is_shown_as_a_notice() {
+    let mut app = App::new("m");
+    let source = |_: &str| "builtin".to_owned();
+    let mut result = ToolCallResult::ok("listing");
+    result.warnings = vec!["the hook /opt/guard could not run: could not start".into()];
+    app.apply(
+        AgentEvent::ToolCallFinished {
+            id: "c1".into(),
+            name: "list_dir".into(),
+            result,
+        },
+        &source,
+    );
+    assert!(
+        app.entries.contains(&Entry::Notice(
+            "warning: list_dir: the hook /opt/guard could not run: could not start".into()
+        )),
+        "{:?}",
+        app.entries
+    );
+}

@@ -472,3 +472,64 @@ fn an_error_cause_is_said_once() {
         run.stderr
     );
 }
+
+#[test]
+fn a_mistyped_tool_name_gets_a_did_you_mean() {
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&stdio_server("fx", &fixture_binary(), &["echo"]));
+    let schema = sandbox.run(&["tool", "fx", "ecoh"]);
+    assert_ne!(schema.code, 0);
+    assert!(
+        schema.stderr.contains("did you mean `echo`"),
+        "{}",
+        schema.stderr
+    );
+    let call = sandbox.run(&["tool", "fx", "ecoh", "{}"]);
+    assert_ne!(call.code, 0);
+    assert!(
+        call.stderr.contains("did you mean \"mcp__fx__echo\""),
+        "{}",
+        call.stderr
+    );
+}
+
+#[tokio::test]
+async fn sigterm_during_warden_tool_cancels_records_and_leaves_no_process() {
+    let sandbox = Sandbox::new();
+    let fixture = private_fixture(&sandbox);
+    sandbox.user_config(&stdio_server("fx", &fixture, &["echo"]));
+    let child = sandbox
+        .command()
+        .args(["tool", "fx", "slow", "{\"ms\": 60000}"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_until("the server never started", || {
+        !processes_running(&fixture).is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let run = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    wait_until("the server outlived warden", || {
+        processes_running(&fixture).is_empty()
+    })
+    .await;
+    let records = sandbox.call_records();
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert_eq!(records[0]["decision"], "cancelled", "{records:#?}");
+}

@@ -264,8 +264,20 @@ impl Catalog for ToolIndex {
             if !state.published.contains_key(&server) {
                 return None;
             }
+            let known: Vec<&str> = state
+                .published
+                .get(&server)
+                .map(|tools| tools.iter().map(String::as_str).collect())
+                .unwrap_or_default();
+            let tool = public_name.rsplit("__").next().unwrap_or(public_name);
+            let near = warden_config::nearest(tool, &known)
+                .map(|near| {
+                    let name = warden_mcp::naming::public_name_for(&server, near);
+                    format!("; did you mean \"{name}\"?")
+                })
+                .unwrap_or_default();
             return Some(format!(
-                "unknown tool \"{public_name}\": the MCP server \"{server}\" has no tool of that name"
+                "unknown tool \"{public_name}\": the MCP server \"{server}\" has no tool of that name{near}"
             ));
         };
         // Known to this session but no longer published: the model saw it, so say what changed.

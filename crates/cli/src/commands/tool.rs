@@ -373,7 +373,8 @@ fn parse_arguments(text: &str) -> anyhow::Result<Value> {
 }
 
 /// Prints a call's result: the text on stdout (or in `--out FILE`) when it succeeded, the reason
-/// on stderr with exit code 1 when it did not; `--json` prints the whole view either way.
+/// on stderr with exit code 1 when it did not (130 when a stop signal cancelled it); `--json`
+/// prints the whole view either way.
 fn report(view: &CallView, args: &ToolArgs) -> anyhow::Result<ExitCode> {
     let succeeded = view.succeeded();
     if args.json {
@@ -389,6 +390,9 @@ fn report(view: &CallView, args: &ToolArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(if succeeded {
         ExitCode::SUCCESS
+    } else if view.decision == "cancelled" {
+        // Cancelled by a stop signal (Ctrl-C, SIGTERM, SIGHUP): the table's "interrupted".
+        ExitCode::from(130)
     } else {
         ExitCode::FAILURE
     })
