@@ -66,15 +66,23 @@ fn on_unix_socket(
     Err(BridgeClientError::UnixUnsupported(url.to_owned()))
 }
 
-/// Only loopback: the token must never travel to another machine.
+/// Only loopback: the token must never travel to another machine. The URL is parsed, not
+/// matched by prefix: `http://127.0.0.1:1@evil.example/` names the host `evil.example`.
 fn is_loopback_url(url: &str) -> bool {
-    let Some(rest) = url.strip_prefix("http://") else {
+    let Ok(parsed) = url::Url::parse(url) else {
         return false;
     };
-    let authority = rest.split('/').next().unwrap_or("");
-    ["127.0.0.1:", "localhost:", "[::1]:"]
-        .iter()
-        .any(|host| authority.starts_with(host))
+    let loopback_host = match parsed.host() {
+        Some(url::Host::Ipv4(address)) => address.is_loopback(),
+        Some(url::Host::Ipv6(address)) => address.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    parsed.scheme() == "http"
+        && parsed.username().is_empty()
+        && parsed.password().is_none()
+        && parsed.port().is_some()
+        && loopback_host
 }
 
 impl BridgeClient {
@@ -444,6 +452,8 @@ mod tests {
         assert!(!is_loopback_url("http://127.0.0.1.evil.test:4000"));
         assert!(!is_loopback_url("http://example.com:4000"));
         assert!(!is_loopback_url("http://localhost.example.com:80"));
+        assert!(!is_loopback_url("http://127.0.0.1:1@evil.example/"));
+        assert!(!is_loopback_url("http://user:pass@127.0.0.1:4000/"));
     }
 
     #[test]

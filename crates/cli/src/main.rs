@@ -30,6 +30,10 @@ struct Cli {
     #[arg(long)]
     mcp_skills_extension: bool,
 
+    /// More log detail: `-v` info, `-vv` debug (warnings are always shown; `RUST_LOG` overrides).
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -113,6 +117,7 @@ fn quiet_when_stdout_closes() {
 
 fn run_command() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(&cli);
     let globals = Globals {
         config_file: cli.config,
         mcp_skills_extension: cli.mcp_skills_extension,
@@ -142,6 +147,50 @@ fn run_command() -> ExitCode {
             exit_code_of(&error)
         }
     }
+}
+
+/// Installs the log sink, so a warning is never dropped: stderr at `warn` (more with `-v`,
+/// `RUST_LOG` wins), except for `warden chat`, whose screen stderr would tear: it logs to
+/// `STATE_DIR/logs/chat.log` (0600) instead.
+fn init_logging(cli: &Cli) {
+    use tracing_subscriber::EnvFilter;
+    let level = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .without_time()
+        .with_target(false);
+    if matches!(cli.command, Command::Chat(_)) {
+        if let Some(file) = chat_log_file() {
+            let _ = builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .try_init();
+        }
+        return;
+    }
+    let _ = builder
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// `STATE_DIR/logs/chat.log`, appended to, created 0600.
+fn chat_log_file() -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let paths = context::paths().ok()?;
+    let dir = paths.state_dir().join("logs");
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(dir.join("chat.log"))
+        .ok()
 }
 
 /// The one exit-code table of every command (documented in the README): 2 for bad usage or

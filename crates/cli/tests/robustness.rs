@@ -12,7 +12,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{Sandbox, mock_model_config, stdio_server, warden_without_model_keys as warden};
+use support::{
+    Sandbox, mock_model_config, output, stdio_server, warden_without_model_keys as warden,
+};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::fixture_binary;
 
@@ -532,4 +534,35 @@ async fn sigterm_during_warden_tool_cancels_records_and_leaves_no_process() {
     let records = sandbox.call_records();
     assert_eq!(records.len(), 1, "{records:#?}");
     assert_eq!(records[0]["decision"], "cancelled", "{records:#?}");
+}
+
+#[tokio::test]
+async fn an_audit_trail_that_cannot_record_is_reported_on_stderr() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call("call_1", "list_dir", json!({})));
+    mock.push_turn(Turn::text("done"));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
+    std::fs::create_dir_all(sandbox.state_dir().join("audit.db")).unwrap();
+    let run = warden(&sandbox, &["run", "look"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("audit record could not be written"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_short_serve_token_is_refused() {
+    let sandbox = Sandbox::new();
+    let run = output(
+        sandbox
+            .command()
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .env("WARDEN_SERVE_TOKEN", "short-token"),
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("at least 32"), "{}", run.stderr);
+    assert!(!run.stderr.contains("short-token"), "{}", run.stderr);
 }

@@ -117,9 +117,17 @@ async fn serve_http(expose: &str) -> HttpServe {
             .await
             .unwrap()
             .expect("warden serve exited before listening");
-        if let Some(rest) = line.split("bearer token").nth(1) {
-            token = rest.rsplit(' ').next().map(str::to_owned);
+        if let Some(rest) = line.strip_prefix("warden serve: bearer token written to ") {
+            let path = rest.split(" (mode 0600").next().unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{path}");
+            token = Some(std::fs::read_to_string(path).unwrap().trim().to_owned());
         }
+        assert!(
+            !line.contains("bearer token (set"),
+            "the token itself must not reach stderr: {line}"
+        );
         if let Some(rest) = line.strip_prefix("warden serve: listening on ") {
             url = Some(rest.trim().to_owned());
         }
@@ -130,7 +138,7 @@ async fn serve_http(expose: &str) -> HttpServe {
         _home: home,
         _child: child,
         url: url.unwrap(),
-        token: token.expect("a generated token is printed on stderr"),
+        token: token.expect("the generated token's file is named on stderr"),
     }
 }
 

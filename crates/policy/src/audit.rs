@@ -27,6 +27,14 @@ pub enum AuditError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The database file could not be created (mode 0600).
+    #[error("cannot create the audit database {path}: {source}")]
+    CreateFile {
+        /// The database file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// SQLite refused.
     #[error("audit database {path}: {source}")]
     Sqlite {
@@ -751,6 +759,21 @@ fn connect_writer(path: &Path) -> Result<Connection, AuditError> {
     Ok(connection)
 }
 
+/// Creates `path` empty with mode 0600 unless it exists.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
 fn connect(path: &Path) -> Result<Connection, AuditError> {
     if let Some(folder) = path
         .parent()
@@ -765,6 +788,12 @@ fn connect(path: &Path) -> Result<Connection, AuditError> {
         path: path.to_path_buf(),
         source,
     };
+    // The trail names every tool, server and session: created 0600 (SQLite gives its WAL and
+    // shared-memory files the same mode).
+    create_private(path).map_err(|source| AuditError::CreateFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let connection = Connection::open(path).map_err(sqlite)?;
     connection
         .busy_timeout(Duration::from_secs(5))

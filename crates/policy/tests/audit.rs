@@ -9,8 +9,8 @@ use serde_json::json;
 use support::{FileDispatcher, StaticCatalog, fs_read_file, fs_write_file, request};
 use warden_hooks::HookRunner;
 use warden_policy::{
-    AuditQuery, AuditStore, CallSource, Decision, Gate, GateParts, GatePolicy, NoApprover,
-    arguments_digest, parse_since,
+    AuditQuery, AuditSink, AuditStore, CallSource, Decision, Gate, GateParts, GatePolicy,
+    NoApprover, arguments_digest, parse_since,
 };
 
 fn gate_with_store(store: Arc<AuditStore>, policy: GatePolicy) -> (Gate, Arc<FileDispatcher>) {
@@ -449,4 +449,18 @@ fn new_and_earlier_database_layouts_both_record() {
         .query_row("PRAGMA page_size", [], |row| row.get(0))
         .unwrap();
     assert_eq!(page_size, 4096, "an existing database keeps its pages");
+}
+
+#[test]
+fn a_new_audit_database_and_its_wal_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state/audit.db");
+    let store = AuditStore::open(&db).unwrap();
+    store.record(&skill_load_record("s")).unwrap();
+    for file in ["audit.db", "audit.db-wal"] {
+        let path = dir.path().join("state").join(file);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{file}");
+    }
 }

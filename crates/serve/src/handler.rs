@@ -159,15 +159,30 @@ impl GatewayHandler {
                 },
             }
         };
-        // Progress and log lines the server sent just before its answer.
-        if let Some((token, receiver)) = &mut progress {
-            while let Ok(update) = receiver.try_recv() {
-                forward_progress(token.clone(), update, &context.peer).await;
-            }
-        }
-        if let Some(events) = &mut events {
-            while let Ok(event) = events.try_recv() {
-                forward_log(event, server.as_deref(), logs, &context.peer).await;
+        // Progress and log lines the server sent just before its answer. The MCP client handles
+        // each notification on a task of its own while the answer reaches the call directly, so
+        // a notification sent before the answer may still be on its way: wait until the feeds
+        // have been quiet for a moment (bounded), then drain them.
+        if progress.is_some() || events.is_some() {
+            let deadline = tokio::time::Instant::now() + TRAILING_NOTIFICATIONS_CAP;
+            loop {
+                let quiet = tokio::time::Instant::now() + TRAILING_NOTIFICATIONS_QUIET;
+                let next = tokio::select! {
+                    Some((token, update)) = next_progress(&mut progress) => {
+                        forward_progress(token, update, &context.peer).await;
+                        true
+                    }
+                    Some(event) = next_event(&mut events) => {
+                        if let Ok(event) = event {
+                            forward_log(event, server.as_deref(), logs, &context.peer).await;
+                        }
+                        true
+                    }
+                    () = tokio::time::sleep_until(quiet.min(deadline)) => false,
+                };
+                if !next || tokio::time::Instant::now() >= deadline {
+                    break;
+                }
             }
         }
         // The upstream's JSON-RPC error is a failed dispatch at the gate; any other answer is an
@@ -466,6 +481,11 @@ type ProgressFeed = (
     ProgressToken,
     tokio::sync::mpsc::UnboundedReceiver<ProgressUpdate>,
 );
+
+/// How long the feeds must stay quiet after a call's answer before it is sent on.
+const TRAILING_NOTIFICATIONS_QUIET: std::time::Duration = std::time::Duration::from_millis(10);
+/// The longest a call's answer waits for trailing notifications.
+const TRAILING_NOTIFICATIONS_CAP: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The next progress update of the call, with its token; `None` when there is no feed or it
 /// closed (a `select!` branch then stays idle).

@@ -16,7 +16,7 @@ use warden_serve::{
 use warden_skills::{SkillRoots, discover};
 
 use crate::Globals;
-use crate::agent_session::ad_hoc_servers;
+use crate::agent_session::{UsageError, ad_hoc_servers};
 use crate::code_tools::{CODE_EXECUTE, CODE_SEARCH, HostSlot, code_tools};
 use crate::context::{PolicyFlags, async_runtime, host_options, load_config};
 use crate::skill_tools::{USE_SKILL, skill_tools};
@@ -174,6 +174,14 @@ async fn serve_over_http(
         HttpAuth::InsecureNone
     } else {
         match ServeToken::from_env() {
+            Some(token) if token.expose().len() < MIN_TOKEN_BYTES => {
+                return Err(UsageError(format!(
+                    "{TOKEN_ENV} is {} bytes; a bearer token needs at least {MIN_TOKEN_BYTES} \
+                     (for example `openssl rand -hex 32`)",
+                    token.expose().len()
+                ))
+                .into());
+            }
             Some(token) => HttpAuth::Bearer(token),
             None => {
                 let token = ServeToken::generate()?;
@@ -185,11 +193,22 @@ async fn serve_over_http(
     let listener = bind_http(addr, &auth)
         .await
         .with_context(|| format!("listening on {addr}"))?;
-    // Only once the address is ours: a failed bind prints no token.
-    if let Some(token) = generated {
-        eprintln!("warden serve: bearer token (set {TOKEN_ENV} to choose one): {token}");
-    }
     let bound = listener.local_addr()?;
+    // Only once the address is ours: a failed bind writes no token. The token goes to a private
+    // file, never to stderr (which logs and terminals keep).
+    if let Some(token) = generated {
+        let file = write_token_file(&token)?;
+        eprintln!(
+            "warden serve: bearer token written to {} (mode 0600; set {TOKEN_ENV} to choose one)",
+            file.display()
+        );
+    }
+    if insecure_no_auth {
+        tracing::warn!(
+            "--insecure-no-auth: any process on this machine that can reach http://{bound}{MCP_PATH} \
+             may list and call every tool this gateway exposes, with no token"
+        );
+    }
     eprintln!("warden serve: listening on http://{bound}{MCP_PATH}");
     let mut settings = HttpSettings::new(auth);
     if let Some(idle) = args.session_idle_timeout {
@@ -236,4 +255,32 @@ fn session_idle_timeout(text: &str) -> Result<std::time::Duration, String> {
         .parse()
         .map_err(|_| format!("expected a whole number of seconds, not \"{text}\""))?;
     warden_config::timeout_seconds(seconds, warden_serve::DEFAULT_SESSION_IDLE_TIMEOUT)
+}
+
+/// The shortest `WARDEN_SERVE_TOKEN` accepted.
+const MIN_TOKEN_BYTES: usize = 32;
+
+/// Writes a generated token to `STATE_DIR/serve/token` (a 0700 folder, a 0600 file, replaced
+/// atomically) and returns the path.
+fn write_token_file(token: &str) -> anyhow::Result<std::path::PathBuf> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = crate::context::paths()?.state_dir().join("serve");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("token");
+    let temp = dir.join(format!(".token.{}.tmp", std::process::id()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temp)
+        .with_context(|| format!("writing {}", temp.display()))?;
+    writeln!(file, "{token}").with_context(|| format!("writing {}", temp.display()))?;
+    std::fs::rename(&temp, &path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
 }
