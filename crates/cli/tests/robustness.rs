@@ -227,25 +227,38 @@ async fn sigterm_and_sighup_cancel_the_running_call_record_it_and_leave_no_proce
             !mock.requests().is_empty() && !processes_running(&fixture).is_empty()
         })
         .await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let killed = std::process::Command::new("kill")
-            .args([format!("-{signal}"), pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        let run = tokio::task::spawn_blocking(move || child.wait_with_output())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(run.status.code(), Some(130), "signal {signal}");
-        wait_until("the server outlived warden", || {
-            processes_running(&fixture).is_empty()
-        })
-        .await;
-        let records = sandbox.call_records();
-        assert_eq!(records.len(), 1, "{records:#?}");
-        assert_eq!(records[0]["decision"], "cancelled", "{records:#?}");
+        signal_mid_call(child, pid, signal, &fixture, &sandbox).await;
     }
+}
+
+/// Sends `signal` to warden (`pid`) while its call runs, then asserts it ended interrupted (130),
+/// its server is gone from the process table and the call was recorded as cancelled.
+async fn signal_mid_call(
+    child: std::process::Child,
+    pid: u32,
+    signal: i32,
+    fixture: &Path,
+    sandbox: &Sandbox,
+) {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let killed = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let run = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(130), "signal {signal}: {stderr}");
+    wait_until("the server outlived warden", || {
+        processes_running(fixture).is_empty()
+    })
+    .await;
+    let records = sandbox.call_records();
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert_eq!(records[0]["decision"], "cancelled", "{records:#?}");
 }
 
 #[tokio::test]
@@ -512,28 +525,7 @@ async fn sigterm_during_warden_tool_cancels_records_and_leaves_no_process() {
         !processes_running(&fixture).is_empty()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    let run = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        run.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    wait_until("the server outlived warden", || {
-        processes_running(&fixture).is_empty()
-    })
-    .await;
-    let records = sandbox.call_records();
-    assert_eq!(records.len(), 1, "{records:#?}");
-    assert_eq!(records[0]["decision"], "cancelled", "{records:#?}");
+    signal_mid_call(child, pid, libc::SIGTERM, &fixture, &sandbox).await;
 }
 
 #[tokio::test]
