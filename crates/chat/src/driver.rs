@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use warden_hooks::HookEvent;
 
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use serde_json::json;
@@ -55,6 +56,8 @@ pub struct ChatSession<'a> {
     pub conversation: Vec<Message>,
     /// One line each, shown first (start-up failures of servers).
     pub startup_notes: Vec<String>,
+    /// The session's working folder (given to hooks).
+    pub workspace: std::path::PathBuf,
 }
 
 /// The terminal could not be used.
@@ -92,7 +95,15 @@ enum Background {
     Failed(String),
 }
 
-type TurnResult = (Vec<Message>, Result<RunOutcome, AgentError>);
+type TurnResult = (Vec<Message>, Result<RunOutcome, TurnStop>);
+
+/// Why a turn ended without an outcome.
+enum TurnStop {
+    /// The model request failed.
+    Model(AgentError),
+    /// A UserPromptSubmit hook blocked the prompt (its reason); the model was not asked.
+    Blocked(String),
+}
 
 /// Registers every tool the session offers with its source.
 pub async fn learn_sources(host: &Host, sources: &ToolSources) {
@@ -318,13 +329,17 @@ impl<'a> Chat<'a> {
         self.app.push(Entry::User(text.clone()));
         let mut prompt = std::mem::take(&mut self.pending_context);
         prompt.push(text);
+        let prompt = prompt.join("\n\n");
         self.session
             .conversation
-            .push(Message::user(prompt.join("\n\n")));
-        self.start_turn();
+            .push(Message::user(prompt.clone()));
+        self.start_turn(Some(prompt));
     }
 
-    fn start_turn(&mut self) {
+    /// Runs one turn. `prompt` is the user's new prompt (already the conversation's last
+    /// message): UserPromptSubmit hooks see it first and may block it, as in `warden run`; Stop
+    /// hooks run when the model has finished.
+    fn start_turn(&mut self, prompt: Option<String>) {
         let agent = Agent::new(
             self.session.client.clone(),
             self.executor.clone(),
@@ -344,7 +359,18 @@ impl<'a> Chat<'a> {
             self.sources.clone(),
             self.session.tools.clone(),
         );
+        let workspace = self.session.workspace.clone();
         self.turn = Some(tokio::spawn(async move {
+            if let Some(prompt) = prompt {
+                let verdict = host
+                    .session_event(HookEvent::UserPromptSubmit, &workspace, Some(prompt))
+                    .await;
+                if let Some(reason) = verdict.block_reason() {
+                    // The prompt is withdrawn: the model never sees it.
+                    conversation.pop();
+                    return (conversation, Err(TurnStop::Blocked(reason.to_owned())));
+                }
+            }
             for server in restarted {
                 // A server that fails to come back is announced by the status watch.
                 if let Ok(specs) = offered_tools(&host, &server, &sources).await {
@@ -352,7 +378,8 @@ impl<'a> Chat<'a> {
                 }
             }
             let result = agent.run(&mut conversation, &cancel).await;
-            (conversation, result)
+            host.session_event(HookEvent::Stop, &workspace, None).await;
+            (conversation, result.map_err(TurnStop::Model))
         }));
     }
 
@@ -383,7 +410,12 @@ impl<'a> Chat<'a> {
                 self.app.notice("stopped at the turn limit");
             }
             Ok(_) => {}
-            Err(error) => self.app.error(format!("the model request failed: {error}")),
+            Err(TurnStop::Model(error)) => {
+                self.app.error(format!("the model request failed: {error}"))
+            }
+            Err(TurnStop::Blocked(reason)) => self.app.error(format!(
+                "a UserPromptSubmit hook blocked the prompt: {reason}"
+            )),
         }
     }
 
@@ -631,12 +663,13 @@ impl<'a> Chat<'a> {
                     }
                 }
                 if self.turn.is_none() {
-                    if !texts.is_empty() {
+                    let prompt = (!texts.is_empty()).then(|| texts.join("\n\n"));
+                    if let Some(prompt) = &prompt {
                         self.session
                             .conversation
-                            .push(Message::user(texts.join("\n\n")));
+                            .push(Message::user(prompt.clone()));
                     }
-                    self.start_turn();
+                    self.start_turn(prompt);
                 }
             }
             Background::SkillReady { name, body, rest } => match body {

@@ -791,3 +791,54 @@ async fn a_url_elicitation_required_error_asks_the_user_then_retries_the_call() 
     );
     tmux.keys(&["C-d"]);
 }
+
+#[tokio::test]
+async fn user_prompt_submit_hooks_can_block_a_prompt_and_stop_hooks_run_after_each_turn() {
+    if tmux_missing() {
+        return;
+    }
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("Hello back."));
+    let sandbox = Sandbox::new();
+    let stops = sandbox.root.join("stops.log");
+    let guard = sandbox.root.join("guard.sh");
+    sandbox.write(
+        &guard,
+        "#!/bin/sh\nif grep -q secret; then echo 'no secrets in prompts' >&2; exit 2; fi\n",
+    );
+    let stop = sandbox.root.join("stop.sh");
+    sandbox.write(
+        &stop,
+        &format!("#!/bin/sh\necho stop >> {}\n", stops.display()),
+    );
+    for script in [&guard, &stop] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    sandbox.user_config(&format!(
+        "{}[[hooks.UserPromptSubmit]]\ncommand = {}\n[[hooks.Stop]]\ncommand = {}\n",
+        model_config(&mock),
+        support::toml_str(&guard.display().to_string()),
+        support::toml_str(&stop.display().to_string()),
+    ));
+    let tmux = Tmux::start(&sandbox, &[]);
+    tmux.wait_for(&["/help for commands", "ready"]).await;
+    tmux.line("tell me the secret");
+    tmux.wait_for(&["no secrets in prompts"]).await;
+    assert!(
+        mock.requests().is_empty(),
+        "a blocked prompt reached the model"
+    );
+    tmux.line("hello");
+    tmux.wait_for(&["Hello back."]).await;
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1);
+    let sent = requests[0].body.to_string();
+    assert!(!sent.contains("tell me the secret"), "{sent}");
+    // The Stop hook ran after the answered turn (not after the blocked prompt).
+    let started = std::time::Instant::now();
+    while !stops.exists() && started.elapsed() < std::time::Duration::from_secs(10) {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(std::fs::read_to_string(&stops).unwrap(), "stop\n");
+}

@@ -196,6 +196,7 @@ async fn chat(
         }),
         conversation,
         startup_notes: failures,
+        workspace: workspace.clone(),
     })
     .await;
     host.session_event(HookEvent::SessionEnd, &workspace, None)
