@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 pub use warden_config::Capability;
 
 use crate::confine::{
-    BashConfinement, PrivateTmp, bridge_port, clean_environment, prepare_command,
+    BashConfinement, PrivateTmp, bridge_port, clean_environment, command_policy, prepare_command,
 };
 use crate::conversation::ToolSpec;
 use crate::process::run_confined;
@@ -476,18 +476,12 @@ impl BuiltinTools {
     /// What the kernel would enforce around a `bash` command now (for `warden doctor` and the
     /// start of a run).
     pub fn confinement_report(&self) -> ConfinementReport {
-        let policy = warden_sandbox::SandboxPolicy {
-            mode: self.confinement.mode,
-            readable_denied: Vec::new(),
-            writable_roots: self.workspace.roots().to_vec(),
-            private_tmp: std::env::temp_dir(),
-            network: if self.confinement.network {
-                warden_sandbox::NetworkPolicy::Allowed
-            } else {
-                warden_sandbox::NetworkPolicy::default()
-            },
-            limits: self.confinement.limits,
-        };
+        let policy = command_policy(
+            &self.confinement,
+            &self.workspace,
+            &std::env::temp_dir(),
+            None,
+        );
         let enforcement = warden_sandbox::probe(&policy);
         ConfinementReport {
             mode: self.confinement.mode,

@@ -111,30 +111,49 @@ impl Default for PrivateTmp {
     }
 }
 
-/// The kernel sandbox for one command in `workspace`; `bridge_port` is the tool bridge's
+/// The network a confined process gets: everything when `allowed`, else only TCP connections to
+/// the tool bridge's loopback port (when there is one).
+fn network_policy(allowed: bool, bridge_port: Option<u16>) -> NetworkPolicy {
+    if allowed {
+        NetworkPolicy::Allowed
+    } else {
+        NetworkPolicy::Denied {
+            allowed_tcp_connect_ports: bridge_port.into_iter().collect(),
+        }
+    }
+}
+
+/// The sandbox policy of one `bash` command in `workspace`; `bridge_port` is the tool bridge's
 /// loopback port, the one TCP port reachable without network.
+pub fn command_policy(
+    confinement: &BashConfinement,
+    workspace: &Workspace,
+    private_tmp: &Path,
+    bridge_port: Option<u16>,
+) -> SandboxPolicy {
+    SandboxPolicy {
+        mode: confinement.mode,
+        readable_denied: sandbox_never_list(workspace, &[]),
+        writable_roots: workspace.roots().to_vec(),
+        private_tmp: private_tmp.to_path_buf(),
+        network: network_policy(confinement.network, bridge_port),
+        limits: confinement.limits,
+    }
+}
+
+/// The kernel sandbox for one command (see [`command_policy`]).
 pub fn prepare_command(
     confinement: &BashConfinement,
     workspace: &Workspace,
     private_tmp: &Path,
     bridge_port: Option<u16>,
 ) -> Result<Prepared, SandboxError> {
-    let network = if confinement.network {
-        NetworkPolicy::Allowed
-    } else {
-        NetworkPolicy::Denied {
-            allowed_tcp_connect_ports: bridge_port.into_iter().collect(),
-        }
-    };
-    let policy = SandboxPolicy {
-        mode: confinement.mode,
-        readable_denied: sandbox_never_list(workspace, &[]),
-        writable_roots: workspace.roots().to_vec(),
-        private_tmp: private_tmp.to_path_buf(),
-        network,
-        limits: confinement.limits,
-    };
-    warden_sandbox::prepare(&policy)
+    warden_sandbox::prepare(&command_policy(
+        confinement,
+        workspace,
+        private_tmp,
+        bridge_port,
+    ))
 }
 
 /// The kernel sandbox for a skill's script: read-only (writes go to `private_tmp` only), the
@@ -152,11 +171,7 @@ pub fn prepare_script(
         readable_denied: sandbox_never_list(workspace, &[skill_dir.to_path_buf()]),
         writable_roots: Vec::new(),
         private_tmp: private_tmp.to_path_buf(),
-        network: if network {
-            NetworkPolicy::Allowed
-        } else {
-            NetworkPolicy::default()
-        },
+        network: network_policy(network, None),
         limits: confinement.limits,
     };
     warden_sandbox::prepare(&policy)

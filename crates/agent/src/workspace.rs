@@ -155,12 +155,9 @@ impl Workspace {
 
     /// A workspace with no protected paths (tests of the tools' own behaviour).
     pub fn unprotected(workdir: impl Into<PathBuf>) -> Self {
-        Self::new(workdir, &ProtectedDefaults::default()).without_protection()
-    }
-
-    fn without_protection(mut self) -> Self {
-        self.protected.clear();
-        self
+        let mut workspace = Self::new(workdir, &ProtectedDefaults::default());
+        workspace.protected.clear();
+        workspace
     }
 
     /// Adds read-write roots (`--add-dir`, `[permissions] additional_directories`).
@@ -176,17 +173,6 @@ impl Workspace {
     pub fn with_read_only_roots(mut self, roots: impl IntoIterator<Item = PathBuf>) -> Self {
         self.read_only_roots
             .extend(roots.into_iter().map(|root| resolve_existing(&root)));
-        self
-    }
-
-    /// Adds protected paths beyond the defaults.
-    #[must_use]
-    pub fn with_protected(mut self, protected: impl IntoIterator<Item = ProtectedPath>) -> Self {
-        self.protected
-            .extend(protected.into_iter().map(|protected| ProtectedPath {
-                path: resolve_existing(&protected.path),
-                holds: protected.holds,
-            }));
         self
     }
 

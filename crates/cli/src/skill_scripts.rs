@@ -262,6 +262,8 @@ impl SkillScripts {
     ) -> Result<ToolOutput, DispatchError> {
         let refused =
             |reason: String| DispatchError::new(format!("{RUN_SKILL_SCRIPT} refused: {reason}"));
+        // Gates 1 to 4 again, not a copy of the gate's assessment: approval may have waited for
+        // minutes, and a grant revoked or expired meanwhile must still stop the run.
         let admitted = self.admit(&arguments).map_err(refused)?;
         self.record_intent(&admitted, &arguments)
             .await

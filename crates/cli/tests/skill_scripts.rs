@@ -80,24 +80,24 @@ async fn fixture(skill_scripts: &str, sandbox_mode: &str) -> Fixture {
 const ENABLED: &str = "[skill_scripts]\nenabled = true\nacknowledge_risks = true\ninterpreters = { \".py\" = \"python3\" }\n";
 
 impl Fixture {
-    fn warden(&self, args: &[&str]) -> Run {
+    /// `warden ARGS` in the sandbox, with the fixture's home and no model keys.
+    fn command(&self, args: &[&str]) -> std::process::Command {
         let mut command = self.sandbox.command();
         command
             .args(args)
             .env("HOME", &self.home)
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY");
-        output(&mut command)
+        command
+    }
+
+    fn warden(&self, args: &[&str]) -> Run {
+        output(&mut self.command(args))
     }
 
     /// `warden ARGS` off the async runtime (the mock model answers on it).
     async fn warden_async(&self, args: &[&str]) -> Run {
-        let mut command = self.sandbox.command();
-        command
-            .args(args)
-            .env("HOME", &self.home)
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY");
+        let mut command = self.command(args);
         tokio::task::spawn_blocking(move || output(&mut command))
             .await
             .unwrap()

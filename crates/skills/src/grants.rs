@@ -235,44 +235,20 @@ pub(crate) fn read_json_or_default<T: serde::de::DeserializeOwned + Default>(
     }
 }
 
-/// Writes `value` as pretty JSON to `path` atomically — a temporary file (mode 0600) in the same
-/// folder, then a rename — so a crash leaves the old file or the new one, never half of one.
+/// Writes `value` as pretty JSON to `path` atomically (warden's one atomic write: a crash leaves
+/// the old file or the new one), private to the user (0600, also for a file written before).
 pub(crate) fn write_json_atomically(
     path: &Path,
     value: &impl serde::Serialize,
 ) -> Result<(), GrantStoreError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::PermissionsExt;
     let write_error = |source| GrantStoreError::Write {
         path: path.to_path_buf(),
         source,
     };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(write_error)?;
     let mut text = serde_json::to_string_pretty(value)
         .map_err(|error| write_error(std::io::Error::other(error)))?;
     text.push('\n');
-    let file_name = path.file_name().map_or_else(
-        || "grants.json".into(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let temp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temp)
-        .and_then(|mut file| {
-            file.write_all(text.as_bytes())
-                .and_then(|()| file.sync_all())
-        });
-    written.map_err(write_error)?;
-    std::fs::rename(&temp, path).map_err(|error| {
-        let _ = std::fs::remove_file(&temp);
-        write_error(error)
-    })
+    warden_config::atomic_write(path, text.as_bytes()).map_err(write_error)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(write_error)
 }

@@ -263,8 +263,7 @@ const MIN_TOKEN_BYTES: usize = 32;
 /// Writes a generated token to `STATE_DIR/serve/token` (a 0700 folder, a 0600 file, replaced
 /// atomically) and returns the path.
 fn write_token_file(token: &str) -> anyhow::Result<std::path::PathBuf> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let dir = crate::context::paths()?.state_dir().join("serve");
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -272,15 +271,8 @@ fn write_token_file(token: &str) -> anyhow::Result<std::path::PathBuf> {
         .create(&dir)
         .with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join("token");
-    let temp = dir.join(format!(".token.{}.tmp", std::process::id()));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temp)
-        .with_context(|| format!("writing {}", temp.display()))?;
-    writeln!(file, "{token}").with_context(|| format!("writing {}", temp.display()))?;
-    std::fs::rename(&temp, &path).with_context(|| format!("writing {}", path.display()))?;
+    warden_config::atomic_write(&path, format!("{token}\n").as_bytes())
+        .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)))
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }
