@@ -146,14 +146,19 @@ impl GatewayHandler {
             relay.clone(),
             self.gateway.host.call_with(call, public_name, arguments),
         ));
+        // Whether the server sent this call's client anything while it ran.
+        let mut heard = false;
         let outcome = loop {
             tokio::select! {
                 outcome = &mut gated => break outcome,
                 Some((token, update)) = next_progress(&mut progress) => {
                     forward_progress(token, update, &context.peer).await;
+                    heard = true;
                 }
                 Some(event) = next_event(&mut events) => match event {
-                    Ok(event) => forward_log(event, server.as_deref(), logs, &context.peer).await,
+                    Ok(event) => {
+                        heard |= forward_log(event, server.as_deref(), logs, &context.peer).await;
+                    }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => events = None,
                 },
@@ -161,28 +166,42 @@ impl GatewayHandler {
         };
         // Progress and log lines the server sent just before its answer. The MCP client handles
         // each notification on a task of its own while the answer reaches the call directly, so
-        // a notification sent before the answer may still be on its way: wait until the feeds
-        // have been quiet for a moment (bounded), then drain them.
-        if progress.is_some() || events.is_some() {
-            let deadline = tokio::time::Instant::now() + TRAILING_NOTIFICATIONS_CAP;
-            loop {
-                let quiet = tokio::time::Instant::now() + TRAILING_NOTIFICATIONS_QUIET;
-                let next = tokio::select! {
-                    Some((token, update)) = next_progress(&mut progress) => {
-                        forward_progress(token, update, &context.peer).await;
-                        true
-                    }
-                    Some(event) = next_event(&mut events) => {
-                        if let Ok(event) = event {
+        // a notification sent before the answer may still be on its way. A call that heard
+        // from its server waits until the feeds have been quiet for a moment (bounded); one that
+        // heard nothing (most calls) only takes what has already arrived.
+        let deadline = tokio::time::Instant::now()
+            + if heard {
+                TRAILING_NOTIFICATIONS_CAP
+            } else {
+                std::time::Duration::ZERO
+            };
+        // Bounded in count too, so a server that never stops talking cannot hold the answer.
+        let mut trailing = 0usize;
+        while (progress.is_some() || events.is_some()) && trailing < MAX_TRAILING_NOTIFICATIONS {
+            trailing += 1;
+            let quiet = (tokio::time::Instant::now() + TRAILING_NOTIFICATIONS_QUIET).min(deadline);
+            let next = tokio::select! {
+                biased;
+                Some((token, update)) = next_progress(&mut progress) => {
+                    forward_progress(token, update, &context.peer).await;
+                    true
+                }
+                Some(event) = next_event(&mut events) => {
+                    match event {
+                        Ok(event) => {
                             forward_log(event, server.as_deref(), logs, &context.peer).await;
                         }
-                        true
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => events = None,
                     }
-                    () = tokio::time::sleep_until(quiet.min(deadline)) => false,
-                };
-                if !next || tokio::time::Instant::now() >= deadline {
-                    break;
+                    true
                 }
+                () = tokio::time::sleep_until(quiet) => false,
+            };
+            // What is already queued is always taken (the select is biased towards it); past
+            // the deadline nothing more is waited for.
+            if !next {
+                break;
             }
         }
         // The upstream's JSON-RPC error is a failed dispatch at the gate; any other answer is an
@@ -484,6 +503,8 @@ type ProgressFeed = (
 
 /// How long the feeds must stay quiet after a call's answer before it is sent on.
 const TRAILING_NOTIFICATIONS_QUIET: std::time::Duration = std::time::Duration::from_millis(10);
+/// The most notifications sent on after a call's answer arrived.
+const MAX_TRAILING_NOTIFICATIONS: usize = 1024;
 /// The longest a call's answer waits for trailing notifications.
 const TRAILING_NOTIFICATIONS_CAP: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -514,13 +535,14 @@ async fn forward_progress(token: ProgressToken, update: ProgressUpdate, peer: &P
     let _ = peer.notify_progress(param).await;
 }
 
-/// Forwards an upstream log line to `peer` when it comes from `server` and the filter admits it.
+/// Forwards an upstream log line to `peer` when it comes from `server` and the filter admits it;
+/// returns whether it did.
 async fn forward_log(
     event: UpstreamEvent,
     server: Option<&str>,
     filter: LogFilter,
     peer: &Peer<RoleServer>,
-) {
+) -> bool {
     if let UpstreamEvent::Log {
         server: from,
         message,
@@ -529,7 +551,9 @@ async fn forward_log(
         && filter.admits(message.level)
     {
         let _ = peer.notify_logging_message(message).await;
+        return true;
     }
+    false
 }
 
 /// Adds the server as provenance: `_meta["dev.warden/server"]`, and `[server]` before the
