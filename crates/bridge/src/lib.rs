@@ -2,17 +2,20 @@
 //! agent's bash tool, over HTTP on loopback or a private Unix socket, with a per-session bearer
 //! token.
 //!
-//! [`protocol`] is the wire format both sides share, [`token`] the secret, [`views`] the answers
+//! [`protocol`] is the wire format both sides share, `client` the side `warden tool` and the
+//! session's handshake speak, [`token`] the secret, [`views`] the answers
 //! computed from a [`warden_host::Host`] (used by the bridge and by the standalone `warden tool`,
 //! so both print the same), [`server`] the axum service and [`socket`] the Unix socket's private
 //! directory.
 
+mod client;
 pub mod protocol;
 pub mod server;
 pub mod socket;
 pub mod token;
 pub mod views;
 
+pub use client::{BridgeClient, BridgeClientError};
 pub use protocol::{
     CallRequest, CallView, ENV_PREFIX, ErrorView, Handshake, MAX_REQUEST_BYTES, PROTOCOL_VERSION,
     ResourceRequest, SearchRequest, SearchView, ServerRow, TOKEN_VAR, ToolView, UNIX_URL_PREFIX,

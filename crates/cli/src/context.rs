@@ -13,7 +13,7 @@ use warden_policy::{
 };
 
 use crate::Globals;
-use crate::agent_session::UsageError;
+use warden_session::{AgentSession, SessionError, SessionRequest, UsageError, ad_hoc_servers};
 
 /// warden's folders, from `WARDEN_HOME`, the XDG variables or the defaults.
 pub fn paths() -> anyhow::Result<Paths> {
@@ -63,6 +63,55 @@ pub fn host_options(
     options.hooks = hook_runner(&config.policy)?;
     options.skills_extension = config.experimental.skills_extension;
     Ok(options)
+}
+
+/// What `warden run` and `warden chat` ask of their agent session on the command line.
+pub struct AgentFlags<'a> {
+    pub model: Option<&'a str>,
+    pub agent: Option<&'a str>,
+    /// `--mcp CMD|URL` (or `NAME=CMD|URL`) ad-hoc servers.
+    pub mcp: &'a [String],
+    pub policy: &'a PolicyFlags,
+    /// `--add-dir`: more workspace roots for the built-in tools.
+    pub add_dirs: &'a [PathBuf],
+    pub resume: Option<&'a str>,
+    pub continue_latest: bool,
+}
+
+/// Opens the agent session of `warden run` or `warden chat`: the config with the global flags,
+/// the policy flags (checked first: a typo in a flag is the first thing to say), the ad-hoc
+/// servers, and the frontend's approver and elicitation handler (`None`: headless).
+pub fn open_agent_session(
+    globals: &Globals,
+    flags: AgentFlags<'_>,
+    approver: Option<Arc<dyn Approver>>,
+    elicitation: Option<Arc<dyn warden_mcp::ElicitationHandler>>,
+) -> anyhow::Result<AgentSession> {
+    let (paths, workspace, config) = load_config(globals)?;
+    let mut options = host_options(paths, workspace, &config, flags.policy)?;
+    options.extra_servers = ad_hoc_servers(flags.mcp)?;
+    options.approver = approver;
+    options.elicitation = elicitation;
+    Ok(AgentSession::open(SessionRequest {
+        config,
+        host: options,
+        model: flags.model,
+        agent: flags.agent,
+        add_dirs: flags.add_dirs,
+        resume: flags.resume,
+        continue_latest: flags.continue_latest,
+    })?)
+}
+
+/// Whether `error` is a usage or configuration problem (exit code 2) rather than a failure.
+pub fn is_usage_error(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.is::<UsageError>()
+            || cause.is::<warden_config::ConfigError>()
+            || cause
+                .downcast_ref::<SessionError>()
+                .is_some_and(SessionError::is_usage)
+    })
 }
 
 /// A multi-threaded tokio runtime for one command.

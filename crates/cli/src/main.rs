@@ -1,15 +1,7 @@
 //! The `warden` binary: parses the command line and hands each subcommand to its module.
 
-mod agent_session;
-mod bridge_client;
-mod catalog_views;
-mod code_tools;
 mod commands;
 mod context;
-mod sampling;
-mod search_tools;
-mod skill_scripts;
-mod skill_tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -197,10 +189,7 @@ fn chat_log_file() -> Option<std::fs::File> {
 /// configuration, 1 for a failure at run time (130 for an interrupted run is returned by the
 /// commands that run).
 fn exit_code_of(error: &anyhow::Error) -> ExitCode {
-    let usage = error.chain().any(|cause| {
-        cause.is::<agent_session::UsageError>() || cause.is::<warden_config::ConfigError>()
-    });
-    if usage {
+    if context::is_usage_error(error) {
         ExitCode::from(2)
     } else {
         ExitCode::FAILURE

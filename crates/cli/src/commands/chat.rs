@@ -12,9 +12,10 @@ use warden_config::{TrustState, TrustStore};
 use warden_hooks::HookEvent;
 
 use crate::Globals;
-use crate::agent_session::{AgentSession, SessionRequest, UsageError, ad_hoc_servers};
-use crate::context::{PolicyFlags, async_runtime, load_config};
-use crate::search_tools::model_switch_notice;
+use crate::context::{
+    AgentFlags, PolicyFlags, async_runtime, is_usage_error, load_config, open_agent_session,
+};
+use warden_session::{AgentSession, ad_hoc_servers, model_switch_notice};
 
 #[derive(Debug, clap::Args)]
 pub struct ChatArgs {
@@ -51,24 +52,25 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
     let runtime = async_runtime()?;
     runtime.block_on(async {
         let (approver, elicitor, ui_requests) = ui_channel();
-        let opened = AgentSession::open(SessionRequest {
+        let opened = open_agent_session(
             globals,
-            model: args.model.as_deref(),
-            agent: args.agent.as_deref(),
-            ad_hoc: &args.mcp,
-            policy: &args.policy,
-            add_dirs: &args.add_dir,
-            resume: args.resume.as_deref(),
-            continue_latest: args.continue_latest,
-            approver: Some(approver),
-            elicitation: Some(elicitor),
-        });
+            AgentFlags {
+                model: args.model.as_deref(),
+                agent: args.agent.as_deref(),
+                mcp: &args.mcp,
+                policy: &args.policy,
+                add_dirs: &args.add_dir,
+                resume: args.resume.as_deref(),
+                continue_latest: args.continue_latest,
+            },
+            Some(approver),
+            Some(elicitor),
+        );
         let mut session = match opened {
             Ok(session) => session,
             Err(error) => {
                 eprintln!("warden: {}", crate::context::error_line(&error));
-                let usage = error.downcast_ref::<UsageError>().is_some()
-                    || error.downcast_ref::<warden_config::ConfigError>().is_some();
+                let usage = is_usage_error(&error);
                 return Ok(ExitCode::from(if usage { 2 } else { 1 }));
             }
         };

@@ -12,8 +12,8 @@ use warden_discovery::code_mode::execute;
 use warden_discovery::{CodeModeLimits, ExecutionStatus};
 
 use crate::Globals;
-use crate::code_tools::GateCodeHost;
 use crate::context::{PolicyFlags, async_runtime, load_config, open_host};
+use warden_session::GateCodeHost;
 
 #[derive(Debug, clap::Args)]
 pub struct CodeArgs {

@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use warden_discovery::{DeferredServer, ManifestTool, manifest_tokens};
 
 use crate::Globals;
-use crate::catalog_views::{apply_auto_deferral, every_server};
 use crate::context::{PolicyFlags, async_runtime, load_config, open_host};
+use warden_session::{apply_auto_deferral, every_server};
 
 #[derive(Debug, clap::Args)]
 pub struct ContextArgs {

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::Globals;
-use crate::agent_session::{bash_confinement, session_workspace};
 use crate::context::load_config;
+use warden_session::{bash_confinement, session_workspace};
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {

@@ -18,8 +18,8 @@ use warden_bridge::{BridgeCall, CallObserver};
 use warden_hooks::HookEvent;
 
 use crate::Globals;
-use crate::agent_session::{AgentSession, SessionRequest, UsageError};
-use crate::context::{PolicyFlags, async_runtime};
+use crate::context::{AgentFlags, PolicyFlags, async_runtime, is_usage_error, open_agent_session};
+use warden_session::AgentSession;
 
 /// Exit codes of `warden run`, documented in the README.
 pub mod exit {
@@ -95,18 +95,20 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         // Listening starts before anything slow: a stop signal while servers start is not lost.
         let cancel = crate::context::cancel_on_stop_signal();
-        let opened = AgentSession::open(SessionRequest {
+        let opened = open_agent_session(
             globals,
-            model: args.model.as_deref(),
-            agent: args.agent.as_deref(),
-            ad_hoc: &args.mcp,
-            policy: &args.policy,
-            add_dirs: &args.add_dir,
-            resume: args.resume.as_deref(),
-            continue_latest: args.continue_latest,
-            approver: None,
-            elicitation: None,
-        });
+            AgentFlags {
+                model: args.model.as_deref(),
+                agent: args.agent.as_deref(),
+                mcp: &args.mcp,
+                policy: &args.policy,
+                add_dirs: &args.add_dir,
+                resume: args.resume.as_deref(),
+                continue_latest: args.continue_latest,
+            },
+            None,
+            None,
+        );
         let mut session = match opened {
             Ok(session) => session,
             Err(error) => return Ok(usage_or_error(error, format)),
@@ -118,9 +120,7 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn usage_or_error(error: anyhow::Error, format: OutputFormat) -> ExitCode {
-    let code = if error.downcast_ref::<UsageError>().is_some()
-        || error.downcast_ref::<warden_config::ConfigError>().is_some()
-    {
+    let code = if is_usage_error(&error) {
         exit::USAGE
     } else {
         exit::ERROR

@@ -16,10 +16,10 @@ use warden_serve::{
 use warden_skills::{SkillRoots, discover};
 
 use crate::Globals;
-use crate::agent_session::{UsageError, ad_hoc_servers};
-use crate::code_tools::{CODE_EXECUTE, CODE_SEARCH, HostSlot, code_tools};
 use crate::context::{PolicyFlags, async_runtime, host_options, load_config};
-use crate::skill_tools::{USE_SKILL, skill_tools};
+use warden_session::{CODE_EXECUTE, CODE_SEARCH, HostSlot, code_tools};
+use warden_session::{USE_SKILL, skill_tools};
+use warden_session::{UsageError, ad_hoc_servers};
 
 /// The exposure on the command line.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

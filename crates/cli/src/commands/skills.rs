@@ -13,8 +13,8 @@ use warden_skills::{
 };
 
 use crate::Globals;
-use crate::catalog_views::every_server;
 use crate::context::{PolicyFlags, async_runtime, host_options, load_config};
+use warden_session::every_server;
 
 /// Local skills (operator and workspace) and skill grants.
 #[derive(Debug, Args)]

@@ -14,8 +14,8 @@ use warden_bridge::{CallRequest, CallView, SearchView, ServerRow, ToolView};
 use warden_host::Host;
 
 use crate::Globals;
-use crate::bridge_client::BridgeClient;
 use crate::context::{PolicyFlags, async_runtime, load_config, open_host};
+use warden_bridge::BridgeClient;
 
 #[derive(Debug, clap::Args)]
 pub struct ToolArgs {

@@ -11,7 +11,7 @@ use warden_config::{DeferMode, LoadedConfig};
 use warden_host::{Host, VisibleTool};
 
 use crate::code_tools::HostSlot;
-use crate::search_tools::Deferral;
+use crate::deferral::Deferral;
 
 /// The session's deferred-tool state from the config: the threshold of automatic deferral
 /// (`[discovery] auto_defer_tokens`) and the servers that are never deferred (`always_load`).

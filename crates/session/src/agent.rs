@@ -1,11 +1,11 @@
-//! Assembles an agent session for `warden run` (and the chat frontend): the model, the session
-//! host with built-in tools behind the gate, the tool list, the system prompt and the transcript.
+//! Assembles an agent session for every frontend (`warden run`, chat, and the surfaces to come):
+//! the model, the session host with built-in tools behind the gate, the tool list, the system
+//! prompt and the transcript.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -19,7 +19,7 @@ use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
 
 use warden_discovery::{Availability, CodeModeLimits, RoutingInputs, execution_routing_section};
 
-use crate::bridge_client::{settle_tool_cli, with_tool_cli_usage};
+use crate::tool_cli::{bridge_listen, settle_tool_cli, with_tool_cli_usage};
 use warden_agent::{
     Access, BashConfinement, BashEnv, Placement, ProtectedDefaults, ResourceLimits, SandboxMode,
     Workspace,
@@ -28,11 +28,11 @@ use warden_bridge::Bridge;
 use warden_config::SandboxModeSetting;
 
 use crate::code_tools::{HostSlot, code_tools};
+use crate::deferral::{Deferral, SEARCH_TOOLS, tool_references};
 use crate::sampling::{ModelSampler, SamplingModel, SamplingTool};
-use crate::search_tools::{Deferral, SEARCH_TOOLS, tool_references};
 use crate::skill_scripts::{RunSkillScript, ScriptQuota, SkillScripts};
 use crate::skill_tools::skill_tools;
-use warden_host::{CallContext, Host, HostTool, VisibleTool};
+use warden_host::{CallContext, Host, HostOptions, HostTool, VisibleTool};
 use warden_host::{RemoteSkills, RemoteSkillsSettings};
 use warden_mcp::ServerSpec;
 use warden_policy::{
@@ -40,25 +40,20 @@ use warden_policy::{
     OutsidePath, ToolOutput,
 };
 
-use crate::Globals;
-use crate::context::{PolicyFlags, host_options, load_config};
-
 /// What a frontend decides for one agent session.
 pub struct SessionRequest<'a> {
-    pub globals: &'a Globals,
+    /// The loaded configuration (the frontend folds its flags in first).
+    pub config: LoadedConfig,
+    /// The host's options as the frontend built them: paths, workspace, the gate's policy and
+    /// hooks, the approver, the elicitation handler and ad-hoc servers. The session adds its
+    /// tools, skills, sampling and defer mode.
+    pub host: HostOptions,
     pub model: Option<&'a str>,
     pub agent: Option<&'a str>,
-    /// `--mcp CMD|URL` (or `NAME=CMD|URL`) ad-hoc servers.
-    pub ad_hoc: &'a [String],
-    pub policy: &'a PolicyFlags,
-    /// `--add-dir`: more workspace roots for the built-in tools.
+    /// More workspace roots for the built-in tools (`--add-dir`).
     pub add_dirs: &'a [PathBuf],
     pub resume: Option<&'a str>,
     pub continue_latest: bool,
-    /// Who answers approvals (`None`: headless, calls that need approval are denied).
-    pub approver: Option<Arc<dyn warden_policy::Approver>>,
-    /// An interactive frontend's elicitation handler (`None`: elicitation is not offered).
-    pub elicitation: Option<Arc<dyn warden_mcp::ElicitationHandler>>,
 }
 
 /// An open agent session: everything the loop needs.
@@ -93,17 +88,40 @@ pub struct AgentSession {
     pub bash_confinement: warden_agent::ConfinementReport,
 }
 
-/// A configuration or usage problem: reported in one line with exit code 2.
+/// A configuration or usage problem: reported in one line (the binary exits with code 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// Why an agent session could not open.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The request names something that does not exist or cannot work (exit code 2).
+    #[error(transparent)]
+    Usage(#[from] UsageError),
+    #[error("reading the earlier session: {0}")]
+    Resume(#[from] warden_agent::SessionError),
+    #[error("opening the session: {0}")]
+    Host(#[from] warden_host::HostError),
+}
+
+impl SessionError {
+    /// Whether this is a usage problem (exit code 2) rather than a failure.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Self::Usage(_))
+    }
+}
+
 impl AgentSession {
     /// Loads the config, picks the model and agent profile, and opens the session host.
-    pub fn open(request: SessionRequest<'_>) -> anyhow::Result<Self> {
-        let (paths, workspace, mut config) = load_config(request.globals)?;
-        // The command line's patterns are checked first: a typo in a flag is the first thing to say.
-        request.policy.policy(&config.policy)?;
+    pub fn open(request: SessionRequest<'_>) -> Result<Self, SessionError> {
+        let SessionRequest {
+            mut config,
+            host: mut options,
+            ..
+        } = request;
+        let paths = options.paths.clone();
+        let workspace = options.workspace.clone();
         let settings = config.models.clone();
         let profile: Option<&AgentProfile> = match request.agent {
             Some(name) => Some(settings.agents.get(name).ok_or_else(|| {
@@ -202,18 +220,14 @@ impl AgentSession {
         host_tools.push(deferral.search_tool());
         let sampling_model = SamplingModel::new(client.clone());
         host_tools.push(Arc::new(SamplingTool::new(sampling_model.clone())));
-        let mut options = host_options(paths.clone(), workspace.clone(), &config, request.policy)?;
         options.defer_mode = Some(model.defer_mode);
         options.tools = host_tools;
-        options.extra_servers = ad_hoc_servers(request.ad_hoc)?;
         options.session_id = resumed.as_ref().map(|(id, _)| id.clone());
-        options.approver = request.approver.clone();
-        options.elicitation = request.elicitation.clone();
         options.remote_skills = Some(remote_skills);
         options.sampling = Some(Arc::new(ModelSampler::new(host_slot.clone())));
-        let host = Arc::new(Host::open(&config, options).context("opening the session")?);
+        let host = Arc::new(Host::open(&config, options)?);
         let _ = host_slot.set(Arc::downgrade(&host));
-        let listen = crate::bridge_client::bridge_listen(&config.discovery, paths.state_dir());
+        let listen = bridge_listen(&config.discovery, paths.state_dir());
         let bridge = Bridge::start_on(host.clone(), listen).map_err(|error| error.to_string());
         Ok(Self {
             bash_env,
@@ -410,12 +424,12 @@ impl AgentSession {
 /// The built-in tools' workspace: the project root (the working folder's git root unless that
 /// is the home folder or `/`; else the working folder), the operator's extra folders, warden's
 /// artifacts to read, and the protected paths with the user's exceptions.
-pub(crate) fn session_workspace(
+pub fn session_workspace(
     paths: &warden_config::Paths,
     workdir: &Path,
     config: &LoadedConfig,
     add_dirs: &[PathBuf],
-) -> anyhow::Result<Workspace> {
+) -> Result<Workspace, UsageError> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut extra = Vec::new();
     for dir in add_dirs {
@@ -425,7 +439,10 @@ pub(crate) fn session_workspace(
             workdir.join(dir)
         };
         if !absolute.is_dir() {
-            return Err(UsageError(format!("--add-dir {}: no such folder", dir.display())).into());
+            return Err(UsageError(format!(
+                "--add-dir {}: no such folder",
+                dir.display()
+            )));
         }
         extra.push(absolute);
     }
@@ -454,7 +471,7 @@ pub(crate) fn session_workspace(
 }
 
 /// The bash tool's confinement from `[sandbox]`.
-pub(crate) fn bash_confinement(settings: &warden_config::SandboxSettings) -> BashConfinement {
+pub fn bash_confinement(settings: &warden_config::SandboxSettings) -> BashConfinement {
     let defaults = BashConfinement::default();
     let mode = match settings.mode() {
         SandboxModeSetting::Off => SandboxMode::Off,
@@ -646,15 +663,18 @@ fn resume(
     workspace: &Path,
     id: Option<&str>,
     continue_latest: bool,
-) -> anyhow::Result<Option<(String, Vec<warden_agent::Message>)>> {
+) -> Result<Option<(String, Vec<warden_agent::Message>)>, SessionError> {
     let id = match (id, continue_latest) {
         (Some(id), _) => id.to_owned(),
         (None, true) => match store.latest_for(workspace)? {
             Some(id) => id,
-            None => bail!(UsageError(format!(
-                "no earlier session in {} to continue",
-                workspace.display()
-            ))),
+            None => {
+                return Err(UsageError(format!(
+                    "no earlier session in {} to continue",
+                    workspace.display()
+                ))
+                .into());
+            }
         },
         (None, false) => return Ok(None),
     };
@@ -663,7 +683,7 @@ fn resume(
 }
 
 /// `--mcp` values: `URL`, `COMMAND ARGS…`, or either behind `NAME=`.
-pub fn ad_hoc_servers(values: &[String]) -> anyhow::Result<Vec<ServerSpec>> {
+pub fn ad_hoc_servers(values: &[String]) -> Result<Vec<ServerSpec>, UsageError> {
     let mut unnamed = 0;
     let mut specs = Vec::new();
     for value in values {
@@ -690,9 +710,9 @@ pub fn ad_hoc_servers(values: &[String]) -> anyhow::Result<Vec<ServerSpec>> {
             ServerSpec::http(name, target)
         } else {
             let words = split_command(target)
-                .with_context(|| format!("--mcp {value}: unbalanced quotes"))?;
+                .ok_or_else(|| UsageError(format!("--mcp {value}: unbalanced quotes")))?;
             let Some((command, args)) = words.split_first() else {
-                bail!(UsageError(format!("--mcp {value}: empty command")));
+                return Err(UsageError(format!("--mcp {value}: empty command")));
             };
             ServerSpec::stdio(name, command.clone()).with_args(args.to_vec())
         };
