@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use warden_discovery::code_mode::{BoxFuture, execute};
-use warden_discovery::{
-    Callability, CodeCatalog, CodeModeHost, CodeModeLimits, CodeTool, ExecutionStatus,
+use warden_codemode::{
+    BoxFuture, Callability, CodeCatalog, CodeModeHost, CodeModeLimits, CodeTool, ExecutionStatus,
+    execute,
 };
 use warden_host::{CallContext, Host};
 use warden_policy::{CallSource, Decision};

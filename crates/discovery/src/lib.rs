@@ -1,15 +1,14 @@
-//! warden's progressive discovery: tool search, manifest token counts, code mode and execution routing.
+//! warden's progressive discovery: tool search, manifest token counts and execution routing
+//! (code mode, which needs QuickJS, is its own crate, `warden-codemode`).
 //!
 //! - [`search`]: [`SearchIndex`] ranks tools by exact name, then name prefix, then BM25F over
 //!   names, descriptions, parameters and the server's summary, with generic synonyms, a light
 //!   stemmer and typo tolerance ([`text`]); results are compact and callable.
 //! - [`corpus`]: loads the shared corpora at run time and measures search quality.
 //! - [`tokens`]: o200k token counts of the manifest, the shape of `warden context --json`.
-//! - [`code_mode`]: `code_execute` in a fresh QuickJS sandbox per run, tools reached only through
-//!   a [`CodeModeHost`] (the gate), and `code_search` with TypeScript-like [`signature`]s.
+//! - [`signature`]: the TypeScript-like signatures code mode's `code_search` shows.
 //! - [`routing`]: the byte-stable `<execution_routing>` prompt section.
 
-pub mod code_mode;
 pub mod corpus;
 pub mod routing;
 pub mod search;
@@ -17,10 +16,6 @@ pub mod signature;
 pub mod text;
 pub mod tokens;
 
-pub use code_mode::{
-    Callability, CodeCatalog, CodeModeError, CodeModeHost, CodeModeLimits, CodeSearchRequest,
-    CodeTool, ExecutionReport, ExecutionStatus, code_search,
-};
 pub use corpus::{
     Corpora, CorpusError, QueryHalf, SearchQuality, evaluate, quality_table, shared_dir,
 };

@@ -17,7 +17,8 @@ use warden_agent::{
 use warden_config::{AgentProfile, LoadedConfig};
 use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
 
-use warden_discovery::{Availability, CodeModeLimits, RoutingInputs, execution_routing_section};
+use warden_codemode::CodeModeLimits;
+use warden_discovery::{Availability, RoutingInputs, execution_routing_section};
 
 use crate::tool_cli::{bridge_listen, settle_tool_cli, with_tool_cli_usage};
 use warden_agent::{
@@ -330,7 +331,7 @@ impl AgentSession {
     /// available here (the code-mode sandbox is probed; it never falls back to weaker isolation;
     /// the tool bridge is handshaken), followed by the tool CLI's usage when it is available.
     pub async fn execution_routing(&self) -> String {
-        let code_mode = match warden_discovery::code_mode::probe(CodeModeLimits::default()).await {
+        let code_mode = match warden_codemode::probe(CodeModeLimits::default()).await {
             Ok(()) => Availability::Available,
             Err(error) => Availability::Unavailable {
                 reason: error.to_string(),

@@ -6,11 +6,11 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use warden_discovery::code_mode::execute;
-use warden_discovery::{
+use warden_codemode::{
     Callability, CodeCatalog, CodeModeHost, CodeModeLimits, CodeSearchRequest, CodeTool,
-    ExecutionStatus, ServerDoc,
+    ExecutionStatus, execute,
 };
+use warden_discovery::ServerDoc;
 use warden_host::{CallContext, Host, HostTool};
 use warden_policy::{BoxFuture, CallSource, CapabilitySet, Decision, DispatchError, ToolOutput};
 

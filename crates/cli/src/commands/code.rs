@@ -8,8 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
-use warden_discovery::code_mode::execute;
-use warden_discovery::{CodeModeLimits, ExecutionStatus};
+use warden_codemode::{CodeModeLimits, ExecutionStatus, execute};
 
 use crate::Globals;
 use crate::context::{PolicyFlags, async_runtime, load_config, open_host};

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use warden_discovery::code_mode::{BoxFuture, execute};
-use warden_discovery::{CodeCatalog, CodeModeHost, CodeModeLimits, ExecutionStatus};
+use warden_codemode::{BoxFuture, execute};
+use warden_codemode::{CodeCatalog, CodeModeHost, CodeModeLimits, ExecutionStatus};
 use warden_mcp::naming::ToolIdentity;
 use warden_mcp::{CallOptions, McpRuntime, RuntimeOptions, ServerSpec};
 

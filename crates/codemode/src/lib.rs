@@ -1,4 +1,5 @@
-//! Code mode: `code_execute` runs JavaScript in a fresh QuickJS sandbox per execution that may
+//! Code mode, its own crate so that only the surfaces offering it compile QuickJS: `code_execute`
+//! runs JavaScript in a fresh QuickJS sandbox per execution that may
 //! reach tools only through the host ([`CodeModeHost`], the gate), under memory, time and call
 //! budgets; `code_search` browses and describes the tools it may call.
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use warden_discovery::code_mode::{self, BoxFuture, execute};
-use warden_discovery::{
+use warden_codemode::{self as code_mode, BoxFuture, execute};
+use warden_codemode::{
     Callability, CodeCatalog, CodeModeHost, CodeModeLimits, CodeSearchRequest, CodeTool,
     ExecutionStatus,
 };
@@ -104,7 +104,7 @@ fn limits() -> CodeModeLimits {
     }
 }
 
-async fn run(code: &str) -> warden_discovery::ExecutionReport {
+async fn run(code: &str) -> warden_codemode::ExecutionReport {
     execute(&EchoHost::new(), code, limits()).await.unwrap()
 }
 
