@@ -4,8 +4,9 @@
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use warden_discovery::{SearchIndex, ServerDoc, ToolEntry};
-use warden_host::{Host, LIST_RESOURCES, READ_RESOURCE, VisibleTool};
+use warden_host::{
+    Host, LIST_RESOURCES, READ_RESOURCE, SearchScope, VisibleTool, search_limit,
+};
 use warden_policy::{CallSource, GateOutcome};
 
 use crate::protocol::{CallRequest, CallView, SearchView, ServerRow, ToolView};
@@ -187,33 +188,14 @@ pub async fn search(host: &Host, query: &str, limit: usize) -> Result<SearchView
             "give a query: warden tool search \"create an issue\"",
         ));
     }
-    let statuses = host.runtime().status();
-    let fetched = futures::future::join_all(
-        statuses
-            .iter()
-            .map(|status| async move { host.server_tools(&status.name).await }),
-    )
-    .await;
-    let mut entries = Vec::new();
-    let mut docs = Vec::new();
-    let mut failures = Vec::new();
-    for (status, result) in statuses.iter().zip(fetched) {
-        match result {
-            Ok(tools) => entries.extend(tools.iter().map(|visible| {
-                ToolEntry::from_mcp(&visible.tool, &visible.descriptor.public_name)
-            })),
-            Err(failure) => failures.push(failure.to_string()),
-        }
-        docs.push(ServerDoc {
-            name: status.name.clone(),
-            summary: status.deferred.clone().unwrap_or_default(),
-        });
-    }
-    let hits = SearchIndex::new(entries, &docs).search(query, limit);
+    let limit = search_limit(u64::try_from(limit).ok());
+    let search = host
+        .search_tools(SearchScope::Everything, query, limit)
+        .await;
     Ok(SearchView {
-        hits: serde_json::to_value(&hits).unwrap_or(Value::Null),
-        rendered: hits.iter().map(|hit| hit.render()).collect(),
-        failures,
+        hits: serde_json::to_value(&search.hits).unwrap_or(Value::Null),
+        rendered: search.hits.iter().map(|hit| hit.render()).collect(),
+        failures: search.failures,
     })
 }
 

@@ -5,6 +5,7 @@ mod catalog;
 mod dispatch;
 mod index;
 mod policy;
+mod search;
 pub mod skills;
 mod specs;
 mod tools;
@@ -33,6 +34,10 @@ pub use policy::{PolicyMappingError, capability_class, gate_policy, hook_runner}
 pub use skills::{
     GrantOutcome, LoadedRemoteSkill, RemoteSkills, RemoteSkillsError, RemoteSkillsSettings,
     ServerSkills,
+};
+pub use search::{
+    DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SEARCH_TOOLS, SearchScope, ToolSearch, search_limit,
+    search_schema,
 };
 pub use specs::{LoginRefusal, login_settings, oauth_settings, server_spec};
 pub use tools::{

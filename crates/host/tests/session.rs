@@ -283,3 +283,33 @@ async fn resource_tools_read_only_what_the_server_advertised() {
     );
     session.host.shutdown().await;
 }
+
+/// The one tool search: `Everything` ranks every admitted tool, a server's instructions count as
+/// its summary (a query that only its instructions answer finds its tools), `Deferred` ranks
+/// only deferred servers, and a server that cannot start is named beside the hits.
+#[tokio::test]
+async fn the_tool_search_ranks_with_server_summaries_and_names_what_it_could_not_search() {
+    let session = session(&[("fx", "echo", None), ("pg", "paginated", None)], &[]);
+    let host = &session.host;
+    let exact = host
+        .search_tools(warden_host::SearchScope::Everything, "echo", 3)
+        .await;
+    assert_eq!(exact.hits[0].public_name, "mcp__fx__echo", "{:?}", exact.hits);
+    assert!(exact.failures.is_empty(), "{:?}", exact.failures);
+    // A word only the echo fixture's instructions contain, in no tool's name or description.
+    let by_summary = host
+        .search_tools(warden_host::SearchScope::Everything, "tests", 5)
+        .await;
+    assert!(!by_summary.hits.is_empty());
+    assert!(
+        by_summary.hits.iter().all(|hit| hit.server == "fx"),
+        "{:?}",
+        by_summary.hits
+    );
+    let deferred_only = host
+        .search_tools(warden_host::SearchScope::Deferred, "echo", 3)
+        .await;
+    assert!(deferred_only.hits.is_empty(), "nothing is deferred here");
+    let text = deferred_only.render("No deferred tool matches \"echo\".", "loaded");
+    assert_eq!(text, "No deferred tool matches \"echo\".\n");
+}

@@ -6,16 +6,13 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, model::JsonObject};
 use serde_json::{Value, json};
-use warden_discovery::{SearchIndex, ToolEntry};
+use warden_host::{SEARCH_TOOLS, SearchScope, search_limit, search_schema};
 use warden_mcp::McpTool;
 
 use crate::handler::GatewayHandler;
 
-pub const SEARCH_TOOLS: &str = "search_tools";
 pub const DESCRIBE_TOOL: &str = "describe_tool";
 pub const CALL_TOOL: &str = "call_tool";
-const DEFAULT_LIMIT: usize = 5;
-const MAX_LIMIT: usize = 20;
 
 fn schema(value: Value) -> std::sync::Arc<JsonObject> {
     match value {
@@ -55,14 +52,7 @@ fn fixed_tools() -> Vec<Tool> {
             "Searches every tool warden can reach (names, descriptions, parameters) and returns \
              the best matches with their names and parameters. Then describe_tool for the full \
              schema, or call_tool to run one.",
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What the tool should do, in a few words, or its name"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}
-                },
-                "required": ["query"]
-            })),
+            schema(search_schema()),
         ),
         Tool::new(
             DESCRIBE_TOOL,
@@ -135,24 +125,22 @@ pub(crate) async fn call(
     match name {
         SEARCH_TOOLS => {
             let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
-            let limit = arguments
-                .get("limit")
-                .and_then(Value::as_u64)
-                .map_or(DEFAULT_LIMIT, |limit| (limit as usize).clamp(1, MAX_LIMIT));
-            let (tools, failures) = reachable(handler).await;
-            let entries = tools
-                .iter()
-                .map(|(tool, public_name)| ToolEntry::from_mcp(tool, public_name))
-                .collect();
-            let hits = SearchIndex::new(entries, &[]).search(query, limit);
-            let mut text: String = hits.iter().map(|hit| hit.render() + "\n").collect();
-            if text.is_empty() {
-                text = format!("No tool matches \"{query}\".\n");
-            }
-            for failure in failures {
-                text.push_str(&format!("(not searched: {failure})\n"));
-            }
-            text_result(text, false)
+            let limit = search_limit(arguments.get("limit").and_then(Value::as_u64));
+            let search = handler
+                .gateway()
+                .host()
+                .search_tools(SearchScope::Everything, query, limit)
+                .await;
+            handler.gateway().remember_servers(
+                search
+                    .candidates
+                    .iter()
+                    .map(|(tool, public)| (public, &tool.identity.server)),
+            );
+            text_result(
+                search.render(&format!("No tool matches \"{query}\"."), ""),
+                false,
+            )
         }
         DESCRIBE_TOOL => {
             let wanted = arguments.get("name").and_then(Value::as_str).unwrap_or("");

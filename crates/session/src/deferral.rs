@@ -13,20 +13,16 @@ use warden_agent::{ModelConfig, ToolList, ToolSpec};
 use warden_config::{DeferMode, ModelProvider};
 use warden_discovery::search::{SUMMARY_CHARS, one_line, parameters_of};
 use warden_discovery::tokens::{ManifestTool, tools_array_tokens};
-use warden_discovery::{SearchIndex, ServerDoc, ToolEntry};
-use warden_host::{Host, HostTool, VisibleTool};
+use warden_host::{
+    Host, HostTool, SearchScope, VisibleTool, search_limit, search_schema,
+};
 use warden_policy::{BoxFuture, CapabilitySet, DispatchError, ToolOutput};
 
 use crate::code_tools::{HostSlot, host_of};
 
-/// The name of the deferred-tool search.
-pub const SEARCH_TOOLS: &str = "search_tools";
+pub use warden_host::SEARCH_TOOLS;
 /// The generic call tool of `system-tools` mode.
 pub const CALL_TOOL: &str = "call_tool";
-/// Results when the model gives no limit.
-const DEFAULT_LIMIT: usize = 5;
-/// The most results one search returns.
-const MAX_LIMIT: usize = 20;
 /// Longest generated summary of an automatically deferred server.
 const AUTO_SUMMARY_CHARS: usize = 100;
 /// Tool names a generated summary lists.
@@ -337,18 +333,6 @@ fn search_description(servers: &[(String, String)]) -> String {
     description
 }
 
-fn search_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "What the tool should do, in a few words, or its name"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}
-        },
-        "required": ["query"],
-        "additionalProperties": false
-    })
-}
-
 fn call_tool_spec() -> ToolSpec {
     ToolSpec {
         name: CALL_TOOL.to_owned(),
@@ -431,24 +415,13 @@ impl HostTool for SearchTools {
         Box::pin(async move {
             let host = host_of(&self.deferral.slot)?;
             let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
-            let limit = arguments
-                .get("limit")
-                .and_then(Value::as_u64)
-                .map_or(DEFAULT_LIMIT, |limit| (limit as usize).clamp(1, MAX_LIMIT));
-            let servers: Vec<ServerDoc> = host
-                .deferred_servers()
-                .into_iter()
-                .map(|(name, summary)| ServerDoc { name, summary })
-                .collect();
-            let (tools, failures) = host.deferred_tools().await;
-            let entries = tools
-                .iter()
-                .map(|(tool, public_name)| ToolEntry::from_mcp(tool, public_name))
-                .collect();
-            let hits = SearchIndex::new(entries, &servers).search(query, limit);
+            let limit = search_limit(arguments.get("limit").and_then(Value::as_u64));
+            let search = host
+                .search_tools(SearchScope::Deferred, query, limit)
+                .await;
             let mut loaded = Vec::new();
-            for hit in &hits {
-                if let Some((tool, _)) = tools.iter().find(|(_, name)| name == &hit.public_name) {
+            for hit in &search.hits {
+                if let Some(tool) = search.candidate(&hit.public_name) {
                     loaded.extend(host.load_tools(&hit.server, std::slice::from_ref(tool)));
                 }
             }
@@ -464,26 +437,19 @@ impl HostTool for SearchTools {
             if self.deferral.mode == DeferMode::Normal {
                 self.deferral.offered.append(loaded.iter().map(tool_spec));
             }
-            let mut text = String::new();
-            let mut references = Vec::new();
-            for hit in &hits {
-                if loaded
+            // Only the hits the gate shows once loaded are offered.
+            let mut search = search;
+            search.hits.retain(|hit| {
+                loaded
                     .iter()
                     .any(|visible| visible.descriptor.public_name == hit.public_name)
-                {
-                    text.push_str(&hit.render());
-                    text.push('\n');
-                    references.push(hit.public_name.clone());
-                }
-            }
-            if text.is_empty() {
-                text = format!("No deferred tool matches \"{query}\".\n");
-            } else {
-                text.push_str("These tools are loaded: call them by the names above.\n");
-            }
-            for failure in failures {
-                text.push_str(&format!("(not searched: {failure})\n"));
-            }
+            });
+            let references: Vec<String> =
+                search.hits.iter().map(|hit| hit.public_name.clone()).collect();
+            let text = search.render(
+                &format!("No deferred tool matches \"{query}\"."),
+                "These tools are loaded: call them by the names above.",
+            );
             let mut output = ToolOutput::text(text);
             if self.deferral.mode == DeferMode::Reference && !references.is_empty() {
                 output.content = Some(json!({ "tool_references": references }));

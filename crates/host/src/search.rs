@@ -1,0 +1,170 @@
+//! The one tool search every surface offers (the agent's `search_tools`, `warden serve
+//! --expose progressive`, `warden tool search` over the bridge): which tools are candidates,
+//! the server summaries that rank beside them, the limits, and how results read.
+
+use serde_json::{Value, json};
+use warden_discovery::search::one_line;
+use warden_discovery::{SearchHit, SearchIndex, ServerDoc, ToolEntry};
+use warden_mcp::McpTool;
+
+use crate::Host;
+
+/// The tool name every surface gives the search.
+pub const SEARCH_TOOLS: &str = "search_tools";
+/// Results when the caller gives no limit.
+pub const DEFAULT_SEARCH_LIMIT: usize = 5;
+/// The most results one search returns.
+pub const MAX_SEARCH_LIMIT: usize = 20;
+/// Longest server summary taken from a server's instructions.
+const SUMMARY_CHARS: usize = 100;
+
+/// Which tools a search ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchScope {
+    /// Only the deferred servers' tools (an agent session: the rest are in its tool list).
+    Deferred,
+    /// Every admitted tool of every server, deferred ones included (serve, the tool CLI).
+    Everything,
+}
+
+/// What one search found: the ranked hits, the candidates they came from (so a surface can
+/// load or describe a hit), and the servers that could not be listed.
+#[derive(Debug, Default)]
+pub struct ToolSearch {
+    pub hits: Vec<SearchHit>,
+    pub candidates: Vec<(McpTool, String)>,
+    pub failures: Vec<String>,
+}
+
+/// The limit a caller asked for, within `1..=MAX_SEARCH_LIMIT` (the default when absent).
+pub fn search_limit(requested: Option<u64>) -> usize {
+    requested.map_or(DEFAULT_SEARCH_LIMIT, |limit| {
+        usize::try_from(limit)
+            .unwrap_or(MAX_SEARCH_LIMIT)
+            .clamp(1, MAX_SEARCH_LIMIT)
+    })
+}
+
+/// The search's input schema, the same on every surface.
+pub fn search_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What the tool should do, in a few words, or its name"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT}
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    })
+}
+
+impl ToolSearch {
+    /// The hits as text, one `name (server) — summary` block each followed by `found` (when
+    /// not empty), or `empty` when nothing matched; then a line per server that could not be
+    /// searched.
+    pub fn render(&self, empty: &str, found: &str) -> String {
+        let mut text: String = self.hits.iter().map(|hit| hit.render() + "\n").collect();
+        if text.is_empty() {
+            text = format!("{empty}\n");
+        } else if !found.is_empty() {
+            text.push_str(found);
+            text.push('\n');
+        }
+        for failure in &self.failures {
+            text.push_str(&format!("(not searched: {failure})\n"));
+        }
+        text
+    }
+
+    /// The candidate behind a hit.
+    pub fn candidate(&self, public_name: &str) -> Option<&McpTool> {
+        self.candidates
+            .iter()
+            .find(|(_, name)| name == public_name)
+            .map(|(tool, _)| tool)
+    }
+}
+
+impl Host {
+    /// Ranks the candidate tools of `scope` against `query`: exact name, then name prefix, then
+    /// BM25F over names, descriptions, parameters and each server's summary (a deferred
+    /// server's summary, else the first line of its instructions). Only tools the gate admits
+    /// are candidates.
+    pub async fn search_tools(&self, scope: SearchScope, query: &str, limit: usize) -> ToolSearch {
+        let (candidates, failures) = match scope {
+            SearchScope::Deferred => self.deferred_tools().await,
+            SearchScope::Everything => {
+                let (visible, mut failures) = self.all_tools().await;
+                let mut tools: Vec<(McpTool, String)> = visible
+                    .into_iter()
+                    .map(|visible| (visible.tool, visible.descriptor.public_name))
+                    .collect();
+                let (deferred, deferred_failures) = self.deferred_tools().await;
+                tools.extend(deferred);
+                failures.extend(deferred_failures);
+                (tools, failures)
+            }
+        };
+        let entries = candidates
+            .iter()
+            .map(|(tool, public_name)| ToolEntry::from_mcp(tool, public_name))
+            .collect();
+        let hits = SearchIndex::new(entries, &self.server_docs()).search(query, limit);
+        ToolSearch {
+            hits,
+            candidates,
+            failures: failures.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// Every server's one-line summary for ranking: a deferred server's summary, else the
+    /// first non-empty line of its instructions.
+    fn server_docs(&self) -> Vec<ServerDoc> {
+        let deferred: std::collections::BTreeMap<String, String> =
+            self.deferred_servers().into_iter().collect();
+        self.runtime
+            .status()
+            .into_iter()
+            .map(|status| {
+                let summary = deferred.get(&status.name).cloned().or_else(|| {
+                    status.instructions.as_deref().and_then(|text| {
+                        text.lines()
+                            .map(str::trim)
+                            .find(|line| !line.is_empty())
+                            .map(|line| one_line(line, SUMMARY_CHARS))
+                    })
+                });
+                ServerDoc {
+                    name: status.name,
+                    summary: summary.unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_clamped_and_default_to_five() {
+        assert_eq!(search_limit(None), DEFAULT_SEARCH_LIMIT);
+        assert_eq!(search_limit(Some(0)), 1);
+        assert_eq!(search_limit(Some(7)), 7);
+        assert_eq!(search_limit(Some(10_000)), MAX_SEARCH_LIMIT);
+        assert_eq!(search_limit(Some(u64::MAX)), MAX_SEARCH_LIMIT);
+    }
+
+    #[test]
+    fn an_empty_search_says_so_and_names_what_was_not_searched() {
+        let search = ToolSearch {
+            failures: vec!["MCP fx: not running".into()],
+            ..ToolSearch::default()
+        };
+        assert_eq!(
+            search.render("No tool matches \"x\".", "unused when nothing matched"),
+            "No tool matches \"x\".\n(not searched: MCP fx: not running)\n"
+        );
+    }
+}
