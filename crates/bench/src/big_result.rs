@@ -48,10 +48,15 @@ pub async fn child(env: &BenchEnv, path: Path) -> anyhow::Result<()> {
     session.connect("big").await?;
     let (rss_before, _) = memory_of("self").context("reading /proc/self/status")?;
     if path == Path::Runtime {
+        // The runtime on its own (a host keeps its runtime private): the same server, no gate.
+        let runtime = env.raw_runtime(env.fixture_spec("big", "big-result", &[]));
+        runtime
+            .connect("big")
+            .await
+            .context("connecting the runtime")?;
+        let (rss_before, _) = memory_of("self").context("reading /proc/self/status")?;
         let started = Instant::now();
-        let outcome = session
-            .host
-            .runtime()
+        let outcome = runtime
             .call_tool(
                 &warden_mcp::ToolIdentity::new("big", "big_result"),
                 serde_json::Map::new(),

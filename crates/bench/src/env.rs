@@ -63,6 +63,14 @@ impl BenchEnv {
     }
 
     /// A stdio spec for fixture `kind` with extra arguments.
+    /// A bare MCP runtime over `spec`, for the rows that measure the path without the gate.
+    pub fn raw_runtime(&self, spec: ServerSpec) -> warden_mcp::McpRuntime {
+        warden_mcp::McpRuntime::new(
+            vec![spec],
+            warden_mcp::RuntimeOptions::new(std::env::temp_dir()),
+        )
+    }
+
     pub fn fixture_spec(&self, name: &str, kind: &str, extra: &[String]) -> ServerSpec {
         let mut args = vec![kind.to_owned()];
         args.extend(extra.iter().cloned());

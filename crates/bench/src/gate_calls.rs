@@ -105,7 +105,10 @@ async fn gate_sequential(
 
 /// The same call to warden's MCP runtime directly (no gate, no result conversion): splits the
 /// dispatch time into the runtime's share and the conversion's.
-async fn runtime_sequential(host: &Host, calls: usize) -> anyhow::Result<Series> {
+async fn runtime_sequential(
+    runtime: &warden_mcp::McpRuntime,
+    calls: usize,
+) -> anyhow::Result<Series> {
     let identity = warden_mcp::ToolIdentity::new(SERVER, "echo");
     let mut latencies = Vec::with_capacity(calls);
     let started = Instant::now();
@@ -115,7 +118,7 @@ async fn runtime_sequential(host: &Host, calls: usize) -> anyhow::Result<Series>
             _ => serde_json::Map::new(),
         };
         let before = Instant::now();
-        host.runtime()
+        runtime
             .call_tool(
                 &identity,
                 arguments,
@@ -257,7 +260,14 @@ pub async fn run(env: &BenchEnv, counts: GateCallCounts) -> anyhow::Result<Vec<R
         gate_seq.merge(gate_sequential(&host, counts.sequential / rounds, &mut breakdown).await?);
     }
 
-    let runtime_seq = runtime_sequential(&host, counts.sequential / rounds).await?;
+    // The runtime on its own (a host keeps its runtime private): the same server, no gate.
+    let runtime = env.raw_runtime(env.fixture_spec(SERVER, "echo", &[]));
+    runtime
+        .connect(SERVER)
+        .await
+        .context("connecting the runtime")?;
+    let runtime_seq = runtime_sequential(&runtime, counts.sequential / rounds).await?;
+    runtime.shutdown().await;
 
     let mut gate_par = Series::default();
     let mut raw_par = Series::default();

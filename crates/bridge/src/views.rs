@@ -4,9 +4,7 @@
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use warden_host::{
-    Host, LIST_RESOURCES, READ_RESOURCE, SearchScope, VisibleTool, search_limit,
-};
+use warden_host::{Host, LIST_RESOURCES, READ_RESOURCE, SearchScope, VisibleTool, search_limit};
 use warden_policy::{CallSource, GateOutcome};
 
 use crate::protocol::{CallRequest, CallView, SearchView, ServerRow, ToolView};
@@ -51,7 +49,7 @@ impl ViewError {
 /// Every configured server: the session's, then the idle ones with their reason.
 pub fn servers(host: &Host) -> Vec<ServerRow> {
     let mut rows: Vec<ServerRow> = host
-        .runtime()
+        .servers()
         .status()
         .into_iter()
         .map(|status| ServerRow {
@@ -74,10 +72,7 @@ pub fn servers(host: &Host) -> Vec<ServerRow> {
 
 /// Whether the session has a server by this name (a server may shadow a verb like `search`).
 pub fn has_server(host: &Host, name: &str) -> bool {
-    host.runtime()
-        .server_names()
-        .iter()
-        .any(|known| known == name)
+    host.servers().names().iter().any(|known| known == name)
         || host.idle_servers().iter().any(|idle| idle.name == name)
 }
 
@@ -91,7 +86,7 @@ async fn visible_tools(host: &Host, server: &str) -> Result<Vec<VisibleTool>, Vi
     }
     host.server_tools(server).await.map_err(|error| {
         let stderr_tail = host
-            .runtime()
+            .servers()
             .server_status(server)
             .map(|status| status.stderr_tail)
             .unwrap_or_default();
@@ -240,7 +235,7 @@ pub async fn resource_templates(host: &Host, server: Option<&str>) -> Result<Val
     let targets: Vec<String> = match server {
         Some(server) => vec![server.to_owned()],
         None => host
-            .runtime()
+            .servers()
             .status()
             .into_iter()
             .filter(|status| status.deferred.is_none())
@@ -250,7 +245,7 @@ pub async fn resource_templates(host: &Host, server: Option<&str>) -> Result<Val
     let fetched = futures::future::join_all(
         targets
             .iter()
-            .map(|name| async move { host.runtime().resource_templates(name).await }),
+            .map(|name| async move { host.servers().resource_templates(name).await }),
     )
     .await;
     let mut rows = Vec::new();

@@ -192,7 +192,7 @@ impl<'a> Chat<'a> {
             self.app
                 .error(format!("{} — see /tools", first_line(&note)));
         }
-        for status in self.session.host.runtime().status() {
+        for status in self.session.host.servers().status() {
             self.server_states.insert(status.name.clone(), status.state);
             self.server_attempts
                 .insert(status.name, status.connect_attempts);
@@ -469,7 +469,7 @@ impl<'a> Chat<'a> {
                 call.elapsed = start.elapsed();
             }
         }
-        let statuses = self.session.host.runtime().status();
+        let statuses = self.session.host.servers().status();
         for status in &statuses {
             let previous = self.server_states.insert(status.name.clone(), status.state);
             let was_failing = previous.is_some_and(is_failure);
@@ -531,7 +531,7 @@ impl<'a> Chat<'a> {
         let done = self.background.0.clone();
         let sources = self.sources.clone();
         tokio::spawn(async move {
-            let outcome = match host.runtime().reconnect(&server).await {
+            let outcome = match host.servers().reconnect(&server).await {
                 Ok(()) => offered_tools(&host, &server, &sources).await,
                 Err(error) => Err(error.to_string()),
             };
@@ -541,7 +541,7 @@ impl<'a> Chat<'a> {
 
     /// `/mcp stop SERVER`: disconnects it in the background and keeps it down.
     fn stop(&mut self, server: String) {
-        if self.session.host.runtime().server_status(&server).is_err() {
+        if self.session.host.servers().server_status(&server).is_err() {
             self.app.error(format!(
                 "/mcp stop: no MCP server named {server} (/mcp lists them)"
             ));
@@ -551,7 +551,7 @@ impl<'a> Chat<'a> {
         let done = self.background.0.clone();
         tokio::spawn(async move {
             let outcome = host
-                .runtime()
+                .servers()
                 .stop(&server)
                 .await
                 .map_err(|error| error.to_string());
@@ -562,7 +562,7 @@ impl<'a> Chat<'a> {
     /// `/mcp restart SERVER`: drops its connection and retained catalogue; the next request
     /// connects it again.
     fn restart(&mut self, server: String) {
-        if self.session.host.runtime().server_status(&server).is_err() {
+        if self.session.host.servers().server_status(&server).is_err() {
             self.app.error(format!(
                 "/mcp restart: no MCP server named {server} (/mcp lists them)"
             ));
@@ -573,7 +573,7 @@ impl<'a> Chat<'a> {
         let done = self.background.0.clone();
         tokio::spawn(async move {
             let outcome = host
-                .runtime()
+                .servers()
                 .restart(&server)
                 .await
                 .map_err(|error| error.to_string());
@@ -617,7 +617,7 @@ impl<'a> Chat<'a> {
                 if let Some(status) = self
                     .session
                     .host
-                    .runtime()
+                    .servers()
                     .status()
                     .into_iter()
                     .find(|status| status.name == server)
@@ -694,11 +694,11 @@ impl<'a> Chat<'a> {
         let done = self.background.0.clone();
         tokio::spawn(async move {
             let mut infos = Vec::new();
-            for status in host.runtime().status() {
+            for status in host.servers().status() {
                 if status.state != ServerState::Connected || status.counts.prompts == Some(0) {
                     continue;
                 }
-                let Ok(prompts) = host.runtime().prompts(&status.name).await else {
+                let Ok(prompts) = host.servers().prompts(&status.name).await else {
                     continue;
                 };
                 for prompt in prompts {
@@ -734,7 +734,7 @@ impl<'a> Chat<'a> {
                 self.app.mcp_rows = self
                     .session
                     .host
-                    .runtime()
+                    .servers()
                     .status()
                     .iter()
                     .map(McpRow::from_status)

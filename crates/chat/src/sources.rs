@@ -188,7 +188,7 @@ pub fn source_rows(
             ..SourcePage::default()
         },
     }];
-    for status in host.runtime().status() {
+    for status in host.servers().status() {
         rows.push(server_row(&status, facts.get(&status.name), tool_names));
     }
     for idle in host.idle_servers() {

@@ -6,6 +6,7 @@ mod dispatch;
 mod index;
 mod policy;
 mod search;
+mod servers;
 pub mod skills;
 mod specs;
 mod tools;
@@ -31,13 +32,14 @@ pub use catalog::{HostTools, SessionCatalog, SessionDispatcher, host_tool_descri
 pub use dispatch::{CallRelay, McpDispatcher, RelayRequest, RelayedAnswer, with_relay};
 pub use index::{ServerFacts, ToolIndex};
 pub use policy::{PolicyMappingError, capability_class, gate_policy, hook_runner};
-pub use skills::{
-    GrantOutcome, LoadedRemoteSkill, RemoteSkills, RemoteSkillsError, RemoteSkillsSettings,
-    ServerSkills,
-};
 pub use search::{
     DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SEARCH_TOOLS, SearchScope, ToolSearch, search_limit,
     search_schema,
+};
+pub use servers::{Servers, UngatedRelay};
+pub use skills::{
+    GrantOutcome, LoadedRemoteSkill, RemoteSkills, RemoteSkillsError, RemoteSkillsSettings,
+    ServerSkills,
 };
 pub use specs::{LoginRefusal, login_settings, oauth_settings, server_spec};
 pub use tools::{
@@ -267,10 +269,6 @@ impl Host {
 
     pub fn session_id(&self) -> &str {
         &self.session_id
-    }
-
-    pub fn runtime(&self) -> &McpRuntime {
-        &self.runtime
     }
 
     /// The session's audit trail.

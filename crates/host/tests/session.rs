@@ -217,7 +217,7 @@ async fn resource_tools_read_only_what_the_server_advertised() {
         "before any server is connected there are no resource tools"
     );
     session.host.server_tools("fx").await.unwrap();
-    session.host.runtime().catalog("fx").await.unwrap();
+    session.host.servers().catalog("fx").await.unwrap();
     let names: Vec<_> = session
         .host
         .host_tools()
@@ -294,7 +294,11 @@ async fn the_tool_search_ranks_with_server_summaries_and_names_what_it_could_not
     let exact = host
         .search_tools(warden_host::SearchScope::Everything, "echo", 3)
         .await;
-    assert_eq!(exact.hits[0].public_name, "mcp__fx__echo", "{:?}", exact.hits);
+    assert_eq!(
+        exact.hits[0].public_name, "mcp__fx__echo",
+        "{:?}",
+        exact.hits
+    );
     assert!(exact.failures.is_empty(), "{:?}", exact.failures);
     // A word only the echo fixture's instructions contain, in no tool's name or description.
     let by_summary = host

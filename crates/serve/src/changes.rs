@@ -157,7 +157,7 @@ impl ChangeFeed {
             return;
         }
         // Subscribed before the baseline is taken: a change during it is heard, not lost.
-        let events = gateway.host().runtime().upstream_events();
+        let events = gateway.host().servers().upstream_events();
         let mut baseline = HashMap::new();
         for server in gateway.published_servers() {
             if let Some(now) = fingerprints(gateway, &server).await {
@@ -218,7 +218,7 @@ struct Fingerprints {
 }
 
 async fn fingerprints(gateway: &Gateway, server: &str) -> Option<Fingerprints> {
-    let catalog = gateway.host().runtime().catalog(server).await.ok()?;
+    let catalog = gateway.host().servers().catalog(server).await.ok()?;
     let tools: Vec<_> = catalog.tools.iter().map(|tool| &tool.definition).collect();
     Some(Fingerprints {
         tools: serde_json::to_string(&tools).unwrap_or_default(),

@@ -18,10 +18,8 @@ use rmcp::model::{
     ResultType, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{
-    ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, InputResponses,
-    LoggingLevel, ProtocolVersion, RequestMetaObject, ServerResult, SetLevelRequest,
-    SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
-    UnsubscribeRequestParams,
+    CompleteRequestParams, CompleteResult, InputResponses, LoggingLevel, ProtocolVersion,
+    RequestMetaObject, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -139,7 +137,7 @@ impl GatewayHandler {
         let mut events = server
             .as_ref()
             .filter(|_| logs.admits_any())
-            .map(|_| self.gateway.host.runtime().upstream_events());
+            .map(|_| self.gateway.host.servers().upstream_events());
         let relay = CallRelay::new(request);
         // Boxed: the gate's future is large, and this one is polled beside the event feed.
         let mut gated = Box::pin(with_relay(
@@ -611,7 +609,7 @@ impl ServerHandler for GatewayHandler {
             .with_server_info(Implementation::new("warden", env!("CARGO_PKG_VERSION")));
         if let (Exposure::Passthrough, Some(upstream)) =
             (self.gateway.exposure, self.gateway.upstream())
-            && let Ok(status) = self.gateway.host.runtime().server_status(upstream)
+            && let Ok(status) = self.gateway.host.servers().server_status(upstream)
             && let Some(instructions) = status.instructions
         {
             config = config.with_instructions(instructions);
@@ -653,27 +651,15 @@ impl ServerHandler for GatewayHandler {
         let Some(upstream) = self.passthrough_upstream() else {
             return Ok(CompleteResult::default());
         };
-        let answer = self
+        let mut result = self
             .gateway
             .host
-            .runtime()
-            .relay_request(
-                upstream,
-                ClientRequest::CompleteRequest(CompleteRequest::new(request)),
-                Some(client_meta(&context)),
-            )
+            .ungated_relay()
+            .complete(upstream, request, Some(client_meta(&context)))
             .await
             .map_err(relay_error)?;
-        match answer {
-            ServerResult::CompleteResult(mut result) => {
-                result.result_type = Some(ResultType::COMPLETE);
-                Ok(result)
-            }
-            _ => Err(McpError::internal_error(
-                format!("{upstream} answered completion/complete with something else"),
-                None,
-            )),
-        }
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(result)
     }
 
     async fn set_level(
@@ -688,12 +674,8 @@ impl ServerHandler for GatewayHandler {
         };
         self.gateway
             .host
-            .runtime()
-            .relay_request(
-                upstream,
-                ClientRequest::SetLevelRequest(SetLevelRequest::new(request)),
-                None,
-            )
+            .ungated_relay()
+            .set_level(upstream, request)
             .await
             .map_err(relay_error)?;
         Ok(())
@@ -712,12 +694,8 @@ impl ServerHandler for GatewayHandler {
         let uri = request.uri.clone();
         self.gateway
             .host
-            .runtime()
-            .relay_request(
-                upstream,
-                ClientRequest::SubscribeRequest(SubscribeRequest::new(request)),
-                None,
-            )
+            .ungated_relay()
+            .subscribe(upstream, request)
             .await
             .map_err(relay_error)?;
         self.gateway.changes.subscribe(
@@ -747,12 +725,8 @@ impl ServerHandler for GatewayHandler {
         {
             self.gateway
                 .host
-                .runtime()
-                .relay_request(
-                    upstream,
-                    ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(request)),
-                    None,
-                )
+                .ungated_relay()
+                .unsubscribe(upstream, request)
                 .await
                 .map_err(relay_error)?;
         }
@@ -801,7 +775,7 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<ListResourcesResult, McpError> {
         let mut resources: Vec<Resource> = Vec::new();
         for server in self.servers() {
-            match self.gateway.host.runtime().resources(Some(&server)).await {
+            match self.gateway.host.servers().resources(Some(&server)).await {
                 Ok(rows) => resources.extend(rows.into_iter().map(|row| {
                     if self.flat() {
                         with_provenance(row.resource, &server)
@@ -836,7 +810,7 @@ impl ServerHandler for GatewayHandler {
             match self
                 .gateway
                 .host
-                .runtime()
+                .servers()
                 .resource_templates(&server)
                 .await
             {
@@ -877,7 +851,7 @@ impl ServerHandler for GatewayHandler {
             let listed = self
                 .gateway
                 .host
-                .runtime()
+                .servers()
                 .resources(Some(server))
                 .await
                 .unwrap_or_default();
@@ -910,7 +884,7 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<ListPromptsResult, McpError> {
         let mut prompts: Vec<Prompt> = Vec::new();
         for server in self.servers() {
-            match self.gateway.host.runtime().prompts(&server).await {
+            match self.gateway.host.servers().prompts(&server).await {
                 Ok(found) => prompts.extend(found.into_iter().map(|prompt| {
                     if self.flat() {
                         let mut prompt = with_provenance(prompt, &server);
@@ -950,7 +924,7 @@ impl ServerHandler for GatewayHandler {
             result.result_type = Some(ResultType::COMPLETE);
             return Ok(GetPromptResponse::Complete(result));
         }
-        let runtime = self.gateway.host.runtime();
+        let runtime = self.gateway.host.servers();
         let mut target = None;
         if self.flat() {
             'servers: for server in self.servers() {

@@ -98,7 +98,7 @@ impl Gateway {
         upstream: Option<String>,
         approvals: PeerDirectory,
     ) -> Result<Self, ServeError> {
-        let servers = host.runtime().server_names();
+        let servers = host.servers().names();
         let upstream = match (exposure, upstream) {
             (Exposure::Passthrough, Some(name)) => {
                 if !servers.contains(&name) {
@@ -198,7 +198,7 @@ impl Gateway {
             // Deferred servers stay unopened: their tools are reached through search.
             _ => self
                 .host
-                .runtime()
+                .servers()
                 .status()
                 .into_iter()
                 .filter(|status| status.deferred.is_none())

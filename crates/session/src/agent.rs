@@ -259,7 +259,7 @@ impl AgentSession {
         // takes ~0.2 s of CPU, so build it on a blocking thread while the servers start.
         if self
             .host
-            .runtime()
+            .servers()
             .status()
             .iter()
             .any(|status| status.deferred.is_none())
@@ -314,7 +314,7 @@ impl AgentSession {
             .iter()
             .map(|failure| {
                 let mut line = failure.to_string();
-                if let Ok(status) = self.host.runtime().server_status(failure.server()) {
+                if let Ok(status) = self.host.servers().server_status(failure.server()) {
                     for stderr in &status.stderr_tail {
                         line.push_str("\n    stderr| ");
                         line.push_str(stderr);
@@ -389,7 +389,7 @@ impl AgentSession {
         let skills_index = any_skill.then(|| index.render());
         let server_instructions = self
             .host
-            .runtime()
+            .servers()
             .status()
             .into_iter()
             .filter_map(|status| status.instructions.map(|text| (status.name, text)))

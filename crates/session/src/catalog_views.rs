@@ -77,7 +77,7 @@ pub struct ServerTools {
 
 /// Connects every server of the session (deferred ones too) and lists what the gate shows.
 pub async fn every_server(host: &Host) -> Vec<ServerTools> {
-    let statuses = host.runtime().status();
+    let statuses = host.servers().status();
     let fetches = statuses.iter().map(|status| async move {
         ServerTools {
             name: status.name.clone(),

@@ -45,7 +45,7 @@ impl GateCodeHost {
                 )
             })
             .collect();
-        let statuses = host.runtime().status();
+        let statuses = host.servers().status();
         let docs = servers
             .into_iter()
             .map(|name| ServerDoc {

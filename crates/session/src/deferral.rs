@@ -13,9 +13,7 @@ use warden_agent::{ModelConfig, ToolList, ToolSpec};
 use warden_config::{DeferMode, ModelProvider};
 use warden_discovery::search::{SUMMARY_CHARS, one_line, parameters_of};
 use warden_discovery::tokens::{ManifestTool, tools_array_tokens};
-use warden_host::{
-    Host, HostTool, SearchScope, VisibleTool, search_limit, search_schema,
-};
+use warden_host::{Host, HostTool, SearchScope, VisibleTool, search_limit, search_schema};
 use warden_policy::{BoxFuture, CapabilitySet, DispatchError, ToolOutput};
 
 use crate::code_tools::{HostSlot, host_of};
@@ -125,7 +123,7 @@ impl Deferral {
                 .map(|tool| tool.tool.definition.name.as_ref())
                 .collect();
             let instructions = host
-                .runtime()
+                .servers()
                 .server_status(&server)
                 .ok()
                 .and_then(|status| status.instructions);
@@ -416,9 +414,7 @@ impl HostTool for SearchTools {
             let host = host_of(&self.deferral.slot)?;
             let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
             let limit = search_limit(arguments.get("limit").and_then(Value::as_u64));
-            let search = host
-                .search_tools(SearchScope::Deferred, query, limit)
-                .await;
+            let search = host.search_tools(SearchScope::Deferred, query, limit).await;
             let mut loaded = Vec::new();
             for hit in &search.hits {
                 if let Some(tool) = search.candidate(&hit.public_name) {
@@ -444,8 +440,11 @@ impl HostTool for SearchTools {
                     .iter()
                     .any(|visible| visible.descriptor.public_name == hit.public_name)
             });
-            let references: Vec<String> =
-                search.hits.iter().map(|hit| hit.public_name.clone()).collect();
+            let references: Vec<String> = search
+                .hits
+                .iter()
+                .map(|hit| hit.public_name.clone())
+                .collect();
             let text = search.render(
                 &format!("No deferred tool matches \"{query}\"."),
                 "These tools are loaded: call them by the names above.",

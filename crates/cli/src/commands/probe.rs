@@ -16,9 +16,9 @@ pub fn run(globals: &Globals, config: &LoadedConfig, json: bool) -> anyhow::Resu
     crate::context::apply_global_flags(globals, &mut config);
     let host = open_host(paths()?, workspace()?, &config, &PolicyFlags::default())?;
     let statuses = async_runtime()?.block_on(async {
-        let names = host.runtime().server_names();
+        let names = host.servers().names();
         futures_join(&host, &names).await;
-        let statuses = host.runtime().status();
+        let statuses = host.servers().status();
         host.shutdown().await;
         statuses
     });
@@ -49,7 +49,7 @@ pub fn run(globals: &Globals, config: &LoadedConfig, json: bool) -> anyhow::Resu
 async fn futures_join(host: &warden_host::Host, names: &[String]) {
     let connects = names.iter().map(|name| async move {
         // The outcome lands in the server's status; the error itself is reported from there.
-        let _ = host.runtime().catalog(name).await;
+        let _ = host.servers().catalog(name).await;
     });
     futures::future::join_all(connects).await;
 }

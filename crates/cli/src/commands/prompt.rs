@@ -35,7 +35,7 @@ pub fn run(globals: &Globals, args: PromptArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn prompt(host: &warden_host::Host, args: &PromptArgs) -> anyhow::Result<ExitCode> {
-    let runtime = host.runtime();
+    let runtime = host.servers();
     let Some(name) = &args.name else {
         let prompts = runtime.prompts(&args.server).await?;
         if args.json {

@@ -187,7 +187,7 @@ async fn run_session(
     // model is asked. A stop signal meanwhile ends the run as interrupted.
     let started = tokio::select! {
         started = async {
-            session.host.runtime().connect_required().await?;
+            session.host.servers().connect_required().await?;
             Ok::<_, warden_mcp::McpError>(session.tool_list().await)
         } => Some(started),
         () = cancel.cancelled() => None,

@@ -146,7 +146,7 @@ pub fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode> {
     );
     async_runtime()?.block_on(async {
         // A server marked `required = true` that cannot start: serve refuses to start.
-        if let Err(failure) = host.runtime().connect_required().await {
+        if let Err(failure) = host.servers().connect_required().await {
             host.shutdown().await;
             bail!(
                 "a required MCP server did not start, so warden serve does not either: {failure}"
