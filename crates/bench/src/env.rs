@@ -145,10 +145,7 @@ impl BenchSession {
                 .push(Pattern::new(pattern).context("an allow pattern")?);
         }
         let host = Host::open(&LoadedConfig::default(), options).context("opening the host")?;
-        Ok(Self {
-            host: std::sync::Arc::new(host),
-            _home: home,
-        })
+        Ok(Self { host, _home: home })
     }
 
     /// Connects `server` and records its tools; fails when it lists none.

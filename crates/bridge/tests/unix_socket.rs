@@ -16,7 +16,7 @@ use warden_host::{Host, HostOptions};
 fn host(dir: &Path) -> Arc<Host> {
     let paths = warden_config::Paths::under_root(dir);
     let options = HostOptions::new(paths, dir.to_path_buf());
-    Arc::new(Host::open(&warden_config::LoadedConfig::default(), options).unwrap())
+    Host::open(&warden_config::LoadedConfig::default(), options).unwrap()
 }
 
 /// One HTTP/1.1 exchange over the socket; returns the status code and the body.

@@ -200,7 +200,7 @@ pub fn open_host(
     workspace: PathBuf,
     config: &LoadedConfig,
     flags: &PolicyFlags,
-) -> anyhow::Result<Host> {
+) -> anyhow::Result<Arc<Host>> {
     let mut options = host_options(paths, workspace, config, flags)?;
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         options.approver = Some(Arc::new(TerminalApprover));

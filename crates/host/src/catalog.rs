@@ -2,7 +2,7 @@
 //! each call routed by its identity's source.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -11,9 +11,10 @@ use warden_policy::{
     ToolAnnotations, ToolDescriptor, ToolIdentity, ToolOutput, ToolSource,
 };
 
+use crate::Host;
 use crate::dispatch::McpDispatcher;
 use crate::index::ToolIndex;
-use crate::tools::HostTool;
+use crate::tools::{HostTool, Invocation};
 
 /// Host tools by name.
 pub type HostTools = BTreeMap<String, Arc<dyn HostTool>>;
@@ -63,10 +64,13 @@ impl Catalog for SessionCatalog {
     }
 }
 
-/// Sends host-tool calls to their code and MCP calls to the runtime.
+/// Sends host-tool calls to their code (with the host they run in) and MCP calls to the runtime.
 pub struct SessionDispatcher {
     pub host_tools: Arc<HostTools>,
     pub mcp: McpDispatcher,
+    /// The host this dispatcher belongs to: a call in flight holds it, so it is there for
+    /// every dispatch but one racing the host's own drop.
+    pub host: Weak<Host>,
 }
 
 impl Dispatcher for SessionDispatcher {
@@ -76,15 +80,27 @@ impl Dispatcher for SessionDispatcher {
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         match &call.descriptor.identity.source {
-            ToolSource::Builtin => match self.host_tools.get(&call.descriptor.identity.tool) {
-                Some(tool) => tool.execute(call.arguments, cancel),
-                None => Box::pin(async move {
-                    Err(DispatchError::new(format!(
-                        "no built-in tool named {}",
-                        call.descriptor.identity.tool
-                    )))
-                }),
-            },
+            ToolSource::Builtin => {
+                let tool = self.host_tools.get(&call.descriptor.identity.tool);
+                match (tool, self.host.upgrade()) {
+                    (Some(tool), Some(host)) => tool.execute(Invocation {
+                        host,
+                        session_id: call.session_id,
+                        arguments: call.arguments,
+                        progress: call.progress,
+                        cancel,
+                    }),
+                    (None, _) => Box::pin(async move {
+                        Err(DispatchError::new(format!(
+                            "no built-in tool named {}",
+                            call.descriptor.identity.tool
+                        )))
+                    }),
+                    (Some(_), None) => {
+                        Box::pin(async move { Err(DispatchError::new("the session has closed")) })
+                    }
+                }
+            }
             ToolSource::Mcp { .. } => self.mcp.dispatch(call, cancel),
         }
     }

@@ -5,6 +5,7 @@ mod catalog;
 mod dispatch;
 mod index;
 mod policy;
+mod sampling;
 mod search;
 mod servers;
 pub mod skills;
@@ -13,9 +14,10 @@ mod tools;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::sampling::GatedSampler;
 use crate::skills::SkillGatedCatalog;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -32,6 +34,7 @@ pub use catalog::{HostTools, SessionCatalog, SessionDispatcher, host_tool_descri
 pub use dispatch::{CallRelay, McpDispatcher, RelayRequest, RelayedAnswer, with_relay};
 pub use index::{ServerFacts, ToolIndex};
 pub use policy::{PolicyMappingError, capability_class, gate_policy, hook_runner};
+pub use sampling::{SAMPLING_TOOL, SamplingArguments, SamplingResult, SamplingRoute, SamplingTurn};
 pub use search::{
     DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SEARCH_TOOLS, SearchScope, ToolSearch, search_limit,
     search_schema,
@@ -43,7 +46,8 @@ pub use skills::{
 };
 pub use specs::{LoginRefusal, login_settings, oauth_settings, server_spec};
 pub use tools::{
-    GET_PROMPT, HostTool, LIST_RESOURCES, READ_RESOURCE, prompt_messages, resource_tools,
+    GET_PROMPT, HostTool, Invocation, LIST_RESOURCES, READ_RESOURCE, prompt_messages,
+    resource_tools,
 };
 
 /// A configured server that this session will not start, and why (shown by listings).
@@ -78,9 +82,8 @@ pub struct HostOptions {
     /// An interactive frontend's elicitation handler; servers are offered elicitation only
     /// when one is installed.
     pub elicitation: Option<Arc<dyn warden_mcp::ElicitationHandler>>,
-    /// Answers sampling requests of servers whose entry has `sampling = true` (`None`: every
-    /// sampling request is declined).
-    pub sampling: Option<Arc<dyn warden_mcp::SamplingHandler>>,
+    /// Who answers sampling requests of servers whose entry has `sampling = true`.
+    pub sampling: SamplingRoute,
     /// Which protocol lifecycle to speak to the servers (default: probe 2026-07-28, fall back).
     pub protocol: warden_mcp::ProtocolMode,
     /// An agent session's defer mode (`None`: no agent, e.g. the command line): how an
@@ -103,7 +106,7 @@ impl HostOptions {
             remote_skills: None,
             skills_extension: false,
             elicitation: None,
-            sampling: None,
+            sampling: SamplingRoute::Declined,
             protocol: warden_mcp::ProtocolMode::Auto,
             defer_mode: None,
         }
@@ -143,7 +146,7 @@ pub struct Host {
 impl Host {
     /// Registers the config's servers (trusted, enabled, variables expanded) with a new runtime.
     /// Servers that cannot start are kept as [`IdleServer`]s with their reason.
-    pub fn open(config: &LoadedConfig, options: HostOptions) -> Result<Self, HostError> {
+    pub fn open(config: &LoadedConfig, options: HostOptions) -> Result<Arc<Self>, HostError> {
         let session_id = options.session_id.clone().unwrap_or_else(new_session_id);
         warden_oauth::configure_token_store(config.token_store.into());
         warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
@@ -190,7 +193,6 @@ impl Host {
         runtime_options.client_version = env!("CARGO_PKG_VERSION").to_owned();
         runtime_options.skills_extension = options.skills_extension;
         runtime_options.elicitation = options.elicitation.clone();
-        runtime_options.sampling = options.sampling.clone();
         runtime_options.protocol = options.protocol;
         // Retention runs before this session writes its first artifact.
         let retention = apply_retention(&state_dir.join("artifacts"), RetentionPolicy::default());
@@ -206,65 +208,76 @@ impl Host {
         {
             tracing::warn!("artifacts: {error}");
         }
-        let runtime = McpRuntime::new(specs, runtime_options);
-        let index = Arc::new(ToolIndex::new(facts).with_defer_mode(options.defer_mode));
-        let mut host_tools = HostTools::new();
-        for tool in options
-            .tools
-            .into_iter()
-            .chain(resource_tools(&runtime, &artifacts))
-        {
-            host_tools.insert(tool.name().to_owned(), tool);
-        }
-        let host_tools = Arc::new(host_tools);
-        let audit = Arc::new(AuditStore::open_lazily(&state_dir.join("audit.db")));
-        let remote_skills = options.remote_skills.unwrap_or_else(|| {
-            Arc::new(RemoteSkills::new(RemoteSkillsSettings {
-                extension_enabled: options.skills_extension,
-                grants_path: Some(warden_skills::GrantStore::path_in(state_dir)),
-                reserved: Default::default(),
-            }))
-        });
-        let approver = options
-            .approver
-            .unwrap_or_else(|| Arc::new(NoApprover) as Arc<dyn Approver>);
-        let gate = Arc::new(Gate::new(GateParts {
-            catalog: Arc::new(SkillGatedCatalog {
-                inner: SessionCatalog {
+        // Built around its own weak handle: host tools get the host with each call, and gated
+        // sampling calls back into it.
+        Ok(Arc::new_cyclic(|host: &Weak<Host>| {
+            runtime_options.sampling = match options.sampling {
+                SamplingRoute::Declined => None,
+                SamplingRoute::Handler(handler) => Some(handler),
+                SamplingRoute::ThroughGate => Some(Arc::new(GatedSampler { host: host.clone() })
+                    as Arc<dyn warden_mcp::SamplingHandler>),
+            };
+            let runtime = McpRuntime::new(specs, runtime_options);
+            let index = Arc::new(ToolIndex::new(facts).with_defer_mode(options.defer_mode));
+            let mut host_tools = HostTools::new();
+            for tool in options
+                .tools
+                .into_iter()
+                .chain(resource_tools(&runtime, &artifacts))
+            {
+                host_tools.insert(tool.name().to_owned(), tool);
+            }
+            let host_tools = Arc::new(host_tools);
+            let audit = Arc::new(AuditStore::open_lazily(&state_dir.join("audit.db")));
+            let remote_skills = options.remote_skills.unwrap_or_else(|| {
+                Arc::new(RemoteSkills::new(RemoteSkillsSettings {
+                    extension_enabled: options.skills_extension,
+                    grants_path: Some(warden_skills::GrantStore::path_in(state_dir)),
+                    reserved: Default::default(),
+                }))
+            });
+            let approver = options
+                .approver
+                .unwrap_or_else(|| Arc::new(NoApprover) as Arc<dyn Approver>);
+            let gate = Arc::new(Gate::new(GateParts {
+                catalog: Arc::new(SkillGatedCatalog {
+                    inner: SessionCatalog {
+                        host_tools: host_tools.clone(),
+                        index: index.clone(),
+                    },
+                    skills: remote_skills.clone(),
+                }),
+                dispatcher: Arc::new(SessionDispatcher {
                     host_tools: host_tools.clone(),
-                    index: index.clone(),
-                },
-                skills: remote_skills.clone(),
-            }),
-            dispatcher: Arc::new(SessionDispatcher {
-                host_tools: host_tools.clone(),
-                mcp: McpDispatcher::new(runtime.clone(), artifacts),
-            }),
-            approver: approver.clone(),
-            audit: audit.clone(),
-            hooks: options.hooks.clone(),
-            policy: options.policy,
-            cwd: options.workspace,
-        }));
-        remote_skills.bind(
-            runtime.clone(),
-            session_id.clone(),
-            &gate,
-            approver,
-            audit.clone(),
-        );
-        Ok(Self {
-            session_id,
-            runtime,
-            index,
-            host_tools,
-            gate,
-            audit,
-            hooks: options.hooks,
-            idle,
-            remote_skills,
-            auto_deferred: Default::default(),
-        })
+                    mcp: McpDispatcher::new(runtime.clone(), artifacts),
+                    host: host.clone(),
+                }),
+                approver: approver.clone(),
+                audit: audit.clone(),
+                hooks: options.hooks.clone(),
+                policy: options.policy,
+                cwd: options.workspace,
+            }));
+            remote_skills.bind(
+                runtime.clone(),
+                session_id.clone(),
+                &gate,
+                approver,
+                audit.clone(),
+            );
+            Self {
+                session_id,
+                runtime,
+                index,
+                host_tools,
+                gate,
+                audit,
+                hooks: options.hooks,
+                idle,
+                remote_skills,
+                auto_deferred: Default::default(),
+            }
+        }))
     }
 
     pub fn session_id(&self) -> &str {

@@ -15,7 +15,11 @@ use tokio_util::sync::CancellationToken;
 use warden_mcp::McpRuntime;
 use warden_mcp::RelayError;
 use warden_mcp::artifacts::ArtifactStore;
-use warden_policy::{BoxFuture, CallReach, CallSource, CapabilitySet, DispatchError, ToolOutput};
+use warden_policy::{
+    BoxFuture, CallReach, CallSource, CapabilitySet, DispatchError, ProgressSender, ToolOutput,
+};
+
+use crate::Host;
 
 /// A tool implemented by warden itself. Its classes are declared in code for the gate.
 pub trait HostTool: Send + Sync {
@@ -48,9 +52,19 @@ pub trait HostTool: Send + Sync {
     /// Runs one admitted call.
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>>;
+}
+
+/// One admitted call of a host tool: the session's host (to reach other tools through the
+/// gate, the catalogues, the skills), the validated arguments, where progress goes, and the
+/// cancellation that stops it (the caller's, or the gate's timeout).
+pub struct Invocation {
+    pub host: Arc<Host>,
+    pub session_id: String,
+    pub arguments: Value,
+    pub progress: Option<ProgressSender>,
+    pub cancel: CancellationToken,
 }
 
 /// The name of the tool that lists MCP resources.
@@ -140,9 +154,13 @@ impl HostTool for GetPrompt {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        _cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation {
+            arguments,
+            cancel: _,
+            ..
+        } = invocation;
         Box::pin(async move {
             let (Some(server), Some(name)) = (
                 string_argument(&arguments, "server"),
@@ -303,9 +321,13 @@ impl HostTool for ListResources {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        _cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation {
+            arguments,
+            cancel: _,
+            ..
+        } = invocation;
         Box::pin(async move {
             let server = string_argument(&arguments, "server");
             let rows = self
@@ -376,9 +398,13 @@ impl HostTool for ReadResource {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        _cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation {
+            arguments,
+            cancel: _,
+            ..
+        } = invocation;
         Box::pin(async move {
             let (Some(server), Some(uri)) = (
                 string_argument(&arguments, "server"),

@@ -64,7 +64,7 @@ struct Setup<'a> {
     approver: Arc<RecordingApprover>,
 }
 
-fn open(root: &Path, setup: Setup<'_>) -> Host {
+fn open(root: &Path, setup: Setup<'_>) -> std::sync::Arc<Host> {
     let paths = Paths::under_root(root);
     let mut options = HostOptions::new(paths, root.to_path_buf());
     options.skills_extension = setup.extension;

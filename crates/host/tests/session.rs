@@ -15,7 +15,7 @@ use warden_testkit::fixture_command;
 struct Session {
     _dir: tempfile::TempDir,
     paths: Paths,
-    host: Host,
+    host: std::sync::Arc<Host>,
 }
 
 /// A host with no config file and the given ad-hoc fixture servers; `allow` lists tools that run

@@ -131,7 +131,7 @@ fn gateway_over(
     options.approver = Some(Arc::new(approver.clone()));
     options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
     configure(&mut options);
-    let host = Arc::new(Host::open(&LoadedConfig::default(), options).unwrap());
+    let host = Host::open(&LoadedConfig::default(), options).unwrap();
     let gateway = Arc::new(Gateway::new(host, exposure, None, approver.directory()).unwrap());
     Fixture {
         dir,
@@ -604,7 +604,7 @@ fn conformance_gateway_configured(
     options.approver = Some(Arc::new(approver.clone()));
     options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
     configure(&mut options, dir.path());
-    let host = Arc::new(Host::open(&LoadedConfig::default(), options).unwrap());
+    let host = Host::open(&LoadedConfig::default(), options).unwrap();
     let gateway = Arc::new(Gateway::new(host, exposure, None, approver.directory()).unwrap());
     Fixture {
         dir,

@@ -28,12 +28,14 @@ use warden_agent::{
 use warden_bridge::Bridge;
 use warden_config::SandboxModeSetting;
 
-use crate::code_tools::{HostSlot, code_tools};
+use crate::code_tools::code_tools;
 use crate::deferral::{Deferral, SEARCH_TOOLS, tool_references};
-use crate::sampling::{ModelSampler, SamplingModel, SamplingTool};
+use crate::sampling::{SamplingModel, SamplingTool};
 use crate::skill_scripts::{RunSkillScript, ScriptQuota, SkillScripts};
 use crate::skill_tools::skill_tools;
-use warden_host::{CallContext, Host, HostOptions, HostTool, VisibleTool};
+use warden_host::{
+    CallContext, Host, HostOptions, HostTool, Invocation, SamplingRoute, VisibleTool,
+};
 use warden_host::{RemoteSkills, RemoteSkillsSettings};
 use warden_mcp::ServerSpec;
 use warden_policy::{
@@ -197,7 +199,6 @@ impl AgentSession {
                 .collect(),
         }));
         host_tools.extend(skill_tools(skills.clone(), remote_skills.clone()));
-        let host_slot: HostSlot = Arc::default();
         let settings = config.skill_scripts.clone();
         let quota = ScriptQuota::new(settings.max_concurrent, settings.max_concurrent_per_user);
         host_tools.push(Arc::new(RunSkillScript(Arc::new(SkillScripts {
@@ -208,16 +209,11 @@ impl AgentSession {
             builtins: builtins.clone(),
             quota,
             user: std::env::var("USER").unwrap_or_else(|_| "local".to_owned()),
-            slot: host_slot.clone(),
         }))));
-        host_tools.extend(code_tools(host_slot.clone()));
+        host_tools.extend(code_tools());
         let offered = ToolList::default();
-        let deferral = crate::catalog_views::session_deferral(
-            &config,
-            model.defer_mode,
-            host_slot.clone(),
-            offered.clone(),
-        );
+        let deferral =
+            crate::catalog_views::session_deferral(&config, model.defer_mode, offered.clone());
         host_tools.push(deferral.search_tool());
         let sampling_model = SamplingModel::new(client.clone());
         host_tools.push(Arc::new(SamplingTool::new(sampling_model.clone())));
@@ -225,9 +221,8 @@ impl AgentSession {
         options.tools = host_tools;
         options.session_id = resumed.as_ref().map(|(id, _)| id.clone());
         options.remote_skills = Some(remote_skills);
-        options.sampling = Some(Arc::new(ModelSampler::new(host_slot.clone())));
-        let host = Arc::new(Host::open(&config, options)?);
-        let _ = host_slot.set(Arc::downgrade(&host));
+        options.sampling = SamplingRoute::ThroughGate;
+        let host = Host::open(&config, options)?;
         let listen = bridge_listen(&config.discovery, paths.state_dir());
         let bridge = Bridge::start_on(host.clone(), listen).map_err(|error| error.to_string());
         Ok(Self {
@@ -550,9 +545,11 @@ impl HostTool for BuiltinHostTool {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation {
+            arguments, cancel, ..
+        } = invocation;
         Box::pin(async move {
             let result = self.tools.execute(self.spec.name, arguments, cancel).await;
             Ok(ToolOutput {

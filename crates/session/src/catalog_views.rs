@@ -10,7 +10,6 @@ use warden_agent::ToolList;
 use warden_config::{DeferMode, LoadedConfig};
 use warden_host::{Host, VisibleTool};
 
-use crate::code_tools::HostSlot;
 use crate::deferral::Deferral;
 
 /// The session's deferred-tool state from the config: the threshold of automatic deferral
@@ -18,12 +17,10 @@ use crate::deferral::Deferral;
 pub fn session_deferral(
     config: &LoadedConfig,
     mode: DeferMode,
-    slot: HostSlot,
     offered: ToolList,
 ) -> Arc<Deferral> {
     Deferral::new(
         mode,
-        slot,
         offered,
         config.discovery.auto_defer_threshold(),
         config
@@ -44,12 +41,7 @@ pub fn apply_auto_deferral(
     config: &LoadedConfig,
     servers: &mut [ServerTools],
 ) -> BTreeMap<String, String> {
-    let deferral = session_deferral(
-        config,
-        DeferMode::default(),
-        HostSlot::default(),
-        ToolList::default(),
-    );
+    let deferral = session_deferral(config, DeferMode::default(), ToolList::default());
     let offered_outright: Vec<VisibleTool> = servers
         .iter()
         .filter(|server| server.deferred.is_none())

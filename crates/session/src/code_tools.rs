@@ -2,7 +2,7 @@
 //! that `warden code` uses. Inside the sandbox, `tools.call(server, tool, args)` is one gate call
 //! with source `code-mode`, which refuses anything not read-only outright.
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -11,7 +11,7 @@ use warden_codemode::{
     ExecutionStatus, execute,
 };
 use warden_discovery::ServerDoc;
-use warden_host::{CallContext, Host, HostTool};
+use warden_host::{CallContext, Host, HostTool, Invocation};
 use warden_policy::{BoxFuture, CallSource, CapabilitySet, Decision, DispatchError, ToolOutput};
 
 /// The name of the tool that runs JavaScript in the sandbox.
@@ -103,32 +103,14 @@ impl CodeModeHost for GateCodeHost {
     }
 }
 
-/// The session the code tools belong to, set once the host is open (the tools are handed to
-/// the host before it exists).
-pub type HostSlot = Arc<OnceLock<Weak<Host>>>;
-
-/// `code_execute` and `code_search` over the host in `slot`.
-pub fn code_tools(slot: HostSlot) -> Vec<Arc<dyn HostTool>> {
-    vec![
-        Arc::new(CodeExecute { slot: slot.clone() }),
-        Arc::new(CodeSearch { slot }),
-    ]
+/// `code_execute` and `code_search`, over the host that runs them.
+pub fn code_tools() -> Vec<Arc<dyn HostTool>> {
+    vec![Arc::new(CodeExecute), Arc::new(CodeSearch)]
 }
 
-/// The session behind `slot`, while it is open.
-pub fn host_of(slot: &HostSlot) -> Result<Arc<Host>, DispatchError> {
-    slot.get()
-        .and_then(Weak::upgrade)
-        .ok_or_else(|| DispatchError::new("the session has ended"))
-}
+struct CodeExecute;
 
-struct CodeExecute {
-    slot: HostSlot,
-}
-
-struct CodeSearch {
-    slot: HostSlot,
-}
+struct CodeSearch;
 
 impl HostTool for CodeExecute {
     fn name(&self) -> &str {
@@ -155,11 +137,15 @@ impl HostTool for CodeExecute {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation {
+            host,
+            arguments,
+            cancel,
+            ..
+        } = invocation;
         Box::pin(async move {
-            let host = host_of(&self.slot)?;
             let code = arguments.get("code").and_then(Value::as_str).unwrap_or("");
             // The gate's timer cannot interrupt the sandbox (it holds this task), so the call's
             // own deadline, when shorter than code mode's time limit, becomes the limit.
@@ -218,11 +204,15 @@ impl HostTool for CodeSearch {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation {
+            host,
+            arguments,
+            cancel,
+            ..
+        } = invocation;
         Box::pin(async move {
-            let host = host_of(&self.slot)?;
             let request: CodeSearchRequest =
                 serde_json::from_value(arguments).map_err(|error| {
                     DispatchError::new(format!("bad code_search arguments: {error}"))
@@ -249,13 +239,10 @@ mod tests {
     /// A session with code mode and no servers, as `warden serve` assembles it, with the gate's
     /// default tool timeout.
     fn session(dir: &std::path::Path, timeout: Duration) -> Arc<Host> {
-        let slot: HostSlot = Arc::default();
         let mut options = HostOptions::new(Paths::under_root(dir), dir.to_path_buf());
         options.policy.default_timeout = timeout;
-        options.tools.extend(code_tools(slot.clone()));
-        let host = Arc::new(Host::open(&LoadedConfig::default(), options).unwrap());
-        let _ = slot.set(Arc::downgrade(&host));
-        host
+        options.tools.extend(code_tools());
+        Host::open(&LoadedConfig::default(), options).unwrap()
     }
 
     /// The caller's cancellation stops a script busy in a loop at once, through the gate, even

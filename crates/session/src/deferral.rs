@@ -8,15 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use warden_agent::{ModelConfig, ToolList, ToolSpec};
 use warden_config::{DeferMode, ModelProvider};
 use warden_discovery::search::{SUMMARY_CHARS, one_line, parameters_of};
 use warden_discovery::tokens::{ManifestTool, tools_array_tokens};
-use warden_host::{Host, HostTool, SearchScope, VisibleTool, search_limit, search_schema};
+use warden_host::{
+    Host, HostTool, Invocation, SearchScope, VisibleTool, search_limit, search_schema,
+};
 use warden_policy::{BoxFuture, CapabilitySet, DispatchError, ToolOutput};
-
-use crate::code_tools::{HostSlot, host_of};
 
 pub use warden_host::SEARCH_TOOLS;
 /// The generic call tool of `system-tools` mode.
@@ -31,7 +30,6 @@ const AUTO_SUMMARY_TOOLS: usize = 6;
 /// deferral settings, and what was settled when the tool list was built.
 pub struct Deferral {
     mode: DeferMode,
-    slot: HostSlot,
     offered: ToolList,
     /// `None`: automatic deferral is off.
     auto_defer_tokens: Option<u64>,
@@ -53,14 +51,12 @@ pub struct Settled {
 impl Deferral {
     pub fn new(
         mode: DeferMode,
-        slot: HostSlot,
         offered: ToolList,
         auto_defer_tokens: Option<u64>,
         always_load: BTreeSet<String>,
     ) -> Arc<Self> {
         Arc::new(Self {
             mode,
-            slot,
             offered,
             auto_defer_tokens,
             always_load,
@@ -407,11 +403,12 @@ impl HostTool for SearchTools {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        _cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation {
+            host, arguments, ..
+        } = invocation;
         Box::pin(async move {
-            let host = host_of(&self.deferral.slot)?;
             let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
             let limit = search_limit(arguments.get("limit").and_then(Value::as_u64));
             let search = host.search_tools(SearchScope::Deferred, query, limit).await;

@@ -17,12 +17,12 @@ pub use agent::{
     bash_confinement, session_workspace, split_command,
 };
 pub use catalog_views::{ServerTools, apply_auto_deferral, every_server, session_deferral};
-pub use code_tools::{CODE_EXECUTE, CODE_SEARCH, GateCodeHost, HostSlot, code_tools};
+pub use code_tools::{CODE_EXECUTE, CODE_SEARCH, GateCodeHost, code_tools};
 pub use deferral::{
     CALL_TOOL, Deferral, SEARCH_TOOLS, Settled, generated_summary, model_switch_notice,
     tool_references,
 };
-pub use sampling::{ModelSampler, SAMPLING_TOOL, SamplingModel, SamplingTool};
+pub use sampling::{SamplingModel, SamplingTool};
 pub use skill_scripts::{RUN_SKILL_SCRIPT, RunSkillScript, ScriptQuota, SkillScripts};
 pub use skill_tools::{READ_SKILL_FILE, USE_SKILL, skill_tools};
 pub use tool_cli::{TOOL_CLI_USAGE, bridge_listen, settle_tool_cli, with_tool_cli_usage};

@@ -5,17 +5,10 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 use warden_agent::{Message, ModelClient, ModelRequest};
-use warden_host::HostTool;
+use warden_host::{HostTool, Invocation, SAMPLING_TOOL, SamplingArguments, SamplingResult};
 use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
-
-use crate::code_tools::HostSlot;
-
-/// The name of the host tool that answers sampling requests.
-pub const SAMPLING_TOOL: &str = "answer_mcp_sampling";
 
 /// The model that answers sampling requests: the session's, replaced when `/model` switches.
 #[derive(Clone)]
@@ -37,31 +30,6 @@ impl SamplingModel {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
-}
-
-/// One sampling request as the gate sees it: the tool's arguments.
-#[derive(Debug, Serialize, Deserialize)]
-struct SamplingArguments {
-    /// The server asking.
-    server: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    system_prompt: Option<String>,
-    turns: Vec<SamplingTurn>,
-    max_tokens: u32,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct SamplingTurn {
-    /// `user` or `assistant`.
-    role: String,
-    text: String,
-}
-
-/// What the tool returns to the sampler besides the text the audit sees.
-#[derive(Debug, Serialize, Deserialize)]
-struct SamplingResult {
-    text: String,
-    model: String,
 }
 
 /// The host tool that runs one sampling request on the session's model.
@@ -123,9 +91,11 @@ impl HostTool for SamplingTool {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation {
+            arguments, cancel, ..
+        } = invocation;
         Box::pin(async move {
             let request: SamplingArguments =
                 serde_json::from_value(arguments).map_err(|error| {
@@ -175,77 +145,6 @@ impl HostTool for SamplingTool {
     }
 }
 
-/// Answers the sampling requests of servers the operator enabled by calling [`SamplingTool`]
-/// through the session's gate.
-pub struct ModelSampler {
-    host: HostSlot,
-}
-
-impl ModelSampler {
-    pub fn new(host: HostSlot) -> Self {
-        Self { host }
-    }
-}
-
-impl warden_mcp::SamplingHandler for ModelSampler {
-    fn sample(
-        &self,
-        request: warden_mcp::SamplingRequest,
-    ) -> std::pin::Pin<
-        Box<
-            dyn std::future::Future<Output = Result<warden_mcp::SamplingAnswer, String>>
-                + Send
-                + '_,
-        >,
-    > {
-        Box::pin(async move {
-            let Some(host) = self.host.get().and_then(std::sync::Weak::upgrade) else {
-                return Err("the session is closing".to_owned());
-            };
-            // The asking server is the caller: the audit record names it.
-            let mut context =
-                warden_host::CallContext::new(CallSource::Sampling, CancellationToken::new());
-            context.caller = Some(format!("mcp server {}", request.server));
-            let arguments = SamplingArguments {
-                server: request.server,
-                system_prompt: request.system_prompt,
-                turns: request
-                    .turns
-                    .into_iter()
-                    .map(|turn| SamplingTurn {
-                        role: match turn.role {
-                            warden_mcp::SamplingRole::User => "user",
-                            warden_mcp::SamplingRole::Assistant => "assistant",
-                        }
-                        .to_owned(),
-                        text: turn.text,
-                    })
-                    .collect(),
-                max_tokens: request.max_tokens,
-            };
-            let arguments = serde_json::to_value(&arguments)
-                .map_err(|error| format!("encoding the sampling request: {error}"))?;
-            let outcome = host.call_with(context, SAMPLING_TOOL, arguments).await;
-            if outcome.is_error() {
-                return Err(outcome.model_text());
-            }
-            let result: SamplingResult = outcome
-                .output
-                .and_then(|output| output.content)
-                .ok_or_else(|| "the model's answer came back empty".to_owned())
-                .and_then(|content| {
-                    serde_json::from_value(content)
-                        .map_err(|error| format!("reading the model's answer: {error}"))
-                })?;
-            Ok(warden_mcp::SamplingAnswer {
-                text: result.text,
-                model: result.model,
-                stop_reason: Some("endTurn".to_owned()),
-            })
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -275,10 +174,21 @@ mod tests {
             "turns": [{"role": "user", "text": "name a colour"}],
             "max_tokens": 20
         });
-        let output = tool
-            .execute(arguments, CancellationToken::new())
-            .await
-            .unwrap();
+        // Through the gate, as a server's request arrives.
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = warden_host::HostOptions::new(
+            warden_config::Paths::under_root(dir.path()),
+            dir.path().to_path_buf(),
+        );
+        options.tools.push(Arc::new(tool));
+        let host =
+            warden_host::Host::open(&warden_config::LoadedConfig::default(), options).unwrap();
+        let context = warden_host::CallContext::new(
+            CallSource::Sampling,
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let outcome = host.call_with(context, SAMPLING_TOOL, arguments).await;
+        let output = outcome.output.unwrap();
         assert_eq!(output.text, "from the second model");
         assert_eq!(output.content.unwrap()["model"], json!("openai/second-1"));
         assert!(first_mock.requests().is_empty());

@@ -18,14 +18,12 @@ use tokio_util::sync::CancellationToken;
 use warden_agent::BuiltinTools;
 use warden_agent::process::run_confined;
 use warden_config::SkillScriptSettings;
-use warden_host::HostTool;
+use warden_host::{Host, HostTool, Invocation};
 use warden_policy::{
     AuditRecord, BoxFuture, CallReach, CallSource, CapabilityClass, CapabilitySet, Decision,
     DispatchError, Layer, ToolOutput, arguments_digest,
 };
 use warden_skills::{Discovery, LocalSkill, ScriptGrant, ScriptGrantCheck, ScriptGrantStore};
-
-use crate::code_tools::{HostSlot, host_of};
 
 /// The tool's name.
 pub const RUN_SKILL_SCRIPT: &str = "run_skill_script";
@@ -106,8 +104,6 @@ pub struct SkillScripts {
     pub quota: Arc<ScriptQuota>,
     /// Who runs scripts here (the quota's key).
     pub user: String,
-    /// The session, for its audit trail.
-    pub slot: HostSlot,
 }
 
 /// A call that passed gates 1 to 4.
@@ -217,8 +213,12 @@ impl SkillScripts {
     }
 
     /// Gate 5: the run's intent, durable in the audit trail before the process starts.
-    async fn record_intent(&self, admitted: &Admitted, arguments: &Value) -> Result<(), String> {
-        let host = host_of(&self.slot).map_err(|error| error.message)?;
+    async fn record_intent(
+        &self,
+        host: &Host,
+        admitted: &Admitted,
+        arguments: &Value,
+    ) -> Result<(), String> {
         let record = AuditRecord {
             time: SystemTime::now(),
             session_id: host.session_id().to_owned(),
@@ -257,6 +257,7 @@ impl SkillScripts {
 
     async fn run(
         &self,
+        host: Arc<Host>,
         arguments: Value,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, DispatchError> {
@@ -265,7 +266,7 @@ impl SkillScripts {
         // Gates 1 to 4 again, not a copy of the gate's assessment: approval may have waited for
         // minutes, and a grant revoked or expired meanwhile must still stop the run.
         let admitted = self.admit(&arguments).map_err(refused)?;
-        self.record_intent(&admitted, &arguments)
+        self.record_intent(&host, &admitted, &arguments)
             .await
             .map_err(refused)?;
         let _permit = self
@@ -443,10 +444,15 @@ impl HostTool for RunSkillScript {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        Box::pin(self.0.run(arguments, cancel))
+        let Invocation {
+            host,
+            arguments,
+            cancel,
+            ..
+        } = invocation;
+        Box::pin(self.0.run(host, arguments, cancel))
     }
 }
 
@@ -499,15 +505,11 @@ mod tests {
             Some(operator_root.clone()),
             None,
         ));
-        let host = Arc::new(
-            warden_host::Host::open(
-                &warden_config::LoadedConfig::default(),
-                warden_host::HostOptions::new(paths.clone(), workspace.clone()),
-            )
-            .unwrap(),
-        );
-        let slot: HostSlot = Arc::default();
-        let _ = slot.set(Arc::downgrade(&host));
+        let host = warden_host::Host::open(
+            &warden_config::LoadedConfig::default(),
+            warden_host::HostOptions::new(paths.clone(), workspace.clone()),
+        )
+        .unwrap();
         let settings = SkillScriptSettings {
             enabled: true,
             interpreters: [(".py".to_owned(), "python3".to_owned())].into(),
@@ -533,17 +535,20 @@ mod tests {
             ),
             quota: quota.clone(),
             user: "ann".to_owned(),
-            slot,
         };
         let tool = RunSkillScript(Arc::new(scripts));
         let arguments = json!({"skill": "probe", "script": "scripts/touch.py"});
         assert_eq!(tool.assess(&arguments), CallReach::default());
         // Another of ann's scripts is running.
         let held = quota.try_acquire("ann").unwrap();
-        let refused = tool
-            .execute(arguments.clone(), CancellationToken::new())
-            .await
-            .unwrap_err();
+        let invocation = |arguments: &Value| Invocation {
+            host: host.clone(),
+            session_id: host.session_id().to_owned(),
+            arguments: arguments.clone(),
+            progress: None,
+            cancel: CancellationToken::new(),
+        };
+        let refused = tool.execute(invocation(&arguments)).await.unwrap_err();
         assert!(
             refused.message.contains("gate 6 (quota)"),
             "{}",
@@ -551,10 +556,7 @@ mod tests {
         );
         assert!(!marker.exists(), "the script started");
         drop(held);
-        let ran = tool
-            .execute(arguments, CancellationToken::new())
-            .await
-            .unwrap();
+        let ran = tool.execute(invocation(&arguments)).await.unwrap();
         assert!(!ran.is_error, "{}", ran.text);
         assert!(
             marker.exists(),

@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-use warden_host::{HostTool, RemoteSkills};
+use warden_host::{HostTool, Invocation, RemoteSkills};
 use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
 use warden_skills::Discovery;
 
@@ -86,9 +85,13 @@ impl HostTool for UseSkill {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        _cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation {
+            arguments,
+            cancel: _,
+            ..
+        } = invocation;
         Box::pin(async move {
             let name = arguments.get("name").and_then(Value::as_str).unwrap_or("");
             if is_remote(&self.discovery, &self.remote, name).await {
@@ -154,9 +157,13 @@ impl HostTool for ReadSkillFile {
 
     fn execute<'a>(
         &'a self,
-        arguments: Value,
-        _cancel: CancellationToken,
+        invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation {
+            arguments,
+            cancel: _,
+            ..
+        } = invocation;
         Box::pin(async move {
             let skill = arguments.get("skill").and_then(Value::as_str).unwrap_or("");
             let path = arguments.get("path").and_then(Value::as_str).unwrap_or("");

@@ -90,7 +90,7 @@ mod tests {
     fn host(dir: &std::path::Path) -> Arc<Host> {
         let paths = warden_config::Paths::under_root(dir);
         let options = HostOptions::new(paths, dir.to_path_buf());
-        Arc::new(Host::open(&warden_config::LoadedConfig::default(), options).unwrap())
+        Host::open(&warden_config::LoadedConfig::default(), options).unwrap()
     }
 
     fn inherited() -> Vec<(OsString, OsString)> {

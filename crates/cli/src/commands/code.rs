@@ -4,7 +4,6 @@
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
@@ -45,12 +44,7 @@ pub fn run(globals: &Globals, args: CodeArgs) -> anyhow::Result<ExitCode> {
         (None, None) => bail!("give a script with -e SCRIPT, or a file"),
     };
     let (paths, workspace, config) = load_config(globals)?;
-    let host = Arc::new(open_host(
-        paths,
-        workspace,
-        &config,
-        &PolicyFlags::default(),
-    )?);
+    let host = open_host(paths, workspace, &config, &PolicyFlags::default())?;
     async_runtime()?.block_on(async {
         let cancel = CancellationToken::new();
         let code_host = GateCodeHost::new(host.clone(), cancel).await;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use warden_host::{Host, RemoteSkills, RemoteSkillsSettings};
+use warden_host::{Host, RemoteSkills, RemoteSkillsSettings, SamplingRoute};
 use warden_mcp::ProtocolMode;
 use warden_serve::{
     ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, MCP_PATH, ServeToken,
@@ -17,7 +17,7 @@ use warden_skills::{SkillRoots, discover};
 
 use crate::Globals;
 use crate::context::{PolicyFlags, async_runtime, host_options, load_config};
-use warden_session::{CODE_EXECUTE, CODE_SEARCH, HostSlot, code_tools};
+use warden_session::{CODE_EXECUTE, CODE_SEARCH, code_tools};
 use warden_session::{USE_SKILL, skill_tools};
 use warden_session::{UsageError, ad_hoc_servers};
 
@@ -102,11 +102,11 @@ pub fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode> {
         .extend(skill_tools(skills.clone(), remote_skills.clone()));
     options.remote_skills = Some(remote_skills);
     // Code mode (progressive): its scripts' tool calls go through the gate as code mode.
-    let host_slot: HostSlot = Arc::default();
-    options.tools.extend(code_tools(host_slot.clone()));
+    options.tools.extend(code_tools());
     options.approver = Some(Arc::new(approver.clone()));
     options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
-    options.sampling = Some(Arc::new(UpstreamSampling::new(approver.directory())));
+    options.sampling =
+        SamplingRoute::Handler(Arc::new(UpstreamSampling::new(approver.directory())));
     options.extra_servers = ad_hoc_servers(&args.mcp)?;
     options.protocol = match args.upstream_protocol {
         UpstreamProtocolArg::Auto => ProtocolMode::Auto,
@@ -124,8 +124,7 @@ pub fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.insecure_no_auth && args.http.is_none() {
         bail!("--insecure-no-auth applies to --http only");
     }
-    let host = Arc::new(Host::open(&config, options).context("opening the session")?);
-    let _ = host_slot.set(Arc::downgrade(&host));
+    let host = Host::open(&config, options).context("opening the session")?;
     let summaries = skills
         .skills
         .iter()

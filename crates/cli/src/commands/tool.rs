@@ -5,6 +5,7 @@
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
@@ -74,7 +75,7 @@ pub fn run(globals: &Globals, args: ToolArgs) -> anyhow::Result<ExitCode> {
 
 /// Where the answers come from: this process's own host, or the session's over the bridge.
 enum Backend {
-    Local(Host),
+    Local(Arc<Host>),
     Bridge(BridgeClient),
 }
 

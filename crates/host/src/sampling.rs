@@ -1,0 +1,118 @@
+//! Servers' sampling requests through the gate: with [`SamplingRoute::ThroughGate`] a request
+//! from a server whose entry has `sampling = true` becomes a call of the host tool
+//! [`SAMPLING_TOOL`] (source `sampling`, the asking server as the caller), so it is authorized,
+//! offered to hooks, timed and audited like every other call. The surface supplies the tool
+//! (the agent session answers with its model); the wire types here are the contract.
+
+use std::sync::Weak;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use warden_policy::CallSource;
+
+use crate::{CallContext, Host};
+
+/// The host tool that answers a server's sampling request (never offered to the model).
+pub const SAMPLING_TOOL: &str = "answer_mcp_sampling";
+
+/// Who answers the sampling requests of servers whose entry has `sampling = true`.
+#[derive(Clone, Default)]
+pub enum SamplingRoute {
+    /// Every sampling request is declined.
+    #[default]
+    Declined,
+    /// A call of the surface's [`SAMPLING_TOOL`] through the gate.
+    ThroughGate,
+    /// The surface's own handler (serve relays the request to its client).
+    Handler(std::sync::Arc<dyn warden_mcp::SamplingHandler>),
+}
+
+/// One sampling request as the gate sees it: the tool's arguments.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SamplingArguments {
+    /// The server asking.
+    pub server: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    pub turns: Vec<SamplingTurn>,
+    pub max_tokens: u32,
+}
+
+/// One message of the conversation a server asks to continue.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SamplingTurn {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub text: String,
+}
+
+/// What the tool returns (as its structured content) besides the text the audit sees.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SamplingResult {
+    pub text: String,
+    pub model: String,
+}
+
+/// The runtime's sampling handler for [`SamplingRoute::ThroughGate`]: one gated call per request.
+pub(crate) struct GatedSampler {
+    pub(crate) host: Weak<Host>,
+}
+
+impl warden_mcp::SamplingHandler for GatedSampler {
+    fn sample(
+        &self,
+        request: warden_mcp::SamplingRequest,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<warden_mcp::SamplingAnswer, String>>
+                + Send
+                + '_,
+        >,
+    > {
+        Box::pin(async move {
+            // The runtime (and so this handler) lives inside the host: a request that arrives
+            // while the host is being dropped finds nobody to answer.
+            let Some(host) = self.host.upgrade() else {
+                return Err("the session is closing".to_owned());
+            };
+            let mut context = CallContext::new(CallSource::Sampling, CancellationToken::new());
+            context.caller = Some(format!("mcp server {}", request.server));
+            let arguments = SamplingArguments {
+                server: request.server,
+                system_prompt: request.system_prompt,
+                turns: request
+                    .turns
+                    .into_iter()
+                    .map(|turn| SamplingTurn {
+                        role: match turn.role {
+                            warden_mcp::SamplingRole::User => "user",
+                            warden_mcp::SamplingRole::Assistant => "assistant",
+                        }
+                        .to_owned(),
+                        text: turn.text,
+                    })
+                    .collect(),
+                max_tokens: request.max_tokens,
+            };
+            let arguments = serde_json::to_value(&arguments)
+                .map_err(|error| format!("encoding the sampling request: {error}"))?;
+            let outcome = host.call_with(context, SAMPLING_TOOL, arguments).await;
+            if outcome.is_error() {
+                return Err(outcome.model_text());
+            }
+            let result: SamplingResult = outcome
+                .output
+                .and_then(|output| output.content)
+                .ok_or_else(|| "the model's answer came back empty".to_owned())
+                .and_then(|content| {
+                    serde_json::from_value(content)
+                        .map_err(|error| format!("reading the model's answer: {error}"))
+                })?;
+            Ok(warden_mcp::SamplingAnswer {
+                text: result.text,
+                model: result.model,
+                stop_reason: Some("endTurn".to_owned()),
+            })
+        })
+    }
+}
