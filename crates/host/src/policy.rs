@@ -66,3 +66,78 @@ pub fn hook_runner(settings: &PolicySettings) -> Result<HookRunner, HookSettings
     let deny = settings.hooks_on_error == Some(HookErrorPolicy::Deny);
     Ok(HookRunner::new(specs).deny_on_error(deny))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use warden_config::{HookCommand, HookEvent, PermissionMode, RuleDecision, Scope, parse_str};
+    use warden_policy::{CapabilityClass, DEFAULT_HOST_TOOL_TIMEOUT, ToolGlob};
+
+    use super::*;
+
+    fn settings(body: &str) -> PolicySettings {
+        let text = format!("schema_version = 1\n{body}");
+        parse_str(&text, Path::new("/cfg/config.toml"), Scope::User)
+            .unwrap()
+            .policy_settings
+    }
+
+    #[test]
+    fn the_gate_gets_the_configured_values_unchanged() {
+        let policy = gate_policy(&settings(
+            r#"
+[permissions]
+mode = "read-only"
+allow = ["mcp__fs__read_*"]
+deny = ["mcp__fs__delete_*"]
+always_ask = ["external"]
+
+[[authorization.rules]]
+tools = "mcp__fs__write_*"
+decision = "deny"
+reason = "writes go through review"
+"#,
+        ));
+        let glob = |pattern| ToolGlob::parse(pattern).unwrap();
+        assert_eq!(policy.permissions.mode, PermissionMode::ReadOnly);
+        assert_eq!(policy.permissions.allow, [glob("mcp__fs__read_*")]);
+        assert_eq!(policy.permissions.deny, [glob("mcp__fs__delete_*")]);
+        assert_eq!(
+            policy.permissions.always_ask,
+            CapabilitySet::of(&[CapabilityClass::External])
+        );
+        assert_eq!(policy.rules.len(), 1);
+        assert_eq!(policy.rules[0].tools, glob("mcp__fs__write_*"));
+        assert_eq!(policy.rules[0].decision, RuleDecision::Deny);
+        assert_eq!(policy.default_timeout, DEFAULT_HOST_TOOL_TIMEOUT);
+        assert_eq!(
+            gate_policy(&PolicySettings::default())
+                .permissions
+                .always_ask,
+            CapabilitySet::of(&[CapabilityClass::Destructive])
+        );
+    }
+
+    #[test]
+    fn a_hook_the_runner_refuses_names_its_key() {
+        let mut settings = PolicySettings::default();
+        settings.hooks.push(HookCommand {
+            event: HookEvent::Stop,
+            command: PathBuf::from("/usr/bin/true"),
+            args: Vec::new(),
+            matcher: None,
+            timeout: Duration::ZERO,
+            source: PathBuf::from("/cfg/config.toml"),
+            index: 3,
+        });
+        let error = hook_runner(&settings).unwrap_err();
+        assert_eq!(error.key, "hooks.Stop[3]");
+        assert!(
+            error.to_string().starts_with("hooks.Stop[3]: Stop hook"),
+            "{error}"
+        );
+    }
+}
