@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-pub use warden_config::Capability;
+pub use warden_config::CapabilityClass as Capability;
 
 use crate::confine::{
     BashConfinement, PrivateTmp, bridge_port, clean_environment, command_policy, prepare_command,

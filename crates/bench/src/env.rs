@@ -10,7 +10,7 @@ use rmcp::service::{RoleClient, RunningService};
 use warden_config::{LoadedConfig, Paths};
 use warden_host::{Host, HostOptions};
 use warden_mcp::ServerSpec;
-use warden_policy::{Pattern, PermissionMode};
+use warden_policy::{PermissionMode, ToolGlob};
 
 /// Binaries, folders and optional peers of one run.
 #[derive(Debug, Clone)]
@@ -142,7 +142,7 @@ impl BenchSession {
                 .policy
                 .permissions
                 .allow
-                .push(Pattern::new(pattern).context("an allow pattern")?);
+                .push(ToolGlob::parse(pattern).context("an allow pattern")?);
         }
         let host = Host::open(&LoadedConfig::default(), options).context("opening the host")?;
         Ok(Self { host, _home: home })

@@ -9,7 +9,7 @@ use anyhow::Context;
 use warden_config::{LoadRequest, LoadedConfig, Paths, PolicySettings};
 use warden_host::{Host, HostOptions, gate_policy, hook_runner};
 use warden_policy::{
-    ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, GatePolicy, Pattern, PermissionMode,
+    ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, GatePolicy, PermissionMode, ToolGlob,
 };
 
 use crate::Globals;
@@ -123,23 +123,33 @@ pub fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// The permission mode on the command line.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum ModeArg {
-    /// Read-only tools run; anything else asks (denied when nobody can be asked).
-    Ask,
-    /// Read-only tools run; anything else is denied.
-    ReadOnly,
-    /// Everything policy admits runs, except destructive tools, which ask.
-    Auto,
+/// `--permission-mode`: the config's names (`ask`, `read-only`, `auto`), listed with what each
+/// does in `--help`.
+fn permission_mode_parser() -> impl clap::builder::TypedValueParser<Value = PermissionMode> {
+    use clap::builder::TypedValueParser;
+    let values = PermissionMode::ALL.map(|mode| {
+        let help = match mode {
+            PermissionMode::Ask => {
+                "Read-only tools run; anything else asks (denied when nobody can be asked)"
+            }
+            PermissionMode::ReadOnly => "Read-only tools run; anything else is denied",
+            PermissionMode::Auto => {
+                "Everything policy admits runs, except destructive tools, which ask"
+            }
+        };
+        clap::builder::PossibleValue::new(mode.as_str()).help(help)
+    });
+    clap::builder::PossibleValuesParser::new(values).try_map(|name| {
+        PermissionMode::from_name(&name).ok_or_else(|| format!("no permission mode \"{name}\""))
+    })
 }
 
 /// `--permission-mode`, `--allowed-tools`, `--disallowed-tools`: the operator's policy flags.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct PolicyFlags {
     /// The permission mode for this run.
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub permission_mode: Option<ModeArg>,
+    #[arg(long, value_name = "MODE", value_parser = permission_mode_parser())]
+    pub permission_mode: Option<PermissionMode>,
     /// Tools that run without asking: globs over public names (`mcp__github__*`);
     /// comma-separated or repeated.
     #[arg(long, value_name = "PATTERNS")]
@@ -153,13 +163,9 @@ impl PolicyFlags {
     /// The session's policy: the config's settings with these flags applied (the command line
     /// is the operator's: its mode wins, its patterns are added).
     pub fn policy(&self, settings: &PolicySettings) -> anyhow::Result<GatePolicy> {
-        let mut policy = gate_policy(settings)?;
+        let mut policy = gate_policy(settings);
         if let Some(mode) = self.permission_mode {
-            policy.permissions.mode = match mode {
-                ModeArg::Ask => PermissionMode::Ask,
-                ModeArg::ReadOnly => PermissionMode::ReadOnly,
-                ModeArg::Auto => PermissionMode::Auto,
-            };
+            policy.permissions.mode = mode;
         }
         for text in &self.allowed_tools {
             policy
@@ -177,20 +183,12 @@ impl PolicyFlags {
     }
 }
 
-/// A comma-separated list of tool patterns from the command line, read by the same parser as
-/// `[permissions] allow`/`deny` and refused with the same words: a typo in a deny flag must not
-/// quietly match nothing.
-pub fn flag_patterns(flag: &str, text: &str) -> anyhow::Result<Vec<Pattern>> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-        .map(|item| {
-            let glob = warden_config::ToolGlob::parse(item)
-                .map_err(|expected| UsageError(format!("{flag} {text}: expected {expected}")))?;
-            Pattern::new(glob.as_str())
-                .map_err(|error| UsageError(format!("{flag} {text}: {error}")).into())
-        })
-        .collect()
+/// A comma-separated list of tool patterns from the command line: each one is read by the same
+/// grammar as `[permissions] allow`/`deny` and refused with the same words (a typo in a deny flag
+/// must not quietly match nothing); blanks around a pattern and empty items are ignored.
+pub fn flag_patterns(flag: &str, text: &str) -> anyhow::Result<Vec<ToolGlob>> {
+    ToolGlob::parse_list(text)
+        .map_err(|error| UsageError(format!("{flag} {text}: expected {error}")).into())
 }
 
 /// Opens a session host over the loaded config with these policy flags. When standard input
@@ -299,4 +297,86 @@ pub fn error_line(error: &anyhow::Error) -> String {
         line.push_str(&text);
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::path::Path;
+
+    use warden_config::{Scope, parse_str};
+
+    use super::*;
+
+    /// What `[permissions] allow = [PATTERN]` makes of one pattern: the glob, or the diagnostic.
+    fn from_config(pattern: &str) -> Result<Vec<ToolGlob>, String> {
+        let quoted = serde_json::to_string(pattern).unwrap();
+        let text = format!("schema_version = 1\n[permissions]\nallow = [{quoted}]\n");
+        match parse_str(&text, Path::new("/cfg/config.toml"), Scope::User) {
+            Ok(file) => Ok(file.policy_settings.permissions.allow),
+            Err(error) => {
+                let diagnostics = error.diagnostics();
+                assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+                assert_eq!(diagnostics[0].key, "permissions.allow[0]");
+                Err(diagnostics[0].problem.to_string())
+            }
+        }
+    }
+
+    /// What `--allowed-tools PATTERN` makes of one pattern: the glob, or the usage error.
+    fn from_flag(pattern: &str) -> Result<Vec<ToolGlob>, String> {
+        flag_patterns("--allowed-tools", pattern).map_err(|error| {
+            let prefix = format!("--allowed-tools {pattern}: ");
+            let message = error.to_string();
+            message
+                .strip_prefix(&prefix)
+                .unwrap_or_else(|| panic!("{message:?} lacks {prefix:?}"))
+                .to_owned()
+        })
+    }
+
+    #[test]
+    fn config_and_flags_accept_and_refuse_the_same_patterns_with_the_same_words() {
+        let accepted = ["*", "bash", "mcp__fs__*", "mcp__gh-2__get_?ssue", "A_b-9?*"];
+        let refused = [
+            "mcp.fs.*",
+            "mcp__fs__[ab]",
+            "mcp__fs__write file",
+            "mcp__fs__*\\",
+            "a/b",
+            "x{y}",
+            "é",
+            "mcp__fs__(read|write)",
+        ];
+        for pattern in accepted {
+            let config = from_config(pattern);
+            assert_eq!(
+                config,
+                Ok(vec![ToolGlob::parse(pattern).unwrap()]),
+                "{pattern}"
+            );
+            assert_eq!(from_flag(pattern), config, "{pattern}");
+        }
+        for pattern in refused {
+            let config = from_config(pattern);
+            let expected = format!("expected {}", ToolGlob::parse(pattern).unwrap_err());
+            assert_eq!(config, Err(expected.clone()), "{pattern}");
+            assert_eq!(from_flag(pattern), config, "{pattern}");
+        }
+    }
+
+    #[test]
+    fn a_flag_is_a_comma_list_of_those_patterns() {
+        assert_eq!(
+            from_flag(" mcp__a__*, mcp__b__x,,"),
+            Ok(vec![
+                ToolGlob::parse("mcp__a__*").unwrap(),
+                ToolGlob::parse("mcp__b__x").unwrap(),
+            ])
+        );
+        assert_eq!(from_flag(""), Ok(Vec::new()));
+        assert!(from_flag("mcp__a__*,mcp.b").is_err());
+        // A comma inside one config pattern is no list: the config refuses it.
+        assert!(from_config("mcp__a__*,mcp__b__x").is_err());
+    }
 }

@@ -5,8 +5,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use toml_edit::{Array, DocumentMut, InlineTable, Item, Table, Value};
+use warden_vocab::CapabilityClass;
 
-use crate::entry::{AuthMode, Capability, RemoteTransport, Scope};
+use crate::entry::{AuthMode, RemoteTransport, Scope};
 use crate::error::ConfigError;
 use crate::load::parse_str;
 use crate::raw::{CURRENT_SCHEMA_VERSION, RawPolicy, RawServer, RawToolFilter, RawToolPolicy};
@@ -216,17 +217,8 @@ fn string_map(map: &std::collections::BTreeMap<String, String>) -> Value {
     Value::InlineTable(table)
 }
 
-fn capability_list(list: &[Capability]) -> Value {
-    Value::Array(
-        list.iter()
-            .map(|c| match c {
-                Capability::ReadOnly => "read_only",
-                Capability::Write => "write",
-                Capability::Destructive => "destructive",
-                Capability::External => "external",
-            })
-            .collect::<Array>(),
-    )
+fn capability_list(list: &[CapabilityClass]) -> Value {
+    Value::Array(list.iter().map(|class| class.as_str()).collect::<Array>())
 }
 
 /// The TOML table of one server entry, keys in the documented order.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use warden_vocab::{CapabilityClass, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, MAX_TIMEOUT};
 
 use crate::error::{Diagnostic, Problem};
 use crate::expand::{
@@ -14,14 +15,6 @@ use crate::expand::{
     parse_template,
 };
 use crate::raw::{KnownValues, RawPolicy, RawServer, RawToolFilter, RawToolPolicy, key_path};
-
-/// Per-call timeout when `tool_timeout_sec` is absent.
-pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(1800);
-/// Start-up and handshake timeout when `startup_timeout_sec` is absent.
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-/// The longest timeout any `*_sec` key accepts: a week. Past it a duration means a typo (or an
-/// attempt at "never"), and an unbounded one overflows the clock it is added to.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// `seconds` as a timeout, or what is expected instead (0 and more than [`MAX_TIMEOUT`] are
 /// refused; there is no "never").
@@ -63,26 +56,10 @@ impl Scope {
     }
 }
 
-/// A capability class a tool may exercise.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Capability {
-    ReadOnly,
-    Write,
-    Destructive,
-    External,
-}
-
-impl KnownValues for Capability {
-    const VALUES: &'static [&'static str] = &["read_only", "write", "destructive", "external"];
+impl KnownValues for CapabilityClass {
+    const VALUES: &'static [&'static str] = CapabilityClass::NAMES;
     fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "read_only" => Some(Self::ReadOnly),
-            "write" => Some(Self::Write),
-            "destructive" => Some(Self::Destructive),
-            "external" => Some(Self::External),
-            _ => None,
-        }
+        CapabilityClass::from_name(name)
     }
 }
 
@@ -194,14 +171,14 @@ impl ToolFilter {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServerPolicy {
     /// `None`: no server-level bound (the host ceiling still applies).
-    pub capabilities: Option<Vec<Capability>>,
+    pub capabilities: Option<Vec<CapabilityClass>>,
     pub tools: BTreeMap<String, ToolPolicy>,
 }
 
 /// The bounds of one tool.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolPolicy {
-    pub capabilities: Option<Vec<Capability>>,
+    pub capabilities: Option<Vec<CapabilityClass>>,
 }
 
 /// One validated `[mcp_servers.NAME]` entry.
@@ -833,8 +810,8 @@ impl TryFrom<ScopedRawServer> for ServerEntry {
     }
 }
 
-fn dedup(list: Vec<Capability>) -> Vec<Capability> {
-    let mut out: Vec<Capability> = Vec::with_capacity(list.len());
+fn dedup(list: Vec<CapabilityClass>) -> Vec<CapabilityClass> {
+    let mut out: Vec<CapabilityClass> = Vec::with_capacity(list.len());
     for capability in list {
         if !out.contains(&capability) {
             out.push(capability);

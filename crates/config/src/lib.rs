@@ -25,10 +25,9 @@ pub use edit::{
     remove_server, remove_server_from_file, server_table,
 };
 pub use entry::{
-    AuthMode, AuthState, Capability, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT,
-    MAX_SERVER_NAME_LEN, MAX_TIMEOUT, OAuthClientConfig, RemoteTransport, ResolvedTransport, Scope,
-    ScopedRawServer, ServerEntry, ServerPolicy, ToolFilter, ToolPolicy, Transport,
-    is_valid_server_name, timeout_seconds,
+    AuthMode, AuthState, MAX_SERVER_NAME_LEN, OAuthClientConfig, RemoteTransport,
+    ResolvedTransport, Scope, ScopedRawServer, ServerEntry, ServerPolicy, ToolFilter, ToolPolicy,
+    Transport, is_valid_server_name, timeout_seconds,
 };
 pub use error::{ConfigError, Diagnostic, Problem};
 pub use expand::{
@@ -43,10 +42,8 @@ pub use model::{
 };
 pub use paths::{Paths, PathsError};
 pub use policy::{
-    AuditSettings, AuthorizationCommand, AuthorizationRule, AuthorizationSettings,
-    DEFAULT_ALWAYS_ASK, DEFAULT_AUTHORIZATION_TIMEOUT, DEFAULT_HOOK_TIMEOUT, HookCommand,
-    HookErrorPolicy, HookEvent, PermissionMode, PermissionSettings, PolicySettings, RuleDecision,
-    ScopedRawPolicy, ToolGlob, user_path,
+    AuditSettings, AuthorizationCommand, AuthorizationSettings, DEFAULT_ALWAYS_ASK, DeclaredRule,
+    HookCommand, HookErrorPolicy, PermissionSettings, PolicySettings, ScopedRawPolicy, user_path,
 };
 pub use raw::{
     BridgeTransport, CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization,
@@ -58,3 +55,9 @@ pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};
 pub use schema::schema_json;
 pub use skill_scripts::{MAX_SCRIPT_TIMEOUT, RawSkillScripts, SkillScriptSettings};
 pub use trust::{Approval, TrustError, TrustState, TrustStore};
+/// The shared vocabulary the validated settings are written in (defined in `warden-vocab`).
+pub use warden_vocab::{
+    AuthorizationRule, CapabilityClass, DEFAULT_AUTHORIZATION_TIMEOUT, DEFAULT_HOOK_TIMEOUT,
+    DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, HookEvent, MAX_TIMEOUT, PermissionMode,
+    RuleDecision, ToolGlob, ToolGlobError,
+};

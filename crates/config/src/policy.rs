@@ -5,219 +5,39 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Serialize;
+use warden_vocab::{
+    AuthorizationRule, CapabilityClass, DEFAULT_AUTHORIZATION_TIMEOUT, DEFAULT_HOOK_TIMEOUT,
+    HookEvent, PermissionMode, RuleDecision, ToolGlob,
+};
 
-use crate::entry::{Capability, Scope};
+use crate::entry::Scope;
 use crate::error::{Diagnostic, Problem};
 use crate::raw::{
     KnownValues, RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks,
     RawPermissions, key_path,
 };
 
-/// Time the external authorization command gets when `timeout_sec` is absent.
-pub const DEFAULT_AUTHORIZATION_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time a hook gets when `timeout_sec` is absent.
-pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 /// The always-ask classes when `always_ask` is absent.
-pub const DEFAULT_ALWAYS_ASK: &[Capability] = &[Capability::Destructive];
-
-/// The approval mode (`[permissions] mode`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
-pub enum PermissionMode {
-    /// Read-only tools run; anything else asks (the default).
-    #[default]
-    #[serde(rename = "ask")]
-    Ask,
-    /// Read-only tools run; anything else is denied.
-    #[serde(rename = "read-only")]
-    ReadOnly,
-    /// Whatever policy admits runs, except the always-ask classes.
-    #[serde(rename = "auto")]
-    Auto,
-}
-
-impl PermissionMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PermissionMode::Ask => "ask",
-            PermissionMode::ReadOnly => "read-only",
-            PermissionMode::Auto => "auto",
-        }
-    }
-
-    /// Higher is stricter: `auto` < `ask` < `read-only`.
-    fn strictness(self) -> u8 {
-        match self {
-            PermissionMode::Auto => 0,
-            PermissionMode::Ask => 1,
-            PermissionMode::ReadOnly => 2,
-        }
-    }
-
-    /// The stricter of the two modes.
-    pub fn stricter(self, other: PermissionMode) -> PermissionMode {
-        if other.strictness() > self.strictness() {
-            other
-        } else {
-            self
-        }
-    }
-}
+pub const DEFAULT_ALWAYS_ASK: &[CapabilityClass] = &[CapabilityClass::Destructive];
 
 impl KnownValues for PermissionMode {
-    const VALUES: &'static [&'static str] = &["ask", "read-only", "auto"];
+    const VALUES: &'static [&'static str] = PermissionMode::NAMES;
     fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "ask" => Some(Self::Ask),
-            "read-only" => Some(Self::ReadOnly),
-            "auto" => Some(Self::Auto),
-            _ => None,
-        }
-    }
-}
-
-/// What an `[[authorization.rules]]` entry decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
-pub enum RuleDecision {
-    #[serde(rename = "allow")]
-    Allow,
-    #[serde(rename = "deny")]
-    Deny,
-}
-
-impl RuleDecision {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleDecision::Allow => "allow",
-            RuleDecision::Deny => "deny",
-        }
+        PermissionMode::from_name(name)
     }
 }
 
 impl KnownValues for RuleDecision {
-    const VALUES: &'static [&'static str] = &["allow", "deny"];
+    const VALUES: &'static [&'static str] = RuleDecision::NAMES;
     fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "allow" => Some(Self::Allow),
-            "deny" => Some(Self::Deny),
-            _ => None,
-        }
-    }
-}
-
-/// A lifecycle event a hook runs at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
-pub enum HookEvent {
-    SessionStart,
-    UserPromptSubmit,
-    PreToolUse,
-    PostToolUse,
-    Stop,
-    SessionEnd,
-}
-
-impl HookEvent {
-    /// Every event, in the order of a session.
-    pub const ALL: [HookEvent; 6] = [
-        HookEvent::SessionStart,
-        HookEvent::UserPromptSubmit,
-        HookEvent::PreToolUse,
-        HookEvent::PostToolUse,
-        HookEvent::Stop,
-        HookEvent::SessionEnd,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookEvent::SessionStart => "SessionStart",
-            HookEvent::UserPromptSubmit => "UserPromptSubmit",
-            HookEvent::PreToolUse => "PreToolUse",
-            HookEvent::PostToolUse => "PostToolUse",
-            HookEvent::Stop => "Stop",
-            HookEvent::SessionEnd => "SessionEnd",
-        }
-    }
-
-    /// Whether the event is about one tool call (and so may have a `matcher`).
-    pub fn is_tool_event(self) -> bool {
-        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
+        RuleDecision::from_name(name)
     }
 }
 
 impl KnownValues for HookEvent {
-    const VALUES: &'static [&'static str] = &[
-        "SessionStart",
-        "UserPromptSubmit",
-        "PreToolUse",
-        "PostToolUse",
-        "Stop",
-        "SessionEnd",
-    ];
+    const VALUES: &'static [&'static str] = HookEvent::NAMES;
     fn from_name(name: &str) -> Option<Self> {
-        HookEvent::ALL.into_iter().find(|e| e.as_str() == name)
-    }
-}
-
-/// A validated pattern over public tool names: `*` matches any run of characters (also none),
-/// `?` exactly one; everything else is literal. Only `[A-Za-z0-9_*?-]` may appear.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ToolGlob(String);
-
-impl ToolGlob {
-    /// Checks the characters; the error says what is allowed and names the first bad character.
-    pub fn parse(pattern: &str) -> Result<ToolGlob, String> {
-        const ALLOWED: &str = "a pattern over public tool names of letters, digits, `_`, `-` and the wildcards `*` and `?`";
-        if pattern.is_empty() {
-            return Err(format!("{ALLOWED}, not an empty string"));
-        }
-        if let Some(bad) = pattern
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '*' | '?')))
-        {
-            return Err(format!(
-                "{ALLOWED}, not \"{pattern}\" ({bad:?} is not allowed)"
-            ));
-        }
-        Ok(ToolGlob(pattern.to_string()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether `name` (a public tool name like `mcp__fs__write_file`) matches the whole pattern.
-    pub fn matches(&self, name: &str) -> bool {
-        let pattern = self.0.as_bytes();
-        let name = name.as_bytes();
-        let (mut p, mut n) = (0, 0);
-        // The last `*` seen and the name position it was tried at, to backtrack to.
-        let mut star: Option<(usize, usize)> = None;
-        while n < name.len() {
-            match pattern.get(p) {
-                Some(b'*') => {
-                    star = Some((p, n));
-                    p += 1;
-                }
-                Some(&c) if c == b'?' || c == name[n] => {
-                    p += 1;
-                    n += 1;
-                }
-                _ => match star {
-                    Some((star_p, star_n)) => {
-                        p = star_p + 1;
-                        n = star_n + 1;
-                        star = Some((star_p, star_n + 1));
-                    }
-                    None => return false,
-                },
-            }
-        }
-        pattern[p..].iter().all(|&c| c == b'*')
-    }
-}
-
-impl std::fmt::Display for ToolGlob {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        HookEvent::from_name(name)
     }
 }
 
@@ -229,7 +49,7 @@ pub struct PermissionSettings {
     pub allow: Vec<ToolGlob>,
     /// Tools always denied: the user's patterns, then the project's.
     pub deny: Vec<ToolGlob>,
-    pub always_ask: Option<Vec<Capability>>,
+    pub always_ask: Option<Vec<CapabilityClass>>,
     /// Folders the built-in tools work in beside the working folder (user scope only).
     pub additional_directories: Vec<PathBuf>,
     /// Protected paths the built-in tools may reach anyway (user scope only).
@@ -243,20 +63,17 @@ impl PermissionSettings {
     }
 
     /// The always-ask classes in force: the configured ones or `["destructive"]`.
-    pub fn always_ask(&self) -> Vec<Capability> {
+    pub fn always_ask(&self) -> Vec<CapabilityClass> {
         self.always_ask
             .clone()
             .unwrap_or_else(|| DEFAULT_ALWAYS_ASK.to_vec())
     }
 }
 
-/// One `[[authorization.rules]]` entry.
+/// One `[[authorization.rules]]` entry: the rule the gate applies, and where it was declared.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthorizationRule {
-    pub tools: ToolGlob,
-    pub decision: RuleDecision,
-    /// Shown to the model with a denial.
-    pub reason: Option<String>,
+pub struct DeclaredRule {
+    pub rule: AuthorizationRule,
     /// The file that declared it and its position there (`authorization.rules[i]`).
     pub source: PathBuf,
     pub index: usize,
@@ -276,16 +93,16 @@ pub struct AuthorizationCommand {
 /// `[authorization]`: the rules in order (first match wins) and the optional command.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuthorizationSettings {
-    pub rules: Vec<AuthorizationRule>,
+    pub rules: Vec<DeclaredRule>,
     pub command: Option<AuthorizationCommand>,
 }
 
 impl AuthorizationSettings {
     /// The first rule whose pattern matches `public_name`.
-    pub fn first_match(&self, public_name: &str) -> Option<&AuthorizationRule> {
+    pub fn first_match(&self, public_name: &str) -> Option<&DeclaredRule> {
         self.rules
             .iter()
-            .find(|rule| rule.tools.matches(public_name))
+            .find(|declared| declared.rule.matches(public_name))
     }
 }
 
@@ -466,8 +283,8 @@ impl Report<'_> {
     fn glob(&mut self, key: String, pattern: &str) -> Option<ToolGlob> {
         match ToolGlob::parse(pattern) {
             Ok(glob) => Some(glob),
-            Err(expected) => {
-                self.invalid(key, expected);
+            Err(error) => {
+                self.invalid(key, error.to_string());
                 None
             }
         }
@@ -655,7 +472,7 @@ fn validate_permissions(
     let allow = report.globs("permissions.allow", allow);
     let deny = report.globs("permissions.deny", deny);
     let always_ask = always_ask.map(|classes| {
-        let mut unique: Vec<Capability> = Vec::with_capacity(classes.len());
+        let mut unique: Vec<CapabilityClass> = Vec::with_capacity(classes.len());
         for class in classes {
             if !unique.contains(&class) {
                 unique.push(class);
@@ -671,7 +488,7 @@ fn validate_permissions(
                     format!(
                         "{TIGHTEN_ONLY}: its `always_ask` adds classes to yours and may not remove one; \
                          leaving out \"{}\" would stop asking about it, so list it too",
-                        capability_name(*kept)
+                        kept.as_str()
                     ),
                 );
             }
@@ -710,15 +527,6 @@ pub fn user_path(raw: &str, home: Option<&Path>) -> Result<PathBuf, String> {
         Err(format!(
             "an absolute path or one that starts with ~/, not \"{raw}\" (a relative path would depend on where warden runs)"
         ))
-    }
-}
-
-fn capability_name(capability: Capability) -> &'static str {
-    match capability {
-        Capability::ReadOnly => "read_only",
-        Capability::Write => "write",
-        Capability::Destructive => "destructive",
-        Capability::External => "external",
     }
 }
 
@@ -770,10 +578,12 @@ fn validate_authorization(
             );
         }
         if let (Some(tools), Some(decision)) = (tools, decision) {
-            out.rules.push(AuthorizationRule {
-                tools,
-                decision,
-                reason,
+            out.rules.push(DeclaredRule {
+                rule: AuthorizationRule {
+                    tools,
+                    decision,
+                    reason,
+                },
                 source: source.to_path_buf(),
                 index,
             });
@@ -874,53 +684,4 @@ fn validate_hooks(report: &mut Report<'_>, raw: &RawHooks, source: &Path) -> Vec
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    fn glob(pattern: &str) -> ToolGlob {
-        ToolGlob::parse(pattern).unwrap()
-    }
-
-    #[test]
-    fn globs_match_whole_names_with_star_and_question_mark() {
-        assert!(glob("mcp__fs__*").matches("mcp__fs__write_file"));
-        assert!(glob("mcp__fs__*").matches("mcp__fs__"));
-        assert!(!glob("mcp__fs__*").matches("mcp__fsx__read"));
-        assert!(glob("*write*").matches("mcp__fs__write_file"));
-        assert!(!glob("*write*").matches("mcp__fs__read_file"));
-        assert!(glob("mcp__?s__read_file").matches("mcp__fs__read_file"));
-        assert!(!glob("mcp__?s__read_file").matches("mcp__s__read_file"));
-        assert!(glob("a*b*c").matches("aXXbYYbc"));
-        assert!(!glob("a*b*c").matches("aXXbYYbcd"));
-        assert!(glob("exact").matches("exact"));
-        assert!(!glob("exact").matches("exactly"));
-        assert!(glob("*").matches(""));
-        assert!(glob("**").matches("anything"));
-    }
-
-    #[test]
-    fn globs_refuse_other_characters() {
-        for bad in ["", "mcp__fs__[ab]", "mcp fs", "mcp.fs", "a/b", "x{y}", "é"] {
-            let error = ToolGlob::parse(bad).unwrap_err();
-            assert!(error.contains("wildcards `*` and `?`"), "{bad}: {error}");
-        }
-        assert!(
-            ToolGlob::parse("mcp__fs__[ab]")
-                .unwrap_err()
-                .contains("'[' is not allowed")
-        );
-    }
-
-    #[test]
-    fn the_stricter_mode_wins() {
-        use PermissionMode::*;
-        assert_eq!(Auto.stricter(Ask), Ask);
-        assert_eq!(Ask.stricter(Auto), Ask);
-        assert_eq!(Ask.stricter(ReadOnly), ReadOnly);
-        assert_eq!(ReadOnly.stricter(Auto), ReadOnly);
-    }
 }

@@ -44,7 +44,10 @@ fn absent_sections_mean_the_defaults() {
     let s = settings("", Scope::User);
     assert_eq!(s, PolicySettings::default());
     assert_eq!(s.permissions.mode(), PermissionMode::Ask);
-    assert_eq!(s.permissions.always_ask(), vec![Capability::Destructive]);
+    assert_eq!(
+        s.permissions.always_ask(),
+        vec![CapabilityClass::Destructive]
+    );
     assert!(!s.audit.full_arguments());
     assert!(s.authorization.rules.is_empty() && s.authorization.command.is_none());
     assert!(s.hooks.is_empty());
@@ -70,14 +73,14 @@ always_ask = ["destructive", "external", "destructive"]
     assert_eq!(p.deny, vec![glob("mcp__fs__delete*")]);
     assert_eq!(
         p.always_ask(),
-        vec![Capability::Destructive, Capability::External]
+        vec![CapabilityClass::Destructive, CapabilityClass::External]
     );
     let s = settings(
         "[permissions]\nmode = \"read-only\"\nalways_ask = []\n",
         Scope::User,
     );
     assert_eq!(s.permissions.mode(), PermissionMode::ReadOnly);
-    assert_eq!(s.permissions.always_ask(), Vec::<Capability>::new());
+    assert_eq!(s.permissions.always_ask(), Vec::<CapabilityClass>::new());
 }
 
 #[test]
@@ -152,22 +155,22 @@ decision = "allow"
     );
     let a = &s.authorization;
     assert_eq!(a.rules.len(), 2);
-    assert_eq!(a.rules[0].tools, glob("mcp__fs__write_*"));
-    assert_eq!(a.rules[0].decision, RuleDecision::Deny);
+    assert_eq!(a.rules[0].rule.tools, glob("mcp__fs__write_*"));
+    assert_eq!(a.rules[0].rule.decision, RuleDecision::Deny);
     assert_eq!(
-        a.rules[0].reason.as_deref(),
+        a.rules[0].rule.reason.as_deref(),
         Some("writes go through review")
     );
     assert_eq!(
-        (a.rules[1].decision, a.rules[1].index),
+        (a.rules[1].rule.decision, a.rules[1].index),
         (RuleDecision::Allow, 1)
     );
-    assert_eq!(a.rules[1].reason, None);
+    assert_eq!(a.rules[1].rule.reason, None);
     // First match wins.
     let first = a.first_match("mcp__fs__write_file").unwrap();
-    assert_eq!(first.decision, RuleDecision::Deny);
+    assert_eq!(first.rule.decision, RuleDecision::Deny);
     assert_eq!(
-        a.first_match("mcp__fs__read_file").unwrap().decision,
+        a.first_match("mcp__fs__read_file").unwrap().rule.decision,
         RuleDecision::Allow
     );
     assert!(a.first_match("mcp__github__get_issue").is_none());
@@ -588,7 +591,7 @@ full_arguments = false
     );
     assert_eq!(
         s.permissions.always_ask(),
-        vec![Capability::Destructive, Capability::External]
+        vec![CapabilityClass::Destructive, CapabilityClass::External]
     );
     assert!(!s.audit.full_arguments());
     assert_eq!(s.authorization.rules.len(), 1);
@@ -609,7 +612,7 @@ full_arguments = false
     assert_eq!(s.permissions.mode(), PermissionMode::ReadOnly);
     assert_eq!(
         s.permissions.always_ask(),
-        vec![Capability::Write, Capability::Destructive]
+        vec![CapabilityClass::Write, CapabilityClass::Destructive]
     );
     std::fs::write(
         &l.user,
@@ -623,7 +626,10 @@ full_arguments = false
     .unwrap();
     let s = load(&l.request).map(|loaded| loaded.policy).unwrap();
     assert_eq!(s.permissions.mode(), PermissionMode::Auto);
-    assert_eq!(s.permissions.always_ask(), vec![Capability::Destructive]);
+    assert_eq!(
+        s.permissions.always_ask(),
+        vec![CapabilityClass::Destructive]
+    );
 }
 
 #[test]

@@ -6,11 +6,11 @@ use std::path::Path;
 use schemars::JsonSchema;
 use serde::Serialize;
 use toml::{Table, Value};
+use warden_vocab::{CapabilityClass, GLOB_SCHEMA_PATTERN, HookEvent, PermissionMode, RuleDecision};
 
-use crate::entry::{AuthMode, Capability, RemoteTransport};
+use crate::entry::{AuthMode, RemoteTransport};
 use crate::error::{Diagnostic, Problem};
 use crate::model::{DeferMode, ModelProvider};
-use crate::policy::{HookEvent, PermissionMode, RuleDecision};
 
 /// The `schema_version` values this build reads.
 pub const SUPPORTED_SCHEMA_VERSIONS: &[i64] = &[1];
@@ -197,15 +197,15 @@ pub struct RawPermissions {
     pub mode: Option<PermissionMode>,
     /// Public tool names (globs with `*` and `?`) that run without asking. User config only.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("items" = { "type": "string", "pattern": "^[A-Za-z0-9_*?-]+$" }))]
+    #[schemars(extend("items" = { "type": "string", "pattern": GLOB_SCHEMA_PATTERN }))]
     pub allow: Option<Vec<String>>,
     /// Public tool names (globs with `*` and `?`) that are always denied; a project file's patterns are added to yours.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("items" = { "type": "string", "pattern": "^[A-Za-z0-9_*?-]+$" }))]
+    #[schemars(extend("items" = { "type": "string", "pattern": GLOB_SCHEMA_PATTERN }))]
     pub deny: Option<Vec<String>>,
     /// Capability classes that always ask, even in `auto` mode (default `["destructive"]`); a project file may add classes, never remove one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub always_ask: Option<Vec<Capability>>,
+    pub always_ask: Option<Vec<CapabilityClass>>,
     /// Folders the built-in tools work in beside the working folder, as absolute paths or `~/…` (`--add-dir` adds more). User config only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub additional_directories: Option<Vec<String>>,
@@ -254,7 +254,7 @@ impl RawAuthorization {
 pub struct RawAuthorizationRule {
     /// A glob (`*`, `?`) over public tool names, e.g. `mcp__fs__write_*`. Required.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("pattern" = "^[A-Za-z0-9_*?-]+$"))]
+    #[schemars(extend("pattern" = GLOB_SCHEMA_PATTERN))]
     pub tools: Option<String>,
     /// `allow` or `deny`. Required.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -356,7 +356,7 @@ pub struct RawHook {
     pub args: Option<Vec<String>>,
     /// PreToolUse and PostToolUse only: a glob (`*`, `?`) over public tool names; absent matches every tool.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("pattern" = "^[A-Za-z0-9_*?-]+$"))]
+    #[schemars(extend("pattern" = GLOB_SCHEMA_PATTERN))]
     pub matcher: Option<String>,
     /// Seconds the hook may run before it is stopped and counts as "no opinion" (default 60; at least 1).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -578,7 +578,7 @@ impl RawToolFilter {
 pub struct RawPolicy {
     /// The capability classes any tool of this server may exercise.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub capabilities: Option<Vec<Capability>>,
+    pub capabilities: Option<Vec<CapabilityClass>>,
     /// Per-tool bounds, by tool name (the tool need not exist yet).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<BTreeMap<String, RawToolPolicy>>,
@@ -594,7 +594,7 @@ impl RawPolicy {
 pub struct RawToolPolicy {
     /// The capability classes this tool may exercise (intersected with the server's).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub capabilities: Option<Vec<Capability>>,
+    pub capabilities: Option<Vec<CapabilityClass>>,
 }
 
 impl RawToolPolicy {

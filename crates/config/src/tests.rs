@@ -85,11 +85,11 @@ trust_annotations = false
     assert_eq!(gh.tool_timeout, Duration::from_secs(60));
     assert_eq!(
         gh.policy.capabilities,
-        Some(vec![Capability::ReadOnly, Capability::External])
+        Some(vec![CapabilityClass::ReadOnly, CapabilityClass::External])
     );
     assert_eq!(
         gh.policy.tools["b"].capabilities,
-        Some(vec![Capability::Write])
+        Some(vec![CapabilityClass::Write])
     );
     assert!(gh.tools.admits("a") && !gh.tools.admits("b") && !gh.tools.admits("c"));
 }
@@ -385,11 +385,11 @@ fn added_entries_round_trip_through_the_loader() {
         auth: Some(AuthMode::None),
         tool_timeout_sec: Some(9),
         policy: Some(RawPolicy {
-            capabilities: Some(vec![Capability::ReadOnly]),
+            capabilities: Some(vec![CapabilityClass::ReadOnly]),
             tools: Some(BTreeMap::from([(
                 "t".to_string(),
                 RawToolPolicy {
-                    capabilities: Some(vec![Capability::Write]),
+                    capabilities: Some(vec![CapabilityClass::Write]),
                 },
             )])),
         }),
@@ -401,7 +401,7 @@ fn added_entries_round_trip_through_the_loader() {
     assert_eq!(entry.tool_timeout, Duration::from_secs(9));
     assert_eq!(
         entry.policy.tools["t"].capabilities,
-        Some(vec![Capability::Write])
+        Some(vec![CapabilityClass::Write])
     );
     assert_eq!(entry.auth_state(), AuthState::Headers);
 }

@@ -4,8 +4,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 use serde_json::Value;
-
-use crate::spec::HookEvent;
+use warden_vocab::HookEvent;
 
 /// The tool a tool event is about: its model-visible name and its raw identity.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -7,14 +7,14 @@
 //! audit trail would store only as a digest.
 
 mod input;
-mod pattern;
 pub mod process;
 mod runner;
 mod spec;
 
 pub use input::{HookInput, HookTool};
-pub use pattern::{Pattern, PatternError};
 pub use runner::{
     BLOCKING_EXIT_CODE, HookReport, HookRunResult, HookRunner, HookVerdict, result_value,
 };
-pub use spec::{DEFAULT_HOOK_TIMEOUT, HookDefinition, HookEvent, HookSpec, HookSpecError};
+pub use spec::{HookDefinition, HookSpec, HookSpecError};
+/// The shared vocabulary hooks are configured in (defined in `warden-vocab`).
+pub use warden_vocab::{DEFAULT_HOOK_TIMEOUT, HookEvent, ToolGlob};

@@ -1,10 +1,11 @@
 //! Runs the hooks configured for an event, in order, and turns their exits into a verdict.
 
 use serde_json::Value;
+use warden_vocab::HookEvent;
 
 use crate::input::HookInput;
 use crate::process::{CommandRun, CommandSpec, run_command};
-use crate::spec::{HookEvent, HookSpec};
+use crate::spec::HookSpec;
 
 /// Exit code with which a hook blocks (the prompt, the call) or gives feedback (PostToolUse).
 pub const BLOCKING_EXIT_CODE: i32 = 2;

@@ -1,64 +1,9 @@
 //! What an operator configures for a hook: the event, the command, its matcher and its timeout.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use crate::pattern::Pattern;
-
-/// The lifecycle events a hook can watch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum HookEvent {
-    /// A session started.
-    SessionStart,
-    /// The user submitted a prompt; exit code 2 blocks the prompt.
-    UserPromptSubmit,
-    /// A tool call passed authorization and argument validation; exit code 2 blocks the call.
-    PreToolUse,
-    /// A tool call returned; exit code 2 attaches the hook's stderr as feedback for the model.
-    PostToolUse,
-    /// The agent finished its turn.
-    Stop,
-    /// The session is ending.
-    SessionEnd,
-}
-
-impl HookEvent {
-    /// Every event, in lifecycle order.
-    pub const ALL: [Self; 6] = [
-        Self::SessionStart,
-        Self::UserPromptSubmit,
-        Self::PreToolUse,
-        Self::PostToolUse,
-        Self::Stop,
-        Self::SessionEnd,
-    ];
-
-    /// The name used in config (`[[hooks.PreToolUse]]`) and in the hook's JSON input.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SessionStart => "SessionStart",
-            Self::UserPromptSubmit => "UserPromptSubmit",
-            Self::PreToolUse => "PreToolUse",
-            Self::PostToolUse => "PostToolUse",
-            Self::Stop => "Stop",
-            Self::SessionEnd => "SessionEnd",
-        }
-    }
-
-    /// Whether this event concerns one tool call (so the matcher applies).
-    pub fn is_tool_event(self) -> bool {
-        matches!(self, Self::PreToolUse | Self::PostToolUse)
-    }
-}
-
-impl fmt::Display for HookEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use warden_vocab::{HookEvent, ToolGlob};
 
 /// Why a hook specification was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -97,12 +42,9 @@ pub struct HookSpec {
     event: HookEvent,
     command: PathBuf,
     args: Vec<String>,
-    matcher: Option<Pattern>,
+    matcher: Option<ToolGlob>,
     timeout: Duration,
 }
-
-/// The default per-hook timeout when the operator sets none.
-pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A hook as the config describes it, before validation (turn it into a [`HookSpec`] with
 /// `HookSpec::try_from`).
@@ -115,8 +57,8 @@ pub struct HookDefinition {
     /// Extra arguments.
     pub args: Vec<String>,
     /// Glob over public tool names; only for tool events; absent = every tool.
-    pub matcher: Option<Pattern>,
-    /// Per-run timeout ([`DEFAULT_HOOK_TIMEOUT`] when the operator sets none).
+    pub matcher: Option<ToolGlob>,
+    /// Per-run timeout ([`warden_vocab::DEFAULT_HOOK_TIMEOUT`] when the operator sets none).
     pub timeout: Duration,
 }
 
@@ -179,7 +121,7 @@ impl HookSpec {
     }
 
     /// The public-name glob selecting tools, if any.
-    pub fn matcher(&self) -> Option<&Pattern> {
+    pub fn matcher(&self) -> Option<&ToolGlob> {
         self.matcher.as_ref()
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use warden_hooks::{
     HookDefinition, HookEvent, HookInput, HookRunResult, HookRunner, HookSpec, HookSpecError,
-    HookTool, HookVerdict, Pattern,
+    HookTool, HookVerdict, ToolGlob,
 };
 
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
@@ -23,7 +23,7 @@ fn hook(event: HookEvent, command: PathBuf, matcher: Option<&str>, timeout: Dura
         event,
         command,
         args: Vec::new(),
-        matcher: matcher.map(|m| Pattern::new(m).unwrap()),
+        matcher: matcher.map(|m| ToolGlob::parse(m).unwrap()),
         timeout,
     })
     .unwrap()
@@ -223,7 +223,7 @@ fn specs_are_validated() {
         event: HookEvent::Stop,
         command: "/bin/true".into(),
         args: Vec::new(),
-        matcher: Some(Pattern::new("*").unwrap()),
+        matcher: Some(ToolGlob::parse("*").unwrap()),
         timeout: SECOND,
     });
     assert!(matches!(

@@ -4,9 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::RwLock;
 use std::time::Duration;
 
-use warden_config::{Capability, DeferMode, ServerEntry};
-
-use crate::policy::capability_class;
+use warden_config::{CapabilityClass, DeferMode, ServerEntry};
 use warden_mcp::McpTool;
 use warden_mcp::ToolIdentity as RawIdentity;
 use warden_mcp::naming::{NameTable, NameWarning};
@@ -25,9 +23,8 @@ pub struct ServerFacts {
 impl ServerFacts {
     /// The facts of a configured entry.
     pub fn from_entry(entry: &ServerEntry) -> Self {
-        let classes = |list: &Option<Vec<Capability>>| {
-            list.as_ref()
-                .map(|list| list.iter().map(|class| capability_class(*class)).collect())
+        let classes = |list: &Option<Vec<CapabilityClass>>| {
+            list.as_ref().map(|list| list.iter().copied().collect())
         };
         Self {
             policy: ServerPolicy {

@@ -33,7 +33,7 @@ use warden_policy::{
 pub use catalog::{HostTools, SessionCatalog, SessionDispatcher, host_tool_descriptor};
 pub use dispatch::{CallRelay, McpDispatcher, RelayRequest, RelayedAnswer, with_relay};
 pub use index::{ServerFacts, ToolIndex};
-pub use policy::{PolicyMappingError, capability_class, gate_policy, hook_runner};
+pub use policy::{HookSettingsError, gate_policy, hook_runner};
 pub use sampling::{SAMPLING_TOOL, SamplingArguments, SamplingResult, SamplingRoute, SamplingTurn};
 pub use search::{
     DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SEARCH_TOOLS, SearchScope, ToolSearch, search_limit,

@@ -1,78 +1,38 @@
 //! The operator's gate settings from config, turned into the gate's policy and hook runner.
 
-use warden_config::{
-    Capability, HookEvent as ConfigHookEvent, PermissionMode as ConfigMode, PolicySettings,
-    RuleDecision as ConfigRuleDecision, ToolGlob,
-};
-use warden_hooks::{HookDefinition, HookEvent, HookRunner, HookSpec, Pattern};
-use warden_policy::{
-    AuthorizationRule, CapabilityClass, CapabilitySet, ExternalAuthorizer, GatePolicy,
-    PermissionMode, RuleDecision,
-};
+use warden_config::{HookErrorPolicy, PolicySettings};
+use warden_hooks::{HookDefinition, HookRunner, HookSpec, HookSpecError};
+use warden_policy::{CapabilitySet, ExternalAuthorizer, GatePolicy};
 
-/// A setting that validated as config but not as a gate input (should not happen: both check
-/// the same shapes; kept typed so a drift is a clear error, never a silent widening).
+/// A configured hook the hook runner refuses. Config validation checks the same rules (an
+/// absolute command, a timeout of at least a second, matchers on tool events only), so this
+/// names a drift between the two, never a silent widening.
 #[derive(Debug, thiserror::Error)]
-#[error("{key}: {message}")]
-pub struct PolicyMappingError {
+#[error("{key}: {source}")]
+pub struct HookSettingsError {
+    /// The hook's key path, `hooks.EVENT[i]`.
     pub key: String,
-    pub message: String,
-}
-
-fn pattern(glob: &ToolGlob, key: &str) -> Result<Pattern, PolicyMappingError> {
-    Pattern::new(glob.as_str()).map_err(|error| PolicyMappingError {
-        key: key.to_owned(),
-        message: error.to_string(),
-    })
-}
-
-/// The gate class of a config capability.
-pub fn capability_class(capability: Capability) -> CapabilityClass {
-    match capability {
-        Capability::ReadOnly => CapabilityClass::ReadOnly,
-        Capability::Write => CapabilityClass::Write,
-        Capability::Destructive => CapabilityClass::Destructive,
-        Capability::External => CapabilityClass::External,
-    }
+    #[source]
+    pub source: HookSpecError,
 }
 
 /// The gate's policy from `[permissions]`, `[authorization]` and `[audit]`.
-pub fn gate_policy(settings: &PolicySettings) -> Result<GatePolicy, PolicyMappingError> {
+pub fn gate_policy(settings: &PolicySettings) -> GatePolicy {
     let mut policy = GatePolicy::default();
     let permissions = &settings.permissions;
-    policy.permissions.mode = match permissions.mode() {
-        ConfigMode::Ask => PermissionMode::Ask,
-        ConfigMode::ReadOnly => PermissionMode::ReadOnly,
-        ConfigMode::Auto => PermissionMode::Auto,
-    };
-    for glob in &permissions.allow {
-        policy
-            .permissions
-            .allow
-            .push(pattern(glob, "permissions.allow")?);
-    }
-    for glob in &permissions.deny {
-        policy
-            .permissions
-            .deny
-            .push(pattern(glob, "permissions.deny")?);
-    }
-    let always_ask: Vec<CapabilityClass> = permissions
+    policy.permissions.mode = permissions.mode();
+    policy.permissions.allow = permissions.allow.clone();
+    policy.permissions.deny = permissions.deny.clone();
+    policy.permissions.always_ask = permissions
         .always_ask()
         .into_iter()
-        .map(capability_class)
+        .collect::<CapabilitySet>();
+    policy.rules = settings
+        .authorization
+        .rules
+        .iter()
+        .map(|declared| declared.rule.clone())
         .collect();
-    policy.permissions.always_ask = CapabilitySet::of(&always_ask);
-    for rule in &settings.authorization.rules {
-        policy.rules.push(AuthorizationRule {
-            tools: pattern(&rule.tools, "authorization.rules.tools")?,
-            decision: match rule.decision {
-                ConfigRuleDecision::Allow => RuleDecision::Allow,
-                ConfigRuleDecision::Deny => RuleDecision::Deny,
-            },
-            reason: rule.reason.clone(),
-        });
-    }
     policy.external = settings
         .authorization
         .command
@@ -83,40 +43,101 @@ pub fn gate_policy(settings: &PolicySettings) -> Result<GatePolicy, PolicyMappin
             timeout: command.timeout,
         });
     policy.audit_full_arguments = settings.audit.full_arguments();
-    Ok(policy)
+    policy
 }
 
 /// The hook runner from `[[hooks.EVENT]]` (user config only; the loader refused project hooks).
-pub fn hook_runner(settings: &PolicySettings) -> Result<HookRunner, PolicyMappingError> {
-    let mut specs = Vec::new();
+pub fn hook_runner(settings: &PolicySettings) -> Result<HookRunner, HookSettingsError> {
+    let mut specs = Vec::with_capacity(settings.hooks.len());
     for hook in &settings.hooks {
-        let event = match hook.event {
-            ConfigHookEvent::SessionStart => HookEvent::SessionStart,
-            ConfigHookEvent::UserPromptSubmit => HookEvent::UserPromptSubmit,
-            ConfigHookEvent::PreToolUse => HookEvent::PreToolUse,
-            ConfigHookEvent::PostToolUse => HookEvent::PostToolUse,
-            ConfigHookEvent::Stop => HookEvent::Stop,
-            ConfigHookEvent::SessionEnd => HookEvent::SessionEnd,
-        };
-        let key = format!("hooks.{}", hook.event.as_str());
-        let matcher = hook
-            .matcher
-            .as_ref()
-            .map(|glob| pattern(glob, &key))
-            .transpose()?;
         let spec = HookSpec::try_from(HookDefinition {
-            event,
+            event: hook.event,
             command: hook.command.clone(),
             args: hook.args.clone(),
-            matcher,
+            matcher: hook.matcher.clone(),
             timeout: hook.timeout,
         })
-        .map_err(|error| PolicyMappingError {
-            key: key.clone(),
-            message: error.to_string(),
+        .map_err(|source| HookSettingsError {
+            key: format!("hooks.{}[{}]", hook.event, hook.index),
+            source,
         })?;
         specs.push(spec);
     }
-    let deny = settings.hooks_on_error == Some(warden_config::HookErrorPolicy::Deny);
+    let deny = settings.hooks_on_error == Some(HookErrorPolicy::Deny);
     Ok(HookRunner::new(specs).deny_on_error(deny))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use warden_config::{HookCommand, HookEvent, PermissionMode, RuleDecision, Scope, parse_str};
+    use warden_policy::{CapabilityClass, DEFAULT_HOST_TOOL_TIMEOUT, ToolGlob};
+
+    use super::*;
+
+    fn settings(body: &str) -> PolicySettings {
+        let text = format!("schema_version = 1\n{body}");
+        parse_str(&text, Path::new("/cfg/config.toml"), Scope::User)
+            .unwrap()
+            .policy_settings
+    }
+
+    #[test]
+    fn the_gate_gets_the_configured_values_unchanged() {
+        let policy = gate_policy(&settings(
+            r#"
+[permissions]
+mode = "read-only"
+allow = ["mcp__fs__read_*"]
+deny = ["mcp__fs__delete_*"]
+always_ask = ["external"]
+
+[[authorization.rules]]
+tools = "mcp__fs__write_*"
+decision = "deny"
+reason = "writes go through review"
+"#,
+        ));
+        let glob = |pattern| ToolGlob::parse(pattern).unwrap();
+        assert_eq!(policy.permissions.mode, PermissionMode::ReadOnly);
+        assert_eq!(policy.permissions.allow, [glob("mcp__fs__read_*")]);
+        assert_eq!(policy.permissions.deny, [glob("mcp__fs__delete_*")]);
+        assert_eq!(
+            policy.permissions.always_ask,
+            CapabilitySet::of(&[CapabilityClass::External])
+        );
+        assert_eq!(policy.rules.len(), 1);
+        assert_eq!(policy.rules[0].tools, glob("mcp__fs__write_*"));
+        assert_eq!(policy.rules[0].decision, RuleDecision::Deny);
+        assert_eq!(policy.default_timeout, DEFAULT_HOST_TOOL_TIMEOUT);
+        assert_eq!(
+            gate_policy(&PolicySettings::default())
+                .permissions
+                .always_ask,
+            CapabilitySet::of(&[CapabilityClass::Destructive])
+        );
+    }
+
+    #[test]
+    fn a_hook_the_runner_refuses_names_its_key() {
+        let mut settings = PolicySettings::default();
+        settings.hooks.push(HookCommand {
+            event: HookEvent::Stop,
+            command: PathBuf::from("/usr/bin/true"),
+            args: Vec::new(),
+            matcher: None,
+            timeout: Duration::ZERO,
+            source: PathBuf::from("/cfg/config.toml"),
+            index: 3,
+        });
+        let error = hook_runner(&settings).unwrap_err();
+        assert_eq!(error.key, "hooks.Stop[3]");
+        assert!(
+            error.to_string().starts_with("hooks.Stop[3]: Stop hook"),
+            "{error}"
+        );
+    }
 }

@@ -15,7 +15,7 @@ use warden_host::{GrantOutcome, Host, HostOptions, RemoteSkillsError};
 use warden_mcp::ServerSpec;
 use warden_policy::{
     ApprovalAnswer, ApprovalRequest, Approver, AuditQuery, AuditStore, BoxFuture, CallSource,
-    Decision, Layer, Pattern,
+    Decision, Layer, ToolGlob,
 };
 use warden_skills::{Contract, GrantStore, RemoteSkillError};
 use warden_testkit::fixture_command;
@@ -75,7 +75,7 @@ fn open(root: &Path, setup: Setup<'_>) -> std::sync::Arc<Host> {
             .policy
             .permissions
             .allow
-            .push(Pattern::new(pattern).unwrap());
+            .push(ToolGlob::parse(pattern).unwrap());
     }
     for (name, kind) in setup.servers {
         let (program, args) = fixture_command(kind);

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use warden_config::{LoadedConfig, Paths};
 use warden_host::{CallContext, Host, HostOptions};
 use warden_mcp::ServerSpec;
-use warden_policy::{AuditQuery, AuditStore, CallSource, Decision, Layer, Pattern};
+use warden_policy::{AuditQuery, AuditStore, CallSource, Decision, Layer, ToolGlob};
 use warden_testkit::fixture_command;
 
 struct Session {
@@ -30,7 +30,7 @@ fn session(servers: &[(&str, &str, Option<Duration>)], allow: &[&str]) -> Sessio
             .policy
             .permissions
             .allow
-            .push(Pattern::new(pattern).unwrap());
+            .push(ToolGlob::parse(pattern).unwrap());
     }
     for (name, kind, timeout) in servers {
         let (program, args) = fixture_command(kind);

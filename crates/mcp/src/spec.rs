@@ -5,6 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use warden_vocab::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT};
+
 /// A string that never prints: its `Debug` and `Display` show `[redacted]`. warden's one
 /// secret type, [`warden_config::Secret`], under the name this crate has always used.
 pub use warden_config::Secret as SecretString;
@@ -102,10 +104,6 @@ pub enum HttpAuth {
 /// tools; [`ToolFilter::admits`] tells whether a raw tool name passes. The config's own type.
 pub use warden_config::ToolFilter;
 
-/// Default deadline for connecting and finishing the handshake.
-pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default deadline of one tool call: a backstop, not a speed limit.
-pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Default deadline of one catalogue, resource or prompt request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -4,11 +4,11 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde_json::Value;
-use warden_hooks::Pattern;
+use warden_vocab::{CapabilitySet, PermissionMode, ToolGlob};
 
 use crate::call::CallSource;
-use crate::capability::{CapabilitySet, ToolAnnotations};
-use crate::permissions::{PermissionMode, Permissions};
+use crate::capability::ToolAnnotations;
+use crate::permissions::Permissions;
 use crate::reach::OutsidePath;
 use crate::tool::ToolIdentity;
 
@@ -135,7 +135,7 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
     }
 }
 
-fn first_match<'p>(patterns: &'p [Pattern], name: &str) -> Option<&'p Pattern> {
+fn first_match<'p>(patterns: &'p [ToolGlob], name: &str) -> Option<&'p ToolGlob> {
     patterns.iter().find(|pattern| pattern.matches(name))
 }
 

@@ -10,10 +10,11 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use warden_vocab::CapabilitySet;
 
 use crate::approval::BoxFuture;
 use crate::call::{CallSource, Decision, Layer};
-use crate::capability::{CapabilitySet, ToolAnnotations};
+use crate::capability::ToolAnnotations;
 use crate::time::{rfc3339_millis, unix_millis};
 
 /// Why the audit trail could not be opened, written or read.

@@ -5,8 +5,8 @@
 //! model — exactly as if none were admitted (fail closed). Levels are intersected, never unioned,
 //! so a wider server policy widens nothing.
 
-use crate::capability::CapabilitySet;
-use crate::permissions::{AuthorizationRule, PermissionMode, RuleDecision};
+use warden_vocab::{AuthorizationRule, CapabilitySet, PermissionMode, RuleDecision};
+
 use crate::tool::ToolDescriptor;
 
 /// The classes the host admits for `descriptor` under `mode`: the mode's ceiling ∩ the server's
@@ -48,7 +48,7 @@ pub fn first_matching_rule<'r>(
     rules
         .iter()
         .enumerate()
-        .find(|(_, rule)| rule.tools.matches(public_name))
+        .find(|(_, rule)| rule.matches(public_name))
 }
 
 /// Applies the rules: `Err` with the reason when the first match denies.

@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use warden_vocab::CapabilitySet;
 
-use crate::capability::CapabilitySet;
 use crate::tool::ToolIdentity;
 
 /// Which surface made a call.

@@ -3,9 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use warden_hooks::process::{CommandRun, CommandSpec, run_command};
+use warden_vocab::CapabilitySet;
 
 use crate::call::CallSource;
-use crate::capability::CapabilitySet;
 use crate::permissions::ExternalAuthorizer;
 
 /// The object written to the command's stdin.

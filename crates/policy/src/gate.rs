@@ -11,9 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 use futures::FutureExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use warden_hooks::{
-    HookEvent, HookInput, HookRunner, HookTool, HookVerdict, Pattern, result_value,
-};
+use warden_hooks::{HookEvent, HookInput, HookRunner, HookTool, HookVerdict, result_value};
+use warden_vocab::{CapabilitySet, ToolGlob};
 
 use crate::approval::{
     ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, Approver, BoxFuture,
@@ -22,7 +21,6 @@ use crate::approval::{
 use crate::audit::{AuditRecord, AuditSink, arguments_digest};
 use crate::authorize::{check_ceiling, check_rules};
 use crate::call::{CallRequest, Decision, GateOutcome, Layer, ToolOutput};
-use crate::capability::CapabilitySet;
 use crate::capability::ToolAnnotations;
 use crate::external::{ExternalQuestion, ask_external};
 use crate::permissions::GatePolicy;
@@ -248,7 +246,7 @@ impl Gate {
         let name = descriptor.public_name.as_str();
         let admitted = check_ceiling(descriptor, permissions.mode).is_ok();
         let rule_denies = check_rules(&self.policy.rules, name).is_err();
-        let deny_listed = Pattern::any_matches(&permissions.deny, name);
+        let deny_listed = ToolGlob::any_matches(&permissions.deny, name);
         admitted && !rule_denies && !deny_listed
     }
 

@@ -70,21 +70,20 @@ pub use audit::{
 };
 pub use authorize::{admitted_classes, check_ceiling, check_rules, first_matching_rule};
 pub use call::{CallRequest, CallSource, Decision, GateOutcome, Layer, ToolOutput};
-pub use capability::{
-    CapabilityClass, CapabilitySet, ToolAnnotations, classes_from_annotations, normalise_declared,
-};
+pub use capability::{ToolAnnotations, classes_from_annotations, normalise_declared};
 pub use external::{ExternalQuestion, ask_external};
 pub use gate::{
     Catalog, DispatchCall, DispatchError, Dispatcher, Gate, GateParts, ProgressSender,
     ProgressUpdate, call_deadline,
 };
-pub use permissions::{
-    AuthorizationRule, DEFAULT_CALL_TIMEOUT, ExternalAuthorizer, GatePolicy, PermissionMode,
-    Permissions, RuleDecision,
-};
+pub use permissions::{ExternalAuthorizer, GatePolicy, Permissions};
 pub use reach::{CallReach, OutsidePath};
 pub use schema_cache::{DEFAULT_SCHEMA_CACHE_CAPACITY, SchemaCache};
 pub use time::{SinceError, parse_since, rfc3339_millis, unix_millis};
 pub use tool::{ServerPolicy, ToolDescriptor, ToolIdentity, ToolSource};
 pub use validate::validate_arguments;
-pub use warden_hooks::{Pattern, PatternError};
+/// The shared vocabulary the gate's inputs are written in (defined in `warden-vocab`).
+pub use warden_vocab::{
+    AuthorizationRule, CapabilityClass, CapabilitySet, DEFAULT_HOST_TOOL_TIMEOUT, PermissionMode,
+    RuleDecision, ToolGlob, ToolGlobError,
+};

@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use warden_vocab::CapabilitySet;
+
 use crate::call::Layer;
-use crate::capability::CapabilitySet;
 
 /// A path a call reaches outside every workspace root of the session.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 use serde_json::Value;
+use warden_vocab::CapabilitySet;
 
-use crate::capability::{
-    CapabilitySet, ToolAnnotations, classes_from_annotations, normalise_declared,
-};
+use crate::capability::{ToolAnnotations, classes_from_annotations, normalise_declared};
 
 /// Where a tool comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

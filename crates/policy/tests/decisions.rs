@@ -14,8 +14,8 @@ use support::{
 use warden_hooks::HookRunner;
 use warden_policy::{
     ApprovalAnswer, Approver, AuthorizationRule, CallSource, CapabilityClass, CapabilitySet,
-    Decision, Gate, GateParts, GatePolicy, Layer, NoApprover, Pattern, PermissionMode, Permissions,
-    RuleDecision, ServerPolicy, ToolAnnotations,
+    Decision, Gate, GateParts, GatePolicy, Layer, NoApprover, PermissionMode, Permissions,
+    RuleDecision, ServerPolicy, ToolAnnotations, ToolGlob,
 };
 
 use CapabilityClass::{Destructive as D, External as E, ReadOnly as RO, Write as W};
@@ -128,7 +128,7 @@ enum Rules {
 
 fn rules(kind: Rules) -> Vec<AuthorizationRule> {
     let rule = |tools: &str, decision, reason: Option<&str>| AuthorizationRule {
-        tools: Pattern::new(tools).unwrap(),
+        tools: ToolGlob::parse(tools).unwrap(),
         decision,
         reason: reason.map(str::to_owned),
     };
@@ -148,7 +148,7 @@ fn rules(kind: Rules) -> Vec<AuthorizationRule> {
 }
 
 fn permissions(mode: PermissionMode, lists: Lists) -> Permissions {
-    let this = || vec![Pattern::new("mcp__srv__*").unwrap()];
+    let this = || vec![ToolGlob::parse("mcp__srv__*").unwrap()];
     let (allow, deny) = match lists {
         Lists::None => (Vec::new(), Vec::new()),
         Lists::Allow => (this(), Vec::new()),
@@ -536,7 +536,7 @@ async fn named_cases() {
         let mut descriptor = mcp_tool("srv", "thing", row.annotations);
         descriptor.trust_annotations = row.trust;
         descriptor.server_policy = row.policy;
-        let patterns = |list: &[&str]| list.iter().map(|p| Pattern::new(p).unwrap()).collect();
+        let patterns = |list: &[&str]| list.iter().map(|p| ToolGlob::parse(p).unwrap()).collect();
         let policy = GatePolicy {
             permissions: Permissions {
                 mode: row.mode,

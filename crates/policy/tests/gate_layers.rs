@@ -16,8 +16,8 @@ use support::{
 use warden_hooks::{HookDefinition, HookEvent, HookRunner, HookSpec};
 use warden_policy::{
     ApprovalAnswer, AuthorizationRule, CallSource, CapabilityClass, Decision, ExternalAuthorizer,
-    GatePolicy, Layer, NoApprover, Pattern, PermissionMode, Permissions, RuleDecision,
-    ServerPolicy, ToolIdentity,
+    GatePolicy, Layer, NoApprover, PermissionMode, Permissions, RuleDecision, ServerPolicy,
+    ToolGlob, ToolIdentity,
 };
 
 fn hook(event: HookEvent, command: PathBuf, timeout: Duration) -> HookSpec {
@@ -75,7 +75,7 @@ async fn headless_write_is_denied_and_the_file_never_appears() {
 
     let allowed = GatePolicy {
         permissions: Permissions {
-            allow: Pattern::parse_list("mcp__fs__write_file").unwrap(),
+            allow: ToolGlob::parse_list("mcp__fs__write_file").unwrap(),
             ..Permissions::default()
         },
         ..GatePolicy::default()
@@ -137,7 +137,7 @@ async fn no_denial_reaches_the_dispatcher() {
             "rule",
             GatePolicy {
                 rules: vec![AuthorizationRule {
-                    tools: Pattern::new("*rule_denied").unwrap(),
+                    tools: ToolGlob::parse("*rule_denied").unwrap(),
                     decision: RuleDecision::Deny,
                     reason: Some("no".into()),
                 }],
@@ -599,7 +599,7 @@ async fn a_path_outside_the_workspace_asks_in_every_mode_and_is_remembered_per_f
     let policy = GatePolicy {
         permissions: Permissions {
             mode: PermissionMode::Auto,
-            allow: vec![warden_policy::Pattern::new("mcp__fs__*").unwrap()],
+            allow: vec![warden_policy::ToolGlob::parse("mcp__fs__*").unwrap()],
             ..Permissions::default()
         },
         ..GatePolicy::default()

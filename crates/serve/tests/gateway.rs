@@ -19,7 +19,7 @@ use warden_config::{LoadedConfig, Paths};
 use warden_host::{Host, HostOptions};
 use warden_mcp::ServerSpec;
 use warden_policy::{
-    AuditQuery, AuditStore, AuthorizationRule, Pattern, PermissionMode, RuleDecision,
+    AuditQuery, AuditStore, AuthorizationRule, PermissionMode, RuleDecision, ToolGlob,
 };
 use warden_serve::{
     ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, ServeToken, UpstreamElicitation,
@@ -171,7 +171,7 @@ fn text_of(content: &[ContentBlock]) -> String {
 }
 
 fn allow(pattern: &str) -> impl FnOnce(&mut HostOptions) {
-    let pattern = Pattern::new(pattern).unwrap();
+    let pattern = ToolGlob::parse(pattern).unwrap();
     move |options| options.policy.permissions.allow.push(pattern)
 }
 
@@ -226,7 +226,7 @@ async fn a_denied_call_never_reaches_the_upstream() {
     let fixture = gateway(Exposure::Passthrough, |options| {
         options.policy.permissions.mode = PermissionMode::Auto;
         options.policy.rules.push(AuthorizationRule {
-            tools: Pattern::new("mcp__echo__write_note").unwrap(),
+            tools: ToolGlob::parse("mcp__echo__write_note").unwrap(),
             decision: RuleDecision::Deny,
             reason: Some("notes are off limits".to_owned()),
         });
@@ -599,7 +599,7 @@ fn conformance_gateway_configured(
         .policy
         .permissions
         .allow
-        .push(Pattern::new("mcp__conf__*").unwrap());
+        .push(ToolGlob::parse("mcp__conf__*").unwrap());
     let approver = ElicitingApprover::new();
     options.approver = Some(Arc::new(approver.clone()));
     options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));

@@ -496,11 +496,7 @@ struct BuiltinHostTool {
 }
 
 fn capability_classes(capabilities: &[Capability]) -> CapabilitySet {
-    let classes: Vec<CapabilityClass> = capabilities
-        .iter()
-        .map(|capability| warden_host::capability_class(*capability))
-        .collect();
-    CapabilitySet::of(&classes)
+    capabilities.iter().copied().collect()
 }
 
 impl HostTool for BuiltinHostTool {

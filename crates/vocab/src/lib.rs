@@ -1,0 +1,25 @@
+//! warden's shared vocabulary: the words config files, the gate, hooks and the command line all use, each defined once.
+//!
+//! Config validation (`warden-config`), the gate (`warden-policy`), the hook runner
+//! (`warden-hooks`), the MCP runtime and the `--allowed-tools`/`--disallowed-tools` flags read and
+//! print these types directly, so a spelling accepted in one place is accepted everywhere and
+//! nothing translates one enum into its twin.
+
+mod capability;
+mod decision;
+mod glob;
+mod hook_event;
+mod mode;
+mod rule;
+mod timeouts;
+
+pub use capability::{CapabilityClass, CapabilitySet};
+pub use decision::RuleDecision;
+pub use glob::{GLOB_SCHEMA_PATTERN, ToolGlob, ToolGlobError};
+pub use hook_event::HookEvent;
+pub use mode::PermissionMode;
+pub use rule::AuthorizationRule;
+pub use timeouts::{
+    DEFAULT_AUTHORIZATION_TIMEOUT, DEFAULT_HOOK_TIMEOUT, DEFAULT_HOST_TOOL_TIMEOUT,
+    DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, MAX_TIMEOUT,
+};
