@@ -2,15 +2,14 @@
 //! agent's bash tool, over HTTP on loopback or a private Unix socket, with a per-session bearer
 //! token.
 //!
-//! [`protocol`] is the wire format both sides share, [`token`] the secret, [`views`] the answers
-//! computed from a [`warden_host::Host`] (used by the bridge and by the standalone `warden tool`,
-//! so both print the same), [`server`] the axum service and [`socket`] the Unix socket's private
-//! directory.
+//! [`protocol`] is the wire format both sides share, [`BearerToken`] (warden-net's) the secret,
+//! [`views`] the answers computed from a [`warden_host::Host`] (used by the bridge and by the
+//! standalone `warden tool`, so both print the same), [`server`] the axum service and [`socket`]
+//! the Unix socket's private directory.
 
 pub mod protocol;
 pub mod server;
 pub mod socket;
-pub mod token;
 pub mod views;
 
 pub use protocol::{
@@ -20,5 +19,5 @@ pub use protocol::{
 };
 pub use server::{Bridge, BridgeCall, BridgeError, BridgeListen, CallObserver};
 pub use socket::unix_socket_roots;
-pub use token::BridgeToken;
 pub use views::ViewError;
+pub use warden_net::BearerToken;

@@ -10,11 +10,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use warden_agent::BashEnv;
-use warden_bridge::{Bridge, BridgeListen};
 use warden_bridge::{
-    BridgeToken, CallRequest, CallView, ErrorView, Handshake, PROTOCOL_VERSION, ResourceRequest,
+    BearerToken, CallRequest, CallView, ErrorView, Handshake, PROTOCOL_VERSION, ResourceRequest,
     SearchRequest, SearchView, ServerRow, TOKEN_VAR, ToolView, UNIX_URL_PREFIX, URL_VAR, ViewError,
 };
+use warden_bridge::{Bridge, BridgeListen};
 use warden_config::BridgeTransport;
 use warden_discovery::Availability;
 
@@ -23,7 +23,7 @@ use warden_discovery::Availability;
 pub struct BridgeClient {
     http: reqwest::Client,
     base: String,
-    token: BridgeToken,
+    token: BearerToken,
 }
 
 /// Why the bridge variables cannot be used.
@@ -50,19 +50,19 @@ fn unix_socket_path(url: &str) -> Option<&std::path::Path> {
 
 #[cfg(unix)]
 fn on_unix_socket(
-    builder: reqwest::ClientBuilder,
+    client: warden_net::HttpClientBuilder,
     socket: &std::path::Path,
     _url: &str,
-) -> Result<reqwest::ClientBuilder, BridgeClientError> {
-    Ok(builder.unix_socket(socket))
+) -> Result<warden_net::HttpClientBuilder, BridgeClientError> {
+    Ok(client.unix_socket(socket))
 }
 
 #[cfg(not(unix))]
 fn on_unix_socket(
-    _builder: reqwest::ClientBuilder,
+    _client: warden_net::HttpClientBuilder,
     _socket: &std::path::Path,
     url: &str,
-) -> Result<reqwest::ClientBuilder, BridgeClientError> {
+) -> Result<warden_net::HttpClientBuilder, BridgeClientError> {
     Err(BridgeClientError::UnixUnsupported(url.to_owned()))
 }
 
@@ -92,17 +92,14 @@ impl BridgeClient {
         let token = std::env::var(TOKEN_VAR)
             .ok()
             .filter(|token| !token.is_empty())?;
-        Some(Self::new(&url, BridgeToken::from_text(token)))
+        Some(Self::new(&url, BearerToken::new(token)))
     }
 
     /// `url` is a loopback `http://` URL or `unix:/absolute/path/to/the.sock`.
-    pub fn new(url: &str, token: BridgeToken) -> Result<Self, BridgeClientError> {
+    pub fn new(url: &str, token: BearerToken) -> Result<Self, BridgeClientError> {
         // Plain HTTP on loopback: no proxy, no TLS roots to load (a fast start matters here).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let builder = reqwest::Client::builder()
-            .no_proxy()
-            .http1_only()
-            .tls_certs_only(Vec::new())
+        let builder = warden_net::http_client()
+            .loopback()
             .connect_timeout(Duration::from_secs(5));
         let (builder, base) = match unix_socket_path(url) {
             Some(socket) => (on_unix_socket(builder, socket, url)?, UNIX_BASE.to_owned()),
@@ -464,7 +461,7 @@ mod tests {
         );
         assert_eq!(unix_socket_path("unix:relative.sock"), None);
         assert_eq!(unix_socket_path("http://127.0.0.1:4000"), None);
-        let relative = BridgeClient::new("unix:relative.sock", BridgeToken::from_text("t"));
+        let relative = BridgeClient::new("unix:relative.sock", BearerToken::new("t"));
         assert!(
             matches!(relative, Err(BridgeClientError::NotLoopback(_))),
             "{relative:?}"
@@ -486,7 +483,7 @@ mod tests {
         let url = bridge.url().to_owned();
         assert!(url.starts_with("unix:/"), "{url}");
         // A wrong token is refused over the socket as over TCP.
-        let stranger = BridgeClient::new(&url, BridgeToken::from_text("0".repeat(64))).unwrap();
+        let stranger = BridgeClient::new(&url, BearerToken::new("0".repeat(64))).unwrap();
         let refused = stranger.handshake().await.unwrap_err();
         assert!(refused.message.contains("bridge token"), "{refused:?}");
         let env = BashEnv::masking(warden_bridge::ENV_PREFIX);

@@ -125,13 +125,13 @@ pub enum Probe {
     Status(u16),
 }
 
-/// Send an unauthenticated `initialize` to see whether the server asks for a login.
+/// How long the probe and the 2025-03-26 origin-metadata fallback wait for an answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Send an unauthenticated `initialize` to see whether the server asks for a login. A redirect
+/// is not followed: it comes back as [`Probe::Status`].
 pub async fn probe(server_url: &str) -> Result<Probe, OAuthError> {
-    crate::install_crypto_provider();
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .build()
-        .map_err(|e| OAuthError::http(server_url, e))?;
+    let client = crate::endpoint_client(server_url, PROBE_TIMEOUT)?;
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -163,7 +163,7 @@ pub async fn probe(server_url: &str) -> Result<Probe, OAuthError> {
 }
 
 async fn new_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, OAuthError> {
-    crate::install_crypto_provider();
+    warden_net::install_crypto_provider();
     let mut manager = AuthorizationManager::new(settings.server_url.as_str()).await?;
     manager.set_credential_store(settings.store.clone());
     Ok(manager)
@@ -207,11 +207,7 @@ async fn legacy_origin_metadata(
     }) {
         return None;
     }
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(15))
-        .build()
-        .ok()?;
+    let client = crate::endpoint_client(server_url, PROBE_TIMEOUT).ok()?;
     let path = base.path().trim_end_matches('/');
     for candidate in [
         format!("/.well-known/oauth-protected-resource{path}"),

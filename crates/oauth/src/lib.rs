@@ -32,7 +32,18 @@ pub use store::{
 /// rmcp's auth types, re-exported so callers need not name rmcp's module path.
 pub use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};
 
-/// reqwest is built without a default crypto provider; install ring's once.
-pub(crate) fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// How long one request of warden's own to an OAuth endpoint (token, revocation, the headless
+/// authorization request) may take.
+pub(crate) const ENDPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// warden's outgoing client for OAuth endpoints: redirects are not followed (a 3xx answer is
+/// reported as that endpoint's failure), each request bounded by `timeout`.
+pub(crate) fn endpoint_client(
+    endpoint: &str,
+    timeout: std::time::Duration,
+) -> Result<reqwest::Client, OAuthError> {
+    warden_net::http_client()
+        .request_timeout(timeout)
+        .build()
+        .map_err(|e| OAuthError::http(endpoint, e))
 }
