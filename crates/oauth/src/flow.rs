@@ -42,19 +42,9 @@ pub struct OAuthSettings {
     pub require_login: bool,
 }
 
-/// The CIMD URL of servers whose entry names none (`[oauth] client_metadata_url`).
-static DEFAULT_CLIENT_METADATA_URL: std::sync::RwLock<Option<String>> =
-    std::sync::RwLock::new(None);
-
-/// Sets the client ID metadata document URL [`OAuthSettings::new`] starts from, for the rest
-/// of the process (the config's `[oauth] client_metadata_url`).
-pub fn configure_client_metadata_url(url: Option<String>) {
-    *DEFAULT_CLIENT_METADATA_URL
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = url;
-}
-
 impl OAuthSettings {
+    /// Settings with no pre-registered client and no metadata document; a config's defaults
+    /// come through [`crate::OAuthContext::settings`].
     pub fn new(
         server_name: impl Into<String>,
         server_url: impl Into<String>,
@@ -67,10 +57,7 @@ impl OAuthSettings {
             client_id: None,
             client_secret: None,
             redirect_port: None,
-            client_metadata_url: DEFAULT_CLIENT_METADATA_URL
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone(),
+            client_metadata_url: None,
             client_name: "warden".to_string(),
             require_login: false,
         }

@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod client_credentials;
+pub mod context;
 pub mod error;
 pub mod flow;
 pub mod keyring;
@@ -15,19 +16,17 @@ pub mod store;
 
 pub use browser::open_in_browser;
 pub use client_credentials::{ClientCredentials, GrantedToken, client_credentials_token};
+pub use context::OAuthContext;
 pub use error::OAuthError;
 pub use flow::{
-    LoginOptions, LogoutReport, OAuthSettings, Probe, configure_client_metadata_url,
-    is_authorization_required, login, logout, probe, step_up, stored_manager,
+    LoginOptions, LogoutReport, OAuthSettings, Probe, is_authorization_required, login, logout,
+    probe, step_up, stored_manager,
 };
 pub use provisioned::{ProvisionedCredentials, ProvisionedEnv, ProvisionedValues};
 pub use redirect::{DEFAULT_PREREGISTERED_PORT, RedirectMode, parse_redirect};
 pub use revoke::revoke_token;
 pub use secret::Secret;
-pub use store::{
-    RegisteredClient, StoreLock, TokenBackend, TokenFile, TokenStore, TokenStoreKind,
-    configure_token_store,
-};
+pub use store::{RegisteredClient, StoreLock, TokenBackend, TokenFile, TokenStore, TokenStoreKind};
 
 /// rmcp's auth types, re-exported so callers need not name rmcp's module path.
 pub use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};
