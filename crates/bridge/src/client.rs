@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::{
-    BridgeToken, CallRequest, CallView, ErrorView, Handshake, PROTOCOL_VERSION, ResourceRequest,
+    BearerToken, CallRequest, CallView, ErrorView, Handshake, PROTOCOL_VERSION, ResourceRequest,
     SearchRequest, SearchView, ServerRow, TOKEN_VAR, ToolView, UNIX_URL_PREFIX, URL_VAR, ViewError,
 };
 /// A connection to one session's bridge.
@@ -18,7 +18,7 @@ use crate::{
 pub struct BridgeClient {
     http: reqwest::Client,
     base: String,
-    token: BridgeToken,
+    token: BearerToken,
 }
 
 /// Why the bridge variables cannot be used.
@@ -45,19 +45,19 @@ fn unix_socket_path(url: &str) -> Option<&std::path::Path> {
 
 #[cfg(unix)]
 fn on_unix_socket(
-    builder: reqwest::ClientBuilder,
+    client: warden_net::HttpClientBuilder,
     socket: &std::path::Path,
     _url: &str,
-) -> Result<reqwest::ClientBuilder, BridgeClientError> {
-    Ok(builder.unix_socket(socket))
+) -> Result<warden_net::HttpClientBuilder, BridgeClientError> {
+    Ok(client.unix_socket(socket))
 }
 
 #[cfg(not(unix))]
 fn on_unix_socket(
-    _builder: reqwest::ClientBuilder,
+    _client: warden_net::HttpClientBuilder,
     _socket: &std::path::Path,
     url: &str,
-) -> Result<reqwest::ClientBuilder, BridgeClientError> {
+) -> Result<warden_net::HttpClientBuilder, BridgeClientError> {
     Err(BridgeClientError::UnixUnsupported(url.to_owned()))
 }
 
@@ -87,17 +87,14 @@ impl BridgeClient {
         let token = std::env::var(TOKEN_VAR)
             .ok()
             .filter(|token| !token.is_empty())?;
-        Some(Self::new(&url, BridgeToken::from_text(token)))
+        Some(Self::new(&url, BearerToken::new(token)))
     }
 
     /// `url` is a loopback `http://` URL or `unix:/absolute/path/to/the.sock`.
-    pub fn new(url: &str, token: BridgeToken) -> Result<Self, BridgeClientError> {
+    pub fn new(url: &str, token: BearerToken) -> Result<Self, BridgeClientError> {
         // Plain HTTP on loopback: no proxy, no TLS roots to load (a fast start matters here).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let builder = reqwest::Client::builder()
-            .no_proxy()
-            .http1_only()
-            .tls_certs_only(Vec::new())
+        let builder = warden_net::http_client()
+            .loopback()
             .connect_timeout(Duration::from_secs(5));
         let (builder, base) = match unix_socket_path(url) {
             Some(socket) => (on_unix_socket(builder, socket, url)?, UNIX_BASE.to_owned()),
@@ -283,7 +280,7 @@ mod tests {
         );
         assert_eq!(unix_socket_path("unix:relative.sock"), None);
         assert_eq!(unix_socket_path("http://127.0.0.1:4000"), None);
-        let relative = BridgeClient::new("unix:relative.sock", BridgeToken::from_text("t"));
+        let relative = BridgeClient::new("unix:relative.sock", BearerToken::new("t"));
         assert!(
             matches!(relative, Err(BridgeClientError::NotLoopback(_))),
             "{relative:?}"

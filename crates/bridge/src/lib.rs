@@ -3,7 +3,7 @@
 //! token.
 //!
 //! [`protocol`] is the wire format both sides share, `client` the side `warden tool` and the
-//! session's handshake speak, [`token`] the secret, [`views`] the answers
+//! session's handshake speak, [`BearerToken`] (warden-net's) the secret, [`views`] the answers
 //! computed from a [`warden_host::Host`] (used by the bridge and by the standalone `warden tool`,
 //! so both print the same), [`server`] the axum service and [`socket`] the Unix socket's private
 //! directory.
@@ -12,7 +12,6 @@ mod client;
 pub mod protocol;
 pub mod server;
 pub mod socket;
-pub mod token;
 pub mod views;
 
 pub use client::{BridgeClient, BridgeClientError};
@@ -23,5 +22,5 @@ pub use protocol::{
 };
 pub use server::{Bridge, BridgeCall, BridgeError, BridgeListen, CallObserver};
 pub use socket::unix_socket_roots;
-pub use token::BridgeToken;
 pub use views::ViewError;
+pub use warden_net::BearerToken;

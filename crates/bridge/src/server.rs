@@ -22,8 +22,8 @@ use crate::protocol::{
     ResourceRequest, SearchRequest, TOKEN_VAR, UNIX_URL_PREFIX, URL_VAR,
 };
 use crate::socket::SocketDir;
-use crate::token::{BridgeToken, RandomError};
 use crate::views::{self, ViewError, ViewErrorKind};
+use warden_net::{BearerToken, RandomError};
 
 /// Why the bridge could not start.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +89,7 @@ type ObserverSlot = RwLock<Option<Arc<dyn CallObserver>>>;
 /// A running bridge for one session. Dropping it stops the server (and removes its socket).
 pub struct Bridge {
     url: String,
-    token: BridgeToken,
+    token: BearerToken,
     stop: CancellationToken,
     observer: Arc<ObserverSlot>,
     socket: Option<SocketDir>,
@@ -107,7 +107,7 @@ impl std::fmt::Debug for Bridge {
 
 struct BridgeState {
     host: Arc<Host>,
-    token: BridgeToken,
+    token: BearerToken,
     observer: Arc<ObserverSlot>,
 }
 
@@ -131,7 +131,7 @@ impl Bridge {
     /// runtime until stopped or dropped.
     pub fn start_on(host: Arc<Host>, listen: BridgeListen) -> Result<Self, BridgeError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| BridgeError::NoRuntime)?;
-        let token = BridgeToken::generate()?;
+        let token = BearerToken::generate()?;
         let observer: Arc<ObserverSlot> = Arc::default();
         let router = router(Arc::new(BridgeState {
             host,
@@ -188,7 +188,7 @@ impl Bridge {
         self.socket.as_ref().map(SocketDir::socket)
     }
 
-    pub fn token(&self) -> &BridgeToken {
+    pub fn token(&self) -> &BearerToken {
         &self.token
     }
 
@@ -292,12 +292,12 @@ async fn authorize(
     request: Request,
     next: Next,
 ) -> Response {
-    let presented = request
+    let authorized = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    if !presented.is_some_and(|token| state.token.matches(token)) {
+        .is_some_and(|value| state.token.accepts(value));
+    if !authorized {
         return refusal(
             StatusCode::UNAUTHORIZED,
             "missing or wrong bridge token (WARDEN_BRIDGE_TOKEN)",

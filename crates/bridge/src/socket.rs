@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::server::BridgeError;
-use crate::token::random_hex;
+use warden_net::random_hex;
 
 /// The socket's file name inside its private directory.
 pub const SOCKET_NAME: &str = "bridge.sock";

@@ -273,8 +273,7 @@ async fn hold_session(sandbox: &Sandbox, mock: &MockModel) -> HeldSession {
 }
 
 fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    warden_net::http_client().loopback().build().unwrap()
 }
 
 #[tokio::test]

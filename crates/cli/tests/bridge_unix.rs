@@ -171,9 +171,7 @@ async fn hold_session(sandbox: &Sandbox, mock: &MockModel, runtime: Option<&Path
 
 /// A plain HTTP client whose every connection goes to `socket`.
 fn http_over(socket: &Path) -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
-        .no_proxy()
+    warden_net::http_client()
         .unix_socket(socket)
         .build()
         .unwrap()

@@ -146,8 +146,7 @@ async fn serve_http(expose: &str) -> HttpServe {
 async fn http_prints_a_fresh_token_and_refuses_requests_without_it() {
     let served = serve_http("passthrough").await;
     assert_eq!(served.token.len(), 64, "{}", served.token);
-    warden_mcp::http::install_crypto_provider();
-    let client = reqwest::Client::new();
+    let client = warden_net::http_client().loopback().build().unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}});

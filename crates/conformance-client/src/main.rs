@@ -19,7 +19,7 @@ use warden_mcp::{
     CallOptions, ElicitationHandler, ElicitationRequest, ElicitationResponse, HttpAuth, McpRuntime,
     McpTool, ProtocolMode, RuntimeOptions, ServerSpec, ToolIdentity,
 };
-use warden_oauth::{ClientCredentials, OAuthSettings, RedirectMode, Secret, TokenStore};
+use warden_oauth::{ClientCredentials, OAuthContext, RedirectMode, Secret};
 
 const SERVER: &str = "conformance";
 /// The SEP-2640 skills extension's client scenarios.
@@ -134,9 +134,13 @@ async fn server_spec(
                 reason: "the client-credentials token was rejected".to_owned(),
             }));
     }
-    let mut settings = OAuthSettings::new(SERVER, url, TokenStore::for_server(state, SERVER));
+    // The suite's client: tokens in a file under its own state folder, the suite's CIMD URL.
+    let oauth_context = OAuthContext {
+        client_metadata_url: Some(CIMD_URL.to_owned()),
+        ..OAuthContext::new(state)
+    };
+    let mut settings = oauth_context.settings(SERVER, url);
     settings.client_name = "warden-conformance-client".to_owned();
-    settings.client_metadata_url = Some(CIMD_URL.to_owned());
     if let Some(client_id) = text("client_id") {
         settings.client_id = Some(client_id);
         settings.client_secret = text("client_secret").map(Secret::new);

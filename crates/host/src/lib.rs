@@ -148,8 +148,8 @@ impl Host {
     /// Servers that cannot start are kept as [`IdleServer`]s with their reason.
     pub fn open(config: &LoadedConfig, options: HostOptions) -> Result<Arc<Self>, HostError> {
         let session_id = options.session_id.clone().unwrap_or_else(new_session_id);
-        warden_oauth::configure_token_store(config.token_store.into());
-        warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
+        let oauth_context =
+            warden_oauth::OAuthContext::from_config(options.paths.state_dir(), config);
         let trust = TrustStore::open(&options.paths)?;
         let vars = VarContext::from_process(&options.workspace);
         let mut specs = Vec::new();
@@ -170,7 +170,7 @@ impl Host {
                 });
                 continue;
             }
-            match server_spec(entry, &vars, options.paths.state_dir()) {
+            match server_spec(entry, &vars, &oauth_context) {
                 Ok(spec) => {
                     facts.insert(entry.name.clone(), ServerFacts::from_entry(entry));
                     specs.push(spec);

@@ -3,21 +3,20 @@
 //! a configured credential that login must never replace).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use warden_config::{
     AuthMode, ExpandError, OAuthClientConfig, ResolvedTransport, ServerEntry, VarContext, expand,
 };
 use warden_mcp::{HttpAuth, SecretString, ServerSpec, ToolFilter, TransportSpec};
-use warden_oauth::{OAuthSettings, ProvisionedEnv, Secret, TokenStore};
+use warden_oauth::{OAuthContext, OAuthSettings, ProvisionedEnv, Secret};
 
 /// The launch spec of one entry; `${env:…}` and friends are read now, so a rotated secret
-/// needs no restart of warden, only a reconnect. OAuth tokens live under
-/// `<state_dir>/mcp/auth/<name>.json`.
+/// needs no restart of warden, only a reconnect. OAuth tokens live where `oauth_context` says
+/// (`<state_dir>/mcp/auth/<name>.json`, in its backend).
 pub fn server_spec(
     entry: &ServerEntry,
     vars: &VarContext,
-    state_dir: &Path,
+    oauth_context: &OAuthContext,
 ) -> Result<ServerSpec, ExpandError> {
     let transport = match entry.resolve(vars)? {
         ResolvedTransport::Stdio {
@@ -48,7 +47,7 @@ pub fn server_spec(
             if legacy_sse {
                 TransportSpec::LegacySse { url, headers }
             } else {
-                let auth = http_auth(entry, vars, state_dir, &url, auth, &oauth, &mut headers)?;
+                let auth = http_auth(entry, vars, oauth_context, &url, auth, &oauth, &mut headers)?;
                 TransportSpec::StreamableHttp { url, headers, auth }
             }
         }
@@ -82,19 +81,16 @@ fn env_value(
     })
 }
 
-/// The OAuth settings of an entry: its token store, and its pre-registered client if any.
+/// The OAuth settings of an entry: its token store (in `oauth_context`'s backend), its
+/// pre-registered client if any, and its metadata document (else the context's).
 pub fn oauth_settings(
     entry: &ServerEntry,
     vars: &VarContext,
-    state_dir: &Path,
+    oauth_context: &OAuthContext,
     url: &str,
     oauth: &OAuthClientConfig,
 ) -> Result<OAuthSettings, ExpandError> {
-    let mut settings = OAuthSettings::new(
-        entry.name.clone(),
-        url,
-        TokenStore::configured(state_dir, &entry.name),
-    );
+    let mut settings = oauth_context.settings(&entry.name, url);
     settings.client_id = oauth.client_id.clone();
     settings.client_secret = match &oauth.client_secret_env {
         Some(name) => Some(Secret::new(env_value(
@@ -106,7 +102,7 @@ pub fn oauth_settings(
         None => None,
     };
     settings.redirect_port = oauth.redirect_port;
-    // The entry's own document wins over the global `[oauth] client_metadata_url`.
+    // The entry's own document wins over the config's `[oauth] client_metadata_url`.
     if oauth.client_metadata_url.is_some() {
         settings.client_metadata_url = oauth.client_metadata_url.clone();
     }
@@ -118,7 +114,7 @@ pub fn oauth_settings(
 fn http_auth(
     entry: &ServerEntry,
     vars: &VarContext,
-    state_dir: &Path,
+    oauth_context: &OAuthContext,
     url: &str,
     mode: AuthMode,
     oauth: &OAuthClientConfig,
@@ -165,7 +161,7 @@ fn http_auth(
             reason: "auth = \"none\" forbids a login".into(),
         });
     }
-    let mut settings = oauth_settings(entry, vars, state_dir, url, oauth)?;
+    let mut settings = oauth_settings(entry, vars, oauth_context, url, oauth)?;
     settings.require_login = mode == AuthMode::OAuth;
     Ok(HttpAuth::OAuth(settings))
 }
@@ -193,7 +189,7 @@ pub enum LoginRefusal {
 pub fn login_settings(
     entry: &ServerEntry,
     vars: &VarContext,
-    state_dir: &Path,
+    oauth_context: &OAuthContext,
 ) -> Result<OAuthSettings, LoginRefusal> {
     match entry.resolve(vars)? {
         ResolvedTransport::Stdio { .. } => Err(LoginRefusal::NotRemote(entry.name.clone())),
@@ -218,7 +214,7 @@ pub fn login_settings(
             if auth == AuthMode::None {
                 return Err(LoginRefusal::AuthNone(entry.name.clone()));
             }
-            Ok(oauth_settings(entry, vars, state_dir, &url, &oauth)?)
+            Ok(oauth_settings(entry, vars, oauth_context, &url, &oauth)?)
         }
     }
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use warden_config::{LoadRequest, Paths, VarContext, load};
 use warden_host::{LoginRefusal, login_settings, server_spec};
 use warden_mcp::{HttpAuth, TransportSpec};
+use warden_oauth::OAuthContext;
 
 const CONFIG: &str = r#"schema_version = 1
 
@@ -52,6 +53,7 @@ struct Fixture {
     config: warden_config::LoadedConfig,
     vars: VarContext,
     state: std::path::PathBuf,
+    oauth: OAuthContext,
 }
 
 fn fixture() -> Fixture {
@@ -80,12 +82,13 @@ fn fixture() -> Fixture {
         _dir: dir,
         config,
         vars,
+        oauth: OAuthContext::new(&state),
         state,
     }
 }
 
 fn http(f: &Fixture, name: &str) -> (Vec<(String, String)>, HttpAuth) {
-    let spec = server_spec(&f.config.servers[name], &f.vars, &f.state).unwrap();
+    let spec = server_spec(&f.config.servers[name], &f.vars, &f.oauth).unwrap();
     match spec.transport {
         TransportSpec::StreamableHttp { headers, auth, .. } => (
             headers
@@ -152,19 +155,19 @@ fn configured_credentials_and_auth_none_forbid_a_login() {
         vec![("Authorization".to_owned(), "Bearer tok-secret".to_owned())]
     );
     assert!(matches!(
-        login_settings(&f.config.servers["closed"], &f.vars, &f.state),
+        login_settings(&f.config.servers["closed"], &f.vars, &f.oauth),
         Err(LoginRefusal::AuthNone(_))
     ));
     for name in ["keyed", "hdr", "tok", "prov"] {
         assert!(
             matches!(
-                login_settings(&f.config.servers[name], &f.vars, &f.state),
+                login_settings(&f.config.servers[name], &f.vars, &f.oauth),
                 Err(LoginRefusal::OwnCredential(_))
             ),
             "{name}"
         );
     }
-    assert!(login_settings(&f.config.servers["plain"], &f.vars, &f.state).is_ok());
+    assert!(login_settings(&f.config.servers["plain"], &f.vars, &f.oauth).is_ok());
 }
 
 #[test]
@@ -205,8 +208,8 @@ fn auth_oauth_requires_a_login_and_sampling_reaches_the_spec() {
         !settings.require_login,
         "auto: a login only when the server asks"
     );
-    let forced = server_spec(&f.config.servers["forced"], &f.vars, &f.state).unwrap();
+    let forced = server_spec(&f.config.servers["forced"], &f.vars, &f.oauth).unwrap();
     assert!(forced.sampling);
-    let plain = server_spec(&f.config.servers["plain"], &f.vars, &f.state).unwrap();
+    let plain = server_spec(&f.config.servers["plain"], &f.vars, &f.oauth).unwrap();
     assert!(!plain.sampling);
 }

@@ -1,9 +1,8 @@
-//! Streamable HTTP: url policy, the reqwest client (no redirects, ring TLS), headers, and failure diagnosis.
+//! Streamable HTTP: url policy, the reqwest client (warden-net's: no redirects, ring TLS), headers, and failure diagnosis.
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::net::IpAddr;
-use std::sync::Once;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
@@ -13,14 +12,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use crate::error::{FailureKind, McpError};
 use crate::spec::SecretString;
 
-static CRYPTO_PROVIDER: Once = Once::new();
-
-/// Installs the ring TLS provider once per process; an already installed provider is kept.
-pub fn install_crypto_provider() {
-    CRYPTO_PROVIDER.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
+/// Installs the ring TLS provider once per process (rmcp's own clients need it too).
+pub use warden_net::install_crypto_provider;
 
 /// Checks the endpoint: https anywhere, plain http only to a loopback host.
 pub fn check_url(server: &str, raw: &str) -> Result<url::Url, McpError> {
@@ -62,14 +55,12 @@ fn is_loopback(parsed: &url::Url) -> bool {
     }
 }
 
-/// A reqwest client that never follows redirects.
+/// warden's outgoing client (never follows redirects), connecting within `connect_timeout`.
 pub(crate) fn build_client(
     server: &str,
     connect_timeout: Duration,
 ) -> Result<reqwest::Client, McpError> {
-    install_crypto_provider();
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
+    warden_net::http_client()
         .connect_timeout(connect_timeout)
         .build()
         .map_err(|error| {

@@ -45,7 +45,7 @@ async fn gated_echo() -> (Gate, warden_testkit::HttpFixture) {
         base: format!("http://{}", listener.local_addr().unwrap()),
         upstream: fixture.url.clone(),
         issued: Arc::default(),
-        http: reqwest::Client::new(),
+        http: warden_net::http_client().loopback().build().unwrap(),
     };
     let app = Router::new()
         .route("/.well-known/oauth-protected-resource/mcp", get(prm))

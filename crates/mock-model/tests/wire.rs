@@ -5,8 +5,7 @@ use serde_json::{Value, json};
 use warden_mock_model::{Api, MockModel, Script, Step, Turn};
 
 fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
+    warden_net::http_client().loopback().build().unwrap()
 }
 
 async fn post(mock: &MockModel, path: &str, body: Value) -> reqwest::Response {

@@ -110,7 +110,7 @@ pub async fn client_credentials_token(
     credentials: &ClientCredentials,
     scopes: &[String],
 ) -> Result<GrantedToken, OAuthError> {
-    crate::install_crypto_provider();
+    warden_net::install_crypto_provider();
     let manager = AuthorizationManager::new(server_url).await?;
     let metadata = manager.resolve_metadata().await?.metadata;
     let endpoint = metadata.token_endpoint.clone();
@@ -119,7 +119,7 @@ pub async fn client_credentials_token(
         form.push(("scope", scopes.join(" ")));
     }
     form.push(("resource", server_url.to_string()));
-    let client = reqwest::Client::new();
+    let client = crate::endpoint_client(&endpoint, crate::ENDPOINT_TIMEOUT)?;
     let mut request = client.post(&endpoint);
     match credentials {
         ClientCredentials::Secret {

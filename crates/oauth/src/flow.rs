@@ -42,19 +42,9 @@ pub struct OAuthSettings {
     pub require_login: bool,
 }
 
-/// The CIMD URL of servers whose entry names none (`[oauth] client_metadata_url`).
-static DEFAULT_CLIENT_METADATA_URL: std::sync::RwLock<Option<String>> =
-    std::sync::RwLock::new(None);
-
-/// Sets the client ID metadata document URL [`OAuthSettings::new`] starts from, for the rest
-/// of the process (the config's `[oauth] client_metadata_url`).
-pub fn configure_client_metadata_url(url: Option<String>) {
-    *DEFAULT_CLIENT_METADATA_URL
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = url;
-}
-
 impl OAuthSettings {
+    /// Settings with no pre-registered client and no metadata document; a config's defaults
+    /// come through [`crate::OAuthContext::settings`].
     pub fn new(
         server_name: impl Into<String>,
         server_url: impl Into<String>,
@@ -67,10 +57,7 @@ impl OAuthSettings {
             client_id: None,
             client_secret: None,
             redirect_port: None,
-            client_metadata_url: DEFAULT_CLIENT_METADATA_URL
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone(),
+            client_metadata_url: None,
             client_name: "warden".to_string(),
             require_login: false,
         }
@@ -125,13 +112,13 @@ pub enum Probe {
     Status(u16),
 }
 
-/// Send an unauthenticated `initialize` to see whether the server asks for a login.
+/// How long the probe and the 2025-03-26 origin-metadata fallback wait for an answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Send an unauthenticated `initialize` to see whether the server asks for a login. A redirect
+/// is not followed: it comes back as [`Probe::Status`].
 pub async fn probe(server_url: &str) -> Result<Probe, OAuthError> {
-    crate::install_crypto_provider();
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .build()
-        .map_err(|e| OAuthError::http(server_url, e))?;
+    let client = crate::endpoint_client(server_url, PROBE_TIMEOUT)?;
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -163,7 +150,7 @@ pub async fn probe(server_url: &str) -> Result<Probe, OAuthError> {
 }
 
 async fn new_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, OAuthError> {
-    crate::install_crypto_provider();
+    warden_net::install_crypto_provider();
     let mut manager = AuthorizationManager::new(settings.server_url.as_str()).await?;
     manager.set_credential_store(settings.store.clone());
     Ok(manager)
@@ -207,11 +194,7 @@ async fn legacy_origin_metadata(
     }) {
         return None;
     }
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(15))
-        .build()
-        .ok()?;
+    let client = crate::endpoint_client(server_url, PROBE_TIMEOUT).ok()?;
     let path = base.path().trim_end_matches('/');
     for candidate in [
         format!("/.well-known/oauth-protected-resource{path}"),

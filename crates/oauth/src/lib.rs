@@ -4,6 +4,7 @@
 
 pub mod browser;
 pub mod client_credentials;
+pub mod context;
 pub mod error;
 pub mod flow;
 pub mod keyring;
@@ -15,24 +16,33 @@ pub mod store;
 
 pub use browser::open_in_browser;
 pub use client_credentials::{ClientCredentials, GrantedToken, client_credentials_token};
+pub use context::OAuthContext;
 pub use error::OAuthError;
 pub use flow::{
-    LoginOptions, LogoutReport, OAuthSettings, Probe, configure_client_metadata_url,
-    is_authorization_required, login, logout, probe, step_up, stored_manager,
+    LoginOptions, LogoutReport, OAuthSettings, Probe, is_authorization_required, login, logout,
+    probe, step_up, stored_manager,
 };
 pub use provisioned::{ProvisionedCredentials, ProvisionedEnv, ProvisionedValues};
 pub use redirect::{DEFAULT_PREREGISTERED_PORT, RedirectMode, parse_redirect};
 pub use revoke::revoke_token;
 pub use secret::Secret;
-pub use store::{
-    RegisteredClient, StoreLock, TokenBackend, TokenFile, TokenStore, TokenStoreKind,
-    configure_token_store,
-};
+pub use store::{RegisteredClient, StoreLock, TokenBackend, TokenFile, TokenStore, TokenStoreKind};
 
 /// rmcp's auth types, re-exported so callers need not name rmcp's module path.
 pub use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};
 
-/// reqwest is built without a default crypto provider; install ring's once.
-pub(crate) fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// How long one request of warden's own to an OAuth endpoint (token, revocation, the headless
+/// authorization request) may take.
+pub(crate) const ENDPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// warden's outgoing client for OAuth endpoints: redirects are not followed (a 3xx answer is
+/// reported as that endpoint's failure), each request bounded by `timeout`.
+pub(crate) fn endpoint_client(
+    endpoint: &str,
+    timeout: std::time::Duration,
+) -> Result<reqwest::Client, OAuthError> {
+    warden_net::http_client()
+        .request_timeout(timeout)
+        .build()
+        .map_err(|e| OAuthError::http(endpoint, e))
 }

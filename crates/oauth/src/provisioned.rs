@@ -169,7 +169,7 @@ impl ProvisionedCredentials {
     /// (before expiry, and once on a 401). Shares the store with `self`, so a refresh done by the
     /// manager is what [`Self::revoke`] revokes.
     pub async fn manager(&self, server_url: &str) -> Result<AuthorizationManager, OAuthError> {
-        crate::install_crypto_provider();
+        warden_net::install_crypto_provider();
         let mut manager = AuthorizationManager::new(server_url).await?;
         let token_endpoint = self
             .refresh_url

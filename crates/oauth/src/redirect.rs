@@ -123,10 +123,8 @@ pub fn parse_redirect(redirect: &str) -> Result<AuthorizationCallback, OAuthErro
 }
 
 async fn headless_redirect(authorization_url: &str) -> Result<String, OAuthError> {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| OAuthError::http(authorization_url, e))?;
+    // The redirect is the answer: warden's client never follows it.
+    let client = crate::endpoint_client(authorization_url, crate::ENDPOINT_TIMEOUT)?;
     let response = client
         .get(authorization_url)
         .send()

@@ -4,7 +4,8 @@ use crate::error::OAuthError;
 use crate::secret::Secret;
 
 /// Ask `endpoint` to revoke `token` (`token_type_hint` is `access_token` or `refresh_token`),
-/// authenticating with HTTP Basic when the client has a secret, else sending `client_id`.
+/// authenticating with HTTP Basic when the client has a secret, else sending `client_id`. A
+/// redirect is not followed: it fails as the endpoint's answer.
 pub async fn revoke_token(
     endpoint: &str,
     token: &Secret,
@@ -12,8 +13,7 @@ pub async fn revoke_token(
     client_id: &str,
     client_secret: Option<&Secret>,
 ) -> Result<(), OAuthError> {
-    crate::install_crypto_provider();
-    let client = reqwest::Client::new();
+    let client = crate::endpoint_client(endpoint, crate::ENDPOINT_TIMEOUT)?;
     let mut form = vec![
         ("token", token.expose().to_string()),
         ("token_type_hint", token_type_hint.to_string()),

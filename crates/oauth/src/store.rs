@@ -98,18 +98,6 @@ impl From<warden_config::TokenStoreSetting> for TokenStoreKind {
     }
 }
 
-/// The backend [`TokenStore::configured`] picks: set once from the config
-/// (`[oauth] token_store`) by the binary; the file until then.
-static CONFIGURED_KIND: std::sync::RwLock<TokenStoreKind> =
-    std::sync::RwLock::new(TokenStoreKind::File);
-
-/// Sets the backend [`TokenStore::configured`] picks for the rest of the process.
-pub fn configure_token_store(kind: TokenStoreKind) {
-    *CONFIGURED_KIND
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = kind;
-}
-
 /// Where the bytes of one server's token file live. The lock stays a file in the state folder
 /// whatever the backend, so refreshes are serialized across processes either way.
 pub trait TokenBackend: Send + Sync + std::fmt::Debug {
@@ -159,15 +147,6 @@ impl TokenStore {
             backend: Arc::new(FileBackend { path: path.clone() }),
             path,
         }
-    }
-
-    /// The store of `server` under `state_dir`, in the backend the config chose
-    /// ([`configure_token_store`]).
-    pub fn configured(state_dir: &Path, server: &str) -> Self {
-        let kind = *CONFIGURED_KIND
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Self::for_server_in(state_dir, server, kind)
     }
 
     /// The store of `server` under `state_dir`, in the backend `kind` picks; the keyring's tool

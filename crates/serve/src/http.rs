@@ -22,7 +22,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::sessions::{InFlight, SessionGauge, Sessions};
-use crate::{Gateway, GatewayHandler, ServeError, ServeToken};
+use warden_net::BearerToken;
+
+use crate::{Gateway, GatewayHandler, ServeError};
 
 /// Where the MCP endpoint is mounted.
 pub const MCP_PATH: &str = "/mcp";
@@ -50,7 +52,7 @@ const SERVER_BUSY: i64 = -32000;
 #[derive(Debug, Clone)]
 pub enum HttpAuth {
     /// `Authorization: Bearer TOKEN` on every request.
-    Bearer(ServeToken),
+    Bearer(BearerToken),
     /// No authentication (`--insecure-no-auth`): loopback addresses only.
     InsecureNone,
 }
@@ -176,7 +178,7 @@ pub async fn serve_http(
 
 /// Refuses a request without the right bearer token (401, `WWW-Authenticate: Bearer`).
 async fn require_bearer(
-    State(token): State<Arc<ServeToken>>,
+    State(token): State<Arc<BearerToken>>,
     request: Request,
     next: Next,
 ) -> Response {

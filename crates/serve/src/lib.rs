@@ -28,7 +28,8 @@ pub use http::{
     HttpSettings, MCP_PATH, bind_http, is_loopback, serve_http,
 };
 pub use sessions::SessionGauge;
-pub use token::{ServeToken, TOKEN_ENV};
+pub use token::{TOKEN_ENV, token_from_env, too_short_message};
+pub use warden_net::BearerToken;
 
 /// What the gateway publishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,8 +55,6 @@ pub enum ServeError {
     Handshake(String),
     #[error("the server task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
-    #[error("no random source for the token: {0}")]
-    Random(String),
 }
 
 /// Everything one gateway shares across its downstream connections.

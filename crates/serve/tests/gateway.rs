@@ -22,8 +22,8 @@ use warden_policy::{
     AuditQuery, AuditStore, AuthorizationRule, PermissionMode, RuleDecision, ToolGlob,
 };
 use warden_serve::{
-    ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, ServeToken, UpstreamElicitation,
-    bind_http, serve_http,
+    ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, UpstreamElicitation, bind_http,
+    serve_http,
 };
 use warden_testkit::fixture_command;
 
@@ -404,8 +404,7 @@ fn initialize_body() -> Value {
 }
 
 async fn post(url: &str, headers: &[(&str, &str)]) -> reqwest::StatusCode {
-    warden_mcp::http::install_crypto_provider();
-    let mut request = reqwest::Client::new()
+    let mut request = http_client()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -419,7 +418,7 @@ async fn post(url: &str, headers: &[(&str, &str)]) -> reqwest::StatusCode {
 #[tokio::test]
 async fn http_requires_the_token_and_a_loopback_origin() {
     let fixture = gateway(Exposure::Passthrough, |_| {});
-    let token = ServeToken::new("test-token-0123456789");
+    let token = warden_serve::BearerToken::new("test-token-0123456789");
     let (url, settings) = http_gateway(&fixture, HttpAuth::Bearer(token)).await;
 
     assert_eq!(post(&url, &[]).await, reqwest::StatusCode::UNAUTHORIZED);
@@ -881,8 +880,7 @@ async fn post_raw(
 }
 
 fn http_client() -> reqwest::Client {
-    warden_mcp::http::install_crypto_provider();
-    reqwest::Client::new()
+    warden_net::http_client().loopback().build().unwrap()
 }
 
 /// Opens a session with `initialize` (and `notifications/initialized` when asked), reads the
@@ -922,7 +920,7 @@ async fn open_session(http: &reqwest::Client, url: &str, initialized: bool) -> S
 #[tokio::test]
 async fn malformed_json_rpc_is_answered_400_with_a_json_rpc_error() {
     let fixture = gateway(Exposure::Flat, |_| {});
-    let token = ServeToken::new("test-token-0123456789");
+    let token = warden_serve::BearerToken::new("test-token-0123456789");
     let mut settings = HttpSettings::new(HttpAuth::Bearer(token));
     settings.max_body_bytes = 64 * 1024;
     let url = http_gateway_with(&fixture, settings.clone()).await;

@@ -85,7 +85,7 @@ mod tests {
     use std::ffi::OsString;
     use std::sync::Arc;
     use std::time::Duration;
-    use warden_bridge::{BridgeToken, TOKEN_VAR, URL_VAR};
+    use warden_bridge::{BearerToken, TOKEN_VAR, URL_VAR};
     use warden_host::{Host, HostOptions};
     fn host(dir: &std::path::Path) -> Arc<Host> {
         let paths = warden_config::Paths::under_root(dir);
@@ -204,7 +204,7 @@ mod tests {
         let url = bridge.url().to_owned();
         assert!(url.starts_with("unix:/"), "{url}");
         // A wrong token is refused over the socket as over TCP.
-        let stranger = BridgeClient::new(&url, BridgeToken::from_text("0".repeat(64))).unwrap();
+        let stranger = BridgeClient::new(&url, BearerToken::new("0".repeat(64))).unwrap();
         let refused = stranger.handshake().await.unwrap_err();
         assert!(refused.message.contains("bridge token"), "{refused:?}");
         let env = BashEnv::masking(warden_bridge::ENV_PREFIX);

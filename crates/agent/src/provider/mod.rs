@@ -273,8 +273,7 @@ pub enum SelectError {
 
 /// Builds the HTTP client for `config`.
 pub fn client_for(config: ModelConfig) -> Result<Arc<dyn ModelClient>, ProviderError> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder()
+    let http = warden_net::http_client()
         .connect_timeout(config.timeouts.connect)
         .build()
         .map_err(|e| ProviderError::Connection(e.to_string()))?;

@@ -118,8 +118,11 @@ fn check_as_run_would(globals: &Globals, files: &Files, vars: &VarContext) -> us
         }
     };
     let mut problems = 0;
+    // Only the specs' URLs are checked: the file store stands in for the configured backend,
+    // which keeps the check from probing the OS keyring.
+    let oauth_context = warden_oauth::OAuthContext::new(files.paths.state_dir());
     for entry in config.servers.values() {
-        match warden_host::server_spec(entry, vars, files.paths.state_dir()) {
+        match warden_host::server_spec(entry, vars, &oauth_context) {
             Ok(spec) => {
                 if let warden_mcp::TransportSpec::StreamableHttp { url, .. }
                 | warden_mcp::TransportSpec::LegacySse { url, .. } = &spec.transport

@@ -357,12 +357,12 @@ fn login_after_add(
     no_browser: bool,
 ) -> anyhow::Result<()> {
     let entry = written_entry(files, name, scope)?;
-    if let Ok(config) = load(&files.request()) {
-        warden_oauth::configure_token_store(config.token_store.into());
-        warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
-    }
+    let oauth_context = match load(&files.request()) {
+        Ok(config) => warden_oauth::OAuthContext::from_config(files.paths.state_dir(), &config),
+        Err(_) => warden_oauth::OAuthContext::new(files.paths.state_dir()),
+    };
     let vars = VarContext::from_process(&files.workspace);
-    let settings = match warden_host::login_settings(&entry, &vars, files.paths.state_dir()) {
+    let settings = match warden_host::login_settings(&entry, &vars, &oauth_context) {
         Ok(settings) => settings,
         // auth = "none", an own credential, legacy SSE: nothing to log in to.
         Err(_) => return Ok(()),
@@ -397,13 +397,12 @@ fn login_after_add(
 
 fn login(files: &Files, args: LoginArgs) -> anyhow::Result<ExitCode> {
     let config = selected_config(files, None)?;
-    warden_oauth::configure_token_store(config.token_store.into());
-    warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
+    let oauth_context = warden_oauth::OAuthContext::from_config(files.paths.state_dir(), &config);
     let Some(entry) = config.servers.get(&args.name) else {
         return Err(no_such_server(&args.name, &config));
     };
     let vars = VarContext::from_process(&files.workspace);
-    let settings = warden_host::login_settings(entry, &vars, files.paths.state_dir())?;
+    let settings = warden_host::login_settings(entry, &vars, &oauth_context)?;
     run_login(&settings, args.no_browser, None)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -440,8 +439,7 @@ fn run_login(
 
 fn logout(files: &Files, args: LogoutArgs) -> anyhow::Result<ExitCode> {
     let config = selected_config(files, None)?;
-    warden_oauth::configure_token_store(config.token_store.into());
-    warden_oauth::configure_client_metadata_url(config.client_metadata_url.clone());
+    let oauth_context = warden_oauth::OAuthContext::from_config(files.paths.state_dir(), &config);
     let Some(entry) = config.servers.get(&args.name) else {
         return Err(no_such_server(&args.name, &config));
     };
@@ -453,11 +451,7 @@ fn logout(files: &Files, args: LogoutArgs) -> anyhow::Result<ExitCode> {
     };
     let vars = VarContext::from_process(&files.workspace);
     let url = warden_config::expand(&url, &vars).unwrap_or(url);
-    let settings = warden_oauth::OAuthSettings::new(
-        entry.name.clone(),
-        url,
-        warden_oauth::TokenStore::configured(files.paths.state_dir(), &entry.name),
-    );
+    let settings = oauth_context.settings(&entry.name, url);
     let report = async_runtime()?.block_on(warden_oauth::logout(&settings))?;
     if !report.had_tokens {
         println!("no tokens were stored for `{}`", args.name);

@@ -9,9 +9,9 @@ use anyhow::{Context, bail};
 use warden_host::{Host, RemoteSkills, RemoteSkillsSettings, SamplingRoute};
 use warden_mcp::ProtocolMode;
 use warden_serve::{
-    ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, MCP_PATH, ServeToken,
+    BearerToken, ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, MCP_PATH,
     SkillSummary, TOKEN_ENV, UpstreamElicitation, UpstreamSampling, bind_http, serve_http,
-    serve_stdio,
+    serve_stdio, token_from_env, too_short_message,
 };
 use warden_skills::{SkillRoots, discover};
 
@@ -172,18 +172,11 @@ async fn serve_over_http(
     let auth = if insecure_no_auth {
         HttpAuth::InsecureNone
     } else {
-        match ServeToken::from_env() {
-            Some(token) if token.expose().len() < MIN_TOKEN_BYTES => {
-                return Err(UsageError(format!(
-                    "{TOKEN_ENV} is {} bytes; a bearer token needs at least {MIN_TOKEN_BYTES} \
-                     (for example `openssl rand -hex 32`)",
-                    token.expose().len()
-                ))
-                .into());
-            }
-            Some(token) => HttpAuth::Bearer(token),
+        match token_from_env() {
+            Some(Err(too_short)) => return Err(UsageError(too_short_message(&too_short)).into()),
+            Some(Ok(token)) => HttpAuth::Bearer(token),
             None => {
-                let token = ServeToken::generate()?;
+                let token = BearerToken::generate()?;
                 generated = Some(token.expose().to_owned());
                 HttpAuth::Bearer(token)
             }
@@ -255,9 +248,6 @@ fn session_idle_timeout(text: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("expected a whole number of seconds, not \"{text}\""))?;
     warden_config::timeout_seconds(seconds, warden_serve::DEFAULT_SESSION_IDLE_TIMEOUT)
 }
-
-/// The shortest `WARDEN_SERVE_TOKEN` accepted.
-const MIN_TOKEN_BYTES: usize = 32;
 
 /// Writes a generated token to `STATE_DIR/serve/token` (a 0700 folder, a 0600 file, replaced
 /// atomically) and returns the path.
