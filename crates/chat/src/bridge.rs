@@ -113,9 +113,7 @@ impl ToolSources {
         {
             return source.clone();
         }
-        public_name
-            .strip_prefix("mcp__")
-            .and_then(|rest| rest.split_once("__"))
+        warden_vocab::split_public_name(public_name)
             .map_or_else(|| "built-in".to_owned(), |(server, _)| server.to_owned())
     }
 

@@ -75,9 +75,9 @@ pub fn parse(line: &str) -> Option<SlashCommand> {
     let body = line.strip_prefix('/')?;
     let (head, tail) = body.split_once(char::is_whitespace).unwrap_or((body, ""));
     let tail = tail.trim();
-    if let Some(prompt_ref) = head.strip_prefix("mcp__") {
-        return Some(match prompt_ref.split_once("__") {
-            Some((server, prompt)) if !server.is_empty() && !prompt.is_empty() => {
+    if head.starts_with(warden_vocab::PUBLIC_NAME_PREFIX) {
+        return Some(match warden_vocab::split_public_name(head) {
+            Some((server, prompt)) if !prompt.is_empty() => {
                 SlashCommand::Prompt {
                     server: server.to_owned(),
                     prompt: prompt.to_owned(),

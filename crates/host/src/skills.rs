@@ -262,13 +262,14 @@ pub async fn fetch_skill_file(
 /// A tool named in `allowed-tools`, as a raw tool of the publishing server (`mcp__<server>__`
 /// prefixes removed); other servers' tools are never covered by a skill.
 fn own_tools(server: &str, tools: Vec<String>) -> Vec<String> {
-    let prefix = format!("mcp__{}__", warden_skills::remote::sanitize_server(server));
+    let own_server = warden_skills::remote::sanitize_server(server);
     let mut own: Vec<String> = tools
         .into_iter()
-        .filter(|tool| !tool.contains("__") || tool.starts_with(&prefix))
-        .map(|tool| {
-            tool.strip_prefix(&prefix)
-                .map_or(tool.clone(), str::to_owned)
+        .filter_map(|tool| match warden_vocab::split_public_name(&tool) {
+            Some((named, raw)) if named == own_server => Some(raw.to_owned()),
+            Some(_) => None,
+            None if tool.contains(warden_vocab::PUBLIC_NAME_SEPARATOR) => None,
+            None => Some(tool),
         })
         .collect();
     own.sort();

@@ -13,10 +13,7 @@ use std::fmt;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-/// Prefix of every model-visible MCP tool name.
-pub const PUBLIC_NAME_PREFIX: &str = "mcp__";
-/// Separator between the server and the tool part of a public name.
-pub const PUBLIC_NAME_SEPARATOR: &str = "__";
+pub use warden_vocab::{PUBLIC_NAME_PREFIX, PUBLIC_NAME_SEPARATOR};
 /// Upper bound, in bytes, of a model-visible tool name (the limit most model APIs enforce).
 pub const MAX_PUBLIC_NAME_BYTES: usize = 64;
 /// Hex digits of the identity hash appended when a name must be disambiguated or shortened.
@@ -165,10 +162,9 @@ fn with_suffix(base: &str, suffix: &str, max_bytes: usize) -> String {
 }
 
 fn plain_candidate(identity: &ToolIdentity) -> String {
-    format!(
-        "{PUBLIC_NAME_PREFIX}{}{PUBLIC_NAME_SEPARATOR}{}",
-        sanitize_name_part(&identity.server),
-        sanitize_name_part(&identity.tool)
+    warden_vocab::join_public_name(
+        &sanitize_name_part(&identity.server),
+        &sanitize_name_part(&identity.tool),
     )
 }
 

@@ -102,7 +102,7 @@ pub fn sanitize_server(server: &str) -> String {
 
 /// `mcp__<server>__<skill>`.
 pub fn command_name(server: &str, skill: &str) -> String {
-    format!("mcp__{}__{skill}", sanitize_server(server))
+    warden_vocab::join_public_name(&sanitize_server(server), skill)
 }
 
 /// Turns candidates into commands. `taken` holds every command and alias that already exists

@@ -10,16 +10,22 @@ mod decision;
 mod glob;
 mod hook_event;
 mod mode;
+mod public_name;
 mod rule;
 mod timeouts;
+mod tool_args;
 
 pub use capability::{CapabilityClass, CapabilitySet};
 pub use decision::RuleDecision;
 pub use glob::{GLOB_SCHEMA_PATTERN, ToolGlob, ToolGlobError};
 pub use hook_event::HookEvent;
 pub use mode::PermissionMode;
+pub use public_name::{
+    PUBLIC_NAME_PREFIX, PUBLIC_NAME_SEPARATOR, join_public_name, split_public_name,
+};
 pub use rule::AuthorizationRule;
 pub use timeouts::{
     DEFAULT_AUTHORIZATION_TIMEOUT, DEFAULT_HOOK_TIMEOUT, DEFAULT_HOST_TOOL_TIMEOUT,
     DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, MAX_TIMEOUT,
 };
+pub use tool_args::{arguments_schema, parse_arguments};

@@ -1,0 +1,42 @@
+//! The shape of a model-visible name that reaches an MCP server, `mcp__<server>__<name>`: formed
+//! and taken apart here only (the MCP runtime's naming adds sanitizing, length limits and
+//! collision suffixes on top; skills published by servers and prompt commands use the same shape).
+
+/// Prefix of every model-visible name that reaches an MCP server.
+pub const PUBLIC_NAME_PREFIX: &str = "mcp__";
+/// Separator between the server part and the rest.
+pub const PUBLIC_NAME_SEPARATOR: &str = "__";
+
+/// `mcp__<server>__<name>` from parts that are already valid name characters.
+pub fn join_public_name(server: &str, name: &str) -> String {
+    format!("{PUBLIC_NAME_PREFIX}{server}{PUBLIC_NAME_SEPARATOR}{name}")
+}
+
+/// The server part and the rest of `mcp__<server>__<rest>`; `None` for any other name. Server
+/// names never contain `__` (the config refuses them), so the first separator after the prefix
+/// ends the server part.
+pub fn split_public_name(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix(PUBLIC_NAME_PREFIX)?;
+    let (server, tail) = rest.split_once(PUBLIC_NAME_SEPARATOR)?;
+    (!server.is_empty()).then_some((server, tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_joined_and_split_the_same_way() {
+        let name = join_public_name("github", "create_issue");
+        assert_eq!(name, "mcp__github__create_issue");
+        assert_eq!(split_public_name(&name), Some(("github", "create_issue")));
+        // The tool part may itself contain the separator; the server part never does.
+        assert_eq!(
+            split_public_name("mcp__fs__read__file"),
+            Some(("fs", "read__file"))
+        );
+        assert_eq!(split_public_name("read_file"), None);
+        assert_eq!(split_public_name("mcp____x"), None);
+        assert_eq!(split_public_name("mcp__fs"), None);
+    }
+}
