@@ -3,7 +3,7 @@
 //! - [`search`]: [`SearchIndex`] ranks tools by exact name, then name prefix, then BM25F over
 //!   names, descriptions, parameters and the server's summary, with generic synonyms, a light
 //!   stemmer and typo tolerance ([`text`]); results are compact and callable.
-//! - [`corpus`]: loads the shared corpora at run time and measures search quality.
+//! - [`corpus`]: loads the tool corpora (`tests/corpora/`) at run time and measures search quality.
 //! - [`tokens`]: o200k token counts of the manifest, the shape of `warden context --json`.
 //! - [`code_mode`]: `code_execute` in a fresh QuickJS sandbox per run, tools reached only through
 //!   a [`CodeModeHost`] (the gate), and `code_search` with TypeScript-like [`signature`]s.
@@ -22,7 +22,7 @@ pub use code_mode::{
     CodeTool, ExecutionReport, ExecutionStatus, code_search,
 };
 pub use corpus::{
-    Corpora, CorpusError, QueryHalf, SearchQuality, evaluate, quality_table, shared_dir,
+    Corpora, CorpusError, QueryHalf, SearchQuality, corpora_dir, evaluate, quality_table,
 };
 pub use routing::{Availability, RoutingInputs, execution_routing_section};
 pub use search::{
