@@ -1,4 +1,4 @@
-//! Progressive-discovery figures on the shared corpora: manifest tokens with everything deferred,
+//! Progressive-discovery figures on the tool corpora: manifest tokens with everything deferred,
 //! search quality on the labelled queries, and search latency at 527 tools.
 
 use std::time::{Duration, Instant};
@@ -64,9 +64,9 @@ fn manifest_row(key: &str, label: &str, servers: &[DeferredServer]) -> Row {
 
 /// Runs the discovery figures; `search_repeats` is how often each query is timed.
 pub fn run(env: &BenchEnv, search_repeats: usize) -> anyhow::Result<Vec<Row>> {
-    let corpora = Corpora::load(&env.shared_dir).context("loading the shared corpora")?;
+    let corpora = Corpora::load(&env.corpora_dir).context("loading the tool corpora")?;
     let filesystem = warden_discovery::corpus::load_single_server(
-        &env.shared_dir.join("corpora/npm-servers/filesystem.json"),
+        &env.corpora_dir.join("npm-servers/filesystem.json"),
         "filesystem",
     )
     .context("loading the filesystem corpus")?;

@@ -1,4 +1,4 @@
-//! Where the benchmark finds its parts (release binaries, the shared corpora, Node and the
+//! Where the benchmark finds its parts (release binaries, the tool corpora, Node and the
 //! TypeScript SDK), sessions over fixture servers, and memory figures from /proc.
 
 use std::path::{Path, PathBuf};
@@ -18,8 +18,8 @@ pub struct BenchEnv {
     /// Folder with `warden` and `warden-fixture` (the bench binary's own folder by default).
     pub bin_dir: PathBuf,
     pub workspace_root: PathBuf,
-    /// The folder holding `corpora/`.
-    pub shared_dir: PathBuf,
+    /// The tool corpora folder (`tests/corpora`, or `$WARDEN_SHARED/corpora`).
+    pub corpora_dir: PathBuf,
     /// `node` and the SDK package folder, when both are installed.
     pub typescript: Option<(PathBuf, PathBuf)>,
 }
@@ -36,12 +36,12 @@ impl BenchEnv {
         };
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let workspace_root = root.canonicalize().unwrap_or(root);
-        let shared_dir = warden_discovery::shared_dir(&workspace_root);
+        let corpora_dir = warden_discovery::corpora_dir(&workspace_root);
         let env = Self {
             typescript: typescript_sdk(),
             bin_dir,
             workspace_root,
-            shared_dir,
+            corpora_dir,
         };
         for binary in ["warden", "warden-fixture"] {
             if !env.binary(binary).is_file() {

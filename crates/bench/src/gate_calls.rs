@@ -207,9 +207,7 @@ struct TypeScriptRun {
 
 fn typescript_series(env: &BenchEnv, calls: usize, warmup: usize) -> anyhow::Result<Series> {
     let Some((node, sdk)) = &env.typescript else {
-        bail!(
-            "Node and @modelcontextprotocol/sdk are not installed (run ../shared/conformance/setup.sh)"
-        );
+        bail!("Node and @modelcontextprotocol/sdk are not installed (run scripts/setup-test-deps)");
     };
     let output = std::process::Command::new(node)
         .arg(env.ts_client_script())

@@ -1,6 +1,7 @@
 //! `warden chat` end to end in a real terminal: the binary runs under tmux (keys sent with
 //! send-keys, the screen read with capture-pane) against the mock model and real MCP servers.
-//! Every wait polls the screen for the expected text with a generous deadline.
+//! Every wait polls the screen for the expected text with a generous deadline. Without tmux a
+//! test skips, or fails in CI.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use support::{Sandbox, echo_server, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
-use warden_testkit::require_npm_server;
+use warden_testkit::{require_npm_server, require_or_skip};
 
 /// How long any expected text may take to appear (servers start, models stream).
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -20,18 +21,6 @@ const DEADLINE: Duration = Duration::from_secs(90);
 /// A tmux server of its own (private socket) running `warden chat` in one window.
 struct Tmux {
     socket: PathBuf,
-}
-
-fn tmux_missing() -> bool {
-    let missing = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .map(|output| !output.status.success())
-        .unwrap_or(true);
-    if missing {
-        println!("skipped: tmux is not installed, so the chat cannot be driven in a terminal");
-    }
-    missing
 }
 
 impl Tmux {
@@ -190,9 +179,7 @@ fn sent_text(mock: &MockModel) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_is_granted_and_another_denied_with_a_reason() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     let toggle = "mcp__everything__toggle-simulated-logging";
     mock.push_turn(
@@ -260,9 +247,7 @@ async fn an_approval_is_granted_and_another_denied_with_a_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_form_elicitation_from_server_everything_is_filled_in() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::tool_call(
         "call_1",
@@ -321,9 +306,7 @@ async fn a_form_elicitation_from_server_everything_is_filled_in() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_shows_a_failed_server_with_its_reason_and_a_server_reconnects() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
@@ -379,9 +362,7 @@ async fn tools_shows_a_failed_server_with_its_reason_and_a_server_reconnects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_command_checks_required_arguments_and_feeds_the_model() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::text("Paris is lovely."));
     let sandbox = Sandbox::new();
@@ -410,9 +391,7 @@ async fn a_prompt_command_checks_required_arguments_and_feeds_the_model() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_dies_mid_session_is_announced_once_and_reconnects() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::tool_call("call_1", "mcp__crashy__crash", json!({})));
     mock.push_turn(Turn::text("The server went away."));
@@ -457,9 +436,7 @@ async fn a_server_that_dies_mid_session_is_announced_once_and_reconnects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_is_shown_and_ctrl_c_cancels_the_running_call() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::tool_call(
         "call_1",
@@ -490,9 +467,7 @@ async fn progress_is_shown_and_ctrl_c_cancels_the_running_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_project_server_is_trusted_at_start_and_then_connects() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
     sandbox.user_config(&model_config(&mock));
@@ -524,9 +499,7 @@ async fn a_project_server_is_trusted_at_start_and_then_connects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_trust_prompt_asks_only_about_the_agent_profiles_servers() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
@@ -564,9 +537,7 @@ async fn the_trust_prompt_asks_only_about_the_agent_profiles_servers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skills_load_with_a_dollar_command_and_the_model_switches() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::text("Reviewed as the skill says."));
     let sandbox = Sandbox::new();
@@ -617,9 +588,7 @@ fn without_a_terminal_chat_points_at_warden_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_stop_keeps_a_server_down_and_restart_brings_it_back_on_the_next_call() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     let echo = "mcp__echo__echo";
     mock.push_turn(Turn::tool_call(
@@ -698,9 +667,7 @@ async fn mcp_stop_keeps_a_server_down_and_restart_brings_it_back_on_the_next_cal
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_a_restarted_server_added_reach_the_next_turn() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::text("First answer."));
     mock.push_turn(Turn::text("Second answer."));
@@ -742,9 +709,7 @@ async fn tools_a_restarted_server_added_reach_the_next_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_url_elicitation_required_error_asks_the_user_then_retries_the_call() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::tool_call(
         "call_1",
@@ -794,9 +759,7 @@ async fn a_url_elicitation_required_error_asks_the_user_then_retries_the_call() 
 
 #[tokio::test]
 async fn user_prompt_submit_hooks_can_block_a_prompt_and_stop_hooks_run_after_each_turn() {
-    if tmux_missing() {
-        return;
-    }
+    require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::text("Hello back."));
     let sandbox = Sandbox::new();

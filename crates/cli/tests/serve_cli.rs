@@ -11,7 +11,9 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use warden_testkit::{conformance_home, fixture_binary, node22, python_venv, workspace_root};
+use warden_testkit::{
+    fixture_binary, node22, python_mcp_server, require_or_skip, typescript_sdk, workspace_root,
+};
 
 const WARDEN: &str = env!("CARGO_BIN_EXE_warden");
 
@@ -212,20 +214,8 @@ fn fixture_script(name: &str) -> String {
 
 #[tokio::test]
 async fn the_typescript_sdk_client_lists_and_calls_through_warden() {
-    let Some(node) = node22() else {
-        eprintln!("skipped: {}", warden_testkit::CONFORMANCE_SETUP_HINT);
-        return;
-    };
-    // The SDK is installed with the reference servers (a dependency of server-everything).
-    let sdk = conformance_home().join("servers/node_modules/@modelcontextprotocol/sdk/dist/esm");
-    if !sdk.is_dir() {
-        eprintln!(
-            "skipped: the TypeScript SDK is not in {}: {}",
-            sdk.display(),
-            warden_testkit::CONFORMANCE_SETUP_HINT
-        );
-        return;
-    }
+    let node = require_or_skip!(node22());
+    let sdk = require_or_skip!(typescript_sdk());
     let served = serve_http("flat").await;
     let output = Command::new(node)
         .arg(fixture_script("ts_client.mjs"))
@@ -251,16 +241,7 @@ async fn the_typescript_sdk_client_lists_and_calls_through_warden() {
 
 #[tokio::test]
 async fn the_python_sdk_client_lists_and_calls_through_warden() {
-    let python = python_venv().join("bin/python");
-    let has_mcp = python.is_file()
-        && std::process::Command::new(&python)
-            .args(["-c", "import mcp"])
-            .output()
-            .is_ok_and(|output| output.status.success());
-    if !has_mcp {
-        eprintln!("skipped: {}", warden_testkit::PYTHON_SETUP_HINT);
-        return;
-    }
+    let (python, _weather_server) = require_or_skip!(python_mcp_server());
     let served = serve_http("passthrough").await;
     let output = Command::new(&python)
         .arg(fixture_script("py_client.py"))

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use support::{Run, Sandbox, echo_server, mock_model_config, output};
 use warden_mock_model::{MockModel, Turn};
+use warden_testkit::{Missing, require_or_skip};
 
 const KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- hostile-test-key";
 const ENV_SECRET: &str = "env-secret-7f3a91";
@@ -313,18 +314,14 @@ fn doctor(sandbox: &Sandbox, home: &Path) -> Value {
     serde_json::from_str(&run.stdout).unwrap()
 }
 
-/// Fails in CI, skips elsewhere, when the kernel does not confine bash here.
-fn require_enforced(report: &Value) -> bool {
-    if report["sandbox"]["enforced"] == true {
-        return true;
-    }
-    let why = format!(
-        "the bash sandbox is not enforced here: {}",
-        report["sandbox"]["summary"]
-    );
-    assert!(std::env::var_os("CI").is_none(), "{why}");
-    eprintln!("skipped: {why}");
-    false
+/// Whether the kernel confines bash here (a test without it skips, or fails in CI).
+fn sandbox_enforced(report: &Value) -> Result<(), Missing> {
+    Missing::unless(report["sandbox"]["enforced"] == true, || {
+        format!(
+            "the bash sandbox is not enforced here: {}",
+            report["sandbox"]["summary"]
+        )
+    })
 }
 
 #[tokio::test]
@@ -332,9 +329,7 @@ async fn bash_in_the_sandbox_cannot_read_secrets_write_outside_or_connect_out() 
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
     let home = home(&sandbox);
-    if !require_enforced(&doctor(&sandbox, &home)) {
-        return;
-    }
+    require_or_skip!(sandbox_enforced(&doctor(&sandbox, &home)));
     let token_file = sandbox.state_dir().join("mcp/auth/remote.json");
     sandbox.write(&token_file, "{\"access_token\":\"token-secret-5c1d\"}");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -410,18 +405,13 @@ async fn a_fork_bomb_and_a_4_gib_allocation_are_stopped_and_the_run_goes_on() {
         mock_model_config(&mock.base_url(), "openai", None)
     ));
     let report = doctor(&sandbox, &home);
-    if !require_enforced(&report) {
-        return;
-    }
+    require_or_skip!(sandbox_enforced(&report));
     let summary = report["sandbox"]["summary"].as_str().unwrap();
     let limited =
         summary.contains("processes max 64 (cgroup") && summary.contains("memory max 512");
-    if !limited {
-        let why = format!("processes or memory are not limited by a cgroup here: {summary}");
-        assert!(std::env::var_os("CI").is_none(), "{why}");
-        eprintln!("skipped: {why}");
-        return;
-    }
+    require_or_skip!(Missing::unless(limited, || format!(
+        "processes or memory are not limited by a cgroup here: {summary}"
+    )));
     mock.push_turn(Turn::tool_call(
         "call_1",
         "bash",

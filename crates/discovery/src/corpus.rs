@@ -1,4 +1,4 @@
-//! The shared tool corpora (`../shared/corpora/`): loading them at run time and measuring
+//! The tool corpora (`tests/corpora/` in the repository): loading them at run time and measuring
 //! search quality on their labelled queries, for tests and the benchmark command.
 
 use std::path::{Path, PathBuf};
@@ -8,14 +8,18 @@ use serde_json::Value;
 
 use crate::search::{SearchHit, SearchIndex, SearchWeights, ServerDoc, ToolEntry};
 
-/// Environment variable naming the shared directory (overrides `<workspace>/../shared`).
+/// Environment variable naming a shared folder whose `corpora/` is read instead of the
+/// repository's copy.
 pub const SHARED_ENV: &str = "WARDEN_SHARED";
+
+/// The corpora's place inside the workspace.
+pub const IN_REPOSITORY: &str = "tests/corpora";
 
 /// Why a corpus could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum CorpusError {
     #[error(
-        "corpus file {path} is missing: the shared corpora live in ../shared/corpora next to the workspace (set {SHARED_ENV} to the shared directory to override)"
+        "corpus file {path} is missing: the corpora live in {IN_REPOSITORY}/ of the repository ({SHARED_ENV}, when set, names a folder whose corpora/ is read instead)"
     )]
     Missing { path: PathBuf },
     #[error("cannot read {path}: {source}")]
@@ -30,11 +34,12 @@ pub enum CorpusError {
     },
 }
 
-/// The shared directory: `$WARDEN_SHARED`, else `<workspace_root>/../shared`.
-pub fn shared_dir(workspace_root: &Path) -> PathBuf {
+/// The corpora folder: `$WARDEN_SHARED/corpora` when that variable is set, else
+/// `<workspace_root>/tests/corpora`.
+pub fn corpora_dir(workspace_root: &Path) -> PathBuf {
     match std::env::var_os(SHARED_ENV) {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => workspace_root.join("..").join("shared"),
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("corpora"),
+        _ => workspace_root.join(IN_REPOSITORY),
     }
 }
 
@@ -280,7 +285,7 @@ pub fn evaluate(
     }
 }
 
-/// The corpora used by the benchmarks, loaded from `<shared>/corpora`.
+/// The corpora used by the tests and benchmarks, loaded from a corpora folder ([`corpora_dir`]).
 #[derive(Debug, Clone)]
 pub struct Corpora {
     pub everything: Corpus,
@@ -292,9 +297,8 @@ pub struct Corpora {
 }
 
 impl Corpora {
-    /// Loads every corpus from `<shared>/corpora`.
-    pub fn load(shared: &Path) -> Result<Self, CorpusError> {
-        let root = shared.join("corpora");
+    /// Loads every corpus from the corpora folder `root`.
+    pub fn load(root: &Path) -> Result<Self, CorpusError> {
         Ok(Self {
             everything: load_single_server(
                 &root.join("npm-servers/everything.json"),

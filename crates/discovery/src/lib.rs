@@ -4,7 +4,7 @@
 //! - [`search`]: [`SearchIndex`] ranks tools by exact name, then name prefix, then BM25F over
 //!   names, descriptions, parameters and the server's summary, with generic synonyms, a light
 //!   stemmer and typo tolerance ([`text`]); results are compact and callable.
-//! - [`corpus`]: loads the shared corpora at run time and measures search quality.
+//! - [`corpus`]: loads the tool corpora (`tests/corpora/`) at run time and measures search quality.
 //! - [`tokens`]: o200k token counts of the manifest, the shape of `warden context --json`.
 //! - [`signature`]: the TypeScript-like signatures code mode's `code_search` shows.
 //! - [`routing`]: the byte-stable `<execution_routing>` prompt section.
@@ -17,7 +17,7 @@ pub mod text;
 pub mod tokens;
 
 pub use corpus::{
-    Corpora, CorpusError, QueryHalf, SearchQuality, evaluate, quality_table, shared_dir,
+    Corpora, CorpusError, QueryHalf, SearchQuality, corpora_dir, evaluate, quality_table,
 };
 pub use routing::{Availability, RoutingInputs, execution_routing_section};
 pub use search::{

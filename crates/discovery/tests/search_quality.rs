@@ -1,4 +1,4 @@
-//! Search quality on the shared corpora (read at run time from `../shared/corpora`, or
+//! Search quality on the tool corpora (read at run time from `tests/corpora`, or
 //! `$WARDEN_SHARED/corpora`): the figures are printed; a regression floor at the measured level
 //! is asserted; the issue-7 targets (GitHub hit@3 = 1, MRR ≥ 0.93; LiveMCPBench step
 //! hit@5 ≥ 0.80) are asserted by an ignored test because the ranking does not reach them yet.

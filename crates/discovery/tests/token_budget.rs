@@ -1,4 +1,4 @@
-//! Manifest token budgets on the shared corpora: with every server deferred, the fixed part
+//! Manifest token budgets on the tool corpora: with every server deferred, the fixed part
 //! (search tool + one line per server) stays under 2,000 o200k tokens for 13, 117 and 527 tools.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -86,7 +86,6 @@ async fn an_http_session_the_server_forgot_is_renewed() {
         .await
         .expect("first call");
     drop(first);
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let second = echo_on(&address).await;
     // A tool call may have applied an effect: the 404 on its session ends it, unsent again.
     let error = runtime
@@ -116,7 +115,6 @@ async fn an_http_session_the_server_forgot_is_renewed() {
     assert_eq!(common::state_of(runtime, "web"), ServerState::Connected);
     // A list is safe to re-send: after another restart it is renewed transparently.
     drop(second);
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let _third = echo_on(&address).await;
     let resources = runtime
         .resources(Some("web"))
@@ -127,20 +125,6 @@ async fn an_http_session_the_server_forgot_is_renewed() {
 }
 
 /// The echo fixture serving HTTP on `address`; killed when dropped.
-async fn echo_on(address: &str) -> tokio::process::Child {
-    let child = tokio::process::Command::new(warden_testkit::fixture_binary())
-        .args(["echo", "--http", address])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the echo fixture");
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(address).await.is_ok() {
-            return child;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the echo fixture never listened on {address}");
+async fn echo_on(address: &str) -> warden_testkit::HttpFixture {
+    warden_testkit::spawn_http_fixture_rebinding("echo", address).await
 }

@@ -734,7 +734,8 @@ fn slow_tool() -> warden_policy::ToolDescriptor {
     slow
 }
 
-#[tokio::test]
+// On the paused clock: every wait here is on async tasks alone (no child process, no I/O).
+#[tokio::test(start_paused = true)]
 async fn execution_times_out_and_the_run_goes_on() {
     let h = harness(
         vec![slow_tool(), fs_read_file()],
@@ -816,7 +817,8 @@ async fn a_dead_server_is_an_ordinary_result() {
     );
 }
 
-#[tokio::test]
+// On the paused clock: every wait here is on async tasks alone (no child process, no I/O).
+#[tokio::test(start_paused = true)]
 async fn the_caller_cancels_execution() {
     let h = harness(
         vec![mcp_tool(
@@ -843,7 +845,8 @@ async fn the_caller_cancels_execution() {
     assert_eq!(h.dispatcher.count(), 1);
 }
 
-#[tokio::test]
+// On the paused clock: every wait here is on async tasks alone (no child process, no I/O).
+#[tokio::test(start_paused = true)]
 async fn a_pending_approval_is_not_subject_to_the_execution_timeout() {
     let mut slow_write = fs_write_file();
     slow_write.timeout = Some(Duration::from_millis(50));

@@ -1,6 +1,7 @@
 //! Confinement against the real kernel: each test runs `bash -c …` in a prepared sandbox and checks
 //! both what fails inside and what the `Enforcement` report claims. A test whose kernel feature
-//! is missing fails when `CI` is set and is skipped (with the reason printed) elsewhere.
+//! is missing fails when `CI` is set and is skipped (with the reason printed) elsewhere, by
+//! warden-testkit's one skip policy.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,6 +17,7 @@ use warden_sandbox::{
     Enforcement, NetworkPolicy, Prepared, Protection, ResourceLimits, SandboxMode, SandboxPolicy,
     prepare, probe,
 };
+use warden_testkit::{Missing, require_or_skip};
 
 /// The fork-bomb test runs alone (write); the others share (read).
 static EXCLUSIVE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
@@ -132,17 +134,12 @@ fn python() -> &'static str {
     }
 }
 
-/// A kernel feature the test needs: when `available` is false, fail in CI, skip elsewhere.
-/// Returns true when the test should stop.
-fn missing(available: bool, what: &str, enforcement: &Enforcement) -> bool {
-    if available {
-        return false;
-    }
-    let reason = format!("{what} is not available here: {}", enforcement.summary());
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(!ci, "required kernel feature missing in CI: {reason}");
-    eprintln!("SKIPPED: {reason}");
-    true
+/// A kernel feature the test needs (taken with `require_or_skip!`: a test without it skips, or
+/// fails in CI).
+fn kernel_feature(available: bool, what: &str, enforcement: &Enforcement) -> Result<(), Missing> {
+    Missing::unless(available, || {
+        format!("{what} is not available here: {}", enforcement.summary())
+    })
 }
 
 #[tokio::test]
@@ -152,9 +149,7 @@ async fn the_never_list_is_unreadable_while_its_siblings_and_the_system_stay_rea
     std::os::unix::fs::symlink(&f.ssh, f.work.join("ssh-link")).unwrap();
     let prepared = f.prepare(&f.policy(SandboxMode::WorkspaceWrite));
     let e = prepared.enforcement();
-    if missing(e.filesystem.is_enforced(), "Landlock", e) {
-        return;
-    }
+    require_or_skip!(kernel_feature(e.filesystem.is_enforced(), "Landlock", e));
 
     let key = f.ssh.join("id_rsa");
     let r = run(&prepared, &f, &format!("cat '{}'", key.display())).await;
@@ -186,9 +181,7 @@ async fn writes_land_only_in_the_writable_roots_and_the_private_tmp() {
     let f = Fixture::new();
     let prepared = f.prepare(&f.policy(SandboxMode::WorkspaceWrite));
     let e = prepared.enforcement();
-    if missing(e.filesystem.is_enforced(), "Landlock", e) {
-        return;
-    }
+    require_or_skip!(kernel_feature(e.filesystem.is_enforced(), "Landlock", e));
 
     let r = run(
         &prepared,
@@ -223,9 +216,7 @@ async fn read_only_mode_refuses_writes_to_the_workspace() {
     let prepared = f.prepare(&f.policy(SandboxMode::ReadOnly));
     let e = prepared.enforcement();
     assert_eq!(e.mode, SandboxMode::ReadOnly);
-    if missing(e.filesystem.is_enforced(), "Landlock", e) {
-        return;
-    }
+    require_or_skip!(kernel_feature(e.filesystem.is_enforced(), "Landlock", e));
 
     let r = run(&prepared, &f, "echo x > new.txt").await;
     assert!(!r.ok() && r.stderr.contains("Permission denied"), "{r:?}");
@@ -259,9 +250,7 @@ async fn a_denied_folder_inside_a_writable_root_is_neither_readable_nor_writable
     policy.readable_denied.push(secrets.clone());
     let prepared = f.prepare(&policy);
     let e = prepared.enforcement();
-    if missing(e.filesystem.is_enforced(), "Landlock", e) {
-        return;
-    }
+    require_or_skip!(kernel_feature(e.filesystem.is_enforced(), "Landlock", e));
 
     for script in [
         "cat project/.secrets/token",
@@ -311,9 +300,7 @@ async fn the_parent_is_out_of_reach_its_memory_signals_and_environment() {
 
     let mut prepared = f.prepare(&f.policy(SandboxMode::WorkspaceWrite));
     let e = prepared.enforcement();
-    if missing(e.filesystem.is_enforced(), "Landlock", e) {
-        return;
-    }
+    require_or_skip!(kernel_feature(e.filesystem.is_enforced(), "Landlock", e));
     // Landlock: no ptrace attach, hence no /proc/<pid>/mem, outside the sandbox.
     let r = run(&prepared, &f, "head -c1 /proc/$PPID/mem").await;
     assert!(!r.ok() && r.stderr.contains("Permission denied"), "{r:?}");
@@ -416,9 +403,11 @@ async fn tcp_connect_is_refused_unless_the_port_is_allowed() {
     let denied = f.prepare(&f.policy(SandboxMode::WorkspaceWrite));
     let e = denied.enforcement();
     let landlock_tcp = e.tcp.is_enforced() && e.landlock.used_abi().is_some_and(|a| a >= 4);
-    if missing(landlock_tcp, "Landlock TCP rules (ABI 4)", e) {
-        return;
-    }
+    require_or_skip!(kernel_feature(
+        landlock_tcp,
+        "Landlock TCP rules (ABI 4)",
+        e
+    ));
     let r = run(&denied, &f, &connect(allowed_port)).await;
     assert!(!r.ok() && !r.stdout.contains("connected"), "{r:?}");
 
@@ -465,9 +454,7 @@ async fn udp_and_raw_sockets_are_refused_when_the_network_is_denied() {
 
     let denied = f.prepare(&f.policy(SandboxMode::WorkspaceWrite));
     let e = denied.enforcement();
-    if missing(e.other_sockets.is_enforced(), "seccomp", e) {
-        return;
-    }
+    require_or_skip!(kernel_feature(e.other_sockets.is_enforced(), "seccomp", e));
     for script in [udp, ping, raw] {
         let r = run(&denied, &f, script).await;
         assert!(!r.ok(), "{script}: {r:?}");
@@ -491,9 +478,11 @@ async fn a_fork_bomb_is_contained_and_nothing_survives_the_sandbox() {
     policy.limits.max_processes = Some(64);
     let prepared = f.prepare(&policy);
     let e = prepared.enforcement();
-    if missing(e.processes.is_cgroup(64), "a writable pids cgroup", e) {
-        return;
-    }
+    require_or_skip!(kernel_feature(
+        e.processes.is_cgroup(64),
+        "a writable pids cgroup",
+        e
+    ));
     let cgroup = prepared.cgroup_dirs()[0].clone();
     let _alone = EXCLUSIVE.write().await;
     let started = Instant::now();
@@ -529,12 +518,11 @@ async fn a_fork_bomb_is_contained_and_nothing_survives_the_sandbox() {
 async fn background_jobs_die_with_the_sandbox() {
     let f = Fixture::new();
     let prepared = f.prepare(&f.policy(SandboxMode::WorkspaceWrite));
-    if prepared.cgroup_dirs().is_empty() {
-        let e = prepared.enforcement().clone();
-        if missing(false, "a writable pids cgroup", &e) {
-            return;
-        }
-    }
+    require_or_skip!(kernel_feature(
+        !prepared.cgroup_dirs().is_empty(),
+        "a writable pids cgroup",
+        prepared.enforcement()
+    ));
     let cgroup = prepared.cgroup_dirs()[0].clone();
     let _alone = EXCLUSIVE.write().await;
     reaper::adopt_orphans();
@@ -559,9 +547,7 @@ async fn a_4_gib_allocation_fails_under_a_1_gib_limit() {
     policy.limits.memory_bytes = Some(1 << 30);
     let prepared = f.prepare(&policy);
     let e = prepared.enforcement();
-    if missing(e.memory.is_enforced(), "a memory limit", e) {
-        return;
-    }
+    require_or_skip!(kernel_feature(e.memory.is_enforced(), "a memory limit", e));
     let r = run(
         &prepared,
         &f,
@@ -598,9 +584,7 @@ async fn cpu_time_is_capped_per_process() {
     policy.limits.cpu_seconds = Some(1);
     let prepared = f.prepare(&policy);
     let e = prepared.enforcement();
-    if missing(e.cpu.is_enforced(), "RLIMIT_CPU", e) {
-        return;
-    }
+    require_or_skip!(kernel_feature(e.cpu.is_enforced(), "RLIMIT_CPU", e));
     let r = run(&prepared, &f, "exec $PY -c 'while True: pass'").await;
     assert!(
         matches!(r.status.signal(), Some(libc::SIGXCPU | libc::SIGKILL)),

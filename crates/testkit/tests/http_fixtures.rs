@@ -394,19 +394,9 @@ async fn a_restarted_fixture_on_the_same_port_has_forgotten_the_session() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     drop(first);
 
-    // Rebinding can race with the old process' exit; retry briefly.
-    let mut second = None;
-    for _ in 0..50 {
-        let addr = format!("127.0.0.1:{port}");
-        match warden_testkit::try_spawn_http_fixture_at("echo", &addr, &[], &[]).await {
-            Ok(fixture) => {
-                second = Some(fixture);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-    let second = second.expect("the port is free again");
+    // The old process may not have released the port yet: the helper retries until bound.
+    let second =
+        warden_testkit::spawn_http_fixture_rebinding("echo", &format!("127.0.0.1:{port}")).await;
     assert_eq!(second.port(), port);
     let answer = raw_http(port, with_session, LIST).await;
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");

@@ -1,24 +1,24 @@
-//! Shared helpers for the discovery tests: locating and loading the shared corpora.
+//! Shared helpers for the discovery tests: locating and loading the tool corpora.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
 use warden_discovery::Corpora;
 
-/// `<workspace>/../shared`, or `$WARDEN_SHARED`.
-pub fn shared() -> PathBuf {
+/// `<workspace>/tests/corpora`, or `$WARDEN_SHARED/corpora`.
+pub fn corpora_dir() -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    warden_discovery::shared_dir(&workspace)
+    warden_discovery::corpora_dir(&workspace)
 }
 
 /// Loads the corpora or fails with the reason.
 pub fn corpora() -> Corpora {
-    let shared = shared();
-    match Corpora::load(&shared) {
+    let dir = corpora_dir();
+    match Corpora::load(&dir) {
         Ok(corpora) => corpora,
         Err(error) => panic!(
-            "the shared corpora are required for this test ({}): {error}",
-            shared.display()
+            "the tool corpora are required for this test ({}): {error}",
+            dir.display()
         ),
     }
 }
