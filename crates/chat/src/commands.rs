@@ -77,13 +77,11 @@ pub fn parse(line: &str) -> Option<SlashCommand> {
     let tail = tail.trim();
     if head.starts_with(warden_vocab::PUBLIC_NAME_PREFIX) {
         return Some(match warden_vocab::split_public_name(head) {
-            Some((server, prompt)) if !prompt.is_empty() => {
-                SlashCommand::Prompt {
-                    server: server.to_owned(),
-                    prompt: prompt.to_owned(),
-                    arguments: tail.to_owned(),
-                }
-            }
+            Some((server, prompt)) if !prompt.is_empty() => SlashCommand::Prompt {
+                server: server.to_owned(),
+                prompt: prompt.to_owned(),
+                arguments: tail.to_owned(),
+            },
             _ => SlashCommand::Unknown(line.to_owned()),
         });
     }

@@ -36,8 +36,8 @@ pub use index::{ServerFacts, ToolIndex};
 pub use policy::{HookSettingsError, gate_policy, hook_runner};
 pub use sampling::{SAMPLING_TOOL, SamplingArguments, SamplingResult, SamplingRoute, SamplingTurn};
 pub use search::{
-    DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SEARCH_TOOLS, SearchScope, ToolSearch, search_limit,
-    search_schema,
+    DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SEARCH_TOOLS, SearchArguments, SearchScope, ToolSearch,
+    search_limit, search_schema,
 };
 pub use servers::{Servers, UngatedRelay};
 pub use skills::{

@@ -2,10 +2,13 @@
 //! --expose progressive`, `warden tool search` over the bridge): which tools are candidates,
 //! the server summaries that rank beside them, the limits, and how results read.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 use warden_discovery::search::one_line;
 use warden_discovery::{SearchHit, SearchIndex, ServerDoc, ToolEntry};
 use warden_mcp::McpTool;
+use warden_vocab::{arguments_schema, parse_arguments};
 
 use crate::Host;
 
@@ -45,17 +48,33 @@ pub fn search_limit(requested: Option<u64>) -> usize {
     })
 }
 
+/// The search's arguments, the same on every surface.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArguments {
+    /// What the tool should do, in a few words, or its name
+    pub query: String,
+    /// How many results (5 when not given)
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 20))]
+    pub limit: Option<u64>,
+}
+
+impl SearchArguments {
+    /// A call's arguments, parsed in one step.
+    pub fn parse(arguments: Value) -> Result<Self, String> {
+        parse_arguments(SEARCH_TOOLS, arguments)
+    }
+
+    /// The limit asked for, within bounds.
+    pub fn limit(&self) -> usize {
+        search_limit(self.limit)
+    }
+}
+
 /// The search's input schema, the same on every surface.
 pub fn search_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "What the tool should do, in a few words, or its name"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT}
-        },
-        "required": ["query"],
-        "additionalProperties": false
-    })
+    arguments_schema::<SearchArguments>()
 }
 
 impl ToolSearch {

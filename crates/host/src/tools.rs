@@ -10,6 +10,8 @@ use rmcp::model::{
     CallToolResult, ClientRequest, ContentBlock, GetPromptRequest, GetPromptRequestParams,
     ServerResult,
 };
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_mcp::McpRuntime;
@@ -18,6 +20,7 @@ use warden_mcp::artifacts::ArtifactStore;
 use warden_policy::{
     BoxFuture, CallReach, CallSource, CapabilitySet, DispatchError, ProgressSender, ToolOutput,
 };
+use warden_vocab::{arguments_schema, parse_arguments};
 
 use crate::Host;
 
@@ -120,20 +123,7 @@ impl HostTool for GetPrompt {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "server": {"type": "string", "description": "The server that offers it"},
-                "name": {"type": "string", "description": "The prompt's name"},
-                "arguments": {
-                    "type": "object",
-                    "additionalProperties": {"type": "string"},
-                    "description": "The prompt's arguments, by name"
-                }
-            },
-            "required": ["server", "name"],
-            "additionalProperties": false
-        })
+        arguments_schema::<GetPromptArguments>()
     }
 
     fn classes(&self) -> CapabilitySet {
@@ -162,21 +152,12 @@ impl HostTool for GetPrompt {
             ..
         } = invocation;
         Box::pin(async move {
-            let (Some(server), Some(name)) = (
-                string_argument(&arguments, "server"),
-                string_argument(&arguments, "name"),
-            ) else {
-                return Err(DispatchError::new("server and name are required"));
-            };
-            let prompt_arguments: std::collections::BTreeMap<String, String> = arguments
-                .get("arguments")
-                .and_then(Value::as_object)
-                .map(|map| {
-                    map.iter()
-                        .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_owned())))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let GetPromptArguments {
+                server,
+                name,
+                arguments: prompt_arguments,
+            } = parse_arguments(GET_PROMPT, arguments).map_err(DispatchError::new)?;
+            let (server, name) = (server.as_str(), name.as_str());
             if let Some(relay) = current_relay().filter(|relay| relay.request().pass_input_required)
             {
                 return self
@@ -288,8 +269,36 @@ fn prompt_output(result: &rmcp::model::GetPromptResult) -> Result<ToolOutput, Di
     })
 }
 
-fn string_argument<'a>(arguments: &'a Value, key: &str) -> Option<&'a str> {
-    arguments.get(key).and_then(Value::as_str)
+/// `get_mcp_prompt`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GetPromptArguments {
+    /// The server that offers it
+    server: String,
+    /// The prompt's name
+    name: String,
+    /// The prompt's arguments, by name
+    #[serde(default)]
+    arguments: std::collections::BTreeMap<String, String>,
+}
+
+/// `list_mcp_resources`' arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListResourcesArguments {
+    /// Only this server's resources
+    #[serde(default)]
+    server: Option<String>,
+}
+
+/// `read_mcp_resource`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadResourceArguments {
+    /// The server that advertised it
+    server: String,
+    /// The resource URI
+    uri: String,
 }
 
 impl HostTool for ListResources {
@@ -302,13 +311,7 @@ impl HostTool for ListResources {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "server": {"type": "string", "description": "Only this server's resources"}
-            },
-            "additionalProperties": false
-        })
+        arguments_schema::<ListResourcesArguments>()
     }
 
     fn classes(&self) -> CapabilitySet {
@@ -329,10 +332,11 @@ impl HostTool for ListResources {
             ..
         } = invocation;
         Box::pin(async move {
-            let server = string_argument(&arguments, "server");
+            let ListResourcesArguments { server } =
+                parse_arguments(LIST_RESOURCES, arguments).map_err(DispatchError::new)?;
             let rows = self
                 .runtime
-                .resources(server)
+                .resources(server.as_deref())
                 .await
                 .map_err(|error| DispatchError::new(error.to_string()))?;
             let rows: Vec<Value> = rows
@@ -373,15 +377,7 @@ impl HostTool for ReadResource {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "server": {"type": "string", "description": "The server that advertised it"},
-                "uri": {"type": "string", "description": "The resource URI"}
-            },
-            "required": ["server", "uri"],
-            "additionalProperties": false
-        })
+        arguments_schema::<ReadResourceArguments>()
     }
 
     fn classes(&self) -> CapabilitySet {
@@ -406,12 +402,9 @@ impl HostTool for ReadResource {
             ..
         } = invocation;
         Box::pin(async move {
-            let (Some(server), Some(uri)) = (
-                string_argument(&arguments, "server"),
-                string_argument(&arguments, "uri"),
-            ) else {
-                return Err(DispatchError::new("server and uri are required"));
-            };
+            let ReadResourceArguments { server, uri } =
+                parse_arguments(READ_RESOURCE, arguments).map_err(DispatchError::new)?;
+            let (server, uri) = (server.as_str(), uri.as_str());
             let read = self
                 .runtime
                 .read_resource(server, uri)

@@ -6,7 +6,7 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, model::JsonObject};
 use serde_json::{Value, json};
-use warden_host::{SEARCH_TOOLS, SearchScope, search_limit, search_schema};
+use warden_host::{SEARCH_TOOLS, SearchArguments, SearchScope, search_schema};
 use warden_mcp::McpTool;
 
 use crate::handler::GatewayHandler;
@@ -124,8 +124,11 @@ pub(crate) async fn call(
 ) -> CallToolResult {
     match name {
         SEARCH_TOOLS => {
-            let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
-            let limit = search_limit(arguments.get("limit").and_then(Value::as_u64));
+            let request = match SearchArguments::parse(arguments) {
+                Ok(request) => request,
+                Err(message) => return text_result(message, true),
+            };
+            let (query, limit) = (request.query.as_str(), request.limit());
             let search = handler
                 .gateway()
                 .host()

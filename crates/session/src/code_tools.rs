@@ -13,6 +13,7 @@ use warden_codemode::{
 use warden_discovery::ServerDoc;
 use warden_host::{CallContext, Host, HostTool, Invocation};
 use warden_policy::{BoxFuture, CallSource, CapabilitySet, Decision, DispatchError, ToolOutput};
+use warden_vocab::{arguments_schema, parse_arguments};
 
 /// The name of the tool that runs JavaScript in the sandbox.
 pub const CODE_EXECUTE: &str = "code_execute";
@@ -110,6 +111,14 @@ pub fn code_tools() -> Vec<Arc<dyn HostTool>> {
 
 struct CodeExecute;
 
+/// `code_execute`'s arguments.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CodeExecuteArguments {
+    /// JavaScript: an expression, or a function body that returns
+    code: String,
+}
+
 struct CodeSearch;
 
 impl HostTool for CodeExecute {
@@ -122,12 +131,7 @@ impl HostTool for CodeExecute {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"code": {"type": "string", "description": "JavaScript: an expression, or a function body that returns"}},
-            "required": ["code"],
-            "additionalProperties": false
-        })
+        arguments_schema::<CodeExecuteArguments>()
     }
 
     fn classes(&self) -> CapabilitySet {
@@ -146,7 +150,9 @@ impl HostTool for CodeExecute {
             ..
         } = invocation;
         Box::pin(async move {
-            let code = arguments.get("code").and_then(Value::as_str).unwrap_or("");
+            let CodeExecuteArguments { code } =
+                parse_arguments(CODE_EXECUTE, arguments).map_err(DispatchError::new)?;
+            let code = code.as_str();
             // The gate's timer cannot interrupt the sandbox (it holds this task), so the call's
             // own deadline, when shorter than code mode's time limit, becomes the limit.
             let mut limits = CodeModeLimits::default();

@@ -13,7 +13,7 @@ use warden_config::{DeferMode, ModelProvider};
 use warden_discovery::search::{SUMMARY_CHARS, one_line, parameters_of};
 use warden_discovery::tokens::{ManifestTool, tools_array_tokens};
 use warden_host::{
-    Host, HostTool, Invocation, SearchScope, VisibleTool, search_limit, search_schema,
+    Host, HostTool, Invocation, SearchArguments, SearchScope, VisibleTool, search_schema,
 };
 use warden_policy::{BoxFuture, CapabilitySet, DispatchError, ToolOutput};
 
@@ -409,9 +409,11 @@ impl HostTool for SearchTools {
             host, arguments, ..
         } = invocation;
         Box::pin(async move {
-            let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
-            let limit = search_limit(arguments.get("limit").and_then(Value::as_u64));
-            let search = host.search_tools(SearchScope::Deferred, query, limit).await;
+            let request = SearchArguments::parse(arguments).map_err(DispatchError::new)?;
+            let query = request.query.as_str();
+            let search = host
+                .search_tools(SearchScope::Deferred, query, request.limit())
+                .await;
             let mut loaded = Vec::new();
             for hit in &search.hits {
                 if let Some(tool) = search.candidate(&hit.public_name) {

@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use warden_host::{HostTool, Invocation, RemoteSkills};
 use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
 use warden_skills::Discovery;
+use warden_vocab::{arguments_schema, parse_arguments};
 
 /// The name of the tool that loads a skill.
 pub const USE_SKILL: &str = "use_skill";
@@ -63,12 +64,7 @@ impl HostTool for UseSkill {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"name": {"type": "string", "description": "The skill's name, as listed in the skills index"}},
-            "required": ["name"],
-            "additionalProperties": false
-        })
+        arguments_schema::<UseSkillArguments>()
     }
 
     fn classes(&self) -> CapabilitySet {
@@ -93,7 +89,9 @@ impl HostTool for UseSkill {
             ..
         } = invocation;
         Box::pin(async move {
-            let name = arguments.get("name").and_then(Value::as_str).unwrap_or("");
+            let UseSkillArguments { name } =
+                parse_arguments(USE_SKILL, arguments).map_err(DispatchError::new)?;
+            let name = name.as_str();
             if is_remote(&self.discovery, &self.remote, name).await {
                 let loaded = self
                     .remote
@@ -122,6 +120,24 @@ impl HostTool for UseSkill {
     }
 }
 
+/// `use_skill`'s arguments.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UseSkillArguments {
+    /// The skill's name, as listed in the skills index
+    name: String,
+}
+
+/// `read_skill_file`'s arguments.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadSkillFileArguments {
+    /// The skill, as listed in the skills index
+    skill: String,
+    /// Relative to the skill's folder
+    path: String,
+}
+
 impl HostTool for ReadSkillFile {
     fn name(&self) -> &str {
         READ_SKILL_FILE
@@ -132,15 +148,7 @@ impl HostTool for ReadSkillFile {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "skill": {"type": "string"},
-                "path": {"type": "string", "description": "Relative to the skill's folder"}
-            },
-            "required": ["skill", "path"],
-            "additionalProperties": false
-        })
+        arguments_schema::<ReadSkillFileArguments>()
     }
 
     fn classes(&self) -> CapabilitySet {
@@ -165,8 +173,9 @@ impl HostTool for ReadSkillFile {
             ..
         } = invocation;
         Box::pin(async move {
-            let skill = arguments.get("skill").and_then(Value::as_str).unwrap_or("");
-            let path = arguments.get("path").and_then(Value::as_str).unwrap_or("");
+            let ReadSkillFileArguments { skill, path } =
+                parse_arguments(READ_SKILL_FILE, arguments).map_err(DispatchError::new)?;
+            let (skill, path) = (skill.as_str(), path.as_str());
             if is_remote(&self.discovery, &self.remote, skill).await {
                 let bytes = self
                     .remote

@@ -74,9 +74,12 @@ mod tests {
             }
         );
         let missing = parse_arguments::<Search>("search", Value::Null).unwrap_err();
-        assert!(missing.starts_with("search: missing field `query`"), "{missing}");
-        let unknown = parse_arguments::<Search>("search", json!({"query": "x", "q": 1}))
-            .unwrap_err();
+        assert!(
+            missing.starts_with("search: missing field `query`"),
+            "{missing}"
+        );
+        let unknown =
+            parse_arguments::<Search>("search", json!({"query": "x", "q": 1})).unwrap_err();
         assert!(unknown.contains("unknown field `q`"), "{unknown}");
     }
 }
