@@ -40,6 +40,11 @@ const ROWS: [&str; 23] = [
 fn binaries() -> PathBuf {
     let bench = PathBuf::from(env!("CARGO_BIN_EXE_warden-bench"));
     let dir = bench.parent().unwrap().to_path_buf();
+    // `scripts/test` builds every binary first and says so: asking cargo again here would wait
+    // on its lock (or rebuild with this package's feature set) for nothing.
+    if std::env::var_os("WARDEN_FIXTURE_PREBUILT").is_some() {
+        return dir;
+    }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .args([
