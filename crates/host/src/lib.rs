@@ -46,7 +46,7 @@ pub use skills::{
 };
 pub use specs::{LoginRefusal, login_settings, oauth_settings, server_spec};
 pub use tools::{
-    GET_PROMPT, HostTool, Invocation, LIST_RESOURCES, READ_RESOURCE, prompt_messages,
+    GET_PROMPT, HostTool, Invocation, LIST_PROMPTS, LIST_RESOURCES, READ_RESOURCE, prompt_messages,
     resource_tools,
 };
 

@@ -75,6 +75,10 @@ pub const LIST_RESOURCES: &str = "list_mcp_resources";
 /// The name of the tool that reads one MCP resource.
 pub const READ_RESOURCE: &str = "read_mcp_resource";
 
+/// The name of the tool through which a surface lists one server's prompts (never offered to
+/// the model: a person picks prompts).
+pub const LIST_PROMPTS: &str = "list_mcp_prompts";
+
 /// The name of the tool through which every surface gets an MCP prompt.
 pub const GET_PROMPT: &str = "get_mcp_prompt";
 
@@ -110,7 +114,65 @@ pub fn resource_tools(runtime: &McpRuntime, artifacts: &ArtifactStore) -> Vec<Ar
         Arc::new(GetPrompt {
             runtime: runtime.clone(),
         }),
+        Arc::new(ListPrompts {
+            runtime: runtime.clone(),
+        }),
     ]
+}
+
+struct ListPrompts {
+    runtime: McpRuntime,
+}
+
+impl HostTool for ListPrompts {
+    fn name(&self) -> &str {
+        LIST_PROMPTS
+    }
+
+    fn description(&self) -> &str {
+        "Lists the prompts one MCP server offers, with their arguments."
+    }
+
+    fn input_schema(&self) -> Value {
+        arguments_schema::<ListPromptsArguments>()
+    }
+
+    fn classes(&self) -> CapabilitySet {
+        CapabilitySet::READ_ONLY
+    }
+
+    fn subject_server(&self, arguments: &Value) -> Option<String> {
+        server_argument(arguments)
+    }
+
+    fn offered(&self) -> bool {
+        false
+    }
+
+    fn execute<'a>(
+        &'a self,
+        invocation: Invocation,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        let Invocation { arguments, .. } = invocation;
+        Box::pin(async move {
+            let ListPromptsArguments { server } =
+                parse_arguments(LIST_PROMPTS, arguments).map_err(DispatchError::new)?;
+            let prompts = self
+                .runtime
+                .prompts(&server)
+                .await
+                .map_err(|error| DispatchError::new(error.to_string()))?;
+            let names: Vec<&str> = prompts.iter().map(|prompt| prompt.name.as_str()).collect();
+            let text = if names.is_empty() {
+                format!("{server} offers no prompts.")
+            } else {
+                names.join("\n")
+            };
+            let mut output = ToolOutput::text(text);
+            output.content = Some(json!({ "prompts": prompts }));
+            Ok(output)
+        })
+    }
 }
 
 impl HostTool for GetPrompt {
@@ -291,6 +353,14 @@ struct ListResourcesArguments {
     server: Option<String>,
 }
 
+/// `list_mcp_prompts`' arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ListPromptsArguments {
+    /// The server whose prompts to list
+    server: String,
+}
+
 /// `read_mcp_resource`'s arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -339,7 +409,7 @@ impl HostTool for ListResources {
                 .resources(server.as_deref())
                 .await
                 .map_err(|error| DispatchError::new(error.to_string()))?;
-            let rows: Vec<Value> = rows
+            let rows: Vec<&warden_mcp::ResourceRow> = rows
                 .iter()
                 .filter(|row| {
                     !row.resource
@@ -347,6 +417,9 @@ impl HostTool for ListResources {
                         .to_ascii_lowercase()
                         .starts_with("skill://")
                 })
+                .collect();
+            let summaries: Vec<Value> = rows
+                .iter()
                 .map(|row| {
                     json!({
                         "server": row.server,
@@ -356,13 +429,20 @@ impl HostTool for ListResources {
                     })
                 })
                 .collect();
-            let text = if rows.is_empty() {
+            let text = if summaries.is_empty() {
                 "No resources are advertised.".to_owned()
             } else {
-                serde_json::to_string_pretty(&rows)
+                serde_json::to_string_pretty(&summaries)
                     .map_err(|error| DispatchError::new(error.to_string()))?
             };
-            Ok(ToolOutput::text(text))
+            // The whole resources as their servers sent them, for a surface that relays them.
+            let full: Vec<Value> = rows
+                .iter()
+                .map(|row| json!({"server": row.server, "resource": row.resource}))
+                .collect();
+            let mut output = ToolOutput::text(text);
+            output.content = Some(json!({ "resources": full }));
+            Ok(output)
         })
     }
 }

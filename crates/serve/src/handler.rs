@@ -24,7 +24,10 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
-use warden_host::{CallContext, CallRelay, READ_RESOURCE, RelayRequest, RelayedAnswer, with_relay};
+use warden_host::{
+    CallContext, CallRelay, LIST_PROMPTS, LIST_RESOURCES, READ_RESOURCE, RelayRequest,
+    RelayedAnswer, with_relay,
+};
 use warden_mcp::RelayError;
 use warden_mcp::UpstreamEvent;
 use warden_policy::{CallSource, Decision, GateOutcome, ProgressUpdate};
@@ -340,6 +343,41 @@ impl GatewayHandler {
         let mut result = ReadResourceResult::new(contents);
         result.result_type = Some(ResultType::COMPLETE);
         Ok(result)
+    }
+}
+
+impl GatewayHandler {
+    /// One server's listing through the gate (`list_mcp_resources`, `list_mcp_prompts`): the
+    /// items the tool returned under `key`, as their server sent them; `Err` is the gate's or
+    /// the server's reason.
+    async fn gated_listing<T: serde::de::DeserializeOwned>(
+        &self,
+        tool: &str,
+        server: &str,
+        key: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Vec<T>, String> {
+        let gated = self
+            .gated_call(tool, json!({ "server": server }), context)
+            .await;
+        let outcome = gated.outcome;
+        let items = outcome
+            .output
+            .as_ref()
+            .filter(|output| !output.is_error)
+            .and_then(|output| output.content.as_ref())
+            .and_then(|content| content.get(key))
+            .cloned()
+            .ok_or_else(|| outcome.model_text())?;
+        let rows: Vec<Value> = serde_json::from_value(items).map_err(|error| error.to_string())?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                // Resources come with their server beside them; prompts as they are.
+                let item = row.get("resource").cloned().unwrap_or(row);
+                serde_json::from_value(item).ok()
+            })
+            .collect())
     }
 }
 
@@ -771,16 +809,20 @@ impl ServerHandler for GatewayHandler {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let mut resources: Vec<Resource> = Vec::new();
         for server in self.servers() {
-            match self.gateway.host.servers().resources(Some(&server)).await {
-                Ok(rows) => resources.extend(rows.into_iter().map(|row| {
+            // Through the gate, as the bridge lists them: a rule that denies the listing holds.
+            match self
+                .gated_listing::<Resource>(LIST_RESOURCES, &server, "resources", &context)
+                .await
+            {
+                Ok(rows) => resources.extend(rows.into_iter().map(|resource| {
                     if self.flat() {
-                        with_provenance(row.resource, &server)
+                        with_provenance(resource, &server)
                     } else {
-                        row.resource
+                        resource
                     }
                 })),
                 Err(error) => tracing::warn!("listing the resources of {server}: {error}"),
@@ -880,11 +922,14 @@ impl ServerHandler for GatewayHandler {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let mut prompts: Vec<Prompt> = Vec::new();
         for server in self.servers() {
-            match self.gateway.host.servers().prompts(&server).await {
+            match self
+                .gated_listing::<Prompt>(LIST_PROMPTS, &server, "prompts", &context)
+                .await
+            {
                 Ok(found) => prompts.extend(found.into_iter().map(|prompt| {
                     if self.flat() {
                         let mut prompt = with_provenance(prompt, &server);

@@ -824,6 +824,61 @@ async fn flat_republishes_resources_and_prompts_with_their_server() {
     fixture.gateway.host().shutdown().await;
 }
 
+/// Listings go through the gate like the bridge's: each is audited with the client as caller,
+/// and an operator rule that denies them keeps the server's resources and prompts from the
+/// client (the calls that would read or get them are gated as ever).
+#[tokio::test]
+async fn resource_and_prompt_listings_are_gated_and_audited() {
+    let open = conformance_gateway_with(Exposure::Flat);
+    let client = connect(&open.gateway, TestClient { answer: None }).await;
+    assert!(!client.list_all_resources().await.unwrap().is_empty());
+    assert!(!client.list_all_prompts().await.unwrap().is_empty());
+    let listings: Vec<String> = open
+        .audit()
+        .into_iter()
+        .filter(|row| row.public_name.starts_with("list_mcp_"))
+        .map(|row| {
+            assert!(
+                row.caller
+                    .clone()
+                    .unwrap_or_default()
+                    .starts_with("gateway-test/")
+            );
+            assert_eq!(row.decision, "allowed");
+            row.public_name
+        })
+        .collect();
+    assert!(
+        listings.contains(&"list_mcp_resources".to_owned()),
+        "{listings:?}"
+    );
+    assert!(
+        listings.contains(&"list_mcp_prompts".to_owned()),
+        "{listings:?}"
+    );
+    client.cancel().await.unwrap();
+    open.gateway.host().shutdown().await;
+
+    let closed = conformance_gateway_configured(Exposure::Flat, |options, _| {
+        options.policy.rules.push(AuthorizationRule {
+            tools: ToolGlob::parse("list_mcp_*").unwrap(),
+            decision: RuleDecision::Deny,
+            reason: Some("no catalogue browsing".to_owned()),
+        });
+    });
+    let client = connect(&closed.gateway, TestClient { answer: None }).await;
+    assert!(client.list_all_resources().await.unwrap().is_empty());
+    assert!(client.list_all_prompts().await.unwrap().is_empty());
+    let denied = closed
+        .audit()
+        .into_iter()
+        .filter(|row| row.public_name.starts_with("list_mcp_") && row.decision == "denied")
+        .count();
+    assert_eq!(denied, 2);
+    client.cancel().await.unwrap();
+    closed.gateway.host().shutdown().await;
+}
+
 #[tokio::test]
 async fn upstream_progress_reaches_the_client() {
     let fixture = gateway(Exposure::Passthrough, |_| {});
