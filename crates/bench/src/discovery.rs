@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::Value;
-use warden_discovery::corpus::Corpus;
+use warden_discovery::Corpus;
 use warden_discovery::{Corpora, DeferredServer, ManifestTool, manifest_tokens};
 
 use crate::env::BenchEnv;
@@ -65,7 +65,7 @@ fn manifest_row(key: &str, label: &str, servers: &[DeferredServer]) -> Row {
 /// Runs the discovery figures; `search_repeats` is how often each query is timed.
 pub fn run(env: &BenchEnv, search_repeats: usize) -> anyhow::Result<Vec<Row>> {
     let corpora = Corpora::load(&env.corpora_dir).context("loading the tool corpora")?;
-    let filesystem = warden_discovery::corpus::load_single_server(
+    let filesystem = warden_discovery::load_single_server(
         &env.corpora_dir.join("npm-servers/filesystem.json"),
         "filesystem",
     )

@@ -9,9 +9,9 @@
 //! directory.
 
 mod client;
-pub mod protocol;
-pub mod server;
-pub mod socket;
+mod protocol;
+mod server;
+mod socket;
 pub mod views;
 
 pub use client::{BridgeClient, BridgeClientError};

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 use support::{Sandbox, stdio_server, toml_str};
-use warden_host::skills::{fetch_skill_md, register_server_skills};
+use warden_host::{fetch_skill_md, register_server_skills};
 use warden_mcp::{McpRuntime, RuntimeOptions, ServerSpec};
 use warden_mock_model::{MockModel, Turn};
 use warden_skills::{Grant, GrantStore};

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use warden_policy::CapabilitySet;
 
-use warden_discovery::search::{SearchIndex, ServerDoc, ToolEntry};
-use warden_discovery::signature::tool_signature;
+use warden_discovery::tool_signature;
+use warden_discovery::{SearchIndex, ServerDoc, ToolEntry};
 
 /// Most tools one `code_search` describes.
 pub const MAX_DESCRIBED_TOOLS: usize = 20;
@@ -213,7 +213,7 @@ impl CodeCatalog {
                 .servers
                 .iter()
                 .find(|s| s.name == server)
-                .map(|s| warden_discovery::search::one_line(&s.summary, 120))
+                .map(|s| warden_discovery::one_line(&s.summary, 120))
                 .unwrap_or_default();
             out.push_str(&format!("- {server}: {total} tools, {callable} callable"));
             if !summary.is_empty() {

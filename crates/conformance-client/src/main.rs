@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
-use warden_host::skills::{fetch_skill_file, fetch_skill_md, register_server_skills};
+use warden_host::{fetch_skill_file, fetch_skill_md, register_server_skills};
 use warden_mcp::{
     CallOptions, ElicitationHandler, ElicitationRequest, ElicitationResponse, HttpAuth, McpRuntime,
     McpTool, ProtocolMode, RuntimeOptions, ServerSpec, ToolIdentity,

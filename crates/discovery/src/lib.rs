@@ -9,21 +9,24 @@
 //! - [`signature`]: the TypeScript-like signatures code mode's `code_search` shows.
 //! - [`routing`]: the byte-stable `<execution_routing>` prompt section.
 
-pub mod corpus;
-pub mod routing;
-pub mod search;
-pub mod signature;
-pub mod text;
-pub mod tokens;
+mod corpus;
+mod routing;
+mod search;
+mod signature;
+mod text;
+mod tokens;
 
 pub use corpus::{
-    Corpora, CorpusError, QueryHalf, SearchQuality, corpora_dir, evaluate, quality_table,
+    Corpora, Corpus, CorpusError, QueryHalf, SearchQuality, corpora_dir, evaluate,
+    load_single_server, quality_table,
 };
 pub use routing::{Availability, RoutingInputs, execution_routing_section};
 pub use search::{
-    MatchKind, Parameter, SearchHit, SearchIndex, SearchWeights, ServerDoc, ToolEntry,
+    MatchKind, Parameter, SUMMARY_CHARS, SearchHit, SearchIndex, SearchWeights, ServerDoc,
+    ToolEntry, one_line, parameters_of,
 };
 pub use signature::{tool_signature, type_of};
 pub use tokens::{
     DeferredServer, ManifestReport, ManifestTool, ServerTokens, count_tokens, manifest_tokens,
+    tools_array_tokens,
 };

@@ -7,8 +7,8 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use warden_discovery::corpus::Corpus;
-use warden_discovery::tokens::{DeferredServer, ManifestTool, manifest_tokens};
+use warden_discovery::Corpus;
+use warden_discovery::{DeferredServer, ManifestTool, manifest_tokens};
 
 fn deferred(corpus: &Corpus) -> Vec<DeferredServer> {
     let mut servers: BTreeMap<String, DeferredServer> = BTreeMap::new();
@@ -42,7 +42,7 @@ fn deferred(corpus: &Corpus) -> Vec<DeferredServer> {
 fn fixed_deferred_part_stays_under_2000_tokens() {
     let corpora = support::corpora();
     let started = Instant::now();
-    warden_discovery::tokens::count_tokens("warm up the o200k tables");
+    warden_discovery::count_tokens("warm up the o200k tables");
     println!(
         "o200k tables loaded in {:.0} ms",
         started.elapsed().as_secs_f64() * 1000.0

@@ -7,11 +7,12 @@
 //! audit trail would store only as a digest.
 
 mod input;
-pub mod process;
+mod process;
 mod runner;
 mod spec;
 
 pub use input::{HookInput, HookTool};
+pub use process::{CommandRun, CommandSpec, run_command};
 pub use runner::{
     BLOCKING_EXIT_CODE, HookReport, HookRunResult, HookRunner, HookVerdict, result_value,
 };

@@ -8,7 +8,7 @@ mod policy;
 mod sampling;
 mod search;
 mod servers;
-pub mod skills;
+mod skills;
 mod specs;
 mod tools;
 
@@ -42,7 +42,7 @@ pub use search::{
 pub use servers::{Servers, UngatedRelay};
 pub use skills::{
     GrantOutcome, LoadedRemoteSkill, RemoteSkills, RemoteSkillsError, RemoteSkillsSettings,
-    ServerSkills,
+    ServerSkills, fetch_skill_file, fetch_skill_md, register_server_skills, render_loaded,
 };
 pub use specs::{LoginRefusal, login_settings, oauth_settings, server_spec};
 pub use tools::{

@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use warden_discovery::search::one_line;
+use warden_discovery::one_line;
 use warden_discovery::{SearchHit, SearchIndex, ServerDoc, ToolEntry};
 use warden_mcp::McpTool;
 use warden_vocab::{arguments_schema, parse_arguments};

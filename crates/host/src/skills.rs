@@ -16,14 +16,14 @@ use warden_policy::{
     CapabilitySet, Catalog, Decision, Gate, Layer, ToolAnnotations, ToolDescriptor, ToolIdentity,
     ToolSource,
 };
-use warden_skills::remote::{
-    MAX_REMOTE_FILE_BYTES, RemoteSkillError, check_legacy_file, legacy_skill_commands,
-};
 use warden_skills::{
     Contract, GrantCheck, GrantStore, GrantStoreError, ListedResource, ListedSkill, NextPage,
     Registration, RemoteSkillLoad, SKILLS_EXTENSION_REVISION, SkillCommand, SkillsListing,
     choose_contract, extension_skill_commands, listed_allowed_tools, server_declares_extension,
     verify_legacy_skill_md, verify_skill_file, verify_skill_md,
+};
+use warden_skills::{
+    MAX_REMOTE_FILE_BYTES, RemoteSkillError, check_legacy_file, legacy_skill_commands,
 };
 
 /// One server's skills, as registered from its listing (no body fetched).
@@ -239,7 +239,7 @@ pub async fn fetch_skill_file(
                     uri: uri.to_owned(),
                 })
                 .map_err(verification)?;
-            warden_skills::extension::listed_file(listed, uri).map_err(verification)?;
+            warden_skills::listed_file(listed, uri).map_err(verification)?;
             let bytes = read_skill_bytes(runtime, &command.server, uri).await?;
             verify_skill_file(listed, uri, &bytes).map_err(verification)?;
             Ok(bytes)
@@ -262,7 +262,7 @@ pub async fn fetch_skill_file(
 /// A tool named in `allowed-tools`, as a raw tool of the publishing server (`mcp__<server>__`
 /// prefixes removed); other servers' tools are never covered by a skill.
 fn own_tools(server: &str, tools: Vec<String>) -> Vec<String> {
-    let own_server = warden_skills::remote::sanitize_server(server);
+    let own_server = warden_skills::sanitize_server(server);
     let mut own: Vec<String> = tools
         .into_iter()
         .filter_map(|tool| match warden_vocab::split_public_name(&tool) {
@@ -469,7 +469,7 @@ impl RemoteSkills {
                 state.loaded.retain(|command, _| {
                     !command.starts_with(&format!(
                         "mcp__{}__",
-                        warden_skills::remote::sanitize_server(server)
+                        warden_skills::sanitize_server(server)
                     ))
                 });
                 state.servers.insert(

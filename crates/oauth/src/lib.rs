@@ -2,17 +2,17 @@
 //! scopes, `iss`), refresh under a cross-process lock, step-up, revocation, pre-provisioned and
 //! client-credentials tokens, and the 0600 token store. Built on rmcp's `AuthorizationManager`.
 
-pub mod browser;
-pub mod client_credentials;
-pub mod context;
-pub mod error;
-pub mod flow;
-pub mod keyring;
-pub mod provisioned;
-pub mod redirect;
-pub mod revoke;
-pub mod secret;
-pub mod store;
+mod browser;
+mod client_credentials;
+mod context;
+mod error;
+mod flow;
+mod keyring;
+mod provisioned;
+mod redirect;
+mod revoke;
+mod secret;
+mod store;
 
 pub use browser::open_in_browser;
 pub use client_credentials::{ClientCredentials, GrantedToken, client_credentials_token};

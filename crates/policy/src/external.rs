@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use warden_hooks::process::{CommandRun, CommandSpec, run_command};
+use warden_hooks::{CommandRun, CommandSpec, run_command};
 use warden_vocab::CapabilitySet;
 
 use crate::call::CallSource;

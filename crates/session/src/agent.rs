@@ -259,7 +259,7 @@ impl AgentSession {
             .iter()
             .any(|status| status.deferred.is_none())
         {
-            tokio::task::spawn_blocking(|| warden_discovery::tokens::count_tokens(""));
+            tokio::task::spawn_blocking(|| warden_discovery::count_tokens(""));
         }
         let (mcp_tools, failures) = self.host.all_tools().await;
         // Large tool sets are deferred automatically; then the mode settles how deferred tools

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::{Value, json};
 use warden_agent::{ModelConfig, ToolList, ToolSpec};
 use warden_config::{DeferMode, ModelProvider};
-use warden_discovery::search::{SUMMARY_CHARS, one_line, parameters_of};
-use warden_discovery::tokens::{ManifestTool, tools_array_tokens};
+use warden_discovery::{ManifestTool, tools_array_tokens};
+use warden_discovery::{SUMMARY_CHARS, one_line, parameters_of};
 use warden_host::{
     Host, HostTool, Invocation, SearchArguments, SearchScope, VisibleTool, search_schema,
 };

@@ -98,9 +98,7 @@ impl HostTool for UseSkill {
                     .load(name)
                     .await
                     .map_err(|error| DispatchError::new(error.to_string()))?;
-                return Ok(ToolOutput::text(warden_host::skills::render_loaded(
-                    &loaded,
-                )));
+                return Ok(ToolOutput::text(warden_host::render_loaded(&loaded)));
             }
             let load = self
                 .discovery

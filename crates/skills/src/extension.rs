@@ -35,13 +35,6 @@ pub fn server_declares_extension(capabilities: &Value) -> bool {
         .is_some_and(|extensions| extensions.contains_key(SKILLS_EXTENSION_ID))
 }
 
-/// The extension capability a client advertises when the operator enabled it
-/// (`--mcp-skills-extension` / `[experimental] skills_extension = true`): `{ID: {}}`, to merge
-/// into `capabilities.extensions`.
-pub fn client_extension_capability() -> Value {
-    serde_json::json!({ SKILLS_EXTENSION_ID: {} })
-}
-
 /// Which contract serves a server's skills: the extension alone when the operator enabled it and
 /// the server declares it (even when its listing turns out empty); otherwise `skill://` resources.
 pub fn choose_contract(operator_enabled: bool, capabilities: &Value) -> Contract {

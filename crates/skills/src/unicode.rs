@@ -110,11 +110,6 @@ pub fn scan(text: &str, first_line: usize, bom_allowed: bool) -> Vec<SuspiciousC
     found
 }
 
-/// Whether `text` holds any suspicious character.
-pub fn has_suspicious(text: &str) -> bool {
-    text.chars().any(|ch| classify(ch).is_some())
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -6,7 +6,7 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use warden_skills::parse::MAX_BODY_BYTES;
+use warden_skills::MAX_BODY_BYTES;
 use warden_skills::{
     Discovery, IndexEntry, IndexLimits, Origin, RejectReason, SkillFileError, SkillIndex,
     SkillMdError, SkillRoots, SuspiciousClass, discover, read_skill_file,
@@ -586,7 +586,7 @@ fn oversized_resource_files_are_refused() {
     tree.skill(&dir, "big", "", "");
     tree.write(
         &dir.join("blob.txt"),
-        &"z".repeat(warden_skills::files::MAX_RESOURCE_FILE_BYTES + 1),
+        &"z".repeat(warden_skills::MAX_RESOURCE_FILE_BYTES + 1),
     );
     let found = tree.discover();
     assert!(matches!(

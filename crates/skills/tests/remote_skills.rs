@@ -6,14 +6,14 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
-use warden_skills::extension::{
-    MAX_LIST_PAGES, choose_contract, is_sha256_digest, listed_file, validate_entry,
-};
-use warden_skills::remote::{ListedResource, sha256_digest};
 use warden_skills::{
     AskReason, Contract, Grant, GrantCheck, GrantStore, NextPage, RemoteSkillError, SkillsListing,
     extension_skill_commands, legacy_skill_commands, verify_legacy_skill_md, verify_skill_file,
     verify_skill_md,
+};
+use warden_skills::{ListedResource, sha256_digest};
+use warden_skills::{
+    MAX_LIST_PAGES, choose_contract, is_sha256_digest, listed_file, validate_entry,
 };
 
 /// The SKILL.md and supporting file served by the conformance suite's sep-2640-client-* scenarios.
@@ -130,9 +130,9 @@ fn legacy_reads_are_verified_and_bounded() {
         verify_legacy_skill_md(&command, bidi.as_bytes()),
         Err(RemoteSkillError::Invalid { .. })
     ));
-    assert!(warden_skills::remote::check_legacy_file(&command, "skill://deploy/run.md").is_ok());
+    assert!(warden_skills::check_legacy_file(&command, "skill://deploy/run.md").is_ok());
     assert!(matches!(
-        warden_skills::remote::check_legacy_file(&command, "skill://deploy/other.md"),
+        warden_skills::check_legacy_file(&command, "skill://deploy/other.md"),
         Err(RemoteSkillError::Unlisted { .. })
     ));
 }
