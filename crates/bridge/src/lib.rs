@@ -2,10 +2,10 @@
 //! agent's bash tool, over HTTP on loopback or a private Unix socket, with a per-session bearer
 //! token.
 //!
-//! [`protocol`] is the wire format both sides share, `client` the side `warden tool` and the
-//! session's handshake speak, [`BearerToken`] (warden-net's) the secret, [`views`] the answers
+//! `protocol` is the wire format both sides share, `client` the side `warden tool` and the
+//! session's handshake speak, [`BearerToken`] (warden-net's) the secret, `views` the answers
 //! computed from a [`warden_host::Host`] (used by the bridge and by the standalone `warden tool`,
-//! so both print the same), [`server`] the axum service and [`socket`] the Unix socket's private
+//! so both print the same), `server` the axum service and `socket` the Unix socket's private
 //! directory.
 
 mod client;
