@@ -28,7 +28,7 @@ pub enum SamplingRoute {
 }
 
 /// One sampling request as the gate sees it: the tool's arguments.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SamplingArguments {
     /// The server asking.
     pub server: String,
@@ -39,9 +39,10 @@ pub struct SamplingArguments {
 }
 
 /// One message of the conversation a server asks to continue.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SamplingTurn {
     /// `user` or `assistant`.
+    #[schemars(regex(pattern = "^(user|assistant)$"))]
     pub role: String,
     pub text: String,
 }

@@ -72,6 +72,60 @@ impl SearchArguments {
     }
 }
 
+/// The tool that calls a tool found by search (serve's progressive exposure; an agent's
+/// `system-tools` defer mode).
+pub const CALL_TOOL: &str = "call_tool";
+/// The tool that shows one found tool's whole definition (serve's progressive exposure).
+pub const DESCRIBE_TOOL: &str = "describe_tool";
+
+/// `call_tool`'s arguments, the same wherever it is offered.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallToolArguments {
+    /// The tool's name, as listed
+    pub name: String,
+    /// The tool's arguments
+    #[serde(default)]
+    pub arguments: Option<serde_json::Map<String, Value>>,
+}
+
+impl CallToolArguments {
+    /// A call's arguments, parsed in one step.
+    pub fn parse(arguments: Value) -> Result<Self, String> {
+        parse_arguments(CALL_TOOL, arguments)
+    }
+
+    /// The tool to call and its arguments (an empty object when none were given).
+    pub fn into_call(self) -> (String, Value) {
+        (self.name, Value::Object(self.arguments.unwrap_or_default()))
+    }
+
+    /// The input schema.
+    pub fn schema() -> Value {
+        arguments_schema::<Self>()
+    }
+}
+
+/// `describe_tool`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DescribeToolArguments {
+    /// The tool's name, as search_tools returned it
+    pub name: String,
+}
+
+impl DescribeToolArguments {
+    /// A call's arguments, parsed in one step.
+    pub fn parse(arguments: Value) -> Result<Self, String> {
+        parse_arguments(DESCRIBE_TOOL, arguments)
+    }
+
+    /// The input schema.
+    pub fn schema() -> Value {
+        arguments_schema::<Self>()
+    }
+}
+
 /// The search's input schema, the same on every surface.
 pub fn search_schema() -> Value {
     arguments_schema::<SearchArguments>()

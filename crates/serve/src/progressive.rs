@@ -6,13 +6,13 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, model::JsonObject};
 use serde_json::{Value, json};
-use warden_host::{SEARCH_TOOLS, SearchArguments, SearchScope, search_schema};
+use warden_host::{
+    CALL_TOOL, CallToolArguments, DESCRIBE_TOOL, DescribeToolArguments, SEARCH_TOOLS,
+    SearchArguments, SearchScope, search_schema,
+};
 use warden_mcp::McpTool;
 
 use crate::handler::GatewayHandler;
-
-pub const DESCRIBE_TOOL: &str = "describe_tool";
-pub const CALL_TOOL: &str = "call_tool";
 
 fn schema(value: Value) -> std::sync::Arc<JsonObject> {
     match value {
@@ -58,24 +58,13 @@ fn fixed_tools() -> Vec<Tool> {
             DESCRIBE_TOOL,
             "The full definition of one tool (description and input schema), by the name \
              search_tools returned.",
-            schema(json!({
-                "type": "object",
-                "properties": {"name": {"type": "string"}},
-                "required": ["name"]
-            })),
+            schema(DescribeToolArguments::schema()),
         ),
         Tool::new(
             CALL_TOOL,
             "Calls one tool by the name search_tools returned, with its arguments; the call \
              goes through warden's policy and is audited.",
-            schema(json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string"},
-                    "arguments": {"type": "object"}
-                },
-                "required": ["name"]
-            })),
+            schema(CallToolArguments::schema()),
         ),
     ]
 }
@@ -146,7 +135,11 @@ pub(crate) async fn call(
             )
         }
         DESCRIBE_TOOL => {
-            let wanted = arguments.get("name").and_then(Value::as_str).unwrap_or("");
+            let wanted = match DescribeToolArguments::parse(arguments) {
+                Ok(request) => request.name,
+                Err(message) => return text_result(message, true),
+            };
+            let wanted = wanted.as_str();
             let (tools, _) = reachable(handler).await;
             match tools.into_iter().find(|(_, public)| public == wanted) {
                 Some((tool, public)) => text_result(
@@ -167,12 +160,10 @@ pub(crate) async fn call(
             }
         }
         CALL_TOOL => {
-            let wanted = arguments
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            let tool_arguments = arguments.get("arguments").cloned().unwrap_or(Value::Null);
+            let (wanted, tool_arguments) = match CallToolArguments::parse(arguments) {
+                Ok(request) => request.into_call(),
+                Err(message) => return text_result(message, true),
+            };
             let host = handler.gateway().host();
             // A deferred server's tool becomes callable once named here.
             let (active, _) = host.all_tools().await;

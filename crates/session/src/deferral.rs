@@ -13,13 +13,13 @@ use warden_config::{DeferMode, ModelProvider};
 use warden_discovery::{ManifestTool, tools_array_tokens};
 use warden_discovery::{SUMMARY_CHARS, one_line, parameters_of};
 use warden_host::{
-    Host, HostTool, Invocation, SearchArguments, SearchScope, VisibleTool, search_schema,
+    CALL_TOOL, CallToolArguments, Host, HostTool, Invocation, SearchArguments, SearchScope,
+    VisibleTool, search_schema,
 };
 use warden_policy::{BoxFuture, CapabilitySet, DispatchError, ToolOutput};
 
 pub use warden_host::SEARCH_TOOLS;
 /// The generic call tool of `system-tools` mode.
-pub const CALL_TOOL: &str = "call_tool";
 /// Longest generated summary of an automatically deferred server.
 const AUTO_SUMMARY_CHARS: usize = 100;
 /// Tool names a generated summary lists.
@@ -217,17 +217,15 @@ impl Deferral {
         arguments: Value,
     ) -> Result<(String, Value), String> {
         let (target, arguments) = if name == CALL_TOOL && self.mode == DeferMode::SystemTools {
-            let Some(target) = arguments.get("name").and_then(Value::as_str) else {
-                return Err(
-                    "call_tool needs `name`: the deferred tool to call, as listed in <deferred_tools>"
-                        .to_owned(),
-                );
-            };
+            let (target, inner) = CallToolArguments::parse(arguments)
+                .map_err(|error| {
+                    format!("{error}: call_tool takes the deferred tool's `name`, as listed in <deferred_tools>, and its `arguments`")
+                })?
+                .into_call();
             if target == CALL_TOOL {
                 return Err("call_tool cannot call itself".to_owned());
             }
-            let inner = arguments.get("arguments").cloned().unwrap_or(json!({}));
-            (target.to_owned(), inner)
+            (target, inner)
         } else {
             (name.to_owned(), arguments)
         };
@@ -333,15 +331,7 @@ fn call_tool_spec() -> ToolSpec {
         description: "Calls one of the deferred tools listed in <deferred_tools> of the system \
                       prompt. The call is checked and approved like a direct call of that tool."
             .to_owned(),
-        input_schema: json!({
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "description": "The tool's name, as listed"},
-                "arguments": {"type": "object", "description": "The tool's arguments"}
-            },
-            "required": ["name"],
-            "additionalProperties": false
-        }),
+        input_schema: CallToolArguments::schema(),
     }
 }
 

@@ -19,8 +19,7 @@ pub use agent::{
 pub use catalog_views::{ServerTools, apply_auto_deferral, every_server, session_deferral};
 pub use code_tools::{CODE_EXECUTE, CODE_SEARCH, GateCodeHost, code_tools};
 pub use deferral::{
-    CALL_TOOL, Deferral, SEARCH_TOOLS, Settled, generated_summary, model_switch_notice,
-    tool_references,
+    Deferral, SEARCH_TOOLS, Settled, generated_summary, model_switch_notice, tool_references,
 };
 pub use sampling::{SamplingModel, SamplingTool};
 pub use skill_scripts::{RUN_SKILL_SCRIPT, RunSkillScript, ScriptQuota, SkillScripts};

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use warden_agent::{Message, ModelClient, ModelRequest};
 use warden_host::{HostTool, Invocation, SAMPLING_TOOL, SamplingArguments, SamplingResult};
 use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
@@ -53,26 +53,7 @@ impl HostTool for SamplingTool {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "server": {"type": "string", "description": "The server asking"},
-                "system_prompt": {"type": "string"},
-                "turns": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "role": {"enum": ["user", "assistant"]},
-                            "text": {"type": "string"}
-                        },
-                        "required": ["role", "text"]
-                    }
-                },
-                "max_tokens": {"type": "integer", "minimum": 0}
-            },
-            "required": ["server", "turns", "max_tokens"]
-        })
+        warden_vocab::arguments_schema::<SamplingArguments>()
     }
 
     /// It reads nothing of the user's and changes nothing; the operator's `sampling = true` on
@@ -98,7 +79,7 @@ impl HostTool for SamplingTool {
         } = invocation;
         Box::pin(async move {
             let request: SamplingArguments =
-                serde_json::from_value(arguments).map_err(|error| {
+                warden_vocab::parse_arguments(SAMPLING_TOOL, arguments).map_err(|error| {
                     DispatchError::new(format!("a malformed sampling request: {error}"))
                 })?;
             let client = self.model.current();
@@ -150,6 +131,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use serde_json::json;
     use warden_agent::{ModelConfig, client_for};
     use warden_config::ModelProvider;
     use warden_mock_model::{MockModel, Turn};

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_agent::BuiltinTools;
 use warden_agent::process::run_confined;
@@ -24,6 +24,7 @@ use warden_policy::{
     DispatchError, Layer, ToolOutput, arguments_digest,
 };
 use warden_skills::{Discovery, LocalSkill, ScriptGrant, ScriptGrantCheck, ScriptGrantStore};
+use warden_vocab::{arguments_schema, parse_arguments};
 
 /// The tool's name.
 pub const RUN_SKILL_SCRIPT: &str = "run_skill_script";
@@ -119,8 +120,12 @@ struct Admitted {
 impl SkillScripts {
     /// Gates 1 to 4, in order; the first closed one refuses with its reason.
     fn admit(&self, arguments: &Value) -> Result<Admitted, String> {
-        let skill_name = arguments["skill"].as_str().unwrap_or_default();
-        let script = arguments["script"].as_str().unwrap_or_default();
+        let ScriptArguments {
+            skill: skill_name,
+            script,
+            arguments: script_arguments,
+        } = parse_arguments(RUN_SKILL_SCRIPT, arguments.clone())?;
+        let (skill_name, script) = (skill_name.as_str(), script.as_str());
         // 1. Enabled, and the skill's root allowed to run scripts.
         if !self.settings.enabled {
             return Err(
@@ -189,7 +194,6 @@ impl SkillScripts {
                 )
             })?;
         // 4. The arguments: bounded, and valid against the script's schema when it declares one.
-        let script_arguments = arguments.get("arguments").cloned().unwrap_or(json!({}));
         let input = serde_json::to_vec(&script_arguments)
             .map_err(|error| format!("gate 4 (arguments): {error}"))?;
         if input.len() > self.settings.max_arguments_bytes {
@@ -399,6 +403,24 @@ fn clean_script_environment(tmpdir: &Path) -> Vec<(std::ffi::OsString, std::ffi:
 /// The `run_skill_script` tool.
 pub struct RunSkillScript(pub Arc<SkillScripts>);
 
+/// `run_skill_script`'s arguments.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ScriptArguments {
+    /// The skill's name
+    skill: String,
+    /// The script's path inside the skill's folder, e.g. scripts/extract.py
+    script: String,
+    /// Passed to the script as JSON on stdin
+    #[serde(default = "empty_object")]
+    #[schemars(with = "serde_json::Map<String, Value>")]
+    arguments: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
 impl HostTool for RunSkillScript {
     fn name(&self) -> &str {
         RUN_SKILL_SCRIPT
@@ -412,16 +434,7 @@ impl HostTool for RunSkillScript {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "skill": {"type": "string", "description": "The skill's name"},
-                "script": {"type": "string", "description": "The script's path inside the skill's folder, e.g. scripts/extract.py"},
-                "arguments": {"type": "object", "description": "Passed to the script as JSON on stdin"}
-            },
-            "required": ["skill", "script"],
-            "additionalProperties": false
-        })
+        arguments_schema::<ScriptArguments>()
     }
 
     fn classes(&self) -> CapabilitySet {
@@ -460,6 +473,7 @@ impl HostTool for RunSkillScript {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_quota_counts_per_user_and_in_all_and_frees_on_drop() {
