@@ -5,8 +5,8 @@ use serde::Serialize;
 use toml::{Table, Value};
 use warden_vocab::{CapabilityClass, GLOB_SCHEMA_PATTERN, HookEvent, PermissionMode, RuleDecision};
 
+use super::walk::{KnownValues, Walk, key_path, nearest_ignoring_case};
 use crate::error::Problem;
-use super::walk::{Walk, key_path, nearest_ignoring_case};
 
 /// `[permissions]`: the approval mode and the operator's lists.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]

@@ -6,7 +6,9 @@ mod servers;
 mod settings;
 mod walk;
 
-pub use gate::{RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks, RawPermissions};
+pub use gate::{
+    RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks, RawPermissions,
+};
 pub use models::{RawAgent, RawModel};
 pub use servers::{RawPolicy, RawServer, RawToolFilter, RawToolPolicy};
 pub use settings::{BridgeTransport, RawDiscovery, RawExperimental, RawOAuth, TokenStoreSetting};
@@ -15,10 +17,12 @@ pub use walk::{KnownValues, key_path, nearest};
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
+use serde::Serialize;
+
 use toml::{Table, Value};
 
 use crate::error::Problem;
-use walk::nearest_ignoring_case;
 
 /// The `schema_version` values this build reads.
 pub const SUPPORTED_SCHEMA_VERSIONS: &[i64] = &[1];
@@ -26,6 +30,14 @@ pub const SUPPORTED_SCHEMA_VERSIONS: &[i64] = &[1];
 /// The `schema_version` written into new files.
 pub const CURRENT_SCHEMA_VERSION: i64 = 1;
 
+/// A whole configuration file. Adding a top-level section is one field here, one entry in
+/// [`RawConfig::KEYS`] and one arm in the walk.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "warden configuration",
+    description = "warden's config.toml (user scope, project scope `.warden/config.toml`, or a file given with -c)."
+)]
 pub struct RawConfig {
     /// Version of the file format. Required; this build supports 1.
     #[schemars(range(min = 1, max = 1))]
@@ -272,6 +284,7 @@ impl<'a> Walk<'a> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::walk::nearest_ignoring_case;
     use super::*;
 
     #[test]

@@ -4,8 +4,8 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use toml::Table;
 
-use crate::model::{DeferMode, ModelProvider};
 use super::walk::Walk;
+use crate::model::{DeferMode, ModelProvider};
 
 /// One `[models.NAME]` entry.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]

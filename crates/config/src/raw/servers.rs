@@ -7,9 +7,9 @@ use serde::Serialize;
 use toml::{Table, Value};
 use warden_vocab::CapabilityClass;
 
+use super::walk::{Walk, key_path};
 use crate::entry::{AuthMode, RemoteTransport};
 use crate::error::Problem;
-use super::walk::{Walk, key_path};
 
 /// One `[mcp_servers.NAME]` entry: a stdio server (`command`) or a remote one (`url`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]

@@ -4,8 +4,8 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use toml::Table;
 
-use crate::error::Problem;
 use super::walk::{KnownValues, Walk, key_path};
+use crate::error::Problem;
 
 /// `[experimental]`: features that are not settled yet.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
@@ -104,7 +104,11 @@ impl KnownValues for BridgeTransport {
 
 impl<'a> Walk<'a> {
     /// `[discovery] bridge`; `unix` is refused where there are no Unix sockets.
-    pub(super) fn bridge_transport(&mut self, table: &Table, path: &str) -> Option<BridgeTransport> {
+    pub(super) fn bridge_transport(
+        &mut self,
+        table: &Table,
+        path: &str,
+    ) -> Option<BridgeTransport> {
         let transport = self.known::<BridgeTransport>(table, path, "bridge")?;
         if transport == BridgeTransport::Unix && !cfg!(unix) {
             self.report(

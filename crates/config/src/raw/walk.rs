@@ -35,7 +35,12 @@ impl<'a> Walk<'a> {
         });
     }
 
-    pub(super) fn unknown_keys(&mut self, table: &Table, path: &str, valid: &'static [&'static str]) {
+    pub(super) fn unknown_keys(
+        &mut self,
+        table: &Table,
+        path: &str,
+        valid: &'static [&'static str],
+    ) {
         for key in table.keys() {
             if !valid.contains(&key.as_str()) {
                 let suggestion = nearest(key, valid).map(str::to_string);
@@ -156,7 +161,12 @@ impl<'a> Walk<'a> {
         ok.then_some(out)
     }
 
-    pub(super) fn table<'t>(&mut self, table: &'t Table, path: &str, key: &str) -> Option<&'t Table> {
+    pub(super) fn table<'t>(
+        &mut self,
+        table: &'t Table,
+        path: &str,
+        key: &str,
+    ) -> Option<&'t Table> {
         match table.get(key)? {
             Value::Table(inner) => Some(inner),
             other => {
@@ -166,7 +176,12 @@ impl<'a> Walk<'a> {
         }
     }
 
-    pub(super) fn known<T: KnownValues>(&mut self, table: &Table, path: &str, key: &str) -> Option<T> {
+    pub(super) fn known<T: KnownValues>(
+        &mut self,
+        table: &Table,
+        path: &str,
+        key: &str,
+    ) -> Option<T> {
         let name = self.string(table, path, key)?;
         self.known_value(key_path(path, key), &name)
     }
