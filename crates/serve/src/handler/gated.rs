@@ -1,17 +1,19 @@
 //! Calls through the gate as this client: the gated call itself, its progress and the upstream's log lines forwarded while it runs, and the answer built from its outcome.
 
-use rmcp::{ErrorData as McpError, Peer, RoleServer};
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, LoggingLevel, ProgressNotificationParam, ProgressToken, ResultType, Tool};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, LoggingLevel, ProgressNotificationParam,
+    ProgressToken, ResultType,
+};
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, Peer, RoleServer};
 use serde_json::Value;
 use warden_host::{CallContext, CallRelay, RelayRequest, RelayedAnswer, with_relay};
 use warden_mcp::UpstreamEvent;
 use warden_policy::{CallSource, Decision, GateOutcome, ProgressUpdate};
 
-use crate::Gateway;
-use crate::approval::ClientAsks;
 use super::GatewayHandler;
 use super::relay::is_stateless;
+use crate::approval::ClientAsks;
 
 /// A gated call's outcome, and the upstream's answer as it sent it when the call ran.
 pub(crate) struct Gated {
@@ -22,7 +24,7 @@ pub(crate) struct Gated {
 impl Gated {
     /// The gate's outcome, and the upstream's tool result as it sent it when the call ran and
     /// completed.
-    fn into_parts(self) -> (GateOutcome, Option<CallToolResult>) {
+    pub(super) fn into_parts(self) -> (GateOutcome, Option<CallToolResult>) {
         let raw = match self.answer {
             Some(RelayedAnswer::Tool(result)) => Some(result),
             _ => None,
@@ -275,7 +277,11 @@ pub(super) async fn next_event(
 }
 
 /// Sends one progress notification to the client of the call.
-pub(super) async fn forward_progress(token: ProgressToken, update: ProgressUpdate, peer: &Peer<RoleServer>) {
+pub(super) async fn forward_progress(
+    token: ProgressToken,
+    update: ProgressUpdate,
+    peer: &Peer<RoleServer>,
+) {
     let mut param = ProgressNotificationParam::new(token, update.progress);
     if let Some(total) = update.total {
         param = param.with_total(total);

@@ -1,13 +1,13 @@
 //! What a client learns at initialization: the capabilities, identity and instructions the gateway announces, and the listeners for upstream changes it registers.
 
-use rmcp::{ErrorData as McpError, RoleServer};
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::{NotificationContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::json;
 
+use super::GatewayHandler;
 use crate::Exposure;
 use crate::changes::Listener;
-use super::GatewayHandler;
 
 impl GatewayHandler {
     /// Answers `get_info`.

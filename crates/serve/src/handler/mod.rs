@@ -16,12 +16,18 @@ mod tools;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
-use crate::{Exposure, Gateway, progressive};
+use crate::{Exposure, Gateway};
 
 /// Key of the provenance entry in a re-published resource's or prompt's `_meta`.
 pub const PROVENANCE_META_KEY: &str = "dev.warden/server";

@@ -2,21 +2,22 @@
 
 use std::collections::BTreeMap;
 
-use rmcp::{ErrorData as McpError, RoleServer};
-use rmcp::model::{GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult, Prompt, ResultType, Tool};
+use rmcp::model::{
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, ListPromptsResult, Prompt,
+    ResultType,
+};
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 use warden_host::{CallContext, CallRelay, RelayRequest, RelayedAnswer, with_relay};
 use warden_policy::CallSource;
 
-use super::{GatewayHandler, with_provenance};
 use super::relay::{client_meta, is_stateless};
+use super::{GatewayHandler, with_provenance};
 
 impl GatewayHandler {
     /// Answers `list_prompts`.
-    pub(super) async fn handle_list_prompts(
-        &self,
-    ) -> Result<ListPromptsResult, McpError> {
+    pub(super) async fn handle_list_prompts(&self) -> Result<ListPromptsResult, McpError> {
         let mut prompts: Vec<Prompt> = Vec::new();
         for server in self.servers() {
             match self.gateway.host.servers().prompts(&server).await {

@@ -1,8 +1,11 @@
 //! The passthrough relays that call no tool (completion, log level, resource subscriptions) and what an upstream request carries from the downstream one.
 
-use rmcp::{ErrorData as McpError, RoleServer};
-use rmcp::model::{CompleteRequestParams, CompleteResult, InputResponses, ProtocolVersion, RequestMetaObject, ResultType, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, InputResponses, ProtocolVersion, RequestMetaObject,
+    ResultType, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+};
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
 use warden_host::RelayRequest;
 use warden_mcp::RelayError;
 

@@ -1,8 +1,12 @@
 //! Resources and resource templates as published (with their provenance), and `resources/read` through the gate, skills included.
 
-use rmcp::{ErrorData as McpError, RoleServer};
-use rmcp::model::{ContentBlock, ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ResultType};
+use rmcp::model::{
+    ContentBlock, ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ResultType,
+};
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::json;
 use warden_host::READ_RESOURCE;
 
@@ -39,9 +43,7 @@ impl GatewayHandler {
     }
 
     /// Answers `list_resources`.
-    pub(super) async fn handle_list_resources(
-        &self,
-    ) -> Result<ListResourcesResult, McpError> {
+    pub(super) async fn handle_list_resources(&self) -> Result<ListResourcesResult, McpError> {
         let mut resources: Vec<Resource> = Vec::new();
         for server in self.servers() {
             match self.gateway.host.servers().resources(Some(&server)).await {

@@ -1,13 +1,13 @@
 //! The tools a client sees (flat, progressive or passthrough) and `tools/call` through the gate.
 
-use rmcp::{ErrorData as McpError, RoleServer};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, ListToolsResult, Tool};
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::Value;
 
-use crate::{Exposure, progressive};
 use super::GatewayHandler;
 use super::relay::relay_request;
+use crate::{Exposure, progressive};
 
 impl GatewayHandler {
     /// The published tools of this exposure.
@@ -68,9 +68,7 @@ impl GatewayHandler {
     }
 
     /// Answers `list_tools`.
-    pub(super) async fn handle_list_tools(
-        &self,
-    ) -> Result<ListToolsResult, McpError> {
+    pub(super) async fn handle_list_tools(&self) -> Result<ListToolsResult, McpError> {
         let tools = self.tools().await;
         self.gateway.remember_tools(&tools);
         Ok(ListToolsResult::with_all_items(tools))
