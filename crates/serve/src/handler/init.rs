@@ -10,7 +10,7 @@ use crate::Exposure;
 use crate::changes::Listener;
 
 impl GatewayHandler {
-    /// Answers `get_info`.
+    /// The `initialize` answer: capabilities (completions, logging and resource subscriptions only in passthrough), identity and the fronted server's instructions.
     pub(super) fn handle_get_info(&self) -> ServerConfig {
         let mut capabilities = json!({
             "tools": {"listChanged": true},
@@ -37,7 +37,7 @@ impl GatewayHandler {
         config
     }
 
-    /// Answers `on_initialized`.
+    /// `notifications/initialized`: the session starts hearing upstream changes, and the gateway prepares its catalogue.
     pub(super) async fn handle_on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.gateway
             .changes
@@ -46,7 +46,7 @@ impl GatewayHandler {
         tokio::spawn(async move { gateway.prepare().await });
     }
 
-    /// Answers `listen`.
+    /// `subscriptions/listen` (2026-07-28): a change stream held open until the client cancels it.
     pub(super) async fn handle_listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let id = self
             .gateway

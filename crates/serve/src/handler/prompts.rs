@@ -16,7 +16,7 @@ use super::relay::{client_meta, is_stateless};
 use super::{GatewayHandler, with_provenance};
 
 impl GatewayHandler {
-    /// Answers `list_prompts`.
+    /// `prompts/list`.
     pub(super) async fn handle_list_prompts(&self) -> Result<ListPromptsResult, McpError> {
         let mut prompts: Vec<Prompt> = Vec::new();
         for server in self.servers() {
@@ -45,7 +45,7 @@ impl GatewayHandler {
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
-    /// Answers `get_prompt`.
+    /// `prompts/get`.
     pub(super) async fn handle_get_prompt(
         &self,
         request: GetPromptRequestParams,

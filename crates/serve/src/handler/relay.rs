@@ -12,7 +12,7 @@ use warden_mcp::RelayError;
 use super::GatewayHandler;
 
 impl GatewayHandler {
-    /// Answers `complete`.
+    /// `completion/complete`, relayed to the fronted server (passthrough only; empty otherwise).
     pub(super) async fn handle_complete(
         &self,
         request: CompleteRequestParams,
@@ -32,7 +32,7 @@ impl GatewayHandler {
         Ok(result)
     }
 
-    /// Answers `set_level`.
+    /// `logging/setLevel`, relayed to the fronted server (passthrough only).
     pub(super) async fn handle_set_level(
         &self,
         request: SetLevelRequestParams,
@@ -51,7 +51,7 @@ impl GatewayHandler {
         Ok(())
     }
 
-    /// Answers `subscribe`.
+    /// `resources/subscribe`, relayed to the fronted server and remembered for this connection (passthrough only).
     pub(super) async fn handle_subscribe(
         &self,
         request: SubscribeRequestParams,
@@ -78,7 +78,7 @@ impl GatewayHandler {
         Ok(())
     }
 
-    /// Answers `unsubscribe`.
+    /// `resources/unsubscribe`, relayed once no downstream client holds the subscription (passthrough only).
     pub(super) async fn handle_unsubscribe(
         &self,
         request: UnsubscribeRequestParams,

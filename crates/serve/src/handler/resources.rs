@@ -42,7 +42,7 @@ impl GatewayHandler {
         Ok(result)
     }
 
-    /// Answers `list_resources`.
+    /// `resources/list`.
     pub(super) async fn handle_list_resources(&self) -> Result<ListResourcesResult, McpError> {
         let mut resources: Vec<Resource> = Vec::new();
         for server in self.servers() {
@@ -71,7 +71,7 @@ impl GatewayHandler {
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
-    /// Answers `list_resource_templates`.
+    /// `resources/templates/list`.
     pub(super) async fn handle_list_resource_templates(
         &self,
     ) -> Result<ListResourceTemplatesResult, McpError> {
@@ -97,7 +97,7 @@ impl GatewayHandler {
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
-    /// Answers `read_resource`.
+    /// `resources/read`.
     pub(super) async fn handle_read_resource(
         &self,
         request: ReadResourceRequestParams,

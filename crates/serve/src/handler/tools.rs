@@ -67,14 +67,14 @@ impl GatewayHandler {
         }
     }
 
-    /// Answers `list_tools`.
+    /// `tools/list`: the exposure's tools, remembered for `get_tool`.
     pub(super) async fn handle_list_tools(&self) -> Result<ListToolsResult, McpError> {
         let tools = self.tools().await;
         self.gateway.remember_tools(&tools);
         Ok(ListToolsResult::with_all_items(tools))
     }
 
-    /// Answers `call_tool`.
+    /// `tools/call` through the gate (progressive calls go to its meta-tools).
     pub(super) async fn handle_call_tool(
         &self,
         request: CallToolRequestParams,
