@@ -7,7 +7,7 @@ use serde::Serialize;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{ContextBudget, elide_oldest_tool_results};
+use crate::budget::{TokenBudget, elide_oldest_tool_results};
 use crate::conversation::{Message, ToolCall, ToolSpec, Usage};
 use crate::provider::{DeferredTools, ModelClient, ModelDelta, ModelRequest, ProviderError};
 use warden_config::DeferMode;
@@ -361,7 +361,7 @@ impl Agent {
         let mut total = Usage::default();
         let mut records = Vec::new();
         let mut turn = 0u32;
-        let budget = ContextBudget {
+        let budget = TokenBudget {
             tokens: self.options.context_budget.unwrap_or_else(|| {
                 self.client
                     .context_window()

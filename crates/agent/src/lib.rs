@@ -1,9 +1,9 @@
 //! warden's agent: model providers, the agent loop, system prompt assembly, built-in tools and sessions.
 
 mod agent;
+pub mod budget;
 pub mod builtin;
 pub mod confine;
-pub mod context;
 mod conversation;
 pub mod process;
 pub mod prompt;

@@ -21,9 +21,9 @@ use warden_mcp::{FailureKind, ServerState, parse_prompt_arguments};
 use warden_policy::CallSource;
 
 use crate::app::{Action, App, CallState, Entry, Page};
-use crate::bridge::{ToolSources, TrackingExecutor, UiRequest};
 use crate::commands::{COMMANDS, PromptInfo, SlashCommand, missing_arguments};
 use crate::dialogs::{ApprovalDialog, ElicitationDialog};
+use crate::gate_hooks::{ToolSources, TrackingExecutor, UiRequest};
 use crate::sources::{McpRow, SourceFacts, is_failure, short_reason, source_rows};
 use crate::view::draw;
 

@@ -1,7 +1,7 @@
 //! The `warden` binary: parses the command line and hands each subcommand to its module.
 
 mod commands;
-mod context;
+mod setup;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -135,7 +135,7 @@ fn run_command() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("warden: {}", context::error_line(&error));
+            eprintln!("warden: {}", setup::error_line(&error));
             exit_code_of(&error)
         }
     }
@@ -174,7 +174,7 @@ fn init_logging(cli: &Cli) {
 /// `STATE_DIR/logs/chat.log`, appended to, created 0600.
 fn chat_log_file() -> Option<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let paths = context::paths().ok()?;
+    let paths = setup::paths().ok()?;
     let dir = paths.state_dir().join("logs");
     std::fs::create_dir_all(&dir).ok()?;
     std::fs::OpenOptions::new()
@@ -189,7 +189,7 @@ fn chat_log_file() -> Option<std::fs::File> {
 /// configuration, 1 for a failure at run time (130 for an interrupted run is returned by the
 /// commands that run).
 fn exit_code_of(error: &anyhow::Error) -> ExitCode {
-    if context::is_usage_error(error) {
+    if setup::is_usage_error(error) {
         ExitCode::from(2)
     } else {
         ExitCode::FAILURE

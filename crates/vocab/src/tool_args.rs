@@ -4,23 +4,86 @@
 //! the model can act on.
 
 use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-/// The input schema of an argument struct as model APIs take it: a plain JSON Schema object
-/// with subschemas inlined and no `$schema` or `title`.
+/// The plain object schema providers accept for the argument struct `T`: `type`, `properties`,
+/// `required` and `additionalProperties` in that order, each property with its `type`, range and
+/// the field's doc comment as `description`. Definitions are inlined; `$schema`, `title`, the
+/// struct's own description and schemars' integer `format` are dropped, and an optional field
+/// is simply not required (its `null` alternative is dropped too: a missing key is absent).
 pub fn arguments_schema<T: JsonSchema>() -> Value {
-    let generator = schemars::generate::SchemaSettings::draft07()
+    let generated = SchemaSettings::draft07()
         .with(|settings| settings.inline_subschemas = true)
-        .into_generator();
-    let mut schema = generator.into_root_schema_for::<T>().to_value();
-    if let Some(object) = schema.as_object_mut() {
-        object.remove("$schema");
-        object.remove("title");
-        object.remove("definitions");
-        object.remove("$defs");
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    let mut plain = Map::new();
+    for key in ["type", "properties", "required", "additionalProperties"] {
+        let Some(value) = generated.get(key) else {
+            continue;
+        };
+        let value = match (key, value) {
+            ("properties", Value::Object(properties)) => Value::Object(
+                properties
+                    .iter()
+                    .map(|(name, property)| (name.clone(), plain_property(property)))
+                    .collect(),
+            ),
+            _ => value.clone(),
+        };
+        plain.insert(key.to_owned(), value);
     }
-    schema
+    Value::Object(plain)
+}
+
+/// One property's schema: `type` (without the `null` alternative of an optional field),
+/// `minimum`, `maximum`, any other constraint, then `description`; schemars' `format` is dropped.
+fn plain_property(property: &Value) -> Value {
+    let Value::Object(generated) = property else {
+        return property.clone();
+    };
+    let mut plain = Map::new();
+    for key in ["type", "minimum", "maximum"] {
+        if let Some(value) = generated.get(key) {
+            let value = if key == "type" {
+                without_null(value)
+            } else {
+                value.clone()
+            };
+            plain.insert(key.to_owned(), value);
+        }
+    }
+    for (key, value) in generated {
+        if !matches!(
+            key.as_str(),
+            "type" | "minimum" | "maximum" | "format" | "description"
+        ) {
+            plain.insert(key.clone(), value.clone());
+        }
+    }
+    if let Some(description) = generated.get("description") {
+        plain.insert("description".to_owned(), description.clone());
+    }
+    Value::Object(plain)
+}
+
+/// `["integer", "null"]` → `"integer"`; any other type unchanged.
+fn without_null(kind: &Value) -> Value {
+    match kind {
+        Value::Array(kinds) => {
+            let kept: Vec<&Value> = kinds
+                .iter()
+                .filter(|k| k.as_str() != Some("null"))
+                .collect();
+            match kept.as_slice() {
+                [single] => (*single).clone(),
+                _ => Value::Array(kept.into_iter().cloned().collect()),
+            }
+        }
+        other => other.clone(),
+    }
 }
 
 /// Parses a call's arguments into `T`; the error names the tool and what does not fit.

@@ -32,7 +32,7 @@ pub struct AuditArgs {
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
 
 pub fn run(_globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode> {
-    let paths = crate::context::paths()?;
+    let paths = crate::setup::paths()?;
     let path = paths.state_dir().join("audit.db");
     if !path.exists() && !args.follow {
         eprintln!("no audit records yet ({} does not exist)", path.display());

@@ -12,7 +12,7 @@ use warden_config::{TrustState, TrustStore};
 use warden_hooks::HookEvent;
 
 use crate::Globals;
-use crate::context::{
+use crate::setup::{
     AgentFlags, PolicyFlags, async_runtime, is_usage_error, load_config, open_agent_session,
 };
 use warden_session::{AgentSession, ad_hoc_servers, model_switch_notice};
@@ -69,7 +69,7 @@ pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
         let mut session = match opened {
             Ok(session) => session,
             Err(error) => {
-                eprintln!("warden: {}", crate::context::error_line(&error));
+                eprintln!("warden: {}", crate::setup::error_line(&error));
                 let usage = is_usage_error(&error);
                 return Ok(ExitCode::from(if usage { 2 } else { 1 }));
             }

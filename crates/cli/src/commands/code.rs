@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use warden_codemode::{CodeModeLimits, ExecutionStatus, execute};
 
 use crate::Globals;
-use crate::context::{PolicyFlags, async_runtime, load_config, open_host};
+use crate::setup::{PolicyFlags, async_runtime, load_config, open_host};
 use warden_session::GateCodeHost;
 
 #[derive(Debug, clap::Args)]

@@ -110,10 +110,10 @@ fn check(globals: &Globals) -> anyhow::Result<ExitCode> {
 /// or an agent's model that no `[models.NAME]` declares), and each remote server's URL as the
 /// runtime would check it (plain http only to loopback). Returns how many problems it printed.
 fn check_as_run_would(globals: &Globals, files: &Files, vars: &VarContext) -> usize {
-    let config = match crate::context::load_config(globals) {
+    let config = match crate::setup::load_config(globals) {
         Ok((_, _, config)) => config,
         Err(error) => {
-            eprintln!("{}", crate::context::error_line(&error));
+            eprintln!("{}", crate::setup::error_line(&error));
             return 1;
         }
     };

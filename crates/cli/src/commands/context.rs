@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use warden_discovery::{DeferredServer, ManifestTool, manifest_tokens};
 
 use crate::Globals;
-use crate::context::{PolicyFlags, async_runtime, load_config, open_host};
+use crate::setup::{PolicyFlags, async_runtime, load_config, open_host};
 use warden_session::{apply_auto_deferral, every_server};
 
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::Globals;
-use crate::context::load_config;
+use crate::setup::load_config;
 use warden_session::{bash_confinement, session_workspace};
 
 #[derive(Debug, clap::Args)]

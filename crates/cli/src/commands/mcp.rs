@@ -15,7 +15,7 @@ use warden_config::{
 };
 
 use crate::Globals;
-use crate::context::async_runtime;
+use crate::setup::async_runtime;
 
 /// Manage MCP servers.
 #[derive(Debug, Args)]

@@ -8,12 +8,12 @@ use warden_config::LoadedConfig;
 use warden_mcp::{ServerState, ServerStatus};
 
 use crate::Globals;
-use crate::context::{PolicyFlags, async_runtime, open_host, paths, workspace};
+use crate::setup::{PolicyFlags, async_runtime, open_host, paths, workspace};
 
 /// Probes the servers of `config` in parallel; exits 1 when any server failed.
 pub fn run(globals: &Globals, config: &LoadedConfig, json: bool) -> anyhow::Result<ExitCode> {
     let mut config = config.clone();
-    crate::context::apply_global_flags(globals, &mut config);
+    crate::setup::apply_global_flags(globals, &mut config);
     let host = open_host(paths()?, workspace()?, &config, &PolicyFlags::default())?;
     let statuses = async_runtime()?.block_on(async {
         let names = host.servers().names();

@@ -9,7 +9,7 @@ use serde_json::json;
 use warden_mcp::parse_prompt_arguments;
 
 use crate::Globals;
-use crate::context::{PolicyFlags, async_runtime, load_config, open_host};
+use crate::setup::{PolicyFlags, async_runtime, load_config, open_host};
 
 #[derive(Debug, clap::Args)]
 pub struct PromptArgs {

@@ -18,7 +18,7 @@ use warden_bridge::{BridgeCall, CallObserver};
 use warden_hooks::HookEvent;
 
 use crate::Globals;
-use crate::context::{AgentFlags, PolicyFlags, async_runtime, is_usage_error, open_agent_session};
+use crate::setup::{AgentFlags, PolicyFlags, async_runtime, is_usage_error, open_agent_session};
 use warden_session::AgentSession;
 
 /// Exit codes of `warden run`, documented in the README.
@@ -94,7 +94,7 @@ pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
     let format = args.output_format;
     runtime.block_on(async {
         // Listening starts before anything slow: a stop signal while servers start is not lost.
-        let cancel = crate::context::cancel_on_stop_signal();
+        let cancel = crate::setup::cancel_on_stop_signal();
         let opened = open_agent_session(
             globals,
             AgentFlags {
@@ -125,7 +125,7 @@ fn usage_or_error(error: anyhow::Error, format: OutputFormat) -> ExitCode {
     } else {
         exit::ERROR
     };
-    fail(format, &crate::context::error_line(&error), code)
+    fail(format, &crate::setup::error_line(&error), code)
 }
 
 /// Reports a run that ended in an error: one line on stderr, and for the JSON formats the one

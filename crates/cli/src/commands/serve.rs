@@ -16,7 +16,7 @@ use warden_serve::{
 use warden_skills::{SkillRoots, discover};
 
 use crate::Globals;
-use crate::context::{PolicyFlags, async_runtime, host_options, load_config};
+use crate::setup::{PolicyFlags, async_runtime, host_options, load_config};
 use warden_session::{CODE_EXECUTE, CODE_SEARCH, code_tools};
 use warden_session::{USE_SKILL, skill_tools};
 use warden_session::{UsageError, ad_hoc_servers};
@@ -221,7 +221,7 @@ async fn serve_over_http(
 
 /// Ctrl-C, SIGTERM or SIGHUP: the HTTP server stops and the session's servers are shut down.
 async fn stop_signal() {
-    crate::context::stop_signal().await;
+    crate::setup::stop_signal().await;
 }
 
 /// `--http ADDR`: an IP address and port, or `localhost:PORT` (the loopback address; the name is
@@ -253,7 +253,7 @@ fn session_idle_timeout(text: &str) -> Result<std::time::Duration, String> {
 /// atomically) and returns the path.
 fn write_token_file(token: &str) -> anyhow::Result<std::path::PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let dir = crate::context::paths()?.state_dir().join("serve");
+    let dir = crate::setup::paths()?.state_dir().join("serve");
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

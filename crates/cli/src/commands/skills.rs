@@ -13,7 +13,7 @@ use warden_skills::{
 };
 
 use crate::Globals;
-use crate::context::{PolicyFlags, async_runtime, host_options, load_config};
+use crate::setup::{PolicyFlags, async_runtime, host_options, load_config};
 use warden_session::every_server;
 
 /// Local skills (operator and workspace) and skill grants.
@@ -115,7 +115,7 @@ pub fn run(globals: &Globals, args: SkillsArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn script_grant_store() -> anyhow::Result<ScriptGrantStore> {
-    let paths = crate::context::paths()?;
+    let paths = crate::setup::paths()?;
     let path = ScriptGrantStore::path_in(paths.state_dir());
     ScriptGrantStore::open(&path).with_context(|| format!("reading {}", path.display()))
 }
@@ -206,8 +206,8 @@ fn script_grants(command: ScriptGrantsCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn discover_here() -> anyhow::Result<Discovery> {
-    let paths = crate::context::paths()?;
-    let workspace = crate::context::workspace()?;
+    let paths = crate::setup::paths()?;
+    let workspace = crate::setup::workspace()?;
     Ok(discover(&SkillRoots::standard(&paths, &workspace)))
 }
 
@@ -431,7 +431,7 @@ fn check(discovery: &Discovery, as_json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn open_grants() -> anyhow::Result<GrantStore> {
-    let paths = crate::context::paths()?;
+    let paths = crate::setup::paths()?;
     let path = GrantStore::path_in(paths.state_dir());
     GrantStore::open(&path).with_context(|| format!("opening the skill grants {}", path.display()))
 }

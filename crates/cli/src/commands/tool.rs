@@ -15,7 +15,7 @@ use warden_bridge::{CallRequest, CallView, SearchView, ServerRow, ToolView};
 use warden_host::Host;
 
 use crate::Globals;
-use crate::context::{PolicyFlags, async_runtime, load_config, open_host};
+use crate::setup::{PolicyFlags, async_runtime, load_config, open_host};
 use warden_bridge::BridgeClient;
 
 #[derive(Debug, clap::Args)]
@@ -106,7 +106,7 @@ impl Backend {
             Self::Local(host) => {
                 // Ctrl-C, SIGTERM and SIGHUP cancel the call: the server is told, the call is
                 // recorded, and the host stops the servers' process groups afterwards.
-                let cancel = crate::context::cancel_on_stop_signal();
+                let cancel = crate::setup::cancel_on_stop_signal();
                 views::call(host, request, cancel).await
             }
             // Ctrl-C ends this process; the bridge sees the connection close and cancels.

@@ -4,7 +4,7 @@ use crate::conversation::{Message, ToolSpec};
 
 /// The most tokens a request may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ContextBudget {
+pub struct TokenBudget {
     pub tokens: u64,
 }
 
@@ -45,7 +45,7 @@ pub fn elide_oldest_tool_results(
     system: &str,
     tools: &[ToolSpec],
     messages: &mut [Message],
-    budget: ContextBudget,
+    budget: TokenBudget,
 ) -> Option<Elision> {
     let before = estimate_request(system, tools, messages);
     if before <= budget.tokens {

@@ -1,0 +1,205 @@
+//! The built-in tools (bash, read_file, write_file, edit_file, list_dir, glob, grep): the tool set that runs them in a workspace, what each call reaches, and dispatch by name.
+//!
+//! Each tool reads its arguments as a typed struct whose JSON Schema is the tool's input schema
+//! (`spec.rs`); `bash.rs`, `files.rs` and `search.rs` hold the tools, `output.rs` what they return.
+
+mod bash;
+mod files;
+mod output;
+mod search;
+mod spec;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use bash::{BashEnv, ConfinementReport, DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
+pub use files::MAX_READ_BYTES;
+pub use output::{ArtifactSink, BuiltinResult, DEFAULT_OUTPUT_CAP, DirArtifacts, cap_output};
+pub use search::glob_regex;
+pub use spec::{BuiltinToolSpec, Capability, builtin_specs};
+
+use crate::confine::{BashConfinement, PrivateTmp};
+use crate::workspace::{Access, Placement, Workspace};
+
+/// Limits of the built-in tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltinOptions {
+    pub output_cap: usize,
+    pub default_bash_timeout: Duration,
+}
+
+impl Default for BuiltinOptions {
+    fn default() -> Self {
+        Self {
+            output_cap: DEFAULT_OUTPUT_CAP,
+            default_bash_timeout: DEFAULT_BASH_TIMEOUT,
+        }
+    }
+}
+
+/// Runs built-in tools in a working directory. The gate calls [`BuiltinTools::execute`].
+#[derive(Clone)]
+pub struct BuiltinTools {
+    workspace: Arc<Workspace>,
+    artifacts: Arc<dyn ArtifactSink>,
+    options: BuiltinOptions,
+    bash_env: BashEnv,
+    confinement: BashConfinement,
+    private_tmp: Arc<PrivateTmp>,
+}
+
+impl std::fmt::Debug for BuiltinTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltinTools")
+            .field("workspace", &self.workspace)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one built-in call reaches, for the gate: the path it touches and where that stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltinReach {
+    /// The resolved path.
+    pub path: PathBuf,
+    /// How the call touches it.
+    pub access: Access,
+    /// Inside, outside or protected.
+    pub placement: Placement,
+    /// The call replaces a file that exists (a destructive write).
+    pub replaces_existing: bool,
+}
+
+impl BuiltinTools {
+    /// Tools working in `workspace`.
+    pub fn new(workspace: Workspace, artifacts: Arc<dyn ArtifactSink>) -> Self {
+        Self {
+            workspace: Arc::new(workspace),
+            artifacts,
+            options: BuiltinOptions::default(),
+            bash_env: BashEnv::default(),
+            confinement: BashConfinement::default(),
+            private_tmp: Arc::new(PrivateTmp::new()),
+        }
+    }
+
+    pub fn with_options(mut self, options: BuiltinOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    pub fn workdir(&self) -> &Path {
+        self.workspace.workdir()
+    }
+
+    /// The session's workspace.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// The path a call of `name` with `args` touches and where it stands; `None` for a call
+    /// that names no path the tool resolves itself (`bash`, or arguments that are not valid).
+    pub fn reach(&self, name: &str, args: &Value) -> Option<BuiltinReach> {
+        let raw = args.get("path").and_then(Value::as_str);
+        let (path, access) = match name {
+            "read_file" => (self.workspace.resolve(raw?), Access::Read),
+            "write_file" | "edit_file" => (self.workspace.resolve(raw?), Access::Write),
+            "list_dir" | "glob" | "grep" => (self.path_or_workdir(raw), Access::Read),
+            _ => return None,
+        };
+        let placement = self.workspace.place(&path, access);
+        let replaces_existing = name == "edit_file" || (name == "write_file" && path.exists());
+        Some(BuiltinReach {
+            path,
+            access,
+            placement,
+            replaces_existing,
+        })
+    }
+
+    /// `raw` resolved; refused when it is protected (the gate refuses such calls before they
+    /// run; this is the tools' own second check).
+    fn checked(&self, raw: &str, access: Access) -> Result<PathBuf, BuiltinResult> {
+        let path = self.workspace.resolve(raw);
+        self.check(path, access)
+    }
+
+    fn check(&self, path: PathBuf, access: Access) -> Result<PathBuf, BuiltinResult> {
+        match self.workspace.place(&path, access) {
+            Placement::Protected(reason) => Err(BuiltinResult::error(reason)),
+            Placement::Inside | Placement::Outside => Ok(path),
+        }
+    }
+
+    /// Every built-in tool.
+    pub fn specs(&self) -> Vec<BuiltinToolSpec> {
+        builtin_specs()
+    }
+
+    /// Whether `name` is a built-in tool.
+    pub fn is_builtin(name: &str) -> bool {
+        builtin_specs().iter().any(|spec| spec.name == name)
+    }
+
+    /// The `path` argument resolved, or the working folder when it is absent.
+    fn path_or_workdir(&self, path: Option<&str>) -> PathBuf {
+        match path {
+            Some(p) => self.workspace.resolve(p),
+            None => self.workspace.resolve("."),
+        }
+    }
+
+    fn display(&self, path: &Path) -> String {
+        display_relative(path, &self.workspace)
+    }
+
+    fn finish(&self, tool: &str, output: String, is_error: bool) -> BuiltinResult {
+        let (text, artifact) = cap_output(&output, self.options.output_cap, tool, &*self.artifacts);
+        BuiltinResult {
+            text,
+            is_error,
+            artifact,
+            confinement: None,
+        }
+    }
+
+    /// Runs the built-in tool `name` with `args`; failures are results with `is_error`.
+    pub async fn execute(
+        &self,
+        name: &str,
+        args: Value,
+        cancel: CancellationToken,
+    ) -> BuiltinResult {
+        let outcome = match name {
+            "bash" => self.bash(&args, cancel).await,
+            "read_file" => self.read_file(&args, cancel).await,
+            "write_file" => self.write_file(&args),
+            "edit_file" => self.edit_file(&args),
+            "list_dir" => self.list_dir(&args),
+            "glob" => self.glob(&args, cancel).await,
+            "grep" => self.grep(&args, cancel).await,
+            other => Err(BuiltinResult::error(format!(
+                "no built-in tool named `{other}`"
+            ))),
+        };
+        outcome.unwrap_or_else(|error| error)
+    }
+}
+
+/// `path` relative to the working folder when it lies beneath it, else whole.
+pub(super) fn display_relative(path: &Path, workspace: &Workspace) -> String {
+    path.strip_prefix(workspace.resolved_workdir())
+        .or_else(|_| path.strip_prefix(workspace.workdir()))
+        .map(|relative| {
+            if relative.as_os_str().is_empty() {
+                ".".to_owned()
+            } else {
+                relative.display().to_string()
+            }
+        })
+        .unwrap_or_else(|_| path.display().to_string())
+}

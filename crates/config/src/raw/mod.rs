@@ -1,0 +1,366 @@
+//! The configuration file as written: raw structs (the source of the JSON Schema) and the TOML walk that fills them with precise errors. The top level is here; each group of sections has its own file (`servers.rs`, `models.rs`, `gate.rs`, `settings.rs`) and `walk.rs` holds the walk's readers.
+
+mod gate;
+mod models;
+mod servers;
+mod settings;
+mod walk;
+
+pub use gate::{
+    RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks, RawPermissions,
+};
+pub use models::{RawAgent, RawModel};
+pub use servers::{RawPolicy, RawServer, RawToolFilter, RawToolPolicy};
+pub use settings::{BridgeTransport, RawDiscovery, RawExperimental, RawOAuth, TokenStoreSetting};
+pub(crate) use walk::Walk;
+pub use walk::{KnownValues, key_path, nearest};
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use toml::{Table, Value};
+
+use crate::error::Problem;
+
+/// The `schema_version` values this build reads.
+pub const SUPPORTED_SCHEMA_VERSIONS: &[i64] = &[1];
+
+/// The `schema_version` written into new files.
+pub const CURRENT_SCHEMA_VERSION: i64 = 1;
+
+/// A whole configuration file. Adding a top-level section is one field here, one entry in
+/// [`RawConfig::KEYS`] and one arm in the walk.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "warden configuration",
+    description = "warden's config.toml (user scope, project scope `.warden/config.toml`, or a file given with -c)."
+)]
+pub struct RawConfig {
+    /// Version of the file format. Required; this build supports 1.
+    #[schemars(range(min = 1, max = 1))]
+    pub schema_version: i64,
+    /// MCP servers by name (letters, digits, `_` and `-`; at most 64 characters).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
+    pub mcp_servers: BTreeMap<String, RawServer>,
+    /// The default model: the name of a `[models.NAME]` table (`--model` overrides it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Models by name (user config only: an entry decides where your API key is sent).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
+    pub models: BTreeMap<String, RawModel>,
+    /// Agent profiles by name (`--agent NAME`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
+    pub agents: BTreeMap<String, RawAgent>,
+    /// How tool calls are approved: the mode, allow/deny patterns and the always-ask classes. A project file may only tighten them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<RawPermissions>,
+    /// Operator authorization rules and the external authorization command (user config only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<RawAuthorization>,
+    /// The audit trail's settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<RawAudit>,
+    /// Lifecycle hooks by event (user config only: a hook runs a command with your permissions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<RawHooks>,
+    /// Progressive discovery: when servers are deferred automatically.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery: Option<RawDiscovery>,
+    /// Features that are not settled yet; each off unless turned on here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experimental: Option<RawExperimental>,
+    /// Where OAuth tokens of remote servers are kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<RawOAuth>,
+    /// How the agent's bash commands are confined by the kernel (user config only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::RawSandbox>,
+    /// Whether skills may run the scripts they carry, and within which bounds (user config only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skill_scripts: Option<crate::skill_scripts::RawSkillScripts>,
+}
+
+impl RawConfig {
+    pub const KEYS: &'static [&'static str] = &[
+        "schema_version",
+        "mcp_servers",
+        "model",
+        "models",
+        "agents",
+        "permissions",
+        "authorization",
+        "audit",
+        "hooks",
+        "discovery",
+        "experimental",
+        "oauth",
+        "sandbox",
+        "skill_scripts",
+    ];
+}
+
+impl<'a> Walk<'a> {
+    /// The whole file. `schema_version` is checked first: an unknown version stops the walk.
+    pub fn config(&mut self, root: &Table) -> Option<RawConfig> {
+        let schema_version = match root.get("schema_version") {
+            None => {
+                self.report(
+                    "schema_version".into(),
+                    Problem::Missing {
+                        expected: "schema_version = 1 at the top of the file",
+                    },
+                );
+                return None;
+            }
+            Some(Value::Integer(v)) if SUPPORTED_SCHEMA_VERSIONS.contains(v) => *v,
+            Some(Value::Integer(v)) => {
+                self.report(
+                    "schema_version".into(),
+                    Problem::UnsupportedSchemaVersion {
+                        found: v.to_string(),
+                        supported: SUPPORTED_SCHEMA_VERSIONS,
+                    },
+                );
+                return None;
+            }
+            Some(other) => {
+                self.wrong_type("schema_version".into(), "an integer (1)", other);
+                return None;
+            }
+        };
+        self.unknown_keys(root, "", RawConfig::KEYS);
+        let mut mcp_servers = BTreeMap::new();
+        if let Some(servers) = self.table(root, "", "mcp_servers") {
+            for (name, value) in servers {
+                let path = key_path("mcp_servers", name);
+                match value {
+                    Value::Table(entry) => {
+                        let before = self.diagnostics.len();
+                        let server = self.server(entry, &path);
+                        // An entry with wrongly typed keys is not validated further: its
+                        // missing values would only produce follow-on noise.
+                        if self.diagnostics.len() == before {
+                            mcp_servers.insert(name.clone(), server);
+                        }
+                    }
+                    other => self.wrong_type(path, "a table (a server entry)", other),
+                }
+            }
+        }
+        let model = self.string(root, "", "model");
+        let mut models = BTreeMap::new();
+        if let Some(table) = self.table(root, "", "models") {
+            for (name, value) in table {
+                let path = key_path("models", name);
+                match value {
+                    Value::Table(entry) => {
+                        let before = self.diagnostics.len();
+                        let parsed = self.model(entry, &path);
+                        if self.diagnostics.len() == before {
+                            models.insert(name.clone(), parsed);
+                        }
+                    }
+                    other => self.wrong_type(path, "a table (a model entry)", other),
+                }
+            }
+        }
+        let mut agents = BTreeMap::new();
+        if let Some(table) = self.table(root, "", "agents") {
+            for (name, value) in table {
+                let path = key_path("agents", name);
+                match value {
+                    Value::Table(entry) => {
+                        let before = self.diagnostics.len();
+                        let parsed = self.agent(entry, &path);
+                        if self.diagnostics.len() == before {
+                            agents.insert(name.clone(), parsed);
+                        }
+                    }
+                    other => self.wrong_type(path, "a table (an agent profile)", other),
+                }
+            }
+        }
+        let permissions = self.section(root, "permissions", Self::permissions);
+        let authorization = self.section(root, "authorization", Self::authorization);
+        let audit = self.section(root, "audit", |walk, t, p| {
+            walk.unknown_keys(t, p, RawAudit::KEYS);
+            RawAudit {
+                full_arguments: walk.boolean(t, p, "full_arguments"),
+            }
+        });
+        let hooks = self.section(root, "hooks", Self::hooks);
+        let discovery = self.section(root, "discovery", |walk, t, p| {
+            walk.unknown_keys(t, p, RawDiscovery::KEYS);
+            RawDiscovery {
+                auto_defer_tokens: walk.unsigned(
+                    t,
+                    p,
+                    "auto_defer_tokens",
+                    "a whole number of tokens",
+                ),
+                bridge: walk.bridge_transport(t, p),
+            }
+        });
+        let experimental = self.section(root, "experimental", |walk, t, p| {
+            walk.unknown_keys(t, p, RawExperimental::KEYS);
+            RawExperimental {
+                skills_extension: walk.boolean(t, p, "skills_extension"),
+            }
+        });
+        let sandbox = self.section(root, "sandbox", |walk, t, p| {
+            walk.unknown_keys(t, p, crate::sandbox::RawSandbox::KEYS);
+            crate::sandbox::RawSandbox {
+                mode: walk.known(t, p, "mode"),
+                network: walk.boolean(t, p, "network"),
+                env: walk.strings(t, p, "env"),
+                memory_mb: walk.unsigned(t, p, "memory_mb", "a whole number of MiB"),
+                max_processes: walk.unsigned(t, p, "max_processes", "a whole number of processes"),
+                cpu_sec: walk.unsigned(t, p, "cpu_sec", "a whole number of seconds"),
+            }
+        });
+        let skill_scripts = self.section(root, "skill_scripts", |walk, t, p| {
+            walk.unknown_keys(t, p, crate::skill_scripts::RawSkillScripts::KEYS);
+            crate::skill_scripts::RawSkillScripts {
+                enabled: walk.boolean(t, p, "enabled"),
+                acknowledge_risks: walk.boolean(t, p, "acknowledge_risks"),
+                interpreters: walk.string_map(t, p, "interpreters"),
+                roots: walk.strings(t, p, "roots"),
+                max_concurrent: walk.unsigned(t, p, "max_concurrent", "a whole number"),
+                max_concurrent_per_user: walk.unsigned(
+                    t,
+                    p,
+                    "max_concurrent_per_user",
+                    "a whole number",
+                ),
+                timeout_sec: walk.unsigned(t, p, "timeout_sec", "a whole number of seconds"),
+                max_output_kb: walk.unsigned(t, p, "max_output_kb", "a whole number of KiB"),
+                max_arguments_kb: walk.unsigned(t, p, "max_arguments_kb", "a whole number of KiB"),
+            }
+        });
+        let oauth = self.section(root, "oauth", |walk, t, p| {
+            walk.unknown_keys(t, p, RawOAuth::KEYS);
+            let client_metadata_url = walk.string(t, p, "client_metadata_url");
+            if let Some(url) = &client_metadata_url {
+                let host = url.strip_prefix("https://").unwrap_or("");
+                if host.is_empty() || host.starts_with('/') {
+                    walk.report(
+                        key_path(p, "client_metadata_url"),
+                        Problem::InvalidValue {
+                            expected: format!("an https:// URL, not \"{url}\""),
+                        },
+                    );
+                }
+            }
+            RawOAuth {
+                token_store: walk.known(t, p, "token_store"),
+                client_metadata_url,
+            }
+        });
+        Some(RawConfig {
+            skill_scripts,
+            sandbox,
+            oauth,
+            schema_version,
+            mcp_servers,
+            model,
+            models,
+            agents,
+            permissions,
+            authorization,
+            audit,
+            hooks,
+            discovery,
+            experimental,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::walk::nearest_ignoring_case;
+    use super::*;
+
+    #[test]
+    fn nearest_finds_typos_and_ignores_noise() {
+        let keys = RawServer::KEYS;
+        assert_eq!(nearest("comand", keys), Some("command"));
+        assert_eq!(nearest("tool_timeout", keys), Some("tool_timeout_sec"));
+        assert_eq!(nearest("header", keys), Some("headers"));
+        assert_eq!(nearest("zzzzzz", keys), None);
+        let events = RawHooks::KEYS;
+        assert_eq!(
+            nearest_ignoring_case("pretooluse", events),
+            Some("PreToolUse")
+        );
+        assert_eq!(
+            nearest_ignoring_case("PreToolCall", events),
+            Some("PreToolUse")
+        );
+        assert_eq!(
+            nearest_ignoring_case("OnSessionStart", events),
+            Some("SessionStart")
+        );
+        assert_eq!(nearest_ignoring_case("Bogus", events), None);
+    }
+
+    #[test]
+    fn key_paths_quote_odd_keys() {
+        assert_eq!(key_path("mcp_servers", "gh"), "mcp_servers.gh");
+        assert_eq!(key_path("a", "x.y"), "a.\"x.y\"");
+        assert_eq!(key_path("", "top"), "top");
+    }
+
+    /// The walk's key lists and the generated schema describe the same keys.
+    #[test]
+    fn key_lists_match_the_schema() {
+        let schema = serde_json::to_value(schemars::schema_for!(RawConfig)).unwrap();
+        let props = |value: &serde_json::Value| -> Vec<String> {
+            let mut keys: Vec<String> = value["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            keys.sort();
+            keys
+        };
+        let sorted = |keys: &[&str]| -> Vec<String> {
+            let mut keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+            keys.sort();
+            keys
+        };
+        let defs = &schema["$defs"];
+        assert_eq!(props(&schema), sorted(RawConfig::KEYS));
+        assert_eq!(props(&defs["RawServer"]), sorted(RawServer::KEYS));
+        assert_eq!(props(&defs["RawToolFilter"]), sorted(RawToolFilter::KEYS));
+        assert_eq!(props(&defs["RawPolicy"]), sorted(RawPolicy::KEYS));
+        assert_eq!(props(&defs["RawToolPolicy"]), sorted(RawToolPolicy::KEYS));
+        assert_eq!(props(&defs["RawModel"]), sorted(RawModel::KEYS));
+        assert_eq!(props(&defs["RawAgent"]), sorted(RawAgent::KEYS));
+        assert_eq!(props(&defs["RawPermissions"]), sorted(RawPermissions::KEYS));
+        assert_eq!(
+            props(&defs["RawAuthorization"]),
+            sorted(RawAuthorization::KEYS)
+        );
+        assert_eq!(
+            props(&defs["RawAuthorizationRule"]),
+            sorted(RawAuthorizationRule::KEYS)
+        );
+        assert_eq!(props(&defs["RawAudit"]), sorted(RawAudit::KEYS));
+        assert_eq!(props(&defs["RawDiscovery"]), sorted(RawDiscovery::KEYS));
+        assert_eq!(
+            props(&defs["RawExperimental"]),
+            sorted(RawExperimental::KEYS)
+        );
+        assert_eq!(props(&defs["RawHooks"]), sorted(RawHooks::KEYS));
+        assert_eq!(props(&defs["RawHook"]), sorted(RawHook::KEYS));
+        assert_eq!(props(&defs["RawOAuth"]), sorted(RawOAuth::KEYS));
+    }
+}

@@ -1,0 +1,97 @@
+//! `[models.NAME]` and `[agents.NAME]` as written, and their walk.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use toml::Table;
+
+use super::walk::Walk;
+use crate::model::{DeferMode, ModelProvider};
+
+/// One `[models.NAME]` entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// The wire protocol: `openai` (Chat Completions and compatible servers), `openai-responses` or `anthropic`. Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ModelProvider>,
+    /// The provider's model id, e.g. `gpt-5.1`, `claude-sonnet-4-5`, `qwen3:8b`. Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The API base URL, e.g. `http://127.0.0.1:11434/v1` for Ollama (default: the provider's public endpoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key (default: OPENAI_API_KEY or ANTHROPIC_API_KEY; none for a local `base_url`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The context window in tokens (at least 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub context_window: Option<u64>,
+    /// How deferred tools reach the model: `normal` (default), `reference`, `tool-search` (both Anthropic/Responses only) or `system-tools`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub defer_mode: Option<DeferMode>,
+    /// Allow a plain `http://` base_url to a host that is not this machine (a LAN server you trust): the API key and every prompt then cross the network unencrypted. Default false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_plain_http: Option<bool>,
+}
+
+impl RawModel {
+    pub const KEYS: &'static [&'static str] = &[
+        "provider",
+        "id",
+        "base_url",
+        "api_key_env",
+        "context_window",
+        "defer_mode",
+        "allow_plain_http",
+    ];
+}
+
+/// One `[agents.NAME]` profile.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgent {
+    /// The model: the name of a `[models.NAME]` table (default: the top-level `model`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Instructions added to the system prompt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Skills to load by name; one that does not exist fails the start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<String>>,
+    /// Only these servers are loaded; `[]` loads none; leaving the key out loads all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp_servers: Option<Vec<String>>,
+}
+
+impl RawAgent {
+    pub const KEYS: &'static [&'static str] = &["model", "instructions", "skills", "mcp_servers"];
+}
+
+impl<'a> Walk<'a> {
+    /// One `[models.NAME]` entry; problems are reported, wrongly typed keys left out.
+    pub fn model(&mut self, t: &Table, p: &str) -> RawModel {
+        self.unknown_keys(t, p, RawModel::KEYS);
+        RawModel {
+            provider: self.known(t, p, "provider"),
+            id: self.string(t, p, "id"),
+            base_url: self.string(t, p, "base_url"),
+            api_key_env: self.string(t, p, "api_key_env"),
+            context_window: self.unsigned(t, p, "context_window", "a whole number of tokens"),
+            defer_mode: self.known(t, p, "defer_mode"),
+            allow_plain_http: self.boolean(t, p, "allow_plain_http"),
+        }
+    }
+
+    /// One `[agents.NAME]` profile; problems are reported, wrongly typed keys left out.
+    pub fn agent(&mut self, t: &Table, p: &str) -> RawAgent {
+        self.unknown_keys(t, p, RawAgent::KEYS);
+        RawAgent {
+            model: self.string(t, p, "model"),
+            instructions: self.string(t, p, "instructions"),
+            skills: self.strings(t, p, "skills"),
+            mcp_servers: self.strings(t, p, "mcp_servers"),
+        }
+    }
+}

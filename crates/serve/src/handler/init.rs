@@ -1,0 +1,60 @@
+//! What a client learns at initialization: the capabilities, identity and instructions the gateway announces, and the listeners for upstream changes it registers.
+
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::{NotificationContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::json;
+
+use super::GatewayHandler;
+use crate::Exposure;
+use crate::changes::Listener;
+
+impl GatewayHandler {
+    /// The `initialize` answer: capabilities (completions, logging and resource subscriptions only in passthrough), identity and the fronted server's instructions.
+    pub(super) fn handle_get_info(&self) -> ServerConfig {
+        let mut capabilities = json!({
+            "tools": {"listChanged": true},
+            "resources": {"listChanged": true},
+            "prompts": {"listChanged": true},
+        });
+        // One fronted server: its completions, log level and resource subscriptions are relayed.
+        if self.gateway.exposure == Exposure::Passthrough {
+            capabilities["completions"] = json!({});
+            capabilities["logging"] = json!({});
+            capabilities["resources"]["subscribe"] = json!(true);
+        }
+        let capabilities: ServerCapabilities =
+            serde_json::from_value(capabilities).unwrap_or_default();
+        let mut config = ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("warden", env!("CARGO_PKG_VERSION")));
+        if let (Exposure::Passthrough, Some(upstream)) =
+            (self.gateway.exposure, self.gateway.upstream())
+            && let Ok(status) = self.gateway.host.servers().server_status(upstream)
+            && let Some(instructions) = status.instructions
+        {
+            config = config.with_instructions(instructions);
+        }
+        config
+    }
+
+    /// `notifications/initialized`: the session starts hearing upstream changes, and the gateway prepares its catalogue.
+    pub(super) async fn handle_on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.gateway
+            .changes
+            .add(Listener::Session(context.peer.clone()));
+        let gateway = self.gateway.clone();
+        tokio::spawn(async move { gateway.prepare().await });
+    }
+
+    /// `subscriptions/listen` (2026-07-28): a change stream held open until the client cancels it.
+    pub(super) async fn handle_listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let id = self
+            .gateway
+            .changes
+            .add(Listener::Stream(context.sink().clone()));
+        self.gateway.prepare().await;
+        context.cancelled().await;
+        self.gateway.changes.remove(id);
+        Ok(())
+    }
+}
