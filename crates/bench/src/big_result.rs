@@ -15,11 +15,11 @@ use crate::report::{Row, Target};
 use crate::stats::median_f64;
 
 /// The fixture's default result size.
-pub const RESULT_BYTES: u64 = 20 * 1024 * 1024;
+pub(crate) const RESULT_BYTES: u64 = 20 * 1024 * 1024;
 
 /// What one child measured.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct BigResultRun {
+pub(crate) struct BigResultRun {
     pub seconds: f64,
     /// `VmRSS` just before the call.
     pub rss_before: u64,
@@ -32,7 +32,7 @@ pub struct BigResultRun {
 
 /// Where the child sends the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Path {
+pub(crate) enum Path {
     /// Through the gate (`Host::call`): the figure of the row.
     Gate,
     /// To the MCP runtime only (no gate, no result conversion): for the breakdown.
@@ -40,7 +40,7 @@ pub enum Path {
 }
 
 /// The child's side: one session, one call, one JSON line on stdout.
-pub async fn child(env: &BenchEnv, path: Path) -> anyhow::Result<()> {
+pub(crate) async fn child(env: &BenchEnv, path: Path) -> anyhow::Result<()> {
     let session = BenchSession::open_allowing(
         vec![env.fixture_spec("big", "big-result", &[])],
         &["mcp__big__*"],
@@ -161,7 +161,7 @@ fn run_child(kind: &str) -> anyhow::Result<BigResultRun> {
 }
 
 /// The parent's side: `repeats` children, medians.
-pub fn run(repeats: usize) -> anyhow::Result<Vec<Row>> {
+pub(crate) fn run(repeats: usize) -> anyhow::Result<Vec<Row>> {
     let runtime_only = run_child("big-result-runtime")?;
     let mut runs = Vec::new();
     for _ in 0..repeats.max(1) {

@@ -73,7 +73,7 @@ impl CodeModeHost for NoTools {
 
 /// Iteration counts.
 #[derive(Debug, Clone, Copy)]
-pub struct CodeModeCounts {
+pub(crate) struct CodeModeCounts {
     /// Tool calls in the one execution (at most the per-execution budget, 1,000).
     pub calls: usize,
     /// Executions of the calls benchmark (the median is reported).
@@ -82,7 +82,7 @@ pub struct CodeModeCounts {
     pub cold_starts: usize,
 }
 
-pub async fn run(env: &BenchEnv, counts: CodeModeCounts) -> anyhow::Result<Vec<Row>> {
+pub(crate) async fn run(env: &BenchEnv, counts: CodeModeCounts) -> anyhow::Result<Vec<Row>> {
     let session = BenchSession::open(vec![env.fixture_spec(SERVER, "echo", &[])])?;
     session.connect(SERVER).await?;
     let host = session.host.clone();

@@ -63,7 +63,7 @@ fn manifest_row(key: &str, label: &str, servers: &[DeferredServer]) -> Row {
 }
 
 /// Runs the discovery figures; `search_repeats` is how often each query is timed.
-pub fn run(env: &BenchEnv, search_repeats: usize) -> anyhow::Result<Vec<Row>> {
+pub(crate) fn run(env: &BenchEnv, search_repeats: usize) -> anyhow::Result<Vec<Row>> {
     let corpora = Corpora::load(&env.corpora_dir).context("loading the tool corpora")?;
     let filesystem = warden_discovery::load_single_server(
         &env.corpora_dir.join("npm-servers/filesystem.json"),

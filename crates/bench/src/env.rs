@@ -14,7 +14,7 @@ use warden_policy::{PermissionMode, ToolGlob};
 
 /// Binaries, folders and optional peers of one run.
 #[derive(Debug, Clone)]
-pub struct BenchEnv {
+pub(crate) struct BenchEnv {
     /// Folder with `warden` and `warden-fixture` (the bench binary's own folder by default).
     pub bin_dir: PathBuf,
     pub workspace_root: PathBuf,
@@ -25,7 +25,7 @@ pub struct BenchEnv {
 }
 
 impl BenchEnv {
-    pub fn discover() -> anyhow::Result<Self> {
+    pub(crate) fn discover() -> anyhow::Result<Self> {
         let bin_dir = match std::env::var_os("WARDEN_BENCH_BIN_DIR") {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir),
             _ => std::env::current_exe()
@@ -54,31 +54,31 @@ impl BenchEnv {
         Ok(env)
     }
 
-    pub fn binary(&self, name: &str) -> PathBuf {
+    pub(crate) fn binary(&self, name: &str) -> PathBuf {
         self.bin_dir.join(name)
     }
 
-    pub fn fixture(&self) -> PathBuf {
+    pub(crate) fn fixture(&self) -> PathBuf {
         self.binary("warden-fixture")
     }
 
     /// A stdio spec for fixture `kind` with extra arguments.
     /// A bare MCP runtime over `spec`, for the rows that measure the path without the gate.
-    pub fn raw_runtime(&self, spec: ServerSpec) -> warden_mcp::McpRuntime {
+    pub(crate) fn raw_runtime(&self, spec: ServerSpec) -> warden_mcp::McpRuntime {
         warden_mcp::McpRuntime::new(
             vec![spec],
             warden_mcp::RuntimeOptions::new(std::env::temp_dir()),
         )
     }
 
-    pub fn fixture_spec(&self, name: &str, kind: &str, extra: &[String]) -> ServerSpec {
+    pub(crate) fn fixture_spec(&self, name: &str, kind: &str, extra: &[String]) -> ServerSpec {
         let mut args = vec![kind.to_owned()];
         args.extend(extra.iter().cloned());
         ServerSpec::stdio(name, self.fixture().display().to_string()).with_args(args)
     }
 
     /// The TypeScript SDK client script of the baseline row.
-    pub fn ts_client_script(&self) -> PathBuf {
+    pub(crate) fn ts_client_script(&self) -> PathBuf {
         self.workspace_root
             .join("tests/fixtures/bench/ts-sdk-client.mjs")
     }
@@ -119,19 +119,19 @@ fn typescript_sdk() -> Option<(PathBuf, PathBuf)> {
 
 /// A session host over `servers` (ad-hoc, trusted) in a throwaway WARDEN_HOME, with the `auto`
 /// permission mode, so every admitted call runs without asking. Audit is on, as in a session.
-pub struct BenchSession {
+pub(crate) struct BenchSession {
     pub host: std::sync::Arc<Host>,
     _home: tempfile::TempDir,
 }
 
 impl BenchSession {
-    pub fn open(servers: Vec<ServerSpec>) -> anyhow::Result<Self> {
+    pub(crate) fn open(servers: Vec<ServerSpec>) -> anyhow::Result<Self> {
         Self::open_allowing(servers, &[])
     }
 
     /// [`BenchSession::open`] with an allow list (glob patterns over public names) for tools
     /// the `auto` mode would otherwise ask about.
-    pub fn open_allowing(servers: Vec<ServerSpec>, allow: &[&str]) -> anyhow::Result<Self> {
+    pub(crate) fn open_allowing(servers: Vec<ServerSpec>, allow: &[&str]) -> anyhow::Result<Self> {
         let home = tempfile::tempdir().context("creating a temporary WARDEN_HOME")?;
         let paths = Paths::under_root(home.path());
         let mut options = HostOptions::new(paths, home.path().to_path_buf());
@@ -149,7 +149,7 @@ impl BenchSession {
     }
 
     /// Connects `server` and records its tools; fails when it lists none.
-    pub async fn connect(&self, server: &str) -> anyhow::Result<()> {
+    pub(crate) async fn connect(&self, server: &str) -> anyhow::Result<()> {
         let tools = self
             .host
             .server_tools(server)
@@ -163,13 +163,13 @@ impl BenchSession {
 }
 
 /// A raw rmcp client (no warden code at all) over a child's stdio.
-pub struct RawClient {
+pub(crate) struct RawClient {
     pub service: RunningService<RoleClient, ()>,
     _child: tokio::process::Child,
 }
 
 impl RawClient {
-    pub async fn start(program: &Path, args: &[String]) -> anyhow::Result<Self> {
+    pub(crate) async fn start(program: &Path, args: &[String]) -> anyhow::Result<Self> {
         let mut child = tokio::process::Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
@@ -189,7 +189,7 @@ impl RawClient {
 }
 
 /// `VmRSS` and `VmHWM` of a process (`self` or a pid), in bytes.
-pub fn memory_of(pid: &str) -> Option<(u64, u64)> {
+pub(crate) fn memory_of(pid: &str) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| -> Option<u64> {
         let line = status.lines().find(|line| line.starts_with(name))?;
@@ -206,7 +206,7 @@ pub fn memory_of(pid: &str) -> Option<(u64, u64)> {
 }
 
 /// The machine this run measured: cores, CPU model, memory, rustc.
-pub fn machine() -> Vec<(String, String)> {
+pub(crate) fn machine() -> Vec<(String, String)> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()

@@ -16,12 +16,12 @@ use crate::report::{Row, Target};
 use crate::stats::Series;
 
 /// The fixture's name in the session; its echo tool's public name.
-pub const SERVER: &str = "fx";
-pub const ECHO: &str = "mcp__fx__echo";
+pub(crate) const SERVER: &str = "fx";
+pub(crate) const ECHO: &str = "mcp__fx__echo";
 
 /// Iteration counts.
 #[derive(Debug, Clone, Copy)]
-pub struct GateCallCounts {
+pub(crate) struct GateCallCounts {
     /// Sequential calls per client (split over `rounds`).
     pub sequential: usize,
     /// Calls in the concurrent series, spread over `callers`.
@@ -67,7 +67,10 @@ impl Breakdown {
 }
 
 /// One call through the gate; fails unless it was allowed and echoed.
-pub async fn gate_call(host: &Host, source: CallSource) -> anyhow::Result<(Duration, Duration)> {
+pub(crate) async fn gate_call(
+    host: &Host,
+    source: CallSource,
+) -> anyhow::Result<(Duration, Duration)> {
     let outcome = host
         .call(source, ECHO, echo_arguments(), CancellationToken::new())
         .await;
@@ -239,7 +242,7 @@ fn typescript_series(env: &BenchEnv, calls: usize, warmup: usize) -> anyhow::Res
 }
 
 /// Runs the series and returns the rows.
-pub async fn run(env: &BenchEnv, counts: GateCallCounts) -> anyhow::Result<Vec<Row>> {
+pub(crate) async fn run(env: &BenchEnv, counts: GateCallCounts) -> anyhow::Result<Vec<Row>> {
     let session = BenchSession::open(vec![env.fixture_spec(SERVER, "echo", &[])])?;
     session.connect(SERVER).await?;
     let raw = Arc::new(RawClient::start(&env.fixture(), &["echo".to_owned()]).await?);

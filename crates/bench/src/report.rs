@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 /// What a row must reach to be met.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Target {
+pub(crate) enum Target {
     /// `value / baseline` at least this.
     RatioAtLeast(f64),
     /// `value / baseline` at most this.
@@ -53,7 +53,7 @@ fn trim(value: f64) -> String {
 
 /// One figure of the report.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(crate) struct Row {
     /// The JSON key.
     pub key: String,
     /// What was measured, for the table.
@@ -71,7 +71,7 @@ pub struct Row {
 
 impl Row {
     /// A measured row.
-    pub fn measured(key: &str, what: &str, unit: &str, value: f64, target: Target) -> Self {
+    pub(crate) fn measured(key: &str, what: &str, unit: &str, value: f64, target: Target) -> Self {
         Self {
             key: key.to_owned(),
             what: what.to_owned(),
@@ -85,7 +85,13 @@ impl Row {
     }
 
     /// A row that could not be measured, with the reason; never met.
-    pub fn not_measured(key: &str, what: &str, unit: &str, target: Target, why: &str) -> Self {
+    pub(crate) fn not_measured(
+        key: &str,
+        what: &str,
+        unit: &str,
+        target: Target,
+        why: &str,
+    ) -> Self {
         Self {
             key: key.to_owned(),
             what: what.to_owned(),
@@ -98,18 +104,18 @@ impl Row {
         }
     }
 
-    pub fn against(mut self, baseline_what: &str, baseline: f64) -> Self {
+    pub(crate) fn against(mut self, baseline_what: &str, baseline: f64) -> Self {
         self.baseline_what = baseline_what.to_owned();
         self.baseline = Some(baseline);
         self
     }
 
-    pub fn with_note(mut self, note: impl Into<String>) -> Self {
+    pub(crate) fn with_note(mut self, note: impl Into<String>) -> Self {
         self.note = note.into();
         self
     }
 
-    pub fn ratio(&self) -> Option<f64> {
+    pub(crate) fn ratio(&self) -> Option<f64> {
         match (self.value, self.baseline) {
             (Some(value), Some(baseline)) if baseline != 0.0 => {
                 Some(value / baseline).filter(|r| r.is_finite())
@@ -120,7 +126,7 @@ impl Row {
 
     /// `Some(true/false)` for a measured row with a target; `Some(false)` when not measured;
     /// `None` for report-only rows.
-    pub fn met(&self) -> Option<bool> {
+    pub(crate) fn met(&self) -> Option<bool> {
         match self.value {
             Some(value) => self.target.met(value, self.ratio()),
             None if self.target == Target::Report => None,
@@ -166,19 +172,19 @@ fn show(value: Option<f64>) -> String {
 
 /// Every row of one run, in order, plus the machine it ran on.
 #[derive(Debug, Default)]
-pub struct Report {
+pub(crate) struct Report {
     pub rows: Vec<Row>,
     pub machine: Vec<(String, String)>,
     pub mode: String,
 }
 
 impl Report {
-    pub fn extend(&mut self, rows: impl IntoIterator<Item = Row>) {
+    pub(crate) fn extend(&mut self, rows: impl IntoIterator<Item = Row>) {
         self.rows.extend(rows);
     }
 
     /// The `--json` object: one key per row, then `_machine`.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let mut object = Map::new();
         for row in &self.rows {
             object.insert(row.key.clone(), row.json());
@@ -196,7 +202,7 @@ impl Report {
     }
 
     /// The printed table (Markdown, so it pastes into docs/BENCHMARKS.md as is).
-    pub fn table(&self) -> String {
+    pub(crate) fn table(&self) -> String {
         let mut out = String::from(
             "| row | what | value | baseline | ratio | target | met | notes |\n|---|---|---|---|---|---|---|---|\n",
         );

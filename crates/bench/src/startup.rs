@@ -19,7 +19,7 @@ use crate::stats::{median, median_f64};
 /// How long a start may take before the run is declared broken.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Servers configured in the "20 servers" cases.
-pub const SERVERS: usize = 20;
+pub(crate) const SERVERS: usize = 20;
 /// Start-up delay of the slowest slow-start fixture; the others are spread below it.
 const SLOWEST_DELAY_MS: u64 = 500;
 
@@ -142,11 +142,11 @@ async fn measure_ready(
 
 /// Iteration counts.
 #[derive(Debug, Clone, Copy)]
-pub struct StartupCounts {
+pub(crate) struct StartupCounts {
     pub repeats: usize,
 }
 
-pub async fn run(env: &BenchEnv, counts: StartupCounts) -> anyhow::Result<Vec<Row>> {
+pub(crate) async fn run(env: &BenchEnv, counts: StartupCounts) -> anyhow::Result<Vec<Row>> {
     let mock = MockModel::start()
         .await
         .context("starting the mock model")?;

@@ -4,20 +4,20 @@ use std::time::Duration;
 
 /// Latencies of one measured series and the wall time it took.
 #[derive(Debug, Clone, Default)]
-pub struct Series {
+pub(crate) struct Series {
     pub latencies: Vec<Duration>,
     pub wall: Duration,
 }
 
 impl Series {
     /// Adds another series measured the same way (rounds of one benchmark).
-    pub fn merge(&mut self, other: Series) {
+    pub(crate) fn merge(&mut self, other: Series) {
         self.latencies.extend(other.latencies);
         self.wall += other.wall;
     }
 
     /// Calls per second over the wall time.
-    pub fn per_second(&self) -> f64 {
+    pub(crate) fn per_second(&self) -> f64 {
         let seconds = self.wall.as_secs_f64();
         if seconds > 0.0 {
             self.latencies.len() as f64 / seconds
@@ -27,13 +27,13 @@ impl Series {
     }
 
     /// The `p`-th percentile (0–100) in microseconds.
-    pub fn percentile_us(&self, p: f64) -> f64 {
+    pub(crate) fn percentile_us(&self, p: f64) -> f64 {
         percentile(&self.latencies, p).as_secs_f64() * 1e6
     }
 }
 
 /// The `p`-th percentile (nearest rank) of `samples`; zero when empty.
-pub fn percentile(samples: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(samples: &[Duration], p: f64) -> Duration {
     if samples.is_empty() {
         return Duration::ZERO;
     }
@@ -44,12 +44,12 @@ pub fn percentile(samples: &[Duration], p: f64) -> Duration {
 }
 
 /// The median of `samples`.
-pub fn median(samples: &[Duration]) -> Duration {
+pub(crate) fn median(samples: &[Duration]) -> Duration {
     percentile(samples, 50.0)
 }
 
 /// The median of plain numbers; zero when empty.
-pub fn median_f64(samples: &[f64]) -> f64 {
+pub(crate) fn median_f64(samples: &[f64]) -> f64 {
     if samples.is_empty() {
         return 0.0;
     }

@@ -27,7 +27,7 @@ const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Iteration counts.
 #[derive(Debug, Clone, Copy)]
-pub struct SurfaceCounts {
+pub(crate) struct SurfaceCounts {
     /// One-shot `warden tool` runs.
     pub tool_cli: usize,
     /// Calls through `warden serve --http` (and directly), spread over `callers`.
@@ -39,7 +39,7 @@ const TOOL_CLI_KEY: &str = "tool_cli_bridge_p50_ms";
 const TOOL_CLI_WHAT: &str = "`warden tool S T '{…}'` one-shot through a session's bridge, wall p50";
 const SERVE_KEY: &str = "serve_http_16_concurrent";
 
-pub async fn run(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Vec<Row>> {
+pub(crate) async fn run(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Vec<Row>> {
     let tool_cli = match tool_cli(env, counts.tool_cli).await {
         Ok(row) => row,
         Err(error) => Row::not_measured(

@@ -9,14 +9,15 @@ use crate::server::BridgeError;
 use warden_net::random_hex;
 
 /// The socket's file name inside its private directory.
-pub const SOCKET_NAME: &str = "bridge.sock";
+pub(crate) const SOCKET_NAME: &str = "bridge.sock";
 
 /// The longest socket path the platform's `sockaddr_un` holds (without its final NUL).
-pub const MAX_SOCKET_PATH_BYTES: usize = if cfg!(any(target_os = "linux", target_os = "android")) {
-    107
-} else {
-    103
-};
+pub(crate) const MAX_SOCKET_PATH_BYTES: usize =
+    if cfg!(any(target_os = "linux", target_os = "android")) {
+        107
+    } else {
+        103
+    };
 
 /// The private directory's name before its random part (distinctive: it may sit in `/tmp`).
 const DIR_PREFIX: &str = "warden-bridge-";

@@ -16,19 +16,19 @@ use crate::Globals;
 use warden_session::{AgentSession, SessionError, SessionRequest, UsageError, ad_hoc_servers};
 
 /// warden's folders, from `WARDEN_HOME`, the XDG variables or the defaults.
-pub fn paths() -> anyhow::Result<Paths> {
+pub(crate) fn paths() -> anyhow::Result<Paths> {
     Paths::from_env().context("finding warden's folders (set HOME or WARDEN_HOME)")
 }
 
 /// The workspace: the current directory.
-pub fn workspace() -> anyhow::Result<PathBuf> {
+pub(crate) fn workspace() -> anyhow::Result<PathBuf> {
     std::env::current_dir().context("reading the current directory")
 }
 
 /// Every scope the command line selects, validated, with the global flags that stand for a
 /// config key folded in (`--mcp-skills-extension` is `[experimental] skills_extension = true`),
 /// so every surface that reads the config sees them.
-pub fn load_config(globals: &Globals) -> anyhow::Result<(Paths, PathBuf, LoadedConfig)> {
+pub(crate) fn load_config(globals: &Globals) -> anyhow::Result<(Paths, PathBuf, LoadedConfig)> {
     let paths = paths()?;
     let workspace = workspace()?;
     let mut config = warden_config::load(&LoadRequest {
@@ -41,7 +41,7 @@ pub fn load_config(globals: &Globals) -> anyhow::Result<(Paths, PathBuf, LoadedC
 }
 
 /// Folds the global flags that override config keys into the loaded config.
-pub fn apply_global_flags(globals: &Globals, config: &mut LoadedConfig) {
+pub(crate) fn apply_global_flags(globals: &Globals, config: &mut LoadedConfig) {
     if globals.mcp_skills_extension {
         config.experimental.skills_extension = true;
     }
@@ -52,7 +52,7 @@ pub fn apply_global_flags(globals: &Globals, config: &mut LoadedConfig) {
 /// flags, the operator's hooks, and the SEP-2640 skills extension as the config (and
 /// `--mcp-skills-extension`, folded in by [`load_config`]) says. The surface then adds its own
 /// tools, approver and handlers.
-pub fn host_options(
+pub(crate) fn host_options(
     paths: Paths,
     workspace: PathBuf,
     config: &LoadedConfig,
@@ -66,7 +66,7 @@ pub fn host_options(
 }
 
 /// What `warden run` and `warden chat` ask of their agent session on the command line.
-pub struct AgentFlags<'a> {
+pub(crate) struct AgentFlags<'a> {
     pub model: Option<&'a str>,
     pub agent: Option<&'a str>,
     /// `--mcp CMD|URL` (or `NAME=CMD|URL`) ad-hoc servers.
@@ -81,7 +81,7 @@ pub struct AgentFlags<'a> {
 /// Opens the agent session of `warden run` or `warden chat`: the config with the global flags,
 /// the policy flags (checked first: a typo in a flag is the first thing to say), the ad-hoc
 /// servers, and the frontend's approver and elicitation handler (`None`: headless).
-pub fn open_agent_session(
+pub(crate) fn open_agent_session(
     globals: &Globals,
     flags: AgentFlags<'_>,
     approver: Option<Arc<dyn Approver>>,
@@ -104,7 +104,7 @@ pub fn open_agent_session(
 }
 
 /// Whether `error` is a usage or configuration problem (exit code 2) rather than a failure.
-pub fn is_usage_error(error: &anyhow::Error) -> bool {
+pub(crate) fn is_usage_error(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
         cause.is::<UsageError>()
             || cause.is::<warden_config::ConfigError>()
@@ -115,7 +115,7 @@ pub fn is_usage_error(error: &anyhow::Error) -> bool {
 }
 
 /// A multi-threaded tokio runtime for one command.
-pub fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn async_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -146,7 +146,7 @@ fn permission_mode_parser() -> impl clap::builder::TypedValueParser<Value = Perm
 
 /// `--permission-mode`, `--allowed-tools`, `--disallowed-tools`: the operator's policy flags.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct PolicyFlags {
+pub(crate) struct PolicyFlags {
     /// The permission mode for this run.
     #[arg(long, value_name = "MODE", value_parser = permission_mode_parser())]
     pub permission_mode: Option<PermissionMode>,
@@ -162,7 +162,7 @@ pub struct PolicyFlags {
 impl PolicyFlags {
     /// The session's policy: the config's settings with these flags applied (the command line
     /// is the operator's: its mode wins, its patterns are added).
-    pub fn policy(&self, settings: &PolicySettings) -> anyhow::Result<GatePolicy> {
+    pub(crate) fn policy(&self, settings: &PolicySettings) -> anyhow::Result<GatePolicy> {
         let mut policy = gate_policy(settings);
         if let Some(mode) = self.permission_mode {
             policy.permissions.mode = mode;
@@ -186,14 +186,14 @@ impl PolicyFlags {
 /// A comma-separated list of tool patterns from the command line: each one is read by the same
 /// grammar as `[permissions] allow`/`deny` and refused with the same words (a typo in a deny flag
 /// must not quietly match nothing); blanks around a pattern and empty items are ignored.
-pub fn flag_patterns(flag: &str, text: &str) -> anyhow::Result<Vec<ToolGlob>> {
+pub(crate) fn flag_patterns(flag: &str, text: &str) -> anyhow::Result<Vec<ToolGlob>> {
     ToolGlob::parse_list(text)
         .map_err(|error| UsageError(format!("{flag} {text}: expected {error}")).into())
 }
 
 /// Opens a session host over the loaded config with these policy flags. When standard input
 /// and standard error are a terminal, approvals are asked there; otherwise nobody is asked.
-pub fn open_host(
+pub(crate) fn open_host(
     paths: Paths,
     workspace: PathBuf,
     config: &LoadedConfig,
@@ -247,7 +247,7 @@ impl Approver for TerminalApprover {
 /// the same way for each — the running call is cancelled (the server told so), recorded, and the
 /// servers' process groups are stopped. Listening starts when this is called, so call it before
 /// anything slow.
-pub fn stop_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+pub(crate) fn stop_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
     let terminate = signal(SignalKind::terminate());
     let hangup = signal(SignalKind::hangup());
@@ -271,7 +271,7 @@ pub fn stop_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
 
 /// A token cancelled at the first stop signal (see [`stop_signal`]); the watcher task ends with
 /// the runtime.
-pub fn cancel_on_stop_signal() -> tokio_util::sync::CancellationToken {
+pub(crate) fn cancel_on_stop_signal() -> tokio_util::sync::CancellationToken {
     let cancel = tokio_util::sync::CancellationToken::new();
     let stop = stop_signal();
     let token = cancel.clone();
@@ -284,7 +284,7 @@ pub fn cancel_on_stop_signal() -> tokio_util::sync::CancellationToken {
 
 /// An error and its causes on one line, each cause said once: many errors already include their
 /// source in their own message (`cannot read X: Is a directory`), which `{:#}` would repeat.
-pub fn error_line(error: &anyhow::Error) -> String {
+pub(crate) fn error_line(error: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in error.chain() {
         let text = cause.to_string();

@@ -58,7 +58,7 @@ pub(super) enum Admission {
 }
 
 impl Budget {
-    pub fn new(limits: CodeModeLimits) -> Self {
+    pub(crate) fn new(limits: CodeModeLimits) -> Self {
         Self {
             limits,
             calls: 0,
@@ -70,7 +70,7 @@ impl Budget {
 
     /// Refuses the call when a budget is spent, queues it when its server is busy, or hands it
     /// back to be started now.
-    pub fn admit(&mut self, request: CallRequest) -> Admission {
+    pub(crate) fn admit(&mut self, request: CallRequest) -> Admission {
         if self.calls >= self.limits.max_calls {
             return Admission::Refused((
                 request.id,
@@ -103,7 +103,11 @@ impl Budget {
     }
 
     /// Accounts for a finished call; a result that overflows the byte budget is withheld.
-    pub fn settle(&mut self, server: &str, result: Result<Value, String>) -> Result<Value, String> {
+    pub(crate) fn settle(
+        &mut self,
+        server: &str,
+        result: Result<Value, String>,
+    ) -> Result<Value, String> {
         if let Some(running) = self.in_flight.get_mut(server) {
             *running = running.saturating_sub(1);
         }
@@ -121,14 +125,14 @@ impl Budget {
     }
 
     /// The next waiting call for `server`, now started.
-    pub fn next_queued(&mut self, server: &str) -> Option<CallRequest> {
+    pub(crate) fn next_queued(&mut self, server: &str) -> Option<CallRequest> {
         let next = self.queued.get_mut(server)?.pop_front()?;
         *self.in_flight.entry(server.to_string()).or_default() += 1;
         Some(next)
     }
 
     /// Forgets the waiting calls (the execution is stopping).
-    pub fn drop_queued(&mut self) {
+    pub(crate) fn drop_queued(&mut self) {
         self.queued.clear();
     }
 }
@@ -190,7 +194,7 @@ pub(super) struct InlineCalls<'h> {
 }
 
 impl<'h> InlineCalls<'h> {
-    pub fn new(
+    pub(crate) fn new(
         host: &'h dyn CodeModeHost,
         runtime: tokio::runtime::Handle,
         limits: CodeModeLimits,
@@ -209,7 +213,7 @@ impl<'h> InlineCalls<'h> {
 
     /// Calls made and result bytes delivered; drops what is still running (inside the runtime,
     /// whose resources those futures may hold).
-    pub fn finish(self) -> (u32, usize) {
+    pub(crate) fn finish(self) -> (u32, usize) {
         let Self {
             runtime,
             budget,
@@ -276,7 +280,7 @@ pub(super) struct ChannelCalls {
 
 impl ChannelCalls {
     /// The sandbox's end and the caller's end ([`serve_calls`]).
-    pub fn new() -> (
+    pub(crate) fn new() -> (
         Self,
         mpsc::UnboundedReceiver<CallRequest>,
         mpsc::UnboundedSender<Finished>,

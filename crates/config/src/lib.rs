@@ -49,7 +49,7 @@ pub use raw::{
     BridgeTransport, CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization,
     RawAuthorizationRule, RawConfig, RawDiscovery, RawExperimental, RawHook, RawHooks, RawModel,
     RawOAuth, RawPermissions, RawPolicy, RawServer, RawToolFilter, RawToolPolicy,
-    SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, key_path, nearest,
+    SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, nearest,
 };
 pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};
 pub use schema::schema_json;

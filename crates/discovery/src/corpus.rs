@@ -10,10 +10,10 @@ use crate::search::{SearchHit, SearchIndex, SearchWeights, ServerDoc, ToolEntry}
 
 /// Environment variable naming a shared folder whose `corpora/` is read instead of the
 /// repository's copy.
-pub const SHARED_ENV: &str = "WARDEN_SHARED";
+pub(crate) const SHARED_ENV: &str = "WARDEN_SHARED";
 
 /// The corpora's place inside the workspace.
-pub const IN_REPOSITORY: &str = "tests/corpora";
+pub(crate) const IN_REPOSITORY: &str = "tests/corpora";
 
 /// Why a corpus could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -137,7 +137,7 @@ pub fn load_single_server(path: &Path, default_server: &str) -> Result<Corpus, C
 }
 
 /// LiveMCPBench's pool: `{"servers": [{"server", "description", "tools": […]}]}`.
-pub fn load_multi_server(path: &Path, name: &str) -> Result<Corpus, CorpusError> {
+pub(crate) fn load_multi_server(path: &Path, name: &str) -> Result<Corpus, CorpusError> {
     let json = read_json(path)?;
     let mut tools = Vec::new();
     let mut servers = Vec::new();
@@ -173,7 +173,7 @@ pub struct LabelledQuery {
 }
 
 /// Reads a JSON-lines file of labelled queries.
-pub fn load_queries(path: &Path) -> Result<Vec<LabelledQuery>, CorpusError> {
+pub(crate) fn load_queries(path: &Path) -> Result<Vec<LabelledQuery>, CorpusError> {
     let text = std::fs::read_to_string(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             CorpusError::Missing {

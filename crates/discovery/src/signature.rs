@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 /// Deepest nesting of object types spelled out; deeper objects become `object`.
-pub const MAX_TYPE_DEPTH: usize = 3;
+pub(crate) const MAX_TYPE_DEPTH: usize = 3;
 /// Longest property description kept in a signature comment.
 const PROPERTY_COMMENT_CHARS: usize = 100;
 
@@ -160,7 +160,7 @@ fn property_key(name: &str) -> String {
 
 /// The argument type of a tool: its input schema's object type, one commented line per
 /// top-level property. An empty or missing schema gives `{}`.
-pub fn arguments_type(input_schema: &Value) -> String {
+pub(crate) fn arguments_type(input_schema: &Value) -> String {
     match input_schema.as_object() {
         Some(object) if object.contains_key("properties") => object_type(object, 0, true),
         Some(object) if object.contains_key("additionalProperties") => object_type(object, 0, true),
@@ -169,7 +169,7 @@ pub fn arguments_type(input_schema: &Value) -> String {
 }
 
 /// The return type: an output schema's type (structured content), `unknown` without one.
-pub fn return_type(output_schema: Option<&Value>) -> String {
+pub(crate) fn return_type(output_schema: Option<&Value>) -> String {
     output_schema
         .map(|schema| type_of(schema, 0))
         .unwrap_or_else(|| "unknown".to_string())

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 /// or digit (so `_`, `-`, `.`, `/` and spaces all separate), at camelCase humps
 /// (`getUserInfo`, `HTTPServer`), and between letters and digits; CJK characters are single terms.
 /// Stop words are dropped and every term is stemmed with [`stem`].
-pub fn terms(text: &str) -> Vec<String> {
+pub(crate) fn terms(text: &str) -> Vec<String> {
     raw_words(text)
         .into_iter()
         .filter(|word| !is_stop_word(word))
@@ -18,7 +18,7 @@ pub fn terms(text: &str) -> Vec<String> {
 }
 
 /// The words of `text` before stop-word removal and stemming (lower case).
-pub fn raw_words(text: &str) -> Vec<String> {
+pub(crate) fn raw_words(text: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut current = String::new();
     let chars: Vec<char> = text.chars().collect();
@@ -72,13 +72,13 @@ const STOP_WORDS: &[&str] = &[
 ];
 
 /// Whether `word` (lower case) carries no search meaning.
-pub fn is_stop_word(word: &str) -> bool {
+pub(crate) fn is_stop_word(word: &str) -> bool {
     STOP_WORDS.binary_search(&word).is_ok()
 }
 
 /// A light English stemmer: plural and verb endings and a final `e` are removed so that
 /// `issues`/`issue`, `created`/`creates`/`creating`/`create` and `branches`/`branch` meet.
-pub fn stem(word: &str) -> String {
+pub(crate) fn stem(word: &str) -> String {
     if word.len() <= 3 || !word.is_ascii() {
         return word.to_string();
     }
@@ -235,7 +235,7 @@ const QUERY_IMPLICATIONS: &[(&str, &[&str])] = &[
 ];
 
 /// Stemmed terms implied by the raw query word `word` (see `QUERY_IMPLICATIONS`).
-pub fn implied_terms(word: &str) -> Vec<String> {
+pub(crate) fn implied_terms(word: &str) -> Vec<String> {
     QUERY_IMPLICATIONS
         .iter()
         .filter(|(trigger, _)| *trigger == word)
@@ -247,7 +247,7 @@ pub fn implied_terms(word: &str) -> Vec<String> {
 /// name (`main.rs`) or a path (`/root/notes.txt`, `src/lib`) asks about a `file`; a web address
 /// about a `url`. Each implied term appears once. (Only the shape counts: a list of well-known
 /// names such as README would be vocabulary, and vocabulary is chosen by looking at queries.)
-pub fn entity_terms(query: &str) -> Vec<String> {
+pub(crate) fn entity_terms(query: &str) -> Vec<String> {
     let mut implied: Vec<&str> = Vec::new();
     for token in query.split_whitespace() {
         let token = token.trim_matches(|ch: char| {
@@ -304,7 +304,7 @@ fn looks_like_file_name(token: &str) -> bool {
 
 /// Stemmed terms that share a synonym group with the stemmed `term`, excluding `term` itself,
 /// sorted and deduplicated.
-pub fn synonyms(term: &str) -> &'static [String] {
+pub(crate) fn synonyms(term: &str) -> &'static [String] {
     static TABLE: OnceLock<HashMap<String, Vec<String>>> = OnceLock::new();
     let table = TABLE.get_or_init(|| {
         let mut table: HashMap<String, Vec<String>> = HashMap::new();

@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 use crate::search::one_line;
 
 /// Name of warden's own deferred-loading search tool.
-pub const SEARCH_TOOL_NAME: &str = "search_tools";
+pub(crate) const SEARCH_TOOL_NAME: &str = "search_tools";
 /// Longest deferred-server summary kept in the search tool's index.
-pub const SUMMARY_MAX_CHARS: usize = 60;
+pub(crate) const SUMMARY_MAX_CHARS: usize = 60;
 
 /// One tool as a model API receives it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -74,7 +74,7 @@ pub fn tools_array_tokens(tools: &[ManifestTool]) -> usize {
 }
 
 /// The index line of a deferred server: `- name (N tools): summary`.
-pub fn deferred_line(server: &DeferredServer) -> String {
+pub(crate) fn deferred_line(server: &DeferredServer) -> String {
     let summary = one_line(&server.summary, SUMMARY_MAX_CHARS);
     format!(
         "- {} ({} tools): {summary}",
@@ -85,7 +85,7 @@ pub fn deferred_line(server: &DeferredServer) -> String {
 
 /// The search tool, with one index line per deferred server in its description (sorted by
 /// server name, so the bytes are stable).
-pub fn search_tool(deferred: &[DeferredServer]) -> ManifestTool {
+pub(crate) fn search_tool(deferred: &[DeferredServer]) -> ManifestTool {
     let mut lines: Vec<String> = deferred.iter().map(deferred_line).collect();
     lines.sort();
     ManifestTool {

@@ -8,7 +8,7 @@ use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 /// At most this many bytes of stdout or stderr are kept; the rest is read and dropped.
-pub const OUTPUT_CAP: usize = 64 * 1024;
+pub(crate) const OUTPUT_CAP: usize = 64 * 1024;
 
 /// What to run.
 #[derive(Debug, Clone)]

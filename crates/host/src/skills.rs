@@ -169,7 +169,7 @@ pub async fn register_server_skills(
 
 /// Reads one skill file from the server that published it: the text of the content whose URI
 /// is the one asked for (a binary or missing content is refused).
-pub async fn read_skill_bytes(
+pub(crate) async fn read_skill_bytes(
     runtime: &McpRuntime,
     server: &str,
     uri: &str,

@@ -83,12 +83,12 @@ pub const LIST_PROMPTS: &str = "list_mcp_prompts";
 pub const GET_PROMPT: &str = "get_mcp_prompt";
 
 /// `list_mcp_resources {server?}`: rows of server, URI, name and MIME type.
-pub struct ListResources {
+pub(crate) struct ListResources {
     runtime: McpRuntime,
 }
 
 /// `read_mcp_resource {server, uri}`: reads a URI the server advertised.
-pub struct ReadResource {
+pub(crate) struct ReadResource {
     runtime: McpRuntime,
     artifacts: ArtifactStore,
 }
@@ -97,7 +97,7 @@ pub struct ReadResource {
 /// user (a slash command, `warden mcp prompt`, a gateway client), so the model's tool list never
 /// offers it; it exists so that getting a prompt, which reaches a server with arguments, passes
 /// the gate and is audited (source `prompt-get`) like everything else.
-pub struct GetPrompt {
+pub(crate) struct GetPrompt {
     runtime: McpRuntime,
 }
 

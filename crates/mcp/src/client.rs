@@ -135,7 +135,7 @@ pub(crate) struct ClientContext {
 
 impl ClientContext {
     /// Routes progress for `token` to `sender` until the returned guard drops.
-    pub fn route_progress(
+    pub(crate) fn route_progress(
         self: &Arc<Self>,
         token: ProgressToken,
         sender: mpsc::Sender<Progress>,
@@ -150,7 +150,7 @@ impl ClientContext {
         }
     }
 
-    pub fn capabilities(&self) -> ClientCapabilities {
+    pub(crate) fn capabilities(&self) -> ClientCapabilities {
         let mut capabilities = serde_json::json!({ "roots": {} });
         if self.elicitation.is_some() {
             capabilities["elicitation"] = serde_json::json!({ "form": {}, "url": {} });
@@ -165,7 +165,7 @@ impl ClientContext {
         serde_json::from_value(capabilities).unwrap_or_default()
     }
 
-    pub fn roots(&self) -> ListRootsResult {
+    pub(crate) fn roots(&self) -> ListRootsResult {
         let uri = url::Url::from_directory_path(&self.workspace_root)
             .map(|url| url.to_string())
             .unwrap_or_else(|()| format!("file://{}", self.workspace_root.display()));
@@ -180,7 +180,7 @@ impl ClientContext {
 
     /// Answers `sampling/createMessage` through the installed handler; declined (with the
     /// reason) when sampling is not enabled for this server.
-    pub async fn sample(
+    pub(crate) async fn sample(
         &self,
         params: CreateMessageRequestParams,
     ) -> Result<CreateMessageResult, ErrorData> {
@@ -221,7 +221,7 @@ impl ClientContext {
     }
 
     /// Asks the installed handler; without one, declines (fail closed).
-    pub async fn elicit(&self, params: ElicitRequestParams) -> ElicitResult {
+    pub(crate) async fn elicit(&self, params: ElicitRequestParams) -> ElicitResult {
         let Some(handler) = &self.elicitation else {
             return elicit_result("decline", None);
         };

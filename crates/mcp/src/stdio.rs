@@ -45,19 +45,19 @@ impl ChildControl {
     /// Lets the child exit by itself within `grace` (its stdin is already closed, as the MCP
     /// stdio transport prescribes for shutdown), then kills the process group either way, so
     /// nothing it started outlives it.
-    pub async fn close_gracefully(&mut self, grace: std::time::Duration) {
+    pub(crate) async fn close_gracefully(&mut self, grace: std::time::Duration) {
         let _ = tokio::time::timeout(grace, self.wait_exit()).await;
         self.kill().await;
     }
 
     /// Kills the process group and waits (bounded) for the exit.
-    pub async fn kill(&mut self) {
+    pub(crate) async fn kill(&mut self) {
         self.kill.cancel();
         let _ = tokio::time::timeout(std::time::Duration::from_secs(3), self.wait_exit()).await;
     }
 
     /// Waits until the child has exited; its status when known.
-    pub async fn wait_exit(&mut self) -> Option<ExitStatus> {
+    pub(crate) async fn wait_exit(&mut self) -> Option<ExitStatus> {
         match self.exit.wait_for(Option::is_some).await {
             Ok(status) => (*status).flatten(),
             Err(_) => None,
@@ -65,7 +65,7 @@ impl ChildControl {
     }
 
     /// Waits until stderr reached its end, so its last line is known.
-    pub async fn wait_stderr(&mut self) {
+    pub(crate) async fn wait_stderr(&mut self) {
         let _ = self.stderr_done.wait_for(|done| *done).await;
     }
 }

@@ -23,9 +23,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 
 /// Lines at least this long take the large-message path.
-pub const LARGE_LINE_BYTES: usize = 1024 * 1024;
+pub(crate) const LARGE_LINE_BYTES: usize = 1024 * 1024;
 /// String literals at least this long (escaped) are cut out of a large line and decoded apart.
-pub const LARGE_LITERAL_BYTES: usize = 64 * 1024;
+pub(crate) const LARGE_LITERAL_BYTES: usize = 64 * 1024;
 /// Bytes asked of the pipe per read (its usual capacity).
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// The most reserved at once for one large line (a larger allowed line grows from there).

@@ -178,7 +178,7 @@ pub async fn client_credentials_token(
 
 /// An RFC 7523 client assertion: `iss` = `sub` = client id, `aud` = the authorization server,
 /// five minutes of validity, a random `jti`; ES256 over a PKCS#8 P-256 key.
-pub fn sign_client_assertion(
+pub(crate) fn sign_client_assertion(
     client_id: &str,
     audience: &str,
     private_key_pem: &Secret,

@@ -17,7 +17,7 @@ use crate::secret::Secret;
 use crate::store::{RegisteredClient, TokenStore};
 
 /// How long an interactive login waits for the redirect.
-pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What warden knows about one server's OAuth client, filled from its config entry.
 #[derive(Clone, Debug)]

@@ -18,7 +18,7 @@ const OPERATION_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A keyring operation that failed.
 #[derive(Debug, thiserror::Error)]
-pub enum KeyringError {
+pub(crate) enum KeyringError {
     #[error("can't run {program}: {source}")]
     Spawn {
         program: String,
@@ -36,7 +36,7 @@ pub enum KeyringError {
 
 /// Which platform tool speaks for the keyring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyringTool {
+pub(crate) enum KeyringTool {
     /// `secret-tool` from libsecret (Linux, BSDs).
     SecretTool,
     /// `security` (macOS).
@@ -52,7 +52,7 @@ impl KeyringTool {
     }
 
     /// The tool of this platform.
-    pub fn for_platform() -> KeyringTool {
+    pub(crate) fn for_platform() -> KeyringTool {
         if cfg!(target_os = "macos") {
             KeyringTool::MacSecurity
         } else {
@@ -66,7 +66,7 @@ type ProbeResult = (OsString, Option<PathBuf>);
 
 /// One item in the keyring: warden's service, an account naming the token file it replaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Keyring {
+pub(crate) struct Keyring {
     tool: KeyringTool,
     program: PathBuf,
     account: String,
@@ -81,7 +81,11 @@ struct Output {
 
 impl Keyring {
     /// The item `account` handled by `program` (a `tool` binary, or a stand-in for tests).
-    pub fn new(tool: KeyringTool, program: impl Into<PathBuf>, account: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        tool: KeyringTool,
+        program: impl Into<PathBuf>,
+        account: impl Into<String>,
+    ) -> Self {
         Self {
             tool,
             program: program.into(),
@@ -91,7 +95,7 @@ impl Keyring {
 
     /// The platform keyring, when its tool is on `search_path` (a `PATH`-style list) and a
     /// store-and-clear probe succeeds within a few seconds. Cached per process and path.
-    pub fn available(search_path: &OsStr, account: &str) -> Option<Keyring> {
+    pub(crate) fn available(search_path: &OsStr, account: &str) -> Option<Keyring> {
         static PROBED: OnceLock<std::sync::Mutex<Vec<ProbeResult>>> = OnceLock::new();
         let cache = PROBED.get_or_init(Default::default);
         let tool = KeyringTool::for_platform();
@@ -135,7 +139,7 @@ impl Keyring {
     }
 
     /// A description for messages: `secret-tool (service warden-mcp-oauth, account …)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "the OS keyring via {} (service {SERVICE}, account {})",
             self.program.display(),
@@ -144,17 +148,17 @@ impl Keyring {
     }
 
     /// The stored secret, or `None` when there is no item.
-    pub fn load(&self) -> Result<Option<Vec<u8>>, KeyringError> {
+    pub(crate) fn load(&self) -> Result<Option<Vec<u8>>, KeyringError> {
         self.load_within(OPERATION_TIMEOUT)
     }
 
     /// Stores (or replaces) the secret; it is written to the tool's stdin.
-    pub fn save(&self, secret: &[u8]) -> Result<(), KeyringError> {
+    pub(crate) fn save(&self, secret: &[u8]) -> Result<(), KeyringError> {
         self.save_within(secret, OPERATION_TIMEOUT)
     }
 
     /// Removes the item (no item is fine).
-    pub fn delete(&self) -> Result<(), KeyringError> {
+    pub(crate) fn delete(&self) -> Result<(), KeyringError> {
         self.delete_within(OPERATION_TIMEOUT)
     }
 

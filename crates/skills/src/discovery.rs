@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 use crate::parse::{SkillDocument, SkillLimits, SkillMdError, parse_skill_md_with};
 
 /// The skill file every skill folder holds.
-pub const SKILL_MD: &str = "SKILL.md";
+pub(crate) const SKILL_MD: &str = "SKILL.md";
 
 /// The workspace's skill roots, in precedence order.
-pub const WORKSPACE_SKILL_DIRS: [&str; 3] = [".warden/skills", ".claude/skills", ".agents/skills"];
+pub(crate) const WORKSPACE_SKILL_DIRS: [&str; 3] =
+    [".warden/skills", ".claude/skills", ".agents/skills"];
 
 /// Folder names that hold dependencies, vendored or generated code: never a source of skills.
-pub const VENDOR_DIRS: &[&str] = &[
+pub(crate) const VENDOR_DIRS: &[&str] = &[
     "node_modules",
     "vendor",
     "third_party",
@@ -42,9 +43,9 @@ pub const VENDOR_DIRS: &[&str] = &[
 ];
 
 /// How deep below a root a skill folder may be: `<root>/<name>` or up to two grouping folders.
-pub const MAX_DEPTH: usize = 3;
+pub(crate) const MAX_DEPTH: usize = 3;
 /// The most directory entries one root's walk looks at.
-pub const MAX_WALK_ENTRIES: usize = 10_000;
+pub(crate) const MAX_WALK_ENTRIES: usize = 10_000;
 
 /// Who a skill comes from, which decides what it may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]

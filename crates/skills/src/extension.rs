@@ -22,9 +22,9 @@ pub const SKILLS_EXTENSION_REVISION: &str = "SEP-2640 draft of 2026-06-09 (spec 
 /// `skills/list` is followed for at most this many pages.
 pub const MAX_LIST_PAGES: usize = 64;
 /// A skill lists at most this many files.
-pub const MAX_FILES_PER_SKILL: usize = 512;
+pub(crate) const MAX_FILES_PER_SKILL: usize = 512;
 /// A skill's files add up to at most 16 MiB.
-pub const MAX_SKILL_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_SKILL_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Whether server capabilities (the `capabilities` object of `initialize` or `server/discover`)
 /// declare the extension.
@@ -325,7 +325,7 @@ pub fn extension_skill_commands(
 }
 
 /// Checks bytes against a listed entry: the size first, then the digest.
-pub fn verify_bytes(entry: &FileEntry, bytes: &[u8]) -> Result<(), RemoteSkillError> {
+pub(crate) fn verify_bytes(entry: &FileEntry, bytes: &[u8]) -> Result<(), RemoteSkillError> {
     let actual = bytes.len() as u64;
     if actual != entry.size {
         return Err(RemoteSkillError::Size {

@@ -7,9 +7,9 @@ use std::path::{Component, Path, PathBuf};
 use crate::discovery::{Discovery, LocalSkill, Origin, SKILL_MD, open_file};
 
 /// The most resource files listed for one skill.
-pub const MAX_RESOURCE_FILES: usize = 512;
+pub(crate) const MAX_RESOURCE_FILES: usize = 512;
 /// How deep resource files are listed below the skill folder.
-pub const MAX_RESOURCE_DEPTH: usize = 6;
+pub(crate) const MAX_RESOURCE_DEPTH: usize = 6;
 /// The largest resource file `read_skill_file` returns: 1 MiB.
 pub const MAX_RESOURCE_FILE_BYTES: usize = 1024 * 1024;
 
@@ -76,7 +76,7 @@ pub fn use_skill(skill: &LocalSkill) -> SkillLoad {
 /// Every regular file under `dir` except its SKILL.md, as sorted relative `/` paths. Links are
 /// skipped (with a note), and so is anything past [`MAX_RESOURCE_FILES`] or
 /// [`MAX_RESOURCE_DEPTH`].
-pub fn list_resources(dir: &Path) -> (Vec<String>, Vec<String>) {
+pub(crate) fn list_resources(dir: &Path) -> (Vec<String>, Vec<String>) {
     let mut files = Vec::new();
     let mut notes = Vec::new();
     visit(dir, "", 0, &mut files, &mut notes);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 /// The grants file under warden's state folder.
-pub const GRANTS_FILE: &str = "skill-grants.json";
+pub(crate) const GRANTS_FILE: &str = "skill-grants.json";
 
 /// One approved grant.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

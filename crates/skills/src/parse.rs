@@ -6,16 +6,16 @@ use serde_json::{Map, Value};
 use crate::unicode::{self, SuspiciousChar};
 
 /// A skill name: 1–64 characters of `[a-z0-9-]`, no leading, trailing or doubled hyphen.
-pub const MAX_NAME_CHARS: usize = 64;
+pub(crate) const MAX_NAME_CHARS: usize = 64;
 /// A description: 1–1024 characters.
-pub const MAX_DESCRIPTION_CHARS: usize = 1024;
+pub(crate) const MAX_DESCRIPTION_CHARS: usize = 1024;
 /// The frontmatter block (between the `---` lines): at most 16 KiB.
-pub const MAX_FRONTMATTER_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_FRONTMATTER_BYTES: usize = 16 * 1024;
 /// The body of a local skill: at most 128 KiB. A skill body is instructions for the model; long
 /// reference material belongs in the skill's resource files, read on demand.
 pub const MAX_BODY_BYTES: usize = 128 * 1024;
 /// The body of a remote (MCP) skill: at most 64 KiB.
-pub const MAX_REMOTE_BODY_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_REMOTE_BODY_BYTES: usize = 64 * 1024;
 
 /// Limits a SKILL.md is checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +163,7 @@ pub fn parse_skill_md(bytes: &[u8]) -> Result<SkillDocument, SkillMdError> {
 }
 
 /// Parses SKILL.md bytes under `limits`.
-pub fn parse_skill_md_with(
+pub(crate) fn parse_skill_md_with(
     bytes: &[u8],
     limits: &SkillLimits,
 ) -> Result<SkillDocument, SkillMdError> {
@@ -286,7 +286,7 @@ fn key_line(yaml: &str, key: &str, fallback: usize) -> usize {
 }
 
 /// The 1-based line of the top-level frontmatter field `key` in a SKILL.md, when it is there.
-pub fn field_line(bytes: &[u8], key: &str) -> Option<usize> {
+pub(crate) fn field_line(bytes: &[u8], key: &str) -> Option<usize> {
     let text = String::from_utf8_lossy(bytes);
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(&text);
     let (_, rest) = text.split_once('\n')?;
@@ -428,7 +428,7 @@ fn walk_strings(value: &Value, visit: &mut dyn FnMut(&str)) {
 }
 
 /// Checks a skill name: 1–64 of `[a-z0-9-]`, no leading, trailing or doubled hyphen.
-pub fn check_name(name: &str) -> Result<(), &'static str> {
+pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
         return Err("a name must not be empty");
     }
@@ -452,7 +452,7 @@ pub fn check_name(name: &str) -> Result<(), &'static str> {
 
 /// Splits `allowed-tools` text on whitespace and commas outside parentheses:
 /// `Read, Bash(git add:*) Grep` → `Read`, `Bash(git add:*)`, `Grep`.
-pub fn split_tool_list(text: &str) -> Vec<String> {
+pub(crate) fn split_tool_list(text: &str) -> Vec<String> {
     let mut tools = Vec::new();
     let mut current = String::new();
     let mut depth = 0usize;

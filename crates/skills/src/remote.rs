@@ -11,7 +11,7 @@ use crate::unicode;
 
 /// Frontmatter fields that would make a skill trigger by itself (on paths, globs, events):
 /// cleared on every remote skill.
-pub const TRIGGER_FIELDS: &[&str] = &[
+pub(crate) const TRIGGER_FIELDS: &[&str] = &[
     "paths",
     "globs",
     "trigger",
@@ -23,7 +23,7 @@ pub const TRIGGER_FIELDS: &[&str] = &[
 ];
 
 /// The longest description a remote skill command shows (characters).
-pub const MAX_REMOTE_DESCRIPTION_CHARS: usize = 1024;
+pub(crate) const MAX_REMOTE_DESCRIPTION_CHARS: usize = 1024;
 
 /// Which contract a server's skills come through. The two never mix on one server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -37,7 +37,7 @@ pub enum Contract {
 
 /// A skill a server offers, before it becomes a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteSkillCandidate {
+pub(crate) struct RemoteSkillCandidate {
     /// The skill name (the folder segment before `SKILL.md`).
     pub name: String,
     /// The URI of its SKILL.md.
@@ -108,7 +108,7 @@ pub fn command_name(server: &str, skill: &str) -> String {
 /// Turns candidates into commands. `taken` holds every command and alias that already exists
 /// (built-ins, local skills, other servers' skills): a command that clashes is skipped with a
 /// warning; an alias that clashes is simply not given. Candidates are taken in URI order.
-pub fn register_commands(
+pub(crate) fn register_commands(
     server: &str,
     contract: Contract,
     mut candidates: Vec<RemoteSkillCandidate>,
@@ -154,7 +154,7 @@ pub fn register_commands(
 }
 
 /// One line, bidi and invisible characters removed, at most [`MAX_REMOTE_DESCRIPTION_CHARS`].
-pub fn cap_description(text: &str) -> String {
+pub(crate) fn cap_description(text: &str) -> String {
     let cleaned: String = text
         .chars()
         .filter(|c| unicode::classify(*c).is_none())
@@ -177,7 +177,7 @@ pub struct ListedResource {
 }
 
 /// The skill name of a `skill://…/<name>/SKILL.md` URI (also `skill://<name>/SKILL.md`).
-pub fn skill_name_from_uri(uri: &str) -> Option<&str> {
+pub(crate) fn skill_name_from_uri(uri: &str) -> Option<&str> {
     if uri.contains(['?', '#']) {
         return None;
     }
@@ -189,7 +189,7 @@ pub fn skill_name_from_uri(uri: &str) -> Option<&str> {
 
 /// Legacy contract: every `skill://…/<name>/SKILL.md` resource is a skill; other `skill://`
 /// resources under the same folder are its files.
-pub fn legacy_candidates(resources: &[ListedResource]) -> Vec<RemoteSkillCandidate> {
+pub(crate) fn legacy_candidates(resources: &[ListedResource]) -> Vec<RemoteSkillCandidate> {
     let mut candidates = Vec::new();
     for resource in resources {
         let Some(name) = skill_name_from_uri(&resource.uri) else {

@@ -53,7 +53,7 @@ impl fmt::Display for SuspiciousChar {
 }
 
 /// The class of `ch` when it is suspicious. A byte-order mark is judged by the caller's position.
-pub fn classify(ch: char) -> Option<SuspiciousClass> {
+pub(crate) fn classify(ch: char) -> Option<SuspiciousClass> {
     match ch {
         '\u{202A}'..='\u{202E}'
         | '\u{2066}'..='\u{2069}'
@@ -77,11 +77,11 @@ pub fn classify(ch: char) -> Option<SuspiciousClass> {
 }
 
 /// At most this many findings are kept per scan (the first ones, in text order).
-pub const MAX_FINDINGS: usize = 64;
+pub(crate) const MAX_FINDINGS: usize = 64;
 
 /// Every suspicious character of `text`, whose first line is `first_line` (1-based). A
 /// byte-order mark as the very first character of a file is allowed when `bom_allowed`.
-pub fn scan(text: &str, first_line: usize, bom_allowed: bool) -> Vec<SuspiciousChar> {
+pub(crate) fn scan(text: &str, first_line: usize, bom_allowed: bool) -> Vec<SuspiciousChar> {
     let mut found = Vec::new();
     let mut line = first_line;
     let mut column = 0usize;

@@ -18,7 +18,7 @@ fn tool_definition(tool: &ToolSpec) -> Value {
 }
 
 /// The API version header value sent with every request.
-pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+pub(super) const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 pub(crate) struct Messages;
 

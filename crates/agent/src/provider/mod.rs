@@ -879,7 +879,7 @@ pub(crate) struct ToolCallAssembler {
 
 impl ToolCallAssembler {
     /// Starts a call under `key`; returns the delta to emit.
-    pub fn start(&mut self, key: String, id: String, name: String) -> ModelDelta {
+    pub(crate) fn start(&mut self, key: String, id: String, name: String) -> ModelDelta {
         self.calls.push((
             key,
             ToolCall {
@@ -891,15 +891,15 @@ impl ToolCallAssembler {
         ModelDelta::ToolCallStarted { id, name }
     }
 
-    pub fn last_key(&self) -> Option<String> {
+    pub(crate) fn last_key(&self) -> Option<String> {
         self.calls.last().map(|(key, _)| key.clone())
     }
 
-    pub fn has(&self, key: &str) -> bool {
+    pub(crate) fn has(&self, key: &str) -> bool {
         self.calls.iter().any(|(k, _)| k == key)
     }
 
-    pub fn append(&mut self, key: &str, fragment: &str) -> Result<(), ProviderError> {
+    pub(crate) fn append(&mut self, key: &str, fragment: &str) -> Result<(), ProviderError> {
         match self.calls.iter_mut().find(|(k, _)| k == key) {
             Some((_, call)) => {
                 call.arguments.push_str(fragment);
@@ -912,13 +912,13 @@ impl ToolCallAssembler {
     }
 
     /// Replaces the arguments with the complete text the provider sent at the end.
-    pub fn set_arguments(&mut self, key: &str, arguments: String) {
+    pub(crate) fn set_arguments(&mut self, key: &str, arguments: String) {
         if let Some((_, call)) = self.calls.iter_mut().find(|(k, _)| k == key) {
             call.arguments = arguments;
         }
     }
 
-    pub fn take(&mut self) -> Vec<ToolCall> {
+    pub(crate) fn take(&mut self) -> Vec<ToolCall> {
         std::mem::take(&mut self.calls)
             .into_iter()
             .map(|(_, call)| call)
@@ -972,7 +972,7 @@ pub(crate) struct StreamState {
 
 impl StreamState {
     /// The response gathered so far, taking text and calls out.
-    pub fn take_response(&mut self) -> ModelResponse {
+    pub(crate) fn take_response(&mut self) -> ModelResponse {
         ModelResponse {
             text: std::mem::take(&mut self.text),
             tool_calls: self.calls.take(),
@@ -983,7 +983,7 @@ impl StreamState {
     }
 
     /// The response gathered so far, with the provider blocks tagged as `provider`'s.
-    pub fn take_response_of(&mut self, provider: &str) -> ModelResponse {
+    pub(crate) fn take_response_of(&mut self, provider: &str) -> ModelResponse {
         let blocks = std::mem::take(&mut self.provider_blocks);
         let mut response = self.take_response();
         if !blocks.is_empty() {

@@ -10,7 +10,7 @@ use warden_policy::{AuditQuery, AuditRow, AuditStore, parse_since};
 use crate::Globals;
 
 #[derive(Debug, clap::Args)]
-pub struct AuditArgs {
+pub(crate) struct AuditArgs {
     /// Only records of this session.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
@@ -31,7 +31,7 @@ pub struct AuditArgs {
 /// How often `--follow` looks for new records.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
 
-pub fn run(_globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(_globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode> {
     let paths = crate::setup::paths()?;
     let path = paths.state_dir().join("audit.db");
     if !path.exists() && !args.follow {

@@ -18,7 +18,7 @@ use crate::setup::{
 use warden_session::{AgentSession, ad_hoc_servers, model_switch_notice};
 
 #[derive(Debug, clap::Args)]
-pub struct ChatArgs {
+pub(crate) struct ChatArgs {
     /// A `[models.NAME]` entry to use instead of the default.
     #[arg(long, value_name = "NAME")]
     model: Option<String>,
@@ -43,7 +43,7 @@ pub struct ChatArgs {
     continue_latest: bool,
 }
 
-pub fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: ChatArgs) -> anyhow::Result<ExitCode> {
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         eprintln!("warden chat needs a terminal; use `warden run` for headless use");
         return Ok(ExitCode::from(2));

@@ -14,7 +14,7 @@ use crate::setup::{PolicyFlags, async_runtime, load_config, open_host};
 use warden_session::GateCodeHost;
 
 #[derive(Debug, clap::Args)]
-pub struct CodeArgs {
+pub(crate) struct CodeArgs {
     /// The script to run.
     #[arg(
         short = 'e',
@@ -30,7 +30,7 @@ pub struct CodeArgs {
     json: bool,
 }
 
-pub fn run(globals: &Globals, args: CodeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: CodeArgs) -> anyhow::Result<ExitCode> {
     let code = match (&args.script, &args.file) {
         (Some(script), _) => script.clone(),
         (None, Some(file)) if file.as_os_str() == "-" => {

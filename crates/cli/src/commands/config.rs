@@ -10,7 +10,7 @@ use crate::commands::mcp::Files;
 
 /// Inspect and validate the configuration.
 #[derive(Debug, Args)]
-pub struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     #[command(subcommand)]
     command: ConfigCommand,
 }
@@ -25,7 +25,7 @@ enum ConfigCommand {
     Paths,
 }
 
-pub fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         ConfigCommand::Schema => {
             print!("{}", schema_json());

@@ -11,13 +11,13 @@ use crate::setup::{PolicyFlags, async_runtime, load_config, open_host};
 use warden_session::{apply_auto_deferral, every_server};
 
 #[derive(Debug, clap::Args)]
-pub struct ContextArgs {
+pub(crate) struct ContextArgs {
     /// One JSON object: `total_tokens`, `all_loaded_tokens`, `servers: [{name, tools, tokens, deferred}]`.
     #[arg(long)]
     json: bool,
 }
 
-pub fn run(globals: &Globals, args: ContextArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: ContextArgs) -> anyhow::Result<ExitCode> {
     let (paths, workspace, config) = load_config(globals)?;
     let host = open_host(paths, workspace, &config, &PolicyFlags::default())?;
     let servers = async_runtime()?.block_on(async {

@@ -10,7 +10,7 @@ use crate::setup::load_config;
 use warden_session::{bash_confinement, session_workspace};
 
 #[derive(Debug, clap::Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Folders the built-in tools may read and write beside the working folder, as `run` takes.
     #[arg(long = "add-dir", value_name = "DIR")]
     add_dir: Vec<std::path::PathBuf>,
@@ -19,7 +19,7 @@ pub struct DoctorArgs {
     json: bool,
 }
 
-pub fn run(globals: &Globals, args: DoctorArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let (paths, workdir, config) = load_config(globals)?;
     let workspace = session_workspace(&paths, &workdir, &config, &args.add_dir)?;
     let confinement = bash_confinement(&config.sandbox);

@@ -19,7 +19,7 @@ use crate::setup::async_runtime;
 
 /// Manage MCP servers.
 #[derive(Debug, Args)]
-pub struct McpArgs {
+pub(crate) struct McpArgs {
     #[command(subcommand)]
     command: McpCommand,
 }
@@ -232,7 +232,7 @@ impl Files {
     }
 }
 
-pub fn run(globals: &Globals, args: McpArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: McpArgs) -> anyhow::Result<ExitCode> {
     let files = Files::from_globals(globals)?;
     match args.command {
         McpCommand::Add(args) => add(&files, *args),

@@ -1,15 +1,15 @@
 //! One module per `warden` subcommand.
 
-pub mod audit;
-pub mod chat;
-pub mod code;
-pub mod config;
-pub mod context;
-pub mod doctor;
-pub mod mcp;
-pub mod probe;
-pub mod prompt;
-pub mod run;
-pub mod serve;
-pub mod skills;
-pub mod tool;
+pub(crate) mod audit;
+pub(crate) mod chat;
+pub(crate) mod code;
+pub(crate) mod config;
+pub(crate) mod context;
+pub(crate) mod doctor;
+pub(crate) mod mcp;
+pub(crate) mod probe;
+pub(crate) mod prompt;
+pub(crate) mod run;
+pub(crate) mod serve;
+pub(crate) mod skills;
+pub(crate) mod tool;

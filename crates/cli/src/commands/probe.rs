@@ -11,7 +11,11 @@ use crate::Globals;
 use crate::setup::{PolicyFlags, async_runtime, open_host, paths, workspace};
 
 /// Probes the servers of `config` in parallel; exits 1 when any server failed.
-pub fn run(globals: &Globals, config: &LoadedConfig, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(
+    globals: &Globals,
+    config: &LoadedConfig,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let mut config = config.clone();
     crate::setup::apply_global_flags(globals, &mut config);
     let host = open_host(paths()?, workspace()?, &config, &PolicyFlags::default())?;

@@ -12,7 +12,7 @@ use crate::Globals;
 use crate::setup::{PolicyFlags, async_runtime, load_config, open_host};
 
 #[derive(Debug, clap::Args)]
-pub struct PromptArgs {
+pub(crate) struct PromptArgs {
     /// The server.
     server: String,
     /// The prompt to get; without it, the server's prompts are listed.
@@ -24,7 +24,7 @@ pub struct PromptArgs {
     json: bool,
 }
 
-pub fn run(globals: &Globals, args: PromptArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: PromptArgs) -> anyhow::Result<ExitCode> {
     let (paths, workspace, config) = load_config(globals)?;
     let host = open_host(paths, workspace, &config, &PolicyFlags::default())?;
     async_runtime()?.block_on(async {

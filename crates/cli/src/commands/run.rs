@@ -22,25 +22,25 @@ use crate::setup::{AgentFlags, PolicyFlags, async_runtime, is_usage_error, open_
 use warden_session::AgentSession;
 
 /// Exit codes of `warden run`, documented in the README.
-pub mod exit {
+pub(crate) mod exit {
     /// The agent finished.
-    pub const DONE: u8 = 0;
+    pub(crate) const DONE: u8 = 0;
     /// The model or the session failed.
-    pub const ERROR: u8 = 1;
+    pub(crate) const ERROR: u8 = 1;
     /// Bad usage or configuration (including no model configured).
-    pub const USAGE: u8 = 2;
+    pub(crate) const USAGE: u8 = 2;
     /// Stopped at `--max-turns` before the model finished.
-    pub const MAX_TURNS: u8 = 3;
+    pub(crate) const MAX_TURNS: u8 = 3;
     /// Interrupted (Ctrl-C).
-    pub const INTERRUPTED: u8 = 130;
+    pub(crate) const INTERRUPTED: u8 = 130;
 }
 
 /// Model turns a run may take when `--max-turns` is not given: enough for long tasks, and a bound
 /// on a model that loops.
-pub const DEFAULT_MAX_TURNS: u32 = 100;
+pub(crate) const DEFAULT_MAX_TURNS: u32 = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     /// The final answer on stdout; progress on stderr.
     Text,
     /// One JSON object at the end: result, turns, tool calls with their decisions, usage, session id.
@@ -50,7 +50,7 @@ pub enum OutputFormat {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The prompt; `-` (or nothing, with a pipe on stdin) reads it from standard input.
     prompt: Option<String>,
     /// A `[models.NAME]` entry to use instead of the default.
@@ -82,7 +82,7 @@ pub struct RunArgs {
     continue_latest: bool,
 }
 
-pub fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
     let prompt = match read_prompt(args.prompt.as_deref())? {
         Some(prompt) => prompt,
         None => {
@@ -275,12 +275,12 @@ async fn run_session(
 }
 
 /// A session's transcript, shared by the frontend and the tool bridge's observer.
-pub type SharedTranscript = Arc<Mutex<Session>>;
+pub(crate) type SharedTranscript = Arc<Mutex<Session>>;
 
 /// Opens the session's transcript — the resumed one, or a new one under the session host's id,
 /// so the transcript, the audit and the bridge name one session — with the resumed
 /// conversation, and has the tool bridge write each call to it as it finishes.
-pub fn open_transcript(
+pub(crate) fn open_transcript(
     session: &mut AgentSession,
 ) -> anyhow::Result<(SharedTranscript, Vec<Message>)> {
     let (transcript, conversation) = match session.resumed.take() {
@@ -305,7 +305,7 @@ pub fn open_transcript(
 }
 
 /// The transcript, for one write.
-pub fn lock(transcript: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
+pub(crate) fn lock(transcript: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
     transcript.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

@@ -23,7 +23,7 @@ use warden_session::{UsageError, ad_hoc_servers};
 
 /// The exposure on the command line.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum ExposeArg {
+pub(crate) enum ExposeArg {
     /// Every admitted tool under its namespaced name (`mcp__<server>__<tool>`).
     Flat,
     /// A small fixed set: search_tools, describe_tool, call_tool, code mode; skills as prompts.
@@ -34,7 +34,7 @@ pub enum ExposeArg {
 
 /// The protocol lifecycle spoken upstream.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum UpstreamProtocolArg {
+pub(crate) enum UpstreamProtocolArg {
     /// Probe 2026-07-28 (`server/discover`), fall back to `initialize`.
     Auto,
     /// The 2025-11-25 `initialize` handshake only.
@@ -46,7 +46,7 @@ pub enum UpstreamProtocolArg {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Serve one client over standard input and output (the default).
     #[arg(long, conflicts_with = "http")]
     stdio: bool,
@@ -81,7 +81,7 @@ pub struct ServeArgs {
     policy: PolicyFlags,
 }
 
-pub fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let (paths, workspace, config) = load_config(globals)?;
     let approver = ElicitingApprover::new();
     // Local skills, published as prompts and resources in progressive exposure; loading one

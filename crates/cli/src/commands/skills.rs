@@ -18,7 +18,7 @@ use warden_session::every_server;
 
 /// Local skills (operator and workspace) and skill grants.
 #[derive(Debug, Args)]
-pub struct SkillsArgs {
+pub(crate) struct SkillsArgs {
     #[command(subcommand)]
     command: SkillsCommand,
 }
@@ -95,7 +95,7 @@ enum ScriptGrantsCommand {
     },
 }
 
-pub fn run(globals: &Globals, args: SkillsArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: SkillsArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         SkillsCommand::List { json, mcp } => {
             let discovery = discover_here()?;

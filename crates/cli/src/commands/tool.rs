@@ -19,7 +19,7 @@ use crate::setup::{PolicyFlags, async_runtime, load_config, open_host};
 use warden_bridge::BridgeClient;
 
 #[derive(Debug, clap::Args)]
-pub struct ToolArgs {
+pub(crate) struct ToolArgs {
     /// A server name: list its tools (or `search QUERY`, or `resource list|templates|read`).
     server: Option<String>,
     /// A tool of that server (its own name, as the server publishes it): show its schema.
@@ -42,7 +42,7 @@ pub struct ToolArgs {
     policy: PolicyFlags,
 }
 
-pub fn run(globals: &Globals, args: ToolArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(globals: &Globals, args: ToolArgs) -> anyhow::Result<ExitCode> {
     if let Some(client) = BridgeClient::from_env() {
         let client = client?;
         if args.policy.permission_mode.is_some()

@@ -13,7 +13,8 @@ pub use models::{RawAgent, RawModel};
 pub use servers::{RawPolicy, RawServer, RawToolFilter, RawToolPolicy};
 pub use settings::{BridgeTransport, RawDiscovery, RawExperimental, RawOAuth, TokenStoreSetting};
 pub(crate) use walk::Walk;
-pub use walk::{KnownValues, key_path, nearest};
+pub use walk::nearest;
+pub(crate) use walk::{KnownValues, key_path};
 
 use std::collections::BTreeMap;
 
@@ -107,7 +108,7 @@ impl RawConfig {
 
 impl<'a> Walk<'a> {
     /// The whole file. `schema_version` is checked first: an unknown version stops the walk.
-    pub fn config(&mut self, root: &Table) -> Option<RawConfig> {
+    pub(crate) fn config(&mut self, root: &Table) -> Option<RawConfig> {
         let schema_version = match root.get("schema_version") {
             None => {
                 self.report(

@@ -71,7 +71,7 @@ impl RawAgent {
 
 impl<'a> Walk<'a> {
     /// One `[models.NAME]` entry; problems are reported, wrongly typed keys left out.
-    pub fn model(&mut self, t: &Table, p: &str) -> RawModel {
+    pub(crate) fn model(&mut self, t: &Table, p: &str) -> RawModel {
         self.unknown_keys(t, p, RawModel::KEYS);
         RawModel {
             provider: self.known(t, p, "provider"),
@@ -85,7 +85,7 @@ impl<'a> Walk<'a> {
     }
 
     /// One `[agents.NAME]` profile; problems are reported, wrongly typed keys left out.
-    pub fn agent(&mut self, t: &Table, p: &str) -> RawAgent {
+    pub(crate) fn agent(&mut self, t: &Table, p: &str) -> RawAgent {
         self.unknown_keys(t, p, RawAgent::KEYS);
         RawAgent {
             model: self.string(t, p, "model"),

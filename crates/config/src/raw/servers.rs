@@ -184,7 +184,7 @@ impl RawToolPolicy {
 
 impl<'a> Walk<'a> {
     /// One server entry; problems are reported, wrongly typed keys left out.
-    pub fn server(&mut self, t: &Table, p: &str) -> RawServer {
+    pub(crate) fn server(&mut self, t: &Table, p: &str) -> RawServer {
         self.unknown_keys(t, p, RawServer::KEYS);
         const SECONDS: &str = "a whole number of seconds";
         RawServer {

@@ -8,7 +8,7 @@ use toml::{Table, Value};
 use crate::error::{Diagnostic, Problem};
 
 /// A value that is one of a fixed set of strings.
-pub trait KnownValues: Sized {
+pub(crate) trait KnownValues: Sized {
     const VALUES: &'static [&'static str];
     fn from_name(name: &str) -> Option<Self>;
 }
@@ -20,14 +20,14 @@ pub(crate) struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
-    pub fn new(file: &'a Path) -> Self {
+    pub(crate) fn new(file: &'a Path) -> Self {
         Self {
             file,
             diagnostics: Vec::new(),
         }
     }
 
-    pub fn report(&mut self, key: String, problem: Problem) {
+    pub(crate) fn report(&mut self, key: String, problem: Problem) {
         self.diagnostics.push(Diagnostic {
             file: self.file.to_path_buf(),
             key,
@@ -266,7 +266,7 @@ impl<'a> Walk<'a> {
 }
 
 /// Joins a key onto a dotted path, quoting it when it is not a bare TOML key.
-pub fn key_path(parent: &str, key: &str) -> String {
+pub(crate) fn key_path(parent: &str, key: &str) -> String {
     let bare = !key.is_empty()
         && key
             .chars()
@@ -301,7 +301,7 @@ pub fn nearest<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
 }
 
 /// [`nearest`] for names whose case matters (hook events are `PreToolUse`, not `pretooluse`).
-pub fn nearest_ignoring_case<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(super) fn nearest_ignoring_case<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let lowered: Vec<String> = candidates.iter().map(|c| c.to_ascii_lowercase()).collect();
     let borrowed: Vec<&str> = lowered.iter().map(String::as_str).collect();
     let near = nearest(key, &borrowed)?;

@@ -37,7 +37,7 @@ pub(super) struct UrlElicitation {
 
 impl ServerSlot {
     /// Calls one tool: resolves it in the discovered, filtered set first; never re-sends.
-    pub async fn call_tool(
+    pub(crate) async fn call_tool(
         &self,
         tool: &str,
         arguments: Map<String, Value>,
@@ -369,7 +369,7 @@ impl ServerSlot {
     }
 
     /// Reads one resource; the caller checked it is advertised.
-    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
+    pub(crate) async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
         let live = self.connection().await?;
         let params = ReadResourceRequestParams::new(uri.to_owned());
         bounded(
@@ -382,7 +382,7 @@ impl ServerSlot {
     }
 
     /// The server's declared capabilities as JSON (connecting it if needed).
-    pub async fn server_capabilities(&self) -> Result<Value, McpError> {
+    pub(crate) async fn server_capabilities(&self) -> Result<Value, McpError> {
         let live = self.connection().await?;
         Ok(live
             .peer_info()
@@ -391,7 +391,7 @@ impl ServerSlot {
     }
 
     /// One raw `skills/list` page, whatever its shape: the skills layer validates it.
-    pub async fn skills_list_page(&self, cursor: Option<&str>) -> Result<Value, McpError> {
+    pub(crate) async fn skills_list_page(&self, cursor: Option<&str>) -> Result<Value, McpError> {
         let live = self.connection().await?;
         let params = cursor.map(|cursor| serde_json::json!({ "cursor": cursor }));
         let request = ClientRequest::CustomRequest(CustomRequest::new("skills/list", params));
@@ -413,7 +413,7 @@ impl ServerSlot {
     }
 
     /// Gets one prompt with its arguments.
-    pub async fn get_prompt(
+    pub(crate) async fn get_prompt(
         &self,
         name: &str,
         arguments: Map<String, Value>,

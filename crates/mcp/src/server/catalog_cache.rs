@@ -382,7 +382,7 @@ impl ServerSlot {
     }
 
     /// The filtered tools, fetched when stale.
-    pub async fn tools(&self) -> Result<Vec<McpTool>, McpError> {
+    pub(crate) async fn tools(&self) -> Result<Vec<McpTool>, McpError> {
         self.ensure_list(ListWhich::Tools).await?;
         let catalog = self.lock_catalog();
         Ok(catalog
@@ -406,23 +406,23 @@ impl ServerSlot {
             .unwrap_or_default())
     }
 
-    pub async fn resources(&self) -> Result<Vec<Resource>, McpError> {
+    pub(crate) async fn resources(&self) -> Result<Vec<Resource>, McpError> {
         self.current_items(ListWhich::Resources, |catalog| &catalog.resources)
             .await
     }
 
-    pub async fn resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
+    pub(crate) async fn resource_templates(&self) -> Result<Vec<ResourceTemplate>, McpError> {
         self.current_items(ListWhich::Templates, |catalog| &catalog.templates)
             .await
     }
 
-    pub async fn prompts(&self) -> Result<Vec<Prompt>, McpError> {
+    pub(crate) async fn prompts(&self) -> Result<Vec<Prompt>, McpError> {
         self.current_items(ListWhich::Prompts, |catalog| &catalog.prompts)
             .await
     }
 
     /// Every list of this server (connecting it even when deferred).
-    pub async fn catalog(&self) -> Result<Catalog, McpError> {
+    pub(crate) async fn catalog(&self) -> Result<Catalog, McpError> {
         let tools = self.tools().await?;
         let resources = self.or_warn(self.resources().await, "resources");
         let resource_templates =
@@ -451,12 +451,12 @@ impl ServerSlot {
         })
     }
 
-    pub fn warnings(&self) -> Vec<String> {
+    pub(crate) fn warnings(&self) -> Vec<String> {
         self.lock_catalog().warnings.clone()
     }
 
     /// The connection and list-change counters (see [`crate::ListEpochs`]).
-    pub fn list_epochs(&self) -> crate::runtime::ListEpochs {
+    pub(crate) fn list_epochs(&self) -> crate::runtime::ListEpochs {
         let connection = self.lock_state().epoch;
         let catalog = self.lock_catalog();
         crate::runtime::ListEpochs {

@@ -134,7 +134,7 @@ impl ServerSlot {
     }
 
     /// Connects eagerly (for `required` servers); the failure when it cannot.
-    pub async fn connect_eagerly(&self) -> Result<(), McpError> {
+    pub(crate) async fn connect_eagerly(&self) -> Result<(), McpError> {
         self.connection().await.map(|_| ())
     }
 

@@ -96,7 +96,7 @@ pub(crate) struct ServerSlot {
 }
 
 impl ServerSlot {
-    pub fn new(spec: ServerSpec, options: Arc<RuntimeOptions>) -> Arc<Self> {
+    pub(crate) fn new(spec: ServerSpec, options: Arc<RuntimeOptions>) -> Arc<Self> {
         Arc::new_cyclic(|weak_self| Self {
             spec,
             options,

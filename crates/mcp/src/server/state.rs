@@ -98,7 +98,7 @@ pub struct CallOptions {
 }
 
 impl ServerSlot {
-    pub fn status(&self) -> ServerStatus {
+    pub(crate) fn status(&self) -> ServerStatus {
         let state = self.lock_state();
         let catalog = self.lock_catalog();
         ServerStatus {

@@ -19,7 +19,7 @@ pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 impl ServerSlot {
     /// Drops any connection and connects again now.
-    pub async fn reconnect(&self) -> Result<(), McpError> {
+    pub(crate) async fn reconnect(&self) -> Result<(), McpError> {
         let _connecting = self.connect_lock.lock().await;
         let previous = {
             let mut state = self.lock_state();
@@ -40,7 +40,7 @@ impl ServerSlot {
     /// until [`Self::reconnect`] or [`Self::restart`]. Its catalogue stays, so its tools stay
     /// listed; a call to one answers that the server was stopped and how to reconnect it.
     /// Calls in flight end with the connection.
-    pub async fn stop(&self) -> Result<(), McpError> {
+    pub(crate) async fn stop(&self) -> Result<(), McpError> {
         let _connecting = self.connect_lock.lock().await;
         let live = {
             let mut state = self.lock_state();
@@ -61,7 +61,7 @@ impl ServerSlot {
     /// Drops the connection and the retained catalogue (tools, resources, templates, prompts);
     /// nothing reconnects now: the next request connects lazily and fetches fresh lists. Clears
     /// a stop.
-    pub async fn restart(&self) -> Result<(), McpError> {
+    pub(crate) async fn restart(&self) -> Result<(), McpError> {
         let _connecting = self.connect_lock.lock().await;
         let previous = {
             let mut state = self.lock_state();
@@ -200,7 +200,7 @@ impl ServerSlot {
     }
 
     /// Closes the connection and kills the process group; the slot stays closed.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.shutdown.cancel();
         let live = {
             let mut state = self.lock_state();

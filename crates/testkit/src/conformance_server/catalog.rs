@@ -10,12 +10,12 @@ pub const AUDIO_WAV_BASE64: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAAC
 
 pub const STATIC_TEXT_URI: &str = "test://static-text";
 pub const STATIC_TEXT: &str = "This is the content of the static text resource.";
-pub const STATIC_BINARY_URI: &str = "test://static-binary";
-pub const WATCHED_URI: &str = "test://watched-resource";
-pub const WATCHED_TEXT: &str = "Watched resource content";
-pub const TEMPLATE_URI: &str = "test://template/{id}/data";
-pub const TEMPLATE_PREFIX: &str = "test://template/";
-pub const TEMPLATE_SUFFIX: &str = "/data";
+pub(super) const STATIC_BINARY_URI: &str = "test://static-binary";
+pub(super) const WATCHED_URI: &str = "test://watched-resource";
+pub(super) const WATCHED_TEXT: &str = "Watched resource content";
+pub(super) const TEMPLATE_URI: &str = "test://template/{id}/data";
+pub(super) const TEMPLATE_PREFIX: &str = "test://template/";
+pub(super) const TEMPLATE_SUFFIX: &str = "/data";
 
 /// A tool taking no arguments.
 fn no_arguments(name: &str, description: &str) -> Value {
@@ -63,7 +63,7 @@ fn json_schema_2020_12() -> Value {
 }
 
 /// Every tool, as `tools/list` publishes it.
-pub fn tools() -> Vec<Value> {
+pub(super) fn tools() -> Vec<Value> {
     vec![
         no_arguments("test_simple_text", "Tests simple text content response"),
         no_arguments("test_image_content", "Tests image content response"),
@@ -179,7 +179,7 @@ pub fn tools() -> Vec<Value> {
 }
 
 /// Every static resource, as `resources/list` publishes it.
-pub fn resources() -> Vec<Value> {
+pub(super) fn resources() -> Vec<Value> {
     vec![
         json!({"uri": STATIC_TEXT_URI, "name": "static-text", "title": "Static Text Resource",
                "description": "A static text resource for testing", "mimeType": "text/plain"}),
@@ -191,7 +191,7 @@ pub fn resources() -> Vec<Value> {
 }
 
 /// Every resource template, as `resources/templates/list` publishes it.
-pub fn resource_templates() -> Vec<Value> {
+pub(super) fn resource_templates() -> Vec<Value> {
     vec![json!({
         "uriTemplate": TEMPLATE_URI,
         "name": "template",
@@ -202,7 +202,7 @@ pub fn resource_templates() -> Vec<Value> {
 }
 
 /// The contents of resource `uri`, or `None` when there is no such resource.
-pub fn read_resource(uri: &str) -> Option<Value> {
+pub(super) fn read_resource(uri: &str) -> Option<Value> {
     let contents = match uri {
         STATIC_TEXT_URI => json!({"uri": uri, "mimeType": "text/plain", "text": STATIC_TEXT}),
         STATIC_BINARY_URI => json!({"uri": uri, "mimeType": "image/png", "blob": IMAGE_PNG_BASE64}),
@@ -221,7 +221,7 @@ pub fn read_resource(uri: &str) -> Option<Value> {
 }
 
 /// Every prompt, as `prompts/list` publishes it.
-pub fn prompts() -> Vec<Value> {
+pub(super) fn prompts() -> Vec<Value> {
     vec![
         json!({"name": "test_simple_prompt", "title": "Simple Test Prompt",
                "description": "A simple prompt without arguments"}),
@@ -250,7 +250,7 @@ fn argument<'a>(arguments: Option<&'a serde_json::Map<String, Value>>, name: &st
 }
 
 /// The messages of prompt `name` (the MRTR prompt is answered elsewhere), or `None` if unknown.
-pub fn prompt_messages(
+pub(super) fn prompt_messages(
     name: &str,
     arguments: Option<&serde_json::Map<String, Value>>,
 ) -> Option<Value> {
@@ -281,7 +281,7 @@ pub fn prompt_messages(
 }
 
 /// The fixed result of a tool whose answer needs no client round trip, or `None`.
-pub fn fixed_tool_result(name: &str) -> Option<Value> {
+pub(super) fn fixed_tool_result(name: &str) -> Option<Value> {
     let result = match name {
         "test_simple_text" => json!({"content": [
             {"type": "text", "text": "This is a simple text response for testing."}
@@ -317,7 +317,7 @@ pub fn fixed_tool_result(name: &str) -> Option<Value> {
 }
 
 /// The `elicitation/create` parameters each elicitation tool sends.
-pub fn elicitation_params(tool: &str, message: &str) -> Option<Value> {
+pub(super) fn elicitation_params(tool: &str, message: &str) -> Option<Value> {
     let params = match tool {
         "test_elicitation" => json!({
             "message": message,

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 /// Issued `requestState` handles and the state each stands for.
 #[derive(Debug, Default, Clone)]
-pub struct RequestStates {
+pub(super) struct RequestStates {
     issued: Arc<Mutex<HashMap<String, Value>>>,
     counter: Arc<AtomicU64>,
     hasher: Arc<RandomState>,
@@ -55,7 +55,7 @@ impl RequestStates {
 }
 
 /// What a multi round-trip handler answers.
-pub enum Round<T> {
+pub(super) enum Round<T> {
     Complete(T),
     InputRequired(InputRequiredResult),
 }
@@ -139,7 +139,7 @@ fn roots_count(response: Option<&Value>) -> usize {
 }
 
 /// One `tools/call` of a multi round-trip tool.
-pub struct ToolRound<'a> {
+pub(super) struct ToolRound<'a> {
     pub name: &'a str,
     pub responses: Option<&'a InputResponses>,
     pub request_state: Option<&'a str>,
@@ -171,7 +171,7 @@ fn validate_responses(responses: Option<&InputResponses>) -> Result<(), McpError
 }
 
 /// Answers one round of tool `round.name`, or `None` when it is not a multi round-trip tool.
-pub fn call_tool(
+pub(super) fn call_tool(
     round: &ToolRound<'_>,
     states: &RequestStates,
 ) -> Option<Result<Round<CallToolResult>, McpError>> {
@@ -343,7 +343,9 @@ fn tamper_test_request(states: &RequestStates) -> Result<Round<CallToolResult>, 
 }
 
 /// The multi round-trip prompt `test_input_required_result_prompt`.
-pub fn get_prompt(responses: Option<&InputResponses>) -> Result<Round<GetPromptResult>, McpError> {
+pub(super) fn get_prompt(
+    responses: Option<&InputResponses>,
+) -> Result<Round<GetPromptResult>, McpError> {
     validate_responses(responses)?;
     match responses.and_then(|responses| responses.get("user_context")) {
         Some(response) => Ok(Round::Complete(super::decode_complete(
