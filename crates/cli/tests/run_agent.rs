@@ -566,3 +566,48 @@ async fn mcp_flag_adds_servers_for_one_run() {
             .contains("fixture")
     );
 }
+
+/// Large built-in output spills the way MCP results do: into the session's own artifact folder
+/// (`STATE/artifacts/<session>/mcp/builtin/<tool>/`, a private file), which the model is told
+/// and may read back.
+#[tokio::test]
+async fn large_built_in_output_spills_into_the_session_artifacts() {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    let big = sandbox.work().join("big.txt");
+    let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
+    sandbox.write(&big, &line.repeat(1_000));
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "read_file",
+        json!({"path": big.display().to_string()}),
+    ));
+    mock.push_turn(Turn::text("It is long."));
+    sandbox.user_config(&model_config(&mock, "openai"));
+    let run = warden(&sandbox, &["run", "read big.txt"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sent = sent_text(&mock);
+    let marker = "the full output is saved at ";
+    let at = sent.find(marker).unwrap_or_else(|| panic!("{sent}"));
+    let path: String = sent[at + marker.len()..]
+        .chars()
+        .take_while(|c| *c != ']')
+        .collect();
+    let path = Path::new(&path);
+    let artifacts = sandbox.state_dir().join("artifacts");
+    let relative = path
+        .strip_prefix(&artifacts)
+        .unwrap_or_else(|_| panic!("{} is not under {}", path.display(), artifacts.display()));
+    let parts: Vec<String> = relative
+        .components()
+        .map(|part| part.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(parts[1..4], ["mcp", "builtin", "read_file"], "{parts:?}");
+    // The whole output (numbered lines, past the 30 000-byte cap) is in the file.
+    let saved = std::fs::read_to_string(path).unwrap();
+    assert!(saved.len() > 30_000, "{} bytes", saved.len());
+    assert_eq!(saved.matches(line.trim()).count(), 1_000);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}

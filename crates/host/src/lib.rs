@@ -87,6 +87,9 @@ pub struct HostOptions {
     pub sampling: SamplingRoute,
     /// Which protocol lifecycle to speak to the servers (default: probe 2026-07-28, fall back).
     pub protocol: warden_mcp::ProtocolMode,
+    /// The session's artifact store when the surface made it first (its built-in tools spill
+    /// into it too); its root is `STATE/artifacts/<session id>`. `None`: the host makes it.
+    pub artifacts: Option<ArtifactStore>,
     /// An agent session's defer mode (`None`: no agent, e.g. the command line): how an
     /// "unknown tool" answer tells the caller to reach a deferred server's tools.
     pub defer_mode: Option<warden_config::DeferMode>,
@@ -110,6 +113,7 @@ impl HostOptions {
             sampling: SamplingRoute::Declined,
             protocol: warden_mcp::ProtocolMode::Auto,
             defer_mode: None,
+            artifacts: None,
         }
     }
 }
@@ -189,7 +193,11 @@ impl Host {
         }
         let state_dir = options.paths.state_dir();
         let mut runtime_options = RuntimeOptions::new(options.workspace.clone());
-        runtime_options.artifacts_dir = state_dir.join("artifacts").join(&session_id);
+        let artifacts = options
+            .artifacts
+            .clone()
+            .unwrap_or_else(|| ArtifactStore::new(session_artifacts_dir(state_dir, &session_id)));
+        runtime_options.artifacts_dir = artifacts.root().to_path_buf();
         runtime_options.session_id = session_id.clone();
         runtime_options.client_version = env!("CARGO_PKG_VERSION").to_owned();
         runtime_options.skills_extension = options.skills_extension;
@@ -200,7 +208,6 @@ impl Host {
         for problem in &retention.problems {
             tracing::warn!("artifact retention: {problem}");
         }
-        let artifacts = ArtifactStore::new(runtime_options.artifacts_dir.clone());
         // A resumed session shields its earlier artifacts from other sessions' retention from
         // now on; a new session takes its folder's lock with its first artifact.
         if options.session_id.is_some()
@@ -589,6 +596,11 @@ pub struct VisibleTool {
 }
 
 /// A new session id: sortable by time, unique per process.
+/// Where a session's artifacts live: `STATE/artifacts/<session id>`.
+pub fn session_artifacts_dir(state_dir: &std::path::Path, session_id: &str) -> PathBuf {
+    state_dir.join("artifacts").join(session_id)
+}
+
 pub fn new_session_id() -> String {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)

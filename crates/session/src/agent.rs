@@ -10,9 +10,9 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
-    AgentEvent, BuiltinTools, Capability, DirArtifacts, ModelClient, ModelConfig, PromptParts,
-    SessionStore, ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolSpec,
-    assemble_system_prompt, builtin_specs, client_for, find_project_instructions, select_model,
+    AgentEvent, BuiltinTools, Capability, ModelClient, ModelConfig, PromptParts, SessionStore,
+    ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolSpec, assemble_system_prompt,
+    builtin_specs, client_for, find_project_instructions, select_model,
 };
 use warden_config::{AgentProfile, LoadedConfig};
 use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
@@ -158,15 +158,21 @@ impl AgentSession {
         let secrets = known_secrets(&config, &model, &workspace);
         let store = SessionStore::new(paths.state_dir().join("sessions"), secrets);
         let resumed = resume(&store, &workspace, request.resume, request.continue_latest)?;
+        // One artifact store for the session: large built-in output and large or binary MCP
+        // results land in the same private folder, under the same retention and lock.
+        let session_id = resumed
+            .as_ref()
+            .map_or_else(warden_host::new_session_id, |(id, _)| id.clone());
+        let artifacts = warden_mcp::artifacts::ArtifactStore::new(
+            warden_host::session_artifacts_dir(paths.state_dir(), &session_id),
+        );
 
         let bash_env = BashEnv::masking(warden_bridge::ENV_PREFIX);
         let tool_workspace = session_workspace(&paths, &workspace, &config, request.add_dirs)?;
         let builtins = Arc::new(
             BuiltinTools::new(
                 tool_workspace,
-                Arc::new(DirArtifacts::new(
-                    paths.state_dir().join("artifacts").join("builtin"),
-                )),
+                Arc::new(SessionArtifacts(artifacts.clone())),
             )
             .with_bash_env(bash_env.clone())
             .with_confinement(bash_confinement(&config.sandbox)),
@@ -219,7 +225,8 @@ impl AgentSession {
         host_tools.push(Arc::new(SamplingTool::new(sampling_model.clone())));
         options.defer_mode = Some(model.defer_mode);
         options.tools = host_tools;
-        options.session_id = resumed.as_ref().map(|(id, _)| id.clone());
+        options.session_id = Some(session_id);
+        options.artifacts = Some(artifacts);
         options.remote_skills = Some(remote_skills);
         options.sampling = SamplingRoute::ThroughGate;
         let host = Host::open(&config, options)?;
@@ -486,6 +493,19 @@ pub fn bash_confinement(settings: &warden_config::SandboxSettings) -> BashConfin
             max_processes: settings.max_processes.or(defaults.limits.max_processes),
         },
         env: settings.env.clone(),
+    }
+}
+
+/// Where the built-in tools spill large output: the session's artifact store, beside the MCP
+/// results (`<session>/mcp/builtin/<tool>/`).
+struct SessionArtifacts(warden_mcp::artifacts::ArtifactStore);
+
+impl warden_agent::ArtifactSink for SessionArtifacts {
+    fn save(&self, tool: &str, content: &[u8]) -> std::io::Result<std::path::PathBuf> {
+        self.0
+            .write("builtin", tool, "txt", content)
+            .map(|artifact| artifact.path)
+            .map_err(std::io::Error::other)
     }
 }
 
