@@ -1,8 +1,9 @@
 //! `warden audit` filters through the real binary: `--denied`, `--session`, `--since`, and the
 //! table's columns.
 
-use crate::support::{Sandbox, stdio_server};
 use warden_testkit::fixture_binary;
+
+use crate::support::{Sandbox, stdio_server};
 
 #[test]
 fn filters_by_decision_session_and_time() {

@@ -2,15 +2,14 @@
 //! real `warden tool` against the echo fixture through the session's gate; the bridge's token,
 //! size limit and policy; masking of inherited bridge variables; MCP children never see them.
 
-use crate::support;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use crate::support::{Run, Sandbox, bash_turn, path_with_warden, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::fixture_binary;
+
+use crate::support::{self, Run, Sandbox, bash_turn, path_with_warden, stdio_server, toml_str};
 
 /// A user config with the mock model as default and the echo fixture as `fixture`.
 fn config(mock: &MockModel, extra: &str) -> String {

@@ -3,16 +3,15 @@
 //! the session's gate; the socket's privacy (0600 in a 0700 directory), its token and size limit,
 //! and its removal at session end.
 
-use crate::support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use crate::support::{Run, Sandbox, bash_turn, path_with_warden, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::fixture_binary;
+
+use crate::support::{self, Run, Sandbox, bash_turn, path_with_warden, stdio_server, toml_str};
 
 /// A user config choosing the Unix socket bridge, with the mock model as default and the echo
 /// fixture as `fixture`.

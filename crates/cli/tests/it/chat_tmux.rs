@@ -2,16 +2,17 @@
 //! send-keys, the screen read with capture-pane) against the mock model and real MCP servers.
 //! Every wait polls the screen for the expected text with a generous deadline.
 
-use crate::support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use crate::support::{Sandbox, everything_server, sent_text, echo_server, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::require_npm_server;
+
+use crate::support::{
+    self, Sandbox, echo_server, everything_server, sent_text, stdio_server, toml_str,
+};
 
 /// How long any expected text may take to appear (servers start, models stream).
 const DEADLINE: Duration = Duration::from_secs(90);

@@ -4,12 +4,12 @@
 //! exact name without a search, `call_tool` gated as the tool behind it, automatic deferral with
 //! `always_load`, and a mode the provider cannot speak refused at config load.
 
+use serde_json::{Value, json};
+use warden_mock_model::{MockModel, RecordedRequest, Turn};
+
+use crate::support::Sandbox;
 use crate::support::warden_without_model_keys as warden;
 use crate::support::{echo_server, mock_model_config};
-
-use serde_json::{Value, json};
-use crate::support::Sandbox;
-use warden_mock_model::{MockModel, RecordedRequest, Turn};
 
 /// `[models.mock]` for `provider` at `mock`, with `defer_mode` when given, as the default model.
 fn model_config(mock: &MockModel, provider: &str, defer_mode: Option<&str>) -> String {

@@ -4,15 +4,13 @@
 //! calls in the session transcript, the skills extension negotiated by every surface, and
 //! `warden skills list --mcp`.
 
-use crate::support;
-
-use crate::support::warden_without_model_keys as warden;
-use crate::support::{echo_server, mock_model_config};
-
 use serde_json::{Value, json};
-use crate::support::{Sandbox, path_with_warden, stdio_server};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::fixture_binary;
+
+use crate::support::{self, warden_without_model_keys as warden};
+use crate::support::{Sandbox, path_with_warden, stdio_server};
+use crate::support::{echo_server, mock_model_config};
 
 /// `[models.mock]` (OpenAI Chat at `mock`) with `defer_mode` when given, as the default model.
 fn model_config(mock: &MockModel, defer_mode: Option<&str>) -> String {

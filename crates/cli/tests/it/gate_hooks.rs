@@ -2,16 +2,15 @@
 //! PreToolUse hooks (exit 2 blocks; exit 1, timeouts and missing commands change nothing),
 //! authorization rules, config permissions, and UserPromptSubmit.
 
-use crate::support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use crate::support::{Run, Sandbox, stdio_server, toml_str};
 
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::require_npm_server;
+
+use crate::support::{self, Run, Sandbox, stdio_server, toml_str};
 
 /// A sandbox with the mock model as default and server-filesystem as `fs` over the workspace.
 fn sandbox_with(mock: &MockModel, extra: &str) -> Sandbox {

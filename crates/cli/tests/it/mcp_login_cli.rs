@@ -14,9 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 
-use crate::support;
-
-use crate::support::Sandbox;
+use crate::support::{self, Sandbox};
 
 #[derive(Default)]
 struct Seen {

@@ -1,16 +1,14 @@
 //! `warden run` answers a server's sampling request with the session's model (the mock model)
 //! when the entry says `sampling = true`, and the server never gets to ask otherwise.
 
-use crate::support;
-
-use crate::support::warden_without_model_keys as warden;
-
 use std::path::Path;
 
 use serde_json::{Value, json};
-use crate::support::{Sandbox, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::require_npm_server;
+
+use crate::support::{self, warden_without_model_keys as warden};
+use crate::support::{Sandbox, stdio_server, toml_str};
 
 fn config(mock: &MockModel, sampling: bool) -> String {
     let server = require_npm_server("everything");

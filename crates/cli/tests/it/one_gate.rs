@@ -1,12 +1,11 @@
 //! One gate for every surface: the agent, code mode and the tool CLI each make calls against the
 //! same real server, and the audit trail holds exactly one record per call with the right source.
 
-use crate::support;
-
 use serde_json::{Value, json};
-use crate::support::{Run, Sandbox, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::fixture_binary;
+
+use crate::support::{self, Run, Sandbox, stdio_server, toml_str};
 
 async fn warden(sandbox: &Sandbox, args: &[&str]) -> Run {
     let mut command = sandbox.command();

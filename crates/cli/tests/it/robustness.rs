@@ -9,11 +9,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use warden_mock_model::{MockModel, Turn};
+use warden_testkit::fixture_binary;
+
 use crate::support::{
     Sandbox, mock_model_config, output, stdio_server, warden_without_model_keys as warden,
 };
-use warden_mock_model::{MockModel, Turn};
-use warden_testkit::fixture_binary;
 
 /// A copy of the fixture server under a path no other test uses, so the process table can be
 /// searched for it.

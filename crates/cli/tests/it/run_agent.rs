@@ -1,17 +1,15 @@
 //! `warden run` end to end: the real binary, the real HTTP provider code against the mock model
 //! (OpenAI Chat, OpenAI Responses, Anthropic), and real MCP servers behind the gate.
 
-use crate::support;
-
-use crate::support::mock_model_config;
-use crate::support::warden_without_model_keys as warden;
-
 use std::path::Path;
 
 use serde_json::{Value, json};
-use crate::support::{Sandbox, everything_server, sent_text, stdio_server, toml_str};
 use warden_mock_model::{MockModel, Turn};
 use warden_testkit::{fixture_binary, require_npm_server};
+
+use crate::support::warden_without_model_keys as warden;
+use crate::support::{self, mock_model_config};
+use crate::support::{Sandbox, everything_server, sent_text, stdio_server, toml_str};
 
 /// The `[models.mock]` table for `provider`, pointed at `mock`, as the default model.
 fn model_config(mock: &MockModel, provider: &str) -> String {

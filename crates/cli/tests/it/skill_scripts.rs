@@ -6,8 +6,9 @@
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use crate::support::{Run, Sandbox, mock_model_config, output};
 use warden_mock_model::{MockModel, Turn};
+
+use crate::support::{Run, Sandbox, mock_model_config, output};
 
 /// The script: writes `<marker>` (an argument), echoes its stdin, and, when asked, tries to
 /// read a file, open a connection or fork a sleeper.

@@ -3,17 +3,17 @@
 //! through `use_skill`/`read_skill_file`, a gated tool hidden until loaded, and a stored grant
 //! that `warden skills grants` lists, approves the tool headless, and `warden skills revoke` ends.
 
-use crate::support::warden_without_model_keys as warden;
-
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
-use crate::support::{Sandbox, stdio_server, toml_str};
 use warden_host::skills::{fetch_skill_md, register_server_skills};
 use warden_mcp::{McpRuntime, RuntimeOptions, ServerSpec};
 use warden_mock_model::{MockModel, Turn};
 use warden_skills::{Grant, GrantStore};
 use warden_testkit::{fixture_binary, fixture_command};
+
+use crate::support::warden_without_model_keys as warden;
+use crate::support::{Sandbox, stdio_server, toml_str};
 
 fn config(mock: &MockModel, extra: &str) -> String {
     let fixture = fixture_binary();

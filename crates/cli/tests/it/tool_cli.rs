@@ -1,12 +1,11 @@
 //! `warden tool` and `warden mcp list --probe` through the real binary against real MCP servers:
 //! browsing, calls through the gate, denials that never reach the server, and failure reports.
 
-use crate::support;
-
 use std::path::Path;
 
-use crate::support::{Sandbox, stdio_server};
 use warden_testkit::{fixture_binary, require_npm_server};
+
+use crate::support::{self, Sandbox, stdio_server};
 
 fn node() -> &'static Path {
     Path::new("node")

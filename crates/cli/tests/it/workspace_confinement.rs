@@ -6,8 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use crate::support::{Run, Sandbox, echo_server, mock_model_config, output};
 use warden_mock_model::{MockModel, Turn};
+
+use crate::support::{Run, Sandbox, echo_server, mock_model_config, output};
 
 const KEY: &str = "-----BEGIN OPENSSH PRIVATE KEY----- hostile-test-key";
 const ENV_SECRET: &str = "env-secret-7f3a91";

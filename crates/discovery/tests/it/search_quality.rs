@@ -3,11 +3,11 @@
 //! is asserted; the issue-7 targets (GitHub hit@3 = 1, MRR ≥ 0.93; LiveMCPBench step
 //! hit@5 ≥ 0.80) are asserted by an ignored test because the ranking does not reach them yet.
 
-use crate::support;
-
 use std::time::{Duration, Instant};
 
 use warden_discovery::{QueryHalf, SearchQuality, quality_table};
+
+use crate::support;
 
 /// Prints the figures on each half of the query sets (tuning happens on the even half; the
 /// odd half is the over-fitting check).

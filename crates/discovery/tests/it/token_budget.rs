@@ -1,13 +1,13 @@
 //! Manifest token budgets on the shared corpora: with every server deferred, the fixed part
 //! (search tool + one line per server) stays under 2,000 o200k tokens for 13, 117 and 527 tools.
 
-use crate::support;
-
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use warden_discovery::corpus::Corpus;
 use warden_discovery::tokens::{DeferredServer, ManifestTool, manifest_tokens};
+
+use crate::support;
 
 fn deferred(corpus: &Corpus) -> Vec<DeferredServer> {
     let mut servers: BTreeMap<String, DeferredServer> = BTreeMap::new();

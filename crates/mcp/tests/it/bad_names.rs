@@ -1,10 +1,10 @@
 //! Tools with invalid or duplicate names keep their raw identity; calls route by that identity.
 
-use crate::common;
-
 use serde_json::Map;
 use warden_mcp::{CallOptions, ToolIdentity};
 use warden_testkit::fixtures::BAD_TOOL_NAMES;
+
+use crate::common;
 
 #[tokio::test]
 async fn raw_names_are_kept_and_routed_exactly() {

@@ -1,10 +1,10 @@
 //! A 20 MiB tool result arrives whole over stdio and over Streamable HTTP.
 
-use crate::common;
-
 use serde_json::Map;
 use warden_mcp::{CallOptions, ServerSpec, ToolIdentity};
 use warden_testkit::fixtures::BIG_RESULT_BYTES;
+
+use crate::common;
 
 async fn big_text_length(runtime: &warden_mcp::McpRuntime) -> usize {
     let outcome = runtime

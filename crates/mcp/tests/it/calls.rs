@@ -1,8 +1,6 @@
 //! Tool calls: routing by identity, filters, deadlines with cancellation, progress, caller
 //! cancellation, and a server that dies mid-call (never re-sent, reconnected by supervision).
 
-use crate::common::{self, arguments};
-
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -10,6 +8,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use warden_mcp::{CallOptions, FailureKind, ServerState, ToolFilter, ToolIdentity};
 use warden_testkit::fixtures::CRASH_STDERR_LINE;
+
+use crate::common::{self, arguments};
 
 #[tokio::test]
 async fn calls_route_by_identity_and_keep_structured_content() {

@@ -2,11 +2,11 @@
 //! each hold their start-up until all of them have been started only succeed when no connect
 //! waits for another one to finish.
 
-use crate::common;
-
 use std::time::Duration;
 
 use warden_mcp::{ServerSpec, ServerState};
+
+use crate::common;
 
 /// How many servers wait for one another.
 const SERVERS: usize = 6;

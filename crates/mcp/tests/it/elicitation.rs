@@ -1,8 +1,6 @@
 //! Elicitation is advertised only with an interactive handler; the handler's answer gets the
 //! schema's defaults; without a handler servers see no elicitation (and no sampling) support.
 
-use crate::common;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -13,6 +11,8 @@ use warden_mcp::{
     CallOptions, ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse,
     McpRuntime, RuntimeOptions, ToolIdentity,
 };
+
+use crate::common;
 
 struct AnswerWithName {
     asked: Arc<AtomicUsize>,

@@ -1,12 +1,12 @@
 //! The npm reference server `server-everything` over stdio: handshake fallback to 2025-11-25,
 //! tools, a call, resources and prompts.
 
-use crate::common;
-
 use std::collections::BTreeMap;
 
 use serde_json::json;
 use warden_mcp::{CallOptions, ServerState, ToolIdentity};
+
+use crate::common;
 
 #[tokio::test]
 async fn server_everything_over_stdio() {

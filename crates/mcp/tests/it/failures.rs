@@ -1,13 +1,13 @@
 //! Every documented start-up and connection failure becomes one typed, one-line message that names
 //! the server, says what went wrong and what to check; the host survives each of them.
 
-use crate::common;
-
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warden_mcp::{FailureKind, McpError, ServerSpec, ServerState};
 use warden_testkit::fixtures::{EXIT_DURING_START_CODE, EXIT_DURING_START_LINE};
+
+use crate::common;
 
 async fn connect_error(spec: ServerSpec) -> (McpError, ServerState) {
     let name = spec.name.clone();

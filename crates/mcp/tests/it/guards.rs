@@ -2,8 +2,6 @@
 //! Streamable HTTP and legacy HTTP+SSE, and a tool call the server answered with a 404 on its
 //! session is never re-sent (the tool runs exactly once) while the next call gets a new session.
 
-use crate::common::{self, arguments};
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -20,6 +18,8 @@ use warden_mcp::{
     CallOptions, FailureKind, McpRuntime, ProtocolMode, RuntimeOptions, ServerSpec, ServerState,
     SseLimits, ToolIdentity, TransportSpec,
 };
+
+use crate::common::{self, arguments};
 
 fn runtime_with(
     spec: ServerSpec,

@@ -1,13 +1,13 @@
 //! Streamable HTTP: server-everything and the echo fixture, both eras, custom headers.
 
-use crate::common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warden_mcp::{CallOptions, FailureKind, ServerSpec, ServerState, ToolIdentity};
+
+use crate::common;
 
 #[tokio::test]
 async fn server_everything_over_streamable_http() {

@@ -1,12 +1,12 @@
 //! A Streamable HTTP server that dies in the middle of a call: the call ends with a readable
 //! failure well before its deadline instead of waiting on a stream that will never answer.
 
-use crate::common;
-
 use std::time::Duration;
 
 use warden_mcp::{CallOptions, ServerSpec, ToolIdentity};
 use warden_testkit::spawn_http_fixture;
+
+use crate::common;
 
 #[tokio::test]
 async fn a_call_in_flight_when_the_http_server_dies_fails_promptly() {

@@ -1,11 +1,11 @@
 //! Servers are registered without being started; first use connects (once, even when concurrent);
 //! required servers connect eagerly; deferred servers stay unopened.
 
-use crate::common;
-
 use std::time::Duration;
 
 use warden_mcp::{FailureKind, ServerSpec, ServerState};
+
+use crate::common;
 
 #[tokio::test]
 async fn registering_starts_nothing() {

@@ -1,13 +1,13 @@
 //! The legacy HTTP+SSE transport: server-everything in `sse` mode, wrong urls, and a hand-rolled SSE peer.
 
-use crate::common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warden_mcp::{CallOptions, FailureKind, ServerSpec, ServerState, ToolIdentity, TransportSpec};
+
+use crate::common;
 
 fn legacy_sse(name: &str, url: String) -> ServerSpec {
     ServerSpec::with_transport(

@@ -1,9 +1,9 @@
 //! `list_changed` refreshes the affected list under a generation counter, over both protocol eras.
 
-use crate::common;
-
 use serde_json::json;
 use warden_mcp::{CallOptions, ProtocolMode, RuntimeOptions, ToolIdentity};
+
+use crate::common;
 
 async fn tools_change_after_mutate(runtime: &warden_mcp::McpRuntime) {
     let before = runtime.server_tools("live").await.expect("tools");

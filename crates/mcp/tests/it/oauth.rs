@@ -3,8 +3,6 @@
 //! saved by a login elsewhere is picked up on reconnect, a rejected token is refreshed, in-line
 //! headless login works, and `auth = "none"` turns a 401 into a plain failure.
 
-use crate::common;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +15,8 @@ use axum::routing::{any, get, post};
 use serde_json::json;
 use warden_mcp::{FailureKind, HttpAuth, McpRuntime, RuntimeOptions, ServerSpec, ServerState};
 use warden_oauth::{LoginOptions, OAuthSettings, RedirectMode, TokenStore};
+
+use crate::common;
 
 #[derive(Default)]
 struct Issued {

@@ -1,10 +1,10 @@
 //! Cursors are followed to the end, and a server whose pages never end stops at the 64-page limit
 //! with a warning.
 
-use crate::common;
-
 use warden_mcp::PAGE_LIMIT;
 use warden_testkit::fixtures::{PAGE_SIZE, TOTAL_TOOLS};
+
+use crate::common;
 
 #[tokio::test]
 async fn every_page_is_followed() {

@@ -1,9 +1,9 @@
 //! A Python `mcp` 2.x server over stdio negotiates 2026-07-28 and answers a call.
 
-use crate::common;
-
 use serde_json::json;
 use warden_mcp::{CallOptions, ServerSpec, ServerState, ToolIdentity};
+
+use crate::common;
 
 #[tokio::test]
 async fn python_mcp_2_server_speaks_2026_07_28() {

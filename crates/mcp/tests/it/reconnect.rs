@@ -1,11 +1,11 @@
 //! Reconnecting on request replaces the process; a slow start within the deadline still connects.
 
-use crate::common;
-
 use std::time::Duration;
 
 use serde_json::json;
 use warden_mcp::{CallOptions, ServerState, ToolIdentity};
+
+use crate::common;
 
 #[tokio::test]
 async fn reconnect_on_request_starts_a_new_process() {

@@ -1,11 +1,11 @@
 //! Resources are read only when advertised (listed or matching a template), skills excepted;
 //! prompts check their required arguments before the request.
 
-use crate::common;
-
 use std::collections::BTreeMap;
 
 use warden_mcp::FailureKind;
+
+use crate::common;
 
 #[tokio::test]
 async fn listed_and_templated_resources_are_readable_others_are_not() {

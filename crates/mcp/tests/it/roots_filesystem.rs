@@ -1,12 +1,12 @@
 //! The workspace folder is the one root offered to servers: `server-filesystem` started without
 //! folders adopts it from `roots/list` and reads files inside it.
 
-use crate::common;
-
 use std::time::Duration;
 
 use serde_json::json;
 use warden_mcp::{CallOptions, McpRuntime, RuntimeOptions, ServerSpec, ToolIdentity};
+
+use crate::common;
 
 #[tokio::test]
 async fn server_filesystem_uses_the_workspace_as_its_root() {

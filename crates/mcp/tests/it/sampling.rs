@@ -1,8 +1,6 @@
 //! Sampling: declined unless the operator enabled it for the server; when enabled, answered by
 //! the handler the frontend installed (the session's model in `warden run`).
 
-use crate::common::{self, arguments};
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -13,6 +11,8 @@ use warden_mcp::{
     CallOptions, McpRuntime, RuntimeOptions, SamplingAnswer, SamplingHandler, SamplingRequest,
     SamplingRole, ServerSpec, ToolIdentity,
 };
+
+use crate::common::{self, arguments};
 
 /// Answers every sampling request with a fixed text and remembers the requests.
 #[derive(Default)]

@@ -1,12 +1,12 @@
 //! A server flooding stderr keeps working; only its last lines are kept.
 
-use crate::common;
-
 use std::time::Duration;
 
 use serde_json::json;
 use warden_mcp::stderr::STDERR_LINES_KEPT;
 use warden_mcp::{CallOptions, ToolIdentity};
+
+use crate::common;
 
 #[tokio::test]
 async fn a_stderr_flood_is_drained_and_bounded() {

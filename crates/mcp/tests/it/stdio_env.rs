@@ -1,10 +1,10 @@
 //! stdio servers get only the safe parent environment plus their own, never WARDEN_* variables,
 //! and they die with their children when the runtime shuts down.
 
-use crate::common::{self, arguments};
-
 use serde_json::{Map, Value, json};
 use warden_mcp::{CallOptions, ToolIdentity};
+
+use crate::common::{self, arguments};
 
 async fn env_var(runtime: &warden_mcp::McpRuntime, name: &str) -> String {
     let outcome = runtime

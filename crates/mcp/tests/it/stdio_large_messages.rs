@@ -1,10 +1,8 @@
 //! Large results from a real stdio server arrive byte-exact through warden's own stdio transport.
 
-use crate::common;
-
-use crate::common::{big_result, only_text};
-
 use warden_testkit::fixtures::big_text;
+
+use crate::common::{self, big_result, only_text};
 
 #[tokio::test]
 async fn large_results_arrive_byte_exact_and_small_ones_still_flow_after_them() {

@@ -2,12 +2,12 @@
 //! stopped and how to reconnect); `restart` drops the connection and the catalogue and connects
 //! again only on the next request.
 
-use crate::common;
-
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use warden_mcp::{CallOptions, FailureKind, ServerState, ToolIdentity};
+
+use crate::common;
 
 fn text(value: &str) -> Map<String, Value> {
     json!({ "text": value })

@@ -1,8 +1,6 @@
 //! Catalogue caching honours `ttlMs`: without it a list is stale at once and refetched on the next
 //! need; with it the list is reused until it expires. A call resolves against the cached list.
 
-use crate::common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -14,6 +12,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Map;
 use warden_mcp::{CallOptions, ServerSpec, ToolIdentity};
+
+use crate::common;
 
 /// A server that counts `tools/list` requests and answers with an optional `ttlMs`.
 #[derive(Clone)]

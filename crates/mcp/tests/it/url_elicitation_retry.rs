@@ -2,8 +2,6 @@
 //! user is asked to open the URL and the call is retried once; headless, the call fails closed
 //! with the URL to open and is not re-sent.
 
-use crate::common::{self, arguments};
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -13,6 +11,8 @@ use warden_mcp::{
     CallOptions, ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse,
     FailureKind, McpRuntime, RuntimeOptions, ServerSpec, ToolIdentity,
 };
+
+use crate::common::{self, arguments};
 
 /// Records every URL it was asked to open and answers with `answer`.
 struct UrlOpener {

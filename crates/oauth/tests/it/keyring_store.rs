@@ -3,8 +3,6 @@
 //! boundary: a script that keeps items in a folder and logs its command lines, so a test can
 //! prove secrets travel on stdin only). Login and refresh under the lock work on either.
 
-use crate::support;
-
 use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -15,6 +13,8 @@ use warden_oauth::{
     LoginOptions, OAuthSettings, RedirectMode, TokenFile, TokenStore, TokenStoreKind, login,
     stored_manager,
 };
+
+use crate::support;
 
 /// A folder with a `secret-tool` stand-in that keeps items under `items/` and logs argv.
 struct FakeKeyring {

@@ -2,8 +2,6 @@
 //! reconnect from the store, refresh under the cross-process lock, atomic 0600 writes that
 //! survive a kill, logout revocation, client credentials (JWT), provisioned tokens, redaction.
 
-use crate::support;
-
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
@@ -15,6 +13,8 @@ use warden_oauth::{
     ProvisionedValues, RedirectMode, Secret, TokenFile, TokenStore, client_credentials_token,
     login, logout, stored_manager,
 };
+
+use crate::support;
 
 fn settings(server: &support::AuthServer, store: TokenStore) -> OAuthSettings {
     OAuthSettings::new("demo", server.resource(), store)
@@ -169,7 +169,12 @@ async fn two_processes_refreshing_at_once_keep_one_valid_refresh_token() {
     let exe = std::env::current_exe().unwrap();
     let spawn = || {
         tokio::process::Command::new(&exe)
-            .args(["--ignored", "--exact", "oauth_flows::refresh_child", "--nocapture"])
+            .args([
+                "--ignored",
+                "--exact",
+                "oauth_flows::refresh_child",
+                "--nocapture",
+            ])
             .env("WARDEN_OAUTH_CHILD_STORE", store.path())
             .env("WARDEN_OAUTH_CHILD_URL", server.resource())
             .output()
@@ -205,7 +210,12 @@ fn a_kill_mid_write_leaves_a_whole_0600_token_file() {
     let exe = std::env::current_exe().unwrap();
     for round in 0..4 {
         let mut child = std::process::Command::new(&exe)
-            .args(["--ignored", "--exact", "oauth_flows::writer_child", "--nocapture"])
+            .args([
+                "--ignored",
+                "--exact",
+                "oauth_flows::writer_child",
+                "--nocapture",
+            ])
             .env("WARDEN_OAUTH_CHILD_STORE", store.path())
             .stdout(std::process::Stdio::null())
             .spawn()

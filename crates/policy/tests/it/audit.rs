@@ -3,12 +3,13 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use crate::support::{FileDispatcher, StaticCatalog, fs_read_file, fs_write_file, request};
 use warden_hooks::HookRunner;
 use warden_policy::{
     AuditQuery, AuditSink, AuditStore, CallSource, Decision, Gate, GateParts, GatePolicy,
     NoApprover, arguments_digest, parse_since,
 };
+
+use crate::support::{FileDispatcher, StaticCatalog, fs_read_file, fs_write_file, request};
 
 fn gate_with_store(store: Arc<AuditStore>, policy: GatePolicy) -> (Gate, Arc<FileDispatcher>) {
     let dispatcher = Arc::new(FileDispatcher::default());

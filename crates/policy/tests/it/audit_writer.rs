@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::json;
-use crate::support::{FileDispatcher, StaticCatalog, fs_read_file, request};
 use warden_hooks::HookRunner;
 use warden_policy::{
     AuditQuery, AuditRecord, AuditSink, AuditStore, CallSource, CapabilitySet, Decision, Gate,
     GateParts, GatePolicy, Layer, NoApprover, arguments_digest,
 };
+
+use crate::support::{FileDispatcher, StaticCatalog, fs_read_file, request};
 
 fn record(session: &str, public_name: &str) -> AuditRecord {
     AuditRecord {

@@ -1,15 +1,10 @@
 //! Table-driven decisions: mode × server policy × annotations × trust × allow/deny lists × rules ×
 //! approver × source, through the real gate with a counting dispatcher.
 
-use crate::support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::json;
-use crate::support::{
-    FileDispatcher, MemoryAudit, ScriptedApprover, StaticCatalog, annotations, mcp_tool, request,
-};
 use warden_hooks::HookRunner;
 use warden_policy::{
     ApprovalAnswer, Approver, AuthorizationRule, CallSource, CapabilityClass, CapabilitySet,
@@ -18,6 +13,11 @@ use warden_policy::{
 };
 
 use CapabilityClass::{Destructive as D, External as E, ReadOnly as RO, Write as W};
+
+use crate::support::{
+    self, FileDispatcher, MemoryAudit, ScriptedApprover, StaticCatalog, annotations, mcp_tool,
+    request,
+};
 
 const TOOL: &str = "mcp__srv__thing";
 

@@ -6,15 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use crate::support::{
-    ScriptedApprover, SilentApprover, annotations, fs_read_file, fs_write_file, harness,
-    harness_in_workspace, mcp_tool, request, script,
-};
 use warden_hooks::{HookDefinition, HookEvent, HookRunner, HookSpec};
 use warden_policy::{
     ApprovalAnswer, AuthorizationRule, CallSource, CapabilityClass, Decision, ExternalAuthorizer,
     GatePolicy, Layer, NoApprover, PermissionMode, Permissions, RuleDecision, ServerPolicy,
     ToolGlob, ToolIdentity,
+};
+
+use crate::support::{
+    ScriptedApprover, SilentApprover, annotations, fs_read_file, fs_write_file, harness,
+    harness_in_workspace, mcp_tool, request, script,
 };
 
 fn hook(event: HookEvent, command: PathBuf, timeout: Duration) -> HookSpec {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use crate::support::{MemoryAudit, StaticCatalog, annotations, request};
 use tokio_util::sync::CancellationToken;
 use warden_hooks::HookRunner;
 use warden_policy::{
@@ -15,6 +14,8 @@ use warden_policy::{
     DispatchError, Dispatcher, Gate, GateParts, GatePolicy, NoApprover, ServerPolicy,
     ToolDescriptor, ToolIdentity, ToolOutput,
 };
+
+use crate::support::{MemoryAudit, StaticCatalog, annotations, request};
 
 const CALLS: usize = 10_000;
 

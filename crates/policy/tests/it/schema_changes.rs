@@ -4,11 +4,12 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use crate::support::{FileDispatcher, MemoryAudit, fs_read_file, request};
 use warden_hooks::HookRunner;
 use warden_policy::{
     CallSource, Catalog, Decision, Gate, GateParts, GatePolicy, Layer, NoApprover, ToolDescriptor,
 };
+
+use crate::support::{FileDispatcher, MemoryAudit, fs_read_file, request};
 
 /// One tool whose schema a test can replace, as a refreshed catalogue would.
 struct ChangingCatalog {

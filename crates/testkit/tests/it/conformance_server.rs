@@ -5,7 +5,6 @@ use std::{
     process::Stdio,
 };
 
-use crate::common::{Client, Recorder, call, connect_http, first_text};
 use rmcp::{
     ClientHandler, RoleClient, ServiceExt,
     model::{
@@ -21,6 +20,8 @@ use warden_testkit::{
     conformance_server::{IMAGE_PNG_BASE64, STATIC_TEXT, STATIC_TEXT_URI},
     spawn_announcing_server,
 };
+
+use crate::common::{Client, Recorder, call, connect_http, first_text};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_fixture-server");
 

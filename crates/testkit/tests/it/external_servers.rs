@@ -1,9 +1,6 @@
 //! The external servers the testkit locates: the Python `mcp` weather server (both protocol
 //! eras, stdio and HTTP) and the npm reference servers. Missing installs fail with the hint.
 
-use crate::common;
-
-use crate::common::{Recorder, call, connect_http, first_text};
 use rmcp::{
     ClientLifecycleMode, ClientServiceExt, ServiceExt,
     model::{ProtocolVersion, ReadResourceRequestParams, ResourceContents},
@@ -14,6 +11,8 @@ use warden_testkit::{
     require_node22, require_npm_server, require_python_mcp_server, spawn_everything_http,
     spawn_python_http_server,
 };
+
+use crate::common::{self, Recorder, call, connect_http, first_text};
 
 fn discover_2026() -> ClientLifecycleMode {
     ClientLifecycleMode::Discover {

@@ -9,7 +9,6 @@ use std::{
     time::Duration,
 };
 
-use crate::common::{call, connect_stdio, first_text, fixture_process, wait_for_file_containing};
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -17,6 +16,8 @@ use warden_testkit::fixtures::{
     BIG_RESULT_BYTES, CRASH_EXIT_CODE, CRASH_STDERR_LINE, EXIT_DURING_START_CODE,
     EXIT_DURING_START_LINE,
 };
+
+use crate::common::{call, connect_stdio, first_text, fixture_process, wait_for_file_containing};
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw-test","version":"1"}}}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;

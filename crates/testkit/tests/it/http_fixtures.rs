@@ -1,13 +1,10 @@
 //! The fixtures over Streamable HTTP (`--http 127.0.0.1:0`), and the 2026-07-28 lifecycle.
 
-use crate::common;
-
 use std::{
     io::{Read, Write},
     time::Duration,
 };
 
-use crate::common::{Recorder, Seen, call, connect_http, connect_stdio, first_text, next_seen};
 use rmcp::{
     ClientLifecycleMode, ClientServiceExt,
     model::{
@@ -24,6 +21,10 @@ use warden_testkit::{
         CRASH_EXIT_CODE, CRASH_STDERR_LINE, EXIT_DURING_START_CODE, EXIT_DURING_START_LINE,
     },
     spawn_http_fixture, try_spawn_http_fixture,
+};
+
+use crate::common::{
+    self, Recorder, Seen, call, connect_http, connect_stdio, first_text, next_seen,
 };
 
 #[tokio::test]

@@ -1,10 +1,7 @@
 //! The well-behaved fixtures over stdio, driven by a plain rmcp client.
 
-use crate::common;
-
 use std::collections::BTreeSet;
 
-use crate::common::{Seen, call, connect_stdio, first_text, next_seen, wait_for_file_containing};
 use rmcp::model::{
     CallToolRequestParams, ClientRequest, ContentBlock, GetPromptRequestParams,
     PaginatedRequestParams, ReadResourceRequestParams, Request, ResourceContents, ServerResult,
@@ -13,6 +10,10 @@ use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 use warden_testkit::fixtures::{
     BAD_TOOL_NAMES, ECHO_INSTRUCTIONS, PAGE_SIZE, PNG_1X1_BASE64, TOTAL_TOOLS,
+};
+
+use crate::common::{
+    self, Seen, call, connect_stdio, first_text, next_seen, wait_for_file_containing,
 };
 
 #[tokio::test]
