@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use warden_mcp::{CallOptions, FailureKind, ServerState, ToolFilter, ToolIdentity};

@@ -12,7 +12,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use tokio::sync::mpsc;
 use warden_mcp::{
     CallOptions, FailureKind, McpRuntime, ProtocolMode, RuntimeOptions, ServerSpec, ServerState,

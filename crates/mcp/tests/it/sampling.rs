@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use warden_mcp::{
     CallOptions, McpRuntime, RuntimeOptions, SamplingAnswer, SamplingHandler, SamplingRequest,
     SamplingRole, ServerSpec, ToolIdentity,

@@ -1,7 +1,7 @@
 //! stdio servers get only the safe parent environment plus their own, never WARDEN_* variables,
 //! and they die with their children when the runtime shuts down.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use warden_mcp::{CallOptions, ToolIdentity};
 
 use crate::common::{self, arguments};

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use warden_mcp::{
     CallOptions, ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse,
     FailureKind, McpRuntime, RuntimeOptions, ServerSpec, ToolIdentity,
