@@ -1,7 +1,10 @@
 //! A 20 MiB result over stdio is received without the several copies rmcp's codec held: peak
-//! memory grows by about the result's size (alone in its test binary, so nothing else counts).
+//! memory grows by about the result's size. Alone in its test binary, so nothing else counts: it
+//! stays out of the crate's `it` binary, whose other tests would share its process under
+//! `cargo test`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use common::{big_result, only_text};

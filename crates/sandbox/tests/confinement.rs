@@ -636,7 +636,7 @@ async fn probe_predicts_prepare_without_side_effects() {
 mod reaper {
     use std::time::{Duration, Instant};
 
-    pub fn adopt_orphans() {
+    pub(crate) fn adopt_orphans() {
         let one: libc::c_ulong = 1;
         // SAFETY: prctl(2) with integer arguments only.
         let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, one, 0u64, 0u64, 0u64) };
@@ -645,7 +645,7 @@ mod reaper {
 
     /// Reaps exited children until none is left (called only while no other test runs, so
     /// no tokio-managed child can be taken).
-    pub fn reap_orphans() {
+    pub(crate) fn reap_orphans() {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let mut status = 0;

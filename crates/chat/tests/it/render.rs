@@ -1,0 +1,259 @@
+//! Rendering snapshots on ratatui's test backend (fixed sizes, no clock): the conversation with
+//! markdown and tool calls, the dialogs, and the /tools and /mcp pages.
+
+use std::time::Duration;
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::json;
+use warden_chat::app::{App, CallState, Entry, Page, ProgressView, ToolCallView};
+use warden_chat::dialogs::{ApprovalDialog, ElicitationDialog, TrustDialog};
+use warden_chat::draw;
+use warden_chat::sources::{McpRow, SourcePage, SourceRow};
+use warden_mcp::{ElicitationKind, ElicitationRequest};
+use warden_policy::{ApprovalRequest, CallSource, CapabilityClass, CapabilitySet, ToolIdentity};
+
+fn render(app: &App, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|frame| draw(frame, app)).unwrap();
+    terminal.backend().to_string()
+}
+
+fn call(id: &str, name: &str, source: &str, state: CallState) -> ToolCallView {
+    ToolCallView {
+        id: id.into(),
+        public_name: name.into(),
+        source: source.into(),
+        arguments: json!({"path": "src/main.rs", "limit": 20}),
+        elapsed: Duration::from_millis(1500),
+        progress: None,
+        state,
+    }
+}
+
+fn conversation() -> App {
+    let mut app = App::new("mock");
+    app.push(Entry::Notice("warden chat · model mock".into()));
+    app.push(Entry::User("What is in main.rs?".into()));
+    app.push(Entry::Assistant(
+        "# Findings\n\nThe file has *one* function and **no** tests:\n\n- `main`\n- nothing else\n\n```rust\nfn main() {}\n```".into(),
+    ));
+    app.push(Entry::Tool(call(
+        "1",
+        "read_file",
+        "built-in",
+        CallState::Done,
+    )));
+    let mut running = call(
+        "2",
+        "mcp__everything__trigger-long-running-operation",
+        "everything",
+        CallState::Running,
+    );
+    running.arguments = json!({"duration": 4, "steps": 4});
+    running.progress = Some(ProgressView {
+        progress: 2.0,
+        total: Some(4.0),
+        message: Some("step 2".into()),
+    });
+    app.push(Entry::Tool(running));
+    app.push(Entry::Tool(call(
+        "3",
+        "mcp__fs__write_file",
+        "fs",
+        CallState::Denied("the user said: not now".into()),
+    )));
+    app.push(Entry::Error(
+        "MCP broken is failed: command not found — see /tools".into(),
+    ));
+    app.busy = true;
+    app
+}
+
+#[test]
+fn conversation_with_markdown_and_tool_calls() {
+    insta::assert_snapshot!(render(&conversation(), 90, 26));
+}
+
+fn approval_request() -> ApprovalRequest {
+    ApprovalRequest {
+        session_id: "s".into(),
+        source: CallSource::Agent,
+        caller: None,
+        identity: ToolIdentity::mcp("fs", "write_file"),
+        public_name: "mcp__fs__write_file".into(),
+        annotations: Default::default(),
+        classes: CapabilitySet::of(&[CapabilityClass::Write]),
+        arguments: json!({"path": "notes.txt", "content": "hello"}),
+        reason: "mcp__fs__write_file is write; ask mode asks before it runs".into(),
+        outside: None,
+    }
+}
+
+#[test]
+fn approval_dialog() {
+    let mut app = conversation();
+    app.approvals
+        .push_back(ApprovalDialog::new(&approval_request(), None));
+    insta::assert_snapshot!(render(&app, 90, 26));
+}
+
+#[test]
+fn approval_dialog_asking_for_a_reason() {
+    let mut app = App::new("mock");
+    let mut dialog = ApprovalDialog::new(&approval_request(), None);
+    dialog.deny_reason = Some("not now".into());
+    app.approvals.push_back(dialog);
+    insta::assert_snapshot!(render(&app, 90, 20));
+}
+
+#[test]
+fn elicitation_form_with_defaults_and_required_fields() {
+    let mut app = App::new("mock");
+    let request = ElicitationRequest {
+        server: "everything".into(),
+        kind: ElicitationKind::Form {
+            message: "Please provide inputs".into(),
+            schema: json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "title": "Name", "description": "Your full name"},
+                    "check": {"type": "boolean", "title": "Agree"},
+                    "count": {"type": "integer", "title": "Count", "default": 42},
+                    "pet": {"type": "string", "title": "Pet", "enum": ["pet-1", "pet-2"], "enumNames": ["Cats", "Dogs"], "default": "pet-1"}
+                },
+                "required": ["name"]
+            }),
+        },
+    };
+    app.elicitations
+        .push_back(ElicitationDialog::new(&request, None));
+    insta::assert_snapshot!(render(&app, 90, 22));
+}
+
+#[test]
+fn elicitation_url_mode() {
+    let mut app = App::new("mock");
+    let request = ElicitationRequest {
+        server: "payments".into(),
+        kind: ElicitationKind::Url {
+            message: "Authorize the payment".into(),
+            url: "https://example.test/authorize?id=7".into(),
+        },
+    };
+    app.elicitations
+        .push_back(ElicitationDialog::new(&request, None));
+    insta::assert_snapshot!(render(&app, 80, 16));
+}
+
+fn sources() -> Vec<SourceRow> {
+    vec![
+        SourceRow {
+            name: "built-in".into(),
+            is_server: false,
+            state: "built in".into(),
+            connected: true,
+            tool_count: Some(3),
+            reason: None,
+            page: SourcePage {
+                tools: vec!["bash".into(), "read_file".into(), "write_file".into()],
+                ..SourcePage::default()
+            },
+        },
+        SourceRow {
+            name: "broken".into(),
+            is_server: true,
+            state: "failed".into(),
+            connected: false,
+            tool_count: None,
+            reason: Some("can't start \"/nope\": command not found".into()),
+            page: SourcePage {
+                endpoint: Some("/nope --flag".into()),
+                transport: Some("stdio".into()),
+                login: Some("none (local process)".into()),
+                call_timeout: Some("30 min".into()),
+                failure: Some("MCP broken: can't start \"/nope\": command not found — check that it is installed".into()),
+                stderr: vec!["panic: no config".into()],
+                ..SourcePage::default()
+            },
+        },
+        SourceRow {
+            name: "everything".into(),
+            is_server: true,
+            state: "connected".into(),
+            connected: true,
+            tool_count: Some(2),
+            reason: None,
+            page: SourcePage::default(),
+        },
+    ]
+}
+
+#[test]
+fn tools_list() {
+    let mut app = App::new("mock");
+    app.sources = sources();
+    app.page = Some(Page::Tools {
+        selected: 1,
+        open: None,
+    });
+    insta::assert_snapshot!(render(&app, 90, 16));
+}
+
+#[test]
+fn tools_page_of_a_failed_server() {
+    let mut app = App::new("mock");
+    app.sources = sources();
+    app.page = Some(Page::Tools {
+        selected: 1,
+        open: Some(1),
+    });
+    insta::assert_snapshot!(render(&app, 90, 18));
+}
+
+#[test]
+fn mcp_page() {
+    let mut app = App::new("mock");
+    app.mcp_rows = vec![
+        McpRow {
+            name: "everything".into(),
+            phase: "connected".into(),
+            generation: 3,
+            tools: Some(16),
+            resources: Some(7),
+            prompts: Some(4),
+            protocol: Some("2025-11-25".into()),
+        },
+        McpRow {
+            name: "broken".into(),
+            phase: "failed".into(),
+            generation: 0,
+            tools: None,
+            resources: None,
+            prompts: None,
+            protocol: None,
+        },
+    ];
+    app.page = Some(Page::Mcp);
+    insta::assert_snapshot!(render(&app, 90, 12));
+}
+
+#[test]
+fn trust_prompt() {
+    let mut app = App::new("warden");
+    app.trust.push_back(TrustDialog::new(
+        "linter".into(),
+        "npx -y some-linter-mcp".into(),
+        "/repo/.warden/config.toml".into(),
+        "untrusted".into(),
+        None,
+    ));
+    insta::assert_snapshot!(render(&app, 80, 14));
+}
+
+#[test]
+fn completion_hints_for_commands() {
+    let mut app = App::new("mock");
+    app.input = "/m".into();
+    insta::assert_snapshot!(render(&app, 60, 8));
+}

@@ -1,0 +1,29 @@
+//! The `warden` binary end to end: every subcommand run as a real process in a throwaway home and
+//! workspace, against the mock model, fixture servers and the npm reference servers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod audit_cli;
+mod bridge;
+#[cfg(unix)]
+mod bridge_unix;
+mod chat_tmux;
+mod config_policy;
+mod config_validation;
+mod defer_modes;
+mod followups;
+mod gate_hooks;
+mod mcp_login_cli;
+mod mcp_manage_cli;
+mod mcp_prompt;
+mod mcp_sampling;
+mod one_gate;
+mod robustness;
+mod run_agent;
+mod serve_cli;
+mod skill_scripts;
+mod skills_cli;
+mod skills_mcp;
+mod tool_cli;
+mod workspace_confinement;

@@ -1,0 +1,616 @@
+//! Skills published by real fixture MCP servers, through a session host: registration on open
+//! and after `list_changed`, one contract per server, verification faults, origin-bound reads,
+//! skill-gated tools and grants (asked again on rotated content or a widened list), audit.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use warden_config::{LoadedConfig, Paths};
+use warden_host::{GrantOutcome, Host, HostOptions, RemoteSkillsError};
+use warden_mcp::ServerSpec;
+use warden_policy::{
+    ApprovalAnswer, ApprovalRequest, Approver, AuditQuery, AuditStore, BoxFuture, CallSource,
+    Decision, Layer, ToolGlob,
+};
+use warden_skills::{Contract, GrantStore, RemoteSkillError};
+use warden_testkit::fixture_command;
+use warden_testkit::fixtures::{SKILLS_FAULT_ENV, SKILLS_STATE_ENV};
+
+/// Answers every approval with `answer` and records what it was asked.
+struct RecordingApprover {
+    asked: AtomicUsize,
+    requests: Mutex<Vec<ApprovalRequest>>,
+    allow: bool,
+}
+
+impl RecordingApprover {
+    fn new(allow: bool) -> Arc<Self> {
+        Arc::new(Self {
+            asked: AtomicUsize::new(0),
+            requests: Mutex::new(Vec::new()),
+            allow,
+        })
+    }
+
+    fn asked(&self) -> usize {
+        self.asked.load(Ordering::SeqCst)
+    }
+}
+
+impl Approver for RecordingApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.requests.lock().unwrap().push(request.clone());
+        let allow = self.allow;
+        Box::pin(async move {
+            if allow {
+                ApprovalAnswer::AllowOnce
+            } else {
+                ApprovalAnswer::Deny { reason: None }
+            }
+        })
+    }
+}
+
+struct Setup<'a> {
+    servers: &'a [(&'a str, &'a str)],
+    extension: bool,
+    fault: Option<&'a str>,
+    approver: Arc<RecordingApprover>,
+}
+
+fn open(root: &Path, setup: Setup<'_>) -> std::sync::Arc<Host> {
+    let paths = Paths::under_root(root);
+    let mut options = HostOptions::new(paths, root.to_path_buf());
+    options.skills_extension = setup.extension;
+    options.approver = Some(setup.approver.clone());
+    // The fixture's bookkeeping tools run without asking; `forecast` is a write tool.
+    for pattern in ["mcp__*__skill_reads", "mcp__*__add_skill"] {
+        options
+            .policy
+            .permissions
+            .allow
+            .push(ToolGlob::parse(pattern).unwrap());
+    }
+    for (name, kind) in setup.servers {
+        let (program, args) = fixture_command(kind);
+        let mut spec = ServerSpec::stdio(*name, program.display().to_string())
+            .with_args(args)
+            .with_env(
+                SKILLS_STATE_ENV,
+                root.join("skill-state").display().to_string(),
+            );
+        if let Some(fault) = setup.fault {
+            spec = spec.with_env(SKILLS_FAULT_ENV, fault);
+        }
+        options.extra_servers.push(spec);
+    }
+    Host::open(&LoadedConfig::default(), options).unwrap()
+}
+
+fn setup<'a>(servers: &'a [(&'a str, &'a str)], extension: bool) -> Setup<'a> {
+    Setup {
+        servers,
+        extension,
+        fault: None,
+        approver: RecordingApprover::new(true),
+    }
+}
+
+async fn call(host: &Host, name: &str, arguments: Value) -> warden_policy::GateOutcome {
+    host.call(CallSource::Agent, name, arguments, CancellationToken::new())
+        .await
+}
+
+/// The URIs the fixture `server` was asked to read so far.
+async fn reads(host: &Host, server: &str) -> Vec<String> {
+    let outcome = call(host, &format!("mcp__{server}__skill_reads"), json!({})).await;
+    assert!(!outcome.is_error(), "{}", outcome.model_text());
+    serde_json::from_str(&outcome.model_text()).unwrap()
+}
+
+fn command_names(host: &Host) -> Vec<String> {
+    host.remote_skills()
+        .commands()
+        .into_iter()
+        .map(|command| command.command)
+        .collect()
+}
+
+#[tokio::test]
+async fn legacy_skill_resources_become_commands_with_aliases_and_are_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = open(dir.path(), setup(&[("wx", "skills")], false));
+    let tools = host.server_tools("wx").await.unwrap();
+    assert!(!tools.is_empty());
+    let commands = host.remote_skills().commands();
+    let names: Vec<(&str, Option<&str>)> = commands
+        .iter()
+        .map(|command| (command.command.as_str(), command.alias.as_deref()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("mcp__wx__notes", Some("wx:notes")),
+            ("mcp__wx__weather", Some("wx:weather")),
+        ]
+    );
+    assert!(
+        commands
+            .iter()
+            .all(|command| command.contract == Contract::LegacyResources)
+    );
+    // Registration reads no skill body.
+    assert_eq!(reads(&host, "wx").await, Vec::<String>::new());
+
+    // The alias loads the same skill; the body is bounded text.
+    let loaded = host.remote_skills().load("wx:notes").await.unwrap();
+    assert_eq!(loaded.command.command, "mcp__wx__notes");
+    assert!(loaded.load.body.contains("Keep notes short."));
+    assert_eq!(loaded.grant, GrantOutcome::NoTools);
+
+    let rows = AuditStore::open(&Paths::under_root(dir.path()).state_dir().join("audit.db"))
+        .unwrap()
+        .query(&AuditQuery::default())
+        .unwrap();
+    let sources: Vec<&str> = rows.iter().map(|row| row.source.as_str()).collect();
+    assert!(sources.contains(&"skill-discovery"), "{sources:?}");
+    // The extension is neither enabled nor declared: no negotiation to record.
+    assert!(!sources.contains(&"skills-extension"), "{sources:?}");
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_extension_server_is_served_by_the_extension_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = open(dir.path(), setup(&[("ext", "skills-extension")], true));
+    host.server_tools("ext").await.unwrap();
+    let skills = host.remote_skills().server("ext").unwrap();
+    assert_eq!(skills.contract, Contract::Extension);
+    assert!(
+        skills.negotiation.contains("SEP-2640"),
+        "{}",
+        skills.negotiation
+    );
+    // Two skills over two skills/list pages; the skill:// resource beside it is not mixed in.
+    assert_eq!(
+        command_names(&host),
+        ["mcp__ext__notes", "mcp__ext__weather"]
+    );
+    assert_eq!(reads(&host, "ext").await, Vec::<String>::new());
+    let rows = AuditStore::open(&Paths::under_root(dir.path()).state_dir().join("audit.db"))
+        .unwrap()
+        .query(&AuditQuery::default())
+        .unwrap();
+    let negotiation = rows
+        .iter()
+        .find(|row| row.source == "skills-extension")
+        .expect("the negotiation is audited");
+    assert_eq!(negotiation.server.as_deref(), Some("ext"));
+    assert!(
+        negotiation
+            .reason
+            .as_deref()
+            .is_some_and(|reason| reason.contains("SEP-2640")),
+        "{:?}",
+        negotiation.reason
+    );
+    assert!(
+        rows.iter().any(
+            |row| row.source == "skill-discovery" && row.tool.as_deref() == Some("skills/list")
+        )
+    );
+    host.shutdown().await;
+
+    // Without the operator's opt-in the same server is on the legacy contract, alone.
+    let dir = tempfile::tempdir().unwrap();
+    let host = open(dir.path(), setup(&[("ext", "skills-extension")], false));
+    host.server_tools("ext").await.unwrap();
+    assert_eq!(
+        host.remote_skills().server("ext").unwrap().contract,
+        Contract::LegacyResources
+    );
+    assert_eq!(command_names(&host), ["mcp__ext__legacy-only"]);
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_skill_gated_tool_stays_hidden_until_its_skill_is_loaded_and_its_grant_approves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let approver = RecordingApprover::new(true);
+    let host = open(
+        dir.path(),
+        Setup {
+            approver: approver.clone(),
+            ..setup(&[("ext", "skills-extension")], true)
+        },
+    );
+    let visible: Vec<String> = host
+        .server_tools("ext")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.descriptor.public_name)
+        .collect();
+    assert!(
+        !visible.contains(&"mcp__ext__forecast".to_owned()),
+        "{visible:?}"
+    );
+    let hidden = call(&host, "mcp__ext__forecast", json!({"city": "Oslo"})).await;
+    assert_eq!(hidden.decision, Decision::Denied);
+    assert_eq!(hidden.layer, Layer::Resolve);
+    assert!(
+        hidden.model_text().contains("mcp__ext__weather"),
+        "{}",
+        hidden.model_text()
+    );
+
+    let loaded = host
+        .remote_skills()
+        .load("mcp__ext__weather")
+        .await
+        .unwrap();
+    assert_eq!(
+        loaded.grant,
+        GrantOutcome::Approved(vec!["forecast".to_owned()])
+    );
+    assert_eq!(approver.asked(), 1);
+    let request = approver.requests.lock().unwrap()[0].clone();
+    assert_eq!(request.arguments["tools"], json!(["forecast"]));
+    assert_eq!(
+        request.arguments["resource_uri"],
+        "skill://weather/SKILL.md"
+    );
+
+    // The grant counts as approval: the write tool runs without asking again.
+    let outcome = call(&host, "mcp__ext__forecast", json!({"city": "Oslo"})).await;
+    assert_eq!(
+        outcome.decision,
+        Decision::Allowed,
+        "{}",
+        outcome.model_text()
+    );
+    assert!(outcome.model_text().contains("sunny in Oslo"));
+    assert_eq!(approver.asked(), 1);
+
+    // The grant is stored, bound to server, URI, tools and content.
+    let store = GrantStore::open(GrantStore::path_in(
+        Paths::under_root(dir.path()).state_dir(),
+    ))
+    .unwrap();
+    let grant = store.get("ext", "skill://weather/SKILL.md").unwrap();
+    assert_eq!(grant.tools, ["forecast"]);
+    assert_eq!(grant.content_hash, loaded.load.content_hash);
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_declined_grant_leaves_the_tools_to_ordinary_approval() {
+    let dir = tempfile::tempdir().unwrap();
+    let approver = RecordingApprover::new(false);
+    let host = open(
+        dir.path(),
+        Setup {
+            approver: approver.clone(),
+            ..setup(&[("ext", "skills-extension")], true)
+        },
+    );
+    host.server_tools("ext").await.unwrap();
+    let loaded = host.remote_skills().load("ext:weather").await.unwrap();
+    assert!(matches!(loaded.grant, GrantOutcome::NotApproved { .. }));
+    let outcome = call(&host, "mcp__ext__forecast", json!({"city": "Lima"})).await;
+    assert_eq!(outcome.decision, Decision::Denied);
+    assert_eq!(outcome.layer, Layer::Approval);
+    assert_eq!(approver.asked(), 2);
+    assert!(
+        GrantStore::open(GrantStore::path_in(
+            Paths::under_root(dir.path()).state_dir()
+        ))
+        .unwrap()
+        .list()
+        .is_empty()
+    );
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn rotated_content_or_a_widened_tool_list_asks_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("skill-state");
+    std::fs::create_dir_all(&state).unwrap();
+    for contract in ["skills", "skills-extension"] {
+        let _ = std::fs::remove_file(state.join("revision"));
+        let _ = std::fs::remove_file(state.join("tools"));
+        let name = if contract == "skills" { "leg" } else { "ext" };
+        let servers = [(name, contract)];
+        let load = |approver: Arc<RecordingApprover>| {
+            let host = open(
+                dir.path(),
+                Setup {
+                    approver,
+                    ..setup(&servers, true)
+                },
+            );
+            async move {
+                host.server_tools(name).await.unwrap();
+                let loaded = host
+                    .remote_skills()
+                    .load(&format!("{name}:weather"))
+                    .await
+                    .unwrap();
+                host.shutdown().await;
+                loaded.grant
+            }
+        };
+        let approver = RecordingApprover::new(true);
+        assert!(matches!(
+            load(approver.clone()).await,
+            GrantOutcome::Approved(_)
+        ));
+        assert_eq!(approver.asked(), 1);
+        // Same content, same tools: the stored approval holds in a new session.
+        assert!(matches!(
+            load(approver.clone()).await,
+            GrantOutcome::AlreadyApproved(_)
+        ));
+        assert_eq!(approver.asked(), 1);
+        // Rotated content: asked again.
+        std::fs::write(state.join("revision"), "2").unwrap();
+        assert!(matches!(
+            load(approver.clone()).await,
+            GrantOutcome::Approved(_)
+        ));
+        assert_eq!(approver.asked(), 2);
+        assert!(
+            approver.requests.lock().unwrap()[1]
+                .reason
+                .contains("content changed")
+        );
+        // A widened list: asked again, naming the added tool.
+        std::fs::write(state.join("tools"), "forecast skill_reads").unwrap();
+        assert!(matches!(
+            load(approver.clone()).await,
+            GrantOutcome::Approved(_)
+        ));
+        assert_eq!(approver.asked(), 3);
+        assert!(
+            approver.requests.lock().unwrap()[2]
+                .reason
+                .contains("also names skill_reads"),
+            "{}",
+            approver.requests.lock().unwrap()[2].reason
+        );
+    }
+}
+
+async fn load_fault(fault: &str, contract: &str) -> (Result<(), RemoteSkillsError>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = [("f", contract)];
+    let host = open(
+        dir.path(),
+        Setup {
+            fault: Some(fault),
+            ..setup(&servers, true)
+        },
+    );
+    host.server_tools("f").await.unwrap();
+    let result = host
+        .remote_skills()
+        .load("mcp__f__weather")
+        .await
+        .map(|_| ());
+    let read = reads(&host, "f").await;
+    // A skill that failed verification is not loaded: none of its files can be read.
+    if result.is_err() {
+        let file = host
+            .remote_skills()
+            .read_file("mcp__f__weather", "references/CITIES.md")
+            .await;
+        assert!(
+            matches!(file, Err(RemoteSkillsError::NotLoaded(_))),
+            "{file:?}"
+        );
+    }
+    host.shutdown().await;
+    (result, read)
+}
+
+#[tokio::test]
+async fn a_wrong_digest_size_or_frontmatter_is_refused_and_nothing_else_is_read() {
+    let (result, read) = load_fault("wrong-digest", "skills-extension").await;
+    assert!(
+        matches!(
+            result,
+            Err(RemoteSkillsError::Verification {
+                source: RemoteSkillError::Digest { .. },
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    assert_eq!(read, ["skill://weather/SKILL.md"]);
+
+    let (result, read) = load_fault("wrong-size", "skills-extension").await;
+    assert!(
+        matches!(
+            result,
+            Err(RemoteSkillsError::Verification {
+                source: RemoteSkillError::Size { .. },
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    assert_eq!(read, ["skill://weather/SKILL.md"]);
+
+    let (result, _) = load_fault("bad-frontmatter", "skills-extension").await;
+    assert!(
+        matches!(
+            result,
+            Err(RemoteSkillsError::Verification {
+                source: RemoteSkillError::FrontmatterMismatch { .. },
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+
+    let (result, _) = load_fault("bad-frontmatter", "skills").await;
+    assert!(
+        matches!(
+            result,
+            Err(RemoteSkillsError::Verification {
+                source: RemoteSkillError::Invalid { .. },
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn skill_reads_are_origin_bound_to_listed_files() {
+    for contract in ["skills", "skills-extension"] {
+        let dir = tempfile::tempdir().unwrap();
+        let servers = [("u", contract), ("other", "echo")];
+        let host = open(
+            dir.path(),
+            Setup {
+                fault: Some("unlisted-file"),
+                ..setup(&servers, true)
+            },
+        );
+        host.server_tools("u").await.unwrap();
+        let skills = host.remote_skills();
+        let before = skills.read_file("u:weather", "references/CITIES.md").await;
+        assert!(
+            matches!(before, Err(RemoteSkillsError::NotLoaded(_))),
+            "{before:?}"
+        );
+        let loaded = skills.load("u:weather").await.unwrap();
+        assert!(loaded.load.body.contains("SECRET.md"));
+        let listed = skills
+            .read_file("u:weather", "references/CITIES.md")
+            .await
+            .unwrap();
+        assert_eq!(String::from_utf8(listed).unwrap(), "Paris\nLima\nOslo\n");
+        let unlisted = skills.read_file("u:weather", "references/SECRET.md").await;
+        assert!(
+            matches!(
+                unlisted,
+                Err(RemoteSkillsError::Verification {
+                    source: RemoteSkillError::Unlisted { .. },
+                    ..
+                })
+            ),
+            "{unlisted:?}"
+        );
+        let escape = skills.read_file("u:weather", "../notes/SKILL.md").await;
+        assert!(escape.is_err(), "{escape:?}");
+        let read = reads(&host, "u").await;
+        assert!(!read.iter().any(|uri| uri.contains("SECRET")), "{read:?}");
+        assert!(!read.iter().any(|uri| uri.contains("notes")), "{read:?}");
+        host.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn the_resource_tools_cannot_read_or_list_skill_resources() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = open(dir.path(), setup(&[("wx", "skills")], false));
+    host.server_tools("wx").await.unwrap();
+    let listed = call(&host, "list_mcp_resources", json!({"server": "wx"})).await;
+    assert!(!listed.is_error(), "{}", listed.model_text());
+    assert!(listed.model_text().contains("fixture://readme"));
+    assert!(
+        !listed.model_text().contains("skill://"),
+        "{}",
+        listed.model_text()
+    );
+    let read = call(
+        &host,
+        "read_mcp_resource",
+        json!({"server": "wx", "uri": "skill://weather/SKILL.md"}),
+    )
+    .await;
+    assert!(read.is_error());
+    assert!(
+        read.model_text().contains("skill resource"),
+        "{}",
+        read.model_text()
+    );
+    // The same refusal for the tool CLI's and code mode's calls (they reach resources only
+    // through these tools, by the gate).
+    for source in [CallSource::ToolCli, CallSource::CodeMode] {
+        let read = host
+            .call(
+                source,
+                "read_mcp_resource",
+                json!({"server": "wx", "uri": "SKILL://weather/SKILL.md"}),
+                CancellationToken::new(),
+            )
+            .await;
+        assert!(read.is_error(), "{source:?}");
+        assert!(
+            read.model_text().contains("skill resource"),
+            "{}",
+            read.model_text()
+        );
+    }
+    assert_eq!(reads(&host, "wx").await, Vec::<String>::new());
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn commands_are_registered_again_after_a_resources_list_changed() {
+    for (contract, extension) in [("skills", false), ("skills-extension", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let servers = [("lc", contract)];
+        let host = open(dir.path(), setup(&servers, extension));
+        host.server_tools("lc").await.unwrap();
+        assert!(!command_names(&host).contains(&"mcp__lc__extra".to_owned()));
+        let added = call(&host, "mcp__lc__add_skill", json!({})).await;
+        assert!(!added.is_error(), "{}", added.model_text());
+        let mut registered = false;
+        for _ in 0..100 {
+            host.remote_skills().refresh().await;
+            if command_names(&host).contains(&"mcp__lc__extra".to_owned()) {
+                registered = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(registered, "{contract}: {:?}", command_names(&host));
+        host.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_clashing_command_is_skipped_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    // Both names sanitize to `a_b`: the second server's commands clash with the first's.
+    let host = open(
+        dir.path(),
+        setup(&[("a.b", "skills"), ("a_b", "skills")], false),
+    );
+    host.server_tools("a.b").await.unwrap();
+    host.server_tools("a_b").await.unwrap();
+    let warnings = host.remote_skills().refresh_server("a_b").await;
+    let first = host.remote_skills().server("a.b").unwrap();
+    let second = host.remote_skills().server("a_b").unwrap();
+    assert_eq!(first.registration.commands.len(), 2);
+    assert!(second.registration.commands.is_empty());
+    assert_eq!(second.registration.warnings.len(), 2);
+    assert!(
+        second.registration.warnings[0].contains("already exists"),
+        "{:?}",
+        second.registration.warnings
+    );
+    // Re-registering an unchanged server is a no-op (no new warnings).
+    assert!(warnings.is_empty());
+    host.shutdown().await;
+}

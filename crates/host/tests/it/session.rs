@@ -1,0 +1,318 @@
+//! A session host over real fixture servers: calls through the gate, progress, timeouts, crashes,
+//! and tools withdrawn by `list_changed`.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use warden_config::{LoadedConfig, Paths};
+use warden_host::{CallContext, Host, HostOptions};
+use warden_mcp::ServerSpec;
+use warden_policy::{AuditQuery, AuditStore, CallSource, Decision, Layer, ToolGlob};
+use warden_testkit::fixture_command;
+
+struct Session {
+    _dir: tempfile::TempDir,
+    paths: Paths,
+    host: std::sync::Arc<Host>,
+}
+
+/// A host with no config file and the given ad-hoc fixture servers; `allow` lists tools that run
+/// without approval.
+fn session(servers: &[(&str, &str, Option<Duration>)], allow: &[&str]) -> Session {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let paths = Paths::under_root(dir.path());
+    let mut options = HostOptions::new(paths.clone(), dir.path().to_path_buf());
+    for pattern in allow {
+        options
+            .policy
+            .permissions
+            .allow
+            .push(ToolGlob::parse(pattern).unwrap());
+    }
+    for (name, kind, timeout) in servers {
+        let (program, args) = fixture_command(kind);
+        let mut spec = ServerSpec::stdio(*name, program.display().to_string())
+            .with_args(args)
+            .with_env("FIXTURE_LEDGER", ledger.display().to_string());
+        if let Some(timeout) = timeout {
+            spec = spec.with_tool_timeout(*timeout);
+        }
+        options.extra_servers.push(spec);
+    }
+    let config = LoadedConfig::default();
+    let host = Host::open(&config, options).unwrap();
+    Session {
+        _dir: dir,
+        paths,
+        host,
+    }
+}
+
+impl Session {
+    async fn call(
+        &self,
+        public_name: &str,
+        arguments: serde_json::Value,
+    ) -> warden_policy::GateOutcome {
+        self.host
+            .call(
+                CallSource::Agent,
+                public_name,
+                arguments,
+                CancellationToken::new(),
+            )
+            .await
+    }
+
+    fn ledger(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("ledger.txt")).unwrap_or_default()
+    }
+
+    fn audit_count(&self) -> usize {
+        AuditStore::open(&self.paths.state_dir().join("audit.db"))
+            .unwrap()
+            .query(&AuditQuery::default())
+            .unwrap()
+            .len()
+    }
+}
+
+#[tokio::test]
+async fn a_call_reaches_the_server_and_is_audited_once() {
+    let session = session(&[("fx", "echo", None)], &[]);
+    let tools = session.host.server_tools("fx").await.unwrap();
+    assert!(
+        tools
+            .iter()
+            .any(|tool| tool.descriptor.public_name == "mcp__fx__echo")
+    );
+    let outcome = session.call("mcp__fx__echo", json!({"text": "ping"})).await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    assert!(outcome.model_text().contains("ping"));
+    assert_eq!(session.audit_count(), 1);
+    session.host.shutdown().await;
+}
+
+#[tokio::test]
+async fn progress_notifications_reach_the_caller() {
+    let session = session(&[("fx", "echo", None)], &[]);
+    session.host.server_tools("fx").await.unwrap();
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let mut context = CallContext::new(CallSource::Agent, CancellationToken::new());
+    context.progress = Some(sender);
+    let outcome = session
+        .host
+        .call_with(context, "mcp__fx__slow", json!({"ms": 450}))
+        .await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    let mut updates = Vec::new();
+    while let Ok(update) = receiver.try_recv() {
+        updates.push(update);
+    }
+    assert!(!updates.is_empty(), "the slow tool reports progress");
+    assert!(
+        updates
+            .windows(2)
+            .all(|pair| pair[0].progress <= pair[1].progress)
+    );
+    session.host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_timed_out_call_is_a_result_and_the_server_stays_up() {
+    let session = session(&[("fx", "echo", Some(Duration::from_millis(300)))], &[]);
+    session.host.server_tools("fx").await.unwrap();
+    let outcome = session.call("mcp__fx__slow", json!({"ms": 5000})).await;
+    assert_ne!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    assert!(
+        outcome.model_text().to_lowercase().contains("timed out"),
+        "{}",
+        outcome.model_text()
+    );
+    // The server was told: it stopped the work instead of finishing it.
+    let mut ledger = session.ledger();
+    for _ in 0..50 {
+        if ledger.contains("slow cancelled") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        ledger = session.ledger();
+    }
+    assert!(ledger.contains("slow cancelled"), "{ledger}");
+    let after = session
+        .call("mcp__fx__echo", json!({"text": "still here"}))
+        .await;
+    assert_eq!(after.decision, Decision::Allowed, "{after:?}");
+    assert!(after.model_text().contains("still here"));
+    assert_eq!(session.audit_count(), 2);
+    session.host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_that_crashes_mid_call_becomes_a_readable_failure() {
+    let session = session(&[("db", "crash-mid-call", None)], &["mcp__db__*"]);
+    session.host.server_tools("db").await.unwrap();
+    let outcome = session.call("mcp__db__crash", json!({})).await;
+    assert_eq!(outcome.decision, Decision::Failed, "{outcome:?}");
+    let text = outcome.model_text();
+    assert!(text.contains("MCP db"), "{text}");
+    assert!(text.contains("database connection lost"), "{text}");
+    assert_eq!(session.audit_count(), 1);
+    session.host.shutdown().await;
+}
+
+#[tokio::test]
+async fn withdrawn_tools_keep_their_name_and_say_why_they_fail() {
+    let session = session(&[("lc", "list-changed", None)], &["mcp__lc__*"]);
+    let before = session.host.server_tools("lc").await.unwrap();
+    let names: Vec<_> = before
+        .iter()
+        .map(|tool| tool.descriptor.public_name.clone())
+        .collect();
+    assert!(names.contains(&"mcp__lc__a".to_owned()), "{names:?}");
+
+    let mutated = session
+        .call("mcp__lc__mutate", json!({"remove": "a", "add": "c"}))
+        .await;
+    assert_eq!(mutated.decision, Decision::Allowed, "{mutated:?}");
+
+    // The refresh after list_changed appends `c`; `a` is withdrawn but keeps its name.
+    let mut after = Vec::new();
+    for _ in 0..50 {
+        after = session.host.server_tools("lc").await.unwrap();
+        if after.iter().any(|tool| tool.tool.identity.tool == "c") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        after
+            .iter()
+            .any(|tool| tool.descriptor.public_name == "mcp__lc__c")
+    );
+    assert_eq!(
+        session.host.public_name("lc", "a").as_deref(),
+        Some("mcp__lc__a")
+    );
+
+    let gone = session.call("mcp__lc__a", json!({})).await;
+    assert_eq!(gone.decision, Decision::Denied);
+    assert_eq!(gone.layer, Layer::Resolve);
+    assert!(
+        gone.model_text().contains("no longer offers"),
+        "{}",
+        gone.model_text()
+    );
+    session.host.shutdown().await;
+}
+
+#[tokio::test]
+async fn resource_tools_read_only_what_the_server_advertised() {
+    let session = session(&[("fx", "echo", None)], &[]);
+    assert!(
+        session.host.host_tools().is_empty(),
+        "before any server is connected there are no resource tools"
+    );
+    session.host.server_tools("fx").await.unwrap();
+    session.host.servers().catalog("fx").await.unwrap();
+    let names: Vec<_> = session
+        .host
+        .host_tools()
+        .into_iter()
+        .map(|descriptor| descriptor.public_name)
+        .collect();
+    assert_eq!(names, ["list_mcp_resources", "read_mcp_resource"]);
+
+    let listed = session.call("list_mcp_resources", json!({})).await;
+    assert_eq!(listed.decision, Decision::Allowed, "{listed:?}");
+    assert!(listed.model_text().contains("fixture://readme"));
+
+    let read = session
+        .call(
+            "read_mcp_resource",
+            json!({"server": "fx", "uri": "fixture://readme"}),
+        )
+        .await;
+    assert_eq!(read.decision, Decision::Allowed, "{read:?}");
+    assert!(read.model_text().contains("fixture://readme"));
+
+    let templated = session
+        .call(
+            "read_mcp_resource",
+            json!({"server": "fx", "uri": "fixture://items/42"}),
+        )
+        .await;
+    assert_eq!(templated.decision, Decision::Allowed, "{templated:?}");
+
+    let unadvertised = session
+        .call(
+            "read_mcp_resource",
+            json!({"server": "fx", "uri": "file:///etc/passwd"}),
+        )
+        .await;
+    assert_eq!(unadvertised.decision, Decision::Failed, "{unadvertised:?}");
+    assert!(!unadvertised.model_text().contains("root:"));
+
+    let sources: Vec<_> = AuditStore::open(&session.paths.state_dir().join("audit.db"))
+        .unwrap()
+        .query(&AuditQuery::default())
+        .unwrap()
+        .into_iter()
+        .map(|row| (row.public_name, row.source, row.server))
+        .collect();
+    assert_eq!(sources.len(), 4);
+    assert_eq!(
+        sources[0],
+        (
+            "list_mcp_resources".to_owned(),
+            "agent".to_owned(),
+            Some("builtin".to_owned())
+        )
+    );
+    // A read names the server it reached, so `warden audit --server fx` finds it.
+    assert!(
+        sources[1..]
+            .iter()
+            .all(|(name, source, server)| name == "read_mcp_resource"
+                && source == "resource-read"
+                && server.as_deref() == Some("fx")),
+        "{sources:?}"
+    );
+    session.host.shutdown().await;
+}
+
+/// The one tool search: `Everything` ranks every admitted tool, a server's instructions count as
+/// its summary (a query that only its instructions answer finds its tools), `Deferred` ranks
+/// only deferred servers, and a server that cannot start is named beside the hits.
+#[tokio::test]
+async fn the_tool_search_ranks_with_server_summaries_and_names_what_it_could_not_search() {
+    let session = session(&[("fx", "echo", None), ("pg", "paginated", None)], &[]);
+    let host = &session.host;
+    let exact = host
+        .search_tools(warden_host::SearchScope::Everything, "echo", 3)
+        .await;
+    assert_eq!(
+        exact.hits[0].public_name, "mcp__fx__echo",
+        "{:?}",
+        exact.hits
+    );
+    assert!(exact.failures.is_empty(), "{:?}", exact.failures);
+    // A word only the echo fixture's instructions contain, in no tool's name or description.
+    let by_summary = host
+        .search_tools(warden_host::SearchScope::Everything, "tests", 5)
+        .await;
+    assert!(!by_summary.hits.is_empty());
+    assert!(
+        by_summary.hits.iter().all(|hit| hit.server == "fx"),
+        "{:?}",
+        by_summary.hits
+    );
+    let deferred_only = host
+        .search_tools(warden_host::SearchScope::Deferred, "echo", 3)
+        .await;
+    assert!(deferred_only.hits.is_empty(), "nothing is deferred here");
+    let text = deferred_only.render("No deferred tool matches \"echo\".", "loaded");
+    assert_eq!(text, "No deferred tool matches \"echo\".\n");
+}

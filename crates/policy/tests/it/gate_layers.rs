@@ -1,0 +1,903 @@
+//! Each gate layer through the real gate: denials never reach the dispatcher; hooks, the external
+//! authorization command, approval memory, grants, timeouts and cancellation.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use warden_hooks::{HookDefinition, HookEvent, HookRunner, HookSpec};
+use warden_policy::{
+    ApprovalAnswer, AuthorizationRule, CallSource, CapabilityClass, Decision, ExternalAuthorizer,
+    GatePolicy, Layer, NoApprover, PermissionMode, Permissions, RuleDecision, ServerPolicy,
+    ToolGlob, ToolIdentity,
+};
+
+use crate::support::{
+    ScriptedApprover, SilentApprover, annotations, fs_read_file, fs_write_file, harness,
+    harness_in_workspace, mcp_tool, request, script,
+};
+
+fn hook(event: HookEvent, command: PathBuf, timeout: Duration) -> HookSpec {
+    HookSpec::try_from(HookDefinition {
+        event,
+        command,
+        args: Vec::new(),
+        matcher: None,
+        timeout,
+    })
+    .unwrap()
+}
+
+fn external(command: PathBuf) -> GatePolicy {
+    GatePolicy {
+        external: Some(ExternalAuthorizer {
+            command,
+            args: Vec::new(),
+            timeout: Duration::from_secs(10),
+        }),
+        ..GatePolicy::default()
+    }
+}
+
+#[tokio::test]
+async fn headless_write_is_denied_and_the_file_never_appears() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("out.txt");
+    let h = harness(
+        vec![fs_write_file()],
+        GatePolicy::default(),
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let args = json!({"path": target.display().to_string(), "content": "hello"});
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__write_file",
+            args.clone(),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Denied, Layer::Approval)
+    );
+    assert!(
+        outcome.model_text().contains("nobody to ask"),
+        "{}",
+        outcome.model_text()
+    );
+    assert!(!target.exists());
+    assert_eq!(h.dispatcher.count(), 0);
+
+    let allowed = GatePolicy {
+        permissions: Permissions {
+            allow: ToolGlob::parse_list("mcp__fs__write_file").unwrap(),
+            ..Permissions::default()
+        },
+        ..GatePolicy::default()
+    };
+    let h = harness(
+        vec![fs_write_file()],
+        allowed,
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let outcome = h
+        .gate
+        .call(request(CallSource::Agent, "mcp__fs__write_file", args))
+        .await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{:?}", outcome.reason);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "hello");
+}
+
+#[tokio::test]
+async fn no_denial_reaches_the_dispatcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocking_hook = script(dir.path(), "block.sh", "echo 'blocked by hook' >&2; exit 2");
+    let denying_external = script(
+        dir.path(),
+        "deny.sh",
+        r#"cat >/dev/null; echo '{"decision":"deny","reason":"external says no"}'"#,
+    );
+    let mut restricted = fs_write_file();
+    restricted.server_policy = ServerPolicy {
+        capabilities: Some(warden_policy::CapabilitySet::of(&[
+            warden_policy::CapabilityClass::ReadOnly,
+        ])),
+        ..ServerPolicy::default()
+    };
+    restricted.public_name = "mcp__fs__restricted".into();
+    let rule_denied = mcp_tool(
+        "fs",
+        "rule_denied",
+        annotations(Some(true), None, Some(false)),
+    );
+    let cases: Vec<(&str, GatePolicy, HookRunner, &str, serde_json::Value, Layer)> = vec![
+        (
+            "resolve",
+            GatePolicy::default(),
+            HookRunner::default(),
+            "mcp__fs__nope",
+            json!({"path": "/x"}),
+            Layer::Resolve,
+        ),
+        (
+            "authorization",
+            GatePolicy::default(),
+            HookRunner::default(),
+            "mcp__fs__restricted",
+            json!({"path": "/x"}),
+            Layer::Authorization,
+        ),
+        (
+            "rule",
+            GatePolicy {
+                rules: vec![AuthorizationRule {
+                    tools: ToolGlob::parse("*rule_denied").unwrap(),
+                    decision: RuleDecision::Deny,
+                    reason: Some("no".into()),
+                }],
+                ..GatePolicy::default()
+            },
+            HookRunner::default(),
+            "mcp__fs__rule_denied",
+            json!({"path": "/x"}),
+            Layer::Rule,
+        ),
+        (
+            "external",
+            external(denying_external),
+            HookRunner::default(),
+            "mcp__fs__read_file",
+            json!({"path": "/x"}),
+            Layer::External,
+        ),
+        (
+            "validation",
+            GatePolicy::default(),
+            HookRunner::default(),
+            "mcp__fs__read_file",
+            json!({"path": 3}),
+            Layer::Validation,
+        ),
+        (
+            "hook",
+            GatePolicy::default(),
+            HookRunner::new(vec![hook(
+                HookEvent::PreToolUse,
+                blocking_hook,
+                Duration::from_secs(10),
+            )]),
+            "mcp__fs__read_file",
+            json!({"path": "/x"}),
+            Layer::Hook,
+        ),
+        (
+            "approval",
+            GatePolicy::default(),
+            HookRunner::default(),
+            "mcp__fs__write_file",
+            json!({"path": "/x"}),
+            Layer::Approval,
+        ),
+    ];
+    for (name, policy, hooks, tool, args, layer) in cases {
+        let h = harness(
+            vec![
+                fs_read_file(),
+                fs_write_file(),
+                restricted.clone(),
+                rule_denied.clone(),
+            ],
+            policy,
+            Arc::new(NoApprover),
+            hooks,
+        );
+        let outcome = h.gate.call(request(CallSource::Agent, tool, args)).await;
+        assert_eq!(
+            (outcome.decision, outcome.layer),
+            (Decision::Denied, layer),
+            "{name}: {:?}",
+            outcome.reason
+        );
+        assert_eq!(h.dispatcher.count(), 0, "{name} reached the dispatcher");
+        assert_eq!(h.audit.len(), 1, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_tool_and_validation_reasons_are_readable() {
+    let h = harness(
+        vec![fs_read_file()],
+        GatePolicy::default(),
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let outcome = h
+        .gate
+        .call(request(CallSource::Agent, "mcp__fs__missing", json!({})))
+        .await;
+    assert_eq!(
+        outcome.model_text(),
+        "Tool call denied (resolve): unknown tool \"mcp__fs__missing\""
+    );
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__read_file",
+            json!({"path": "/x", "extra": 1}),
+        ))
+        .await;
+    let text = outcome.model_text();
+    assert!(
+        text.starts_with(
+            "Tool call denied (validation): mcp__fs__read_file: invalid arguments: at (root):"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("extra"), "{text}");
+}
+
+#[tokio::test]
+async fn pre_tool_hooks_block_only_with_exit_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = script(
+        dir.path(),
+        "block.sh",
+        "echo 'no reading secrets' >&2; exit 2",
+    );
+    let h = harness(
+        vec![fs_read_file()],
+        GatePolicy::default(),
+        Arc::new(NoApprover),
+        HookRunner::new(vec![hook(
+            HookEvent::PreToolUse,
+            blocker,
+            Duration::from_secs(10),
+        )]),
+    );
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__read_file",
+            json!({"path": "/x"}),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Denied, Layer::Hook)
+    );
+    assert_eq!(outcome.reason.as_deref(), Some("no reading secrets"));
+
+    let exits_one = script(dir.path(), "one.sh", "echo 'oops' >&2; exit 1");
+    let sleeps = script(dir.path(), "sleep.sh", "sleep 5; exit 2");
+    let missing = dir.path().join("missing.sh");
+    let file = dir.path().join("data.txt");
+    std::fs::write(&file, "contents").unwrap();
+    for (name, hook_spec) in [
+        (
+            "exit 1",
+            hook(HookEvent::PreToolUse, exits_one, Duration::from_secs(10)),
+        ),
+        (
+            "timeout",
+            hook(HookEvent::PreToolUse, sleeps, Duration::from_secs(1)),
+        ),
+        (
+            "missing",
+            hook(HookEvent::PreToolUse, missing, Duration::from_secs(10)),
+        ),
+    ] {
+        let h = harness(
+            vec![fs_read_file()],
+            GatePolicy::default(),
+            Arc::new(NoApprover),
+            HookRunner::new(vec![hook_spec]),
+        );
+        let outcome = h
+            .gate
+            .call(request(
+                CallSource::Agent,
+                "mcp__fs__read_file",
+                json!({"path": file.display().to_string()}),
+            ))
+            .await;
+        assert_eq!(
+            outcome.decision,
+            Decision::Allowed,
+            "{name}: {:?}",
+            outcome.reason
+        );
+        assert_eq!(outcome.model_text(), "contents", "{name}");
+    }
+}
+
+#[tokio::test]
+async fn post_tool_hooks_see_the_result_and_add_feedback() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen.json");
+    let post = script(
+        dir.path(),
+        "post.sh",
+        &format!(
+            "cat > '{}'; echo 'result looked odd' >&2; exit 2",
+            seen.display()
+        ),
+    );
+    let h = harness(
+        vec![fs_read_file()],
+        GatePolicy::default(),
+        Arc::new(NoApprover),
+        HookRunner::new(vec![hook(
+            HookEvent::PostToolUse,
+            post,
+            Duration::from_secs(10),
+        )]),
+    );
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__read_file",
+            json!({"path": "/nonexistent/x"}),
+        ))
+        .await;
+    // The dispatcher failed to read: PostToolUse runs only after a dispatch that returned.
+    assert_eq!(outcome.decision, Decision::Failed);
+    assert!(!seen.exists());
+
+    let file = dir.path().join("data.txt");
+    std::fs::write(&file, "abc").unwrap();
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__read_file",
+            json!({"path": file.display().to_string()}),
+        ))
+        .await;
+    assert_eq!(outcome.decision, Decision::Allowed);
+    assert_eq!(outcome.hook_feedback.as_deref(), Some("result looked odd"));
+    assert_eq!(
+        outcome.model_text(),
+        "abc\n\n[PostToolUse hook] result looked odd"
+    );
+    let input: serde_json::Value = serde_json::from_slice(&std::fs::read(&seen).unwrap()).unwrap();
+    assert_eq!(input["event"], "PostToolUse");
+    assert_eq!(input["result"]["text"], "abc");
+    assert_eq!(input["server"], "fs");
+    assert_eq!(input["tool"], "read_file");
+}
+
+#[tokio::test]
+async fn the_external_command_decides_and_fails_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let question = dir.path().join("question.json");
+    let allow = script(
+        dir.path(),
+        "allow.sh",
+        &format!(
+            r#"cat > '{}'; echo '{{"decision":"allow","reason":"ok"}}'"#,
+            question.display()
+        ),
+    );
+    let deny = script(
+        dir.path(),
+        "deny.sh",
+        r#"cat >/dev/null; echo '{"decision":"deny","reason":"ticket required"}'"#,
+    );
+    let garbage = script(
+        dir.path(),
+        "garbage.sh",
+        "cat >/dev/null; echo 'sure, go ahead'",
+    );
+    let unknown = script(
+        dir.path(),
+        "unknown.sh",
+        r#"cat >/dev/null; echo '{"decision":"maybe"}'"#,
+    );
+    let fails = script(
+        dir.path(),
+        "fails.sh",
+        r#"cat >/dev/null; echo '{"decision":"allow"}'; echo 'crashed' >&2; exit 3"#,
+    );
+    let slow = script(
+        dir.path(),
+        "slow.sh",
+        r#"sleep 5; echo '{"decision":"allow"}'"#,
+    );
+    let missing = dir.path().join("missing.sh");
+
+    let mut described = fs_read_file();
+    described.required_permission = Some("fs.read".into());
+    let run = |command: PathBuf, timeout: Duration| {
+        let described = described.clone();
+        async move {
+            let policy = GatePolicy {
+                external: Some(ExternalAuthorizer {
+                    command,
+                    args: Vec::new(),
+                    timeout,
+                }),
+                ..GatePolicy::default()
+            };
+            let h = harness(
+                vec![described],
+                policy,
+                Arc::new(NoApprover),
+                HookRunner::default(),
+            );
+            let mut call = request(
+                CallSource::ToolCli,
+                "mcp__fs__read_file",
+                json!({"path": "/etc/hostname"}),
+            );
+            call.caller = Some("jq-pipeline".into());
+            let outcome = h.gate.call(call).await;
+            (outcome, h.dispatcher.count())
+        }
+    };
+    let ten = Duration::from_secs(10);
+
+    let (outcome, dispatched) = run(allow, ten).await;
+    assert_eq!(
+        (outcome.decision, dispatched),
+        (Decision::Allowed, 1),
+        "{:?}",
+        outcome.reason
+    );
+    let asked: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&question).unwrap()).unwrap();
+    assert_eq!(
+        asked,
+        json!({
+            "session": "session-1", "caller": "jq-pipeline", "source": "tool-cli", "server": "fs", "tool": "read_file",
+            "public_name": "mcp__fs__read_file", "classes": ["read_only"], "required_permission": "fs.read",
+            "arguments": {"path": "/etc/hostname"}
+        })
+    );
+
+    let (outcome, dispatched) = run(deny, ten).await;
+    assert_eq!(
+        (outcome.decision, outcome.layer, dispatched),
+        (Decision::Denied, Layer::External, 0)
+    );
+    assert_eq!(outcome.reason.as_deref(), Some("ticket required"));
+
+    for (name, command, timeout, says) in [
+        ("bad JSON", garbage, ten, "answer that is not"),
+        ("unknown decision", unknown, ten, "answer that is not"),
+        ("non-zero exit", fails, ten, "exited with 3: crashed"),
+        (
+            "timeout",
+            slow,
+            Duration::from_secs(1),
+            "did not answer within",
+        ),
+        ("missing", missing, ten, "could not run"),
+    ] {
+        let (outcome, dispatched) = run(command, timeout).await;
+        assert_eq!(
+            (outcome.decision, outcome.layer, dispatched),
+            (Decision::Denied, Layer::External, 0),
+            "{name}"
+        );
+        let reason = outcome.reason.unwrap();
+        assert!(reason.contains(says), "{name}: {reason}");
+    }
+}
+
+#[tokio::test]
+async fn allow_for_session_is_remembered_per_session_and_grants_unlock() {
+    let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowForSession));
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("f.txt").display().to_string();
+    let h = harness(
+        vec![fs_write_file()],
+        GatePolicy::default(),
+        approver.clone(),
+        HookRunner::default(),
+    );
+    for _ in 0..3 {
+        let outcome = h
+            .gate
+            .call(request(
+                CallSource::Agent,
+                "mcp__fs__write_file",
+                json!({"path": target, "content": "x"}),
+            ))
+            .await;
+        assert_eq!(outcome.decision, Decision::Allowed);
+    }
+    assert_eq!(approver.asked(), 1);
+    let request_seen = approver.requests.lock().unwrap()[0].clone();
+    assert_eq!(request_seen.identity, ToolIdentity::mcp("fs", "write_file"));
+    assert_eq!(request_seen.public_name, "mcp__fs__write_file");
+    assert_eq!(request_seen.annotations.destructive_hint, Some(true));
+
+    let mut other = request(
+        CallSource::Agent,
+        "mcp__fs__write_file",
+        json!({"path": target, "content": "y"}),
+    );
+    other.session_id = "session-2".into();
+    assert_eq!(h.gate.call(other.clone()).await.decision, Decision::Allowed);
+    assert_eq!(approver.asked(), 2, "another session is asked again");
+
+    // Grants: headless, a granted tool runs without asking; the grant is per session.
+    let h = harness(
+        vec![fs_write_file()],
+        GatePolicy::default(),
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    h.gate
+        .grant_for_session("session-1", [ToolIdentity::mcp("fs", "write_file")]);
+    let granted = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__write_file",
+            json!({"path": target, "content": "z"}),
+        ))
+        .await;
+    assert_eq!(granted.decision, Decision::Allowed, "{:?}", granted.reason);
+    assert!(granted.reason.unwrap().contains("skill grant"));
+    assert_eq!(h.gate.call(other).await.decision, Decision::Denied);
+    h.gate.end_session("session-1");
+    let after = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__write_file",
+            json!({"path": target}),
+        ))
+        .await;
+    assert_eq!(after.decision, Decision::Denied);
+
+    // A grant does not widen authorization.
+    let read_only = GatePolicy {
+        permissions: Permissions {
+            mode: PermissionMode::ReadOnly,
+            ..Permissions::default()
+        },
+        ..GatePolicy::default()
+    };
+    let h = harness(
+        vec![fs_write_file()],
+        read_only,
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    h.gate
+        .grant_for_session("session-1", [ToolIdentity::mcp("fs", "write_file")]);
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__write_file",
+            json!({"path": target}),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Denied, Layer::Authorization)
+    );
+}
+
+#[tokio::test]
+async fn a_path_outside_the_workspace_asks_in_every_mode_and_is_remembered_per_folder() {
+    let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowForSession));
+    // auto mode with the tool on the allow list: neither covers a path outside the workspace.
+    // (Some files do not exist: an admitted call may still fail at dispatch.)
+    let policy = GatePolicy {
+        permissions: Permissions {
+            mode: PermissionMode::Auto,
+            allow: vec![warden_policy::ToolGlob::parse("mcp__fs__*").unwrap()],
+            ..Permissions::default()
+        },
+        ..GatePolicy::default()
+    };
+    let h = harness_in_workspace(vec![fs_read_file()], policy.clone(), approver.clone());
+    let read = |path: &str| {
+        request(
+            CallSource::Agent,
+            "mcp__fs__read_file",
+            json!({ "path": path }),
+        )
+    };
+    assert_ne!(
+        h.gate.call(read("/work/a.txt")).await.decision,
+        Decision::Denied
+    );
+    assert_eq!(
+        approver.asked(),
+        0,
+        "inside the workspace the allow list runs it"
+    );
+    for path in ["/etc/hosts", "/etc/passwd", "/etc/ssl/openssl.cnf"] {
+        assert_ne!(h.gate.call(read(path)).await.decision, Decision::Denied);
+    }
+    assert_eq!(approver.asked(), 1, "remembered for /etc and beneath it");
+    let asked = approver.requests.lock().unwrap()[0].clone();
+    assert!(
+        asked.reason.contains("outside the workspace"),
+        "{}",
+        asked.reason
+    );
+    assert_eq!(asked.outside.unwrap().path, PathBuf::from("/etc/hosts"));
+    assert_ne!(
+        h.gate.call(read("/var/log/syslog")).await.decision,
+        Decision::Denied
+    );
+    assert_eq!(approver.asked(), 2, "another folder asks again");
+
+    // Headless: denied, with the flag that makes the folder part of the workspace.
+    let h = harness_in_workspace(vec![fs_read_file()], policy, Arc::new(NoApprover));
+    let outcome = h.gate.call(read("/etc/hosts")).await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Denied, Layer::Approval)
+    );
+    assert!(outcome.reason.unwrap().contains("--add-dir /etc"));
+    assert_eq!(h.dispatcher.count(), 0);
+    // Code mode never asks: denied.
+    let mut code = read("/etc/hosts");
+    code.source = CallSource::CodeMode;
+    assert_eq!(h.gate.call(code).await.decision, Decision::Denied);
+}
+
+#[tokio::test]
+async fn a_protected_path_is_refused_before_hooks_and_approval_and_added_classes_are_audited() {
+    let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowOnce));
+    let policy = GatePolicy {
+        permissions: Permissions {
+            mode: PermissionMode::Auto,
+            ..Permissions::default()
+        },
+        ..GatePolicy::default()
+    };
+    let h = harness_in_workspace(
+        vec![fs_read_file(), fs_write_file()],
+        policy,
+        approver.clone(),
+    );
+    let refused = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__read_file",
+            json!({"path": "/work/.secret/key"}),
+        ))
+        .await;
+    assert_eq!(
+        (refused.decision, refused.layer),
+        (Decision::Denied, Layer::Workspace)
+    );
+    assert_eq!(approver.asked(), 0);
+    assert_eq!(h.dispatcher.count(), 0);
+    // Replacing a file adds `destructive`, which auto mode always asks about.
+    let replace = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__write_file",
+            json!({"path": "/work/existing", "content": "x"}),
+        ))
+        .await;
+    assert_eq!(approver.asked(), 1);
+    assert!(replace.classes.contains(CapabilityClass::Destructive));
+    let records = h.audit.records.lock().unwrap();
+    assert_eq!(records[0].layer, Layer::Workspace);
+    assert!(records[1].classes.contains(CapabilityClass::Destructive));
+}
+
+#[tokio::test]
+async fn a_user_denial_carries_its_reason() {
+    let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::Deny {
+        reason: Some("not that file".into()),
+    }));
+    let h = harness(
+        vec![fs_write_file()],
+        GatePolicy::default(),
+        approver,
+        HookRunner::default(),
+    );
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__write_file",
+            json!({"path": "/x"}),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Denied, Layer::Approval)
+    );
+    assert_eq!(
+        outcome.reason.as_deref(),
+        Some("the user declined this call: not that file")
+    );
+    assert_eq!(h.dispatcher.count(), 0);
+}
+
+fn slow_tool() -> warden_policy::ToolDescriptor {
+    let mut slow = mcp_tool("fs", "slow", annotations(Some(true), None, Some(false)));
+    slow.timeout = Some(Duration::from_millis(200));
+    slow
+}
+
+// On the paused clock: every wait here is on async tasks alone (no child process, no I/O).
+#[tokio::test(start_paused = true)]
+async fn execution_times_out_and_the_run_goes_on() {
+    let h = harness(
+        vec![slow_tool(), fs_read_file()],
+        GatePolicy::default(),
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__slow",
+            json!({"path": "/x"}),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::TimedOut, Layer::Timeout)
+    );
+    assert!(
+        outcome
+            .model_text()
+            .starts_with("Tool call timed out: mcp__fs__slow did not finish within"),
+        "{}",
+        outcome.model_text()
+    );
+    assert!(outcome.execution_duration.is_some());
+    let token = h.dispatcher.last_token.lock().unwrap().clone().unwrap();
+    assert!(
+        token.is_cancelled(),
+        "the dispatcher's token fires on timeout"
+    );
+    // The next call is served normally.
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__read_file",
+            json!({"path": "/nonexistent"}),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Failed, Layer::Dispatch)
+    );
+    assert!(outcome.model_text().starts_with("Tool call failed:"));
+    assert_eq!(h.audit.len(), 2);
+}
+
+#[tokio::test]
+async fn a_dead_server_is_an_ordinary_result() {
+    let crash = mcp_tool("fs", "crash", annotations(Some(true), None, Some(false)));
+    let h = harness(
+        vec![crash],
+        GatePolicy::default(),
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__crash",
+            json!({"path": "/x"}),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Failed, Layer::Dispatch)
+    );
+    assert_eq!(
+        outcome.model_text(),
+        "Tool call failed: server \"fs\" exited unexpectedly (exit code 1)"
+    );
+    let records = h.audit.records.lock().unwrap();
+    assert_eq!(
+        records[0].error.as_deref(),
+        Some("server \"fs\" exited unexpectedly (exit code 1)")
+    );
+}
+
+// On the paused clock: every wait here is on async tasks alone (no child process, no I/O).
+#[tokio::test(start_paused = true)]
+async fn the_caller_cancels_execution() {
+    let h = harness(
+        vec![mcp_tool(
+            "fs",
+            "slow",
+            annotations(Some(true), None, Some(false)),
+        )],
+        GatePolicy::default(),
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let call = request(CallSource::Agent, "mcp__fs__slow", json!({"path": "/x"}));
+    let cancel = call.cancel.clone();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancel.cancel();
+    });
+    let outcome = h.gate.call(call).await;
+    canceller.await.unwrap();
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Cancelled, Layer::Cancellation)
+    );
+    assert_eq!(h.dispatcher.count(), 1);
+}
+
+// On the paused clock: every wait here is on async tasks alone (no child process, no I/O).
+#[tokio::test(start_paused = true)]
+async fn a_pending_approval_is_not_subject_to_the_execution_timeout() {
+    let mut slow_write = fs_write_file();
+    slow_write.timeout = Some(Duration::from_millis(50));
+    let h = Arc::new(harness(
+        vec![slow_write],
+        GatePolicy::default(),
+        Arc::new(SilentApprover),
+        HookRunner::default(),
+    ));
+    let call = request(
+        CallSource::Agent,
+        "mcp__fs__write_file",
+        json!({"path": "/x"}),
+    );
+    let cancel = call.cancel.clone();
+    let gate_side = h.clone();
+    let pending = tokio::spawn(async move { gate_side.gate.call(call).await });
+    // Well past the execution timeout the call is still waiting for its answer…
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!pending.is_finished());
+    assert_eq!(h.audit.len(), 0);
+    // …until the caller gives up.
+    cancel.cancel();
+    let outcome = pending.await.unwrap();
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Cancelled, Layer::Cancellation)
+    );
+    assert_eq!(h.dispatcher.count(), 0);
+    assert_eq!(h.audit.len(), 1);
+}
+
+#[tokio::test]
+async fn a_panicking_dispatcher_is_a_failed_call_with_one_record() {
+    let panics = mcp_tool("fs", "panic", annotations(Some(true), None, Some(false)));
+    let h = harness(
+        vec![panics],
+        GatePolicy::default(),
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let outcome = h
+        .gate
+        .call(request(
+            CallSource::Agent,
+            "mcp__fs__panic",
+            json!({"path": "/x"}),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Failed, Layer::Dispatch)
+    );
+    assert!(outcome.model_text().contains("dispatcher panicked"));
+    assert_eq!(h.audit.len(), 1);
+}
