@@ -3,8 +3,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use warden_skills::parse::{SkillLimits, check_name, parse_skill_md_with, split_tool_list};
-use warden_skills::unicode;
+use warden_skills::{
+    SkillLimits, check_name, has_suspicious, parse_skill_md_with, scan_suspicious, split_tool_list,
+};
 
 fuzz_target!(|data: &[u8]| {
     for limits in [SkillLimits::LOCAL, SkillLimits::REMOTE] {
@@ -14,8 +15,8 @@ fuzz_target!(|data: &[u8]| {
                 assert!(check_name(&frontmatter.name).is_ok());
                 assert!(frontmatter.description.chars().count() <= limits.max_description_chars);
                 assert!(document.body.len() <= limits.max_body_bytes);
-                assert!(!unicode::has_suspicious(&document.body));
-                assert!(!unicode::has_suspicious(&frontmatter.description));
+                assert!(!has_suspicious(&document.body));
+                assert!(!has_suspicious(&frontmatter.description));
                 assert!(document.body_line >= 3);
             }
             Err(error) => {
@@ -25,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = unicode::scan(text, 1, true);
+        let _ = scan_suspicious(text, 1, true);
         let _ = split_tool_list(text);
     }
 });

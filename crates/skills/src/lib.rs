@@ -25,7 +25,8 @@ pub use files::{MAX_RESOURCE_FILE_BYTES, SkillFileError, SkillLoad, read_skill_f
 pub use grants::{AskReason, Grant, GrantCheck, GrantStore, GrantStoreError, tools_hash};
 pub use index::{IndexEntry, IndexLimits, SkillIndex};
 pub use parse::{
-    Frontmatter, MAX_BODY_BYTES, SkillDocument, SkillLimits, SkillMdError, parse_skill_md,
+    Frontmatter, MAX_BODY_BYTES, SkillDocument, SkillLimits, SkillMdError, check_name,
+    parse_skill_md, parse_skill_md_with, split_tool_list,
 };
 pub use remote::{
     Contract, ListedResource, MAX_REMOTE_FILE_BYTES, Registration, RemoteSkillError,
@@ -33,7 +34,7 @@ pub use remote::{
     sanitize_server, sha256_digest, verify_legacy_skill_md,
 };
 pub use script_grants::{ScriptGrant, ScriptGrantCheck, ScriptGrantStore, unix_now};
-pub use unicode::{SuspiciousChar, SuspiciousClass};
+pub use unicode::{SuspiciousChar, SuspiciousClass, has_suspicious, scan as scan_suspicious};
 
 /// Audit event kinds for skill activity (the lead's audit trail records these names).
 pub mod audit_kinds {

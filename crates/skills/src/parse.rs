@@ -163,7 +163,7 @@ pub fn parse_skill_md(bytes: &[u8]) -> Result<SkillDocument, SkillMdError> {
 }
 
 /// Parses SKILL.md bytes under `limits`.
-pub(crate) fn parse_skill_md_with(
+pub fn parse_skill_md_with(
     bytes: &[u8],
     limits: &SkillLimits,
 ) -> Result<SkillDocument, SkillMdError> {
@@ -428,7 +428,7 @@ fn walk_strings(value: &Value, visit: &mut dyn FnMut(&str)) {
 }
 
 /// Checks a skill name: 1–64 of `[a-z0-9-]`, no leading, trailing or doubled hyphen.
-pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
+pub fn check_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
         return Err("a name must not be empty");
     }
@@ -452,7 +452,7 @@ pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
 
 /// Splits `allowed-tools` text on whitespace and commas outside parentheses:
 /// `Read, Bash(git add:*) Grep` → `Read`, `Bash(git add:*)`, `Grep`.
-pub(crate) fn split_tool_list(text: &str) -> Vec<String> {
+pub fn split_tool_list(text: &str) -> Vec<String> {
     let mut tools = Vec::new();
     let mut current = String::new();
     let mut depth = 0usize;

@@ -81,7 +81,7 @@ pub(crate) const MAX_FINDINGS: usize = 64;
 
 /// Every suspicious character of `text`, whose first line is `first_line` (1-based). A
 /// byte-order mark as the very first character of a file is allowed when `bom_allowed`.
-pub(crate) fn scan(text: &str, first_line: usize, bom_allowed: bool) -> Vec<SuspiciousChar> {
+pub fn scan(text: &str, first_line: usize, bom_allowed: bool) -> Vec<SuspiciousChar> {
     let mut found = Vec::new();
     let mut line = first_line;
     let mut column = 0usize;
@@ -108,6 +108,12 @@ pub(crate) fn scan(text: &str, first_line: usize, bom_allowed: bool) -> Vec<Susp
         }
     }
     found
+}
+
+/// Whether `text` holds any suspicious character (the fuzz target checks parsed documents
+/// with it).
+pub fn has_suspicious(text: &str) -> bool {
+    text.chars().any(|ch| classify(ch).is_some())
 }
 
 #[cfg(test)]
