@@ -63,7 +63,7 @@ pub struct SearchArguments {
 impl SearchArguments {
     /// A call's arguments, parsed in one step.
     pub fn parse(arguments: Value) -> Result<Self, String> {
-        parse_arguments(SEARCH_TOOLS, arguments)
+        parse_arguments(SEARCH_TOOLS, &arguments)
     }
 
     /// The limit asked for, within bounds.
@@ -92,7 +92,7 @@ pub struct CallToolArguments {
 impl CallToolArguments {
     /// A call's arguments, parsed in one step.
     pub fn parse(arguments: Value) -> Result<Self, String> {
-        parse_arguments(CALL_TOOL, arguments)
+        parse_arguments(CALL_TOOL, &arguments)
     }
 
     /// The tool to call and its arguments (an empty object when none were given).
@@ -117,7 +117,7 @@ pub struct DescribeToolArguments {
 impl DescribeToolArguments {
     /// A call's arguments, parsed in one step.
     pub fn parse(arguments: Value) -> Result<Self, String> {
-        parse_arguments(DESCRIBE_TOOL, arguments)
+        parse_arguments(DESCRIBE_TOOL, &arguments)
     }
 
     /// The input schema.

@@ -156,7 +156,7 @@ impl HostTool for ListPrompts {
         let Invocation { arguments, .. } = invocation;
         Box::pin(async move {
             let ListPromptsArguments { server } =
-                parse_arguments(LIST_PROMPTS, arguments).map_err(DispatchError::new)?;
+                parse_arguments(LIST_PROMPTS, &arguments).map_err(DispatchError::new)?;
             let prompts = self
                 .runtime
                 .prompts(&server)
@@ -218,7 +218,7 @@ impl HostTool for GetPrompt {
                 server,
                 name,
                 arguments: prompt_arguments,
-            } = parse_arguments(GET_PROMPT, arguments).map_err(DispatchError::new)?;
+            } = parse_arguments(GET_PROMPT, &arguments).map_err(DispatchError::new)?;
             let (server, name) = (server.as_str(), name.as_str());
             if let Some(relay) = current_relay().filter(|relay| relay.request().pass_input_required)
             {
@@ -403,7 +403,7 @@ impl HostTool for ListResources {
         } = invocation;
         Box::pin(async move {
             let ListResourcesArguments { server } =
-                parse_arguments(LIST_RESOURCES, arguments).map_err(DispatchError::new)?;
+                parse_arguments(LIST_RESOURCES, &arguments).map_err(DispatchError::new)?;
             let rows = self
                 .runtime
                 .resources(server.as_deref())
@@ -483,7 +483,7 @@ impl HostTool for ReadResource {
         } = invocation;
         Box::pin(async move {
             let ReadResourceArguments { server, uri } =
-                parse_arguments(READ_RESOURCE, arguments).map_err(DispatchError::new)?;
+                parse_arguments(READ_RESOURCE, &arguments).map_err(DispatchError::new)?;
             let (server, uri) = (server.as_str(), uri.as_str());
             let read = self
                 .runtime

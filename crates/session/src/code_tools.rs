@@ -151,7 +151,7 @@ impl HostTool for CodeExecute {
         } = invocation;
         Box::pin(async move {
             let CodeExecuteArguments { code } =
-                parse_arguments(CODE_EXECUTE, arguments).map_err(DispatchError::new)?;
+                parse_arguments(CODE_EXECUTE, &arguments).map_err(DispatchError::new)?;
             let code = code.as_str();
             // The gate's timer cannot interrupt the sandbox (it holds this task), so the call's
             // own deadline, when shorter than code mode's time limit, becomes the limit.

@@ -79,7 +79,7 @@ impl HostTool for SamplingTool {
         } = invocation;
         Box::pin(async move {
             let request: SamplingArguments =
-                warden_vocab::parse_arguments(SAMPLING_TOOL, arguments).map_err(|error| {
+                warden_vocab::parse_arguments(SAMPLING_TOOL, &arguments).map_err(|error| {
                     DispatchError::new(format!("a malformed sampling request: {error}"))
                 })?;
             let client = self.model.current();

@@ -124,7 +124,7 @@ impl SkillScripts {
             skill: skill_name,
             script,
             arguments: script_arguments,
-        } = parse_arguments(RUN_SKILL_SCRIPT, arguments.clone())?;
+        } = parse_arguments(RUN_SKILL_SCRIPT, arguments)?;
         let (skill_name, script) = (skill_name.as_str(), script.as_str());
         // 1. Enabled, and the skill's root allowed to run scripts.
         if !self.settings.enabled {

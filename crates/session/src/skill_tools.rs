@@ -90,7 +90,7 @@ impl HostTool for UseSkill {
         } = invocation;
         Box::pin(async move {
             let UseSkillArguments { name } =
-                parse_arguments(USE_SKILL, arguments).map_err(DispatchError::new)?;
+                parse_arguments(USE_SKILL, &arguments).map_err(DispatchError::new)?;
             let name = name.as_str();
             if is_remote(&self.discovery, &self.remote, name).await {
                 let loaded = self
@@ -172,7 +172,7 @@ impl HostTool for ReadSkillFile {
         } = invocation;
         Box::pin(async move {
             let ReadSkillFileArguments { skill, path } =
-                parse_arguments(READ_SKILL_FILE, arguments).map_err(DispatchError::new)?;
+                parse_arguments(READ_SKILL_FILE, &arguments).map_err(DispatchError::new)?;
             let (skill, path) = (skill.as_str(), path.as_str());
             if is_remote(&self.discovery, &self.remote, skill).await {
                 let bytes = self

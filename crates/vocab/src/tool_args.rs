@@ -86,13 +86,15 @@ fn without_null(kind: &Value) -> Value {
     }
 }
 
-/// Parses a call's arguments into `T`; the error names the tool and what does not fit.
-pub fn parse_arguments<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, String> {
-    let arguments = match arguments {
-        Value::Null => Value::Object(serde_json::Map::new()),
-        other => other,
+/// Parses a call's arguments into `T`, read in place (no copy of the whole value first); no
+/// arguments at all (`null`) read as an empty object. The error names the tool and what does not
+/// fit.
+pub fn parse_arguments<T: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<T, String> {
+    let parsed = match arguments {
+        Value::Null => T::deserialize(&Value::Object(Map::new())),
+        arguments => T::deserialize(arguments),
     };
-    serde_json::from_value(arguments).map_err(|error| format!("{tool}: {error}"))
+    parsed.map_err(|error| format!("{tool}: {error}"))
 }
 
 #[cfg(test)]
@@ -128,7 +130,7 @@ mod tests {
 
     #[test]
     fn arguments_parse_in_one_step_or_say_what_does_not_fit() {
-        let parsed: Search = parse_arguments("search", json!({"query": "x"})).unwrap();
+        let parsed: Search = parse_arguments("search", &json!({"query": "x"})).unwrap();
         assert_eq!(
             parsed,
             Search {
@@ -136,13 +138,13 @@ mod tests {
                 limit: None
             }
         );
-        let missing = parse_arguments::<Search>("search", Value::Null).unwrap_err();
+        let missing = parse_arguments::<Search>("search", &Value::Null).unwrap_err();
         assert!(
             missing.starts_with("search: missing field `query`"),
             "{missing}"
         );
         let unknown =
-            parse_arguments::<Search>("search", json!({"query": "x", "q": 1})).unwrap_err();
+            parse_arguments::<Search>("search", &json!({"query": "x", "q": 1})).unwrap_err();
         assert!(unknown.contains("unknown field `q`"), "{unknown}");
     }
 }

@@ -91,7 +91,7 @@ pub(super) fn parse_args<T: DeserializeOwned>(
     tool: &str,
     arguments: &Value,
 ) -> Result<T, BuiltinResult> {
-    warden_vocab::parse_arguments(tool, arguments.clone()).map_err(BuiltinResult::error)
+    warden_vocab::parse_arguments(tool, arguments).map_err(BuiltinResult::error)
 }
 
 #[cfg(test)]
