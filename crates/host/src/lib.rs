@@ -37,8 +37,8 @@ pub use policy::{HookSettingsError, gate_policy, hook_runner};
 pub use sampling::{SAMPLING_TOOL, SamplingArguments, SamplingResult, SamplingRoute, SamplingTurn};
 pub use search::{
     CALL_TOOL, CallToolArguments, DEFAULT_SEARCH_LIMIT, DESCRIBE_TOOL, DescribeToolArguments,
-    MAX_SEARCH_LIMIT, SEARCH_TOOLS, SearchArguments, SearchScope, ToolSearch, search_limit,
-    search_schema,
+    MAX_SEARCH_LIMIT, SEARCH_TOOLS, SearchArguments, SearchScope, ToolSearch, instructions_summary,
+    search_limit, search_schema,
 };
 pub use servers::{Servers, UngatedRelay};
 pub use skills::{

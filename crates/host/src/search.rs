@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use warden_discovery::one_line;
 use warden_discovery::{SearchHit, SearchIndex, ServerDoc, ToolEntry};
-use warden_mcp::McpTool;
+use warden_mcp::{McpError, McpTool};
 use warden_vocab::{arguments_schema, parse_arguments};
 
 use crate::Host;
@@ -20,6 +20,16 @@ pub const DEFAULT_SEARCH_LIMIT: usize = 5;
 pub const MAX_SEARCH_LIMIT: usize = 20;
 /// Longest server summary taken from a server's instructions.
 const SUMMARY_CHARS: usize = 100;
+
+/// A server's instructions in one line: their first non-empty line, shortened. Ranking and the
+/// summary of an automatically deferred server both use it.
+pub fn instructions_summary(instructions: &str) -> Option<String> {
+    instructions
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .map(|line| one_line(line, SUMMARY_CHARS))
+}
 
 /// Which tools a search ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,17 +176,7 @@ impl Host {
     pub async fn search_tools(&self, scope: SearchScope, query: &str, limit: usize) -> ToolSearch {
         let (candidates, failures) = match scope {
             SearchScope::Deferred => self.deferred_tools().await,
-            SearchScope::Everything => {
-                let (visible, mut failures) = self.all_tools().await;
-                let mut tools: Vec<(McpTool, String)> = visible
-                    .into_iter()
-                    .map(|visible| (visible.tool, visible.descriptor.public_name))
-                    .collect();
-                let (deferred, deferred_failures) = self.deferred_tools().await;
-                tools.extend(deferred);
-                failures.extend(deferred_failures);
-                (tools, failures)
-            }
+            SearchScope::Everything => self.reachable_tools().await,
         };
         let entries = candidates
             .iter()
@@ -190,6 +190,21 @@ impl Host {
         }
     }
 
+    /// Every tool a caller may reach, with its public name: the admitted tools of active
+    /// servers, then the deferred servers' tools (named, loaded when called). Failures come back
+    /// beside them.
+    pub async fn reachable_tools(&self) -> (Vec<(McpTool, String)>, Vec<McpError>) {
+        let (visible, mut failures) = self.all_tools().await;
+        let mut tools: Vec<(McpTool, String)> = visible
+            .into_iter()
+            .map(|visible| (visible.tool, visible.descriptor.public_name))
+            .collect();
+        let (deferred, deferred_failures) = self.deferred_tools().await;
+        tools.extend(deferred);
+        failures.extend(deferred_failures);
+        (tools, failures)
+    }
+
     /// Every server's one-line summary for ranking: a deferred server's summary, else the
     /// first non-empty line of its instructions.
     fn server_docs(&self) -> Vec<ServerDoc> {
@@ -200,12 +215,10 @@ impl Host {
             .into_iter()
             .map(|status| {
                 let summary = deferred.get(&status.name).cloned().or_else(|| {
-                    status.instructions.as_deref().and_then(|text| {
-                        text.lines()
-                            .map(str::trim)
-                            .find(|line| !line.is_empty())
-                            .map(|line| one_line(line, SUMMARY_CHARS))
-                    })
+                    status
+                        .instructions
+                        .as_deref()
+                        .and_then(instructions_summary)
                 });
                 ServerDoc {
                     name: status.name,

@@ -72,25 +72,13 @@ fn fixed_tools() -> Vec<Tool> {
 /// Every tool reachable from this gateway with its public name: admitted tools of active
 /// servers, and deferred servers' tools (loaded when called).
 async fn reachable(handler: &GatewayHandler) -> (Vec<(McpTool, String)>, Vec<String>) {
-    let host = handler.gateway().host();
-    let (visible, failures) = host.all_tools().await;
-    let mut tools: Vec<(McpTool, String)> = visible
-        .into_iter()
-        .map(|visible| (visible.tool, visible.descriptor.public_name))
-        .collect();
-    let (deferred, deferred_failures) = host.deferred_tools().await;
-    tools.extend(deferred);
+    let (tools, failures) = handler.gateway().host().reachable_tools().await;
     handler.gateway().remember_servers(
         tools
             .iter()
             .map(|(tool, public)| (public, &tool.identity.server)),
     );
-    let failures = failures
-        .iter()
-        .chain(deferred_failures.iter())
-        .map(ToString::to_string)
-        .collect();
-    (tools, failures)
+    (tools, failures.iter().map(ToString::to_string).collect())
 }
 
 fn text_result(text: String, is_error: bool) -> CallToolResult {

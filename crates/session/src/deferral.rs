@@ -14,14 +14,11 @@ use warden_discovery::{ManifestTool, tools_array_tokens};
 use warden_discovery::{SUMMARY_CHARS, one_line, parameters_of};
 use warden_host::{
     CALL_TOOL, CallToolArguments, Host, HostTool, Invocation, SearchArguments, SearchScope,
-    VisibleTool, search_schema,
+    VisibleTool, instructions_summary, search_schema,
 };
 use warden_policy::{BoxFuture, CapabilitySet, DispatchError, ToolOutput};
 
 pub use warden_host::SEARCH_TOOLS;
-/// The generic call tool of `system-tools` mode.
-/// Longest generated summary of an automatically deferred server.
-const AUTO_SUMMARY_CHARS: usize = 100;
 /// Tool names a generated summary lists.
 const AUTO_SUMMARY_TOOLS: usize = 6;
 
@@ -256,10 +253,8 @@ impl Deferral {
 /// One line about an automatically deferred server: its instructions' first line, else the
 /// names of its first tools.
 pub fn generated_summary(instructions: Option<&str>, tool_names: &[&str]) -> String {
-    if let Some(line) =
-        instructions.and_then(|text| text.lines().map(str::trim).find(|line| !line.is_empty()))
-    {
-        return one_line(line, AUTO_SUMMARY_CHARS);
+    if let Some(summary) = instructions.and_then(instructions_summary) {
+        return summary;
     }
     let mut names: Vec<&str> = tool_names.to_vec();
     names.sort_unstable();
