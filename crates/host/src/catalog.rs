@@ -85,7 +85,6 @@ impl Dispatcher for SessionDispatcher {
                 match (tool, self.host.upgrade()) {
                     (Some(tool), Some(host)) => tool.execute(Invocation {
                         host,
-                        session_id: call.session_id,
                         arguments: call.arguments,
                         progress: call.progress,
                         cancel,

@@ -64,7 +64,6 @@ pub trait HostTool: Send + Sync {
 /// cancellation that stops it (the caller's, or the gate's timeout).
 pub struct Invocation {
     pub host: Arc<Host>,
-    pub session_id: String,
     pub arguments: Value,
     pub progress: Option<ProgressSender>,
     pub cancel: CancellationToken,

@@ -557,7 +557,6 @@ mod tests {
         let held = quota.try_acquire("ann").unwrap();
         let invocation = |arguments: &Value| Invocation {
             host: host.clone(),
-            session_id: host.session_id().to_owned(),
             arguments: arguments.clone(),
             progress: None,
             cancel: CancellationToken::new(),
