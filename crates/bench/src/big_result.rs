@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use warden_policy::{CallSource, Decision};
+use warden_policy::{CallSurface, Decision};
 
 use crate::env::{BenchEnv, BenchSession, memory_of};
 use crate::report::{Row, Target};
@@ -84,7 +84,7 @@ pub(crate) async fn child(env: &BenchEnv, path: Path) -> anyhow::Result<()> {
     let outcome = session
         .host
         .call(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__big__big_result",
             json!({}),
             CancellationToken::new(),

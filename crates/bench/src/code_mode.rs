@@ -12,7 +12,7 @@ use warden_codemode::{
     execute,
 };
 use warden_host::{CallContext, Host};
-use warden_policy::{CallSource, Decision};
+use warden_policy::{CallSurface, Decision};
 
 use crate::env::{BenchEnv, BenchSession};
 use crate::gate_calls::{SERVER, gate_call};
@@ -37,7 +37,7 @@ impl CodeModeHost for GateHost {
                 .host
                 .public_name(server, tool)
                 .unwrap_or_else(|| warden_mcp::naming::public_name_for(server, tool));
-            let context = CallContext::new(CallSource::CodeMode, CancellationToken::new());
+            let context = CallContext::new(CallSurface::CodeMode, CancellationToken::new());
             let outcome = self.host.call_with(context, &public_name, arguments).await;
             match (&outcome.decision, &outcome.output) {
                 (Decision::Allowed, Some(output)) if !output.is_error => {
@@ -111,7 +111,7 @@ pub(crate) async fn run(env: &BenchEnv, counts: CodeModeCounts) -> anyhow::Resul
     let limits = CodeModeLimits::default();
     // Warm both paths once.
     for _ in 0..50 {
-        gate_call(&host, CallSource::CodeMode).await?;
+        gate_call(&host, CallSurface::CodeMode).await?;
     }
     execute(&code_host, "return 1;", limits).await?;
 
@@ -120,7 +120,7 @@ pub(crate) async fn run(env: &BenchEnv, counts: CodeModeCounts) -> anyhow::Resul
     for _ in 0..counts.repeats.max(1) {
         let started = Instant::now();
         for _ in 0..counts.calls {
-            gate_call(&host, CallSource::CodeMode).await?;
+            gate_call(&host, CallSurface::CodeMode).await?;
         }
         direct.push(started.elapsed());
         let report = execute(&code_host, &script, limits).await?;

@@ -9,7 +9,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_host::Host;
-use warden_policy::{CallSource, Decision};
+use warden_policy::{CallSurface, Decision};
 
 use crate::env::{BenchEnv, BenchSession, RawClient};
 use crate::report::{Row, Target};
@@ -69,7 +69,7 @@ impl Breakdown {
 /// One call through the gate; fails unless it was allowed and echoed.
 pub(crate) async fn gate_call(
     host: &Host,
-    source: CallSource,
+    source: CallSurface,
 ) -> anyhow::Result<(Duration, Duration)> {
     let outcome = host
         .call(source, ECHO, echo_arguments(), CancellationToken::new())
@@ -92,7 +92,7 @@ async fn gate_sequential(
     let started = Instant::now();
     for _ in 0..calls {
         let before = Instant::now();
-        let (gate, execution) = gate_call(host, CallSource::Agent).await?;
+        let (gate, execution) = gate_call(host, CallSurface::Agent).await?;
         let took = before.elapsed();
         latencies.push(took);
         breakdown.total += took;
@@ -285,7 +285,7 @@ pub(crate) async fn run(env: &BenchEnv, counts: GateCallCounts) -> anyhow::Resul
         gate_par.merge(
             concurrent(counts.callers, counts.concurrent / rounds, move || {
                 let host = gate_host.clone();
-                async move { gate_call(&host, CallSource::Agent).await.map(|_| ()) }
+                async move { gate_call(&host, CallSurface::Agent).await.map(|_| ()) }
             })
             .await?,
         );

@@ -15,7 +15,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use warden_bridge::Bridge;
-use warden_policy::CallSource;
+use warden_policy::CallSurface;
 
 use crate::env::{BenchEnv, BenchSession};
 use crate::gate_calls::{SERVER, gate_call};
@@ -89,11 +89,11 @@ async fn tool_cli(env: &BenchEnv, runs: usize) -> anyhow::Result<Row> {
     let home = tempfile::tempdir()?;
     let mut direct = Vec::new();
     for _ in 0..50 {
-        gate_call(&session.host, CallSource::ToolCli).await?;
+        gate_call(&session.host, CallSurface::ToolCli).await?;
     }
     for _ in 0..200 {
         let started = Instant::now();
-        gate_call(&session.host, CallSource::ToolCli).await?;
+        gate_call(&session.host, CallSurface::ToolCli).await?;
         direct.push(started.elapsed());
     }
     let mut one_shots = Vec::new();

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_host::{Host, LIST_RESOURCES, READ_RESOURCE, SearchScope, VisibleTool, search_limit};
-use warden_policy::{CallSource, GateOutcome};
+use warden_policy::{CallSurface, GateOutcome};
 
 use crate::protocol::{CallRequest, CallView, SearchView, ServerRow, ToolView};
 
@@ -155,7 +155,12 @@ pub async fn call(
         .public_name(&request.server, &request.tool)
         .unwrap_or_else(|| warden_mcp::naming::public_name_for(&request.server, &request.tool));
     let outcome = host
-        .call(CallSource::ToolCli, &public_name, request.arguments, cancel)
+        .call(
+            CallSurface::ToolCli,
+            &public_name,
+            request.arguments,
+            cancel,
+        )
         .await;
     Ok(call_view(&outcome))
 }
@@ -206,7 +211,7 @@ pub async fn list_resources(
     };
     call_view(
         &host
-            .call(CallSource::ToolCli, LIST_RESOURCES, arguments, cancel)
+            .call(CallSurface::ToolCli, LIST_RESOURCES, arguments, cancel)
             .await,
     )
 }
@@ -221,7 +226,7 @@ pub async fn read_resource(
     call_view(
         &host
             .call(
-                CallSource::ToolCli,
+                CallSurface::ToolCli,
                 READ_RESOURCE,
                 json!({ "server": server, "uri": uri }),
                 cancel,

@@ -18,7 +18,7 @@ use warden_agent::{
 };
 use warden_host::{CallContext, Host};
 use warden_mcp::{FailureKind, ServerState, parse_prompt_arguments};
-use warden_policy::CallSource;
+use warden_policy::CallSurface;
 
 use crate::app::{Action, App, CallState, Entry, Page};
 use crate::commands::{COMMANDS, PromptInfo, SlashCommand, missing_arguments};
@@ -828,7 +828,7 @@ impl<'a> Chat<'a> {
         let done = self.background.0.clone();
         let label = format!("/mcp__{server}__{prompt}");
         tokio::spawn(async move {
-            let context = CallContext::new(CallSource::PromptGet, CancellationToken::new());
+            let context = CallContext::new(CallSurface::User, CancellationToken::new());
             let outcome = host.get_prompt(context, &server, &prompt, arguments).await;
             let _ = done.send(match outcome {
                 Ok(result) => Background::PromptReady {
@@ -849,7 +849,7 @@ impl<'a> Chat<'a> {
         tokio::spawn(async move {
             let outcome = host
                 .call(
-                    CallSource::SkillLoad,
+                    CallSurface::User,
                     "use_skill",
                     json!({ "name": name }),
                     CancellationToken::new(),

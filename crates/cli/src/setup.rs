@@ -213,7 +213,7 @@ impl Approver for TerminalApprover {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
         let prompt = format!(
             "warden: {} wants to run {} ({} on server {}; classes: {})\n  arguments: {}\n  allow? [y]es once / [s]ession / [N]o: ",
-            request.source,
+            request.surface,
             request.public_name,
             request.identity.tool,
             request.identity.server(),

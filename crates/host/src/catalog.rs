@@ -37,6 +37,8 @@ pub fn host_tool_descriptor(tool: &dyn HostTool) -> ToolDescriptor {
         trust_annotations: true,
         required_permission: None,
         timeout: None,
+        kind: tool.kind(),
+        surfaces: tool.surfaces(),
     }
 }
 
@@ -85,6 +87,8 @@ impl Dispatcher for SessionDispatcher {
                 match (tool, self.host.upgrade()) {
                     (Some(tool), Some(host)) => tool.execute(Invocation {
                         host,
+                        surface: call.surface,
+                        caller: call.caller,
                         arguments: call.arguments,
                         progress: call.progress,
                         cancel,

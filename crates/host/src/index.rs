@@ -308,6 +308,8 @@ fn describe(public_name: &str, tool: &McpTool, facts: &ServerFacts) -> ToolDescr
         trust_annotations: facts.trust_annotations,
         required_permission: None,
         timeout: Some(facts.tool_timeout),
+        kind: warden_policy::CallKind::Tool,
+        surfaces: warden_policy::SurfaceSet::CALLERS,
     }
 }
 

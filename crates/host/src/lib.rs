@@ -26,7 +26,7 @@ use warden_hooks::HookRunner;
 use warden_mcp::artifacts::{ArtifactStore, RetentionPolicy, apply_retention};
 use warden_mcp::{McpError, McpRuntime, McpTool, RuntimeOptions, ServerSpec};
 use warden_policy::{
-    Approver, AuditStore, CallRequest, CallSource, Gate, GateOutcome, GateParts, GatePolicy,
+    Approver, AuditStore, CallRequest, CallSurface, Gate, GateOutcome, GateParts, GatePolicy,
     NoApprover, ProgressSender, ToolDescriptor,
 };
 
@@ -524,7 +524,7 @@ impl Host {
     /// Sends one call through the gate: the only way any surface reaches a tool.
     pub async fn call(
         &self,
-        source: CallSource,
+        source: CallSurface,
         public_name: &str,
         arguments: Value,
         cancel: CancellationToken,
@@ -540,16 +540,15 @@ impl Host {
         public_name: &str,
         arguments: Value,
     ) -> GateOutcome {
-        // A tool that audits under its own source (a resource read) says so here, and one that
-        // reaches a single MCP server names it as the call's server.
-        let host_tool = self.host_tools.get(public_name);
-        let own_source = host_tool.and_then(|tool| tool.audit_source());
-        let subject_server = host_tool.and_then(|tool| tool.subject_server(&arguments));
-        let source = own_source.unwrap_or(context.source);
+        // A host tool that reaches a single MCP server names it as the call's server.
+        let subject_server = self
+            .host_tools
+            .get(public_name)
+            .and_then(|tool| tool.subject_server(&arguments));
         self.gate
             .call(CallRequest {
                 session_id: self.session_id.clone(),
-                source,
+                surface: context.surface,
                 caller: context.caller,
                 public_name: public_name.to_owned(),
                 arguments,
@@ -569,7 +568,7 @@ impl Host {
 
 /// Who makes a call and what they attach to it.
 pub struct CallContext {
-    pub source: CallSource,
+    pub surface: CallSurface,
     /// Who within the surface (a gateway client, a script), if known.
     pub caller: Option<String>,
     pub cancel: CancellationToken,
@@ -578,9 +577,9 @@ pub struct CallContext {
 }
 
 impl CallContext {
-    pub fn new(source: CallSource, cancel: CancellationToken) -> Self {
+    pub fn new(surface: CallSurface, cancel: CancellationToken) -> Self {
         Self {
-            source,
+            surface,
             caller: None,
             cancel,
             progress: None,

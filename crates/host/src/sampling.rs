@@ -8,7 +8,7 @@ use std::sync::Weak;
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
-use warden_policy::CallSource;
+use warden_policy::CallSurface;
 
 use crate::{CallContext, Host};
 
@@ -76,7 +76,7 @@ impl warden_mcp::SamplingHandler for GatedSampler {
             let Some(host) = self.host.upgrade() else {
                 return Err("the session is closing".to_owned());
             };
-            let mut context = CallContext::new(CallSource::Sampling, CancellationToken::new());
+            let mut context = CallContext::new(CallSurface::Server, CancellationToken::new());
             context.caller = Some(format!("mcp server {}", request.server));
             let arguments = SamplingArguments {
                 server: request.server,

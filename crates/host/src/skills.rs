@@ -12,9 +12,9 @@ use rmcp::model::ResourceContents;
 use serde_json::json;
 use warden_mcp::{ListEpochs, McpError, McpRuntime, ServerState};
 use warden_policy::{
-    ApprovalAnswer, ApprovalRequest, Approver, AuditRecord, AuditSink, CallReach, CallSource,
-    CapabilitySet, Catalog, Decision, Gate, Layer, ToolAnnotations, ToolDescriptor, ToolIdentity,
-    ToolSource,
+    ApprovalAnswer, ApprovalRequest, Approver, AuditRecord, AuditSink, CallKind, CallReach,
+    CallSurface, CapabilitySet, Catalog, Decision, Gate, Layer, ToolAnnotations, ToolDescriptor,
+    ToolIdentity, ToolSource,
 };
 use warden_skills::{
     Contract, GrantCheck, GrantStore, GrantStoreError, ListedResource, ListedSkill, NextPage,
@@ -434,7 +434,7 @@ impl RemoteSkills {
                 if self.settings.extension_enabled || skills.declared {
                     self.audit(
                         bound,
-                        CallSource::SkillsExtension,
+                        CallKind::SkillsExtension,
                         server,
                         "skills-extension",
                         Decision::Allowed,
@@ -450,7 +450,7 @@ impl RemoteSkills {
                 if any || skills.contract == Contract::Extension {
                     self.audit(
                         bound,
-                        CallSource::SkillDiscovery,
+                        CallKind::SkillDiscovery,
                         server,
                         listing,
                         Decision::Allowed,
@@ -487,7 +487,7 @@ impl RemoteSkills {
                 if self.settings.extension_enabled {
                     self.audit(
                         bound,
-                        CallSource::SkillDiscovery,
+                        CallKind::SkillDiscovery,
                         server,
                         "skills",
                         Decision::Failed,
@@ -590,14 +590,19 @@ impl RemoteSkills {
 
     /// Loads a remote skill: fetches its SKILL.md from the server that published it, verifies
     /// it, asks the operator about the tools it names (unless an approval for exactly these
-    /// tools and this content exists), and unhides them.
-    pub async fn load(&self, name: &str) -> Result<LoadedRemoteSkill, RemoteSkillsError> {
+    /// tools and this content exists), and unhides them. `surface` is who asked to load it
+    /// (the model, the person at the terminal), as the approval shows.
+    pub async fn load(
+        &self,
+        name: &str,
+        surface: CallSurface,
+    ) -> Result<LoadedRemoteSkill, RemoteSkillsError> {
         let bound = self.bound()?;
         let (command, skills) = self
             .find(name)
             .ok_or_else(|| RemoteSkillsError::UnknownSkill(name.to_owned()))?;
         let load = fetch_skill_md(&bound.runtime, &skills, &command).await?;
-        let grant = self.settle_grant(bound, &command, &load).await?;
+        let grant = self.settle_grant(bound, &command, &load, surface).await?;
         self.lock()
             .loaded
             .insert(command.command.clone(), load.content_hash.clone());
@@ -631,6 +636,7 @@ impl RemoteSkills {
         bound: &Bound,
         command: &SkillCommand,
         load: &RemoteSkillLoad,
+        surface: CallSurface,
     ) -> Result<GrantOutcome, RemoteSkillsError> {
         let tools = own_tools(&command.server, load.requested_tools.clone());
         if tools.is_empty() {
@@ -666,7 +672,8 @@ impl RemoteSkills {
         };
         let request = ApprovalRequest {
             session_id: bound.session_id.clone(),
-            source: CallSource::SkillLoad,
+            surface,
+            kind: CallKind::SkillLoad,
             caller: None,
             identity: ToolIdentity::mcp(&command.server, &format!("skill-grant:{}", command.skill)),
             public_name: command.command.clone(),
@@ -721,7 +728,7 @@ impl RemoteSkills {
     fn audit(
         &self,
         bound: &Bound,
-        source: CallSource,
+        kind: CallKind,
         server: &str,
         what: &str,
         decision: Decision,
@@ -731,7 +738,8 @@ impl RemoteSkills {
         let record = AuditRecord {
             time: SystemTime::now(),
             session_id: bound.session_id.clone(),
-            source,
+            surface: CallSurface::Host,
+            kind,
             caller: None,
             server: Some(server.to_owned()),
             tool: Some(what.to_owned()),

@@ -18,7 +18,8 @@ use warden_mcp::McpRuntime;
 use warden_mcp::RelayError;
 use warden_mcp::artifacts::ArtifactStore;
 use warden_policy::{
-    BoxFuture, CallReach, CallSource, CapabilitySet, DispatchError, ProgressSender, ToolOutput,
+    BoxFuture, CallKind, CallReach, CallSurface, CapabilitySet, DispatchError, ProgressSender,
+    SurfaceSet, ToolOutput,
 };
 use warden_vocab::{arguments_schema, parse_arguments};
 
@@ -33,9 +34,15 @@ pub trait HostTool: Send + Sync {
     fn input_schema(&self) -> Value;
     /// The capability classes the gate uses.
     fn classes(&self) -> CapabilitySet;
-    /// The audit source of calls to it when it is not the caller's own (a resource read).
-    fn audit_source(&self) -> Option<CallSource> {
-        None
+    /// What a call of it does, for the audit and the external authorizer (a resource read, a
+    /// prompt get…); a plain tool call unless it says otherwise.
+    fn kind(&self) -> CallKind {
+        CallKind::Tool
+    }
+    /// The surfaces that may call it. To any other it does not resolve: the sampling answer
+    /// serves only a server's request, a prompt only the person who picks it.
+    fn surfaces(&self) -> SurfaceSet {
+        SurfaceSet::CALLERS
     }
     /// The one MCP server a call with `arguments` reaches on the caller's behalf, if any: the
     /// audit, hooks and the external authorizer name it as the call's server.
@@ -64,6 +71,10 @@ pub trait HostTool: Send + Sync {
 /// cancellation that stops it (the caller's, or the gate's timeout).
 pub struct Invocation {
     pub host: Arc<Host>,
+    /// The surface that made the call.
+    pub surface: CallSurface,
+    /// Who within the surface, if known.
+    pub caller: Option<String>,
     pub arguments: Value,
     pub progress: Option<ProgressSender>,
     pub cancel: CancellationToken,
@@ -195,8 +206,14 @@ impl HostTool for GetPrompt {
         server_argument(arguments)
     }
 
-    fn audit_source(&self) -> Option<CallSource> {
-        Some(CallSource::PromptGet)
+    fn kind(&self) -> CallKind {
+        CallKind::PromptGet
+    }
+
+    /// Prompts are the user's to choose (MCP's rule): the person at the terminal, or the
+    /// person behind a gateway client. A model cannot fetch one and follow it.
+    fn surfaces(&self) -> SurfaceSet {
+        SurfaceSet::of(&[CallSurface::User, CallSurface::Gateway])
     }
 
     fn offered(&self) -> bool {
@@ -467,8 +484,8 @@ impl HostTool for ReadResource {
         server_argument(arguments)
     }
 
-    fn audit_source(&self) -> Option<CallSource> {
-        Some(CallSource::ResourceRead)
+    fn kind(&self) -> CallKind {
+        CallKind::ResourceRead
     }
 
     fn execute<'a>(

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use serde_json::Value;
 use warden_vocab::{CapabilitySet, PermissionMode, ToolGlob};
 
-use crate::call::CallSource;
+use crate::call::{CallKind, CallSurface};
 use crate::capability::ToolAnnotations;
 use crate::permissions::Permissions;
 use crate::reach::OutsidePath;
@@ -36,7 +36,7 @@ pub struct ApprovalFacts<'a> {
     /// Its public name (lists match it).
     pub public_name: &'a str,
     /// The calling surface.
-    pub source: CallSource,
+    pub surface: CallSurface,
     /// The user said "allow for this session" earlier (for a call outside the workspace: about
     /// this tool in a folder that holds the path).
     pub remembered: bool,
@@ -64,7 +64,7 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
         permissions,
         classes,
         public_name,
-        source,
+        surface,
         remembered,
         granted,
         outside,
@@ -74,7 +74,7 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
             "{public_name} is on the operator's deny list (pattern \"{pattern}\")"
         ));
     }
-    if source == CallSource::CodeMode && !classes.is_read_only() {
+    if surface == CallSurface::CodeMode && !classes.is_read_only() {
         return ApprovalNeed::Deny(format!(
             "code mode may call read-only tools only; {public_name} is {classes}"
         ));
@@ -128,7 +128,7 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
         }
     };
     match need {
-        ApprovalNeed::Ask(why) if source == CallSource::CodeMode => {
+        ApprovalNeed::Ask(why) if surface == CallSurface::CodeMode => {
             ApprovalNeed::Deny(format!("code mode never asks for approval ({why})"))
         }
         other => other,
@@ -146,7 +146,9 @@ pub struct ApprovalRequest {
     /// The session.
     pub session_id: String,
     /// The calling surface.
-    pub source: CallSource,
+    pub surface: CallSurface,
+    /// What the call does.
+    pub kind: CallKind,
     /// Who within the surface, if known.
     pub caller: Option<String>,
     /// Server and original tool name.

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use warden_vocab::CapabilitySet;
 
 use crate::approval::BoxFuture;
-use crate::call::{CallSource, Decision, Layer};
+use crate::call::{CallKind, CallSurface, Decision, Layer};
 use crate::capability::ToolAnnotations;
 use crate::time::{rfc3339_millis, unix_millis};
 
@@ -67,8 +67,10 @@ pub struct AuditRecord {
     pub time: SystemTime,
     /// The session.
     pub session_id: String,
-    /// The calling surface.
-    pub source: CallSource,
+    /// The calling surface (stored in the `source` column).
+    pub surface: CallSurface,
+    /// What the call does.
+    pub kind: CallKind,
     /// Who within the surface, if known.
     pub caller: Option<String>,
     /// The server (`builtin` for built-ins); None when unresolved.
@@ -158,8 +160,11 @@ pub struct AuditRow {
     pub time_unix_ms: i64,
     /// The session.
     pub session_id: String,
-    /// The calling surface (`agent`, `code-mode`, …).
+    /// The calling surface (`agent`, `code-mode`, `gateway`, `user`, …).
     pub source: String,
+    /// What the call does (`tool`, `resource-read`, `prompt-get`, …); None for a record written
+    /// before the column existed (whose `source` then says either).
+    pub kind: Option<String>,
     /// Who within the surface.
     pub caller: Option<String>,
     /// The server.
@@ -221,7 +226,8 @@ CREATE TABLE IF NOT EXISTS audit (
     error TEXT,
     arguments_digest TEXT NOT NULL,
     arguments TEXT,
-    confinement TEXT
+    confinement TEXT,
+    kind TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_session ON audit (session_id, id);
 CREATE INDEX IF NOT EXISTS audit_time ON audit (time_unix_ms);
@@ -368,7 +374,7 @@ impl AuditStore {
         let sql = format!(
             "SELECT * FROM (SELECT id, time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
              classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-             arguments_digest, arguments, confinement FROM audit {filter} ORDER BY id DESC LIMIT {limit}) ORDER BY id ASC"
+             arguments_digest, arguments, confinement, kind FROM audit {filter} ORDER BY id DESC LIMIT {limit}) ORDER BY id ASC"
         );
         self.with_reader(|connection| {
             let mut statement = connection.prepare(&sql)?;
@@ -435,6 +441,7 @@ struct PendingRow {
     time_unix_ms: i64,
     session_id: String,
     source: &'static str,
+    kind: &'static str,
     caller: Option<String>,
     server: Option<String>,
     tool: Option<String>,
@@ -459,7 +466,8 @@ impl From<&AuditRecord> for PendingRow {
         Self {
             time_unix_ms: unix_millis(record.time),
             session_id: record.session_id.clone(),
-            source: record.source.as_str(),
+            source: record.surface.as_str(),
+            kind: record.kind.as_str(),
             caller: record.caller.clone(),
             server: record.server.clone(),
             tool: record.tool.clone(),
@@ -704,7 +712,7 @@ fn checkpoint(connection: &Connection, path: &Path) {
 
 const INSERT: &str = "INSERT INTO audit (time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
      classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-     arguments_digest, arguments, confinement) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)";
+     arguments_digest, arguments, confinement, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
 
 fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<()> {
     // Prepared once per connection and reused (SQLite's statement cache).
@@ -729,6 +737,7 @@ fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<()> {
         row.arguments_digest,
         row.arguments,
         row.confinement,
+        row.kind,
     ])?;
     Ok(())
 }
@@ -820,7 +829,7 @@ fn connect(path: &Path) -> Result<Connection, AuditError> {
 }
 
 /// Columns added after the first release, added to a database made before them.
-const ADDED_COLUMNS: &[(&str, &str)] = &[("confinement", "TEXT")];
+const ADDED_COLUMNS: &[(&str, &str)] = &[("confinement", "TEXT"), ("kind", "TEXT")];
 
 fn add_missing_columns(connection: &Connection) -> rusqlite::Result<()> {
     let mut statement = connection.prepare("SELECT name FROM pragma_table_info('audit')")?;
@@ -872,6 +881,7 @@ fn row_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
         arguments_digest: row.get(18)?,
         arguments: arguments.and_then(|text| serde_json::from_str(&text).ok()),
         confinement: row.get(20)?,
+        kind: row.get(21)?,
     })
 }
 
@@ -885,7 +895,8 @@ mod tests {
         AuditRecord {
             time: SystemTime::now(),
             session_id: "s".into(),
-            source: CallSource::Agent,
+            surface: CallSurface::Agent,
+            kind: CallKind::Tool,
             caller: None,
             server: None,
             tool: None,

@@ -10,39 +10,130 @@ use warden_vocab::CapabilitySet;
 
 use crate::tool::ToolIdentity;
 
-/// Which surface made a call.
+/// Which surface made a call: who is asking, whatever they ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CallSource {
-    /// The agent loop (a model's tool call).
+pub enum CallSurface {
+    /// The agent loop: a model's tool call in `warden run` or `warden chat`.
     Agent,
     /// A script in the code-mode sandbox: read-only tools only, never asks.
     CodeMode,
-    /// `warden tool … call` over the loopback bridge.
+    /// `warden tool …` over the loopback bridge.
     ToolCli,
     /// An MCP client of `warden serve`.
     Gateway,
-    /// Reading an MCP resource.
-    ResourceRead,
-    /// Getting an MCP prompt (chosen by the user: a slash command, `warden mcp prompt`, a
-    /// gateway client).
-    PromptGet,
-    /// An MCP server's sampling request answered by the session's model.
-    Sampling,
-    /// Loading a skill's body.
-    SkillLoad,
-    /// Listing skills.
-    SkillDiscovery,
-    /// The SEP-2640 skills extension.
-    SkillsExtension,
+    /// The person at the terminal: a slash command, `warden mcp prompt`.
+    User,
+    /// An MCP server's own request (sampling) answered by the session.
+    Server,
+    /// warden itself: skill discovery and the skills extension when a server connects.
+    Host,
 }
 
-impl CallSource {
-    /// Every source.
-    pub const ALL: [Self; 10] = [
+impl CallSurface {
+    /// Every surface.
+    pub const ALL: [Self; 7] = [
         Self::Agent,
         Self::CodeMode,
         Self::ToolCli,
         Self::Gateway,
+        Self::User,
+        Self::Server,
+        Self::Host,
+    ];
+
+    /// The name stored in the audit trail's `source` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::CodeMode => "code-mode",
+            Self::ToolCli => "tool-cli",
+            Self::Gateway => "gateway",
+            Self::User => "user",
+            Self::Server => "server",
+            Self::Host => "host",
+        }
+    }
+
+    const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+impl fmt::Display for CallSurface {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for CallSurface {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// The surfaces a tool may be called from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SurfaceSet(u8);
+
+impl SurfaceSet {
+    /// The surfaces that act for a model or a person — what a tool admits unless it says
+    /// otherwise. An MCP server's request reaches only the tool that answers it (sampling),
+    /// never the session's other tools, and warden's own records call nothing.
+    pub const CALLERS: Self = Self::of(&[
+        CallSurface::Agent,
+        CallSurface::CodeMode,
+        CallSurface::ToolCli,
+        CallSurface::Gateway,
+        CallSurface::User,
+    ]);
+
+    /// Exactly these surfaces.
+    pub const fn of(surfaces: &[CallSurface]) -> Self {
+        let mut bits = 0;
+        let mut index = 0;
+        while index < surfaces.len() {
+            bits |= surfaces[index].bit();
+            index += 1;
+        }
+        Self(bits)
+    }
+
+    /// Whether `surface` may call.
+    pub const fn contains(self, surface: CallSurface) -> bool {
+        self.0 & surface.bit() != 0
+    }
+}
+
+impl Default for SurfaceSet {
+    fn default() -> Self {
+        Self::CALLERS
+    }
+}
+
+/// What a call does, whichever surface made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CallKind {
+    /// A tool call.
+    #[default]
+    Tool,
+    /// Reading an MCP resource.
+    ResourceRead,
+    /// Getting an MCP prompt.
+    PromptGet,
+    /// Answering an MCP server's sampling request with the session's model.
+    Sampling,
+    /// Loading a skill's body.
+    SkillLoad,
+    /// Listing a server's skills.
+    SkillDiscovery,
+    /// Negotiating the SEP-2640 skills extension.
+    SkillsExtension,
+}
+
+impl CallKind {
+    /// Every kind.
+    pub const ALL: [Self; 7] = [
+        Self::Tool,
         Self::ResourceRead,
         Self::PromptGet,
         Self::Sampling,
@@ -51,13 +142,10 @@ impl CallSource {
         Self::SkillsExtension,
     ];
 
-    /// The name stored in the audit trail.
+    /// The name stored in the audit trail's `kind` column.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Agent => "agent",
-            Self::CodeMode => "code-mode",
-            Self::ToolCli => "tool-cli",
-            Self::Gateway => "gateway",
+            Self::Tool => "tool",
             Self::ResourceRead => "resource-read",
             Self::PromptGet => "prompt-get",
             Self::Sampling => "sampling",
@@ -68,13 +156,13 @@ impl CallSource {
     }
 }
 
-impl fmt::Display for CallSource {
+impl fmt::Display for CallKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl Serialize for CallSource {
+impl Serialize for CallKind {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.as_str())
     }
@@ -85,8 +173,8 @@ impl Serialize for CallSource {
 pub struct CallRequest {
     /// The session it belongs to.
     pub session_id: String,
-    /// The surface that made it.
-    pub source: CallSource,
+    /// The surface that made it (what it does comes from the tool it resolves to).
+    pub surface: CallSurface,
     /// Who, within the surface (a gateway client's name, a script id…), if known.
     pub caller: Option<String>,
     /// The model-visible tool name.

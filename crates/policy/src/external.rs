@@ -5,7 +5,7 @@ use serde_json::Value;
 use warden_hooks::{CommandRun, CommandSpec, run_command};
 use warden_vocab::CapabilitySet;
 
-use crate::call::CallSource;
+use crate::call::{CallKind, CallSurface};
 use crate::permissions::ExternalAuthorizer;
 
 /// The object written to the command's stdin.
@@ -15,8 +15,11 @@ pub struct ExternalQuestion<'a> {
     pub session: &'a str,
     /// Who within the surface, if known.
     pub caller: Option<&'a str>,
-    /// The calling surface.
-    pub source: CallSource,
+    /// The calling surface (`agent`, `gateway`, …), under the key `source`.
+    #[serde(rename = "source")]
+    pub surface: CallSurface,
+    /// What the call does (`tool`, `resource-read`, `prompt-get`, …).
+    pub kind: CallKind,
     /// The server (`builtin` for built-ins).
     pub server: &'a str,
     /// The raw tool name.

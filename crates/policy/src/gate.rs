@@ -20,7 +20,7 @@ use crate::approval::{
 };
 use crate::audit::{AuditRecord, AuditSink, arguments_digest};
 use crate::authorize::{check_ceiling, check_rules};
-use crate::call::{CallRequest, Decision, GateOutcome, Layer, ToolOutput};
+use crate::call::{CallKind, CallRequest, CallSurface, Decision, GateOutcome, Layer, ToolOutput};
 use crate::capability::ToolAnnotations;
 use crate::external::{ExternalQuestion, ask_external};
 use crate::permissions::GatePolicy;
@@ -51,6 +51,10 @@ pub trait Catalog: Send + Sync {
 pub struct DispatchCall {
     /// The session.
     pub session_id: String,
+    /// The surface that made it.
+    pub surface: CallSurface,
+    /// Who within the surface, if known.
+    pub caller: Option<String>,
     /// The resolved tool.
     pub descriptor: ToolDescriptor,
     /// The validated arguments.
@@ -200,6 +204,8 @@ struct Trace {
     /// The resolved tool's identity and annotations (None when it did not resolve).
     resolved: Option<(ToolIdentity, ToolAnnotations)>,
     classes: CapabilitySet,
+    /// What the resolved tool does (a tool call until it resolves to something else).
+    kind: CallKind,
     execution_duration: Option<Duration>,
     /// What went wrong on the way without deciding the call (a hook that could not run).
     warnings: Vec<String>,
@@ -299,6 +305,7 @@ impl Gate {
             time: SystemTime::now(),
             resolved: None,
             classes: CapabilitySet::EMPTY,
+            kind: CallKind::Tool,
             execution_duration: None,
             warnings: Vec::new(),
         };
@@ -326,6 +333,20 @@ impl Gate {
                 .unwrap_or_else(|| format!("unknown tool \"{}\"", request.public_name));
             return Step::stop(Decision::Denied, Layer::Resolve, reason);
         };
+        trace.kind = descriptor.kind;
+        if !descriptor.surfaces.contains(request.surface) {
+            // The tool exists but answers another surface (the sampling answer answers a
+            // server's request, a prompt is the user's to choose): to this caller it is not
+            // there, and nothing about it is weighed.
+            return Step::stop(
+                Decision::Denied,
+                Layer::Resolve,
+                format!(
+                    "{} cannot be called from the {} surface",
+                    request.public_name, request.surface
+                ),
+            );
+        }
         trace.classes = descriptor.classes();
         trace.resolved = Some((descriptor.identity.clone(), descriptor.annotations));
 
@@ -342,7 +363,8 @@ impl Gate {
             let question = ExternalQuestion {
                 session: &request.session_id,
                 caller: request.caller.as_deref(),
-                source: request.source,
+                surface: request.surface,
+                kind: descriptor.kind,
                 server: request.server_of(&descriptor.identity),
                 tool: &descriptor.identity.tool,
                 public_name: &descriptor.public_name,
@@ -417,7 +439,7 @@ impl Gate {
             permissions,
             classes,
             public_name: &descriptor.public_name,
-            source: request.source,
+            surface: request.surface,
             remembered,
             granted: self.session_has(&self.granted, &request.session_id, &descriptor.identity),
             outside: reach.outside.as_ref(),
@@ -428,7 +450,8 @@ impl Gate {
             ApprovalNeed::Ask(why) => {
                 let approval = ApprovalRequest {
                     session_id: request.session_id.clone(),
-                    source: request.source,
+                    surface: request.surface,
+                    kind: descriptor.kind,
                     caller: request.caller.clone(),
                     identity: descriptor.identity.clone(),
                     public_name: descriptor.public_name.clone(),
@@ -496,6 +519,8 @@ impl Gate {
         let cancel = request.cancel.child_token();
         let call = DispatchCall {
             session_id: request.session_id.clone(),
+            surface: request.surface,
+            caller: request.caller.clone(),
             descriptor,
             arguments: arguments.clone(),
             progress: request.progress.clone(),
@@ -619,7 +644,8 @@ impl Gate {
         let record = AuditRecord {
             time: trace.time,
             session_id: request.session_id.clone(),
-            source: request.source,
+            surface: request.surface,
+            kind: trace.kind,
             caller: request.caller.clone(),
             server: identity
                 .as_ref()

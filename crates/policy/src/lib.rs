@@ -69,7 +69,9 @@ pub use audit::{
     AuditError, AuditQuery, AuditRecord, AuditRow, AuditSink, AuditStore, arguments_digest,
 };
 pub use authorize::{admitted_classes, check_ceiling, check_rules, first_matching_rule};
-pub use call::{CallRequest, CallSource, Decision, GateOutcome, Layer, ToolOutput};
+pub use call::{
+    CallKind, CallRequest, CallSurface, Decision, GateOutcome, Layer, SurfaceSet, ToolOutput,
+};
 pub use capability::{ToolAnnotations, classes_from_annotations, normalise_declared};
 pub use external::{ExternalQuestion, ask_external};
 pub use gate::{

@@ -8,6 +8,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 use warden_vocab::CapabilitySet;
 
+use crate::call::{CallKind, SurfaceSet};
 use crate::capability::{ToolAnnotations, classes_from_annotations, normalise_declared};
 
 /// Where a tool comes from.
@@ -125,6 +126,11 @@ pub struct ToolDescriptor {
     pub required_permission: Option<String>,
     /// Execution timeout for this tool (None = the gate's default).
     pub timeout: Option<Duration>,
+    /// What a call of it does (a tool call, a resource read, a sampling answer…): the audit's
+    /// `kind` and the external authorizer's.
+    pub kind: CallKind,
+    /// The surfaces that may call it; to any other it does not resolve.
+    pub surfaces: SurfaceSet,
 }
 
 impl ToolDescriptor {

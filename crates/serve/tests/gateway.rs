@@ -795,8 +795,9 @@ async fn flat_republishes_resources_and_prompts_with_their_server() {
     let row = fixture
         .audit()
         .into_iter()
-        .find(|row| row.source == "resource-read")
+        .find(|row| row.kind.as_deref() == Some("resource-read"))
         .expect("an audit record for the read");
+    assert_eq!(row.source, "gateway");
     assert!(row.caller.unwrap_or_default().starts_with("gateway-test/"));
 
     let prompts = client.list_all_prompts().await.unwrap();
@@ -816,8 +817,9 @@ async fn flat_republishes_resources_and_prompts_with_their_server() {
     let row = fixture
         .audit()
         .into_iter()
-        .find(|row| row.source == "prompt-get")
+        .find(|row| row.kind.as_deref() == Some("prompt-get"))
         .expect("an audit record for the prompt get");
+    assert_eq!(row.source, "gateway");
     assert_eq!(row.tool.as_deref(), Some("get_mcp_prompt"));
     assert!(row.caller.unwrap_or_default().starts_with("gateway-test/"));
     client.cancel().await.unwrap();

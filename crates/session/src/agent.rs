@@ -39,7 +39,7 @@ use warden_host::{
 use warden_host::{RemoteSkills, RemoteSkillsSettings};
 use warden_mcp::ServerSpec;
 use warden_policy::{
-    BoxFuture, CallReach, CallSource, CapabilityClass, CapabilitySet, Decision, DispatchError,
+    BoxFuture, CallReach, CallSurface, CapabilityClass, CapabilitySet, Decision, DispatchError,
     OutsidePath, ToolOutput,
 };
 
@@ -598,7 +598,7 @@ impl ToolExecutor for GateExecutor {
         cancel: CancellationToken,
     ) -> BoxFuture<'a, ToolCallResult> {
         Box::pin(async move {
-            let mut context = CallContext::new(CallSource::Agent, cancel);
+            let mut context = CallContext::new(CallSurface::Agent, cancel);
             let forwarder = self.events.clone().map(|events| {
                 let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
                 context.progress = Some(sender);

@@ -12,7 +12,7 @@ use warden_codemode::{
 };
 use warden_discovery::ServerDoc;
 use warden_host::{CallContext, Host, HostTool, Invocation};
-use warden_policy::{BoxFuture, CallSource, CapabilitySet, Decision, DispatchError, ToolOutput};
+use warden_policy::{BoxFuture, CallSurface, CapabilitySet, Decision, DispatchError, ToolOutput};
 use warden_vocab::{arguments_schema, parse_arguments};
 
 /// The name of the tool that runs JavaScript in the sandbox.
@@ -78,7 +78,7 @@ impl CodeModeHost for GateCodeHost {
                 .host
                 .public_name(server, tool)
                 .unwrap_or_else(|| warden_mcp::naming::public_name_for(server, tool));
-            let context = CallContext::new(CallSource::CodeMode, self.cancel.child_token());
+            let context = CallContext::new(CallSurface::CodeMode, self.cancel.child_token());
             let outcome = self.host.call_with(context, &public_name, arguments).await;
             match (&outcome.decision, &outcome.output) {
                 (Decision::Allowed, Some(output)) if !output.is_error => {
@@ -238,7 +238,7 @@ mod tests {
     use serde_json::json;
     use warden_config::{LoadedConfig, Paths};
     use warden_host::HostOptions;
-    use warden_policy::{CallSource, Decision};
+    use warden_policy::{CallSurface, Decision};
 
     use super::*;
 
@@ -268,7 +268,7 @@ mod tests {
         let started = Instant::now();
         let outcome = host
             .call(
-                CallSource::Agent,
+                CallSurface::Agent,
                 "code_execute",
                 json!({"code": "let n = 0; while (true) { n += 1; }"}),
                 cancel,
@@ -293,7 +293,7 @@ mod tests {
         let started = Instant::now();
         let outcome = host
             .call(
-                CallSource::Agent,
+                CallSurface::Agent,
                 "code_execute",
                 json!({"code": "while (true) {}"}),
                 CancellationToken::new(),
@@ -308,7 +308,7 @@ mod tests {
         // A script that finishes in time is not affected.
         let outcome = host
             .call(
-                CallSource::Agent,
+                CallSurface::Agent,
                 "code_execute",
                 json!({"code": "6 * 7"}),
                 CancellationToken::new(),

@@ -8,7 +8,9 @@ use std::sync::{Arc, PoisonError, RwLock};
 use serde_json::Value;
 use warden_agent::{Message, ModelClient, ModelRequest};
 use warden_host::{HostTool, Invocation, SAMPLING_TOOL, SamplingArguments, SamplingResult};
-use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
+use warden_policy::{
+    BoxFuture, CallKind, CallSurface, CapabilitySet, DispatchError, SurfaceSet, ToolOutput,
+};
 
 /// The model that answers sampling requests: the session's, replaced when `/model` switches.
 #[derive(Clone)]
@@ -62,8 +64,14 @@ impl HostTool for SamplingTool {
         CapabilitySet::READ_ONLY
     }
 
-    fn audit_source(&self) -> Option<CallSource> {
-        Some(CallSource::Sampling)
+    fn kind(&self) -> CallKind {
+        CallKind::Sampling
+    }
+
+    /// Only a server's sampling request, as the host relays it: to the model and every other
+    /// surface the tool is not there.
+    fn surfaces(&self) -> SurfaceSet {
+        SurfaceSet::of(&[CallSurface::Server])
     }
 
     fn offered(&self) -> bool {
@@ -166,10 +174,30 @@ mod tests {
         let host =
             warden_host::Host::open(&warden_config::LoadedConfig::default(), options).unwrap();
         let context = warden_host::CallContext::new(
-            CallSource::Sampling,
+            CallSurface::Server,
             tokio_util::sync::CancellationToken::new(),
         );
-        let outcome = host.call_with(context, SAMPLING_TOOL, arguments).await;
+        let outcome = host
+            .call_with(context, SAMPLING_TOOL, arguments.clone())
+            .await;
+        // The model (or any surface but a server's request) cannot spend the model this way:
+        // to it the tool is not there.
+        let by_model = host
+            .call(
+                CallSurface::Agent,
+                SAMPLING_TOOL,
+                arguments,
+                tokio_util::sync::CancellationToken::new(),
+            )
+            .await;
+        assert_eq!(
+            (by_model.decision, by_model.layer),
+            (
+                warden_policy::Decision::Denied,
+                warden_policy::Layer::Resolve
+            )
+        );
+        assert_eq!(second_mock.requests().len(), 1);
         let output = outcome.output.unwrap();
         assert_eq!(output.text, "from the second model");
         assert_eq!(output.content.unwrap()["model"], json!("openai/second-1"));

@@ -20,8 +20,8 @@ use warden_agent::process::run_confined;
 use warden_config::SkillScriptSettings;
 use warden_host::{Host, HostTool, Invocation};
 use warden_policy::{
-    AuditRecord, BoxFuture, CallReach, CallSource, CapabilityClass, CapabilitySet, Decision,
-    DispatchError, Layer, ToolOutput, arguments_digest,
+    AuditRecord, BoxFuture, CallKind, CallReach, CallSurface, CapabilityClass, CapabilitySet,
+    Decision, DispatchError, Layer, ToolOutput, arguments_digest,
 };
 use warden_skills::{Discovery, LocalSkill, ScriptGrant, ScriptGrantCheck, ScriptGrantStore};
 use warden_vocab::{arguments_schema, parse_arguments};
@@ -220,13 +220,15 @@ impl SkillScripts {
     async fn record_intent(
         &self,
         host: &Host,
+        surface: CallSurface,
         admitted: &Admitted,
         arguments: &Value,
     ) -> Result<(), String> {
         let record = AuditRecord {
             time: SystemTime::now(),
             session_id: host.session_id().to_owned(),
-            source: CallSource::Agent,
+            surface,
+            kind: CallKind::Tool,
             caller: Some(self.user.clone()),
             server: Some("builtin".to_owned()),
             tool: Some(RUN_SKILL_SCRIPT.to_owned()),
@@ -262,6 +264,7 @@ impl SkillScripts {
     async fn run(
         &self,
         host: Arc<Host>,
+        surface: CallSurface,
         arguments: Value,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, DispatchError> {
@@ -270,7 +273,7 @@ impl SkillScripts {
         // Gates 1 to 4 again, not a copy of the gate's assessment: approval may have waited for
         // minutes, and a grant revoked or expired meanwhile must still stop the run.
         let admitted = self.admit(&arguments).map_err(refused)?;
-        self.record_intent(&host, &admitted, &arguments)
+        self.record_intent(&host, surface, &admitted, &arguments)
             .await
             .map_err(refused)?;
         let _permit = self
@@ -461,11 +464,12 @@ impl HostTool for RunSkillScript {
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         let Invocation {
             host,
+            surface,
             arguments,
             cancel,
             ..
         } = invocation;
-        Box::pin(self.0.run(host, arguments, cancel))
+        Box::pin(self.0.run(host, surface, arguments, cancel))
     }
 }
 
@@ -557,6 +561,8 @@ mod tests {
         let held = quota.try_acquire("ann").unwrap();
         let invocation = |arguments: &Value| Invocation {
             host: host.clone(),
+            surface: CallSurface::Agent,
+            caller: None,
             arguments: arguments.clone(),
             progress: None,
             cancel: CancellationToken::new(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use warden_host::{HostTool, Invocation, RemoteSkills};
-use warden_policy::{BoxFuture, CallSource, CapabilitySet, DispatchError, ToolOutput};
+use warden_policy::{BoxFuture, CallKind, CapabilitySet, DispatchError, ToolOutput};
 use warden_skills::Discovery;
 use warden_vocab::{arguments_schema, parse_arguments};
 
@@ -71,8 +71,8 @@ impl HostTool for UseSkill {
         CapabilitySet::READ_ONLY
     }
 
-    fn audit_source(&self) -> Option<CallSource> {
-        Some(CallSource::SkillLoad)
+    fn kind(&self) -> CallKind {
+        CallKind::SkillLoad
     }
 
     fn offered(&self) -> bool {
@@ -84,9 +84,7 @@ impl HostTool for UseSkill {
         invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         let Invocation {
-            arguments,
-            cancel: _,
-            ..
+            arguments, surface, ..
         } = invocation;
         Box::pin(async move {
             let UseSkillArguments { name } =
@@ -95,7 +93,7 @@ impl HostTool for UseSkill {
             if is_remote(&self.discovery, &self.remote, name).await {
                 let loaded = self
                     .remote
-                    .load(name)
+                    .load(name, surface)
                     .await
                     .map_err(|error| DispatchError::new(error.to_string()))?;
                 return Ok(ToolOutput::text(warden_host::render_loaded(&loaded)));
@@ -153,8 +151,8 @@ impl HostTool for ReadSkillFile {
         CapabilitySet::READ_ONLY
     }
 
-    fn audit_source(&self) -> Option<CallSource> {
-        Some(CallSource::SkillLoad)
+    fn kind(&self) -> CallKind {
+        CallKind::SkillLoad
     }
 
     fn offered(&self) -> bool {

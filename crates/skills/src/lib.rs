@@ -35,13 +35,3 @@ pub use remote::{
 };
 pub use script_grants::{ScriptGrant, ScriptGrantCheck, ScriptGrantStore, unix_now};
 pub use unicode::{SuspiciousChar, SuspiciousClass, has_suspicious, scan as scan_suspicious};
-
-/// Audit event kinds for skill activity (the lead's audit trail records these names).
-pub mod audit_kinds {
-    /// A listing of skills (local discovery, `resources/list`, `skills/list`).
-    pub const SKILL_DISCOVERY: &str = "skill-discovery";
-    /// A skill body or file was loaded.
-    pub const SKILL_LOAD: &str = "skill-load";
-    /// The extension's negotiation result for a server.
-    pub const SKILLS_EXTENSION: &str = "skills-extension";
-}

@@ -10,7 +10,7 @@ use warden_chat::commands::SlashCommand;
 use warden_chat::dialogs::{ApprovalDialog, ElicitationDialog};
 use warden_mcp::{ElicitationKind, ElicitationRequest, ElicitationResponse};
 use warden_policy::{
-    ApprovalAnswer, ApprovalRequest, CallSource, CapabilityClass, CapabilitySet, ToolIdentity,
+    ApprovalAnswer, ApprovalRequest, CallSurface, CapabilityClass, CapabilitySet, ToolIdentity,
 };
 
 fn key(code: KeyCode) -> KeyEvent {
@@ -30,7 +30,8 @@ fn type_text(app: &mut App, text: &str) {
 fn request() -> ApprovalRequest {
     ApprovalRequest {
         session_id: "s".into(),
-        source: CallSource::Agent,
+        surface: CallSurface::Agent,
+        kind: warden_policy::CallKind::Tool,
         caller: None,
         identity: ToolIdentity::mcp("fs", "write_file"),
         public_name: "mcp__fs__write_file".into(),

@@ -11,7 +11,7 @@ use warden_chat::dialogs::{ApprovalDialog, ElicitationDialog, TrustDialog};
 use warden_chat::draw;
 use warden_chat::sources::{McpRow, SourcePage, SourceRow};
 use warden_mcp::{ElicitationKind, ElicitationRequest};
-use warden_policy::{ApprovalRequest, CallSource, CapabilityClass, CapabilitySet, ToolIdentity};
+use warden_policy::{ApprovalRequest, CallSurface, CapabilityClass, CapabilitySet, ToolIdentity};
 
 fn render(app: &App, width: u16, height: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
@@ -78,7 +78,8 @@ fn conversation_with_markdown_and_tool_calls() {
 fn approval_request() -> ApprovalRequest {
     ApprovalRequest {
         session_id: "s".into(),
-        source: CallSource::Agent,
+        surface: CallSurface::Agent,
+        kind: warden_policy::CallKind::Tool,
         caller: None,
         identity: ToolIdentity::mcp("fs", "write_file"),
         public_name: "mcp__fs__write_file".into(),

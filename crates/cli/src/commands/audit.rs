@@ -81,11 +81,16 @@ fn print_row(out: &mut impl Write, row: &AuditRow, json: bool) -> anyhow::Result
     if json {
         writeln!(out, "{}", serde_json::to_string(row)?)?;
     } else {
+        // The surface, and what the call did when it was not a tool call.
+        let what = match row.kind.as_deref() {
+            None | Some("tool") => row.source.clone(),
+            Some(kind) => format!("{}/{kind}", row.source),
+        };
         writeln!(
             out,
-            "{:<24} {:<10} {:<9} {:<12} {:<40} {}",
+            "{:<24} {:<22} {:<9} {:<12} {:<40} {}",
             row.time,
-            row.source,
+            what,
             row.decision,
             row.layer,
             row.public_name,

@@ -84,7 +84,7 @@ async fn prompt(host: &warden_host::Host, args: &PromptArgs) -> anyhow::Result<E
     // Through the gate: the server's policy and the operator's rules apply, and the get is
     // audited (source `prompt-get`).
     let context = warden_host::CallContext::new(
-        warden_policy::CallSource::PromptGet,
+        warden_policy::CallSurface::User,
         tokio_util::sync::CancellationToken::new(),
     );
     let result = host

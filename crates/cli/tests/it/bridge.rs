@@ -435,16 +435,16 @@ warden tool resource frobnicate || echo "usage exit=$?"
         })
         .map(|r| {
             format!(
-                "{} {} {} {}",
-                r["public_name"], r["source"], r["decision"], r["server"]
+                "{} {} {} {} {}",
+                r["public_name"], r["source"], r["kind"], r["decision"], r["server"]
             )
         })
         .collect();
     assert_eq!(
         sources,
         [
-            r#""list_mcp_resources" "tool-cli" "allowed" "everything""#,
-            r#""read_mcp_resource" "resource-read" "allowed" "everything""#
+            r#""list_mcp_resources" "tool-cli" "tool" "allowed" "everything""#,
+            r#""read_mcp_resource" "tool-cli" "resource-read" "allowed" "everything""#
         ]
     );
 }

@@ -272,28 +272,31 @@ async fn bridge_calls_are_written_to_the_session_transcript_redacted() {
     let audited: Vec<Value> = sandbox
         .audit()
         .into_iter()
-        .filter(|row| row["source"] == "tool-cli")
+        .filter(|row| row["source"] == "tool-cli" && row["kind"] == "tool")
         .collect();
     assert_eq!(audited.len(), 2, "{audited:?}");
     assert_eq!(audited[0]["session_id"], summary["session_id"]);
-    // The resource read is audited as one, in the same session.
+    // The resource read is audited as one, by the same surface, in the same session.
     let reads: Vec<Value> = sandbox
         .audit()
         .into_iter()
-        .filter(|row| row["source"] == "resource-read")
+        .filter(|row| row["kind"] == "resource-read")
         .collect();
     assert_eq!(reads.len(), 1, "{reads:?}");
+    assert_eq!(reads[0]["source"], "tool-cli");
     assert_eq!(reads[0]["session_id"], summary["session_id"]);
 }
 
 // 4. Every surface negotiates the skills extension the same way.
 
-/// The negotiation results the audit recorded for server `wx` (source `skills-extension`).
+/// The negotiation results the audit recorded for server `wx` (kind `skills-extension`).
 fn negotiations(sandbox: &Sandbox) -> Vec<String> {
     sandbox
         .audit()
         .into_iter()
-        .filter(|row| row["source"] == "skills-extension" && row["server"] == "wx")
+        .filter(|row| {
+            row["kind"] == "skills-extension" && row["source"] == "host" && row["server"] == "wx"
+        })
         .map(|row| row["reason"].as_str().unwrap_or_default().to_owned())
         .collect()
 }

@@ -7,7 +7,7 @@ fn prompt_rows(sandbox: &Sandbox) -> Vec<serde_json::Value> {
     sandbox
         .audit()
         .into_iter()
-        .filter(|row| row["source"] == "prompt-get")
+        .filter(|row| row["kind"] == "prompt-get")
         .collect()
 }
 

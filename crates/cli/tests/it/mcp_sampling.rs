@@ -69,13 +69,14 @@ async fn an_enabled_server_s_sampling_request_is_answered_by_the_session_s_model
     // The server's tool result (with the model's sampled text) went back to the agent.
     let last = requests[2].body.to_string();
     assert!(last.contains("vermilion, said the mock model"), "{last}");
-    // The request crossed the gate: one audit record, source `sampling`.
+    // The request crossed the gate: one audit record, a sampling answer for a server.
     let sampled: Vec<Value> = sandbox
         .audit()
         .into_iter()
-        .filter(|row| row["source"] == "sampling")
+        .filter(|row| row["kind"] == "sampling")
         .collect();
     assert_eq!(sampled.len(), 1, "{sampled:?}");
+    assert_eq!(sampled[0]["source"], "server");
     assert_eq!(sampled[0]["tool"], "answer_mcp_sampling");
     assert_eq!(sampled[0]["caller"], "mcp server everything");
     assert_eq!(sampled[0]["decision"], "allowed");
@@ -101,7 +102,7 @@ async fn the_operator_can_deny_sampling_at_the_gate() {
     let sampled: Vec<Value> = sandbox
         .audit()
         .into_iter()
-        .filter(|row| row["source"] == "sampling")
+        .filter(|row| row["kind"] == "sampling")
         .collect();
     assert_eq!(sampled.len(), 1, "{sampled:?}");
     assert_eq!(sampled[0]["decision"], "denied");

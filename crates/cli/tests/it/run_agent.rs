@@ -402,7 +402,8 @@ async fn skills_are_indexed_in_the_prompt_and_loaded_through_the_gate() {
             .contains("version number in bold")
     );
     let audit = sandbox.audit();
-    assert_eq!(audit[0]["source"], "skill-load");
+    assert_eq!(audit[0]["source"], "agent");
+    assert_eq!(audit[0]["kind"], "skill-load");
     assert_eq!(audit[0]["public_name"], "use_skill");
 
     let missing = {

@@ -60,20 +60,20 @@ async fn the_extension_flag_serves_remote_skills_through_use_skill() {
     assert!(request_text(&mock, 2).contains("Lima"));
 
     let audit = sandbox.audit();
-    let sources: Vec<&str> = audit
+    let kinds: Vec<(&str, &str)> = audit
         .iter()
-        .filter_map(|row| row["source"].as_str())
+        .filter_map(|row| Some((row["source"].as_str()?, row["kind"].as_str()?)))
         .collect();
     assert_eq!(
-        sources
+        kinds
             .iter()
-            .filter(|source| **source == "skill-load")
+            .filter(|kind| **kind == ("agent", "skill-load"))
             .count(),
         2,
-        "{sources:?}"
+        "{kinds:?}"
     );
-    assert!(sources.contains(&"skill-discovery"), "{sources:?}");
-    assert!(sources.contains(&"skills-extension"), "{sources:?}");
+    assert!(kinds.contains(&("host", "skill-discovery")), "{kinds:?}");
+    assert!(kinds.contains(&("host", "skills-extension")), "{kinds:?}");
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use warden_config::{LoadedConfig, Paths};
 use warden_host::{GrantOutcome, Host, HostOptions, RemoteSkillsError};
 use warden_mcp::ServerSpec;
 use warden_policy::{
-    ApprovalAnswer, ApprovalRequest, Approver, AuditQuery, AuditStore, BoxFuture, CallSource,
+    ApprovalAnswer, ApprovalRequest, Approver, AuditQuery, AuditStore, BoxFuture, CallSurface,
     Decision, Layer, ToolGlob,
 };
 use warden_skills::{Contract, GrantStore, RemoteSkillError};
@@ -102,8 +102,13 @@ fn setup<'a>(servers: &'a [(&'a str, &'a str)], extension: bool) -> Setup<'a> {
 }
 
 async fn call(host: &Host, name: &str, arguments: Value) -> warden_policy::GateOutcome {
-    host.call(CallSource::Agent, name, arguments, CancellationToken::new())
-        .await
+    host.call(
+        CallSurface::Agent,
+        name,
+        arguments,
+        CancellationToken::new(),
+    )
+    .await
 }
 
 /// The URIs the fixture `server` was asked to read so far.
@@ -148,7 +153,11 @@ async fn legacy_skill_resources_become_commands_with_aliases_and_are_audited() {
     assert_eq!(reads(&host, "wx").await, Vec::<String>::new());
 
     // The alias loads the same skill; the body is bounded text.
-    let loaded = host.remote_skills().load("wx:notes").await.unwrap();
+    let loaded = host
+        .remote_skills()
+        .load("wx:notes", CallSurface::Agent)
+        .await
+        .unwrap();
     assert_eq!(loaded.command.command, "mcp__wx__notes");
     assert!(loaded.load.body.contains("Keep notes short."));
     assert_eq!(loaded.grant, GrantOutcome::NoTools);
@@ -157,10 +166,10 @@ async fn legacy_skill_resources_become_commands_with_aliases_and_are_audited() {
         .unwrap()
         .query(&AuditQuery::default())
         .unwrap();
-    let sources: Vec<&str> = rows.iter().map(|row| row.source.as_str()).collect();
-    assert!(sources.contains(&"skill-discovery"), "{sources:?}");
+    let kinds: Vec<&str> = rows.iter().filter_map(|row| row.kind.as_deref()).collect();
+    assert!(kinds.contains(&"skill-discovery"), "{kinds:?}");
     // The extension is neither enabled nor declared: no negotiation to record.
-    assert!(!sources.contains(&"skills-extension"), "{sources:?}");
+    assert!(!kinds.contains(&"skills-extension"), "{kinds:?}");
     host.shutdown().await;
 }
 
@@ -188,8 +197,9 @@ async fn an_extension_server_is_served_by_the_extension_alone() {
         .unwrap();
     let negotiation = rows
         .iter()
-        .find(|row| row.source == "skills-extension")
+        .find(|row| row.kind.as_deref() == Some("skills-extension"))
         .expect("the negotiation is audited");
+    assert_eq!(negotiation.source, "host");
     assert_eq!(negotiation.server.as_deref(), Some("ext"));
     assert!(
         negotiation
@@ -200,9 +210,9 @@ async fn an_extension_server_is_served_by_the_extension_alone() {
         negotiation.reason
     );
     assert!(
-        rows.iter().any(
-            |row| row.source == "skill-discovery" && row.tool.as_deref() == Some("skills/list")
-        )
+        rows.iter()
+            .any(|row| row.kind.as_deref() == Some("skill-discovery")
+                && row.tool.as_deref() == Some("skills/list"))
     );
     host.shutdown().await;
 
@@ -251,7 +261,7 @@ async fn a_skill_gated_tool_stays_hidden_until_its_skill_is_loaded_and_its_grant
 
     let loaded = host
         .remote_skills()
-        .load("mcp__ext__weather")
+        .load("mcp__ext__weather", CallSurface::Agent)
         .await
         .unwrap();
     assert_eq!(
@@ -300,7 +310,11 @@ async fn a_declined_grant_leaves_the_tools_to_ordinary_approval() {
         },
     );
     host.server_tools("ext").await.unwrap();
-    let loaded = host.remote_skills().load("ext:weather").await.unwrap();
+    let loaded = host
+        .remote_skills()
+        .load("ext:weather", CallSurface::Agent)
+        .await
+        .unwrap();
     assert!(matches!(loaded.grant, GrantOutcome::NotApproved { .. }));
     let outcome = call(&host, "mcp__ext__forecast", json!({"city": "Lima"})).await;
     assert_eq!(outcome.decision, Decision::Denied);
@@ -339,7 +353,7 @@ async fn rotated_content_or_a_widened_tool_list_asks_again() {
                 host.server_tools(name).await.unwrap();
                 let loaded = host
                     .remote_skills()
-                    .load(&format!("{name}:weather"))
+                    .load(&format!("{name}:weather"), CallSurface::Agent)
                     .await
                     .unwrap();
                 host.shutdown().await;
@@ -400,7 +414,7 @@ async fn load_fault(fault: &str, contract: &str) -> (Result<(), RemoteSkillsErro
     host.server_tools("f").await.unwrap();
     let result = host
         .remote_skills()
-        .load("mcp__f__weather")
+        .load("mcp__f__weather", CallSurface::Agent)
         .await
         .map(|_| ());
     let read = reads(&host, "f").await;
@@ -491,7 +505,7 @@ async fn skill_reads_are_origin_bound_to_listed_files() {
             matches!(before, Err(RemoteSkillsError::NotLoaded(_))),
             "{before:?}"
         );
-        let loaded = skills.load("u:weather").await.unwrap();
+        let loaded = skills.load("u:weather", CallSurface::Agent).await.unwrap();
         assert!(loaded.load.body.contains("SECRET.md"));
         let listed = skills
             .read_file("u:weather", "references/CITIES.md")
@@ -545,7 +559,7 @@ async fn the_resource_tools_cannot_read_or_list_skill_resources() {
     );
     // The same refusal for the tool CLI's and code mode's calls (they reach resources only
     // through these tools, by the gate).
-    for source in [CallSource::ToolCli, CallSource::CodeMode] {
+    for source in [CallSurface::ToolCli, CallSurface::CodeMode] {
         let read = host
             .call(
                 source,

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use warden_config::{LoadedConfig, Paths};
 use warden_host::{CallContext, Host, HostOptions};
 use warden_mcp::ServerSpec;
-use warden_policy::{AuditQuery, AuditStore, CallSource, Decision, Layer, ToolGlob};
+use warden_policy::{AuditQuery, AuditStore, CallSurface, Decision, Layer, ToolGlob};
 use warden_testkit::fixture_command;
 
 struct Session {
@@ -58,7 +58,7 @@ impl Session {
     ) -> warden_policy::GateOutcome {
         self.host
             .call(
-                CallSource::Agent,
+                CallSurface::Agent,
                 public_name,
                 arguments,
                 CancellationToken::new(),
@@ -100,7 +100,7 @@ async fn progress_notifications_reach_the_caller() {
     let session = session(&[("fx", "echo", None)], &[]);
     session.host.server_tools("fx").await.unwrap();
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-    let mut context = CallContext::new(CallSource::Agent, CancellationToken::new());
+    let mut context = CallContext::new(CallSurface::Agent, CancellationToken::new());
     context.progress = Some(sender);
     let outcome = session
         .host
@@ -260,7 +260,7 @@ async fn resource_tools_read_only_what_the_server_advertised() {
         .query(&AuditQuery::default())
         .unwrap()
         .into_iter()
-        .map(|row| (row.public_name, row.source, row.server))
+        .map(|row| (row.public_name, row.source, row.kind, row.server))
         .collect();
     assert_eq!(sources.len(), 4);
     assert_eq!(
@@ -268,18 +268,72 @@ async fn resource_tools_read_only_what_the_server_advertised() {
         (
             "list_mcp_resources".to_owned(),
             "agent".to_owned(),
+            Some("tool".to_owned()),
             Some("builtin".to_owned())
         )
     );
-    // A read names the server it reached, so `warden audit --server fx` finds it.
+    // A read is recorded as the agent's resource read, and names the server it reached, so
+    // `warden audit --server fx` finds it.
     assert!(
         sources[1..]
             .iter()
-            .all(|(name, source, server)| name == "read_mcp_resource"
-                && source == "resource-read"
+            .all(|(name, source, kind, server)| name == "read_mcp_resource"
+                && source == "agent"
+                && kind.as_deref() == Some("resource-read")
                 && server.as_deref() == Some("fx")),
         "{sources:?}"
     );
+    session.host.shutdown().await;
+}
+
+/// A prompt is the user's to pick (MCP's rule): the model cannot fetch one through the gate, the
+/// person at the terminal can, and both attempts are on record with who asked and what it was.
+#[tokio::test]
+async fn only_a_person_gets_a_prompt_and_the_audit_says_who_and_what() {
+    let session = session(&[("fx", "echo", None)], &[]);
+    session.host.server_tools("fx").await.unwrap();
+    let arguments = json!({"server": "fx", "name": "greet", "arguments": {"name": "Ann"}});
+    let by_model = session
+        .call(warden_host::GET_PROMPT, arguments.clone())
+        .await;
+    assert_eq!(
+        (by_model.decision, by_model.layer),
+        (Decision::Denied, Layer::Resolve),
+        "{by_model:?}"
+    );
+    assert!(
+        by_model
+            .model_text()
+            .contains("cannot be called from the agent surface"),
+        "{}",
+        by_model.model_text()
+    );
+    let by_person = session
+        .host
+        .call(
+            CallSurface::User,
+            warden_host::GET_PROMPT,
+            arguments,
+            CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(by_person.decision, Decision::Allowed, "{by_person:?}");
+    assert!(by_person.model_text().contains("Ann"), "{by_person:?}");
+    let rows: Vec<_> = AuditStore::open(&session.paths.state_dir().join("audit.db"))
+        .unwrap()
+        .query(&AuditQuery::default())
+        .unwrap()
+        .into_iter()
+        .map(|row| (row.source, row.kind, row.decision))
+        .collect();
+    let row = |source: &str, decision: &str| {
+        (
+            source.to_owned(),
+            Some("prompt-get".to_owned()),
+            decision.to_owned(),
+        )
+    };
+    assert_eq!(rows, [row("agent", "denied"), row("user", "allowed")]);
     session.host.shutdown().await;
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::json;
 use warden_hooks::HookRunner;
 use warden_policy::{
-    AuditQuery, AuditSink, AuditStore, CallSource, Decision, Gate, GateParts, GatePolicy,
+    AuditQuery, AuditSink, AuditStore, CallSurface, Decision, Gate, GateParts, GatePolicy,
     NoApprover, arguments_digest, parse_since,
 };
 
@@ -38,31 +38,41 @@ async fn one_record_per_call_with_the_right_source() {
 
     let calls = [
         (
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__read_file",
             read.clone(),
             "allowed",
         ),
         (
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__write_file",
             write.clone(),
             "denied",
         ),
         (
-            CallSource::ToolCli,
+            CallSurface::ToolCli,
             "mcp__fs__read_file",
             read.clone(),
             "allowed",
         ),
-        (CallSource::ToolCli, "mcp__fs__nope", read.clone(), "denied"),
         (
-            CallSource::CodeMode,
+            CallSurface::ToolCli,
+            "mcp__fs__nope",
+            read.clone(),
+            "denied",
+        ),
+        (
+            CallSurface::CodeMode,
             "mcp__fs__read_file",
             read.clone(),
             "allowed",
         ),
-        (CallSource::CodeMode, "mcp__fs__write_file", write, "denied"),
+        (
+            CallSurface::CodeMode,
+            "mcp__fs__write_file",
+            write,
+            "denied",
+        ),
     ];
     for (source, tool, args, _) in &calls {
         let outcome = gate.call(request(*source, tool, args.clone())).await;
@@ -134,6 +144,7 @@ async fn one_record_per_call_with_the_right_source() {
         "time",
         "session_id",
         "source",
+        "kind",
         "caller",
         "server",
         "tool",
@@ -162,7 +173,7 @@ async fn arguments_are_a_digest_unless_the_operator_opts_in() {
     let digest_store = Arc::new(AuditStore::open(&dir.path().join("digest.db")).unwrap());
     let (gate, _) = gate_with_store(digest_store.clone(), GatePolicy::default());
     gate.call(request(
-        CallSource::Agent,
+        CallSurface::Agent,
         "mcp__fs__read_file",
         args.clone(),
     ))
@@ -190,7 +201,7 @@ async fn arguments_are_a_digest_unless_the_operator_opts_in() {
         },
     );
     gate.call(request(
-        CallSource::Agent,
+        CallSurface::Agent,
         "mcp__fs__read_file",
         args.clone(),
     ))
@@ -222,7 +233,7 @@ async fn an_unwritable_audit_is_reported_and_the_call_still_runs() {
     std::fs::write(&file, "still works").unwrap();
     let outcome = gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__read_file",
             json!({"path": file.display().to_string()}),
         ))
@@ -234,7 +245,7 @@ async fn an_unwritable_audit_is_reported_and_the_call_still_runs() {
     assert!(error.contains("cannot create the audit folder"), "{error}");
     // A denied call is reported the same way.
     let outcome = gate
-        .call(request(CallSource::Agent, "mcp__fs__nope", json!({})))
+        .call(request(CallSurface::Agent, "mcp__fs__nope", json!({})))
         .await;
     assert_eq!(outcome.decision, Decision::Denied);
     assert!(outcome.audit_error.is_some());
@@ -247,7 +258,7 @@ async fn queries_filter_by_session_time_denial_and_follow_position() {
     let (gate, _) = gate_with_store(store.clone(), GatePolicy::default());
     for session in ["a", "b", "a"] {
         let mut call = request(
-            CallSource::Gateway,
+            CallSurface::Gateway,
             "mcp__fs__read_file",
             json!({"path": "/nonexistent"}),
         );
@@ -256,7 +267,7 @@ async fn queries_filter_by_session_time_denial_and_follow_position() {
         gate.call(call).await;
     }
     let mut denied = request(
-        CallSource::Agent,
+        CallSurface::Agent,
         "mcp__fs__write_file",
         json!({"path": "/x"}),
     );
@@ -360,7 +371,8 @@ fn two_stores_on_one_file_both_write() {
             .collect::<Vec<_>>(),
         ["one", "two"]
     );
-    assert_eq!(rows[0].source, "skill-load");
+    assert_eq!(rows[0].source, "agent");
+    assert_eq!(rows[0].kind.as_deref(), Some("skill-load"));
     assert_eq!(rows[0].gate_ms, 3);
 }
 
@@ -369,7 +381,8 @@ fn skill_load_record(session: &str) -> warden_policy::AuditRecord {
     warden_policy::AuditRecord {
         time: std::time::SystemTime::now(),
         session_id: session.into(),
-        source: CallSource::SkillLoad,
+        surface: CallSurface::Agent,
+        kind: warden_policy::CallKind::SkillLoad,
         caller: None,
         server: Some("weather".into()),
         tool: None,
@@ -442,6 +455,10 @@ fn new_and_earlier_database_layouts_both_record() {
             .collect::<Vec<_>>(),
         [(41, "old"), (42, "new")]
     );
+    // The columns added since (`confinement`, `kind`) are there: empty for the old record,
+    // filled for the new one.
+    assert_eq!(rows[0].kind, None);
+    assert_eq!(rows[1].kind.as_deref(), Some("skill-load"));
     let page_size: i64 = rusqlite::Connection::open(&earlier)
         .unwrap()
         .query_row("PRAGMA page_size", [], |row| row.get(0))

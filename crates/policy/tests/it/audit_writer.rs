@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::json;
 use warden_hooks::HookRunner;
 use warden_policy::{
-    AuditQuery, AuditRecord, AuditSink, AuditStore, CallSource, CapabilitySet, Decision, Gate,
+    AuditQuery, AuditRecord, AuditSink, AuditStore, CallSurface, CapabilitySet, Decision, Gate,
     GateParts, GatePolicy, Layer, NoApprover, arguments_digest,
 };
 
@@ -18,7 +18,8 @@ fn record(session: &str, public_name: &str) -> AuditRecord {
     AuditRecord {
         time: SystemTime::now(),
         session_id: session.into(),
-        source: CallSource::Agent,
+        surface: CallSurface::Agent,
+        kind: warden_policy::CallKind::Tool,
         caller: None,
         server: Some("fs".into()),
         tool: Some("read_file".into()),
@@ -73,7 +74,7 @@ async fn concurrent_calls_each_leave_one_record_visible_when_the_call_returns() 
             };
             for call in 0..CALLS_EACH {
                 let mut call_request = request(
-                    CallSource::Agent,
+                    CallSurface::Agent,
                     "mcp__fs__read_file",
                     json!({"path": path}),
                 );

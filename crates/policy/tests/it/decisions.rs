@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 use warden_hooks::HookRunner;
 use warden_policy::{
-    ApprovalAnswer, Approver, AuthorizationRule, CallSource, CapabilityClass, CapabilitySet,
+    ApprovalAnswer, Approver, AuthorizationRule, CallSurface, CapabilityClass, CapabilitySet,
     Decision, Gate, GateParts, GatePolicy, Layer, NoApprover, PermissionMode, Permissions,
     RuleDecision, ServerPolicy, ToolAnnotations, ToolGlob,
 };
@@ -171,7 +171,7 @@ fn expected(
     lists: Lists,
     rule_kind: Rules,
     person: bool,
-    source: CallSource,
+    source: CallSurface,
 ) -> (Decision, Layer, bool, bool) {
     let admitted = mode_ceiling(mode).intersection(admitted_by_policy);
     let deny_listed = matches!(lists, Lists::Deny | Lists::Both);
@@ -187,7 +187,7 @@ fn expected(
     if deny_listed {
         return (Decision::Denied, Layer::Approval, false, visible);
     }
-    if source == CallSource::CodeMode && !read_only {
+    if source == CallSurface::CodeMode && !read_only {
         return (Decision::Denied, Layer::Approval, false, visible);
     }
     let needs_person = !allow_listed
@@ -199,7 +199,7 @@ fn expected(
     if !needs_person {
         return (Decision::Allowed, Layer::Approval, false, visible);
     }
-    if source == CallSource::CodeMode {
+    if source == CallSurface::CodeMode {
         return (Decision::Denied, Layer::Approval, false, visible);
     }
     if person {
@@ -255,7 +255,7 @@ async fn every_combination_decides_as_the_issue_says() {
                                     policy: policy.clone(),
                                     cwd: std::env::temp_dir(),
                                 });
-                                for source in [CallSource::Agent, CallSource::CodeMode] {
+                                for source in [CallSurface::Agent, CallSurface::CodeMode] {
                                     let case = format!(
                                         "annotations={annotation_name} trust={trust} policy={policy_name} mode={mode:?} \
                                          lists={lists:?} rules={rule_kind:?} person={person} source={source}"
@@ -337,7 +337,7 @@ async fn named_cases() {
         allow: &'static [&'static str],
         deny: &'static [&'static str],
         always_ask: CapabilitySet,
-        source: CallSource,
+        surface: CallSurface,
         person: bool,
         expect: (Decision, Layer),
         reason_contains: &'static str,
@@ -351,7 +351,7 @@ async fn named_cases() {
         allow: &[],
         deny: &[],
         always_ask: set(&[D]),
-        source: CallSource::Agent,
+        surface: CallSurface::Agent,
         person: false,
         expect: (Decision::Allowed, Layer::Approval),
         reason_contains: "",
@@ -500,7 +500,7 @@ async fn named_cases() {
         Row {
             name: "code mode runs read-only",
             annotations: ro_closed,
-            source: CallSource::CodeMode,
+            surface: CallSurface::CodeMode,
             ..base()
         },
         Row {
@@ -508,7 +508,7 @@ async fn named_cases() {
             mode: PermissionMode::Auto,
             annotations: write,
             allow: &["*"],
-            source: CallSource::CodeMode,
+            surface: CallSurface::CodeMode,
             expect: (Decision::Denied, Layer::Approval),
             reason_contains: "code mode may call read-only tools only",
             ..base()
@@ -518,7 +518,7 @@ async fn named_cases() {
             mode: PermissionMode::Auto,
             annotations: ro_closed,
             always_ask: set(&[RO]),
-            source: CallSource::CodeMode,
+            surface: CallSurface::CodeMode,
             person: true,
             expect: (Decision::Denied, Layer::Approval),
             reason_contains: "never asks",
@@ -553,7 +553,7 @@ async fn named_cases() {
         let h = support::harness(vec![descriptor], policy, approver, HookRunner::default());
         let outcome = h
             .gate
-            .call(request(row.source, TOOL, json!({"path": "/x"})))
+            .call(request(row.surface, TOOL, json!({"path": "/x"})))
             .await;
         assert_eq!(
             (outcome.decision, outcome.layer),
@@ -598,7 +598,7 @@ async fn declared_classes_of_builtins_are_used() {
     );
     let outcome = h
         .gate
-        .call(request(CallSource::Agent, TOOL, json!({"path": "/x"})))
+        .call(request(CallSurface::Agent, TOOL, json!({"path": "/x"})))
         .await;
     assert_eq!(outcome.decision, Decision::Denied);
     assert_eq!(outcome.identity.unwrap().server(), "builtin");

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use warden_hooks::{HookDefinition, HookEvent, HookRunner, HookSpec};
 use warden_policy::{
-    ApprovalAnswer, AuthorizationRule, CallSource, CapabilityClass, Decision, ExternalAuthorizer,
+    ApprovalAnswer, AuthorizationRule, CallSurface, CapabilityClass, Decision, ExternalAuthorizer,
     GatePolicy, Layer, NoApprover, PermissionMode, Permissions, RuleDecision, ServerPolicy,
     ToolGlob, ToolIdentity,
 };
@@ -54,7 +54,7 @@ async fn headless_write_is_denied_and_the_file_never_appears() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__write_file",
             args.clone(),
         ))
@@ -86,7 +86,7 @@ async fn headless_write_is_denied_and_the_file_never_appears() {
     );
     let outcome = h
         .gate
-        .call(request(CallSource::Agent, "mcp__fs__write_file", args))
+        .call(request(CallSurface::Agent, "mcp__fs__write_file", args))
         .await;
     assert_eq!(outcome.decision, Decision::Allowed, "{:?}", outcome.reason);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "hello");
@@ -195,7 +195,7 @@ async fn no_denial_reaches_the_dispatcher() {
             Arc::new(NoApprover),
             hooks,
         );
-        let outcome = h.gate.call(request(CallSource::Agent, tool, args)).await;
+        let outcome = h.gate.call(request(CallSurface::Agent, tool, args)).await;
         assert_eq!(
             (outcome.decision, outcome.layer),
             (Decision::Denied, layer),
@@ -217,7 +217,7 @@ async fn unknown_tool_and_validation_reasons_are_readable() {
     );
     let outcome = h
         .gate
-        .call(request(CallSource::Agent, "mcp__fs__missing", json!({})))
+        .call(request(CallSurface::Agent, "mcp__fs__missing", json!({})))
         .await;
     assert_eq!(
         outcome.model_text(),
@@ -226,7 +226,7 @@ async fn unknown_tool_and_validation_reasons_are_readable() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__read_file",
             json!({"path": "/x", "extra": 1}),
         ))
@@ -262,7 +262,7 @@ async fn pre_tool_hooks_block_only_with_exit_two() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__read_file",
             json!({"path": "/x"}),
         ))
@@ -301,7 +301,7 @@ async fn pre_tool_hooks_block_only_with_exit_two() {
         let outcome = h
             .gate
             .call(request(
-                CallSource::Agent,
+                CallSurface::Agent,
                 "mcp__fs__read_file",
                 json!({"path": file.display().to_string()}),
             ))
@@ -341,7 +341,7 @@ async fn post_tool_hooks_see_the_result_and_add_feedback() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__read_file",
             json!({"path": "/nonexistent/x"}),
         ))
@@ -355,7 +355,7 @@ async fn post_tool_hooks_see_the_result_and_add_feedback() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__read_file",
             json!({"path": file.display().to_string()}),
         ))
@@ -432,7 +432,7 @@ async fn the_external_command_decides_and_fails_closed() {
                 HookRunner::default(),
             );
             let mut call = request(
-                CallSource::ToolCli,
+                CallSurface::ToolCli,
                 "mcp__fs__read_file",
                 json!({"path": "/etc/hostname"}),
             );
@@ -455,7 +455,7 @@ async fn the_external_command_decides_and_fails_closed() {
     assert_eq!(
         asked,
         json!({
-            "session": "session-1", "caller": "jq-pipeline", "source": "tool-cli", "server": "fs", "tool": "read_file",
+            "session": "session-1", "caller": "jq-pipeline", "source": "tool-cli", "kind": "tool", "server": "fs", "tool": "read_file",
             "public_name": "mcp__fs__read_file", "classes": ["read_only"], "required_permission": "fs.read",
             "arguments": {"path": "/etc/hostname"}
         })
@@ -506,7 +506,7 @@ async fn allow_for_session_is_remembered_per_session_and_grants_unlock() {
         let outcome = h
             .gate
             .call(request(
-                CallSource::Agent,
+                CallSurface::Agent,
                 "mcp__fs__write_file",
                 json!({"path": target, "content": "x"}),
             ))
@@ -520,7 +520,7 @@ async fn allow_for_session_is_remembered_per_session_and_grants_unlock() {
     assert_eq!(request_seen.annotations.destructive_hint, Some(true));
 
     let mut other = request(
-        CallSource::Agent,
+        CallSurface::Agent,
         "mcp__fs__write_file",
         json!({"path": target, "content": "y"}),
     );
@@ -540,7 +540,7 @@ async fn allow_for_session_is_remembered_per_session_and_grants_unlock() {
     let granted = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__write_file",
             json!({"path": target, "content": "z"}),
         ))
@@ -552,7 +552,7 @@ async fn allow_for_session_is_remembered_per_session_and_grants_unlock() {
     let after = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__write_file",
             json!({"path": target}),
         ))
@@ -578,7 +578,7 @@ async fn allow_for_session_is_remembered_per_session_and_grants_unlock() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__write_file",
             json!({"path": target}),
         ))
@@ -605,7 +605,7 @@ async fn a_path_outside_the_workspace_asks_in_every_mode_and_is_remembered_per_f
     let h = harness_in_workspace(vec![fs_read_file()], policy.clone(), approver.clone());
     let read = |path: &str| {
         request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__read_file",
             json!({ "path": path }),
         )
@@ -647,7 +647,7 @@ async fn a_path_outside_the_workspace_asks_in_every_mode_and_is_remembered_per_f
     assert_eq!(h.dispatcher.count(), 0);
     // Code mode never asks: denied.
     let mut code = read("/etc/hosts");
-    code.source = CallSource::CodeMode;
+    code.surface = CallSurface::CodeMode;
     assert_eq!(h.gate.call(code).await.decision, Decision::Denied);
 }
 
@@ -669,7 +669,7 @@ async fn a_protected_path_is_refused_before_hooks_and_approval_and_added_classes
     let refused = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__read_file",
             json!({"path": "/work/.secret/key"}),
         ))
@@ -684,7 +684,7 @@ async fn a_protected_path_is_refused_before_hooks_and_approval_and_added_classes
     let replace = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__write_file",
             json!({"path": "/work/existing", "content": "x"}),
         ))
@@ -710,7 +710,7 @@ async fn a_user_denial_carries_its_reason() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__write_file",
             json!({"path": "/x"}),
         ))
@@ -744,7 +744,7 @@ async fn execution_times_out_and_the_run_goes_on() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__slow",
             json!({"path": "/x"}),
         ))
@@ -770,7 +770,7 @@ async fn execution_times_out_and_the_run_goes_on() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__read_file",
             json!({"path": "/nonexistent"}),
         ))
@@ -795,7 +795,7 @@ async fn a_dead_server_is_an_ordinary_result() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__crash",
             json!({"path": "/x"}),
         ))
@@ -828,7 +828,7 @@ async fn the_caller_cancels_execution() {
         Arc::new(NoApprover),
         HookRunner::default(),
     );
-    let call = request(CallSource::Agent, "mcp__fs__slow", json!({"path": "/x"}));
+    let call = request(CallSurface::Agent, "mcp__fs__slow", json!({"path": "/x"}));
     let cancel = call.cancel.clone();
     let canceller = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -855,7 +855,7 @@ async fn a_pending_approval_is_not_subject_to_the_execution_timeout() {
         HookRunner::default(),
     ));
     let call = request(
-        CallSource::Agent,
+        CallSurface::Agent,
         "mcp__fs__write_file",
         json!({"path": "/x"}),
     );
@@ -889,7 +889,7 @@ async fn a_panicking_dispatcher_is_a_failed_call_with_one_record() {
     let outcome = h
         .gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__panic",
             json!({"path": "/x"}),
         ))

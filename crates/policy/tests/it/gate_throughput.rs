@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_hooks::HookRunner;
 use warden_policy::{
-    AuditQuery, AuditSink, AuditStore, BoxFuture, CallSource, Decision, DispatchCall,
+    AuditQuery, AuditSink, AuditStore, BoxFuture, CallSurface, Decision, DispatchCall,
     DispatchError, Dispatcher, Gate, GateParts, GatePolicy, NoApprover, ServerPolicy,
     ToolDescriptor, ToolIdentity, ToolOutput,
 };
@@ -59,6 +59,8 @@ fn list_issues() -> ToolDescriptor {
         trust_annotations: true,
         required_permission: None,
         timeout: None,
+        kind: warden_policy::CallKind::Tool,
+        surfaces: warden_policy::SurfaceSet::CALLERS,
     }
 }
 
@@ -83,7 +85,7 @@ async fn run(gate: &Gate) -> f64 {
     // Warm up (first compile, first statement).
     let warm = gate
         .call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__github__list_issues",
             arguments(0),
         ))
@@ -93,7 +95,7 @@ async fn run(gate: &Gate) -> f64 {
     for index in 0..CALLS {
         let outcome = gate
             .call(request(
-                CallSource::Agent,
+                CallSurface::Agent,
                 "mcp__github__list_issues",
                 arguments(index),
             ))

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use warden_hooks::HookRunner;
 use warden_policy::{
-    CallSource, Catalog, Decision, Gate, GateParts, GatePolicy, Layer, NoApprover, ToolDescriptor,
+    CallSurface, Catalog, Decision, Gate, GateParts, GatePolicy, Layer, NoApprover, ToolDescriptor,
 };
 
 use crate::support::{FileDispatcher, MemoryAudit, fs_read_file, request};
@@ -65,7 +65,7 @@ async fn a_changed_schema_is_honoured_on_the_next_call() {
     let number_path = json!({"path": 7});
     let call = |arguments: &Value| {
         gate.call(request(
-            CallSource::Agent,
+            CallSurface::Agent,
             "mcp__fs__read_file",
             arguments.clone(),
         ))

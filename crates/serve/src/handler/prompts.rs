@@ -10,7 +10,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 use warden_host::{CallContext, CallRelay, LIST_PROMPTS, RelayRequest, RelayedAnswer, with_relay};
-use warden_policy::CallSource;
+use warden_policy::CallSurface;
 
 use super::relay::{client_meta, is_stateless};
 use super::{GatewayHandler, with_provenance};
@@ -100,7 +100,7 @@ impl GatewayHandler {
             })
             .collect();
         // Through the gate like every prompt get (audited as `prompt-get`, with this client).
-        let mut call = CallContext::new(CallSource::PromptGet, context.ct.clone());
+        let mut call = CallContext::new(CallSurface::Gateway, context.ct.clone());
         call.caller = Some(self.caller(&context));
         let host = &self.gateway.host;
         if is_stateless(&context) && self.passthrough_upstream().is_some() {

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use warden_hooks::HookRunner;
 use warden_policy::{
     ApprovalAnswer, ApprovalRequest, Approver, AuditError, AuditRecord, AuditSink, BoxFuture,
-    CallReach, CallRequest, CallSource, CapabilityClass, CapabilitySet, Catalog, DispatchCall,
+    CallReach, CallRequest, CallSurface, CapabilityClass, CapabilitySet, Catalog, DispatchCall,
     DispatchError, Dispatcher, Gate, GateParts, GatePolicy, OutsidePath, ServerPolicy,
     ToolAnnotations, ToolDescriptor, ToolIdentity, ToolOutput,
 };
@@ -227,6 +227,8 @@ pub(crate) fn mcp_tool(server: &str, tool: &str, annotations: ToolAnnotations) -
         trust_annotations: true,
         required_permission: None,
         timeout: None,
+        kind: warden_policy::CallKind::Tool,
+        surfaces: warden_policy::SurfaceSet::CALLERS,
     }
 }
 
@@ -312,10 +314,10 @@ fn harness_of(
     }
 }
 
-pub(crate) fn request(source: CallSource, public_name: &str, arguments: Value) -> CallRequest {
+pub(crate) fn request(surface: CallSurface, public_name: &str, arguments: Value) -> CallRequest {
     CallRequest {
         session_id: "session-1".into(),
-        source,
+        surface,
         caller: None,
         public_name: public_name.into(),
         arguments,
