@@ -4,17 +4,17 @@ use crate::conversation::{Message, ToolSpec};
 
 /// The most tokens a request may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TokenBudget {
+pub(crate) struct TokenBudget {
     pub tokens: u64,
 }
 
 /// Estimated tokens of `bytes` bytes: one token per four bytes, rounded up.
-pub fn estimate_tokens(bytes: usize) -> u64 {
+pub(crate) fn estimate_tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 
 /// Estimated tokens of a whole request.
-pub fn estimate_request(system: &str, tools: &[ToolSpec], messages: &[Message]) -> u64 {
+pub(crate) fn estimate_request(system: &str, tools: &[ToolSpec], messages: &[Message]) -> u64 {
     let tools_bytes: usize = tools
         .iter()
         .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
@@ -25,7 +25,7 @@ pub fn estimate_request(system: &str, tools: &[ToolSpec], messages: &[Message]) 
 
 /// What an elision pass did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Elision {
+pub(crate) struct Elision {
     /// Tool results replaced by a notice.
     pub results: usize,
     pub before: u64,
@@ -33,7 +33,7 @@ pub struct Elision {
 }
 
 /// The text that replaces an elided tool result.
-pub fn elision_notice(original_bytes: usize) -> String {
+pub(crate) fn elision_notice(original_bytes: usize) -> String {
     format!(
         "[this tool result ({original_bytes} bytes) was elided to fit the context window; call the tool again if you need it]"
     )
@@ -41,7 +41,7 @@ pub fn elision_notice(original_bytes: usize) -> String {
 
 /// When the request is over `budget`, replaces the oldest tool results (not yet elided) by a
 /// notice, oldest first, until it fits or none is left. `None` when nothing was elided.
-pub fn elide_oldest_tool_results(
+pub(crate) fn elide_oldest_tool_results(
     system: &str,
     tools: &[ToolSpec],
     messages: &mut [Message],

@@ -15,7 +15,7 @@ use crate::workspace::Workspace;
 
 /// Variables `bash` gets from warden's environment by default; everything else (model keys,
 /// `WARDEN_SERVE_TOKEN`, cloud credentials) stays out unless the operator names it.
-pub const DEFAULT_BASH_ENV: &[&str] = &[
+pub(crate) const DEFAULT_BASH_ENV: &[&str] = &[
     "PATH",
     "HOME",
     "USER",
@@ -31,7 +31,7 @@ pub const DEFAULT_BASH_ENV: &[&str] = &[
 
 /// Whether `name` passes into bash's environment by default (the list above and the locale's
 /// `LC_*` variables).
-pub fn passes_by_default(name: &str) -> bool {
+pub(crate) fn passes_by_default(name: &str) -> bool {
     DEFAULT_BASH_ENV.contains(&name) || name.starts_with("LC_")
 }
 
@@ -64,7 +64,7 @@ impl Default for BashConfinement {
 }
 
 /// Half the machine's physical memory, if it can be read.
-pub fn half_of_physical_memory() -> Option<u64> {
+pub(crate) fn half_of_physical_memory() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kib: u64 = meminfo
         .lines()
@@ -79,19 +79,19 @@ pub fn half_of_physical_memory() -> Option<u64> {
 
 /// A private temp folder for the session's commands (0700, removed when dropped).
 #[derive(Debug)]
-pub struct PrivateTmp {
+pub(crate) struct PrivateTmp {
     dir: OnceLock<Result<tempfile::TempDir, String>>,
 }
 
 impl PrivateTmp {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             dir: OnceLock::new(),
         }
     }
 
     /// The folder, created on first use.
-    pub fn path(&self) -> Result<&Path, String> {
+    pub(crate) fn path(&self) -> Result<&Path, String> {
         self.dir
             .get_or_init(|| {
                 tempfile::Builder::new()
@@ -125,7 +125,7 @@ fn network_policy(allowed: bool, bridge_port: Option<u16>) -> NetworkPolicy {
 
 /// The sandbox policy of one `bash` command in `workspace`; `bridge_port` is the tool bridge's
 /// loopback port, the one TCP port reachable without network.
-pub fn command_policy(
+pub(crate) fn command_policy(
     confinement: &BashConfinement,
     workspace: &Workspace,
     private_tmp: &Path,
@@ -142,7 +142,7 @@ pub fn command_policy(
 }
 
 /// The kernel sandbox for one command (see [`command_policy`]).
-pub fn prepare_command(
+pub(crate) fn prepare_command(
     confinement: &BashConfinement,
     workspace: &Workspace,
     private_tmp: &Path,
@@ -222,7 +222,7 @@ fn deny_around(dir: &Path, kept: &[&PathBuf], denied: &mut Vec<PathBuf>) {
 }
 
 /// The port of a loopback `http://127.0.0.1:PORT` bridge address among `exported`, if any.
-pub fn bridge_port(exported: &[(String, String)]) -> Option<u16> {
+pub(crate) fn bridge_port(exported: &[(String, String)]) -> Option<u16> {
     let (_, url) = exported
         .iter()
         .find(|(name, _)| name.ends_with("_URL") && name.starts_with("WARDEN_BRIDGE"))?;

@@ -1,15 +1,15 @@
 //! warden's agent: model providers, the agent loop, system prompt assembly, built-in tools and sessions.
 
 mod agent;
-pub mod budget;
-pub mod builtin;
-pub mod confine;
+mod budget;
+mod builtin;
+mod confine;
 mod conversation;
-pub mod process;
-pub mod prompt;
-pub mod provider;
-pub mod session;
-pub mod workspace;
+mod process;
+mod prompt;
+mod provider;
+mod session;
+mod workspace;
 
 pub use agent::{
     Agent, AgentError, AgentEvent, AgentOptions, RunOutcome, StopReason, ToolCallRecord,
@@ -17,20 +17,24 @@ pub use agent::{
 };
 pub use builtin::{
     ArtifactSink, BashEnv, BuiltinOptions, BuiltinReach, BuiltinResult, BuiltinToolSpec,
-    BuiltinTools, Capability, ConfinementReport, DirArtifacts, builtin_specs, cap_output,
+    BuiltinTools, Capability, ConfinementReport, DirArtifacts, MAX_READ_BYTES, builtin_specs,
+    cap_output,
 };
-pub use confine::BashConfinement;
+pub use confine::{BashConfinement, clean_environment, prepare_script};
 pub use conversation::{Message, ToolCall, ToolSpec, Usage};
+pub use process::run_confined;
 pub use prompt::{
-    ProjectInstructions, PromptParts, assemble_system_prompt, find_project_instructions,
+    MAX_INSTRUCTIONS_BYTES, ProjectInstructions, PromptParts, assemble_system_prompt,
+    find_project_instructions,
 };
 pub use provider::{
-    ANTHROPIC_TOOL_SEARCH_NAME, ANTHROPIC_TOOL_SEARCH_TYPE, ApiKey, DeferredTools, ModelClient,
-    ModelConfig, ModelDelta, ModelRequest, ModelResponse, NO_MODEL_MESSAGE, ProviderError,
-    RetryPolicy, SelectError, client_for, select_model,
+    ANTHROPIC_TOOL_SEARCH_NAME, ANTHROPIC_TOOL_SEARCH_TYPE, ApiKey, DEFAULT_MAX_RETRY_AFTER,
+    DeferredTools, ModelClient, ModelConfig, ModelDelta, ModelRequest, ModelResponse,
+    NO_MODEL_MESSAGE, ProviderError, RetryPolicy, SelectError, Timeouts, client_for, select_model,
 };
 pub use session::{LoadedSession, Redactor, Session, SessionError, SessionRecord, SessionStore};
 pub use warden_sandbox::{ResourceLimits, SandboxMode};
 pub use workspace::{
     Access, Placement, ProtectedDefaults, ProtectedPath, ReadError, Workspace, read_regular_file,
+    resolve_existing,
 };

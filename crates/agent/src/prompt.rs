@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 /// warden's own instructions, first in every prompt.
-pub const BASE_INSTRUCTIONS: &str = "You are warden, an agent working in the user's project. \
+pub(crate) const BASE_INSTRUCTIONS: &str = "You are warden, an agent working in the user's project. \
 Use the tools you are given to inspect and change files and to run commands; prefer reading before \
 writing, keep changes small, and say plainly what you did. Tool calls go through a policy gate: \
 a denied or failed call comes back as a tool result, so read it and adapt instead of retrying \

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::conversation::Message;
 
 /// Secrets shorter than this are not redacted (they would shred ordinary text).
-pub const MIN_SECRET_LEN: usize = 4;
+pub(crate) const MIN_SECRET_LEN: usize = 4;
 
 /// Replaces known secret strings by `[redacted]`.
 #[derive(Clone, Default)]

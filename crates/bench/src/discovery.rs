@@ -21,7 +21,7 @@ fn deferred_servers(corpus: &Corpus) -> Vec<DeferredServer> {
             .get("name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let public = warden_mcp::naming::public_name_for(&tool.server, name);
+        let public = warden_mcp::public_name_for(&tool.server, name);
         let manifest = ManifestTool::from_definition(&tool.server, &public, &tool.definition);
         match servers.iter_mut().find(|s| s.name == tool.server) {
             Some(server) => server.tools.push(manifest),

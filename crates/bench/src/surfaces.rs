@@ -207,7 +207,7 @@ async fn concurrent_clients(clients: &[Arc<HttpClient>], calls: usize) -> anyhow
 }
 
 async fn serve(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Row> {
-    warden_mcp::http::install_crypto_provider();
+    warden_mcp::install_crypto_provider();
     let help = std::process::Command::new(env.binary("warden"))
         .args(["serve", "--help"])
         .stdout(Stdio::null())

@@ -153,7 +153,7 @@ pub async fn call(
     visible_tools(host, &request.server).await?;
     let public_name = host
         .public_name(&request.server, &request.tool)
-        .unwrap_or_else(|| warden_mcp::naming::public_name_for(&request.server, &request.tool));
+        .unwrap_or_else(|| warden_mcp::public_name_for(&request.server, &request.tool));
     let outcome = host
         .call(
             CallSurface::ToolCli,

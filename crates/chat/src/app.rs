@@ -437,7 +437,7 @@ impl App {
 }
 
 /// A compact one-line rendering of a call's arguments (folded).
-pub fn fold_arguments(arguments: &Value, width: usize) -> String {
+pub(crate) fn fold_arguments(arguments: &Value, width: usize) -> String {
     let text = match arguments {
         Value::Null => String::new(),
         Value::Object(map) if map.is_empty() => String::new(),
@@ -461,7 +461,7 @@ pub fn fold_arguments(arguments: &Value, width: usize) -> String {
 }
 
 /// Arguments as `key: value` lines for a dialog.
-pub fn argument_lines(arguments: &Value) -> Vec<String> {
+pub(crate) fn argument_lines(arguments: &Value) -> Vec<String> {
     match arguments {
         Value::Object(map) => map
             .iter()

@@ -33,7 +33,7 @@ pub enum SlashCommand {
 }
 
 /// The built-in commands, for `/help` and completion.
-pub const COMMANDS: &[(&str, &str)] = &[
+pub(crate) const COMMANDS: &[(&str, &str)] = &[
     (
         "/tools",
         "where the model's tools come from; Enter opens a source, Esc goes back",
@@ -60,7 +60,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
 ];
 
 /// Parses a submitted line; `None` for a plain prompt.
-pub fn parse(line: &str) -> Option<SlashCommand> {
+pub(crate) fn parse(line: &str) -> Option<SlashCommand> {
     let line = line.trim();
     if let Some(rest) = line.strip_prefix('$') {
         let (name, rest) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
@@ -119,7 +119,7 @@ impl PromptInfo {
 
 /// Completion candidates for what is typed so far: commands and prompt names while the first
 /// word is typed; a prompt's arguments once its name is complete; skill names after `$`.
-pub fn completions(input: &str, prompts: &[PromptInfo], skills: &[String]) -> Vec<String> {
+pub(crate) fn completions(input: &str, prompts: &[PromptInfo], skills: &[String]) -> Vec<String> {
     if let Some(partial) = input.strip_prefix('$') {
         if partial.contains(char::is_whitespace) {
             return Vec::new();
@@ -166,7 +166,7 @@ pub fn completions(input: &str, prompts: &[PromptInfo], skills: &[String]) -> Ve
 }
 
 /// The required arguments of `prompt` missing from `arguments`.
-pub fn missing_arguments(
+pub(crate) fn missing_arguments(
     prompt: &PromptInfo,
     arguments: &std::collections::BTreeMap<String, String>,
 ) -> Vec<String> {

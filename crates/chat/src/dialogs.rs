@@ -288,7 +288,7 @@ fn options_of(schema: &Value) -> Option<Vec<(String, String)>> {
 }
 
 /// The form fields of a requested schema (a flat object of primitives), defaults filled in.
-pub fn form_fields(schema: &Value) -> Vec<FormField> {
+pub(crate) fn form_fields(schema: &Value) -> Vec<FormField> {
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
@@ -344,7 +344,7 @@ pub fn form_fields(schema: &Value) -> Vec<FormField> {
 
 /// The content of a filled form, typed by the schema; the first problem when a required field
 /// is empty or a value does not fit its type.
-pub fn form_content(fields: &[FormField]) -> Result<Map<String, Value>, String> {
+pub(crate) fn form_content(fields: &[FormField]) -> Result<Map<String, Value>, String> {
     let mut content = Map::new();
     for field in fields {
         let text = field.value.trim();

@@ -106,7 +106,7 @@ enum TurnStop {
 }
 
 /// Registers every tool the session offers with its source.
-pub async fn learn_sources(host: &Host, sources: &ToolSources) {
+pub(crate) async fn learn_sources(host: &Host, sources: &ToolSources) {
     for descriptor in host.host_tools() {
         sources.set(descriptor.public_name, "built-in".to_owned());
     }
@@ -876,14 +876,6 @@ async fn wait_turn(
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
-}
-
-/// The calls in the conversation that are still running (for tests and status).
-pub fn running_count(app: &App) -> usize {
-    app.entries
-        .iter()
-        .filter(|entry| matches!(entry, Entry::Tool(call) if call.state == CallState::Running))
-        .count()
 }
 
 /// Connects `server` (if it is not) and returns its tools as the model's list offers them,

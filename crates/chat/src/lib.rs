@@ -1,15 +1,15 @@
 //! The interactive terminal frontend of warden (`warden chat`): the conversation with streamed
 //! markdown and tool calls, approvals, elicitation forms, `/tools`, `/mcp`, prompts and skills.
 
-pub mod app;
-pub mod commands;
-pub mod dialogs;
-pub mod driver;
-pub mod gate_hooks;
-pub mod markdown;
-pub mod sources;
-pub mod trust;
-pub mod view;
+mod app;
+mod commands;
+mod dialogs;
+mod driver;
+mod gate_hooks;
+mod markdown;
+mod sources;
+mod trust;
+mod view;
 
 pub use app::{Action, App, CallState, Entry, Page, ProgressView, ToolCallView};
 pub use commands::{PromptInfo, SlashCommand};

@@ -6,7 +6,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
 /// Renders markdown into lines (not wrapped; the paragraph that shows them wraps).
-pub fn render_markdown(text: &str) -> Vec<Line<'static>> {
+pub(crate) fn render_markdown(text: &str) -> Vec<Line<'static>> {
     let mut renderer = Renderer::default();
     for event in Parser::new_ext(text, Options::ENABLE_STRIKETHROUGH) {
         renderer.event(event);

@@ -137,7 +137,7 @@ impl McpRow {
 }
 
 /// The failure without `MCP <server>: ` and without the hint: a few words.
-pub fn short_reason(failure: &str) -> String {
+pub(crate) fn short_reason(failure: &str) -> String {
     let what = failure
         .split_once(": ")
         .filter(|(head, _)| head.starts_with("MCP "))
@@ -145,7 +145,7 @@ pub fn short_reason(failure: &str) -> String {
     what.split(" — ").next().unwrap_or(what).to_owned()
 }
 
-pub fn human_duration(duration: Duration) -> String {
+pub(crate) fn human_duration(duration: Duration) -> String {
     let seconds = duration.as_secs();
     if seconds >= 60 && seconds.is_multiple_of(60) {
         format!("{} min", seconds / 60)
@@ -157,7 +157,7 @@ pub fn human_duration(duration: Duration) -> String {
 }
 
 /// Whether a server in this state is a problem worth announcing.
-pub fn is_failure(state: ServerState) -> bool {
+pub(crate) fn is_failure(state: ServerState) -> bool {
     matches!(
         state,
         ServerState::Failed | ServerState::Down | ServerState::NeedsLogin
@@ -166,7 +166,7 @@ pub fn is_failure(state: ServerState) -> bool {
 
 /// The rows of `/tools`: built-ins first, then every server (idle ones with their reason).
 /// `tool_names` maps a server (or `built-in`) to its tools' public names.
-pub fn source_rows(
+pub(crate) fn source_rows(
     host: &Host,
     facts: &BTreeMap<String, SourceFacts>,
     tool_names: &BTreeMap<String, Vec<String>>,

@@ -104,7 +104,7 @@ fn wrap(lines: Vec<Line<'static>>, width: usize) -> Vec<Line<'static>> {
 }
 
 /// The conversation as lines (before wrapping).
-pub fn conversation_lines(app: &App, width: usize) -> Vec<Line<'static>> {
+pub(crate) fn conversation_lines(app: &App, width: usize) -> Vec<Line<'static>> {
     let mut lines = Vec::new();
     for entry in &app.entries {
         match entry {
@@ -143,7 +143,7 @@ pub fn conversation_lines(app: &App, width: usize) -> Vec<Line<'static>> {
 }
 
 /// A tool call: name, source, folded arguments, state and duration; a progress bar under it.
-pub fn call_lines(call: &ToolCallView, width: usize) -> Vec<Line<'static>> {
+pub(crate) fn call_lines(call: &ToolCallView, width: usize) -> Vec<Line<'static>> {
     let seconds = call.elapsed.as_secs_f64();
     let (mark, mark_style, outcome) = match &call.state {
         CallState::Running => (

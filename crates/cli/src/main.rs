@@ -63,11 +63,11 @@ enum Command {
 
 /// What every subcommand may need from the global flags.
 #[derive(Debug, Clone)]
-pub struct Globals {
+pub(crate) struct Globals {
     /// `-c FILE`: the only configuration scope when set.
-    pub config_file: Option<PathBuf>,
+    pub(crate) config_file: Option<PathBuf>,
     /// `--mcp-skills-extension`: advertise the SEP-2640 skills extension.
-    pub mcp_skills_extension: bool,
+    pub(crate) mcp_skills_extension: bool,
 }
 
 fn main() -> ExitCode {

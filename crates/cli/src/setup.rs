@@ -67,15 +67,15 @@ pub(crate) fn host_options(
 
 /// What `warden run` and `warden chat` ask of their agent session on the command line.
 pub(crate) struct AgentFlags<'a> {
-    pub model: Option<&'a str>,
-    pub agent: Option<&'a str>,
+    pub(crate) model: Option<&'a str>,
+    pub(crate) agent: Option<&'a str>,
     /// `--mcp CMD|URL` (or `NAME=CMD|URL`) ad-hoc servers.
-    pub mcp: &'a [String],
-    pub policy: &'a PolicyFlags,
+    pub(crate) mcp: &'a [String],
+    pub(crate) policy: &'a PolicyFlags,
     /// `--add-dir`: more workspace roots for the built-in tools.
-    pub add_dirs: &'a [PathBuf],
-    pub resume: Option<&'a str>,
-    pub continue_latest: bool,
+    pub(crate) add_dirs: &'a [PathBuf],
+    pub(crate) resume: Option<&'a str>,
+    pub(crate) continue_latest: bool,
 }
 
 /// Opens the agent session of `warden run` or `warden chat`: the config with the global flags,
@@ -149,14 +149,14 @@ fn permission_mode_parser() -> impl clap::builder::TypedValueParser<Value = Perm
 pub(crate) struct PolicyFlags {
     /// The permission mode for this run.
     #[arg(long, value_name = "MODE", value_parser = permission_mode_parser())]
-    pub permission_mode: Option<PermissionMode>,
+    pub(crate) permission_mode: Option<PermissionMode>,
     /// Tools that run without asking: globs over public names (`mcp__github__*`);
     /// comma-separated or repeated.
     #[arg(long, value_name = "PATTERNS")]
-    pub allowed_tools: Vec<String>,
+    pub(crate) allowed_tools: Vec<String>,
     /// Tools that are denied: globs over public names; comma-separated or repeated.
     #[arg(long, value_name = "PATTERNS")]
-    pub disallowed_tools: Vec<String>,
+    pub(crate) disallowed_tools: Vec<String>,
 }
 
 impl PolicyFlags {

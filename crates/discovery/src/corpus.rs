@@ -69,7 +69,7 @@ impl Corpus {
                     .get("name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
-                let public = warden_mcp::naming::public_name_for(&t.server, tool);
+                let public = warden_mcp::public_name_for(&t.server, tool);
                 ToolEntry::from_definition(&public, &t.server, &t.definition)
             })
             .collect()

@@ -13,12 +13,12 @@ use rmcp::model::{
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use warden_mcp::artifacts::ArtifactStore;
-use warden_mcp::result::{
-    ConversionContext, ConvertedResult, DEFAULT_INLINE_LIMIT_BYTES, convert_tool_result,
-};
+use warden_mcp::ArtifactStore;
 use warden_mcp::{
     CallOptions, FailureKind, McpRuntime, Progress, RelayError, ToolIdentity as RawIdentity,
+};
+use warden_mcp::{
+    ConversionContext, ConvertedResult, DEFAULT_INLINE_LIMIT_BYTES, convert_tool_result,
 };
 use warden_policy::{
     BoxFuture, DispatchCall, DispatchError, Dispatcher, ProgressSender, ProgressUpdate, ToolOutput,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use warden_config::{CapabilityClass, DeferMode, ServerEntry};
 use warden_mcp::McpTool;
 use warden_mcp::ToolIdentity as RawIdentity;
-use warden_mcp::naming::{NameTable, NameWarning};
+use warden_mcp::{NameTable, NameWarning};
 use warden_policy::{Catalog, ServerPolicy, ToolAnnotations, ToolDescriptor, ToolIdentity};
 
 /// What the gate needs to know about one server, taken from its config entry.
@@ -244,7 +244,7 @@ impl Catalog for ToolIndex {
                         .find(|server| {
                             public_name.starts_with(&format!(
                                 "mcp__{}__",
-                                warden_mcp::naming::sanitize_name_part(server)
+                                warden_mcp::sanitize_name_part(server)
                             ))
                         })?
                         .clone()
@@ -269,7 +269,7 @@ impl Catalog for ToolIndex {
             let tool = public_name.rsplit("__").next().unwrap_or(public_name);
             let near = warden_config::nearest(tool, &known)
                 .map(|near| {
-                    let name = warden_mcp::naming::public_name_for(&server, near);
+                    let name = warden_mcp::public_name_for(&server, near);
                     format!("; did you mean \"{name}\"?")
                 })
                 .unwrap_or_default();

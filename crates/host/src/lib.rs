@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_config::{LoadedConfig, Paths, TrustStore, VarContext};
 use warden_hooks::HookRunner;
-use warden_mcp::artifacts::{ArtifactStore, RetentionPolicy, apply_retention};
+use warden_mcp::{ArtifactStore, RetentionPolicy, apply_retention};
 use warden_mcp::{McpError, McpRuntime, McpTool, RuntimeOptions, ServerSpec};
 use warden_policy::{
     Approver, AuditStore, CallRequest, CallSurface, Gate, GateOutcome, GateParts, GatePolicy,

@@ -14,9 +14,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+use warden_mcp::ArtifactStore;
 use warden_mcp::McpRuntime;
 use warden_mcp::RelayError;
-use warden_mcp::artifacts::ArtifactStore;
 use warden_policy::{
     BoxFuture, CallKind, CallReach, CallSurface, CapabilitySet, DispatchError, ProgressSender,
     SurfaceSet, ToolOutput,

@@ -350,7 +350,7 @@ const MIME_EXTENSIONS: &[(&str, &str)] = &[
 
 /// The extension to store content of `mime` under (`bin` when the type is unknown). Parameters
 /// (`; charset=…`) and case are ignored; `+json`/`+xml` types map to `json`/`xml`.
-pub fn extension_for_mime(mime: &str) -> &'static str {
+pub(crate) fn extension_for_mime(mime: &str) -> &'static str {
     let essence = mime
         .split(';')
         .next()
@@ -372,7 +372,7 @@ pub fn extension_for_mime(mime: &str) -> &'static str {
 }
 
 /// The MIME type reported for an extension (`application/octet-stream` when unknown).
-pub fn mime_for_extension(extension: &str) -> &'static str {
+pub(crate) fn mime_for_extension(extension: &str) -> &'static str {
     MIME_EXTENSIONS
         .iter()
         .find(|(_, e)| e.eq_ignore_ascii_case(extension))

@@ -96,7 +96,7 @@ where
 }
 
 /// Whether `uri` matches an RFC 6570 template (`{var}` spans no `/`; `{+var}`, `{#var}` and others span anything).
-pub fn uri_matches_template(template: &str, uri: &str) -> bool {
+pub(crate) fn uri_matches_template(template: &str, uri: &str) -> bool {
     let mut parts: Vec<TemplatePart<'_>> = Vec::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {

@@ -316,7 +316,7 @@ fn elicit_result(action: &str, content: Option<Value>) -> ElicitResult {
 }
 
 /// Fills fields the user left out with the schema's `default` values (SEP-1034).
-pub fn apply_schema_defaults(schema: &Value, content: &mut Map<String, Value>) {
+pub(crate) fn apply_schema_defaults(schema: &Value, content: &mut Map<String, Value>) {
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return;
     };

@@ -1,24 +1,28 @@
 //! warden MCP client runtime: connections, catalogues, calls and result conversion.
 
-pub mod artifacts;
-pub mod catalog;
-pub mod client;
-pub mod error;
-pub mod guard;
-pub mod http;
+mod artifacts;
+mod catalog;
+mod client;
+mod error;
+mod guard;
+mod http;
 mod http_auth;
-pub mod naming;
-pub mod prompt_args;
-pub mod result;
-pub mod runtime;
-pub mod server;
-pub mod spec;
-pub mod sse_legacy;
-pub mod stderr;
-pub mod stdio;
+mod naming;
+mod prompt_args;
+mod result;
+mod runtime;
+mod server;
+mod spec;
+mod sse_legacy;
+mod stderr;
+mod stdio;
 mod stdio_transport;
-pub mod upstream;
+mod upstream;
 
+pub use artifacts::{
+    Artifact, ArtifactError, ArtifactStore, RetentionPolicy, RetentionReport, SESSION_LOCK_FILE,
+    apply_retention,
+};
 pub use catalog::{Catalog, McpTool, PAGE_LIMIT, ResourceRow, ToolIdentity, ToolSet};
 pub use client::{
     ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse, ListKind,
@@ -26,8 +30,16 @@ pub use client::{
 };
 pub use error::{CallError, ConnectError, FailureKind, McpError};
 pub use guard::SseLimits;
+pub use http::{check_url, install_crypto_provider};
+pub use naming::{NameTable, NameWarning, public_name_for, sanitize_name_part};
 pub use prompt_args::{PromptArgsError, parse_prompt_arguments};
+pub use result::{
+    ConversionContext, ConvertError, ConvertedResult, DEFAULT_INLINE_LIMIT_BYTES,
+    STRUCTURED_CONTENT_LABEL, convert_tool_result,
+};
 pub use runtime::{ListEpochs, McpRuntime, ProtocolMode, RuntimeOptions};
 pub use server::{CallOptions, CallOutcome, CatalogCounts, ServerState, ServerStatus};
 pub use spec::{HttpAuth, SecretString, ServerSpec, ToolFilter, TransportSpec};
+pub use stderr::STDERR_LINES_KEPT;
+pub use stdio::{INHERITED_ENV, child_environment};
 pub use upstream::{RelayError, UpstreamEvent, UpstreamEvents};

@@ -13,11 +13,10 @@ use std::fmt;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-pub use warden_vocab::{PUBLIC_NAME_PREFIX, PUBLIC_NAME_SEPARATOR};
 /// Upper bound, in bytes, of a model-visible tool name (the limit most model APIs enforce).
-pub const MAX_PUBLIC_NAME_BYTES: usize = 64;
+pub(crate) const MAX_PUBLIC_NAME_BYTES: usize = 64;
 /// Hex digits of the identity hash appended when a name must be disambiguated or shortened.
-pub const HASH_SUFFIX_HEX_DIGITS: usize = 8;
+pub(crate) const HASH_SUFFIX_HEX_DIGITS: usize = 8;
 
 /// The raw identity of an MCP tool: the configured server name and the tool name the server
 /// published, both exactly as received.
@@ -129,7 +128,7 @@ pub fn sanitize_name_part(raw: &str) -> String {
 
 /// Lower-case hex digest of the raw identity, length-prefixed so that no two different
 /// (server, tool) pairs hash the same input.
-pub fn identity_hash_hex(server: &str, tool: &str) -> String {
+pub(crate) fn identity_hash_hex(server: &str, tool: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update((server.len() as u64).to_le_bytes());
     hasher.update(server.as_bytes());
@@ -141,7 +140,7 @@ pub fn identity_hash_hex(server: &str, tool: &str) -> String {
 /// Sanitizes `raw` and bounds it to `max_bytes`; when the part had to be truncated, or was
 /// empty, the result ends in `_<hash>` where the hash is taken from `hash_input`. Used for
 /// file-system path components of artifacts, where names must stay short and unambiguous.
-pub fn bounded_component(raw: &str, max_bytes: usize, hash_input: &str) -> String {
+pub(crate) fn bounded_component(raw: &str, max_bytes: usize, hash_input: &str) -> String {
     let sanitized = sanitize_name_part(raw);
     if !sanitized.is_empty() && sanitized.len() <= max_bytes {
         return sanitized;
@@ -356,7 +355,7 @@ mod tests {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
             "{name} has a forbidden character"
         );
-        assert!(name.starts_with(PUBLIC_NAME_PREFIX), "{name}");
+        assert!(name.starts_with(warden_vocab::PUBLIC_NAME_PREFIX), "{name}");
     }
 
     #[test]

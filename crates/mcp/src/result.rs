@@ -20,7 +20,7 @@ use crate::artifacts::{Artifact, ArtifactError, ArtifactStore, extension_for_mim
 /// Text up to this many bytes reaches the model inline (per result, across all its blocks).
 pub const DEFAULT_INLINE_LIMIT_BYTES: usize = 16 * 1024;
 /// Bytes of a spilled text shown to the model as a preview.
-pub const DEFAULT_PREVIEW_BYTES: usize = 2 * 1024;
+pub(crate) const DEFAULT_PREVIEW_BYTES: usize = 2 * 1024;
 /// Heading of the structured-content section.
 pub const STRUCTURED_CONTENT_LABEL: &str = "Structured content (JSON):";
 /// How much of a text is examined to decide whether it is markdown.
@@ -74,14 +74,14 @@ pub enum ConvertError {
 
 /// What a text looks like, which decides the extension and MIME type of its artifact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TextKind {
+pub(crate) enum TextKind {
     Plain,
     Json,
     Markdown,
 }
 
 impl TextKind {
-    pub fn extension(self) -> &'static str {
+    pub(crate) fn extension(self) -> &'static str {
         match self {
             TextKind::Plain => "txt",
             TextKind::Json => "json",
@@ -89,7 +89,7 @@ impl TextKind {
         }
     }
 
-    pub fn mime(self) -> &'static str {
+    pub(crate) fn mime(self) -> &'static str {
         match self {
             TextKind::Plain => "text/plain",
             TextKind::Json => "application/json",
@@ -101,7 +101,7 @@ impl TextKind {
 /// JSON when the whole text parses as a JSON object or array; markdown when a line in its first
 /// 64 KiB starts with an ATX heading (`# ` … `###### `) or a code fence (```` ``` ````); plain
 /// otherwise.
-pub fn detect_text_kind(text: &str) -> TextKind {
+pub(crate) fn detect_text_kind(text: &str) -> TextKind {
     let trimmed = text.trim_start();
     if (trimmed.starts_with('{') || trimmed.starts_with('['))
         && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
@@ -122,7 +122,7 @@ pub fn detect_text_kind(text: &str) -> TextKind {
 
 /// The decision for one text against an inline limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Spill<'a> {
+pub(crate) enum Spill<'a> {
     /// Short enough: show it whole.
     Inline(&'a str),
     /// Too long: store the whole text (as `kind`) and show `preview`, a prefix of it.
@@ -135,7 +135,7 @@ pub enum Spill<'a> {
 
 /// Decides whether `text` fits in `limit_bytes`; if not, picks a preview of at most
 /// `preview_bytes` (see [`preview_prefix`]) and the kind of file to store it as. Pure.
-pub fn spill_large_text(text: &str, limit_bytes: usize, preview_bytes: usize) -> Spill<'_> {
+pub(crate) fn spill_large_text(text: &str, limit_bytes: usize, preview_bytes: usize) -> Spill<'_> {
     if text.len() <= limit_bytes {
         return Spill::Inline(text);
     }
@@ -148,7 +148,7 @@ pub fn spill_large_text(text: &str, limit_bytes: usize, preview_bytes: usize) ->
 
 /// The longest prefix of `text` of at most `max_bytes` that ends on a char boundary, shortened
 /// to the end of its last complete line when that keeps at least half of it.
-pub fn preview_prefix(text: &str, max_bytes: usize) -> &str {
+pub(crate) fn preview_prefix(text: &str, max_bytes: usize) -> &str {
     let prefix = prefix_at_char_boundary(text, max_bytes);
     if prefix.len() == text.len() {
         return prefix;
@@ -171,7 +171,11 @@ fn prefix_at_char_boundary(text: &str, max_bytes: usize) -> &str {
 }
 
 /// The text shown in place of a spilled text: a header naming the artifact, then the preview.
-pub fn spilled_text_notice(preview: &str, total_bytes: usize, artifact: &Artifact) -> String {
+pub(crate) fn spilled_text_notice(
+    preview: &str,
+    total_bytes: usize,
+    artifact: &Artifact,
+) -> String {
     let mut notice = if preview.is_empty() {
         format!(
             "[{total_bytes} bytes of text saved as artifact {} ({}): {} — read the file to see it]",

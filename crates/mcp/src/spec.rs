@@ -105,7 +105,7 @@ pub enum HttpAuth {
 pub use warden_config::ToolFilter;
 
 /// Default deadline of one catalogue, resource or prompt request.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Everything the runtime needs to start, supervise and filter one server.
 ///

@@ -24,7 +24,7 @@ const LEGACY_HINT: &str = "check the url: for the legacy HTTP+SSE transport it i
 
 /// A failure to deliver one outgoing message.
 #[derive(Debug, thiserror::Error)]
-pub enum LegacySseError {
+pub(crate) enum LegacySseError {
     /// The message could not be serialized.
     #[error("can't encode the message as JSON: {0}")]
     Encode(#[from] serde_json::Error),
@@ -53,7 +53,7 @@ enum SseBodyError {
 }
 
 /// The client side of the legacy HTTP+SSE transport, connected and holding its POST endpoint.
-pub struct LegacySseTransport {
+pub(crate) struct LegacySseTransport {
     client: reqwest::Client,
     sse_url: url::Url,
     post_url: url::Url,
@@ -84,7 +84,7 @@ impl std::fmt::Debug for LegacySseTransport {
 impl LegacySseTransport {
     /// Opens the SSE stream at `url` (same url and client rules as Streamable HTTP) and waits
     /// for the server's `endpoint` event. The caller bounds the wait with its start-up deadline.
-    pub async fn connect(
+    pub(crate) async fn connect(
         server: &str,
         url: &str,
         headers: &[(String, SecretString)],
@@ -177,7 +177,7 @@ impl LegacySseTransport {
     }
 
     /// Where the reason the stream ended is written (read after the connection closed).
-    pub fn close_reason(&self) -> Arc<Mutex<Option<String>>> {
+    pub(crate) fn close_reason(&self) -> Arc<Mutex<Option<String>>> {
         self.close_reason.clone()
     }
 
@@ -188,16 +188,6 @@ impl LegacySseTransport {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(reason);
         self.events = None;
-    }
-
-    /// The SSE url this transport listens on.
-    pub fn sse_url(&self) -> &url::Url {
-        &self.sse_url
-    }
-
-    /// The url messages are POSTed to, as announced by the server.
-    pub fn post_url(&self) -> &url::Url {
-        &self.post_url
     }
 
     /// The failure of an `initialize` handshake over this transport, as one line.

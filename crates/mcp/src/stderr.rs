@@ -12,17 +12,17 @@ const MAX_LINE_BYTES: usize = 1024;
 
 /// The last [`STDERR_LINES_KEPT`] lines a process wrote to stderr.
 #[derive(Debug, Clone, Default)]
-pub struct StderrRing {
+pub(crate) struct StderrRing {
     lines: Arc<Mutex<VecDeque<String>>>,
 }
 
 impl StderrRing {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Adds one line, dropping the oldest when full.
-    pub fn push(&self, line: &str) {
+    pub(crate) fn push(&self, line: &str) {
         let line = line.trim_end_matches('\r');
         if line.trim().is_empty() {
             return;
@@ -35,7 +35,7 @@ impl StderrRing {
     }
 
     /// The kept lines, oldest first.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.lines
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -45,7 +45,7 @@ impl StderrRing {
     }
 
     /// The most recent non-empty line.
-    pub fn last_line(&self) -> Option<String> {
+    pub(crate) fn last_line(&self) -> Option<String> {
         self.lines
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -54,7 +54,7 @@ impl StderrRing {
     }
 
     /// Forgets every line (a new process starts).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.lines
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -62,7 +62,7 @@ impl StderrRing {
     }
 
     /// Reads `source` to its end, keeping the last lines; memory stays bounded under any flood.
-    pub async fn drain<R: AsyncRead + Unpin>(&self, mut source: R) {
+    pub(crate) async fn drain<R: AsyncRead + Unpin>(&self, mut source: R) {
         let mut buffer = vec![0u8; 8192];
         let mut current: Vec<u8> = Vec::with_capacity(256);
         loop {

@@ -438,7 +438,7 @@ async fn http_requires_the_token_and_a_loopback_origin() {
     assert!(post(&url, &[authorized]).await.is_success());
 
     // A real client with the token lists and calls through warden.
-    warden_mcp::http::install_crypto_provider();
+    warden_mcp::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url.clone())
             .auth_header("test-token-0123456789"),
@@ -467,7 +467,7 @@ async fn http_requires_the_token_and_a_loopback_origin() {
 async fn concurrent_http_clients_each_get_their_own_session() {
     let fixture = gateway(Exposure::Flat, |_| {});
     let (url, settings) = http_gateway(&fixture, HttpAuth::InsecureNone).await;
-    warden_mcp::http::install_crypto_provider();
+    warden_mcp::install_crypto_provider();
     let mut tasks = Vec::new();
     for index in 0..4 {
         let url = url.clone();
@@ -670,7 +670,7 @@ async fn a_stateless_client_answers_the_upstreams_input_required_result_itself()
     // Warden and the fixture speak 2026-07-28; so does this client, over HTTP.
     let fixture = conformance_gateway();
     let (url, _settings) = http_gateway(&fixture, HttpAuth::InsecureNone).await;
-    warden_mcp::http::install_crypto_provider();
+    warden_mcp::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(url);
     let client = rmcp::serve_client_with_lifecycle(
         TestClient {

@@ -163,9 +163,10 @@ impl AgentSession {
         let session_id = resumed
             .as_ref()
             .map_or_else(warden_host::new_session_id, |(id, _)| id.clone());
-        let artifacts = warden_mcp::artifacts::ArtifactStore::new(
-            warden_host::session_artifacts_dir(paths.state_dir(), &session_id),
-        );
+        let artifacts = warden_mcp::ArtifactStore::new(warden_host::session_artifacts_dir(
+            paths.state_dir(),
+            &session_id,
+        ));
 
         let bash_env = BashEnv::masking(warden_bridge::ENV_PREFIX);
         let tool_workspace = session_workspace(&paths, &workspace, &config, request.add_dirs)?;
@@ -498,7 +499,7 @@ pub fn bash_confinement(settings: &warden_config::SandboxSettings) -> BashConfin
 
 /// Where the built-in tools spill large output: the session's artifact store, beside the MCP
 /// results (`<session>/mcp/builtin/<tool>/`).
-struct SessionArtifacts(warden_mcp::artifacts::ArtifactStore);
+struct SessionArtifacts(warden_mcp::ArtifactStore);
 
 impl warden_agent::ArtifactSink for SessionArtifacts {
     fn save(&self, tool: &str, content: &[u8]) -> std::io::Result<std::path::PathBuf> {

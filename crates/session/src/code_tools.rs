@@ -77,7 +77,7 @@ impl CodeModeHost for GateCodeHost {
             let public_name = self
                 .host
                 .public_name(server, tool)
-                .unwrap_or_else(|| warden_mcp::naming::public_name_for(server, tool));
+                .unwrap_or_else(|| warden_mcp::public_name_for(server, tool));
             let context = CallContext::new(CallSurface::CodeMode, self.cancel.child_token());
             let outcome = self.host.call_with(context, &public_name, arguments).await;
             match (&outcome.decision, &outcome.output) {

@@ -16,7 +16,7 @@ use std::time::SystemTime;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_agent::BuiltinTools;
-use warden_agent::process::run_confined;
+use warden_agent::run_confined;
 use warden_config::SkillScriptSettings;
 use warden_host::{Host, HostTool, Invocation};
 use warden_policy::{
@@ -142,13 +142,10 @@ impl SkillScripts {
             Some(roots) => roots.clone(),
             None => vec![self.operator_root.clone()],
         };
-        let skill_root = skill
-            .dir
-            .parent()
-            .map(warden_agent::workspace::resolve_existing);
+        let skill_root = skill.dir.parent().map(warden_agent::resolve_existing);
         let allowed_root = roots
             .iter()
-            .map(|root| warden_agent::workspace::resolve_existing(root))
+            .map(|root| warden_agent::resolve_existing(root))
             .any(|root| Some(&root) == skill_root.as_ref());
         if !allowed_root {
             return Err(format!(
@@ -296,7 +293,7 @@ impl SkillScripts {
         let prepared = if confinement.mode == warden_agent::SandboxMode::Off {
             None
         } else {
-            let prepared = warden_agent::confine::prepare_script(
+            let prepared = warden_agent::prepare_script(
                 confinement,
                 self.builtins.workspace(),
                 &admitted.skill.dir,
@@ -366,8 +363,8 @@ fn script_path(skill_dir: &Path, script: &str) -> Result<PathBuf, String> {
             "gate 1 (enabled): \"{script}\" is not a path inside the skill's folder"
         ));
     }
-    let folder = warden_agent::workspace::resolve_existing(skill_dir);
-    let path = warden_agent::workspace::resolve_existing(&skill_dir.join(relative));
+    let folder = warden_agent::resolve_existing(skill_dir);
+    let path = warden_agent::resolve_existing(&skill_dir.join(relative));
     if !path.starts_with(&folder) || !path.is_file() {
         return Err(format!(
             "gate 1 (enabled): the skill has no script \"{script}\" (a file inside its folder)"
@@ -400,7 +397,7 @@ fn read_schema(script: &Path) -> Result<Value, String> {
 
 /// A script's environment: the default names (PATH, HOME, locale…) and `TMPDIR`; nothing else.
 fn clean_script_environment(tmpdir: &Path) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    warden_agent::confine::clean_environment(std::env::vars_os(), &[], |_| false, Some(tmpdir), &[])
+    warden_agent::clean_environment(std::env::vars_os(), &[], |_| false, Some(tmpdir), &[])
 }
 
 /// The `run_skill_script` tool.

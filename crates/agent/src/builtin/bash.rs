@@ -18,9 +18,9 @@ use crate::confine::{
 use crate::process::run_confined;
 
 /// `bash` timeout when the call gives none.
-pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest `timeout_sec` a call may ask for.
-pub const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
+pub(super) const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
 /// Output kept in memory per command (beyond it, output is counted but dropped).
 const BASH_MEMORY_LIMIT: usize = 16 * 1024 * 1024;
 

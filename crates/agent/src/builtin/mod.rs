@@ -16,10 +16,11 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use bash::{BashEnv, ConfinementReport, DEFAULT_BASH_TIMEOUT, MAX_BASH_TIMEOUT};
+pub(crate) use bash::DEFAULT_BASH_TIMEOUT;
+pub use bash::{BashEnv, ConfinementReport};
 pub use files::MAX_READ_BYTES;
-pub use output::{ArtifactSink, BuiltinResult, DEFAULT_OUTPUT_CAP, DirArtifacts, cap_output};
-pub use search::glob_regex;
+pub(crate) use output::DEFAULT_OUTPUT_CAP;
+pub use output::{ArtifactSink, BuiltinResult, DirArtifacts, cap_output};
 pub use spec::{BuiltinToolSpec, Capability, builtin_specs};
 
 use crate::confine::{BashConfinement, PrivateTmp};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of output a tool returns before the rest is spilled to an artifact.
-pub const DEFAULT_OUTPUT_CAP: usize = 30_000;
+pub(crate) const DEFAULT_OUTPUT_CAP: usize = 30_000;
 const MAX_LIST_ENTRIES: usize = 1000;
 
 /// `items` sorted, one a line, at most [`MAX_LIST_ENTRIES`] of them with a note saying how many

@@ -186,7 +186,7 @@ fn walk(
 }
 
 /// Compiles a glob to an anchored regex over `/`-separated relative paths.
-pub fn glob_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
+pub(super) fn glob_regex(pattern: &str) -> Result<regex::Regex, regex::Error> {
     let mut re = String::from("^");
     let chars: Vec<char> = pattern.chars().collect();
     let mut i = 0;

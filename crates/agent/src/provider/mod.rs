@@ -18,19 +18,19 @@ use tokio_util::sync::CancellationToken;
 use warden_config::{AgentProfile, DeferMode, ModelProvider, ModelSettings, Secret};
 
 use crate::conversation::{Message, ToolCall, ToolSpec, Usage};
-pub use sse::{SseEvent, SseParser};
+pub(crate) use sse::{SseEvent, SseParser};
 
 /// Model id used when only `ANTHROPIC_API_KEY` is set.
-pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+pub(crate) const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 /// Model id used when only `OPENAI_API_KEY` is set (through the Responses API).
-pub const DEFAULT_OPENAI_MODEL: &str = "gpt-5.1";
+pub(crate) const DEFAULT_OPENAI_MODEL: &str = "gpt-5.1";
 /// Public endpoints, with the `/v1` the request paths are appended to.
-pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
-pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
+pub(crate) const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com/v1";
 /// Context window assumed when the configuration does not say.
-pub const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
+pub(crate) const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 /// Output token limit sent where the API requires one (Anthropic).
-pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+pub(crate) const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
 
 /// The one-line message shown when no model can be chosen.
 pub const NO_MODEL_MESSAGE: &str = "no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, or add [models.NAME] with provider = \"openai\", id and base_url (e.g. http://127.0.0.1:11434/v1 for Ollama) and model = \"NAME\" to ~/.config/warden/config.toml";
@@ -70,14 +70,14 @@ impl ApiKey {
 }
 
 /// How long connecting to the model API (TCP and TLS) may take.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the model API may take, once the request is sent, to send the response headers and
 /// the first bytes of the body. Generous: a local server may send nothing until it has read a
 /// long prompt.
-pub const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest silence allowed between two chunks of a response. Generous: a reasoning model
 /// may stream nothing while it thinks (Anthropic sends pings; not every API does).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest `Retry-After` warden waits for; a server asking for more fails the request.
 pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 

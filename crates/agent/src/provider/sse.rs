@@ -2,7 +2,7 @@
 
 /// One dispatched event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SseEvent {
+pub(crate) struct SseEvent {
     /// The `event:` field, when present.
     pub event: Option<String>,
     /// The `data:` lines joined with `\n`.
@@ -11,7 +11,7 @@ pub struct SseEvent {
 
 /// Incremental parser; feed it chunks as they arrive.
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     buffer: Vec<u8>,
     event: Option<String>,
     data: Vec<String>,
@@ -19,7 +19,7 @@ pub struct SseParser {
 
 impl SseParser {
     /// Feeds bytes; returns the events completed by them.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
         self.buffer.extend_from_slice(bytes);
         let mut out = Vec::new();
         while let Some(pos) = self.buffer.iter().position(|&b| b == b'\n') {

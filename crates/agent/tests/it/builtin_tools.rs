@@ -463,8 +463,7 @@ async fn reads_never_block_on_a_fifo_or_a_device() {
 async fn a_file_over_the_read_limit_is_refused_with_what_to_do() {
     let (dir, tools) = setup();
     let big = std::fs::File::create(work(&dir).join("big.log")).unwrap();
-    big.set_len(warden_agent::builtin::MAX_READ_BYTES + 1)
-        .unwrap();
+    big.set_len(warden_agent::MAX_READ_BYTES + 1).unwrap();
     let result = exec(&tools, "read_file", json!({"path": "big.log"})).await;
     assert!(result.is_error);
     assert!(result.text.contains("limit"), "{}", result.text);

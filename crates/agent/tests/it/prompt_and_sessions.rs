@@ -101,7 +101,7 @@ fn instruction_files_are_bounded_and_never_read_through_a_symlink_that_leaves_th
 
     // Over the size limit: skipped.
     let big = tempfile::tempdir().unwrap();
-    let text = "x".repeat(warden_agent::prompt::MAX_INSTRUCTIONS_BYTES as usize + 1);
+    let text = "x".repeat(warden_agent::MAX_INSTRUCTIONS_BYTES as usize + 1);
     std::fs::write(big.path().join("AGENTS.md"), text).unwrap();
     assert!(find_project_instructions(big.path()).is_empty());
 }

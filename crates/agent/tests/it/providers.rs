@@ -5,12 +5,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use warden_agent::provider::{DEFAULT_MAX_RETRY_AFTER, Timeouts};
 use warden_agent::{
     ApiKey, Message, ModelClient, ModelConfig, ModelDelta, ModelRequest, ModelResponse,
     NO_MODEL_MESSAGE, ProviderError, RetryPolicy, SelectError, ToolCall, ToolSpec, client_for,
     select_model,
 };
+use warden_agent::{DEFAULT_MAX_RETRY_AFTER, Timeouts};
 use warden_config::{ModelProvider, ModelSettings, Secret};
 use warden_mock_model::{Api, Cut, MockModel, ScriptedToolCall, Step, Turn};
 

@@ -5,9 +5,9 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use warden_agent::{AgentEvent, ToolCallResult};
-use warden_chat::app::{Action, App, CallState, Entry, Page};
-use warden_chat::commands::SlashCommand;
-use warden_chat::dialogs::{ApprovalDialog, ElicitationDialog};
+use warden_chat::SlashCommand;
+use warden_chat::{Action, App, CallState, Entry, Page};
+use warden_chat::{ApprovalDialog, ElicitationDialog};
 use warden_mcp::{ElicitationKind, ElicitationRequest, ElicitationResponse};
 use warden_policy::{
     ApprovalAnswer, ApprovalRequest, CallSurface, CapabilityClass, CapabilitySet, ToolIdentity,

@@ -6,10 +6,10 @@ use std::time::Duration;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::json;
-use warden_chat::app::{App, CallState, Entry, Page, ProgressView, ToolCallView};
-use warden_chat::dialogs::{ApprovalDialog, ElicitationDialog, TrustDialog};
 use warden_chat::draw;
-use warden_chat::sources::{McpRow, SourcePage, SourceRow};
+use warden_chat::{App, CallState, Entry, Page, ProgressView, ToolCallView};
+use warden_chat::{ApprovalDialog, ElicitationDialog, TrustDialog};
+use warden_chat::{McpRow, SourcePage, SourceRow};
 use warden_mcp::{ElicitationKind, ElicitationRequest};
 use warden_policy::{ApprovalRequest, CallSurface, CapabilityClass, CapabilitySet, ToolIdentity};
 

@@ -126,7 +126,7 @@ fn check_as_run_would(globals: &Globals, files: &Files, vars: &VarContext) -> us
             Ok(spec) => {
                 if let warden_mcp::TransportSpec::StreamableHttp { url, .. }
                 | warden_mcp::TransportSpec::LegacySse { url, .. } = &spec.transport
-                    && let Err(error) = warden_mcp::http::check_url(&entry.name, url)
+                    && let Err(error) = warden_mcp::check_url(&entry.name, url)
                 {
                     eprintln!("{}: {error}", entry.source.display());
                     problems += 1;

@@ -186,9 +186,9 @@ struct TrustArgs {
 
 /// The files a command works on: the user and project files, or the one `-c` file.
 pub(crate) struct Files {
-    pub paths: Paths,
-    pub workspace: PathBuf,
-    pub explicit: Option<PathBuf>,
+    pub(crate) paths: Paths,
+    pub(crate) workspace: PathBuf,
+    pub(crate) explicit: Option<PathBuf>,
 }
 
 impl Files {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use warden_codemode::{BoxFuture, execute};
 use warden_codemode::{CodeCatalog, CodeModeHost, CodeModeLimits, ExecutionStatus};
-use warden_mcp::naming::ToolIdentity;
+use warden_mcp::ToolIdentity;
 use warden_mcp::{CallOptions, McpRuntime, RuntimeOptions, ServerSpec};
 
 /// Reaches the testkit's echo fixture over stdio, as the gate would after its checks.

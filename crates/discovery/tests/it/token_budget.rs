@@ -13,7 +13,7 @@ fn deferred(corpus: &Corpus) -> Vec<DeferredServer> {
     let mut servers: BTreeMap<String, DeferredServer> = BTreeMap::new();
     for tool in &corpus.tools {
         let name = tool.definition["name"].as_str().unwrap();
-        let public = warden_mcp::naming::public_name_for(&tool.server, name);
+        let public = warden_mcp::public_name_for(&tool.server, name);
         let summary = corpus
             .servers
             .iter()

@@ -23,7 +23,7 @@ pub(super) const MAX_INPUT_ROUNDS: usize = 8;
 
 /// JSON-RPC error code of `URLElicitationRequiredError` (MCP 2025-11-25): the server did not
 /// run the request; the user must first complete the URL elicitation(s) in its `data`.
-pub const URL_ELICITATION_REQUIRED: i32 = -32042;
+pub(crate) const URL_ELICITATION_REQUIRED: i32 = -32042;
 
 /// Retries of one call after the user completed the URL elicitations a -32042 asked for.
 pub(super) const URL_ELICITATION_RETRIES: u32 = 1;

@@ -22,7 +22,7 @@ use crate::{http, stdio};
 
 /// Largest single MCP message accepted (stdio line, SSE event, JSON body): big results fit,
 /// a runaway server cannot exhaust memory.
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Why opening a connection failed, and whether the plain `initialize` handshake may still work.
 pub(super) enum OpenFailure {

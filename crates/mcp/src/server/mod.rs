@@ -9,8 +9,7 @@ mod failure;
 mod state;
 mod supervise;
 
-pub use call::URL_ELICITATION_REQUIRED;
-pub use connect::MAX_MESSAGE_BYTES;
+pub(crate) use connect::MAX_MESSAGE_BYTES;
 pub use state::{CallOptions, CallOutcome, CatalogCounts, ServerState, ServerStatus};
 
 use std::sync::atomic::{AtomicBool, Ordering};

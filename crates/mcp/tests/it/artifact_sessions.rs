@@ -6,7 +6,7 @@ use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use warden_mcp::artifacts::{ArtifactStore, RetentionPolicy, SESSION_LOCK_FILE, apply_retention};
+use warden_mcp::{ArtifactStore, RetentionPolicy, SESSION_LOCK_FILE, apply_retention};
 
 const MONTH: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 

@@ -36,7 +36,7 @@ struct Gate {
 
 /// The echo fixture behind an OAuth gate; the gate is its own authorization server.
 async fn gated_echo() -> (Gate, warden_testkit::HttpFixture) {
-    warden_mcp::http::install_crypto_provider();
+    warden_mcp::install_crypto_provider();
     let fixture = warden_testkit::spawn_http_fixture("echo").await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gate = Gate {

@@ -4,8 +4,8 @@ use std::fs;
 
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
-use warden_mcp::artifacts::ArtifactStore;
-use warden_mcp::result::{
+use warden_mcp::ArtifactStore;
+use warden_mcp::{
     ConversionContext, ConvertedResult, STRUCTURED_CONTENT_LABEL, convert_tool_result,
 };
 

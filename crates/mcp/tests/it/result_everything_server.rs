@@ -10,8 +10,8 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use warden_mcp::artifacts::ArtifactStore;
-use warden_mcp::result::{ConversionContext, STRUCTURED_CONTENT_LABEL, convert_tool_result};
+use warden_mcp::ArtifactStore;
+use warden_mcp::{ConversionContext, STRUCTURED_CONTENT_LABEL, convert_tool_result};
 
 /// A backstop so a broken server fails the test instead of hanging it (not a speed assertion).
 const DEADLINE: Duration = Duration::from_secs(60);

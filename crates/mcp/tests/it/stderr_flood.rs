@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use warden_mcp::stderr::STDERR_LINES_KEPT;
+use warden_mcp::STDERR_LINES_KEPT;
 use warden_mcp::{CallOptions, ToolIdentity};
 
 use crate::common;

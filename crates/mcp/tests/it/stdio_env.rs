@@ -49,7 +49,7 @@ fn child_environment_keeps_the_fixed_set_and_strips_warden_variables() {
     let mut entry = std::collections::BTreeMap::new();
     entry.insert("API_URL".to_owned(), "https://example.test".to_owned());
     entry.insert("WARDEN_SESSION".to_owned(), "x".to_owned());
-    let env = warden_mcp::stdio::child_environment(&entry);
+    let env = warden_mcp::child_environment(&entry);
     assert_eq!(
         env.get("API_URL").map(String::as_str),
         Some("https://example.test")
@@ -58,7 +58,7 @@ fn child_environment_keeps_the_fixed_set_and_strips_warden_variables() {
     assert!(!env.contains_key("CARGO_MANIFEST_DIR"));
     for key in env.keys() {
         assert!(
-            key == "API_URL" || warden_mcp::stdio::INHERITED_ENV.contains(&key.as_str()),
+            key == "API_URL" || warden_mcp::INHERITED_ENV.contains(&key.as_str()),
             "unexpected variable {key}"
         );
     }

@@ -145,5 +145,5 @@ impl GatewayHandler {
 
 /// A prompt's name in flat exposure: `mcp__<server>__<prompt>`.
 pub(super) fn flat_prompt_name(server: &str, prompt: &str) -> String {
-    warden_mcp::naming::public_name_for(server, prompt)
+    warden_mcp::public_name_for(server, prompt)
 }

@@ -61,7 +61,7 @@ impl GatewayHandler {
                 self.gateway
                     .host
                     .public_name(upstream, name)
-                    .unwrap_or_else(|| warden_mcp::naming::public_name_for(upstream, name))
+                    .unwrap_or_else(|| warden_mcp::public_name_for(upstream, name))
             }
             _ => name.to_owned(),
         }
