@@ -16,6 +16,8 @@ pub struct ApprovalDialog {
     pub classes: String,
     pub arguments: Value,
     pub reason: String,
+    /// Whether "always" is offered (a skill's tool grant), on `A`.
+    pub offers_always: bool,
     /// `Some` while the operator types the reason for a denial.
     pub deny_reason: Option<String>,
     responder: Option<oneshot::Sender<ApprovalAnswer>>,
@@ -33,6 +35,7 @@ impl ApprovalDialog {
             classes: request.classes.to_names().to_string(),
             arguments: request.arguments.clone(),
             reason: request.reason.clone(),
+            offers_always: request.offers_always,
             deny_reason: None,
             responder,
         }
@@ -62,6 +65,9 @@ impl ApprovalDialog {
                 Some(self.answer(ApprovalAnswer::AllowOnce))
             }
             KeyCode::Char('s') => Some(self.answer(ApprovalAnswer::AllowForSession)),
+            KeyCode::Char('A') if self.offers_always => {
+                Some(self.answer(ApprovalAnswer::AllowAlways))
+            }
             KeyCode::Char('n') | KeyCode::Char('d') => {
                 self.deny_reason = Some(String::new());
                 None

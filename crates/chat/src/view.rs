@@ -392,14 +392,21 @@ fn draw_approval(frame: &mut Frame<'_>, dialog: &ApprovalDialog) {
             Span::raw(reason.clone()),
             Span::styled("▏", DIM),
         ])),
-        None => lines.push(Line::from(vec![
-            Span::styled("[y] ", BOLD),
-            Span::raw("allow once   "),
-            Span::styled("[s] ", BOLD),
-            Span::raw("allow for this session   "),
-            Span::styled("[n] ", BOLD),
-            Span::raw("deny…"),
-        ])),
+        None => {
+            let mut choices = vec![
+                Span::styled("[y] ", BOLD),
+                Span::raw("allow once   "),
+                Span::styled("[s] ", BOLD),
+                Span::raw("allow for this session   "),
+            ];
+            if dialog.offers_always {
+                choices.push(Span::styled("[A] ", BOLD));
+                choices.push(Span::raw("always   "));
+            }
+            choices.push(Span::styled("[n] ", BOLD));
+            choices.push(Span::raw("deny…"));
+            lines.push(Line::from(choices));
+        }
     }
     popup(frame, "Approve this tool call?", lines);
 }

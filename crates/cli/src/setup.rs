@@ -211,8 +211,13 @@ struct TerminalApprover;
 
 impl Approver for TerminalApprover {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        let always = if request.offers_always {
+            " / [a]lways"
+        } else {
+            ""
+        };
         let prompt = format!(
-            "warden: {} wants to run {} ({} on server {}; classes: {})\n  arguments: {}\n  allow? [y]es once / [s]ession / [N]o: ",
+            "warden: {} wants to run {} ({} on server {}; classes: {})\n  arguments: {}\n  allow? [y]es once / [s]ession{always} / [N]o: ",
             request.surface,
             request.public_name,
             request.identity.tool,
@@ -220,6 +225,7 @@ impl Approver for TerminalApprover {
             request.classes.to_names(),
             request.arguments,
         );
+        let offers_always = request.offers_always;
         Box::pin(async move {
             let answer = tokio::task::spawn_blocking(move || {
                 let mut stderr = std::io::stderr().lock();
@@ -233,6 +239,7 @@ impl Approver for TerminalApprover {
                 Ok(Ok(line)) => match line.trim().to_ascii_lowercase().as_str() {
                     "y" | "yes" => ApprovalAnswer::AllowOnce,
                     "s" | "session" => ApprovalAnswer::AllowForSession,
+                    "a" | "always" if offers_always => ApprovalAnswer::AllowAlways,
                     _ => ApprovalAnswer::Deny { reason: None },
                 },
                 _ => ApprovalAnswer::NobodyToAsk {

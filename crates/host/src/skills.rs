@@ -307,6 +307,8 @@ struct State {
     servers: BTreeMap<String, Registered>,
     /// Loaded skills: command name → the content hash loaded.
     loaded: BTreeMap<String, String>,
+    /// Grants approved for this session only: (skill URI, content hash, tools).
+    session_grants: std::collections::BTreeSet<(String, String, Vec<String>)>,
 }
 
 /// A loaded remote skill, as the model sees it.
@@ -642,6 +644,15 @@ impl RemoteSkills {
         if tools.is_empty() {
             return Ok(GrantOutcome::NoTools);
         }
+        let session_grant = (
+            command.uri.clone(),
+            load.content_hash.clone(),
+            tools.clone(),
+        );
+        if self.lock().session_grants.contains(&session_grant) {
+            self.unlock(bound, &command.server, &tools);
+            return Ok(GrantOutcome::AlreadyApproved(tools));
+        }
         let mut store = match &self.settings.grants_path {
             Some(path) => Some(GrantStore::open(path)?),
             None => None,
@@ -692,9 +703,18 @@ impl RemoteSkills {
                 tools.join(", ")
             ),
             outside: None,
+            offers_always: store.is_some(),
         };
         match bound.approver.approve(&request).await {
+            // Once or for this session: the tools are unlocked for this session only, and the
+            // same grant is not asked again in it.
             ApprovalAnswer::AllowOnce | ApprovalAnswer::AllowForSession => {
+                self.lock().session_grants.insert(session_grant.clone());
+                self.unlock(bound, &command.server, &tools);
+                Ok(GrantOutcome::Approved(tools))
+            }
+            // Only "always" is written to the grant store, for later sessions.
+            ApprovalAnswer::AllowAlways => {
                 if let Some(store) = &mut store {
                     store.approve(warden_skills::Grant::new(
                         &command.server,
@@ -703,6 +723,7 @@ impl RemoteSkills {
                         &load.content_hash,
                     ))?;
                 }
+                self.lock().session_grants.insert(session_grant);
                 self.unlock(bound, &command.server, &tools);
                 Ok(GrantOutcome::Approved(tools))
             }

@@ -165,6 +165,9 @@ pub struct ApprovalRequest {
     pub reason: String,
     /// The path outside the workspace the call reaches, if that is why it asks.
     pub outside: Option<OutsidePath>,
+    /// Whether the question may be answered "always" (remembered beyond this session): only a
+    /// skill's tool grant offers it. Everywhere else the longest answer is "for this session".
+    pub offers_always: bool,
 }
 
 /// A person's answer.
@@ -174,6 +177,10 @@ pub enum ApprovalAnswer {
     AllowOnce,
     /// Run this call and do not ask about this tool again in this session.
     AllowForSession,
+    /// Allow it and remember the answer beyond this session; only where the question
+    /// [offers it](ApprovalRequest::offers_always) — elsewhere it counts as
+    /// [`ApprovalAnswer::AllowForSession`].
+    AllowAlways,
     /// Do not run it.
     Deny {
         /// Shown to the model, if the person gave one.

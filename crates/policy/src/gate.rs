@@ -460,6 +460,7 @@ impl Gate {
                     arguments: arguments.clone(),
                     reason: why,
                     outside: reach.outside.clone(),
+                    offers_always: false,
                 };
                 let answer = tokio::select! {
                     answer = self.approver.approve(&approval) => answer,
@@ -470,31 +471,33 @@ impl Gate {
                 };
                 match answer {
                     ApprovalAnswer::AllowOnce => "approved by the user".to_owned(),
-                    ApprovalAnswer::AllowForSession => match &reach.outside {
-                        Some(outside) => {
-                            let folder = outside.remembered_folder().to_path_buf();
-                            let because = format!(
-                                "approved by the user for this session in {}",
-                                folder.display()
-                            );
-                            if let Ok(mut remembered) = self.remembered_outside.lock() {
-                                remembered
-                                    .entry(request.session_id.clone())
-                                    .or_default()
-                                    .push((descriptor.identity.clone(), folder));
+                    ApprovalAnswer::AllowForSession | ApprovalAnswer::AllowAlways => {
+                        match &reach.outside {
+                            Some(outside) => {
+                                let folder = outside.remembered_folder().to_path_buf();
+                                let because = format!(
+                                    "approved by the user for this session in {}",
+                                    folder.display()
+                                );
+                                if let Ok(mut remembered) = self.remembered_outside.lock() {
+                                    remembered
+                                        .entry(request.session_id.clone())
+                                        .or_default()
+                                        .push((descriptor.identity.clone(), folder));
+                                }
+                                because
                             }
-                            because
-                        }
-                        None => {
-                            if let Ok(mut remembered) = self.remembered.lock() {
-                                remembered
-                                    .entry(request.session_id.clone())
-                                    .or_default()
-                                    .insert(descriptor.identity.clone());
+                            None => {
+                                if let Ok(mut remembered) = self.remembered.lock() {
+                                    remembered
+                                        .entry(request.session_id.clone())
+                                        .or_default()
+                                        .insert(descriptor.identity.clone());
+                                }
+                                "approved by the user for this session".to_owned()
                             }
-                            "approved by the user for this session".to_owned()
                         }
-                    },
+                    }
                     ApprovalAnswer::Deny { reason } => {
                         let reason = reason.map_or_else(
                             || "the user declined this call".to_owned(),

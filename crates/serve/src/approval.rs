@@ -327,6 +327,11 @@ impl Approver for ElicitingApprover {
                 request.reason,
                 request.arguments
             );
+            let mut choices = vec!["allow once", "allow for this session"];
+            if request.offers_always {
+                choices.push("always allow");
+            }
+            choices.push("deny");
             let params: Result<ElicitRequestParams, _> = serde_json::from_value(json!({
                 "mode": "form",
                 "message": message,
@@ -336,7 +341,7 @@ impl Approver for ElicitingApprover {
                         "decision": {
                             "type": "string",
                             "title": "Decision",
-                            "enum": ["allow once", "allow for this session", "deny"],
+                            "enum": choices,
                             "default": "deny"
                         }
                     },
@@ -362,6 +367,7 @@ impl Approver for ElicitingApprover {
                     match decision {
                         "allow once" => ApprovalAnswer::AllowOnce,
                         "allow for this session" => ApprovalAnswer::AllowForSession,
+                        "always allow" if request.offers_always => ApprovalAnswer::AllowAlways,
                         _ => ApprovalAnswer::Deny {
                             reason: Some("the user denied it".to_owned()),
                         },

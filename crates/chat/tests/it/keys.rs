@@ -40,6 +40,7 @@ fn request() -> ApprovalRequest {
         arguments: json!({"path": "a"}),
         reason: "ask mode".into(),
         outside: None,
+        offers_always: false,
     }
 }
 
@@ -70,6 +71,31 @@ fn approval_keys_answer_the_gate() {
             reason: Some("too risky".into())
         }
     );
+}
+
+/// "Always" answers only a question that offers it (a skill's tool grant); elsewhere `A` does
+/// nothing and the dialog stays.
+#[test]
+fn always_is_an_answer_only_where_it_is_offered() {
+    let mut app = App::new("m");
+    let (sender, mut receiver) = oneshot::channel();
+    app.approvals
+        .push_back(ApprovalDialog::new(&request(), Some(sender)));
+    app.key(key(KeyCode::Char('A')));
+    assert_eq!(app.approvals.len(), 1);
+    assert!(receiver.try_recv().is_err());
+    app.approvals.clear();
+
+    let grant = ApprovalRequest {
+        offers_always: true,
+        ..request()
+    };
+    let (sender, mut receiver) = oneshot::channel();
+    app.approvals
+        .push_back(ApprovalDialog::new(&grant, Some(sender)));
+    app.key(key(KeyCode::Char('A')));
+    assert!(app.approvals.is_empty());
+    assert_eq!(receiver.try_recv().unwrap(), ApprovalAnswer::AllowAlways);
 }
 
 #[test]

@@ -24,15 +24,24 @@ use warden_testkit::fixtures::{SKILLS_FAULT_ENV, SKILLS_STATE_ENV};
 struct RecordingApprover {
     asked: AtomicUsize,
     requests: Mutex<Vec<ApprovalRequest>>,
-    allow: bool,
+    answer: ApprovalAnswer,
 }
 
 impl RecordingApprover {
+    /// Allows "always" (remembered beyond the session), or denies.
     fn new(allow: bool) -> Arc<Self> {
+        Self::answering(if allow {
+            ApprovalAnswer::AllowAlways
+        } else {
+            ApprovalAnswer::Deny { reason: None }
+        })
+    }
+
+    fn answering(answer: ApprovalAnswer) -> Arc<Self> {
         Arc::new(Self {
             asked: AtomicUsize::new(0),
             requests: Mutex::new(Vec::new()),
-            allow,
+            answer,
         })
     }
 
@@ -45,14 +54,8 @@ impl Approver for RecordingApprover {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
         self.asked.fetch_add(1, Ordering::SeqCst);
         self.requests.lock().unwrap().push(request.clone());
-        let allow = self.allow;
-        Box::pin(async move {
-            if allow {
-                ApprovalAnswer::AllowOnce
-            } else {
-                ApprovalAnswer::Deny { reason: None }
-            }
-        })
+        let answer = self.answer.clone();
+        Box::pin(async move { answer })
     }
 }
 
@@ -329,6 +332,60 @@ async fn a_declined_grant_leaves_the_tools_to_ordinary_approval() {
         .is_empty()
     );
     host.shutdown().await;
+}
+
+#[tokio::test]
+async fn allow_once_grants_a_skills_tools_for_this_session_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let open_session = |approver: Arc<RecordingApprover>| {
+        open(
+            dir.path(),
+            Setup {
+                approver,
+                ..setup(&[("ext", "skills-extension")], true)
+            },
+        )
+    };
+    let approver = RecordingApprover::answering(ApprovalAnswer::AllowOnce);
+    let host = open_session(approver.clone());
+    host.server_tools("ext").await.unwrap();
+    let load = |host: Arc<Host>| async move {
+        host.remote_skills()
+            .load("mcp__ext__weather", CallSurface::Agent)
+            .await
+            .unwrap()
+            .grant
+    };
+    assert_eq!(
+        load(host.clone()).await,
+        GrantOutcome::Approved(vec!["forecast".to_owned()])
+    );
+    // The question offered "always"; the person chose once.
+    assert!(approver.requests.lock().unwrap()[0].offers_always);
+    let outcome = call(&host, "mcp__ext__forecast", json!({"city": "Oslo"})).await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    // Loading it again in the same session does not ask again.
+    assert!(matches!(
+        load(host.clone()).await,
+        GrantOutcome::AlreadyApproved(_)
+    ));
+    assert_eq!(approver.asked(), 1);
+    host.shutdown().await;
+    // Nothing was written for later sessions ...
+    let store = GrantStore::open(GrantStore::path_in(
+        Paths::under_root(dir.path()).state_dir(),
+    ))
+    .unwrap();
+    assert!(store.get("ext", "skill://weather/SKILL.md").is_none());
+    // ... so the next session asks again.
+    let next = open_session(approver.clone());
+    next.server_tools("ext").await.unwrap();
+    assert!(matches!(
+        load(next.clone()).await,
+        GrantOutcome::Approved(_)
+    ));
+    assert_eq!(approver.asked(), 2);
+    next.shutdown().await;
 }
 
 #[tokio::test]
