@@ -17,6 +17,18 @@ pub struct HookTool {
     pub tool: String,
 }
 
+impl HookTool {
+    /// The names a hook's matcher is tried against: the public name and, for a tool that
+    /// reaches one MCP server on the caller's behalf (`server` is not `builtin` but the name is
+    /// not that server's), `mcp__<server>__<tool>` — see [`warden_vocab::policy_names`].
+    pub fn matcher_names(&self) -> Vec<String> {
+        let subject = (self.server != "builtin"
+            && warden_vocab::split_public_name(&self.public_name).is_none())
+        .then_some((self.server.as_str(), self.tool.as_str()));
+        warden_vocab::policy_names(&self.public_name, subject)
+    }
+}
+
 /// One event as a hook sees it, serialised as a single JSON object on stdin.
 ///
 /// Note for operators: a PreToolUse or PostToolUse hook receives the live arguments and result,

@@ -3,7 +3,7 @@
 use serde_json::Value;
 use warden_vocab::HookEvent;
 
-use crate::input::HookInput;
+use crate::input::{HookInput, HookTool};
 use crate::process::{CommandRun, CommandSpec, run_command};
 use crate::spec::HookSpec;
 
@@ -122,14 +122,27 @@ impl HookRunner {
             .any(|hook| hook.applies_to(event, public_name))
     }
 
+    /// Whether any hook is configured for `event` on `tool` (by any of its
+    /// [matcher names](HookTool::matcher_names)).
+    pub fn has_hooks_for_tool(&self, event: HookEvent, tool: &HookTool) -> bool {
+        tool.matcher_names()
+            .iter()
+            .any(|name| self.has_hooks_for(event, Some(name)))
+    }
+
     /// Runs every hook that applies to `input` one after the other; the first exit 2 stops the
     /// rest and blocks.
     pub async fn run(&self, input: &HookInput) -> HookVerdict {
-        let public_name = input.tool.as_ref().map(|tool| tool.public_name.as_str());
+        let names = input.tool.as_ref().map(HookTool::matcher_names);
         let applicable: Vec<&HookSpec> = self
             .hooks
             .iter()
-            .filter(|hook| hook.applies_to(input.event, public_name))
+            .filter(|hook| match &names {
+                Some(names) => names
+                    .iter()
+                    .any(|name| hook.applies_to(input.event, Some(name))),
+                None => hook.applies_to(input.event, None),
+            })
             .collect();
         let mut reports = Vec::new();
         if applicable.is_empty() {

@@ -156,6 +156,39 @@ async fn the_matcher_selects_tools_and_the_event_must_match() {
     assert_eq!(verdict.block_reason(), Some("no"));
 }
 
+/// A matcher written for a server (`mcp__github__*`) also selects warden's own tools when they
+/// reach that server for the caller (a resource read names the server it reads from), and
+/// `has_hooks_for_tool` agrees with what runs.
+#[tokio::test]
+async fn a_server_matcher_covers_that_servers_resource_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = script(dir.path(), "block.sh", "echo no >&2\nexit 2");
+    let runner = HookRunner::new(vec![hook(
+        HookEvent::PreToolUse,
+        blocker,
+        Some("mcp__github__*"),
+        10 * SECOND,
+    )]);
+    let read_from = |server: &str| {
+        let mut input = pre_tool_input(dir.path(), "read_mcp_resource");
+        input.tool = Some(HookTool {
+            public_name: "read_mcp_resource".into(),
+            server: server.into(),
+            tool: "read_mcp_resource".into(),
+        });
+        input
+    };
+    let github = read_from("github");
+    assert!(runner.has_hooks_for_tool(HookEvent::PreToolUse, github.tool.as_ref().unwrap()));
+    assert_eq!(runner.run(&github).await.block_reason(), Some("no"));
+    let other = read_from("fs");
+    assert!(!runner.has_hooks_for_tool(HookEvent::PreToolUse, other.tool.as_ref().unwrap()));
+    assert_eq!(runner.run(&other).await.block_reason(), None);
+    // A built-in tool is never taken for a server's.
+    let builtin = read_from("builtin");
+    assert_eq!(runner.run(&builtin).await.block_reason(), None);
+}
+
 #[tokio::test]
 async fn a_user_prompt_hook_can_block_the_prompt() {
     let dir = tempfile::tempdir().unwrap();

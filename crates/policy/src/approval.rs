@@ -33,8 +33,11 @@ pub struct ApprovalFacts<'a> {
     pub permissions: &'a Permissions,
     /// The tool's classes.
     pub classes: CapabilitySet,
-    /// Its public name (lists match it).
+    /// Its public name (for the reasons given).
     pub public_name: &'a str,
+    /// The names the lists match: the public name, and the server's own for a resource read or
+    /// prompt get (see [`warden_vocab::policy_names`]).
+    pub names: &'a [String],
     /// The calling surface.
     pub surface: CallSurface,
     /// The user said "allow for this session" earlier (for a call outside the workspace: about
@@ -64,12 +67,13 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
         permissions,
         classes,
         public_name,
+        names,
         surface,
         remembered,
         granted,
         outside,
     } = facts;
-    if let Some(pattern) = first_match(&permissions.deny, public_name) {
+    if let Some(pattern) = first_match(&permissions.deny, names) {
         return ApprovalNeed::Deny(format!(
             "{public_name} is on the operator's deny list (pattern \"{pattern}\")"
         ));
@@ -96,7 +100,7 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
                 outside.describe()
             ))
         }
-    } else if let Some(pattern) = first_match(&permissions.allow, public_name) {
+    } else if let Some(pattern) = first_match(&permissions.allow, names) {
         ApprovalNeed::Run(format!(
             "allowed by the operator's allow list (pattern \"{pattern}\")"
         ))
@@ -135,8 +139,10 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
     }
 }
 
-fn first_match<'p>(patterns: &'p [ToolGlob], name: &str) -> Option<&'p ToolGlob> {
-    patterns.iter().find(|pattern| pattern.matches(name))
+fn first_match<'p>(patterns: &'p [ToolGlob], names: &[String]) -> Option<&'p ToolGlob> {
+    patterns
+        .iter()
+        .find(|pattern| names.iter().any(|name| pattern.matches(name)))
 }
 
 /// What a person is asked about: the server, the original tool name, the public name, the

@@ -356,8 +356,20 @@ impl Gate {
             Ok(classes) => classes,
             Err(reason) => return Step::stop(Decision::Denied, Layer::Authorization, reason),
         };
-        if let Err(reason) = check_rules(&self.policy.rules, &descriptor.public_name) {
-            return Step::stop(Decision::Denied, Layer::Rule, reason);
+        // The names patterns are matched against: the public name, and for a resource read or
+        // prompt get the server's own (`mcp__srv__read_mcp_resource`), so a rule, a list entry or
+        // a hook written for the server covers what is read from it.
+        let names = warden_vocab::policy_names(
+            &descriptor.public_name,
+            request
+                .subject_server
+                .as_deref()
+                .map(|server| (server, descriptor.identity.tool.as_str())),
+        );
+        for name in &names {
+            if let Err(reason) = check_rules(&self.policy.rules, name) {
+                return Step::stop(Decision::Denied, Layer::Rule, reason);
+            }
         }
         if let Some(authorizer) = &self.policy.external {
             let question = ExternalQuestion {
@@ -406,7 +418,7 @@ impl Gate {
         };
         if self
             .hooks
-            .has_hooks_for(HookEvent::PreToolUse, Some(&descriptor.public_name))
+            .has_hooks_for_tool(HookEvent::PreToolUse, &hook_tool())
         {
             let input = HookInput {
                 event: HookEvent::PreToolUse,
@@ -439,6 +451,7 @@ impl Gate {
             permissions,
             classes,
             public_name: &descriptor.public_name,
+            names: &names,
             surface: request.surface,
             remembered,
             granted: self.session_has(&self.granted, &request.session_id, &descriptor.identity),
@@ -517,7 +530,7 @@ impl Gate {
         let timeout = descriptor.timeout.unwrap_or(self.policy.default_timeout);
         let post_hook_tool = self
             .hooks
-            .has_hooks_for(HookEvent::PostToolUse, Some(&descriptor.public_name))
+            .has_hooks_for_tool(HookEvent::PostToolUse, &hook_tool())
             .then(hook_tool);
         let cancel = request.cancel.child_token();
         let call = DispatchCall {

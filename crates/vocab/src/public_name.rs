@@ -12,6 +12,22 @@ pub fn join_public_name(server: &str, name: &str) -> String {
     format!("{PUBLIC_NAME_PREFIX}{server}{PUBLIC_NAME_SEPARATOR}{name}")
 }
 
+/// The names a call answers to in patterns (deny and allow lists, authorization rules, hook
+/// matchers): its public name and, for a warden tool that reaches one MCP server for the caller
+/// (a resource read, a prompt get), `mcp__<server>__<that tool>` — so a pattern written for the
+/// server (`mcp__srv__*`) covers what is read and fetched from it, and
+/// `mcp__srv__read_mcp_resource` names that alone.
+pub fn policy_names(public_name: &str, subject: Option<(&str, &str)>) -> Vec<String> {
+    let mut names = vec![public_name.to_owned()];
+    if let Some((server, tool)) = subject {
+        let on_server = join_public_name(server, tool);
+        if on_server != public_name {
+            names.push(on_server);
+        }
+    }
+    names
+}
+
 /// The server part and the rest of `mcp__<server>__<rest>`; `None` for any other name. Server
 /// names never contain `__` (the config refuses them), so the first separator after the prefix
 /// ends the server part.

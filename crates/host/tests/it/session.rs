@@ -286,6 +286,109 @@ async fn resource_tools_read_only_what_the_server_advertised() {
     session.host.shutdown().await;
 }
 
+/// A deny entry or an authorization rule written for a server (`mcp__fx__*`) covers that
+/// server's resource reads and prompt gets, which run as warden's own tools; an entry naming
+/// `mcp__fx__read_mcp_resource` covers the reads alone; another server's reads are untouched.
+#[tokio::test]
+async fn patterns_written_for_a_server_cover_its_resource_reads_and_prompt_gets() {
+    let open = |deny: &[&str], rules: &[&str]| {
+        let session = session(&[("fx", "echo", None), ("gx", "echo", None)], &[]);
+        let dir = session._dir.path().to_path_buf();
+        let mut options = HostOptions::new(session.paths.clone(), dir);
+        options.extra_servers = ["fx", "gx"]
+            .into_iter()
+            .map(|name| {
+                let (program, args) = fixture_command("echo");
+                ServerSpec::stdio(name, program.display().to_string()).with_args(args)
+            })
+            .collect();
+        for pattern in deny {
+            options
+                .policy
+                .permissions
+                .deny
+                .push(ToolGlob::parse(pattern).unwrap());
+        }
+        for pattern in rules {
+            options.policy.rules.push(warden_vocab::AuthorizationRule {
+                tools: ToolGlob::parse(pattern).unwrap(),
+                decision: warden_vocab::RuleDecision::Deny,
+                reason: Some("not this server".to_owned()),
+            });
+        }
+        let host = Host::open(&LoadedConfig::default(), options).unwrap();
+        (session, host)
+    };
+    let read = |server: &str| json!({"server": server, "uri": "fixture://readme"});
+    let prompt =
+        |server: &str| json!({"server": server, "name": "greet", "arguments": {"name": "Ann"}});
+    let outcome = |host: &std::sync::Arc<Host>, surface, name: &'static str, arguments| {
+        let host = host.clone();
+        async move {
+            host.call(surface, name, arguments, CancellationToken::new())
+                .await
+        }
+    };
+
+    // The deny list, server-wide.
+    let (_session, host) = open(&["mcp__fx__*"], &[]);
+    host.server_tools("fx").await.unwrap();
+    host.server_tools("gx").await.unwrap();
+    let denied = outcome(&host, CallSurface::Agent, "read_mcp_resource", read("fx")).await;
+    assert_eq!(
+        (denied.decision, denied.layer),
+        (Decision::Denied, Layer::Approval),
+        "{denied:?}"
+    );
+    assert!(
+        denied.model_text().contains("mcp__fx__*"),
+        "{}",
+        denied.model_text()
+    );
+    let prompt_denied = outcome(
+        &host,
+        CallSurface::User,
+        warden_host::GET_PROMPT,
+        prompt("fx"),
+    )
+    .await;
+    assert_eq!(
+        prompt_denied.decision,
+        Decision::Denied,
+        "{prompt_denied:?}"
+    );
+    let other = outcome(&host, CallSurface::Agent, "read_mcp_resource", read("gx")).await;
+    assert_eq!(other.decision, Decision::Allowed, "{other:?}");
+    host.shutdown().await;
+
+    // The deny list, reads only.
+    let (_session, host) = open(&["mcp__fx__read_mcp_resource"], &[]);
+    host.server_tools("fx").await.unwrap();
+    let denied = outcome(&host, CallSurface::Agent, "read_mcp_resource", read("fx")).await;
+    assert_eq!(denied.decision, Decision::Denied, "{denied:?}");
+    let fetched = outcome(
+        &host,
+        CallSurface::User,
+        warden_host::GET_PROMPT,
+        prompt("fx"),
+    )
+    .await;
+    assert_eq!(fetched.decision, Decision::Allowed, "{fetched:?}");
+    host.shutdown().await;
+
+    // An authorization rule.
+    let (_session, host) = open(&[], &["mcp__fx__*"]);
+    host.server_tools("fx").await.unwrap();
+    let denied = outcome(&host, CallSurface::Agent, "read_mcp_resource", read("fx")).await;
+    assert_eq!(
+        (denied.decision, denied.layer),
+        (Decision::Denied, Layer::Rule),
+        "{denied:?}"
+    );
+    assert!(denied.model_text().contains("not this server"));
+    host.shutdown().await;
+}
+
 /// A prompt is the user's to pick (MCP's rule): the model cannot fetch one through the gate, the
 /// person at the terminal can, and both attempts are on record with who asked and what it was.
 #[tokio::test]
