@@ -203,6 +203,17 @@ impl ToolIndex {
         })
     }
 
+    /// How the gate would describe `tool` under `public_name` if it were published (a deferred
+    /// server's tool, before a search loads it): for deciding whether to list it at all.
+    pub fn describe_unpublished(
+        &self,
+        public_name: &str,
+        tool: &McpTool,
+    ) -> Option<ToolDescriptor> {
+        let facts = self.facts.get(&tool.identity.server)?;
+        Some(describe(public_name, tool, facts))
+    }
+
     /// The descriptor behind a public name, whether or not it is still published.
     pub fn descriptor(&self, public_name: &str) -> Option<ToolDescriptor> {
         let state = self.state.read().ok()?;

@@ -435,7 +435,9 @@ impl Host {
     }
 
     /// The tools of every deferred server (connecting them), named but not callable, each with
-    /// its public name: what a deferred-tool search ranks. Failures come back beside them.
+    /// its public name: what a deferred-tool search ranks. Only tools the gate would show are
+    /// among them (not one the policy could never admit, nor one a skill still hides), so a
+    /// search never names what a call would refuse. Failures come back beside them.
     pub async fn deferred_tools(&self) -> (Vec<(McpTool, String)>, Vec<McpError>) {
         let deferred: Vec<String> = self
             .deferred_servers()
@@ -455,10 +457,20 @@ impl Host {
                 Ok(server_tools) => {
                     self.index.name_only(&server_tools);
                     for tool in server_tools {
-                        if let Some(name) = self
+                        let Some(name) = self
                             .index
                             .public_name(&tool.identity.server, &tool.identity.tool)
-                        {
+                        else {
+                            continue;
+                        };
+                        let hidden = self
+                            .remote_skills
+                            .hides(&tool.identity.server, &tool.identity.tool);
+                        let admissible = self
+                            .index
+                            .describe_unpublished(&name, &tool)
+                            .is_some_and(|descriptor| self.gate.visible(&descriptor));
+                        if admissible && !hidden {
                             tools.push((tool, name));
                         }
                     }

@@ -389,6 +389,50 @@ async fn patterns_written_for_a_server_cover_its_resource_reads_and_prompt_gets(
     host.shutdown().await;
 }
 
+/// A deferred server's tools are searched only among those the policy could admit: a tool on
+/// the deny list, or one the read-only ceiling refuses, is neither listed nor loadable by name.
+#[tokio::test]
+async fn a_search_never_names_a_tool_the_policy_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let mut options = HostOptions::new(paths, dir.path().to_path_buf());
+    options.policy.permissions.mode = warden_vocab::PermissionMode::ReadOnly;
+    options
+        .policy
+        .permissions
+        .deny
+        .push(ToolGlob::parse("mcp__fx__add").unwrap());
+    let (program, args) = fixture_command("echo");
+    let mut spec = ServerSpec::stdio("fx", program.display().to_string()).with_args(args);
+    spec.deferred = Some("a fixture with notes and sums".to_owned());
+    options.extra_servers.push(spec);
+    let host = Host::open(&LoadedConfig::default(), options).unwrap();
+
+    let listed = |search: warden_host::ToolSearch| -> Vec<String> {
+        search.hits.into_iter().map(|hit| hit.public_name).collect()
+    };
+    for scope in [
+        warden_host::SearchScope::Deferred,
+        warden_host::SearchScope::Everything,
+    ] {
+        // `add` is deny-listed and `write_note` writes: neither is named.
+        let sums = listed(host.search_tools(scope, "adds two numbers sum", 20).await);
+        assert!(!sums.contains(&"mcp__fx__add".to_owned()), "{sums:?}");
+        let notes = listed(host.search_tools(scope, "appends a note ledger", 20).await);
+        assert!(
+            !notes.contains(&"mcp__fx__write_note".to_owned()),
+            "{notes:?}"
+        );
+        // What the policy admits is still found.
+        let echo = listed(host.search_tools(scope, "returns the text", 20).await);
+        assert!(echo.contains(&"mcp__fx__echo".to_owned()), "{echo:?}");
+    }
+    assert!(host.load_deferred("mcp__fx__add").await.is_none());
+    assert!(host.load_deferred("mcp__fx__write_note").await.is_none());
+    assert!(host.load_deferred("mcp__fx__echo").await.is_some());
+    host.shutdown().await;
+}
+
 /// A prompt is the user's to pick (MCP's rule): the model cannot fetch one through the gate, the
 /// person at the terminal can, and both attempts are on record with who asked and what it was.
 #[tokio::test]
