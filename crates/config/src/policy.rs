@@ -111,12 +111,19 @@ impl AuthorizationSettings {
 pub struct AuditSettings {
     /// `None`: not set (arguments are stored as a digest).
     pub full_arguments: Option<bool>,
+    /// `None`: not set (a call whose intent cannot be recorded goes on, reported).
+    pub required: Option<bool>,
 }
 
 impl AuditSettings {
     /// Whether full arguments are stored (default false).
     pub fn full_arguments(&self) -> bool {
         self.full_arguments.unwrap_or(false)
+    }
+
+    /// Whether a call the audit trail cannot record is refused (default false).
+    pub fn required(&self) -> bool {
+        self.required.unwrap_or(false)
     }
 }
 
@@ -236,6 +243,9 @@ impl PolicySettings {
         }
         if let Some(full) = audit.full_arguments {
             self.audit.full_arguments = Some(self.audit.full_arguments.unwrap_or(full) && full);
+        }
+        if let Some(required) = audit.required {
+            self.audit.required = Some(self.audit.required.unwrap_or(required) || required);
         }
         self.authorization.rules.extend(authorization.rules);
         if authorization.command.is_some() {
@@ -384,7 +394,11 @@ impl TryFrom<ScopedRawPolicy> for PolicySettings {
             }
         }
 
-        if let Some(RawAudit { full_arguments }) = audit {
+        if let Some(RawAudit {
+            full_arguments,
+            required,
+        }) = audit
+        {
             if project && full_arguments == Some(true) {
                 report.refused(
                     "audit.full_arguments".into(),
@@ -395,6 +409,7 @@ impl TryFrom<ScopedRawPolicy> for PolicySettings {
                 );
             }
             settings.audit.full_arguments = full_arguments;
+            settings.audit.required = required;
         }
 
         if let Some(raw) = hooks {

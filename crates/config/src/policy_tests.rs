@@ -293,6 +293,41 @@ fn audit_full_arguments() {
 }
 
 #[test]
+fn audit_required_is_off_unless_set_and_true_wins_in_any_scope() {
+    assert!(!settings("", Scope::User).audit.required());
+    assert!(
+        settings("[audit]\nrequired = true\n", Scope::User)
+            .audit
+            .required()
+    );
+    // Refusing unrecorded calls only tightens: a project may ask for it.
+    assert!(
+        settings("[audit]\nrequired = true\n", Scope::Project)
+            .audit
+            .required()
+    );
+    only(
+        "[audit]\nrequired = 1\n",
+        Scope::User,
+        "audit.required",
+        "expected a boolean (true or false), found an integer",
+    );
+    let l = layout();
+    std::fs::write(&l.user, "schema_version = 1\n[audit]\nrequired = true\n").unwrap();
+    std::fs::write(
+        &l.project,
+        "schema_version = 1\n[audit]\nrequired = false\n",
+    )
+    .unwrap();
+    let s = load(&l.request).map(|loaded| loaded.policy).unwrap();
+    assert!(s.audit.required(), "a project cannot turn it off");
+    std::fs::write(&l.user, "schema_version = 1\n").unwrap();
+    std::fs::write(&l.project, "schema_version = 1\n[audit]\nrequired = true\n").unwrap();
+    let s = load(&l.request).map(|loaded| loaded.policy).unwrap();
+    assert!(s.audit.required());
+}
+
+#[test]
 fn hooks_parse_for_every_event_with_defaults() {
     let s = settings(
         r#"[[hooks.PreToolUse]]

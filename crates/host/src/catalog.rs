@@ -39,6 +39,7 @@ pub fn host_tool_descriptor(tool: &dyn HostTool) -> ToolDescriptor {
         timeout: None,
         kind: tool.kind(),
         surfaces: tool.surfaces(),
+        audit_required: tool.requires_audit(),
     }
 }
 

@@ -321,6 +321,7 @@ fn describe(public_name: &str, tool: &McpTool, facts: &ServerFacts) -> ToolDescr
         timeout: Some(facts.tool_timeout),
         kind: warden_policy::CallKind::Tool,
         surfaces: warden_policy::SurfaceSet::CALLERS,
+        audit_required: false,
     }
 }
 

@@ -43,6 +43,7 @@ pub fn gate_policy(settings: &PolicySettings) -> GatePolicy {
             timeout: command.timeout,
         });
     policy.audit_full_arguments = settings.audit.full_arguments();
+    policy.audit_required = settings.audit.required();
     policy
 }
 

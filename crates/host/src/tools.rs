@@ -54,6 +54,11 @@ pub trait HostTool: Send + Sync {
     fn assess(&self, _arguments: &Value) -> CallReach {
         CallReach::default()
     }
+    /// Whether a call runs only once its intent is on record in the audit trail (a skill
+    /// script), whatever `[audit] required` says.
+    fn requires_audit(&self) -> bool {
+        false
+    }
     /// Whether the model's tool list offers it now (it stays callable through the gate either
     /// way): the skill tools, say, only once there is a skill to load.
     fn offered(&self) -> bool {

@@ -6,7 +6,7 @@ use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -132,6 +132,41 @@ pub trait AuditSink: Send + Sync {
         let result = self.record(&record);
         Box::pin(std::future::ready(result))
     }
+
+    /// Stores a call's intent — the record as it stands before dispatch, decision
+    /// [`Decision::Started`] — and returns the entry its outcome completes, so that a process
+    /// that dies mid-call leaves "started, outcome unknown" rather than nothing. A sink that
+    /// cannot complete a record in place stores nothing here and returns
+    /// [`AuditEntry::NONE`]; its outcome is then one new record, as without an intent.
+    fn begin_async(
+        &self,
+        record: AuditRecord,
+        alone: bool,
+    ) -> BoxFuture<'_, Result<AuditEntry, AuditError>> {
+        let _ = (record, alone);
+        Box::pin(std::future::ready(Ok(AuditEntry::NONE)))
+    }
+
+    /// Stores a call's outcome: in place of its intent `entry` when there is one (the call
+    /// keeps one record), else as a new record.
+    fn complete_async(
+        &self,
+        entry: AuditEntry,
+        record: AuditRecord,
+        alone: bool,
+    ) -> BoxFuture<'_, Result<(), AuditError>> {
+        let _ = entry;
+        self.record_async(record, alone)
+    }
+}
+
+/// The record a call's intent was stored as, for its outcome to complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditEntry(Option<i64>);
+
+impl AuditEntry {
+    /// No intent was stored.
+    pub const NONE: Self = Self(None);
 }
 
 /// A filter for [`AuditStore::query`] (`warden audit [--session ID] [--since T] [--denied]`).
@@ -310,7 +345,7 @@ impl AuditStore {
 
     /// Commits `row` right here if the write connection is idle and nothing is queued (None:
     /// it is busy; the row is for the writer thread).
-    fn write_if_idle(&self, row: &PendingRow) -> Option<Result<(), AuditError>> {
+    fn write_if_idle(&self, row: &PendingRow) -> Option<Result<i64, AuditError>> {
         if self.shared.queued.load(Ordering::Acquire) != 0 {
             return None;
         }
@@ -402,13 +437,14 @@ impl AuditSink for AuditStore {
     fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
         let row = PendingRow::from(record);
         if let Some(written) = self.write_if_idle(&row) {
-            return written;
+            return written.map(drop);
         }
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
         self.submit(row, Reply::Blocking(reply))?;
         answer
             .recv()
             .unwrap_or_else(|_| Err(AuditError::WriterStopped(self.path.clone())))
+            .map(drop)
     }
 
     /// Alone (no other call in flight) and with the connection idle, the record is committed
@@ -419,8 +455,40 @@ impl AuditSink for AuditStore {
         record: AuditRecord,
         alone: bool,
     ) -> BoxFuture<'_, Result<(), AuditError>> {
-        // Written or queued now, so it is stored even if the caller stops waiting.
-        let row = PendingRow::from(&record);
+        let written = self.write_async(PendingRow::from(&record), alone);
+        Box::pin(async move { written.await.map(drop) })
+    }
+
+    /// The intent is a row of its own, committed before this resolves (so before dispatch).
+    fn begin_async(
+        &self,
+        record: AuditRecord,
+        alone: bool,
+    ) -> BoxFuture<'_, Result<AuditEntry, AuditError>> {
+        let written = self.write_async(PendingRow::from(&record), alone);
+        Box::pin(async move { written.await.map(|id| AuditEntry(Some(id))) })
+    }
+
+    /// The outcome overwrites the intent's row: one record per call, its id unchanged.
+    fn complete_async(
+        &self,
+        entry: AuditEntry,
+        record: AuditRecord,
+        alone: bool,
+    ) -> BoxFuture<'_, Result<(), AuditError>> {
+        let mut row = PendingRow::from(&record);
+        row.replaces = entry.0;
+        let written = self.write_async(row, alone);
+        Box::pin(async move { written.await.map(drop) })
+    }
+}
+
+impl AuditStore {
+    /// Writes `row` — at once when alone and the connection is idle (one statement, cheaper
+    /// than two thread hand-offs), else in the writer thread's next group commit so the async
+    /// worker stays free — and resolves to its row id once committed. The row is written or
+    /// queued when this is called, so it is stored even if the caller stops waiting.
+    fn write_async(&self, row: PendingRow, alone: bool) -> BoxFuture<'_, Result<i64, AuditError>> {
         if alone && let Some(written) = self.write_if_idle(&row) {
             return Box::pin(std::future::ready(written));
         }
@@ -459,6 +527,8 @@ struct PendingRow {
     arguments_digest: String,
     arguments: Option<String>,
     confinement: Option<String>,
+    /// The row this one completes (a call's intent), if any: written in its place.
+    replaces: Option<i64>,
 }
 
 impl From<&AuditRecord> for PendingRow {
@@ -490,6 +560,7 @@ impl From<&AuditRecord> for PendingRow {
             arguments_digest: record.arguments_digest.clone(),
             arguments: record.arguments.as_ref().map(Value::to_string),
             confinement: record.confinement.clone(),
+            replaces: None,
         }
     }
 }
@@ -497,13 +568,14 @@ impl From<&AuditRecord> for PendingRow {
 /// Where a record's outcome goes.
 enum Reply {
     /// A task awaiting [`AuditSink::record_async`].
-    Async(tokio::sync::oneshot::Sender<Result<(), AuditError>>),
+    Async(tokio::sync::oneshot::Sender<Result<i64, AuditError>>),
     /// A thread blocked in [`AuditSink::record`].
-    Blocking(SyncSender<Result<(), AuditError>>),
+    Blocking(SyncSender<Result<i64, AuditError>>),
 }
 
 impl Reply {
-    fn send(self, result: Result<(), AuditError>) {
+    /// Tells the waiter the row's id, or why it was not written.
+    fn send(self, result: Result<i64, AuditError>) {
         // The caller may have stopped waiting; its record is stored all the same.
         match self {
             Reply::Async(sender) => {
@@ -593,7 +665,7 @@ impl WriterState {
     }
 
     /// One record, in its own (autocommit) transaction.
-    fn write_one(&mut self, path: &Path, row: &PendingRow) -> Result<(), AuditError> {
+    fn write_one(&mut self, path: &Path, row: &PendingRow) -> Result<i64, AuditError> {
         let written = insert(self.connection(path)?, row).map_err(|source| AuditError::Sqlite {
             path: path.to_path_buf(),
             source,
@@ -630,15 +702,18 @@ impl WriterState {
             path: path.to_path_buf(),
             source,
         };
-        if let Err(error) = insert_all(connection, &batch) {
-            // Rolled back: write each record alone so each caller hears its own outcome.
-            tracing::debug!(%error, "audit batch failed; writing its records one by one");
-            for job in batch {
-                job.reply.send(insert(connection, &job.row).map_err(sqlite));
+        match insert_all(connection, &batch) {
+            Ok(ids) => {
+                for (job, id) in batch.into_iter().zip(ids) {
+                    job.reply.send(Ok(id));
+                }
             }
-        } else {
-            for job in batch {
-                job.reply.send(Ok(()));
+            Err(error) => {
+                // Rolled back: write each record alone so each caller hears its own outcome.
+                tracing::debug!(%error, "audit batch failed; writing its records one by one");
+                for job in batch {
+                    job.reply.send(insert(connection, &job.row).map_err(sqlite));
+                }
             }
         }
         self.committed(path);
@@ -714,43 +789,67 @@ const INSERT: &str = "INSERT INTO audit (time_unix_ms, session_id, source, calle
      classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
      arguments_digest, arguments, confinement, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
 
-fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<()> {
+/// A call's outcome written over its intent, row `?22` (the time is the same: both come from the
+/// moment the call entered the gate).
+const COMPLETE: &str = "UPDATE audit SET time_unix_ms = ?1, session_id = ?2, source = ?3, caller = ?4, server = ?5, \
+     tool = ?6, public_name = ?7, annotations = ?8, classes = ?9, decision = ?10, layer = ?11, reason = ?12, \
+     gate_ms = ?13, execution_ms = ?14, result_bytes = ?15, result_is_error = ?16, error = ?17, \
+     arguments_digest = ?18, arguments = ?19, confinement = ?20, kind = ?21 WHERE id = ?22";
+
+/// Writes `row` — in place of the intent it completes, or as a new record (also when that
+/// intent is not there to complete) — and returns its id.
+fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<i64> {
+    let columns: [&dyn rusqlite::ToSql; 21] = [
+        &row.time_unix_ms,
+        &row.session_id,
+        &row.source,
+        &row.caller,
+        &row.server,
+        &row.tool,
+        &row.public_name,
+        &row.annotations,
+        &row.classes,
+        &row.decision,
+        &row.layer,
+        &row.reason,
+        &row.gate_ms,
+        &row.execution_ms,
+        &row.result_bytes,
+        &row.result_is_error,
+        &row.error,
+        &row.arguments_digest,
+        &row.arguments,
+        &row.confinement,
+        &row.kind,
+    ];
     // Prepared once per connection and reused (SQLite's statement cache).
-    connection.prepare_cached(INSERT)?.execute(params![
-        row.time_unix_ms,
-        row.session_id,
-        row.source,
-        row.caller,
-        row.server,
-        row.tool,
-        row.public_name,
-        row.annotations,
-        row.classes,
-        row.decision,
-        row.layer,
-        row.reason,
-        row.gate_ms,
-        row.execution_ms,
-        row.result_bytes,
-        row.result_is_error,
-        row.error,
-        row.arguments_digest,
-        row.arguments,
-        row.confinement,
-        row.kind,
-    ])?;
-    Ok(())
+    if let Some(id) = row.replaces {
+        let mut values = columns.to_vec();
+        values.push(&id);
+        let changed = connection
+            .prepare_cached(COMPLETE)?
+            .execute(params_from_iter(values))?;
+        if changed == 1 {
+            return Ok(id);
+        }
+    }
+    connection
+        .prepare_cached(INSERT)?
+        .execute(params_from_iter(columns))?;
+    Ok(connection.last_insert_rowid())
 }
 
 /// Every row of `batch` in one transaction: all stored, or none.
-fn insert_all(connection: &Connection, batch: &[WriteJob]) -> rusqlite::Result<()> {
+fn insert_all(connection: &Connection, batch: &[WriteJob]) -> rusqlite::Result<Vec<i64>> {
     // IMMEDIATE takes the write lock up front (waiting out other processes' writers).
     let transaction =
         rusqlite::Transaction::new_unchecked(connection, rusqlite::TransactionBehavior::Immediate)?;
-    for job in batch {
-        insert(&transaction, &job.row)?;
-    }
-    transaction.commit()
+    let ids = batch
+        .iter()
+        .map(|job| insert(&transaction, &job.row))
+        .collect::<rusqlite::Result<Vec<i64>>>()?;
+    transaction.commit()?;
+    Ok(ids)
 }
 
 fn millis(duration: Duration) -> i64 {

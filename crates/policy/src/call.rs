@@ -260,6 +260,8 @@ pub enum Layer {
     Cancellation,
     /// The dispatcher (execution failed).
     Dispatch,
+    /// The audit trail: `[audit] required` and the call's intent could not be recorded.
+    Audit,
 }
 
 impl Layer {
@@ -278,6 +280,7 @@ impl Layer {
             Self::Timeout => "timeout",
             Self::Cancellation => "cancellation",
             Self::Dispatch => "dispatch",
+            Self::Audit => "audit",
         }
     }
 }

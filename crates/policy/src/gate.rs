@@ -18,7 +18,7 @@ use crate::approval::{
     ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, Approver, BoxFuture,
     approval_need,
 };
-use crate::audit::{AuditRecord, AuditSink, arguments_digest};
+use crate::audit::{AuditEntry, AuditRecord, AuditSink, arguments_digest};
 use crate::authorize::{check_ceiling, check_rules};
 use crate::call::{CallKind, CallRequest, CallSurface, Decision, GateOutcome, Layer, ToolOutput};
 use crate::capability::ToolAnnotations;
@@ -209,6 +209,10 @@ struct Trace {
     execution_duration: Option<Duration>,
     /// What went wrong on the way without deciding the call (a hook that could not run).
     warnings: Vec<String>,
+    /// The record the call's intent was stored as, which its outcome completes.
+    entry: AuditEntry,
+    /// Why the intent could not be stored, when it could not.
+    intent_error: Option<String>,
 }
 
 impl Gate {
@@ -308,13 +312,17 @@ impl Gate {
             kind: CallKind::Tool,
             execution_duration: None,
             warnings: Vec::new(),
+            entry: AuditEntry::NONE,
+            intent_error: None,
         };
         // Taken, not copied: every layer reads `arguments`, never `request.arguments`.
         let arguments = match std::mem::take(&mut request.arguments) {
             Value::Null => Value::Object(serde_json::Map::new()),
             arguments => arguments,
         };
-        let result = self.run_layers(&request, &arguments, &mut trace).await;
+        let result = self
+            .run_layers(&request, &arguments, &mut trace, &in_flight)
+            .await;
         self.finish(&request, &arguments, trace, result, in_flight.alone())
             .await
     }
@@ -324,6 +332,7 @@ impl Gate {
         request: &CallRequest,
         arguments: &Value,
         trace: &mut Trace,
+        in_flight: &InFlight<'_>,
     ) -> Step {
         // 1. Resolve.
         let Some(descriptor) = self.catalog.resolve(&request.public_name) else {
@@ -525,7 +534,45 @@ impl Gate {
             }
         };
 
-        // 6. Execution under a timeout and the caller's cancellation. The descriptor moves into
+        // 6. The intent, committed before anything runs: a process that dies mid-call leaves
+        // "started" on record, never nothing. With `[audit] required` a call that could not be
+        // recorded does not run.
+        let intent = self.audit_record(
+            request,
+            arguments,
+            trace,
+            &Step {
+                decision: Decision::Started,
+                layer: Layer::Approval,
+                reason: Some(approved_because.clone()),
+                output: None,
+                hook_feedback: None,
+            },
+        );
+        match self.audit.begin_async(intent, in_flight.alone()).await {
+            Ok(entry) => trace.entry = entry,
+            Err(error) if descriptor.audit_required => {
+                let reason = format!(
+                    "{} runs only once its start is on record, and the audit trail cannot \
+                     record it ({error})",
+                    descriptor.public_name
+                );
+                return Step::stop(Decision::Denied, Layer::Audit, reason);
+            }
+            Err(error) if self.policy.audit_required => {
+                let reason = format!(
+                    "the audit trail cannot record this call ({error}), and [audit] required = \
+                     true refuses what would go unrecorded"
+                );
+                return Step::stop(Decision::Denied, Layer::Audit, reason);
+            }
+            Err(error) => {
+                tracing::warn!(%error, public_name = %request.public_name, "audit: the call's intent could not be written; the call goes on");
+                trace.intent_error = Some(error.to_string());
+            }
+        }
+
+        // 7. Execution under a timeout and the caller's cancellation. The descriptor moves into
         // the call; PostToolUse hooks only need its names.
         let timeout = descriptor.timeout.unwrap_or(self.policy.default_timeout);
         let post_hook_tool = self
@@ -552,7 +599,7 @@ impl Gate {
             Err(stop) => return stop,
         };
 
-        // 7. PostToolUse hooks (exit 2 adds feedback for the model; the call has already run).
+        // 8. PostToolUse hooks (exit 2 adds feedback for the model; the call has already run).
         let mut hook_feedback = None;
         if let Some(hook_tool) = post_hook_tool {
             let input = HookInput {
@@ -649,44 +696,10 @@ impl Gate {
         alone: bool,
     ) -> GateOutcome {
         let gate_duration = trace.started.elapsed();
-        let (identity, annotations) = match trace.resolved {
-            Some((identity, annotations)) => (Some(identity), Some(annotations)),
-            None => (None, None),
-        };
-        let error = match step.decision {
-            Decision::Failed | Decision::TimedOut => step.reason.clone(),
-            Decision::Allowed | Decision::Denied | Decision::Cancelled | Decision::Started => None,
-        };
-        let record = AuditRecord {
-            time: trace.time,
-            session_id: request.session_id.clone(),
-            surface: request.surface,
-            kind: trace.kind,
-            caller: request.caller.clone(),
-            server: identity
-                .as_ref()
-                .map(|identity| request.server_of(identity).to_owned()),
-            tool: identity.as_ref().map(|identity| identity.tool.clone()),
-            public_name: request.public_name.clone(),
-            annotations,
-            classes: trace.classes,
-            decision: step.decision,
-            layer: step.layer,
-            reason: with_warnings(step.reason.clone(), &trace.warnings),
-            gate_duration,
-            execution_duration: trace.execution_duration,
-            result_bytes: step.output.as_ref().map(|output| output.size_bytes),
-            result_is_error: step.output.as_ref().map(|output| output.is_error),
-            error,
-            arguments_digest: arguments_digest(arguments),
-            arguments: self.policy.audit_full_arguments.then(|| arguments.clone()),
-            confinement: step
-                .output
-                .as_ref()
-                .and_then(|output| output.confinement.clone()),
-        };
-        let audit_error = match self.audit.record_async(record, alone).await {
-            Ok(()) => None,
+        let record = self.audit_record(request, arguments, &trace, &step);
+        let identity = trace.resolved.map(|(identity, _)| identity);
+        let audit_error = match self.audit.complete_async(trace.entry, record, alone).await {
+            Ok(()) => trace.intent_error,
             Err(error) => {
                 tracing::warn!(%error, public_name = %request.public_name, "audit record could not be written; the call goes on");
                 Some(error.to_string())
@@ -705,6 +718,50 @@ impl Gate {
             execution_duration: trace.execution_duration,
             audit_error,
             warnings: trace.warnings,
+        }
+    }
+    /// The call's audit record as it stands: `step` says how it ended (or, for the intent, that
+    /// it is starting).
+    fn audit_record(
+        &self,
+        request: &CallRequest,
+        arguments: &Value,
+        trace: &Trace,
+        step: &Step,
+    ) -> AuditRecord {
+        let (identity, annotations) = match &trace.resolved {
+            Some((identity, annotations)) => (Some(identity), Some(*annotations)),
+            None => (None, None),
+        };
+        let error = match step.decision {
+            Decision::Failed | Decision::TimedOut => step.reason.clone(),
+            Decision::Allowed | Decision::Denied | Decision::Cancelled | Decision::Started => None,
+        };
+        AuditRecord {
+            time: trace.time,
+            session_id: request.session_id.clone(),
+            surface: request.surface,
+            kind: trace.kind,
+            caller: request.caller.clone(),
+            server: identity.map(|identity| request.server_of(identity).to_owned()),
+            tool: identity.map(|identity| identity.tool.clone()),
+            public_name: request.public_name.clone(),
+            annotations,
+            classes: trace.classes,
+            decision: step.decision,
+            layer: step.layer,
+            reason: with_warnings(step.reason.clone(), &trace.warnings),
+            gate_duration: trace.started.elapsed(),
+            execution_duration: trace.execution_duration,
+            result_bytes: step.output.as_ref().map(|output| output.size_bytes),
+            result_is_error: step.output.as_ref().map(|output| output.is_error),
+            error,
+            arguments_digest: arguments_digest(arguments),
+            arguments: self.policy.audit_full_arguments.then(|| arguments.clone()),
+            confinement: step
+                .output
+                .as_ref()
+                .and_then(|output| output.confinement.clone()),
         }
     }
 }

@@ -66,7 +66,8 @@ pub use approval::{
     approval_need,
 };
 pub use audit::{
-    AuditError, AuditQuery, AuditRecord, AuditRow, AuditSink, AuditStore, arguments_digest,
+    AuditEntry, AuditError, AuditQuery, AuditRecord, AuditRow, AuditSink, AuditStore,
+    arguments_digest,
 };
 pub use authorize::{admitted_classes, check_ceiling, check_rules, first_matching_rule};
 pub use call::{

@@ -59,6 +59,9 @@ pub struct GatePolicy {
     pub default_timeout: Duration,
     /// Store full arguments in the audit trail instead of a digest.
     pub audit_full_arguments: bool,
+    /// Refuse a call whose intent the audit trail cannot record (`[audit] required = true`);
+    /// by default the call goes on and the failure is reported.
+    pub audit_required: bool,
 }
 
 impl Default for GatePolicy {
@@ -69,6 +72,7 @@ impl Default for GatePolicy {
             external: None,
             default_timeout: DEFAULT_HOST_TOOL_TIMEOUT,
             audit_full_arguments: false,
+            audit_required: false,
         }
     }
 }

@@ -131,6 +131,9 @@ pub struct ToolDescriptor {
     pub kind: CallKind,
     /// The surfaces that may call it; to any other it does not resolve.
     pub surfaces: SurfaceSet,
+    /// It runs only once its intent is on record (a skill script), whatever `[audit] required`
+    /// says.
+    pub audit_required: bool,
 }
 
 impl ToolDescriptor {

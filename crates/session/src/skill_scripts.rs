@@ -2,7 +2,8 @@
 //! (1) `[skill_scripts]` enabled with its risks acknowledged and the skill's root allowed,
 //! (2) a valid grant for the skill or the script, (3) the extension on the interpreter
 //! allowlist, (4) the arguments within their size and the script's schema, (5) the run recorded
-//! in the audit trail before it starts (an audit that cannot record refuses the run), (6) the
+//! in the audit trail before it starts (the gate's own intent record, which this tool requires:
+//! an audit that cannot record refuses the run), (6) the
 //! concurrency quota. If any gate is closed the process never starts. A run is a separate
 //! process group with a clean environment, its arguments as JSON on stdin, a timeout that kills
 //! the group, an output limit, its folder inside the skill, and the kernel sandbox read-only
@@ -11,17 +12,15 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_agent::BuiltinTools;
 use warden_agent::run_confined;
 use warden_config::SkillScriptSettings;
-use warden_host::{Host, HostTool, Invocation};
+use warden_host::{HostTool, Invocation};
 use warden_policy::{
-    AuditRecord, BoxFuture, CallKind, CallReach, CallSurface, CapabilityClass, CapabilitySet,
-    Decision, DispatchError, Layer, ToolOutput, arguments_digest,
+    BoxFuture, CallReach, CapabilityClass, CapabilitySet, DispatchError, Layer, ToolOutput,
 };
 use warden_skills::{Discovery, LocalSkill, ScriptGrant, ScriptGrantCheck, ScriptGrantStore};
 use warden_vocab::{arguments_schema, parse_arguments};
@@ -213,55 +212,8 @@ impl SkillScripts {
         })
     }
 
-    /// Gate 5: the run's intent, durable in the audit trail before the process starts.
-    async fn record_intent(
-        &self,
-        host: &Host,
-        surface: CallSurface,
-        admitted: &Admitted,
-        arguments: &Value,
-    ) -> Result<(), String> {
-        let record = AuditRecord {
-            time: SystemTime::now(),
-            session_id: host.session_id().to_owned(),
-            surface,
-            kind: CallKind::Tool,
-            caller: Some(self.user.clone()),
-            server: Some("builtin".to_owned()),
-            tool: Some(RUN_SKILL_SCRIPT.to_owned()),
-            public_name: RUN_SKILL_SCRIPT.to_owned(),
-            annotations: None,
-            classes: script_classes(),
-            decision: Decision::Started,
-            layer: Layer::SkillScript,
-            reason: Some(format!(
-                "starting {}/{} with {}",
-                admitted.skill.name, admitted.script, admitted.interpreter
-            )),
-            gate_duration: std::time::Duration::ZERO,
-            execution_duration: None,
-            result_bytes: None,
-            result_is_error: None,
-            error: None,
-            arguments_digest: arguments_digest(arguments),
-            arguments: None,
-            confinement: None,
-        };
-        host.audit()
-            .record_async(record, false)
-            .await
-            .map_err(|error| {
-                format!(
-                    "gate 5 (audit): the run could not be recorded in the audit trail ({error}), \
-                     so it was not started"
-                )
-            })
-    }
-
     async fn run(
         &self,
-        host: Arc<Host>,
-        surface: CallSurface,
         arguments: Value,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, DispatchError> {
@@ -269,10 +221,9 @@ impl SkillScripts {
             |reason: String| DispatchError::new(format!("{RUN_SKILL_SCRIPT} refused: {reason}"));
         // Gates 1 to 4 again, not a copy of the gate's assessment: approval may have waited for
         // minutes, and a grant revoked or expired meanwhile must still stop the run.
+        // Gate 5, the run's intent on record, is the gate's own: this tool requires it
+        // (`requires_audit`), so the process never starts unrecorded.
         let admitted = self.admit(&arguments).map_err(refused)?;
-        self.record_intent(&host, surface, &admitted, &arguments)
-            .await
-            .map_err(refused)?;
         let _permit = self
             .quota
             .try_acquire(&self.user)
@@ -445,6 +396,12 @@ impl HostTool for RunSkillScript {
         self.0.settings.enabled && !self.0.discovery.skills.is_empty()
     }
 
+    /// Gate 5: the run's intent is durable in the audit trail before the process starts, or
+    /// it does not start.
+    fn requires_audit(&self) -> bool {
+        true
+    }
+
     fn assess(&self, arguments: &Value) -> CallReach {
         match self.0.admit(arguments) {
             Ok(_) => CallReach::default(),
@@ -460,13 +417,9 @@ impl HostTool for RunSkillScript {
         invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         let Invocation {
-            host,
-            surface,
-            arguments,
-            cancel,
-            ..
+            arguments, cancel, ..
         } = invocation;
-        Box::pin(self.0.run(host, surface, arguments, cancel))
+        Box::pin(self.0.run(arguments, cancel))
     }
 }
 
@@ -558,7 +511,7 @@ mod tests {
         let held = quota.try_acquire("ann").unwrap();
         let invocation = |arguments: &Value| Invocation {
             host: host.clone(),
-            surface: CallSurface::Agent,
+            surface: warden_policy::CallSurface::Agent,
             caller: None,
             arguments: arguments.clone(),
             progress: None,

@@ -360,8 +360,8 @@ async fn the_bridge_wants_its_token_and_refuses_big_bodies() {
         .collect();
     assert_eq!(
         names,
-        [r#""mcp__fixture__echo" "tool-cli""#, r#""bash" "agent""#],
-        "audit rows are written when a call ends"
+        [r#""bash" "agent""#, r#""mcp__fixture__echo" "tool-cli""#],
+        "audit rows are in the order the calls started"
     );
 }
 

@@ -264,7 +264,7 @@ async fn the_unix_bridge_wants_its_token_refuses_big_bodies_and_goes_away() {
     assert!(!private.exists(), "and its private directory");
     let after = http.get(handshake).bearer_auth(&held.token).send().await;
     assert!(after.is_err(), "the bridge still answers after the session");
-    // Refused requests never reached the gate.
+    // Refused requests never reached the gate; records are in the order the calls started.
     let names: Vec<String> = sandbox
         .call_records()
         .iter()
@@ -272,7 +272,7 @@ async fn the_unix_bridge_wants_its_token_refuses_big_bodies_and_goes_away() {
         .collect();
     assert_eq!(
         names,
-        [r#""mcp__fixture__echo" "tool-cli""#, r#""bash" "agent""#]
+        [r#""bash" "agent""#, r#""mcp__fixture__echo" "tool-cli""#]
     );
 }
 

@@ -88,11 +88,13 @@ async fn agent_code_mode_and_tool_cli_each_leave_one_record_per_call() {
             )
         })
         .collect();
+    // Records are in the order the calls started: the script's own record comes before the
+    // calls it made.
     let expected = [
         ("agent", "mcp__fx__echo", "allowed"),
+        ("agent", "code_execute", "allowed"),
         ("code-mode", "mcp__fx__echo", "allowed"),
         ("code-mode", "mcp__fx__write_note", "denied"),
-        ("agent", "code_execute", "allowed"),
         ("tool-cli", "mcp__fx__echo", "allowed"),
         ("code-mode", "mcp__fx__add", "allowed"),
     ];

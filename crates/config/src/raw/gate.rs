@@ -95,10 +95,14 @@ pub struct RawAudit {
     /// Store each call's full arguments instead of a digest (default false). User config only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub full_arguments: Option<bool>,
+    /// Refuse a tool call whose intent the audit trail cannot record (default false: the call
+    /// goes on and the failure is reported). `true` in any scope wins.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
 }
 
 impl RawAudit {
-    pub const KEYS: &'static [&'static str] = &["full_arguments"];
+    pub const KEYS: &'static [&'static str] = &["full_arguments", "required"];
 }
 
 /// `[hooks]`: `[[hooks.EVENT]]` commands by event. User config only.

@@ -193,6 +193,7 @@ impl<'a> Walk<'a> {
             walk.unknown_keys(t, p, RawAudit::KEYS);
             RawAudit {
                 full_arguments: walk.boolean(t, p, "full_arguments"),
+                required: walk.boolean(t, p, "required"),
             }
         });
         let hooks = self.section(root, "hooks", Self::hooks);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::json;
 use warden_hooks::HookRunner;
 use warden_policy::{
-    AuditQuery, AuditSink, AuditStore, CallSurface, Decision, Gate, GateParts, GatePolicy,
+    AuditQuery, AuditSink, AuditStore, CallSurface, Decision, Gate, GateParts, GatePolicy, Layer,
     NoApprover, arguments_digest, parse_since,
 };
 
@@ -249,6 +249,107 @@ async fn an_unwritable_audit_is_reported_and_the_call_still_runs() {
         .await;
     assert_eq!(outcome.decision, Decision::Denied);
     assert!(outcome.audit_error.is_some());
+}
+
+/// With `[audit] required`, a call whose intent cannot be recorded does not run: denied at the
+/// audit layer, nothing dispatched.
+#[tokio::test]
+async fn a_required_audit_that_cannot_record_refuses_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("not-a-folder");
+    std::fs::write(&blocker, "a file where the state folder should be").unwrap();
+    let store = Arc::new(AuditStore::open_lazily(&blocker.join("audit.db")));
+    let policy = GatePolicy {
+        audit_required: true,
+        ..GatePolicy::default()
+    };
+    let (gate, dispatcher) = gate_with_store(store, policy);
+    let file = dir.path().join("data.txt");
+    std::fs::write(&file, "secret plans").unwrap();
+    let outcome = gate
+        .call(request(
+            CallSurface::Agent,
+            "mcp__fs__read_file",
+            json!({"path": file.display().to_string()}),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Denied, Layer::Audit),
+        "{outcome:?}"
+    );
+    assert!(
+        outcome.model_text().contains("[audit] required"),
+        "{}",
+        outcome.model_text()
+    );
+    assert_eq!(dispatcher.count(), 0);
+    assert!(!outcome.model_text().contains("secret plans"));
+}
+
+/// A dispatched call's record exists before the tool runs — decision `started` — and its
+/// outcome completes that same record: a call is one record, and a process that dies mid-call
+/// leaves "started" behind.
+#[tokio::test]
+async fn a_calls_intent_is_recorded_before_it_runs_and_completed_in_place() {
+    struct Peeking {
+        store: Arc<AuditStore>,
+        seen: std::sync::Mutex<Vec<warden_policy::AuditRow>>,
+    }
+    impl warden_policy::Dispatcher for Peeking {
+        fn dispatch<'a>(
+            &'a self,
+            _call: warden_policy::DispatchCall,
+            _cancel: tokio_util::sync::CancellationToken,
+        ) -> warden_policy::BoxFuture<
+            'a,
+            Result<warden_policy::ToolOutput, warden_policy::DispatchError>,
+        > {
+            let rows = self.store.query(&AuditQuery::default()).unwrap();
+            self.seen.lock().unwrap().extend(rows);
+            Box::pin(async { Ok(warden_policy::ToolOutput::text("done".to_owned())) })
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(AuditStore::open(&dir.path().join("audit.db")).unwrap());
+    let dispatcher = Arc::new(Peeking {
+        store: store.clone(),
+        seen: std::sync::Mutex::new(Vec::new()),
+    });
+    let gate = Gate::new(GateParts {
+        catalog: Arc::new(StaticCatalog::of(vec![fs_read_file()])),
+        dispatcher: dispatcher.clone(),
+        approver: Arc::new(NoApprover),
+        audit: store.clone(),
+        hooks: HookRunner::default(),
+        policy: GatePolicy::default(),
+        cwd: std::env::temp_dir(),
+    });
+    let outcome = gate
+        .call(request(
+            CallSurface::Agent,
+            "mcp__fs__read_file",
+            json!({"path": "/x"}),
+        ))
+        .await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    assert!(outcome.audit_error.is_none());
+    let seen = dispatcher.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].decision, "started");
+    assert_eq!(seen[0].public_name, "mcp__fs__read_file");
+    assert_eq!(seen[0].execution_ms, None);
+    let rows = store.query(&AuditQuery::default()).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].id, seen[0].id);
+    assert_eq!(rows[0].decision, "allowed");
+    assert!(rows[0].execution_ms.is_some());
+    // A call refused before dispatch has no intent: one record, written once.
+    gate.call(request(CallSurface::Agent, "mcp__fs__nope", json!({})))
+        .await;
+    let rows = store.query(&AuditQuery::default()).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1].decision, "denied");
 }
 
 #[tokio::test]

@@ -61,6 +61,7 @@ fn list_issues() -> ToolDescriptor {
         timeout: None,
         kind: warden_policy::CallKind::Tool,
         surfaces: warden_policy::SurfaceSet::CALLERS,
+        audit_required: false,
     }
 }
 

@@ -229,6 +229,7 @@ pub(crate) fn mcp_tool(server: &str, tool: &str, annotations: ToolAnnotations) -
         timeout: None,
         kind: warden_policy::CallKind::Tool,
         surfaces: warden_policy::SurfaceSet::CALLERS,
+        audit_required: false,
     }
 }
 
