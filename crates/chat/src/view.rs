@@ -469,29 +469,36 @@ fn draw_elicitation(frame: &mut Frame<'_>, dialog: &ElicitationDialog) {
 }
 
 fn draw_trust(frame: &mut Frame<'_>, dialog: &TrustDialog) {
-    let lines = vec![
-        Line::styled(
-            format!(
-                "The project declares the server {} ({}).",
-                dialog.name, dialog.state
-            ),
-            BOLD,
+    let mut lines = vec![Line::styled(
+        format!(
+            "The project declares the server {} ({}). Approving grants:",
+            dialog.name, dialog.state
         ),
-        Line::from(vec![
-            Span::styled("runs      ", DIM),
-            Span::raw(dialog.target.clone()),
-        ]),
-        Line::from(vec![
-            Span::styled("declared  ", DIM),
-            Span::raw(dialog.source.clone()),
-        ]),
-        Line::default(),
-        Line::from(vec![
-            Span::styled("[y] ", BOLD),
-            Span::raw("approve this exact entry   "),
-            Span::styled("[n] ", BOLD),
-            Span::raw("skip it this session"),
-        ]),
-    ];
+        BOLD,
+    )];
+    let width = dialog
+        .grants
+        .iter()
+        .map(|line| line.label.len())
+        .chain(std::iter::once("declared".len()))
+        .max()
+        .unwrap_or(0);
+    for grant in &dialog.grants {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<width$}  ", grant.label), DIM),
+            Span::raw(grant.value.clone()),
+        ]));
+    }
+    lines.push(Line::from(vec![
+        Span::styled(format!("{:<width$}  ", "declared"), DIM),
+        Span::raw(dialog.source.clone()),
+    ]));
+    lines.push(Line::default());
+    lines.push(Line::from(vec![
+        Span::styled("[y] ", BOLD),
+        Span::raw("approve this exact entry   "),
+        Span::styled("[n] ", BOLD),
+        Span::raw("skip it this session"),
+    ]));
     popup(frame, "Trust a project server?", lines);
 }

@@ -239,17 +239,41 @@ fn mcp_page() {
     insta::assert_snapshot!(render(&app, 90, 12));
 }
 
+/// The trust prompt shows the one description of what approving grants, line for line.
 #[test]
 fn trust_prompt() {
+    let source = std::path::Path::new("/repo/.warden/config.toml");
+    let parsed = warden_config::parse_str(
+        r#"schema_version = 1
+[mcp_servers.linter]
+command = "npx"
+args = ["-y", "some-linter-mcp", "--token", "${env:LINT_TOKEN}"]
+env = { GH = "${env:GITHUB_TOKEN}" }
+sampling = true
+defer = "Lints the code"
+"#,
+        source,
+        warden_config::Scope::Project,
+    )
+    .unwrap();
+    let grants = parsed.servers["linter"].trust_description();
     let mut app = App::new("warden");
     app.trust.push_back(TrustDialog::new(
         "linter".into(),
-        "npx -y some-linter-mcp".into(),
-        "/repo/.warden/config.toml".into(),
+        grants.clone(),
+        source.display().to_string(),
         "untrusted".into(),
         None,
     ));
-    insta::assert_snapshot!(render(&app, 80, 14));
+    let screen = render(&app, 100, 20);
+    for grant in &grants {
+        assert!(
+            screen.contains(&grant.value),
+            "{} missing:\n{screen}",
+            grant.label
+        );
+    }
+    insta::assert_snapshot!(screen);
 }
 
 #[test]
