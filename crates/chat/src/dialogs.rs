@@ -395,8 +395,9 @@ pub(crate) fn form_content(fields: &[FormField]) -> Result<Map<String, Value>, S
 #[derive(Debug)]
 pub struct TrustDialog {
     pub name: String,
-    /// What would run: the full command line, or the URL.
-    pub target: String,
+    /// What approving grants: command and args or URL, env and headers with their references,
+    /// annotations, sampling, defer and the environment variables read.
+    pub grants: Vec<warden_config::TrustLine>,
     /// The file that declares it.
     pub source: String,
     /// `untrusted` or `changed`.
@@ -407,14 +408,14 @@ pub struct TrustDialog {
 impl TrustDialog {
     pub fn new(
         name: String,
-        target: String,
+        grants: Vec<warden_config::TrustLine>,
         source: String,
         state: String,
         responder: Option<oneshot::Sender<bool>>,
     ) -> Self {
         Self {
             name,
-            target,
+            grants,
             source,
             state,
             responder,

@@ -12,8 +12,8 @@ use crate::view::draw;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustQuestion {
     pub name: String,
-    /// The full command line, or the URL.
-    pub target: String,
+    /// What approving the entry grants ([`warden_config::ServerEntry::trust_description`]).
+    pub grants: Vec<warden_config::TrustLine>,
     /// The file that declares it.
     pub source: String,
     /// `untrusted` or `changed`.
@@ -32,7 +32,7 @@ pub fn ask_trust(questions: Vec<TrustQuestion>, model: &str) -> std::io::Result<
         let (sender, receiver) = oneshot::channel();
         app.trust.push_back(TrustDialog::new(
             question.name,
-            question.target,
+            question.grants,
             question.source,
             question.state,
             Some(sender),

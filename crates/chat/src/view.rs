@@ -11,6 +11,7 @@ use crate::app::{App, CallState, Entry, Page, ToolCallView, argument_lines, fold
 use crate::dialogs::{ApprovalDialog, ElicitationBody, ElicitationDialog, FieldKind, TrustDialog};
 use crate::markdown::render_markdown;
 use crate::sources::{McpRow, SourceRow};
+use warden_config::READS_ENV_LABEL;
 
 const DIM: Style = Style::new().fg(Color::DarkGray);
 const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
@@ -475,23 +476,33 @@ fn draw_elicitation(frame: &mut Frame<'_>, dialog: &ElicitationDialog) {
     popup(frame, "Input requested", lines);
 }
 
+/// The lines of a trust description always shown, however many env variables or headers come
+/// before them: what the entry runs or reaches (the first line) and these.
+const TRUST_SUMMARY_LABELS: &[&str] = &["trust_annotations", "sampling", "defer", READS_ENV_LABEL];
+
 fn draw_trust(frame: &mut Frame<'_>, dialog: &TrustDialog) {
-    let lines = vec![
-        Line::styled(
-            format!(
-                "The project declares the server {} ({}).",
-                dialog.name, dialog.state
-            ),
-            BOLD,
+    let width = dialog
+        .grants
+        .iter()
+        .map(|line| line.label.len())
+        .chain(std::iter::once("declared".len()))
+        .max()
+        .unwrap_or(0);
+    let row = |label: &str, value: String| {
+        Line::from(vec![
+            Span::styled(format!("{label:<width$}  "), DIM),
+            Span::raw(value),
+        ])
+    };
+    let head = Line::styled(
+        format!(
+            "The project declares the server {} ({}). Approving grants:",
+            dialog.name, dialog.state
         ),
-        Line::from(vec![
-            Span::styled("runs      ", DIM),
-            Span::raw(dialog.target.clone()),
-        ]),
-        Line::from(vec![
-            Span::styled("declared  ", DIM),
-            Span::raw(dialog.source.clone()),
-        ]),
+        BOLD,
+    );
+    let tail = vec![
+        row("declared", dialog.source.clone()),
         Line::default(),
         Line::from(vec![
             Span::styled("[y] ", BOLD),
@@ -500,5 +511,56 @@ fn draw_trust(frame: &mut Frame<'_>, dialog: &TrustDialog) {
             Span::raw("skip it this session"),
         ]),
     ];
+    let grants: Vec<(bool, Line<'static>)> = dialog
+        .grants
+        .iter()
+        .enumerate()
+        .map(|(index, grant)| {
+            let always = index == 0 || TRUST_SUMMARY_LABELS.contains(&grant.label);
+            (always, row(grant.label, grant.value.clone()))
+        })
+        .collect();
+    // A long list of env variables or headers must not push the summary off the screen: the
+    // lines between are shown while they fit, and the rest counted.
+    let area = frame.area();
+    let inner_width = usize::from(area.width.saturating_sub(4).clamp(10, 90).saturating_sub(2));
+    let rows = |line: &Line<'static>| wrap(vec![line.clone()], inner_width).len();
+    let mut budget = usize::from(area.height.saturating_sub(2))
+        .saturating_sub(rows(&head) + tail.iter().map(rows).sum::<usize>());
+    let needed: usize = grants.iter().map(|(_, line)| rows(line)).sum();
+    let mut shown = vec![true; grants.len()];
+    if needed > budget {
+        budget = budget.saturating_sub(1);
+        for (always, line) in &grants {
+            if *always {
+                budget = budget.saturating_sub(rows(line));
+            }
+        }
+        for (index, (always, line)) in grants.iter().enumerate() {
+            if !always {
+                let cost = rows(line);
+                shown[index] = cost <= budget;
+                budget = budget.saturating_sub(if shown[index] { cost } else { budget });
+            }
+        }
+    }
+    let hidden = shown.iter().filter(|shown| !**shown).count();
+    let mut lines = vec![head];
+    let mut marked = false;
+    for ((_, line), shown) in grants.into_iter().zip(shown) {
+        if shown {
+            lines.push(line);
+        } else if !marked {
+            marked = true;
+            lines.push(Line::styled(
+                format!(
+                    "… {hidden} more line(s) not shown: `warden mcp get {}` prints the whole entry",
+                    dialog.name
+                ),
+                DIM,
+            ));
+        }
+    }
+    lines.extend(tail);
     popup(frame, "Trust a project server?", lines);
 }

@@ -36,6 +36,10 @@ pub(crate) fn load_config(globals: &Globals) -> anyhow::Result<(Paths, PathBuf, 
         workspace: workspace.clone(),
         explicit_file: globals.config_file.clone(),
     })?;
+    // What a project file set without the authority to was left out; say so, naming the key.
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     apply_global_flags(globals, &mut config);
     Ok((paths, workspace, config))
 }

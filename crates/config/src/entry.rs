@@ -11,8 +11,8 @@ use warden_vocab::{CapabilityClass, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOU
 
 use crate::error::{Diagnostic, Problem};
 use crate::expand::{
-    ExpandError, Secret, Segment, VarContext, expand, is_env_name, is_reference_only,
-    parse_template,
+    ExpandError, Secret, Segment, VarContext, expand, is_authorization_header, is_env_name,
+    is_reference_only, is_scheme_word, is_shareable_header_value, parse_template,
 };
 use crate::raw::{KnownValues, RawPolicy, RawServer, RawToolFilter, RawToolPolicy, key_path};
 
@@ -583,7 +583,13 @@ impl TryFrom<ScopedRawServer> for ServerEntry {
                             },
                         );
                     }
-                    check.secret_value(here, value, scope, key);
+                    let variable = if is_env_name(key) {
+                        key.as_str()
+                    } else {
+                        "NAME"
+                    };
+                    let reference = format!("{key} = \"${{env:{variable}}}\"");
+                    check.secret_value(here, value, scope, false, reference);
                 }
                 Some(Transport::Stdio {
                     command,
@@ -626,17 +632,21 @@ impl TryFrom<ScopedRawServer> for ServerEntry {
                             },
                         );
                     }
-                    let suggested = format!("{}_{}", name, key)
-                        .chars()
-                        .map(|c| {
-                            if c.is_ascii_alphanumeric() {
-                                c.to_ascii_uppercase()
-                            } else {
-                                '_'
-                            }
-                        })
-                        .collect::<String>();
-                    check.secret_value(here, value, scope, &suggested);
+                    let shareable = is_shareable_header_value(key, value);
+                    // `Bearer abc`: keep the scheme, move the credential into a variable.
+                    let scheme = value
+                        .split_once(' ')
+                        .map(|(scheme, _)| scheme)
+                        .filter(|scheme| is_authorization_header(key) && is_scheme_word(scheme));
+                    let suggested = match scheme {
+                        Some(_) => env_name_from(&format!("{name}_TOKEN")),
+                        None => env_name_from(&format!("{name}_{key}")),
+                    };
+                    let reference = match scheme {
+                        Some(scheme) => format!("{key} = \"{scheme} ${{env:{suggested}}}\""),
+                        None => format!("{key} = \"${{env:{suggested}}}\""),
+                    };
+                    check.secret_value(here, value, scope, shareable, reference);
                 }
                 for (key, value) in [
                     ("client_secret_env", &client_secret_env),
@@ -810,6 +820,26 @@ impl TryFrom<ScopedRawServer> for ServerEntry {
     }
 }
 
+/// An environment variable name made from `text`: upper case, anything else `_`, `NAME` when
+/// that is still not a name.
+fn env_name_from(text: &str) -> String {
+    let name: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if is_env_name(&name) {
+        name
+    } else {
+        "NAME".to_string()
+    }
+}
+
 fn dedup(list: Vec<CapabilityClass>) -> Vec<CapabilityClass> {
     let mut out: Vec<CapabilityClass> = Vec::with_capacity(list.len());
     for capability in list {
@@ -867,24 +897,22 @@ impl Checker<'_> {
         }
     }
 
-    /// An env or header value: well-formed template, and a pure reference in a project file.
-    fn secret_value(&mut self, key: String, value: &str, scope: Scope, variable: &str) {
+    /// An env or header value: a well-formed template, and in a project file only `${...}`
+    /// references (or a value the caller found `shareable`, such as `Bearer ${env:TOKEN}` in an
+    /// authorization header); `reference` is the form the refusal suggests.
+    fn secret_value(
+        &mut self,
+        key: String,
+        value: &str,
+        scope: Scope,
+        shareable: bool,
+        reference: String,
+    ) {
         if !self.template_at(key.clone(), value) {
             return;
         }
-        if scope == Scope::Project && !is_reference_only(value) {
-            let variable = if is_env_name(variable) {
-                variable.to_string()
-            } else {
-                "NAME".to_string()
-            };
-            let last = key.rsplit('.').next().unwrap_or(&key).to_string();
-            self.report_at(
-                key,
-                Problem::LiteralSecret {
-                    reference: format!("{last} = \"${{env:{variable}}}\""),
-                },
-            );
+        if scope == Scope::Project && !shareable && !is_reference_only(value) {
+            self.report_at(key, Problem::LiteralSecret { reference });
         }
     }
 

@@ -119,6 +119,9 @@ pub enum ConfigError {
     /// The file given with `-c` does not exist.
     #[error("the configuration file {} given with -c does not exist", .0.display())]
     ExplicitFileMissing(PathBuf),
+    /// The trust store, which says which project agent profiles may load, cannot be read.
+    #[error(transparent)]
+    Trust(#[from] crate::trust::TrustError),
     /// One or more files are invalid; every problem found is listed.
     #[error("{}", render_diagnostics(.0))]
     Invalid(Vec<Diagnostic>),

@@ -162,6 +162,47 @@ pub fn is_reference_only(text: &str) -> bool {
     })
 }
 
+/// Longest authentication scheme word accepted before a reference (`Bearer`, `token`, `Basic`,
+/// `DPoP`, `Negotiate`, … are all far shorter).
+const MAX_SCHEME_LEN: usize = 20;
+
+/// Whether a value is an authentication scheme word, one space, then exactly one whole
+/// `${env:NAME}` reference — `Bearer ${env:GITHUB_TOKEN}`, the form other hosts' docs use for an
+/// `Authorization` header. The scheme is letters, digits and `-` (starting with a letter, at most
+/// 20 characters): a word that names how the credential is sent, not the credential.
+pub fn is_scheme_reference(text: &str) -> bool {
+    let Some((scheme, reference)) = text.split_once(' ') else {
+        return false;
+    };
+    is_scheme_word(scheme)
+        && reference.starts_with("${env:")
+        && matches!(
+            parse_template(reference).as_deref(),
+            Ok([Segment::Variable(Variable::Env(_))])
+        )
+}
+
+/// Whether `word` may be an authentication scheme: letters, digits and `-`, starting with a
+/// letter, at most 20 characters.
+pub(crate) fn is_scheme_word(word: &str) -> bool {
+    word.len() <= MAX_SCHEME_LEN
+        && word.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// Whether a header of this name carries `SCHEME CREDENTIALS` (`Authorization`,
+/// `Proxy-Authorization`), so that [`is_scheme_reference`] values are references, not literals.
+pub fn is_authorization_header(name: &str) -> bool {
+    name.eq_ignore_ascii_case("authorization") || name.eq_ignore_ascii_case("proxy-authorization")
+}
+
+/// Whether a header value holds no literal secret: only `${...}` references, or — for an
+/// authorization header — a scheme word and one `${env:NAME}` reference. A project file may
+/// hold such a value, and `warden mcp get` and the trust prompt show it as written.
+pub fn is_shareable_header_value(name: &str, value: &str) -> bool {
+    is_reference_only(value) || (is_authorization_header(name) && is_scheme_reference(value))
+}
+
 /// Escapes a literal value so that expansion gives it back unchanged (`${` becomes `$${`).
 pub fn escape_literal(text: &str) -> String {
     text.replace("${", "$${")
@@ -328,6 +369,49 @@ mod tests {
         assert!(!is_reference_only("Bearer ${env:A}"));
         assert!(!is_reference_only("plain"));
         assert!(!is_reference_only("$${env:A}"));
+    }
+
+    #[test]
+    fn a_scheme_word_before_one_env_reference_is_a_reference() {
+        for accepted in [
+            "Bearer ${env:GH_TOKEN}",
+            "token ${env:A}",
+            "DPoP ${env:A_1}",
+            "X-Custom-1 ${env:A}",
+        ] {
+            assert!(is_scheme_reference(accepted), "{accepted}");
+        }
+        for refused in [
+            "Bearer abc",
+            "Bearer ${env:A}${env:B}",
+            "Bearer  ${env:A}",
+            " ${env:A}",
+            "Bearer ${env:A} x",
+            "Bearer ${env:A}x",
+            "Bearer x${env:A}",
+            "Bearer ${HOME}",
+            "Bearer ${workspaceFolder}",
+            "Bearer $${env:A}",
+            "Bearer ${env:A",
+            "ghp_0123456789abcdef ${env:A}",
+            "abcdefghijklmnopqrstu ${env:A}",
+            "1Bearer ${env:A}",
+            "Be.arer ${env:A}",
+            "${env:A}",
+        ] {
+            assert!(!is_scheme_reference(refused), "{refused}");
+        }
+        assert!(is_shareable_header_value(
+            "authorization",
+            "Bearer ${env:A}"
+        ));
+        assert!(is_shareable_header_value(
+            "Proxy-Authorization",
+            "Basic ${env:A}"
+        ));
+        assert!(is_shareable_header_value("X-Api-Key", "${env:A}"));
+        assert!(!is_shareable_header_value("X-Api-Key", "Key ${env:A}"));
+        assert!(!is_shareable_header_value("Authorization", "Bearer abc"));
     }
 
     #[test]

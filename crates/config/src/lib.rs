@@ -1,5 +1,6 @@
 //! warden configuration: files, scopes, layering, variable expansion, validation, trust and comment-preserving edits.
 
+mod describe;
 mod edit;
 mod entry;
 mod error;
@@ -20,6 +21,7 @@ mod policy_tests;
 #[cfg(test)]
 mod tests;
 
+pub use describe::{READS_ENV_LABEL, TrustLine};
 pub use edit::{
     EditError, add_server, add_servers, add_servers_to_file, atomic_write, declares_server,
     remove_server, remove_server_from_file, server_table,
@@ -32,7 +34,8 @@ pub use entry::{
 pub use error::{ConfigError, Diagnostic, Problem};
 pub use expand::{
     ExpandError, ExpandErrorKind, Secret, Segment, TemplateError, VarContext, Variable,
-    escape_literal, expand, is_env_name, is_reference_only, parse_template,
+    escape_literal, expand, is_authorization_header, is_env_name, is_reference_only,
+    is_scheme_reference, is_shareable_header_value, parse_template,
 };
 pub use import::{ImportError, ImportedServer, parse_mcp_json};
 pub use load::{ConfigFile, LoadRequest, LoadedConfig, load, parse_str, read_file};
@@ -54,7 +57,7 @@ pub use raw::{
 pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};
 pub use schema::schema_json;
 pub use skill_scripts::{MAX_SCRIPT_TIMEOUT, RawSkillScripts, SkillScriptSettings};
-pub use trust::{Approval, TrustError, TrustState, TrustStore};
+pub use trust::{Approval, ApprovalKind, TrustError, TrustState, TrustStore};
 /// The shared vocabulary the validated settings are written in (defined in `warden-vocab`).
 pub use warden_vocab::{
     AuthorizationRule, CapabilityClass, DEFAULT_AUTHORIZATION_TIMEOUT, DEFAULT_HOOK_TIMEOUT,

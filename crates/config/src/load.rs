@@ -11,7 +11,8 @@ use crate::model::{
 };
 use crate::paths::Paths;
 use crate::policy::{PolicySettings, ScopedRawPolicy};
-use crate::raw::{RawConfig, Walk};
+use crate::raw::{RawConfig, Walk, key_path};
+use crate::trust::TrustStore;
 
 /// One parsed and validated configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +35,9 @@ pub struct ConfigFile {
     pub sandbox: Option<crate::sandbox::SandboxSettings>,
     /// `[skill_scripts]` of this file (a user-scope file only).
     pub skill_scripts: Option<crate::skill_scripts::SkillScriptSettings>,
+    /// Keys this file set but has no authority over, left out of the settings above (a project
+    /// file's `model` and `[oauth]`): each names the file, the key and where to set it instead.
+    pub warnings: Vec<Diagnostic>,
 }
 
 /// Parses configuration text as if read from `path` with `scope`. Never panics, whatever the
@@ -87,6 +91,14 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             Err(mut problems) => diagnostics.append(&mut problems),
         }
     }
+    let mut warnings = Vec::new();
+    let (model, oauth) = match scope {
+        Scope::User => (model, oauth),
+        Scope::Project => {
+            user_scope_only(path, model, oauth, &mut warnings);
+            (None, None)
+        }
+    };
     let mut model_settings = ModelSettings {
         default_model: model.map(|name| (name, path.to_path_buf())),
         ..ModelSettings::default()
@@ -108,6 +120,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
     for (name, raw) in agents {
         let scoped = ScopedRawAgent {
             name: name.clone(),
+            scope,
             source: path.to_path_buf(),
             raw,
         };
@@ -186,9 +199,61 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             oauth,
             sandbox: sandbox.map(crate::sandbox::SandboxSettings::from),
             skill_scripts,
+            warnings,
         })
     } else {
         Err(ConfigError::Invalid(diagnostics))
+    }
+}
+
+/// The keys a project file may write but never decides: the default `model` (which provider and
+/// endpoint receive the conversation) and `[oauth]` (where tokens are kept, and the client
+/// identity shown to authorization servers). Each one set becomes a warning; none is used.
+fn user_scope_only(
+    path: &Path,
+    model: Option<String>,
+    oauth: Option<crate::raw::RawOAuth>,
+    warnings: &mut Vec<Diagnostic>,
+) {
+    let mut warn = |key: &str, reason: &str| {
+        warnings.push(Diagnostic {
+            file: path.to_path_buf(),
+            key: key.into(),
+            problem: Problem::NotAllowed {
+                reason: format!(
+                    "{reason}; a project file is shared, so this value is ignored — set it in \
+                     your user config instead (`warden config paths` shows where it is)"
+                ),
+            },
+        });
+    };
+    if model.is_some() {
+        warn(
+            "model",
+            "the default model is read from your user config only: it decides which provider \
+             and endpoint receive your conversation (`--model NAME` picks one for a run)",
+        );
+    }
+    let Some(crate::raw::RawOAuth {
+        token_store,
+        client_metadata_url,
+    }) = oauth
+    else {
+        return;
+    };
+    if token_store.is_some() {
+        warn(
+            "oauth.token_store",
+            "where OAuth tokens are kept is read from your user config only: it decides where \
+             your tokens are written",
+        );
+    }
+    if client_metadata_url.is_some() {
+        warn(
+            "oauth.client_metadata_url",
+            "the client ID metadata document is read from your user config only: it names \
+             warden to every authorization server (a server entry may name its own)",
+        );
     }
 }
 
@@ -280,7 +345,8 @@ pub struct LoadedConfig {
     pub discovery: DiscoverySettings,
     /// `[experimental]`, merged (a later scope wins).
     pub experimental: crate::model::ExperimentalSettings,
-    /// `[oauth] token_store`, merged (a later scope wins); `auto` when no file sets it.
+    /// `[oauth] token_store`, from the user config (a project file's is ignored with a
+    /// warning); `auto` when no file sets it.
     pub token_store: crate::raw::TokenStoreSetting,
     /// `[oauth] client_metadata_url`: the CIMD URL of entries that name none (user config only).
     pub client_metadata_url: Option<String>,
@@ -288,28 +354,85 @@ pub struct LoadedConfig {
     pub sandbox: crate::sandbox::SandboxSettings,
     /// `[skill_scripts]`, from the user config (a later user-authority file wins).
     pub skill_scripts: crate::skill_scripts::SkillScriptSettings,
+    /// What a file set without the authority to, and was therefore left out: a project file's
+    /// `model` and `[oauth]`, its `[agents.NAME]` that shadow a user profile, and its profiles
+    /// not approved as they are. Print them; none stops the run.
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// Keeps the project's agent profiles that may be loaded: never one named like a profile of the
+/// user's (a project cannot replace or loosen it), and only those the operator approved exactly
+/// as they are. Each one left out is a warning saying what to do.
+fn admit_project_agents(
+    project: &mut ModelSettings,
+    earlier: &ModelSettings,
+    store: &TrustStore,
+    warnings: &mut Vec<Diagnostic>,
+) {
+    for (name, profile) in std::mem::take(&mut project.agents) {
+        let reason = if let Some(user) = earlier.agents.get(&name) {
+            Some(format!(
+                "your user config ({}) defines the agent profile `{name}`, and a project file \
+                 cannot replace or loosen it, so the project's profile is ignored; give it \
+                 another name in {}",
+                user.source.display(),
+                profile.source.display()
+            ))
+        } else {
+            store.agent_state(&profile).agent_idle_reason(&name)
+        };
+        match reason {
+            Some(reason) => warnings.push(Diagnostic {
+                file: profile.source.clone(),
+                key: key_path("agents", &name),
+                problem: Problem::NotAllowed { reason },
+            }),
+            None => {
+                project.agents.insert(name, profile);
+            }
+        }
+    }
 }
 
 /// Loads every scope of `request` in one pass; missing files contribute nothing, a missing `-c`
 /// file is an error. Problems of all files are reported together. Hooks and `[authorization]`
 /// come from the user file (or the `-c` file) only, and a project file may only tighten
 /// `[permissions]`; a model name no `[models.NAME]` declares is an error at the key naming it.
+/// What a project file may not decide — its `model`, `[oauth]`, an `[agents.NAME]` of a name the
+/// user's file defines, a profile not approved in the trust store — is left out with a warning in
+/// [`LoadedConfig::warnings`].
 pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
     let mut loaded = LoadedConfig::default();
     // The first file read is the policy base; later ones are layered over it (an absent
     // `always_ask` in the base stands for the default when a later file adds classes).
     let mut policy: Option<PolicySettings> = None;
     let mut diagnostics = Vec::new();
+    let mut trust: Option<TrustStore> = None;
     for (path, scope) in request.scopes() {
         match read_file(&path, scope) {
-            Ok(Some(file)) => {
+            Ok(Some(mut file)) => {
                 loaded.files.push(path);
+                loaded.warnings.append(&mut file.warnings);
                 for (name, entry) in file.servers {
                     if let Some(previous) = loaded.servers.insert(name, entry) {
                         loaded.overridden.push(previous);
                     }
                 }
-                loaded.models.merge(file.model_settings);
+                let mut model_settings = file.model_settings;
+                if scope == Scope::Project && !model_settings.agents.is_empty() {
+                    let store = match trust.take() {
+                        Some(store) => store,
+                        None => TrustStore::open(&request.paths)?,
+                    };
+                    admit_project_agents(
+                        &mut model_settings,
+                        &loaded.models,
+                        &store,
+                        &mut loaded.warnings,
+                    );
+                    trust = Some(store);
+                }
+                loaded.models.merge(model_settings);
                 loaded.discovery.merge(file.discovery);
                 loaded.experimental.merge(file.experimental);
                 if let Some(sandbox) = file.sandbox {
@@ -318,12 +441,12 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                 if let Some(skill_scripts) = file.skill_scripts {
                     loaded.skill_scripts = skill_scripts;
                 }
+                // A project file's `[oauth]` never gets here (see `user_scope_only`).
                 if let Some(oauth) = file.oauth {
                     if let Some(setting) = oauth.token_store {
                         loaded.token_store = setting;
                     }
-                    // It names who warden is to every authorization server: the user's call.
-                    if oauth.client_metadata_url.is_some() && scope != Scope::Project {
+                    if oauth.client_metadata_url.is_some() {
                         loaded.client_metadata_url = oauth.client_metadata_url;
                     }
                 }

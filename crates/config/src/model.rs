@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 use crate::entry::{Scope, is_valid_server_name};
 use crate::error::{Diagnostic, Problem};
@@ -212,6 +213,8 @@ pub struct ModelEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentProfile {
     pub name: String,
+    /// A project profile is loaded only once the operator approved it exactly as it is.
+    pub scope: Scope,
     pub source: PathBuf,
     /// A `[models.NAME]` name; `None`: the default model.
     pub model: Option<String>,
@@ -224,6 +227,25 @@ pub struct AgentProfile {
 }
 
 impl AgentProfile {
+    /// Project profiles need the operator's approval before they are loaded.
+    pub fn needs_trust(&self) -> bool {
+        self.scope == Scope::Project
+    }
+
+    /// SHA-256 (hex) of a canonical serialization of the name and every setting; scope and file
+    /// are not part of it. An edited profile gets a new hash.
+    pub fn trust_hash(&self) -> String {
+        let declared = RawAgent {
+            model: self.model.clone(),
+            instructions: self.instructions.clone(),
+            skills: Some(self.skills.clone()),
+            mcp_servers: self.mcp_servers.clone(),
+        };
+        let canonical =
+            serde_json::to_vec(&("warden.agent.v1", &self.name, declared)).unwrap_or_default();
+        hex::encode(Sha256::digest(&canonical))
+    }
+
     /// Whether this profile loads the server named `server`.
     pub fn loads_server(&self, server: &str) -> bool {
         self.mcp_servers
@@ -486,6 +508,7 @@ impl TryFrom<ScopedRawModel> for ModelEntry {
 #[derive(Debug, Clone)]
 pub struct ScopedRawAgent {
     pub name: String,
+    pub scope: Scope,
     pub source: PathBuf,
     pub raw: RawAgent,
 }
@@ -494,7 +517,12 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
     type Error = Vec<Diagnostic>;
 
     fn try_from(scoped: ScopedRawAgent) -> Result<Self, Self::Error> {
-        let ScopedRawAgent { name, source, raw } = scoped;
+        let ScopedRawAgent {
+            name,
+            scope,
+            source,
+            raw,
+        } = scoped;
         let base = key_path("agents", &name);
         let mut diagnostics = Vec::new();
         let mut report = |key: String, problem: Problem| {
@@ -552,6 +580,7 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
         if diagnostics.is_empty() {
             Ok(AgentProfile {
                 name,
+                scope,
                 source,
                 model,
                 instructions,

@@ -1,4 +1,4 @@
-//! Operator approvals of project-scope server entries, bound to a hash of the exact entry.
+//! Operator approvals of project-scope server entries and agent profiles, each bound to a hash of the exact entry.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::edit::atomic_write;
 use crate::entry::ServerEntry;
+use crate::model::AgentProfile;
 use crate::paths::Paths;
 
 /// Whether an entry may start.
@@ -53,6 +54,23 @@ impl TrustState {
     }
 }
 
+impl TrustState {
+    /// Why a project agent profile in this state is not loaded, for the load's warnings.
+    pub fn agent_idle_reason(self, name: &str) -> Option<String> {
+        match self {
+            TrustState::NotRequired | TrustState::Trusted => None,
+            TrustState::Untrusted => Some(format!(
+                "project agent profile not approved, so it is not loaded; review it and run \
+                 `warden config trust-agent {name}`"
+            )),
+            TrustState::Changed => Some(format!(
+                "project agent profile changed since it was approved, so it is not loaded; \
+                 review it and run `warden config trust-agent {name}`"
+            )),
+        }
+    }
+}
+
 /// Reading or writing the approvals failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
@@ -70,9 +88,28 @@ struct TrustFile {
     approvals: Vec<Approval>,
 }
 
-/// One approval: this file's entry of this name, with this hash.
+/// What an approval is of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// An `[mcp_servers.NAME]` entry (approvals written before kinds existed are of servers).
+    #[default]
+    Server,
+    /// An `[agents.NAME]` profile.
+    Agent,
+}
+
+impl ApprovalKind {
+    fn is_server(&self) -> bool {
+        *self == ApprovalKind::Server
+    }
+}
+
+/// One approval: this file's entry (or profile) of this name, with this hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approval {
+    #[serde(default, skip_serializing_if = "ApprovalKind::is_server")]
+    pub kind: ApprovalKind,
     pub file: PathBuf,
     pub name: String,
     pub hash: String,
@@ -119,13 +156,35 @@ impl TrustStore {
         if !entry.needs_trust() {
             return TrustState::NotRequired;
         }
-        let file = canonical(&entry.source);
+        self.state_of(
+            ApprovalKind::Server,
+            &entry.source,
+            &entry.name,
+            &entry.trust_hash(),
+        )
+    }
+
+    /// The trust state of an agent profile (a project profile loads only when `Trusted`).
+    pub fn agent_state(&self, profile: &AgentProfile) -> TrustState {
+        if !profile.needs_trust() {
+            return TrustState::NotRequired;
+        }
+        self.state_of(
+            ApprovalKind::Agent,
+            &profile.source,
+            &profile.name,
+            &profile.trust_hash(),
+        )
+    }
+
+    fn state_of(&self, kind: ApprovalKind, source: &Path, name: &str, hash: &str) -> TrustState {
+        let file = canonical(source);
         match self
             .approvals
             .iter()
-            .find(|a| a.name == entry.name && a.file == file)
+            .find(|a| a.kind == kind && a.name == name && a.file == file)
         {
-            Some(approval) if approval.hash == entry.trust_hash() => TrustState::Trusted,
+            Some(approval) if approval.hash == hash => TrustState::Trusted,
             Some(_) => TrustState::Changed,
             None => TrustState::Untrusted,
         }
@@ -142,15 +201,41 @@ impl TrustStore {
     /// an exclusive lock on `<file>.lock`, the file is read again and this approval merged into
     /// what it holds now, so neither approval is lost.
     pub fn trust(&mut self, entry: &ServerEntry) -> Result<(), TrustError> {
+        self.approve(
+            ApprovalKind::Server,
+            &entry.source,
+            &entry.name,
+            entry.trust_hash(),
+        )
+    }
+
+    /// Approves the agent profile exactly as it is now, as [`TrustStore::trust`] does an entry.
+    pub fn trust_agent(&mut self, profile: &AgentProfile) -> Result<(), TrustError> {
+        self.approve(
+            ApprovalKind::Agent,
+            &profile.source,
+            &profile.name,
+            profile.trust_hash(),
+        )
+    }
+
+    fn approve(
+        &mut self,
+        kind: ApprovalKind,
+        source: &Path,
+        name: &str,
+        hash: String,
+    ) -> Result<(), TrustError> {
         let _lock = self.lock()?;
         self.approvals = Self::open_at(self.path.clone())?.approvals;
-        let file = canonical(&entry.source);
+        let file = canonical(source);
         self.approvals
-            .retain(|a| !(a.name == entry.name && a.file == file));
+            .retain(|a| !(a.kind == kind && a.name == name && a.file == file));
         self.approvals.push(Approval {
+            kind,
             file,
-            name: entry.name.clone(),
-            hash: entry.trust_hash(),
+            name: name.to_string(),
+            hash,
             approved_at: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs())

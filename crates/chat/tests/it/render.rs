@@ -240,17 +240,75 @@ fn mcp_page() {
     insta::assert_snapshot!(render(&app, 90, 12));
 }
 
+/// The trust prompt shows the one description of what approving grants, line for line.
 #[test]
 fn trust_prompt() {
+    let source = std::path::Path::new("/repo/.warden/config.toml");
+    let parsed = warden_config::parse_str(
+        r#"schema_version = 1
+[mcp_servers.linter]
+command = "npx"
+args = ["-y", "some-linter-mcp", "--token", "${env:LINT_TOKEN}"]
+env = { GH = "${env:GITHUB_TOKEN}" }
+sampling = true
+defer = "Lints the code"
+"#,
+        source,
+        warden_config::Scope::Project,
+    )
+    .unwrap();
+    let grants = parsed.servers["linter"].trust_description();
     let mut app = App::new("warden");
     app.trust.push_back(TrustDialog::new(
         "linter".into(),
-        "npx -y some-linter-mcp".into(),
-        "/repo/.warden/config.toml".into(),
+        grants.clone(),
+        source.display().to_string(),
         "untrusted".into(),
         None,
     ));
-    insta::assert_snapshot!(render(&app, 80, 14));
+    let screen = render(&app, 100, 20);
+    for grant in &grants {
+        assert!(
+            screen.contains(&grant.value),
+            "{} missing:\n{screen}",
+            grant.label
+        );
+    }
+    insta::assert_snapshot!(screen);
+}
+
+/// Many env variables cannot push what matters off a small screen: the command, annotations,
+/// sampling, defer and the variables read stay, the rest is counted.
+#[test]
+fn trust_prompt_keeps_the_summary_when_the_entry_is_long() {
+    let source = std::path::Path::new("/repo/.warden/config.toml");
+    let env: Vec<String> = (0..30)
+        .map(|i| format!("V{i:02} = \"${{env:V{i:02}}}\""))
+        .collect();
+    let text = format!(
+        "schema_version = 1\n[mcp_servers.linter]\ncommand = \"lint\"\nsampling = true\nenv = {{ {} }}\n",
+        env.join(", ")
+    );
+    let parsed = warden_config::parse_str(&text, source, warden_config::Scope::Project).unwrap();
+    let mut app = App::new("warden");
+    app.trust.push_back(TrustDialog::new(
+        "linter".into(),
+        parsed.servers["linter"].trust_description(),
+        source.display().to_string(),
+        "untrusted".into(),
+        None,
+    ));
+    let screen = render(&app, 100, 20);
+    for expected in [
+        "command            lint",
+        "sampling           true",
+        "reads env          V00, V01",
+        "more line(s) not shown: `warden mcp get linter` prints the whole entry",
+        "[y] approve this exact entry",
+    ] {
+        assert!(screen.contains(expected), "{expected} missing:\n{screen}");
+    }
+    insta::assert_snapshot!(screen);
 }
 
 #[test]

@@ -106,7 +106,7 @@ fn ask_about_project_servers(globals: &Globals, agent: Option<&str>) -> anyhow::
         .iter()
         .map(|(entry, state)| TrustQuestion {
             name: entry.name.clone(),
-            target: SourceFacts::from_entry(entry).endpoint,
+            grants: entry.trust_description(),
             source: entry.source.display().to_string(),
             state: state.as_str().to_owned(),
         })

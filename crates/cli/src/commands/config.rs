@@ -1,9 +1,12 @@
-//! `warden config`: print the JSON Schema, validate the files, show where they are.
+//! `warden config`: print the JSON Schema, validate the files, show where they are, approve a project's agent profile.
 
 use std::process::ExitCode;
 
+use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
-use warden_config::{ConfigError, TrustStore, VarContext, read_file, schema_json};
+use warden_config::{
+    ConfigError, Scope, TrustState, TrustStore, VarContext, read_file, schema_json,
+};
 
 use crate::Globals;
 use crate::commands::mcp::Files;
@@ -23,6 +26,14 @@ enum ConfigCommand {
     Check,
     /// Show which files and directories warden uses.
     Paths,
+    /// Approve a project's `[agents.NAME]` profile exactly as it is now (it is not loaded before).
+    TrustAgent(TrustAgentArgs),
+}
+
+#[derive(Debug, Args)]
+struct TrustAgentArgs {
+    /// The profile's name in the project's `.warden/config.toml`.
+    name: String,
 }
 
 pub(crate) fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCode> {
@@ -32,6 +43,7 @@ pub(crate) fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCod
             Ok(ExitCode::SUCCESS)
         }
         ConfigCommand::Check => check(globals),
+        ConfigCommand::TrustAgent(args) => trust_agent(globals, &args.name),
         ConfigCommand::Paths => {
             let files = Files::from_globals(globals)?;
             for (path, scope) in files.request().scopes() {
@@ -42,6 +54,67 @@ pub(crate) fn run(globals: &Globals, args: ConfigArgs) -> anyhow::Result<ExitCod
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Shows what the project's profile `name` grants and approves it as it is. A profile the user's
+/// own file also defines is refused: the project's is ignored whatever its approval.
+fn trust_agent(globals: &Globals, name: &str) -> anyhow::Result<ExitCode> {
+    let files = Files::from_globals(globals)?;
+    if let Some(file) = &files.explicit {
+        println!(
+            "{} is read with user authority (-c); its agent profiles need no approval",
+            file.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let scopes = files.request().scopes();
+    let file_of = |wanted: Scope| {
+        scopes
+            .iter()
+            .find(|(_, scope)| *scope == wanted)
+            .map(|(path, _)| path.clone())
+    };
+    let (Some(user_file), Some(project_file)) = (file_of(Scope::User), file_of(Scope::Project))
+    else {
+        bail!("no project configuration file is read here");
+    };
+    let project = read_file(&project_file, Scope::Project)?;
+    let Some(profile) = project
+        .as_ref()
+        .and_then(|file| file.model_settings.agents.get(name))
+    else {
+        bail!(
+            "no agent profile named `{name}` in {}",
+            project_file.display()
+        );
+    };
+    let user = read_file(&user_file, Scope::User)?;
+    if user
+        .as_ref()
+        .is_some_and(|file| file.model_settings.agents.contains_key(name))
+    {
+        bail!(
+            "your user config ({}) defines the agent profile `{name}`, so the project's is \
+             ignored whatever its approval; give it another name in {}",
+            user_file.display(),
+            project_file.display()
+        );
+    }
+    let mut store = TrustStore::open(&files.paths)?;
+    let before = store.agent_state(profile);
+    store
+        .trust_agent(profile)
+        .with_context(|| format!("approving the project agent profile {name}"))?;
+    println!(
+        "approved project agent profile `{name}` from {} ({}); it grants:",
+        project_file.display(),
+        &profile.trust_hash()[..12]
+    );
+    crate::commands::mcp::print_trust_lines(&profile.trust_description());
+    if before == TrustState::Trusted {
+        println!("(it was already approved)");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn check(globals: &Globals) -> anyhow::Result<ExitCode> {

@@ -10,8 +10,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use warden_config::{
     AuthMode, LoadRequest, LoadedConfig, Paths, RawServer, RemoteTransport, Scope, ServerEntry,
-    TrustState, TrustStore, VarContext, add_servers_to_file, declares_server, is_reference_only,
-    load, parse_mcp_json, read_file, remove_server_from_file, server_table,
+    TrustLine, TrustState, TrustStore, VarContext, add_servers_to_file, declares_server,
+    is_reference_only, is_shareable_header_value, load, parse_mcp_json, read_file,
+    remove_server_from_file, server_table,
 };
 
 use crate::Globals;
@@ -626,13 +627,14 @@ fn list(globals: &Globals, files: &Files, args: ListArgs) -> anyhow::Result<Exit
 }
 
 /// The declared form of an entry with defaults made explicit and secret values masked: a value
-/// made only of `${...}` references is shown, any other env or header value is `[redacted]`.
+/// made only of `${...}` references (or, in an authorization header, a scheme and one
+/// `${env:NAME}`) is shown, any other env or header value is `[redacted]`.
 fn masked_declaration(entry: &ServerEntry) -> RawServer {
-    let mask = |map: Option<BTreeMap<String, String>>| {
+    let mask = |map: Option<BTreeMap<String, String>>, shown: fn(&str, &str) -> bool| {
         map.map(|map| {
             map.into_iter()
                 .map(|(key, value)| {
-                    if is_reference_only(&value) {
+                    if shown(&key, &value) {
                         (key, value)
                     } else {
                         (key, "[redacted]".to_string())
@@ -642,8 +644,8 @@ fn masked_declaration(entry: &ServerEntry) -> RawServer {
         })
     };
     let mut raw = RawServer::from(entry);
-    raw.env = mask(raw.env.take());
-    raw.headers = mask(raw.headers.take());
+    raw.env = mask(raw.env.take(), |_, value| is_reference_only(value));
+    raw.headers = mask(raw.headers.take(), is_shareable_header_value);
     raw
 }
 
@@ -826,24 +828,26 @@ fn trust(files: &Files, args: TrustArgs) -> anyhow::Result<ExitCode> {
     let mut store = TrustStore::open(&files.paths)?;
     let before = store.state(entry);
     store.trust(entry)?;
-    let what = match &entry.transport {
-        warden_config::Transport::Stdio { command, args, .. } => std::iter::once(command.as_str())
-            .chain(args.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join(" "),
-        warden_config::Transport::Http { url, .. } => url.clone(),
-    };
     let hash = entry.trust_hash();
     println!(
-        "approved project server `{}` from {} ({}): {what}",
+        "approved project server `{}` from {} ({}); it grants:",
         args.name,
         entry.source.display(),
         &hash[..12]
     );
+    print_trust_lines(&entry.trust_description());
     if before == TrustState::Trusted {
         println!("(it was already approved)");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a trust description (what approving grants), one indented line each, labels aligned.
+pub(crate) fn print_trust_lines(lines: &[TrustLine]) {
+    let width = lines.iter().map(|line| line.label.len()).max().unwrap_or(0);
+    for TrustLine { label, value } in lines {
+        println!("  {label:<width$}  {value}");
+    }
 }
 
 /// `--timeout SECS`, bounded as the config key is.

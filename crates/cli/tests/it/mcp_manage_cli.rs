@@ -449,6 +449,73 @@ fn project_servers_need_approval_and_an_edit_asks_again() {
     assert_eq!(sandbox.run(&["mcp", "trust", "ghost"]).code, 1);
 }
 
+/// `warden mcp trust` shows everything the approval grants — the one description chat's trust
+/// prompt shows too — and a project file may carry `Authorization = "Bearer ${env:X}"`.
+#[test]
+fn trust_shows_everything_the_approval_grants() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        &sandbox.project_file(),
+        r#"schema_version = 1
+[mcp_servers.api]
+url = "https://${env:API_HOST}/mcp?tenant=acme"
+headers = { Authorization = "Bearer ${env:API_TOKEN}" }
+access_token_env = "OPENAI_API_KEY"
+trust_annotations = true
+sampling = true
+defer = "The API"
+"#,
+    );
+    let approved = sandbox.ok(&["mcp", "trust", "api"]);
+    for expected in [
+        "approved project server `api`",
+        "url                https://${env:API_HOST}/mcp?tenant=acme",
+        "header             Authorization: Bearer ${env:API_TOKEN}",
+        "access_token_env   OPENAI_API_KEY",
+        "trust_annotations  true: the server's tool annotations",
+        "sampling           true: the server may ask your model for completions",
+        "defer              \"The API\"",
+        "reads env          API_HOST, API_TOKEN, OPENAI_API_KEY",
+    ] {
+        assert!(approved.contains(expected), "{expected}:\n{approved}");
+    }
+    // The accepted form is a reference, so `get` shows it as written.
+    let got = sandbox.json(&["mcp", "get", "api", "--json"]);
+    assert_eq!(
+        got["entry"]["headers"]["Authorization"],
+        "Bearer ${env:API_TOKEN}"
+    );
+
+    // A literal credential after the scheme is still refused, naming the form to use.
+    let text = fs::read_to_string(sandbox.project_file()).unwrap();
+    fs::write(
+        sandbox.project_file(),
+        text.replace("Bearer ${env:API_TOKEN}", "Bearer sk-live-123"),
+    )
+    .unwrap();
+    let refused = sandbox.run(&["mcp", "list"]);
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert!(
+        refused
+            .stderr
+            .contains("mcp_servers.api.headers.Authorization"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        refused
+            .stderr
+            .contains("Authorization = \"Bearer ${env:API_TOKEN}\""),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        !refused.stderr.contains("sk-live-123"),
+        "{}",
+        refused.stderr
+    );
+}
+
 #[test]
 fn a_project_entry_wins_a_name_and_remove_asks_which_scope() {
     let sandbox = Sandbox::new();

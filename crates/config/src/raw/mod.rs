@@ -47,14 +47,14 @@ pub struct RawConfig {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
     pub mcp_servers: BTreeMap<String, RawServer>,
-    /// The default model: the name of a `[models.NAME]` table (`--model` overrides it).
+    /// The default model: the name of a `[models.NAME]` table (`--model` overrides it). User config only: a project file's is ignored with a warning.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Models by name (user config only: an entry decides where your API key is sent).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
     pub models: BTreeMap<String, RawModel>,
-    /// Agent profiles by name (`--agent NAME`).
+    /// Agent profiles by name (`--agent NAME`). A project file's profiles load only once approved (`warden config trust-agent NAME`) and never replace a user profile of the same name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
     pub agents: BTreeMap<String, RawAgent>,
@@ -76,7 +76,7 @@ pub struct RawConfig {
     /// Features that are not settled yet; each off unless turned on here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub experimental: Option<RawExperimental>,
-    /// Where OAuth tokens of remote servers are kept.
+    /// Where OAuth tokens of remote servers are kept. User config only: a project file's is ignored with a warning.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth: Option<RawOAuth>,
     /// How the agent's bash commands are confined by the kernel (user config only).
