@@ -7,3 +7,4 @@ mod support;
 mod context_per_host;
 mod keyring_store;
 mod oauth_flows;
+mod redirect_listener;
