@@ -71,6 +71,19 @@ impl OAuthSettings {
         )
     }
 
+    /// The store bound to this server's URL: what it saves records the URL, and it hands rmcp no
+    /// token stored for another URL.
+    pub fn bound_store(&self) -> TokenStore {
+        self.store.clone().bound_to(&self.server_url)
+    }
+
+    /// Whether a token is stored that may be sent to this server's URL.
+    pub fn has_usable_token(&self) -> bool {
+        self.store.read().is_ok_and(|file| {
+            file.has_token() && file.stored_for_other_url(&self.server_url).is_none()
+        })
+    }
+
     fn needs_login(&self) -> OAuthError {
         OAuthError::NeedsLogin {
             server: self.server_name.clone(),
@@ -152,7 +165,7 @@ pub async fn probe(server_url: &str) -> Result<Probe, OAuthError> {
 async fn new_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, OAuthError> {
     warden_net::install_crypto_provider();
     let mut manager = AuthorizationManager::new(settings.server_url.as_str()).await?;
-    manager.set_credential_store(settings.store.clone());
+    manager.set_credential_store(settings.bound_store());
     Ok(manager)
 }
 
@@ -327,7 +340,7 @@ pub async fn login(
         }
     };
     manager.configure_client(client_config(&client))?;
-    settings.store.set_client(issuer, client)?;
+    settings.bound_store().set_client(issuer, client)?;
 
     let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
     let authorization_url =
@@ -346,9 +359,20 @@ pub async fn login(
 
 /// A manager ready to authorize requests with the stored tokens, for a (re)connect. Fails with
 /// [`OAuthError::NeedsLogin`] when nothing usable is stored, or when the authorization server
-/// now has another issuer than the one that minted the tokens.
+/// now has another issuer than the one that minted the tokens, and with
+/// [`OAuthError::LoginForOtherUrl`] (said in one warning line too) when the tokens were stored
+/// for another URL of this server name: they stay stored for that URL and are not sent here.
 pub async fn stored_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, OAuthError> {
     let file = settings.store.read()?;
+    if let Some(stored_url) = file.stored_for_other_url(&settings.server_url) {
+        let error = OAuthError::LoginForOtherUrl {
+            server: settings.server_name.clone(),
+            stored_url: stored_url.to_string(),
+            configured_url: crate::store::canonical_server_url(&settings.server_url),
+        };
+        warn!("{error}");
+        return Err(error);
+    }
     let (Some(client), true) = (file.client.clone(), file.has_token()) else {
         return Err(settings.needs_login());
     };
@@ -432,6 +456,9 @@ pub struct LogoutReport {
 }
 
 /// Forget the stored tokens, revoking them first (RFC 7009) when the server offers revocation.
+/// Tokens go back only to the authorization server that minted them: the one of the URL they
+/// were stored for (the configured URL for a file from before URLs were recorded), when it
+/// still names the issuer recorded with them.
 pub async fn logout(settings: &OAuthSettings) -> Result<LogoutReport, OAuthError> {
     let file = settings.store.read()?;
     let mut report = LogoutReport {
@@ -453,10 +480,19 @@ async fn revoke_stored(
     file: &crate::store::TokenFile,
 ) -> Result<usize, String> {
     use oauth2::TokenResponse;
-    let manager = new_manager(settings).await.map_err(|e| e.to_string())?;
-    let metadata = discover(&manager, &settings.server_url, None)
+    let minted_for = file.server_url.as_deref().unwrap_or(&settings.server_url);
+    warden_net::install_crypto_provider();
+    let manager = AuthorizationManager::new(minted_for)
         .await
         .map_err(|e| e.to_string())?;
+    let metadata = discover(&manager, minted_for, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    if file.issuer.is_some() && metadata.issuer != file.issuer {
+        return Err(format!(
+            "the authorization server of {minted_for} is no longer the issuer that minted the tokens"
+        ));
+    }
     let Some(endpoint) = metadata
         .additional_fields
         .get("revocation_endpoint")

@@ -26,7 +26,10 @@ pub use provisioned::{ProvisionedCredentials, ProvisionedEnv, ProvisionedValues}
 pub use redirect::{DEFAULT_PREREGISTERED_PORT, RedirectMode, parse_redirect};
 pub use revoke::revoke_token;
 pub use secret::Secret;
-pub use store::{RegisteredClient, StoreLock, TokenBackend, TokenFile, TokenStore, TokenStoreKind};
+pub use store::{
+    RegisteredClient, StoreLock, TokenBackend, TokenFile, TokenStore, TokenStoreKind,
+    canonical_server_url,
+};
 
 /// rmcp's auth types, re-exported so callers need not name rmcp's module path.
 pub use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};

@@ -8,3 +8,4 @@ mod context_per_host;
 mod keyring_store;
 mod oauth_flows;
 mod redirect_listener;
+mod url_binding;
