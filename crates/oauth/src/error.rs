@@ -64,6 +64,11 @@ pub enum OAuthError {
     /// A configured environment variable is not set.
     #[error("environment variable {0} is not set")]
     MissingEnv(String),
+    /// An OAuth endpoint off this machine that is not https: nothing is sent to it.
+    #[error(
+        "refusing plain http to {url}: only loopback hosts may use http://; use its https:// URL"
+    )]
+    InsecureEndpoint { url: String },
     /// A URL does not parse.
     #[error("invalid URL {url}: {source}")]
     Url {

@@ -167,8 +167,11 @@ impl ProvisionedCredentials {
 
     /// A manager that authorizes requests with these tokens and refreshes them at `refresh_url`
     /// (before expiry, and once on a 401). Shares the store with `self`, so a refresh done by the
-    /// manager is what [`Self::revoke`] revokes.
+    /// manager is what [`Self::revoke`] revokes. A `refresh_url` off this machine must be https.
     pub async fn manager(&self, server_url: &str) -> Result<AuthorizationManager, OAuthError> {
+        if let Some(refresh_url) = &self.refresh_url {
+            crate::require_secure_endpoint(refresh_url)?;
+        }
         warden_net::install_crypto_provider();
         let mut manager = AuthorizationManager::new(server_url).await?;
         let token_endpoint = self
