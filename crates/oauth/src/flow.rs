@@ -11,8 +11,9 @@ use rmcp::transport::auth::{
 use tracing::{debug, info, warn};
 
 use crate::error::OAuthError;
+use crate::provisioned::{ProvisionedCredentials, ProvisionedEnv};
 use crate::redirect::{DEFAULT_PREREGISTERED_PORT, RedirectMode, RedirectReceiver};
-use crate::revoke::revoke_token;
+use crate::revoke::revoke_grant;
 use crate::secret::Secret;
 use crate::store::{RegisteredClient, TokenStore};
 
@@ -508,29 +509,39 @@ async fn revoke_stored(
     else {
         return Ok(0);
     };
-    let mut revoked = 0;
-    if let Some(refresh) = tokens.refresh_token() {
-        revoke_token(
-            endpoint,
-            &Secret::new(refresh.secret().clone()),
-            "refresh_token",
-            &client.client_id,
-            client.client_secret.as_ref(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        revoked += 1;
-    }
-    revoke_token(
+    let refresh = tokens
+        .refresh_token()
+        .map(|refresh| Secret::new(refresh.secret().clone()));
+    let access = Secret::new(tokens.access_token().secret().clone());
+    revoke_grant(
         endpoint,
-        &Secret::new(tokens.access_token().secret().clone()),
-        "access_token",
+        refresh.as_ref(),
+        Some(&access),
         &client.client_id,
         client.client_secret.as_ref(),
     )
     .await
-    .map_err(|e| e.to_string())?;
-    Ok(revoked + 1)
+    .map_err(|e| e.to_string())
+}
+
+/// `warden mcp logout` for an entry with pre-provisioned tokens (`access_token_env`,
+/// `refresh_token_env`): revoke the tokens its variables hold now at its `revoke_url`, through
+/// the same revocation as logged-in tokens. warden stores none of them, so nothing is forgotten;
+/// without a `revoke_url` the report says why nothing was revoked.
+pub async fn logout_provisioned(env: &ProvisionedEnv) -> Result<LogoutReport, OAuthError> {
+    let credentials = ProvisionedCredentials::from_env(env).await?;
+    if !credentials.can_revoke() {
+        return Ok(LogoutReport {
+            revoked: 0,
+            revocation_note: Some("the entry names no revoke_url".to_string()),
+            had_tokens: true,
+        });
+    }
+    Ok(LogoutReport {
+        revoked: credentials.revoke().await?,
+        revocation_note: None,
+        had_tokens: true,
+    })
 }
 
 /// Whether an error from rmcp means "log in again".

@@ -20,7 +20,7 @@ pub use context::OAuthContext;
 pub use error::OAuthError;
 pub use flow::{
     LoginOptions, LogoutReport, OAuthSettings, Probe, is_authorization_required, login, logout,
-    probe, step_up, stored_manager,
+    logout_provisioned, probe, step_up, stored_manager,
 };
 pub use provisioned::{ProvisionedCredentials, ProvisionedEnv, ProvisionedValues};
 pub use redirect::{DEFAULT_PREREGISTERED_PORT, RedirectMode, parse_redirect};
