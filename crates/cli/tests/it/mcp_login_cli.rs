@@ -642,18 +642,18 @@ fn a_token_stored_for_one_url_is_not_sent_when_the_name_points_at_another() {
 
     point_srv_at(&url_b);
     let at_b = sandbox.run(&["tool", "srv"]);
+    let sent_to_b = protected.authorizations_at("/other/mcp");
+    assert!(!sent_to_b.is_empty(), "warden connected to {url_b}");
+    assert!(
+        sent_to_b.iter().all(Option::is_none),
+        "a token reached the other URL: {sent_to_b:?}"
+    );
     assert!(
         at_b.stderr.contains(&format!(
             "the stored login of `srv` is for {url_a}, not for its configured URL {url_b}"
         )),
         "{}",
         at_b.stderr
-    );
-    let sent_to_b = protected.authorizations_at("/other/mcp");
-    assert!(!sent_to_b.is_empty(), "warden connected to {url_b}");
-    assert!(
-        sent_to_b.iter().all(Option::is_none),
-        "a token reached the other URL: {sent_to_b:?}"
     );
 
     point_srv_at(&url_a);
