@@ -173,25 +173,45 @@ async fn new_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, O
 /// Discovery through rmcp (RFC 9728 → RFC 8414 / OpenID → the 2025-03-26 default endpoints).
 /// One back-compat case is added: a 2025-03-26 server with no protected-resource metadata whose
 /// authorization-server metadata, fetched from the server's origin, names another issuer (the
-/// 2025-03-26 revision bound the metadata to the origin, not to an issuer URL).
+/// 2025-03-26 revision bound the metadata to the origin, not to an issuer URL). The endpoints
+/// the metadata names must be https or loopback hosts: codes, tokens and secrets go there.
 async fn discover(
     manager: &AuthorizationManager,
     server_url: &str,
     challenge: Option<&str>,
 ) -> Result<AuthorizationMetadata, OAuthError> {
-    match manager.resolve_metadata_from_challenge(challenge).await {
-        Ok(resolution) => Ok(resolution.metadata),
+    let metadata = match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(resolution) => resolution.metadata,
         Err(error @ AuthError::AuthorizationServerMismatch { .. }) => {
             match legacy_origin_metadata(server_url, challenge).await {
                 Some(metadata) => {
                     debug!("using 2025-03-26 origin metadata whose issuer differs from the origin");
-                    Ok(metadata)
+                    metadata
                 }
-                None => Err(error.into()),
+                None => return Err(error.into()),
             }
         }
-        Err(error) => Err(error.into()),
-    }
+        Err(error) => return Err(error.into()),
+    };
+    require_secure_endpoints(&metadata)?;
+    Ok(metadata)
+}
+
+/// Refuses metadata that names an endpoint off this machine over plain http.
+fn require_secure_endpoints(metadata: &AuthorizationMetadata) -> Result<(), OAuthError> {
+    let revocation = metadata
+        .additional_fields
+        .get("revocation_endpoint")
+        .and_then(|v| v.as_str());
+    [
+        Some(metadata.authorization_endpoint.as_str()),
+        Some(metadata.token_endpoint.as_str()),
+        metadata.registration_endpoint.as_deref(),
+        revocation,
+    ]
+    .into_iter()
+    .flatten()
+    .try_for_each(crate::require_secure_endpoint)
 }
 
 /// `<origin>/.well-known/oauth-authorization-server`, only when the server publishes no

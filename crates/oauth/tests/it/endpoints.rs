@@ -1,10 +1,14 @@
 //! warden's own OAuth requests (the probe, revocation, the client-credentials grant, a
-//! pre-provisioned token's refresh and revocation) never carry anything over plain http off this
-//! machine: such an endpoint is refused before a connection is made.
+//! pre-provisioned token's refresh and revocation) and the endpoints an authorization server's
+//! metadata names never carry anything over plain http off this machine: such an endpoint is
+//! refused before a connection is made.
 
 use warden_oauth::{
-    ClientCredentials, ProvisionedCredentials, ProvisionedValues, Secret, probe, revoke_token,
+    ClientCredentials, LoginOptions, OAuthSettings, ProvisionedCredentials, ProvisionedValues,
+    RedirectMode, Secret, TokenStore, login, probe, revoke_token,
 };
+
+use crate::support;
 
 const REFUSAL: &str = "only loopback hosts may use http://";
 
@@ -56,4 +60,25 @@ async fn plain_http_off_loopback_is_refused_before_anything_is_sent() {
         provisioned.access_token().await.unwrap().is_some(),
         "an unrevoked token is not forgotten as if it were revoked"
     );
+}
+
+#[tokio::test]
+async fn metadata_naming_a_plain_http_token_endpoint_off_loopback_is_refused() {
+    let server = support::start().await;
+    *server.token_endpoint_override.lock().unwrap() = Some("http://token.invalid/token".into());
+    let dir = tempfile::tempdir().unwrap();
+    let settings = OAuthSettings::new(
+        "demo",
+        server.resource(),
+        TokenStore::for_server(dir.path(), "demo"),
+    );
+    let options = LoginOptions::new(RedirectMode::Headless { port: None });
+    let Err(error) = login(&settings, options, &|_| {}).await else {
+        panic!("a login whose code would go to a plain-http token endpoint");
+    };
+    assert!(error.to_string().contains(REFUSAL), "{error}");
+    assert!(error.to_string().contains("token.invalid"), "{error}");
+    let seen = server.seen();
+    assert!(seen.authorize_queries.is_empty(), "nothing was authorized");
+    assert_eq!(seen.registrations, 0, "no client was registered");
 }

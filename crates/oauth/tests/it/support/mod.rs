@@ -48,6 +48,8 @@ pub(crate) struct AuthServer {
     pub refresh_delay: Arc<Mutex<Duration>>,
     /// ES256 public key (uncompressed point) accepted for client assertions.
     pub jwt_public_key: Arc<Mutex<Option<Vec<u8>>>>,
+    /// The token endpoint the metadata names instead of this server's own `/token`.
+    pub token_endpoint_override: Arc<Mutex<Option<String>>>,
 }
 
 impl AuthServer {
@@ -99,6 +101,7 @@ pub(crate) async fn start() -> AuthServer {
         expires_in: Arc::new(Mutex::new(3600)),
         refresh_delay: Arc::new(Mutex::new(Duration::ZERO)),
         jwt_public_key: Arc::default(),
+        token_endpoint_override: Arc::default(),
     };
     let app = Router::new()
         .route("/.well-known/oauth-protected-resource/mcp", get(prm))
@@ -132,10 +135,16 @@ async fn prm(State(s): State<AuthServer>, uri: Uri) -> Response {
 
 async fn as_metadata(State(s): State<AuthServer>) -> Response {
     let b = &s.base;
+    let token_endpoint = s
+        .token_endpoint_override
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or_else(|| format!("{b}/token"));
     axum::Json(json!({
         "issuer": b,
         "authorization_endpoint": format!("{b}/authorize"),
-        "token_endpoint": format!("{b}/token"),
+        "token_endpoint": token_endpoint,
         "registration_endpoint": format!("{b}/register"),
         "revocation_endpoint": format!("{b}/revoke"),
         "response_types_supported": ["code"],
