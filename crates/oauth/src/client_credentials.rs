@@ -110,6 +110,7 @@ pub async fn client_credentials_token(
     credentials: &ClientCredentials,
     scopes: &[String],
 ) -> Result<GrantedToken, OAuthError> {
+    crate::require_secure_endpoint(server_url)?;
     warden_net::install_crypto_provider();
     let manager = AuthorizationManager::new(server_url).await?;
     let metadata = manager.resolve_metadata().await?.metadata;

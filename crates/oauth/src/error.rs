@@ -11,6 +11,16 @@ pub enum OAuthError {
     /// No usable token: the operator has to log in.
     #[error("needs login: run warden mcp login {server}")]
     NeedsLogin { server: String },
+    /// The stored tokens belong to another URL of this server name: they are not sent, and a
+    /// login at the configured URL is needed.
+    #[error(
+        "the stored login of `{server}` is for {stored_url}, not for its configured URL {configured_url}: run warden mcp login {server} to log in at this URL"
+    )]
+    LoginForOtherUrl {
+        server: String,
+        stored_url: String,
+        configured_url: String,
+    },
     /// `auth = "none"`, or an Authorization header is configured: login is not the fix.
     #[error("login is disabled for {server}: {reason}")]
     LoginForbidden { server: String, reason: String },
@@ -54,6 +64,11 @@ pub enum OAuthError {
     /// A configured environment variable is not set.
     #[error("environment variable {0} is not set")]
     MissingEnv(String),
+    /// An OAuth endpoint off this machine that is not https: nothing is sent to it.
+    #[error(
+        "refusing plain http to {url}: only loopback hosts may use http://; use its https:// URL"
+    )]
+    InsecureEndpoint { url: String },
     /// A URL does not parse.
     #[error("invalid URL {url}: {source}")]
     Url {
@@ -82,7 +97,9 @@ impl OAuthError {
     pub fn needs_login(&self) -> bool {
         matches!(
             self,
-            Self::NeedsLogin { .. } | Self::Protocol(AuthError::AuthorizationRequired)
+            Self::NeedsLogin { .. }
+                | Self::LoginForOtherUrl { .. }
+                | Self::Protocol(AuthError::AuthorizationRequired)
         )
     }
 }

@@ -11,8 +11,9 @@ use rmcp::transport::auth::{
 use tracing::{debug, info, warn};
 
 use crate::error::OAuthError;
+use crate::provisioned::{ProvisionedCredentials, ProvisionedEnv};
 use crate::redirect::{DEFAULT_PREREGISTERED_PORT, RedirectMode, RedirectReceiver};
-use crate::revoke::revoke_token;
+use crate::revoke::revoke_grant;
 use crate::secret::Secret;
 use crate::store::{RegisteredClient, TokenStore};
 
@@ -69,6 +70,19 @@ impl OAuthSettings {
             "http://127.0.0.1:{}/callback",
             self.redirect_port.unwrap_or(DEFAULT_PREREGISTERED_PORT)
         )
+    }
+
+    /// The store bound to this server's URL: what it saves records the URL, and it hands rmcp no
+    /// token stored for another URL.
+    pub fn bound_store(&self) -> TokenStore {
+        self.store.clone().bound_to(&self.server_url)
+    }
+
+    /// Whether a token is stored that may be sent to this server's URL.
+    pub fn has_usable_token(&self) -> bool {
+        self.store.read().is_ok_and(|file| {
+            file.has_token() && file.stored_for_other_url(&self.server_url).is_none()
+        })
     }
 
     fn needs_login(&self) -> OAuthError {
@@ -152,32 +166,52 @@ pub async fn probe(server_url: &str) -> Result<Probe, OAuthError> {
 async fn new_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, OAuthError> {
     warden_net::install_crypto_provider();
     let mut manager = AuthorizationManager::new(settings.server_url.as_str()).await?;
-    manager.set_credential_store(settings.store.clone());
+    manager.set_credential_store(settings.bound_store());
     Ok(manager)
 }
 
 /// Discovery through rmcp (RFC 9728 → RFC 8414 / OpenID → the 2025-03-26 default endpoints).
 /// One back-compat case is added: a 2025-03-26 server with no protected-resource metadata whose
 /// authorization-server metadata, fetched from the server's origin, names another issuer (the
-/// 2025-03-26 revision bound the metadata to the origin, not to an issuer URL).
+/// 2025-03-26 revision bound the metadata to the origin, not to an issuer URL). The endpoints
+/// the metadata names must be https or loopback hosts: codes, tokens and secrets go there.
 async fn discover(
     manager: &AuthorizationManager,
     server_url: &str,
     challenge: Option<&str>,
 ) -> Result<AuthorizationMetadata, OAuthError> {
-    match manager.resolve_metadata_from_challenge(challenge).await {
-        Ok(resolution) => Ok(resolution.metadata),
+    let metadata = match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(resolution) => resolution.metadata,
         Err(error @ AuthError::AuthorizationServerMismatch { .. }) => {
             match legacy_origin_metadata(server_url, challenge).await {
                 Some(metadata) => {
                     debug!("using 2025-03-26 origin metadata whose issuer differs from the origin");
-                    Ok(metadata)
+                    metadata
                 }
-                None => Err(error.into()),
+                None => return Err(error.into()),
             }
         }
-        Err(error) => Err(error.into()),
-    }
+        Err(error) => return Err(error.into()),
+    };
+    require_secure_endpoints(&metadata)?;
+    Ok(metadata)
+}
+
+/// Refuses metadata that names an endpoint off this machine over plain http.
+fn require_secure_endpoints(metadata: &AuthorizationMetadata) -> Result<(), OAuthError> {
+    let revocation = metadata
+        .additional_fields
+        .get("revocation_endpoint")
+        .and_then(|v| v.as_str());
+    [
+        Some(metadata.authorization_endpoint.as_str()),
+        Some(metadata.token_endpoint.as_str()),
+        metadata.registration_endpoint.as_deref(),
+        revocation,
+    ]
+    .into_iter()
+    .flatten()
+    .try_for_each(crate::require_secure_endpoint)
 }
 
 /// `<origin>/.well-known/oauth-authorization-server`, only when the server publishes no
@@ -327,7 +361,7 @@ pub async fn login(
         }
     };
     manager.configure_client(client_config(&client))?;
-    settings.store.set_client(issuer, client)?;
+    settings.bound_store().set_client(issuer, client)?;
 
     let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
     let authorization_url =
@@ -346,9 +380,20 @@ pub async fn login(
 
 /// A manager ready to authorize requests with the stored tokens, for a (re)connect. Fails with
 /// [`OAuthError::NeedsLogin`] when nothing usable is stored, or when the authorization server
-/// now has another issuer than the one that minted the tokens.
+/// now has another issuer than the one that minted the tokens, and with
+/// [`OAuthError::LoginForOtherUrl`] (said in one warning line too) when the tokens were stored
+/// for another URL of this server name: they stay stored for that URL and are not sent here.
 pub async fn stored_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, OAuthError> {
     let file = settings.store.read()?;
+    if let Some(stored_url) = file.stored_for_other_url(&settings.server_url) {
+        let error = OAuthError::LoginForOtherUrl {
+            server: settings.server_name.clone(),
+            stored_url: stored_url.to_string(),
+            configured_url: crate::store::canonical_server_url(&settings.server_url),
+        };
+        warn!("{error}");
+        return Err(error);
+    }
     let (Some(client), true) = (file.client.clone(), file.has_token()) else {
         return Err(settings.needs_login());
     };
@@ -432,6 +477,9 @@ pub struct LogoutReport {
 }
 
 /// Forget the stored tokens, revoking them first (RFC 7009) when the server offers revocation.
+/// Tokens go back only to the authorization server that minted them: the one of the URL they
+/// were stored for (the configured URL for a file from before URLs were recorded), when it
+/// still names the issuer recorded with them.
 pub async fn logout(settings: &OAuthSettings) -> Result<LogoutReport, OAuthError> {
     let file = settings.store.read()?;
     let mut report = LogoutReport {
@@ -453,10 +501,19 @@ async fn revoke_stored(
     file: &crate::store::TokenFile,
 ) -> Result<usize, String> {
     use oauth2::TokenResponse;
-    let manager = new_manager(settings).await.map_err(|e| e.to_string())?;
-    let metadata = discover(&manager, &settings.server_url, None)
+    let minted_for = file.server_url.as_deref().unwrap_or(&settings.server_url);
+    warden_net::install_crypto_provider();
+    let manager = AuthorizationManager::new(minted_for)
         .await
         .map_err(|e| e.to_string())?;
+    let metadata = discover(&manager, minted_for, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    if file.issuer.is_some() && metadata.issuer != file.issuer {
+        return Err(format!(
+            "the authorization server of {minted_for} is no longer the issuer that minted the tokens"
+        ));
+    }
     let Some(endpoint) = metadata
         .additional_fields
         .get("revocation_endpoint")
@@ -472,29 +529,39 @@ async fn revoke_stored(
     else {
         return Ok(0);
     };
-    let mut revoked = 0;
-    if let Some(refresh) = tokens.refresh_token() {
-        revoke_token(
-            endpoint,
-            &Secret::new(refresh.secret().clone()),
-            "refresh_token",
-            &client.client_id,
-            client.client_secret.as_ref(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        revoked += 1;
-    }
-    revoke_token(
+    let refresh = tokens
+        .refresh_token()
+        .map(|refresh| Secret::new(refresh.secret().clone()));
+    let access = Secret::new(tokens.access_token().secret().clone());
+    revoke_grant(
         endpoint,
-        &Secret::new(tokens.access_token().secret().clone()),
-        "access_token",
+        refresh.as_ref(),
+        Some(&access),
         &client.client_id,
         client.client_secret.as_ref(),
     )
     .await
-    .map_err(|e| e.to_string())?;
-    Ok(revoked + 1)
+    .map_err(|e| e.to_string())
+}
+
+/// `warden mcp logout` for an entry with pre-provisioned tokens (`access_token_env`,
+/// `refresh_token_env`): revoke the tokens its variables hold now at its `revoke_url`, through
+/// the same revocation as logged-in tokens. warden stores none of them, so nothing is forgotten;
+/// without a `revoke_url` the report says why nothing was revoked.
+pub async fn logout_provisioned(env: &ProvisionedEnv) -> Result<LogoutReport, OAuthError> {
+    let credentials = ProvisionedCredentials::from_env(env).await?;
+    if !credentials.can_revoke() {
+        return Ok(LogoutReport {
+            revoked: 0,
+            revocation_note: Some("the entry names no revoke_url".to_string()),
+            had_tokens: true,
+        });
+    }
+    Ok(LogoutReport {
+        revoked: credentials.revoke().await?,
+        revocation_note: None,
+        had_tokens: true,
+    })
 }
 
 /// Whether an error from rmcp means "log in again".

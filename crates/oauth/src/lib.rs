@@ -20,13 +20,16 @@ pub use context::OAuthContext;
 pub use error::OAuthError;
 pub use flow::{
     LoginOptions, LogoutReport, OAuthSettings, Probe, is_authorization_required, login, logout,
-    probe, step_up, stored_manager,
+    logout_provisioned, probe, step_up, stored_manager,
 };
 pub use provisioned::{ProvisionedCredentials, ProvisionedEnv, ProvisionedValues};
 pub use redirect::{DEFAULT_PREREGISTERED_PORT, RedirectMode, parse_redirect};
 pub use revoke::revoke_token;
 pub use secret::Secret;
-pub use store::{RegisteredClient, StoreLock, TokenBackend, TokenFile, TokenStore, TokenStoreKind};
+pub use store::{
+    RegisteredClient, StoreLock, TokenBackend, TokenFile, TokenStore, TokenStoreKind,
+    canonical_server_url,
+};
 
 /// rmcp's auth types, re-exported so callers need not name rmcp's module path.
 pub use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};
@@ -36,13 +39,59 @@ pub use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};
 pub(crate) const ENDPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// warden's outgoing client for OAuth endpoints: redirects are not followed (a 3xx answer is
-/// reported as that endpoint's failure), each request bounded by `timeout`.
+/// reported as that endpoint's failure), each request bounded by `timeout`, and `endpoint` must
+/// be https or a loopback host ([`require_secure_endpoint`]).
 pub(crate) fn endpoint_client(
     endpoint: &str,
     timeout: std::time::Duration,
 ) -> Result<reqwest::Client, OAuthError> {
+    require_secure_endpoint(endpoint)?;
     warden_net::http_client()
         .request_timeout(timeout)
         .build()
         .map_err(|e| OAuthError::http(endpoint, e))
+}
+
+/// Refuses an endpoint that would carry a token or a secret in the clear: https anywhere, plain
+/// http only to a loopback host (the rule MCP server URLs follow).
+pub(crate) fn require_secure_endpoint(endpoint: &str) -> Result<(), OAuthError> {
+    let url = url::Url::parse(endpoint).map_err(|e| OAuthError::url(endpoint, e))?;
+    let loopback = match url.host() {
+        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(address)) => address.is_loopback(),
+        Some(url::Host::Ipv6(address)) => address.is_loopback(),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        _ => Err(OAuthError::InsecureEndpoint {
+            url: crate::store::canonical_server_url(endpoint),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::require_secure_endpoint;
+
+    #[test]
+    fn oauth_endpoints_are_https_or_loopback() {
+        for allowed in [
+            "https://auth.example.com/token",
+            "http://127.0.0.1:8080/token",
+            "http://[::1]/token",
+            "http://LOCALHOST/token",
+        ] {
+            assert!(require_secure_endpoint(allowed).is_ok(), "{allowed}");
+        }
+        for refused in [
+            "http://auth.example.com/token",
+            "http://10.0.0.5/token",
+            "ftp://auth.example.com/token",
+            "http://localhost.evil.example/token",
+        ] {
+            assert!(require_secure_endpoint(refused).is_err(), "{refused}");
+        }
+    }
 }

@@ -12,7 +12,7 @@ use rmcp::transport::auth::{
 };
 
 use crate::error::OAuthError;
-use crate::revoke::revoke_token;
+use crate::revoke::revoke_grant;
 use crate::secret::Secret;
 
 /// The entry's variable names and URLs (names only: values are read by [`ProvisionedCredentials::from_env`]).
@@ -167,8 +167,11 @@ impl ProvisionedCredentials {
 
     /// A manager that authorizes requests with these tokens and refreshes them at `refresh_url`
     /// (before expiry, and once on a 401). Shares the store with `self`, so a refresh done by the
-    /// manager is what [`Self::revoke`] revokes.
+    /// manager is what [`Self::revoke`] revokes. A `refresh_url` off this machine must be https.
     pub async fn manager(&self, server_url: &str) -> Result<AuthorizationManager, OAuthError> {
+        if let Some(refresh_url) = &self.refresh_url {
+            crate::require_secure_endpoint(refresh_url)?;
+        }
         warden_net::install_crypto_provider();
         let mut manager = AuthorizationManager::new(server_url).await?;
         let token_endpoint = self
@@ -190,35 +193,28 @@ impl ProvisionedCredentials {
     }
 
     /// Revoke the held tokens at `revoke_url` and clear them: from now on there is no bearer.
+    /// Without a `revoke_url` they are only cleared. A refused revocation clears nothing.
     pub async fn revoke(&self) -> Result<usize, OAuthError> {
         let Some(endpoint) = self.revoke_url.clone() else {
             self.store.clear().await?;
             return Ok(0);
         };
-        let mut revoked = 0;
-        if let Some(refresh) = self.refresh_token().await? {
-            revoke_token(
-                &endpoint,
-                &refresh,
-                "refresh_token",
-                &self.client_id,
-                self.client_secret.as_ref(),
-            )
-            .await?;
-            revoked += 1;
-        }
-        if let Some(access) = self.access_token().await? {
-            revoke_token(
-                &endpoint,
-                &access,
-                "access_token",
-                &self.client_id,
-                self.client_secret.as_ref(),
-            )
-            .await?;
-            revoked += 1;
-        }
+        let refresh = self.refresh_token().await?;
+        let access = self.access_token().await?;
+        let revoked = revoke_grant(
+            &endpoint,
+            refresh.as_ref(),
+            access.as_ref(),
+            &self.client_id,
+            self.client_secret.as_ref(),
+        )
+        .await?;
         self.store.clear().await?;
         Ok(revoked)
+    }
+
+    /// Whether a `revoke_url` is configured.
+    pub fn can_revoke(&self) -> bool {
+        self.revoke_url.is_some()
     }
 }

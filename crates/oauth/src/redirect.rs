@@ -1,4 +1,5 @@
-//! Getting the authorization redirect back: a loopback listener on 127.0.0.1/callback, a pasted
+//! Getting the authorization redirect back: a loopback listener on 127.0.0.1/callback that takes
+//! only the redirect carrying the login's `state` (anything else gets a 400 page), a pasted
 //! redirect URL, or (headless, for tests and the conformance suite) a non-redirecting GET of the
 //! authorization URL whose `Location` is the redirect.
 
@@ -83,7 +84,9 @@ impl RedirectReceiver {
         &self.redirect_uri
     }
 
-    /// Wait for the redirect that answers `authorization_url`.
+    /// Wait for the redirect that answers `authorization_url`: on the listener, only a request
+    /// to `/callback` carrying that URL's `state` counts; anything else gets a 400 page and the
+    /// wait goes on until `timeout`.
     pub(crate) async fn receive(
         self,
         authorization_url: &str,
@@ -95,11 +98,15 @@ impl RedirectReceiver {
                 let listener = self
                     .listener
                     .ok_or_else(|| OAuthError::Redirect("no loopback listener".to_string()))?;
-                tokio::time::timeout(timeout, first_redirect(listener, &self.redirect_uri))
-                    .await
-                    .map_err(|_| {
-                        OAuthError::Redirect(format!("no redirect within {} s", timeout.as_secs()))
-                    })??
+                let state = expected_state(authorization_url)?;
+                tokio::time::timeout(
+                    timeout,
+                    first_redirect(listener, &self.redirect_uri, &state),
+                )
+                .await
+                .map_err(|_| {
+                    OAuthError::Redirect(format!("no redirect within {} s", timeout.as_secs()))
+                })??
             }
         };
         parse_redirect(&redirect)
@@ -147,8 +154,48 @@ async fn headless_redirect(authorization_url: &str) -> Result<String, OAuthError
         .to_string())
 }
 
-/// The first of: a browser hitting the listener's /callback, or a URL pasted on stdin.
-async fn first_redirect(listener: TcpListener, redirect_uri: &str) -> Result<String, OAuthError> {
+/// The `state` an authorization URL asks to get back.
+fn expected_state(authorization_url: &str) -> Result<String, OAuthError> {
+    let url =
+        url::Url::parse(authorization_url).map_err(|e| OAuthError::url("authorization", e))?;
+    url.query_pairs()
+        .find(|(key, _)| key == "state")
+        .map(|(_, state)| state.into_owned())
+        .ok_or_else(|| OAuthError::Redirect("the authorization URL carries no state".to_string()))
+}
+
+/// Whether a request target on the listener is the redirect this login waits for: the
+/// `/callback` path with the expected `state` (an `error=` answer included).
+fn is_awaited_redirect(target: &str, state: &str) -> bool {
+    let Ok(url) = url::Url::parse(&format!("http://127.0.0.1{target}")) else {
+        return false;
+    };
+    url.path() == "/callback"
+        && url
+            .query_pairs()
+            .any(|(key, value)| key == "state" && value == state)
+}
+
+const RECEIVED_PAGE: &str = "<html><body><p>warden: the authorization answer was received. You can close this tab.</p></body></html>";
+const NOT_AWAITED_PAGE: &str = "<html><body><p>warden: this is not the authorization redirect warden is waiting for.</p></body></html>";
+
+/// Answers one request on the listener with an HTML page and closes the connection.
+async fn answer(stream: &mut tokio::net::TcpStream, status: &str, page: &str) {
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+        page.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+}
+
+/// The first of: a browser hitting the listener's /callback with the expected `state`, or a URL
+/// pasted on stdin. Any other request (a prefetched /favicon.ico, another path, a missing or
+/// wrong `state`) gets a 400 page and the wait goes on.
+async fn first_redirect(
+    listener: TcpListener,
+    redirect_uri: &str,
+    state: &str,
+) -> Result<String, OAuthError> {
     let (pasted_tx, mut pasted_rx) = mpsc::unbounded_channel::<String>();
     // A plain thread, not a tokio task: a blocked stdin read must not hold the runtime open.
     std::thread::spawn(move || {
@@ -163,28 +210,25 @@ async fn first_redirect(listener: TcpListener, redirect_uri: &str) -> Result<Str
             }
         }
     });
+    let mut stdin_open = true;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((mut stream, _)) = accepted else { continue };
-                if let Some(target) = read_request_target(&mut stream).await {
-                    if target.starts_with("/callback") {
-                        let page = "<html><body><p>warden: authorization received. You can close this tab.</p></body></html>";
-                        let _ = stream.write_all(format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
-                            page.len()
-                        ).as_bytes()).await;
+                match read_request_target(&mut stream).await {
+                    Some(target) if is_awaited_redirect(&target, state) => {
+                        answer(&mut stream, "200 OK", RECEIVED_PAGE).await;
                         let origin = redirect_uri.trim_end_matches("/callback");
                         return Ok(format!("{origin}{target}"));
                     }
-                    let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+                    _ => answer(&mut stream, "400 Bad Request", NOT_AWAITED_PAGE).await,
                 }
             }
-            pasted = pasted_rx.recv() => {
-                if let Some(url) = pasted {
-                    return Ok(url);
-                }
-            }
+            pasted = pasted_rx.recv(), if stdin_open => match pasted {
+                Some(url) => return Ok(url),
+                // stdin is closed (or not a terminal's): only the listener can answer now.
+                None => stdin_open = false,
+            },
         }
     }
 }

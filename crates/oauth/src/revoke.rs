@@ -1,4 +1,4 @@
-//! Token revocation (RFC 7009).
+//! Token revocation (RFC 7009): the one path both logged-in and pre-provisioned tokens take.
 
 use crate::error::OAuthError;
 use crate::secret::Secret;
@@ -39,4 +39,27 @@ pub async fn revoke_token(
         status: status.as_u16(),
         error: crate::client_credentials::oauth_error_summary(&body),
     })
+}
+
+/// Revoke a grant's tokens at `endpoint`: the refresh token first (revoking it may end the access
+/// token too, RFC 7009 §2.1), then the access token. Returns how many were revoked; the first
+/// refusal ends it.
+pub(crate) async fn revoke_grant(
+    endpoint: &str,
+    refresh_token: Option<&Secret>,
+    access_token: Option<&Secret>,
+    client_id: &str,
+    client_secret: Option<&Secret>,
+) -> Result<usize, OAuthError> {
+    let mut revoked = 0;
+    for (token, hint) in [
+        (refresh_token, "refresh_token"),
+        (access_token, "access_token"),
+    ] {
+        if let Some(token) = token {
+            revoke_token(endpoint, token, hint, client_id, client_secret).await?;
+            revoked += 1;
+        }
+    }
+    Ok(revoked)
 }

@@ -1,6 +1,7 @@
 //! The token store: `<state>/mcp/auth/<server>.json`, mode 0600, written atomically (or an item
-//! in the OS keyring, `token_store`), bound to the issuer that minted it, with a cross-process
-//! lock (`<file>.lock` in the state folder, whatever the backend) held around every refresh.
+//! in the OS keyring, `token_store`), bound to the issuer that minted it and to the server URL it
+//! was stored for, with a cross-process lock (`<file>.lock` in the state folder, whatever the
+//! backend) held around every refresh.
 
 use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
@@ -43,11 +44,16 @@ impl std::fmt::Debug for RegisteredClient {
     }
 }
 
-/// One server's stored authorization: the issuer, the client registered with it, and the tokens
-/// it minted. Tokens and client belong to `issuer`; a different issuer means start over.
+/// One server's stored authorization: the server URL it was stored for, the issuer, the client
+/// registered with it, and the tokens it minted. Tokens and client belong to `issuer`; a
+/// different issuer means start over. The tokens are sent only to `server_url` (canonical, see
+/// [`canonical_server_url`]); a file written before URLs were recorded names none and serves
+/// its server name until the next refresh or login records one.
 #[derive(Clone, Default, Serialize, Deserialize)]
 pub struct TokenFile {
     pub version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_url: Option<String>,
     #[serde(default)]
     pub issuer: Option<String>,
     #[serde(default)]
@@ -60,6 +66,7 @@ impl std::fmt::Debug for TokenFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenFile")
             .field("version", &self.version)
+            .field("server_url", &self.server_url)
             .field("issuer", &self.issuer)
             .field("client", &self.client)
             .field("credentials", &self.credentials)
@@ -74,6 +81,36 @@ impl TokenFile {
             .as_ref()
             .is_some_and(|c| c.token_response.is_some())
     }
+
+    /// The URL the tokens were stored for, when it is not `server_url` (the server's URL as
+    /// configured now): they must not be sent there. `None` when they were stored for it, or
+    /// when the file predates recorded URLs.
+    pub fn stored_for_other_url(&self, server_url: &str) -> Option<&str> {
+        let configured = canonical_server_url(server_url);
+        self.server_url
+            .as_deref()
+            .filter(|stored| canonical_server_url(stored) != configured)
+    }
+}
+
+/// The form a server URL is recorded and compared in: scheme, host and port (a scheme's default
+/// port left out) and the path without a trailing slash; no user info, query or fragment. A
+/// text that does not parse as a URL is only trimmed.
+pub fn canonical_server_url(raw: &str) -> String {
+    let raw = raw.trim();
+    let Ok(url) = url::Url::parse(raw) else {
+        return raw.trim_end_matches('/').to_string();
+    };
+    let port = url
+        .port()
+        .map(|port| format!(":{port}"))
+        .unwrap_or_default();
+    format!(
+        "{}://{}{port}{}",
+        url.scheme(),
+        url.host_str().unwrap_or_default(),
+        url.path().trim_end_matches('/')
+    )
 }
 
 /// Where tokens are kept (`[oauth] token_store`).
@@ -132,11 +169,15 @@ struct NoKeyring {
 }
 
 /// Handle on one server's token file. Cheap to clone; every read goes to the backend, so a
-/// token saved by another process is seen at the next load.
+/// token saved by another process is seen at the next load. A handle bound to a server URL
+/// ([`TokenStore::bound_to`]) records that URL with what it saves and, as rmcp's credential
+/// store, hands out no tokens stored for another URL.
 #[derive(Clone, Debug)]
 pub struct TokenStore {
     path: PathBuf,
     backend: Arc<dyn TokenBackend>,
+    /// The canonical URL of the server this handle stores for.
+    server_url: Option<String>,
 }
 
 impl TokenStore {
@@ -146,7 +187,20 @@ impl TokenStore {
         Self {
             backend: Arc::new(FileBackend { path: path.clone() }),
             path,
+            server_url: None,
         }
+    }
+
+    /// This handle bound to the server at `server_url`: what it saves records that URL, and
+    /// tokens stored for another URL are not handed to rmcp.
+    pub fn bound_to(mut self, server_url: &str) -> Self {
+        self.server_url = Some(canonical_server_url(server_url));
+        self
+    }
+
+    /// The canonical server URL this handle is bound to.
+    pub fn bound_url(&self) -> Option<&str> {
+        self.server_url.as_deref()
     }
 
     /// The store of `server` under `state_dir`, in the backend `kind` picks; the keyring's tool
@@ -178,7 +232,11 @@ impl TokenStore {
                 None => Arc::new(NoKeyring { path: path.clone() }),
             },
         };
-        Self { path, backend }
+        Self {
+            path,
+            backend,
+            server_url: None,
+        }
     }
 
     /// Where the tokens live, for people: the file's path or the keyring item.
@@ -252,16 +310,24 @@ impl TokenStore {
         self.backend.delete()
     }
 
-    /// Bind the store to `issuer` and `client`. When the issuer differs from the stored one, the
-    /// old tokens are dropped: they were minted by another authorization server.
+    /// Bind the store to `issuer` and `client` (and, for a bound handle, to its server URL).
+    /// When the issuer differs from the stored one, the old tokens are dropped: they were minted
+    /// by another authorization server; so are tokens stored for another server URL.
     pub fn set_client(
         &self,
         issuer: Option<String>,
         client: RegisteredClient,
     ) -> Result<(), OAuthError> {
         self.update(|file| {
-            if file.issuer != issuer {
+            let other_url = self
+                .server_url
+                .as_deref()
+                .is_some_and(|url| file.stored_for_other_url(url).is_some());
+            if file.issuer != issuer || other_url {
                 file.credentials = None;
+            }
+            if self.server_url.is_some() {
+                file.server_url = self.server_url.clone();
             }
             file.issuer = issuer;
             file.client = Some(client);
@@ -445,11 +511,21 @@ fn store_error(error: OAuthError) -> AuthError {
 impl CredentialStore for TokenStore {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
         let file = self.read().map_err(store_error)?;
+        if let Some(url) = &self.server_url
+            && file.stored_for_other_url(url).is_some()
+        {
+            return Ok(None);
+        }
         Ok(file.credentials)
     }
 
+    /// Saves the tokens and, for a bound handle, the server URL they belong to (so a file from
+    /// before URLs were recorded gets one at its next refresh).
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
         self.update(|file| {
+            if self.server_url.is_some() {
+                file.server_url = self.server_url.clone();
+            }
             if credentials.issuer.is_some() {
                 file.issuer = credentials.issuer.clone();
             }
@@ -466,5 +542,40 @@ impl CredentialStore for TokenStore {
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
         let lock = self.lock().await.map_err(store_error)?;
         Ok(Some(CredentialRefreshGuard::new(lock)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TokenFile, canonical_server_url};
+
+    #[test]
+    fn server_urls_compare_by_scheme_host_port_and_path() {
+        assert_eq!(
+            canonical_server_url("HTTPS://Example.COM:443/mcp/?x=1#f"),
+            "https://example.com/mcp"
+        );
+        assert_eq!(
+            canonical_server_url("http://user:pw@127.0.0.1:8080/"),
+            "http://127.0.0.1:8080"
+        );
+        assert_ne!(
+            canonical_server_url("https://example.com/mcp"),
+            canonical_server_url("https://example.com:8443/mcp")
+        );
+        let file = TokenFile {
+            server_url: Some("https://example.com/mcp".into()),
+            ..TokenFile::default()
+        };
+        assert_eq!(file.stored_for_other_url("https://example.com/mcp/"), None);
+        assert_eq!(
+            file.stored_for_other_url("https://example.com/other"),
+            Some("https://example.com/mcp")
+        );
+        assert_eq!(
+            TokenFile::default().stored_for_other_url("https://example.com/other"),
+            None,
+            "a file from before URLs were recorded serves its server name"
+        );
     }
 }

@@ -444,18 +444,37 @@ fn logout(files: &Files, args: LogoutArgs) -> anyhow::Result<ExitCode> {
     let Some(entry) = config.servers.get(&args.name) else {
         return Err(no_such_server(&args.name, &config));
     };
-    let url = match &entry.transport {
-        warden_config::Transport::Http { url, .. } => url.clone(),
+    let (url, oauth) = match &entry.transport {
+        warden_config::Transport::Http { url, oauth, .. } => (url.clone(), oauth),
         warden_config::Transport::Stdio { .. } => {
             bail!("`{}` is a stdio server: it has no OAuth tokens", args.name)
         }
     };
     let vars = VarContext::from_process(&files.workspace);
     let url = warden_config::expand(&url, &vars).unwrap_or(url);
+    let runtime = async_runtime()?;
+    let provisioned = provisioned_env(oauth);
+    if let Some(env) = &provisioned {
+        let report = runtime
+            .block_on(warden_oauth::logout_provisioned(env))
+            .with_context(|| format!("revoking the pre-provisioned tokens of `{}`", args.name))?;
+        match &report.revocation_note {
+            None => println!(
+                "{} pre-provisioned token(s) of `{}` revoked; warden stores none, so clear the variables that hold them yourself",
+                report.revoked, args.name
+            ),
+            Some(note) => println!(
+                "the pre-provisioned tokens of `{}` were not revoked: {note}",
+                args.name
+            ),
+        }
+    }
     let settings = oauth_context.settings(&entry.name, url);
-    let report = async_runtime()?.block_on(warden_oauth::logout(&settings))?;
+    let report = runtime.block_on(warden_oauth::logout(&settings))?;
     if !report.had_tokens {
-        println!("no tokens were stored for `{}`", args.name);
+        if provisioned.is_none() {
+            println!("no tokens were stored for `{}`", args.name);
+        }
     } else {
         match &report.revocation_note {
             None => println!(
@@ -469,6 +488,24 @@ fn logout(files: &Files, args: LogoutArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The pre-provisioned tokens an entry names (`access_token_env`, `refresh_token_env`), with
+/// what revoking them needs.
+fn provisioned_env(
+    oauth: &warden_config::OAuthClientConfig,
+) -> Option<warden_oauth::ProvisionedEnv> {
+    (oauth.access_token_env.is_some() || oauth.refresh_token_env.is_some()).then(|| {
+        warden_oauth::ProvisionedEnv {
+            access_token_env: oauth.access_token_env.clone(),
+            expires_at_env: oauth.expires_at_env.clone(),
+            refresh_token_env: oauth.refresh_token_env.clone(),
+            client_id: oauth.client_id.clone(),
+            client_secret_env: oauth.client_secret_env.clone(),
+            refresh_url: oauth.refresh_url.clone(),
+            revoke_url: oauth.revoke_url.clone(),
+        }
+    })
 }
 
 /// The entries a `list` or `get` works on, and whether they replaced or were replaced.

@@ -22,6 +22,8 @@ struct Seen {
     live: HashSet<String>,
     revoked: Vec<String>,
     counter: u64,
+    /// Each request to a protected resource: its path and Authorization header.
+    requests: Vec<(String, Option<String>)>,
 }
 
 #[derive(Clone)]
@@ -58,6 +60,7 @@ impl Protected {
             .route("/token", post(token))
             .route("/revoke", post(revoke))
             .route("/mcp", post(mcp))
+            .route("/other/mcp", post(mcp))
             .with_state(server.clone());
         runtime.spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self {
@@ -72,6 +75,16 @@ impl Protected {
 
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
         self.server.seen.lock().unwrap()
+    }
+
+    /// The Authorization headers the resource at `path` received, in order.
+    fn authorizations_at(&self, path: &str) -> Vec<Option<String>> {
+        self.seen()
+            .requests
+            .iter()
+            .filter(|(seen, _)| seen == path)
+            .map(|(_, authorization)| authorization.clone())
+            .collect()
     }
 }
 
@@ -153,8 +166,16 @@ async fn revoke(State(s): State<Server>, body: Bytes) -> Response {
     StatusCode::OK.into_response()
 }
 
-async fn mcp(State(s): State<Server>, headers: HeaderMap) -> Response {
-    let _ = headers;
+async fn mcp(State(s): State<Server>, uri: Uri, headers: HeaderMap) -> Response {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    s.seen
+        .lock()
+        .unwrap()
+        .requests
+        .push((uri.path().to_string(), authorization));
     let challenge = format!(
         "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"",
         s.base
@@ -411,4 +432,238 @@ fn get_shows_the_redirect_uri_of_a_preregistered_client() {
     assert!(text.contains("http://127.0.0.1:18999/callback"), "{text}");
     let json = sandbox.json(&["mcp", "get", "corp", "--json"]);
     assert_eq!(json["redirect_uri"], "http://127.0.0.1:18999/callback");
+}
+
+#[test]
+fn logout_revokes_pre_provisioned_tokens_at_the_revoke_url() {
+    let protected = Protected::start();
+    let sandbox = Sandbox::new();
+    let base = &protected.server.base;
+    sandbox.user_config(&format!(
+        "[mcp_servers.prov]\nurl = \"{}\"\naccess_token_env = \"WARDEN_TEST_PROV_ACCESS\"\n\
+         refresh_token_env = \"WARDEN_TEST_PROV_REFRESH\"\nrefresh_url = \"{base}/token\"\n\
+         revoke_url = \"{base}/revoke\"\n",
+        protected.url()
+    ));
+    let logout = support::output(
+        sandbox
+            .command()
+            .env("WARDEN_TEST_PROV_ACCESS", "prov-access-secret")
+            .env("WARDEN_TEST_PROV_REFRESH", "prov-refresh-secret")
+            .args(["mcp", "logout", "prov"]),
+    );
+    assert_eq!(logout.code, 0, "{}", logout.stderr);
+    assert!(
+        logout
+            .stdout
+            .contains("2 pre-provisioned token(s) of `prov` revoked"),
+        "{}",
+        logout.stdout
+    );
+    assert_eq!(
+        protected.seen().revoked,
+        ["prov-refresh-secret", "prov-access-secret"],
+        "the refresh token first, then the access token"
+    );
+    for secret in ["prov-access-secret", "prov-refresh-secret"] {
+        assert!(!logout.stdout.contains(secret) && !logout.stderr.contains(secret));
+    }
+}
+
+/// A running `warden mcp login`: its stdin to paste into, and its stderr line by line.
+struct InteractiveLogin {
+    child: std::process::Child,
+    stderr_lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl InteractiveLogin {
+    fn start(command: &mut std::process::Command) -> Self {
+        use std::io::BufRead;
+        let mut child = command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (lines_tx, stderr_lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stderr_lines,
+        }
+    }
+
+    /// The authorization URL the login prints, as a person reads it off the terminal.
+    fn printed_authorization_url(&self) -> String {
+        let mut seen = Vec::new();
+        loop {
+            match self
+                .stderr_lines
+                .recv_timeout(std::time::Duration::from_secs(60))
+            {
+                Ok(line) if line.contains("/authorize?") => return line.trim().to_string(),
+                Ok(line) => seen.push(line),
+                Err(error) => panic!("no authorization URL was printed ({error}): {seen:?}"),
+            }
+        }
+    }
+
+    fn paste(&mut self, text: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{text}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn finish(self) -> support::Run {
+        let output = self.child.wait_with_output().unwrap();
+        let stderr: Vec<String> = self.stderr_lines.try_iter().collect();
+        support::Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8(output.stdout).unwrap(),
+            stderr: stderr.join("\n"),
+        }
+    }
+}
+
+/// A `BROWSER` that records each URL it is asked to open in `<dir>/opened`.
+fn recording_browser(dir: &std::path::Path) -> std::path::PathBuf {
+    let script = dir.join("browser");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\n",
+            dir.join("opened").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+#[test]
+fn login_with_no_browser_prints_the_url_and_opens_nothing() {
+    let protected = Protected::start();
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "[mcp_servers.secure]\nurl = \"{}\"\n",
+        protected.url()
+    ));
+    let browser_dir = tempfile::tempdir().unwrap();
+    let browser = recording_browser(browser_dir.path());
+    let login = InteractiveLogin::start(sandbox.command().env("BROWSER", &browser).args([
+        "mcp",
+        "login",
+        "secure",
+        "--no-browser",
+    ]));
+    let url = login.printed_authorization_url();
+    assert!(
+        url.starts_with(&format!("{}/authorize?", protected.server.base)),
+        "{url}"
+    );
+    // The person opens the printed URL in a browser of their own on this machine.
+    let browsed = std::process::Command::new("curl")
+        .args(["-s", "-L", "-o", "/dev/null", &url])
+        .status()
+        .unwrap();
+    assert!(browsed.success());
+    let run = login.finish();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("logged in to `secure`"),
+        "{}",
+        run.stdout
+    );
+    assert!(token_file(&sandbox, "secure").exists());
+    assert!(
+        !browser_dir.path().join("opened").exists(),
+        "--no-browser opened a browser"
+    );
+}
+
+#[test]
+fn login_completes_from_a_redirect_url_pasted_at_the_prompt() {
+    let protected = Protected::start();
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "[mcp_servers.secure]\nurl = \"{}\"\n",
+        protected.url()
+    ));
+    let browser_dir = tempfile::tempdir().unwrap();
+    let browser = recording_browser(browser_dir.path());
+    let mut login = InteractiveLogin::start(
+        sandbox
+            .command()
+            .env("BROWSER", &browser)
+            .args(["mcp", "login", "secure"]),
+    );
+    let url = login.printed_authorization_url();
+    // The browser runs on another machine: it cannot reach warden's listener, so the person
+    // copies the address it was redirected to and pastes it at the prompt.
+    let redirect = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{redirect_url}", &url])
+        .output()
+        .unwrap();
+    let redirect = String::from_utf8(redirect.stdout).unwrap();
+    assert!(redirect.contains("/callback?code="), "{redirect}");
+    login.paste(&redirect);
+    let run = login.finish();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("logged in to `secure`"),
+        "{}",
+        run.stdout
+    );
+    assert!(token_file(&sandbox, "secure").exists());
+    let opened = std::fs::read_to_string(browser_dir.path().join("opened")).unwrap();
+    assert_eq!(opened.trim(), url, "the browser was asked to open the URL");
+}
+
+#[test]
+fn a_token_stored_for_one_url_is_not_sent_when_the_name_points_at_another() {
+    let protected = Protected::start();
+    let sandbox = Sandbox::new();
+    let url_a = protected.url();
+    let url_b = format!("{}/other/mcp", protected.server.base);
+    let point_srv_at =
+        |url: &str| sandbox.user_config(&format!("[mcp_servers.srv]\nurl = \"{url}\"\n"));
+    point_srv_at(&url_a);
+    let login = warden(&sandbox, &["mcp", "login", "srv"]);
+    assert_eq!(login.code, 0, "{}", login.stderr);
+
+    point_srv_at(&url_b);
+    let at_b = sandbox.run(&["tool", "srv"]);
+    let sent_to_b = protected.authorizations_at("/other/mcp");
+    assert!(!sent_to_b.is_empty(), "warden connected to {url_b}");
+    assert!(
+        sent_to_b.iter().all(Option::is_none),
+        "a token reached the other URL: {sent_to_b:?}"
+    );
+    assert!(
+        at_b.stderr.contains(&format!(
+            "the stored login of `srv` is for {url_a}, not for its configured URL {url_b}"
+        )),
+        "{}",
+        at_b.stderr
+    );
+
+    point_srv_at(&url_a);
+    let before = protected.authorizations_at("/mcp").len();
+    sandbox.run(&["tool", "srv"]);
+    let sent_to_a = protected.authorizations_at("/mcp");
+    let bearer = sent_to_a[before..]
+        .iter()
+        .flatten()
+        .next()
+        .expect("the token is sent at its own URL again");
+    assert!(bearer.starts_with("Bearer access-"), "{bearer}");
 }

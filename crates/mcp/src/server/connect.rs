@@ -122,13 +122,13 @@ impl ServerSlot {
         self.connect_now(false).await
     }
 
-    /// Whether an OAuth server that needed a login has a stored token now.
+    /// Whether an OAuth server that needed a login has a stored token for its URL now.
     pub(super) fn token_saved_since(&self) -> bool {
         match &self.spec.transport {
             TransportSpec::StreamableHttp {
                 auth: crate::spec::HttpAuth::OAuth(settings),
                 ..
-            } => settings.store.read().is_ok_and(|file| file.has_token()),
+            } => settings.has_usable_token(),
             _ => false,
         }
     }

@@ -5,5 +5,8 @@
 mod support;
 
 mod context_per_host;
+mod endpoints;
 mod keyring_store;
 mod oauth_flows;
+mod redirect_listener;
+mod url_binding;

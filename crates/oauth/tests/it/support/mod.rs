@@ -1,7 +1,8 @@
 //! A small authorization server + protected resource on 127.0.0.1:0 for the OAuth tests: RFC
 //! 9728/8414 metadata, dynamic registration, an /authorize that redirects at once (with `iss`),
 //! a token endpoint with PKCE checks and refresh-token rotation, client credentials (JWT), and
-//! revocation. It records what it saw.
+//! revocation; the protected resource at `/mcp`, and a second one at `/other/mcp` under the same
+//! authorization server. It records what it saw.
 
 #![allow(dead_code)]
 
@@ -31,6 +32,8 @@ pub(crate) struct Seen {
     pub live_refresh: HashSet<String>,
     pub refresh_rejections: usize,
     pub issued: Vec<String>,
+    /// Each request to a protected resource path: the path and its Authorization header.
+    pub resource_requests: Vec<(String, Option<String>)>,
     codes: HashMap<String, String>,
     counter: u64,
 }
@@ -45,11 +48,18 @@ pub(crate) struct AuthServer {
     pub refresh_delay: Arc<Mutex<Duration>>,
     /// ES256 public key (uncompressed point) accepted for client assertions.
     pub jwt_public_key: Arc<Mutex<Option<Vec<u8>>>>,
+    /// The token endpoint the metadata names instead of this server's own `/token`.
+    pub token_endpoint_override: Arc<Mutex<Option<String>>>,
 }
 
 impl AuthServer {
     pub(crate) fn resource(&self) -> String {
         format!("{}/mcp", self.base)
+    }
+
+    /// The second protected resource of the same origin and authorization server.
+    pub(crate) fn other_resource(&self) -> String {
+        format!("{}/other/mcp", self.base)
     }
 
     pub(crate) fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
@@ -91,15 +101,18 @@ pub(crate) async fn start() -> AuthServer {
         expires_in: Arc::new(Mutex::new(3600)),
         refresh_delay: Arc::new(Mutex::new(Duration::ZERO)),
         jwt_public_key: Arc::default(),
+        token_endpoint_override: Arc::default(),
     };
     let app = Router::new()
         .route("/.well-known/oauth-protected-resource/mcp", get(prm))
+        .route("/.well-known/oauth-protected-resource/other/mcp", get(prm))
         .route("/.well-known/oauth-authorization-server", get(as_metadata))
         .route("/register", post(register))
         .route("/authorize", get(authorize))
         .route("/token", post(token))
         .route("/revoke", post(revoke))
         .route("/mcp", post(mcp))
+        .route("/other/mcp", post(mcp))
         .with_state(server.clone());
     tokio::spawn(async move {
         axum::serve(listener, app).await.unwrap();
@@ -107,9 +120,13 @@ pub(crate) async fn start() -> AuthServer {
     server
 }
 
-async fn prm(State(s): State<AuthServer>) -> Response {
+async fn prm(State(s): State<AuthServer>, uri: Uri) -> Response {
+    let path = uri
+        .path()
+        .strip_prefix("/.well-known/oauth-protected-resource")
+        .unwrap_or("/mcp");
     axum::Json(json!({
-        "resource": s.resource(),
+        "resource": format!("{}{path}", s.base),
         "authorization_servers": [s.base],
         "scopes_supported": ["mcp:read"],
     }))
@@ -118,10 +135,16 @@ async fn prm(State(s): State<AuthServer>) -> Response {
 
 async fn as_metadata(State(s): State<AuthServer>) -> Response {
     let b = &s.base;
+    let token_endpoint = s
+        .token_endpoint_override
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or_else(|| format!("{b}/token"));
     axum::Json(json!({
         "issuer": b,
         "authorization_endpoint": format!("{b}/authorize"),
-        "token_endpoint": format!("{b}/token"),
+        "token_endpoint": token_endpoint,
         "registration_endpoint": format!("{b}/register"),
         "revocation_endpoint": format!("{b}/revoke"),
         "response_types_supported": ["code"],
@@ -269,7 +292,14 @@ async fn revoke(State(s): State<AuthServer>, body: Bytes) -> Response {
     StatusCode::OK.into_response()
 }
 
-async fn mcp(State(s): State<AuthServer>, headers: HeaderMap) -> Response {
+async fn mcp(State(s): State<AuthServer>, uri: Uri, headers: HeaderMap) -> Response {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    s.seen()
+        .resource_requests
+        .push((uri.path().to_string(), authorization));
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -283,8 +313,9 @@ async fn mcp(State(s): State<AuthServer>, headers: HeaderMap) -> Response {
         [(
             header::WWW_AUTHENTICATE,
             format!(
-                "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\", scope=\"mcp:read\"",
-                s.base
+                "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource{}\", scope=\"mcp:read\"",
+                s.base,
+                uri.path()
             ),
         )],
     )
