@@ -90,6 +90,7 @@ impl Dispatcher for SessionDispatcher {
                         host,
                         surface: call.surface,
                         caller: call.caller,
+                        scope: call.scope,
                         arguments: call.arguments,
                         progress: call.progress,
                         cancel,

@@ -221,7 +221,6 @@ impl Host {
         Ok(Arc::new_cyclic(|host: &Weak<Host>| {
             runtime_options.sampling = match options.sampling {
                 SamplingRoute::Declined => None,
-                SamplingRoute::Handler(handler) => Some(handler),
                 SamplingRoute::ThroughGate => Some(Arc::new(GatedSampler { host: host.clone() })
                     as Arc<dyn warden_mcp::SamplingHandler>),
             };
@@ -561,6 +560,7 @@ impl Host {
             .call(CallRequest {
                 session_id: self.session_id.clone(),
                 surface: context.surface,
+                approval_scope: context.approval_scope,
                 caller: context.caller,
                 public_name: public_name.to_owned(),
                 arguments,
@@ -569,6 +569,12 @@ impl Host {
                 subject_server,
             })
             .await
+    }
+
+    /// Forgets the approvals and grants remembered in one approval scope (a serve client that
+    /// disconnected).
+    pub fn end_approval_scope(&self, scope: &str) {
+        self.gate.end_session(scope);
     }
 
     /// Stops every server this session started (children and their process groups).
@@ -583,6 +589,9 @@ pub struct CallContext {
     pub surface: CallSurface,
     /// Who within the surface (a gateway client, a script), if known.
     pub caller: Option<String>,
+    /// Where approvals "for this session" and skill grants are remembered: a serve client's
+    /// connection. `None`: the session.
+    pub approval_scope: Option<String>,
     pub cancel: CancellationToken,
     /// Where progress notifications go.
     pub progress: Option<ProgressSender>,
@@ -593,6 +602,7 @@ impl CallContext {
         Self {
             surface,
             caller: None,
+            approval_scope: None,
             cancel,
             progress: None,
         }

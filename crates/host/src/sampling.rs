@@ -1,6 +1,6 @@
 //! Servers' sampling requests through the gate: with [`SamplingRoute::ThroughGate`] a request
 //! from a server whose entry has `sampling = true` becomes a call of the host tool
-//! [`SAMPLING_TOOL`] (source `sampling`, the asking server as the caller), so it is authorized,
+//! [`SAMPLING_TOOL`] (surface `server`, kind `sampling`, the asking server as the caller), so it is authorized,
 //! offered to hooks, timed and audited like every other call. The surface supplies the tool
 //! (the agent session answers with its model); the wire types here are the contract.
 
@@ -21,10 +21,9 @@ pub enum SamplingRoute {
     /// Every sampling request is declined.
     #[default]
     Declined,
-    /// A call of the surface's [`SAMPLING_TOOL`] through the gate.
+    /// A call of the surface's [`SAMPLING_TOOL`] through the gate (the agent session answers
+    /// with its model; serve relays to the client whose call runs on that server).
     ThroughGate,
-    /// The surface's own handler (serve relays the request to its client).
-    Handler(std::sync::Arc<dyn warden_mcp::SamplingHandler>),
 }
 
 /// One sampling request as the gate sees it: the tool's arguments.

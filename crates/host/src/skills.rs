@@ -307,8 +307,8 @@ struct State {
     servers: BTreeMap<String, Registered>,
     /// Loaded skills: command name → the content hash loaded.
     loaded: BTreeMap<String, String>,
-    /// Grants approved for this session only: (skill URI, content hash, tools).
-    session_grants: std::collections::BTreeSet<(String, String, Vec<String>)>,
+    /// Grants approved for this session only: (approval scope, skill URI, content hash, tools).
+    session_grants: std::collections::BTreeSet<(String, String, String, Vec<String>)>,
 }
 
 /// A loaded remote skill, as the model sees it.
@@ -593,18 +593,22 @@ impl RemoteSkills {
     /// Loads a remote skill: fetches its SKILL.md from the server that published it, verifies
     /// it, asks the operator about the tools it names (unless an approval for exactly these
     /// tools and this content exists), and unhides them. `surface` is who asked to load it
-    /// (the model, the person at the terminal), as the approval shows.
+    /// (the model, the person at the terminal), as the approval shows; `scope` is where the
+    /// grant is remembered (a serve client's connection; `None`: the session).
     pub async fn load(
         &self,
         name: &str,
         surface: CallSurface,
+        scope: Option<&str>,
     ) -> Result<LoadedRemoteSkill, RemoteSkillsError> {
         let bound = self.bound()?;
         let (command, skills) = self
             .find(name)
             .ok_or_else(|| RemoteSkillsError::UnknownSkill(name.to_owned()))?;
         let load = fetch_skill_md(&bound.runtime, &skills, &command).await?;
-        let grant = self.settle_grant(bound, &command, &load, surface).await?;
+        let grant = self
+            .settle_grant(bound, &command, &load, surface, scope)
+            .await?;
         self.lock()
             .loaded
             .insert(command.command.clone(), load.content_hash.clone());
@@ -639,18 +643,21 @@ impl RemoteSkills {
         command: &SkillCommand,
         load: &RemoteSkillLoad,
         surface: CallSurface,
+        scope: Option<&str>,
     ) -> Result<GrantOutcome, RemoteSkillsError> {
+        let scope = scope.unwrap_or(&bound.session_id);
         let tools = own_tools(&command.server, load.requested_tools.clone());
         if tools.is_empty() {
             return Ok(GrantOutcome::NoTools);
         }
         let session_grant = (
+            scope.to_owned(),
             command.uri.clone(),
             load.content_hash.clone(),
             tools.clone(),
         );
         if self.lock().session_grants.contains(&session_grant) {
-            self.unlock(bound, &command.server, &tools);
+            self.unlock(bound, scope, &command.server, &tools);
             return Ok(GrantOutcome::AlreadyApproved(tools));
         }
         let mut store = match &self.settings.grants_path {
@@ -664,7 +671,7 @@ impl RemoteSkills {
             });
         let why = match check {
             GrantCheck::Approved => {
-                self.unlock(bound, &command.server, &tools);
+                self.unlock(bound, scope, &command.server, &tools);
                 return Ok(GrantOutcome::AlreadyApproved(tools));
             }
             GrantCheck::Ask(reason) => reason,
@@ -710,7 +717,7 @@ impl RemoteSkills {
             // same grant is not asked again in it.
             ApprovalAnswer::AllowOnce | ApprovalAnswer::AllowForSession => {
                 self.lock().session_grants.insert(session_grant.clone());
-                self.unlock(bound, &command.server, &tools);
+                self.unlock(bound, scope, &command.server, &tools);
                 Ok(GrantOutcome::Approved(tools))
             }
             // Only "always" is written to the grant store, for later sessions.
@@ -724,7 +731,7 @@ impl RemoteSkills {
                     ))?;
                 }
                 self.lock().session_grants.insert(session_grant);
-                self.unlock(bound, &command.server, &tools);
+                self.unlock(bound, scope, &command.server, &tools);
                 Ok(GrantOutcome::Approved(tools))
             }
             ApprovalAnswer::Deny { reason } => Ok(GrantOutcome::NotApproved {
@@ -737,10 +744,11 @@ impl RemoteSkills {
         }
     }
 
-    fn unlock(&self, bound: &Bound, server: &str, tools: &[String]) {
+    /// Lets the gate run `tools` of `server` without asking, in `scope`.
+    fn unlock(&self, bound: &Bound, scope: &str, server: &str, tools: &[String]) {
         if let Some(gate) = bound.gate.upgrade() {
             gate.grant_for_session(
-                &bound.session_id,
+                scope,
                 tools.iter().map(|tool| ToolIdentity::mcp(server, tool)),
             );
         }

@@ -80,6 +80,8 @@ pub struct Invocation {
     pub surface: CallSurface,
     /// Who within the surface, if known.
     pub caller: Option<String>,
+    /// Where the call's approvals and grants are remembered (the session, or a serve client).
+    pub scope: String,
     pub arguments: Value,
     pub progress: Option<ProgressSender>,
     pub cancel: CancellationToken,

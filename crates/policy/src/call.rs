@@ -175,6 +175,10 @@ pub struct CallRequest {
     pub session_id: String,
     /// The surface that made it (what it does comes from the tool it resolves to).
     pub surface: CallSurface,
+    /// Where "allow for this session" answers and skill grants are remembered for this call:
+    /// one client connection of `warden serve`, so one client's approvals never carry over to
+    /// another. `None`: the session.
+    pub approval_scope: Option<String>,
     /// Who, within the surface (a gateway client's name, a script id…), if known.
     pub caller: Option<String>,
     /// The model-visible tool name.
@@ -192,6 +196,12 @@ pub struct CallRequest {
 }
 
 impl CallRequest {
+    /// The scope this call's remembered approvals and grants live in: its
+    /// [`approval_scope`](Self::approval_scope), else its session.
+    pub fn scope(&self) -> &str {
+        self.approval_scope.as_deref().unwrap_or(&self.session_id)
+    }
+
     /// The server this call is recorded and judged under: the MCP server a built-in tool reaches
     /// for the caller, else the tool's own (`builtin` for a built-in).
     pub fn server_of<'a>(&'a self, identity: &'a crate::tool::ToolIdentity) -> &'a str {

@@ -55,6 +55,8 @@ pub struct DispatchCall {
     pub surface: CallSurface,
     /// Who within the surface, if known.
     pub caller: Option<String>,
+    /// Where the call's approvals and grants are remembered (see [`CallRequest::scope`]).
+    pub scope: String,
     /// The resolved tool.
     pub descriptor: ToolDescriptor,
     /// The validated arguments.
@@ -275,7 +277,8 @@ impl Gate {
         }
     }
 
-    /// Forgets a session's remembered answers and grants.
+    /// Forgets the remembered answers and grants of a session or of one
+    /// [approval scope](CallRequest::approval_scope) (a serve client that went away).
     pub fn end_session(&self, session_id: &str) {
         if let Ok(mut remembered) = self.remembered.lock() {
             remembered.remove(session_id);
@@ -448,13 +451,13 @@ impl Gate {
         // 5. Approval (no timeout: a person may take as long as they need).
         let remembered = match &reach.outside {
             Some(outside) => self.remembered_outside.lock().is_ok_and(|map| {
-                map.get(&request.session_id).is_some_and(|folders| {
+                map.get(request.scope()).is_some_and(|folders| {
                     folders.iter().any(|(identity, folder)| {
                         identity == &descriptor.identity && outside.path.starts_with(folder)
                     })
                 })
             }),
-            None => self.session_has(&self.remembered, &request.session_id, &descriptor.identity),
+            None => self.session_has(&self.remembered, request.scope(), &descriptor.identity),
         };
         let need = approval_need(ApprovalFacts {
             permissions,
@@ -463,7 +466,7 @@ impl Gate {
             names: &names,
             surface: request.surface,
             remembered,
-            granted: self.session_has(&self.granted, &request.session_id, &descriptor.identity),
+            granted: self.session_has(&self.granted, request.scope(), &descriptor.identity),
             outside: reach.outside.as_ref(),
         });
         let approved_because = match need {
@@ -503,7 +506,7 @@ impl Gate {
                                 );
                                 if let Ok(mut remembered) = self.remembered_outside.lock() {
                                     remembered
-                                        .entry(request.session_id.clone())
+                                        .entry(request.scope().to_owned())
                                         .or_default()
                                         .push((descriptor.identity.clone(), folder));
                                 }
@@ -512,7 +515,7 @@ impl Gate {
                             None => {
                                 if let Ok(mut remembered) = self.remembered.lock() {
                                     remembered
-                                        .entry(request.session_id.clone())
+                                        .entry(request.scope().to_owned())
                                         .or_default()
                                         .insert(descriptor.identity.clone());
                                 }
@@ -584,6 +587,7 @@ impl Gate {
             session_id: request.session_id.clone(),
             surface: request.surface,
             caller: request.caller.clone(),
+            scope: request.scope().to_owned(),
             descriptor,
             arguments: arguments.clone(),
             progress: request.progress.clone(),

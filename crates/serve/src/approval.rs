@@ -1,7 +1,9 @@
 //! Questions for the downstream user: approvals of gateway calls, asked of the client that made
 //! the call as a form elicitation when it supports elicitation (denied with the reason
-//! otherwise), and upstream servers' elicitations, relayed to the client whose call is running
-//! on that server (declined when there is none that supports elicitation).
+//! otherwise), and upstream servers' elicitations and sampling requests, relayed to the client
+//! whose call is running on that server — declined when no such client can be asked, or when
+//! calls of more than one client run there and the request cannot be told apart. Sampling
+//! crosses the gate first, as `answer_mcp_sampling` from the `server` surface.
 
 // Sampling is deprecated by SEP-2577 but still part of 2025-11-25, which the gateway relays.
 #![allow(deprecated)]
@@ -17,11 +19,12 @@ use rmcp::RoleServer;
 use rmcp::model::CreateMessageRequestParams;
 use rmcp::model::{ElicitRequestParams, ElicitationAction};
 use serde_json::json;
-use warden_mcp::{
-    ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse, SamplingAnswer,
-    SamplingHandler, SamplingRequest, SamplingRole,
+use warden_host::{HostTool, Invocation, SAMPLING_TOOL, SamplingArguments, SamplingResult};
+use warden_mcp::{ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse};
+use warden_policy::{
+    ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, CallKind, CallSurface, CapabilitySet,
+    DispatchError, NoApprover, SurfaceSet, ToolOutput,
 };
-use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, NoApprover};
 
 /// How long a downstream person has to answer an approval.
 const APPROVAL_WAIT: Duration = Duration::from_secs(600);
@@ -37,6 +40,8 @@ pub struct PeerDirectory {
 struct RunningCall {
     id: u64,
     server: String,
+    /// The downstream connection the call came from.
+    connection: u64,
     peer: Peer<RoleServer>,
     asks: ClientAsks,
 }
@@ -81,6 +86,7 @@ impl PeerDirectory {
     pub(crate) fn running_on(
         &self,
         server: &str,
+        connection: u64,
         peer: Peer<RoleServer>,
         asks: ClientAsks,
     ) -> RunningGuard {
@@ -91,6 +97,7 @@ impl PeerDirectory {
             .push(RunningCall {
                 id,
                 server: server.to_owned(),
+                connection,
                 peer,
                 asks,
             });
@@ -100,19 +107,29 @@ impl PeerDirectory {
         }
     }
 
-    /// The client of the most recent call running on `server` that can be asked this way.
+    /// The client whose call caused a request `server` sent: the one client connection with
+    /// calls running there, if it can be asked this way. A server's request names no call, so
+    /// with calls of two clients running there it cannot be told whose it is: nobody is asked
+    /// (one client never sees what another's call set off).
     fn running_client(
         &self,
         server: &str,
         can: impl Fn(ClientAsks) -> bool,
-    ) -> Option<Peer<RoleServer>> {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    ) -> Result<Peer<RoleServer>, Unattributed> {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut on_server = running.iter().filter(|call| call.server == server);
+        let Some(first) = on_server.next() else {
+            return Err(Unattributed::NoCall);
+        };
+        if on_server.any(|call| call.connection != first.connection) {
+            return Err(Unattributed::SeveralClients);
+        }
+        running
             .iter()
             .rev()
             .find(|call| call.server == server && can(call.asks))
             .map(|call| call.peer.clone())
+            .ok_or(Unattributed::CannotAsk)
     }
 
     fn get(&self, caller: &str) -> Option<Peer<RoleServer>> {
@@ -121,6 +138,32 @@ impl PeerDirectory {
             .unwrap_or_else(PoisonError::into_inner)
             .get(caller)
             .cloned()
+    }
+}
+
+/// Why a server's request found no client to ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unattributed {
+    /// No client's call is running on that server.
+    NoCall,
+    /// Calls of more than one client run there: whose caused it is unknown.
+    SeveralClients,
+    /// The client whose call runs there does not support the request.
+    CannotAsk,
+}
+
+impl std::fmt::Display for Unattributed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NoCall => "no client of warden serve has a call running on that server",
+            Self::SeveralClients => {
+                "calls of several clients of warden serve run on that server, and the request \
+                 does not say whose call it belongs to"
+            }
+            Self::CannotAsk => {
+                "the client whose call runs on that server does not support this request"
+            }
+        })
     }
 }
 
@@ -172,7 +215,7 @@ impl ElicitationHandler for UpstreamElicitation {
         request: ElicitationRequest,
     ) -> Pin<Box<dyn Future<Output = ElicitationResponse> + Send + '_>> {
         Box::pin(async move {
-            let Some(peer) = self
+            let Ok(peer) = self
                 .peers
                 .running_client(&request.server, |asks| asks.elicitation)
             else {
@@ -213,73 +256,109 @@ impl ElicitationHandler for UpstreamElicitation {
     }
 }
 
-/// Relays upstream servers' sampling requests (for servers whose entry enables sampling) to
-/// the downstream client whose call is running there: that client's model answers.
+/// Sets up `options` so the clients of `warden serve` answer what its host needs asked:
+/// approvals go to the calling client (`approver`), an upstream's elicitation to the client
+/// whose call runs there, and an upstream's sampling request — once the gate admitted it as
+/// `answer_mcp_sampling` — to that client's model.
+pub fn relay_to_clients(options: &mut warden_host::HostOptions, approver: &ElicitingApprover) {
+    options.approver = Some(Arc::new(approver.clone()));
+    options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
+    options
+        .tools
+        .push(Arc::new(RelaySampling::new(approver.directory())));
+    options.sampling = warden_host::SamplingRoute::ThroughGate;
+}
+
+/// `answer_mcp_sampling` for `warden serve`: a server's sampling request (for servers whose
+/// entry enables sampling), once the gate admitted it, relayed to the downstream client whose
+/// call is running there — that client's model answers.
 #[derive(Debug, Clone)]
-pub struct UpstreamSampling {
+pub struct RelaySampling {
     peers: PeerDirectory,
 }
 
-impl UpstreamSampling {
+impl RelaySampling {
     pub fn new(peers: PeerDirectory) -> Self {
         Self { peers }
     }
+
+    async fn relay(&self, request: SamplingArguments) -> Result<SamplingResult, String> {
+        let peer = self
+            .peers
+            .running_client(&request.server, |asks| asks.sampling)
+            .map_err(|why| format!("sampling request of {} declined: {why}", request.server))?;
+        let messages: Vec<serde_json::Value> = request
+            .turns
+            .iter()
+            .map(|turn| json!({"role": turn.role, "content": {"type": "text", "text": turn.text}}))
+            .collect();
+        let mut params = json!({"messages": messages, "maxTokens": request.max_tokens});
+        if let Some(system) = &request.system_prompt {
+            params["systemPrompt"] = json!(system);
+        }
+        let params: CreateMessageRequestParams = serde_json::from_value(params)
+            .map_err(|error| format!("warden could not relay the request: {error}"))?;
+        let answer = peer
+            .create_message(params)
+            .await
+            .map_err(|error| format!("the client's model did not answer: {error}"))?;
+        let answer = serde_json::to_value(&answer).unwrap_or_default();
+        let text = answer
+            .pointer("/content/text")
+            .or_else(|| answer.pointer("/content/0/text"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Ok(SamplingResult {
+            text,
+            model: answer["model"].as_str().unwrap_or("unknown").to_owned(),
+        })
+    }
 }
 
-impl SamplingHandler for UpstreamSampling {
-    fn sample(
-        &self,
-        request: SamplingRequest,
-    ) -> Pin<Box<dyn Future<Output = Result<SamplingAnswer, String>> + Send + '_>> {
+impl HostTool for RelaySampling {
+    fn name(&self) -> &str {
+        SAMPLING_TOOL
+    }
+
+    fn description(&self) -> &str {
+        "Answers an MCP server's sampling request with the model of the client whose call runs on that server."
+    }
+
+    fn input_schema(&self) -> serde_json::Value {
+        warden_vocab::arguments_schema::<SamplingArguments>()
+    }
+
+    /// It reads nothing and changes nothing of the user's; the operator's `sampling = true` on
+    /// the server is the consent to relay.
+    fn classes(&self) -> CapabilitySet {
+        CapabilitySet::READ_ONLY
+    }
+
+    fn kind(&self) -> CallKind {
+        CallKind::Sampling
+    }
+
+    fn surfaces(&self) -> SurfaceSet {
+        SurfaceSet::of(&[CallSurface::Server])
+    }
+
+    fn offered(&self) -> bool {
+        false
+    }
+
+    fn execute<'a>(
+        &'a self,
+        invocation: Invocation,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         Box::pin(async move {
-            let Some(peer) = self
-                .peers
-                .running_client(&request.server, |asks| asks.sampling)
-            else {
-                return Err(format!(
-                    "no client of warden serve that supports sampling has a call running on {}",
-                    request.server
-                ));
-            };
-            let messages: Vec<serde_json::Value> = request
-                .turns
-                .iter()
-                .map(|turn| {
-                    let role = match turn.role {
-                        SamplingRole::User => "user",
-                        SamplingRole::Assistant => "assistant",
-                    };
-                    json!({"role": role, "content": {"type": "text", "text": turn.text}})
-                })
-                .collect();
-            let mut params = json!({"messages": messages, "maxTokens": request.max_tokens});
-            if let Some(system) = &request.system_prompt {
-                params["systemPrompt"] = json!(system);
-            }
-            if let Some(temperature) = request.temperature {
-                params["temperature"] = json!(temperature);
-            }
-            if !request.stop_sequences.is_empty() {
-                params["stopSequences"] = json!(request.stop_sequences);
-            }
-            let params: CreateMessageRequestParams = serde_json::from_value(params)
-                .map_err(|error| format!("warden could not relay the request: {error}"))?;
-            let answer = peer
-                .create_message(params)
-                .await
-                .map_err(|error| format!("the client's model did not answer: {error}"))?;
-            let answer = serde_json::to_value(&answer).unwrap_or_default();
-            let text = answer
-                .pointer("/content/text")
-                .or_else(|| answer.pointer("/content/0/text"))
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            Ok(SamplingAnswer {
-                text,
-                model: answer["model"].as_str().unwrap_or("unknown").to_owned(),
-                stop_reason: answer["stopReason"].as_str().map(str::to_owned),
-            })
+            let request: SamplingArguments =
+                warden_vocab::parse_arguments(SAMPLING_TOOL, &invocation.arguments)
+                    .map_err(DispatchError::new)?;
+            let result = self.relay(request).await.map_err(DispatchError::new)?;
+            let mut output = ToolOutput::text(result.text.clone());
+            output.content = serde_json::to_value(&result).ok();
+            Ok(output)
         })
     }
 }

@@ -21,7 +21,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use warden_host::Host;
 
-pub use approval::{ElicitingApprover, PeerDirectory, UpstreamElicitation, UpstreamSampling};
+pub use approval::{
+    ElicitingApprover, PeerDirectory, RelaySampling, UpstreamElicitation, relay_to_clients,
+};
 pub use handler::{GatewayHandler, PROVENANCE_META_KEY};
 pub use http::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT, HttpAuth,

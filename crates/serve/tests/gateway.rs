@@ -22,8 +22,7 @@ use warden_policy::{
     AuditQuery, AuditStore, AuthorizationRule, PermissionMode, RuleDecision, ToolGlob,
 };
 use warden_serve::{
-    ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, UpstreamElicitation, bind_http,
-    serve_http,
+    ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, bind_http, serve_http,
 };
 use warden_testkit::fixture_command;
 
@@ -128,8 +127,7 @@ fn gateway_over(
             ),
     );
     let approver = ElicitingApprover::new();
-    options.approver = Some(Arc::new(approver.clone()));
-    options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
+    warden_serve::relay_to_clients(&mut options, &approver);
     configure(&mut options);
     let host = Host::open(&LoadedConfig::default(), options).unwrap();
     let gateway = Arc::new(Gateway::new(host, exposure, None, approver.directory()).unwrap());
@@ -315,6 +313,119 @@ async fn approvals_are_asked_of_a_client_that_supports_elicitation() {
         client.cancel().await.unwrap();
     }
     fixture.gateway.host().shutdown().await;
+}
+
+/// "Allow for this session" is one client's answer: another client connected to the same
+/// gateway is asked for itself (here it cannot be asked, so it is denied).
+#[tokio::test]
+async fn an_approval_for_the_session_belongs_to_the_client_that_gave_it() {
+    let fixture = gateway(Exposure::Passthrough, |_| {});
+    let trusting = connect(
+        &fixture.gateway,
+        TestClient {
+            answer: Some("allow for this session"),
+        },
+    )
+    .await;
+    for text in ["first", "second"] {
+        let written = trusting
+            .call_tool(call("write_note", json!({"text": text})))
+            .await
+            .unwrap();
+        assert_ne!(written.is_error, Some(true), "{:?}", written.content);
+    }
+    let other = connect(&fixture.gateway, TestClient { answer: None }).await;
+    let denied = other
+        .call_tool(call("write_note", json!({"text": "from the other client"})))
+        .await
+        .unwrap();
+    assert_eq!(denied.is_error, Some(true), "{:?}", denied.content);
+    assert!(
+        text_of(&denied.content).contains("does not support elicitation"),
+        "{:?}",
+        denied.content
+    );
+    assert!(!fixture.ledger().contains("from the other client"));
+    for client in [trusting, other] {
+        client.cancel().await.unwrap();
+    }
+    fixture.gateway.host().shutdown().await;
+}
+
+/// A client whose model answers sampling requests.
+#[derive(Clone)]
+struct SamplingClient;
+
+impl ClientHandler for SamplingClient {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities: ClientCapabilities =
+            serde_json::from_value(json!({"sampling": {}})).unwrap();
+        ClientConfig::new(capabilities, Implementation::new("sampling-test", "1.0.0"))
+    }
+
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        _request: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
+        Ok(serde_json::from_value(json!({
+            "role": "assistant",
+            "content": {"type": "text", "text": "teal, says the client's model"},
+            "model": "client-model"
+        }))
+        .unwrap())
+    }
+}
+
+/// An upstream's sampling request under `warden serve` crosses the gate — audited as the
+/// `server` surface's `sampling`, refused by a deny rule — before the client's model answers.
+#[tokio::test]
+async fn upstream_sampling_crosses_the_gate_before_the_client_answers() {
+    for denied in [false, true] {
+        let fixture = conformance_gateway_configured(Exposure::Passthrough, |options, _| {
+            options.protocol = warden_mcp::ProtocolMode::Legacy;
+            for spec in &mut options.extra_servers {
+                *spec = spec.clone().with_sampling(true);
+            }
+            if denied {
+                options
+                    .policy
+                    .permissions
+                    .deny
+                    .push(ToolGlob::parse("answer_mcp_sampling").unwrap());
+            }
+        });
+        let (client_side, server_side) = tokio::io::duplex(1 << 20);
+        let handler = fixture.gateway.handler();
+        tokio::spawn(async move {
+            if let Ok(running) = handler.serve(server_side).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = SamplingClient.serve(client_side).await.unwrap();
+        let answered = client
+            .call_tool(call("test_sampling", json!({"prompt": "name a colour"})))
+            .await
+            .unwrap();
+        let text = text_of(&answered.content);
+        let rows = fixture.audit();
+        let sampled: Vec<_> = rows
+            .iter()
+            .filter(|row| row.kind.as_deref() == Some("sampling"))
+            .collect();
+        assert_eq!(sampled.len(), 1, "{rows:#?}");
+        assert_eq!(sampled[0].source, "server");
+        if denied {
+            assert_eq!(sampled[0].decision, "denied");
+            assert!(!text.contains("teal"), "{text}");
+        } else {
+            assert_eq!(sampled[0].decision, "allowed", "{rows:#?}");
+            assert_eq!(text, "LLM response: teal, says the client's model");
+        }
+        client.cancel().await.unwrap();
+        fixture.gateway.host().shutdown().await;
+    }
 }
 
 #[tokio::test]
@@ -600,8 +711,7 @@ fn conformance_gateway_configured(
         .allow
         .push(ToolGlob::parse("mcp__conf__*").unwrap());
     let approver = ElicitingApprover::new();
-    options.approver = Some(Arc::new(approver.clone()));
-    options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
+    warden_serve::relay_to_clients(&mut options, &approver);
     configure(&mut options, dir.path());
     let host = Host::open(&LoadedConfig::default(), options).unwrap();
     let gateway = Arc::new(Gateway::new(host, exposure, None, approver.directory()).unwrap());

@@ -513,6 +513,7 @@ mod tests {
             host: host.clone(),
             surface: warden_policy::CallSurface::Agent,
             caller: None,
+            scope: "s".to_owned(),
             arguments: arguments.clone(),
             progress: None,
             cancel: CancellationToken::new(),

@@ -84,7 +84,10 @@ impl HostTool for UseSkill {
         invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         let Invocation {
-            arguments, surface, ..
+            arguments,
+            surface,
+            scope,
+            ..
         } = invocation;
         Box::pin(async move {
             let UseSkillArguments { name } =
@@ -93,7 +96,7 @@ impl HostTool for UseSkill {
             if is_remote(&self.discovery, &self.remote, name).await {
                 let loaded = self
                     .remote
-                    .load(name, surface)
+                    .load(name, surface, Some(&scope))
                     .await
                     .map_err(|error| DispatchError::new(error.to_string()))?;
                 return Ok(ToolOutput::text(warden_host::render_loaded(&loaded)));

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use warden_host::{Host, RemoteSkills, RemoteSkillsSettings, SamplingRoute};
+use warden_host::{Host, RemoteSkills, RemoteSkillsSettings};
 use warden_mcp::ProtocolMode;
 use warden_serve::{
     BearerToken, ElicitingApprover, Exposure, Gateway, HttpAuth, HttpSettings, MCP_PATH,
-    SkillSummary, TOKEN_ENV, UpstreamElicitation, UpstreamSampling, bind_http, serve_http,
-    serve_stdio, token_from_env, too_short_message,
+    SkillSummary, TOKEN_ENV, bind_http, relay_to_clients, serve_http, serve_stdio, token_from_env,
+    too_short_message,
 };
 use warden_skills::{SkillRoots, discover};
 
@@ -103,10 +103,7 @@ pub(crate) fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode
     options.remote_skills = Some(remote_skills);
     // Code mode (progressive): its scripts' tool calls go through the gate as code mode.
     options.tools.extend(code_tools());
-    options.approver = Some(Arc::new(approver.clone()));
-    options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
-    options.sampling =
-        SamplingRoute::Handler(Arc::new(UpstreamSampling::new(approver.directory())));
+    relay_to_clients(&mut options, &approver);
     options.extra_servers = ad_hoc_servers(&args.mcp)?;
     options.protocol = match args.upstream_protocol {
         UpstreamProtocolArg::Auto => ProtocolMode::Auto,

@@ -158,7 +158,7 @@ async fn legacy_skill_resources_become_commands_with_aliases_and_are_audited() {
     // The alias loads the same skill; the body is bounded text.
     let loaded = host
         .remote_skills()
-        .load("wx:notes", CallSurface::Agent)
+        .load("wx:notes", CallSurface::Agent, None)
         .await
         .unwrap();
     assert_eq!(loaded.command.command, "mcp__wx__notes");
@@ -264,7 +264,7 @@ async fn a_skill_gated_tool_stays_hidden_until_its_skill_is_loaded_and_its_grant
 
     let loaded = host
         .remote_skills()
-        .load("mcp__ext__weather", CallSurface::Agent)
+        .load("mcp__ext__weather", CallSurface::Agent, None)
         .await
         .unwrap();
     assert_eq!(
@@ -315,7 +315,7 @@ async fn a_declined_grant_leaves_the_tools_to_ordinary_approval() {
     host.server_tools("ext").await.unwrap();
     let loaded = host
         .remote_skills()
-        .load("ext:weather", CallSurface::Agent)
+        .load("ext:weather", CallSurface::Agent, None)
         .await
         .unwrap();
     assert!(matches!(loaded.grant, GrantOutcome::NotApproved { .. }));
@@ -351,7 +351,7 @@ async fn allow_once_grants_a_skills_tools_for_this_session_only() {
     host.server_tools("ext").await.unwrap();
     let load = |host: Arc<Host>| async move {
         host.remote_skills()
-            .load("mcp__ext__weather", CallSurface::Agent)
+            .load("mcp__ext__weather", CallSurface::Agent, None)
             .await
             .unwrap()
             .grant
@@ -410,7 +410,7 @@ async fn rotated_content_or_a_widened_tool_list_asks_again() {
                 host.server_tools(name).await.unwrap();
                 let loaded = host
                     .remote_skills()
-                    .load(&format!("{name}:weather"), CallSurface::Agent)
+                    .load(&format!("{name}:weather"), CallSurface::Agent, None)
                     .await
                     .unwrap();
                 host.shutdown().await;
@@ -471,7 +471,7 @@ async fn load_fault(fault: &str, contract: &str) -> (Result<(), RemoteSkillsErro
     host.server_tools("f").await.unwrap();
     let result = host
         .remote_skills()
-        .load("mcp__f__weather", CallSurface::Agent)
+        .load("mcp__f__weather", CallSurface::Agent, None)
         .await
         .map(|_| ());
     let read = reads(&host, "f").await;
@@ -562,7 +562,10 @@ async fn skill_reads_are_origin_bound_to_listed_files() {
             matches!(before, Err(RemoteSkillsError::NotLoaded(_))),
             "{before:?}"
         );
-        let loaded = skills.load("u:weather", CallSurface::Agent).await.unwrap();
+        let loaded = skills
+            .load("u:weather", CallSurface::Agent, None)
+            .await
+            .unwrap();
         assert!(loaded.load.body.contains("SECRET.md"));
         let listed = skills
             .read_file("u:weather", "references/CITIES.md")

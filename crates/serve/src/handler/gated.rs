@@ -7,9 +7,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
 use serde_json::Value;
-use warden_host::{CallContext, CallRelay, RelayRequest, RelayedAnswer, with_relay};
+use warden_host::{CallRelay, RelayRequest, RelayedAnswer, with_relay};
 use warden_mcp::UpstreamEvent;
-use warden_policy::{CallSurface, Decision, GateOutcome, ProgressUpdate};
+use warden_policy::{Decision, GateOutcome, ProgressUpdate};
 
 use super::GatewayHandler;
 use super::relay::is_stateless;
@@ -199,9 +199,9 @@ impl GatewayHandler {
         let _running = server.as_ref().map(|server| {
             self.gateway
                 .peers
-                .running_on(server, context.peer.clone(), asks)
+                .running_on(server, self.connection, context.peer.clone(), asks)
         });
-        let mut call = CallContext::new(CallSurface::Gateway, context.ct.child_token());
+        let mut call = self.call_context(context.ct.child_token());
         call.caller = Some(caller);
         // Progress goes to the client from this task, beside the call (no task per call), and
         // always before the call's answer.

@@ -27,6 +27,9 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
+use warden_host::CallContext;
+use warden_policy::CallSurface;
+
 use crate::{Exposure, Gateway};
 
 /// Key of the provenance entry in a re-published resource's or prompt's `_meta`.
@@ -162,6 +165,14 @@ impl GatewayHandler {
 
     pub(crate) fn gateway(&self) -> &Gateway {
         &self.gateway
+    }
+
+    /// A gateway call of this connection: approvals "for this session" and skill grants are
+    /// remembered for this client connection alone.
+    fn call_context(&self, cancel: tokio_util::sync::CancellationToken) -> CallContext {
+        let mut call = CallContext::new(CallSurface::Gateway, cancel);
+        call.approval_scope = Some(format!("serve-connection-{}", self.connection));
+        call
     }
 
     /// Who is calling, for the audit record: the client's name and version, its HTTP session,

@@ -9,8 +9,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
-use warden_host::{CallContext, CallRelay, LIST_PROMPTS, RelayRequest, RelayedAnswer, with_relay};
-use warden_policy::CallSurface;
+use warden_host::{CallRelay, LIST_PROMPTS, RelayRequest, RelayedAnswer, with_relay};
 
 use super::relay::{client_meta, is_stateless};
 use super::{GatewayHandler, with_provenance};
@@ -100,7 +99,7 @@ impl GatewayHandler {
             })
             .collect();
         // Through the gate like every prompt get (audited as `prompt-get`, with this client).
-        let mut call = CallContext::new(CallSurface::Gateway, context.ct.clone());
+        let mut call = self.call_context(context.ct.clone());
         call.caller = Some(self.caller(&context));
         let host = &self.gateway.host;
         if is_stateless(&context) && self.passthrough_upstream().is_some() {

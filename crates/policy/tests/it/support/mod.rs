@@ -319,6 +319,7 @@ pub(crate) fn request(surface: CallSurface, public_name: &str, arguments: Value)
     CallRequest {
         session_id: "session-1".into(),
         surface,
+        approval_scope: None,
         caller: None,
         public_name: public_name.into(),
         arguments,
