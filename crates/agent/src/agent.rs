@@ -561,30 +561,16 @@ impl Agent {
         call: &ToolCall,
         cancel: &CancellationToken,
     ) -> (serde_json::Value, ToolCallResult) {
-        let arguments = match call.parsed_arguments() {
-            Ok(arguments) => arguments,
-            Err(error) => {
-                let result = ToolCallResult::error(format!(
-                    "the arguments of this call are not valid JSON ({error}); send a JSON object"
-                ));
-                let arguments = serde_json::Value::String(call.arguments.clone());
-                self.emit(AgentEvent::ToolCallFinished {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    result: result.clone(),
-                });
-                return (arguments, result);
-            }
+        // Every call the model made reaches the executor (the gate, which records it), even
+        // one whose arguments are not JSON — passed as the raw text, which no tool's schema
+        // admits — or one cancelled before it started.
+        let (arguments, malformed) = match call.parsed_arguments() {
+            Ok(arguments) => (arguments, None),
+            Err(error) => (
+                serde_json::Value::String(call.arguments.clone()),
+                Some(error),
+            ),
         };
-        if cancel.is_cancelled() {
-            let result = ToolCallResult::cancelled();
-            self.emit(AgentEvent::ToolCallFinished {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                result: result.clone(),
-            });
-            return (arguments, result);
-        }
         self.emit(AgentEvent::ToolCallStarted {
             id: call.id.clone(),
             name: call.name.clone(),
@@ -596,7 +582,11 @@ impl Agent {
             arguments: arguments.clone(),
         };
         let mut result = self.executor.execute(request, cancel.child_token()).await;
-        if cancel.is_cancelled() && result.text.is_empty() {
+        if let Some(error) = malformed {
+            result = ToolCallResult::error(format!(
+                "the arguments of this call are not valid JSON ({error}); send a JSON object"
+            ));
+        } else if cancel.is_cancelled() && result.text.is_empty() {
             result = ToolCallResult::cancelled();
         }
         self.emit(AgentEvent::ToolCallFinished {

@@ -346,6 +346,12 @@ impl Gate {
             return Step::stop(Decision::Denied, Layer::Resolve, reason);
         };
         trace.kind = descriptor.kind;
+        // Cancelled before it began (the turn was stopped while the model's calls queued): on
+        // record as cancelled, nothing weighed or run.
+        if request.cancel.is_cancelled() {
+            let reason = format!("{} was cancelled before it started", request.public_name);
+            return Step::stop(Decision::Cancelled, Layer::Cancellation, reason);
+        }
         if !descriptor.surfaces.contains(request.surface) {
             // The tool exists but answers another surface (the sampling answer answers a
             // server's request, a prompt is the user's to choose): to this caller it is not

@@ -107,3 +107,45 @@ async fn agent_code_mode_and_tool_cli_each_leave_one_record_per_call() {
     let ledger = std::fs::read_to_string(&ledger).unwrap_or_default();
     assert!(!ledger.contains("write_note"), "{ledger}");
 }
+
+/// A call whose arguments are not JSON still crosses the gate: on record as denied (no tool
+/// takes raw text), the model told to send a JSON object, the server never reached.
+#[tokio::test]
+async fn a_call_with_arguments_that_are_not_json_is_on_record() {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    let ledger = sandbox.root.join("ledger.txt");
+    sandbox.user_config(&format!(
+        "model = \"mock\"\n[models.mock]\nprovider = \"openai\"\nid = \"m\"\nbase_url = {}\n{}env = {{ FIXTURE_LEDGER = {} }}\n",
+        toml_str(&mock.base_url()),
+        stdio_server("fx", &fixture_binary(), &["echo"]),
+        toml_str(&ledger.display().to_string())
+    ));
+    let mut turn = Turn::default();
+    turn.tool_calls.push(warden_mock_model::ScriptedToolCall {
+        id: "bad".into(),
+        name: "mcp__fx__write_note".into(),
+        arguments: "{\"text\": \"half".into(),
+    });
+    mock.push_turn(turn);
+    mock.push_turn(Turn::text("sorry"));
+    let run = warden(&sandbox, &["run", "go", "--output-format", "json"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        mock.requests()[1]
+            .body
+            .to_string()
+            .contains("not valid JSON"),
+        "the model is told what was wrong"
+    );
+    let records = sandbox.audit();
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert_eq!(records[0]["public_name"], "mcp__fx__write_note");
+    assert_eq!(records[0]["decision"], "denied");
+    assert_eq!(records[0]["layer"], "validation");
+    assert!(
+        !std::fs::read_to_string(&ledger)
+            .unwrap_or_default()
+            .contains("half")
+    );
+}

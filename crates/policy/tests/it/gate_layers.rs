@@ -843,6 +843,35 @@ async fn the_caller_cancels_execution() {
     assert_eq!(h.dispatcher.count(), 1);
 }
 
+/// A call whose caller gave up before it began (a turn stopped while its calls queued) is on
+/// record as cancelled and reaches nothing.
+#[tokio::test]
+async fn a_call_cancelled_before_it_starts_is_recorded_and_never_dispatched() {
+    let h = harness(
+        vec![fs_read_file()],
+        GatePolicy::default(),
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let call = request(
+        CallSurface::Agent,
+        "mcp__fs__read_file",
+        json!({"path": "/x"}),
+    );
+    call.cancel.cancel();
+    let outcome = h.gate.call(call).await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Cancelled, Layer::Cancellation),
+        "{outcome:?}"
+    );
+    assert!(outcome.model_text().contains("before it started"));
+    assert_eq!(h.dispatcher.count(), 0);
+    let records = h.audit.records.lock().unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].decision, Decision::Cancelled);
+}
+
 // On the paused clock: every wait here is on async tasks alone (no child process, no I/O).
 #[tokio::test(start_paused = true)]
 async fn a_pending_approval_is_not_subject_to_the_execution_timeout() {
