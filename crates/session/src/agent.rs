@@ -340,13 +340,17 @@ impl AgentSession {
                 reason: error.to_string(),
             },
         };
-        let skills = if self.skills.skills.is_empty() {
-            Availability::Unavailable {
-                reason: "no skills are installed for this workspace".to_owned(),
-            }
-        } else {
-            Availability::Available
-        };
+        // Local skills, or skills an MCP server publishes (known once its server connected).
+        let skills =
+            if self.skills.skills.is_empty() && self.host.remote_skills().commands().is_empty() {
+                Availability::Unavailable {
+                    reason:
+                        "no skills are installed for this workspace and no MCP server publishes any"
+                            .to_owned(),
+                }
+            } else {
+                Availability::Available
+            };
         let tool_cli = self.tool_cli().await;
         let section = execution_routing_section(&RoutingInputs {
             bash: Availability::Available,

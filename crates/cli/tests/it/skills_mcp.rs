@@ -50,6 +50,8 @@ async fn the_extension_flag_serves_remote_skills_through_use_skill() {
     let first = request_text(&mock, 0);
     assert!(first.contains("mcp__wx__weather"), "{first}");
     assert!(first.contains("use_skill"));
+    // No local skill, but a server publishes some: the routing section says skills are there.
+    assert!(first.contains("- skills: available"), "{first}");
     // Served by the extension alone; the gated tool is hidden until the skill is loaded.
     assert!(!first.contains("legacy-only"), "{first}");
     assert!(!first.contains("mcp__wx__forecast"), "{first}");
