@@ -31,6 +31,10 @@ pub(crate) struct AuditArgs {
 /// How often `--follow` looks for new records.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
 
+/// How long `--follow` holds back a record still `started` (its call running) before showing
+/// it as it is: a process that died mid-call never completes its record.
+const FOLLOW_HOLD: Duration = Duration::from_secs(60);
+
 pub(crate) fn run(_globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode> {
     let paths = crate::setup::paths()?;
     let path = paths.state_dir().join("audit.db");
@@ -57,21 +61,42 @@ pub(crate) fn run(_globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCod
     if !args.json {
         writeln!(
             stdout,
-            "{:<24} {:<10} {:<9} {:<12} {:<40} REASON",
+            "{:<24} {:<22} {:<9} {:<12} {:<40} REASON",
             "TIME", "SOURCE", "DECISION", "LAYER", "TOOL"
         )?;
     }
+    // A call's record is written when it starts and completed in place when it ends. Following,
+    // a record still `started` is held back until it completes (each call is one line, with its
+    // outcome) or until FOLLOW_HOLD passes; the query starts again at the oldest one held.
+    let mut held: std::collections::BTreeMap<i64, std::time::Instant> = Default::default();
+    let mut shown = std::collections::BTreeSet::new();
     loop {
         let rows = store.query(&query).context("reading the audit trail")?;
         for row in &rows {
+            if shown.contains(&row.id) {
+                continue;
+            }
+            if args.follow && row.decision == "started" {
+                let since = *held.entry(row.id).or_insert_with(std::time::Instant::now);
+                if since.elapsed() < FOLLOW_HOLD {
+                    continue;
+                }
+            }
+            held.remove(&row.id);
             print_row(&mut stdout, row, args.json)?;
+            shown.insert(row.id);
         }
         stdout.flush()?;
-        if let Some(last) = rows.last() {
-            query.after_id = Some(last.id);
-        }
         if !args.follow {
             return Ok(ExitCode::SUCCESS);
+        }
+        let last = rows.last().map(|row| row.id).or(query.after_id);
+        query.after_id = match held.keys().next() {
+            Some(oldest) => Some(oldest - 1),
+            None => last,
+        };
+        if let Some(after) = query.after_id {
+            shown = shown.split_off(&after);
         }
         std::thread::sleep(FOLLOW_INTERVAL);
     }

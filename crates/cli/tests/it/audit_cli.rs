@@ -56,3 +56,79 @@ fn filters_by_decision_session_and_time() {
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("--since"), "{}", bad.stderr);
 }
+
+/// `--follow` shows each call once, with its outcome: a record written when its call started
+/// is held back until the call completes it.
+#[tokio::test]
+async fn follow_shows_a_running_call_once_it_has_ended() {
+    use std::io::BufRead;
+    use warden_policy::AuditSink;
+
+    let sandbox = Sandbox::new();
+    let store = warden_policy::AuditStore::open(&sandbox.state_dir().join("audit.db")).unwrap();
+    let mut command = sandbox.command();
+    command
+        .args(["audit", "--follow", "--json"])
+        .stdout(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let record = |decision| warden_policy::AuditRecord {
+        time: std::time::SystemTime::now(),
+        session_id: "s".into(),
+        surface: warden_policy::CallSurface::Agent,
+        kind: warden_policy::CallKind::Tool,
+        caller: None,
+        server: Some("fx".into()),
+        tool: Some("slow".into()),
+        public_name: "mcp__fx__slow".into(),
+        annotations: None,
+        classes: warden_policy::CapabilitySet::EMPTY,
+        decision,
+        layer: warden_policy::Layer::Approval,
+        reason: None,
+        gate_duration: std::time::Duration::ZERO,
+        execution_duration: None,
+        result_bytes: None,
+        result_is_error: None,
+        error: None,
+        arguments_digest: warden_policy::arguments_digest(&serde_json::json!({})),
+        arguments: None,
+        confinement: None,
+    };
+    let entry = store
+        .begin_async(record(warden_policy::Decision::Started), false)
+        .await
+        .unwrap();
+    // Running: nothing is shown for a while (several polls).
+    assert!(
+        seen.recv_timeout(std::time::Duration::from_secs(2))
+            .is_err(),
+        "a running call was shown before it ended"
+    );
+    store
+        .complete_async(entry, record(warden_policy::Decision::Allowed), false)
+        .await
+        .unwrap();
+    let line = seen
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the completed call is shown");
+    let row: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(row["decision"], "allowed");
+    assert_eq!(row["public_name"], "mcp__fx__slow");
+    assert!(
+        seen.recv_timeout(std::time::Duration::from_secs(2))
+            .is_err(),
+        "one line per call"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
