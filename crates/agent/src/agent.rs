@@ -101,6 +101,30 @@ pub trait ToolExecutor: Send + Sync {
         call: ToolCallRequest,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, ToolCallResult>;
+
+    /// Called before each model request: brings the shared tool list up to date with what
+    /// changed since the last request (a server's `list_changed`, a reconnect). Returns what
+    /// changed, for the frontends; the default changes nothing.
+    fn refresh_tools(&self) -> BoxFuture<'_, ToolRefresh> {
+        Box::pin(async { ToolRefresh::default() })
+    }
+}
+
+/// What [`ToolExecutor::refresh_tools`] changed before a model request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolRefresh {
+    /// Public names appended to the tool list.
+    pub added: Vec<String>,
+    /// Lists that could not be brought up to date, or catalogue warnings noticed meanwhile
+    /// (one line each).
+    pub warnings: Vec<String>,
+}
+
+impl ToolRefresh {
+    /// Whether nothing changed and nothing went wrong.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.warnings.is_empty()
+    }
 }
 
 /// The tools a run offers the model. Shared, so a tool that loads others (a deferred-tool
@@ -262,6 +286,12 @@ pub enum AgentEvent {
         /// `tool_calls` when the loop goes on; otherwise the stop reason.
         reason: String,
     },
+    /// Before a model request the tool list changed (tools a server added since are offered
+    /// from this request on), or a list could not be refreshed.
+    ToolsChanged {
+        added: Vec<String>,
+        warnings: Vec<String>,
+    },
 }
 
 /// One finished tool call, for summaries.
@@ -379,6 +409,14 @@ impl Agent {
             }
             turn += 1;
             self.emit(AgentEvent::TurnStarted { turn });
+            // Tools a server added since the last request join the list before it is read.
+            let refresh = self.executor.refresh_tools().await;
+            if !refresh.is_empty() {
+                self.emit(AgentEvent::ToolsChanged {
+                    added: refresh.added,
+                    warnings: refresh.warnings,
+                });
+            }
             // Read once per turn: a tool loaded by a call of this turn is offered from the next.
             let tools = self.tools.snapshot();
             let (defer_mode, deferred_tools) = self.tools.deferred();

@@ -13,7 +13,7 @@ mod workspace;
 
 pub use agent::{
     Agent, AgentError, AgentEvent, AgentOptions, RunOutcome, StopReason, ToolCallRecord,
-    ToolCallRequest, ToolCallResult, ToolExecutor, ToolList,
+    ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolRefresh,
 };
 pub use builtin::{
     ArtifactSink, BashEnv, BuiltinOptions, BuiltinReach, BuiltinResult, BuiltinToolSpec,

@@ -287,6 +287,44 @@ mod tests {
         );
     }
 
+    /// A bridge that answers every request with this handshake, once per connection.
+    async fn bridge_speaking(protocol: u32) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut request = [0_u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let body = format!(r#"{{"protocol":{protocol},"session":"s-1"}}"#);
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            }
+        });
+        format!("http://{address}")
+    }
+
+    #[tokio::test]
+    async fn a_bridge_of_another_protocol_version_is_refused_with_both_versions() {
+        let url = bridge_speaking(PROTOCOL_VERSION + 1).await;
+        let client = BridgeClient::new(&url, BearerToken::new("t")).unwrap();
+        let refused = client.handshake().await.unwrap_err();
+        assert_eq!(refused.kind, crate::views::ViewErrorKind::Unavailable);
+        assert_eq!(
+            refused.message,
+            format!(
+                "the tool bridge speaks protocol {}, this warden speaks {PROTOCOL_VERSION}",
+                PROTOCOL_VERSION + 1
+            )
+        );
+        let same = bridge_speaking(PROTOCOL_VERSION).await;
+        let client = BridgeClient::new(&same, BearerToken::new("t")).unwrap();
+        assert_eq!(client.handshake().await.unwrap().session, "s-1");
+    }
+
     #[test]
     fn server_names_are_escaped_in_paths() {
         assert_eq!(path_segment("my-server_1"), "my-server_1");

@@ -263,6 +263,17 @@ impl App {
                 "{results} old tool result(s) elided to fit the context budget"
             )),
             AgentEvent::TurnStarted { .. } => self.streaming = false,
+            AgentEvent::ToolsChanged { added, warnings } => {
+                for warning in warnings {
+                    self.aside_error(format!("warning: {warning}"));
+                }
+                if !added.is_empty() {
+                    self.aside_notice(format!(
+                        "now offered to the model (a server's tools changed): {}",
+                        added.join(", ")
+                    ));
+                }
+            }
             _ => {}
         }
     }

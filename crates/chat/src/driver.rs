@@ -17,7 +17,7 @@ use warden_agent::{
     ToolList, ToolSpec,
 };
 use warden_host::{CallContext, Host};
-use warden_mcp::{FailureKind, ServerState, parse_prompt_arguments};
+use warden_mcp::{FailureKind, ListKind, ServerState, UpstreamEvent, parse_prompt_arguments};
 use warden_policy::CallSurface;
 
 use crate::app::{Action, App, CallState, Entry, Page};
@@ -151,6 +151,8 @@ struct Chat<'a> {
     ),
     /// Skill text that goes before the next prompt.
     pending_context: Vec<String>,
+    /// The servers' catalogue changes: a prompts `list_changed` reloads the slash commands.
+    catalog_changes: tokio::sync::broadcast::Receiver<UpstreamEvent>,
 }
 
 impl<'a> Chat<'a> {
@@ -167,7 +169,9 @@ impl<'a> Chat<'a> {
             .map(|(name, _)| name.clone())
             .collect();
         let recorded_upto = session.conversation.len();
+        let catalog_changes = session.host.servers().upstream_events();
         Self {
+            catalog_changes,
             session,
             app,
             sources,
@@ -463,6 +467,7 @@ impl<'a> Chat<'a> {
     }
 
     fn tick(&mut self) {
+        self.reload_prompts_on_change();
         let starts = &self.call_starts;
         for call in self.app.running_calls() {
             if let Some(start) = starts.get(&call.id) {
@@ -686,6 +691,27 @@ impl<'a> Chat<'a> {
                 Err(error) => self.app.error(format!("skill {name}: {error}")),
             },
             Background::Failed(message) => self.app.aside_error(message),
+        }
+    }
+
+    /// Reloads the prompts' slash commands when a server said its prompts changed (or when
+    /// changes were missed).
+    fn reload_prompts_on_change(&mut self) {
+        use tokio::sync::broadcast::error::TryRecvError;
+        let mut changed = false;
+        loop {
+            match self.catalog_changes.try_recv() {
+                Ok(UpstreamEvent::CatalogChanged {
+                    kind: ListKind::Prompts,
+                    ..
+                })
+                | Err(TryRecvError::Lagged(_)) => changed = true,
+                Ok(_) => {}
+                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+            }
+        }
+        if changed {
+            self.load_prompts();
         }
     }
 

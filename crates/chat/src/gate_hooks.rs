@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-use warden_agent::{ToolCallRequest, ToolCallResult, ToolExecutor};
+use warden_agent::{ToolCallRequest, ToolCallResult, ToolExecutor, ToolRefresh};
 use warden_mcp::{ElicitationHandler, ElicitationRequest, ElicitationResponse};
 use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver};
 
@@ -168,6 +168,19 @@ impl TrackingExecutor {
 impl ToolExecutor for TrackingExecutor {
     fn is_read_only(&self, public_name: &str) -> bool {
         self.inner.is_read_only(public_name)
+    }
+
+    /// The session's own refresh; each tool it adds is filed under its server for `/tools`
+    /// and `/mcp cancel`.
+    fn refresh_tools(&self) -> BoxFuture<'_, ToolRefresh> {
+        Box::pin(async move {
+            let refresh = self.inner.refresh_tools().await;
+            for name in &refresh.added {
+                let source = self.sources.source_of(name);
+                self.sources.set(name.clone(), source);
+            }
+            refresh
+        })
     }
 
     fn execute<'a>(

@@ -108,6 +108,9 @@ pub struct SourcePage {
     /// The full failure, cause and hint.
     pub failure: Option<String>,
     pub stderr: Vec<String>,
+    /// What went wrong while listing its catalogue (names that collided, a listing cut at
+    /// the page limit, a refresh that failed), one line each.
+    pub warnings: Vec<String>,
 }
 
 /// One line of `/mcp`.
@@ -189,7 +192,9 @@ pub(crate) fn source_rows(
         },
     }];
     for status in host.servers().status() {
-        rows.push(server_row(&status, facts.get(&status.name), tool_names));
+        let mut row = server_row(&status, facts.get(&status.name), tool_names);
+        row.page.warnings = host.catalog_warnings(&status.name);
+        rows.push(row);
     }
     for idle in host.idle_servers() {
         rows.push(SourceRow {
@@ -240,6 +245,7 @@ fn server_row(
             tools: tool_names.get(&status.name).cloned().unwrap_or_default(),
             failure: status.failure.clone(),
             stderr: status.stderr_tail.clone(),
+            warnings: Vec::new(),
         },
     }
 }
@@ -247,6 +253,39 @@ fn server_row(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_that_needs_login_says_so_with_the_command_on_its_page() {
+        let failure = "MCP gh: the server needs you to log in — run `warden mcp login gh`";
+        let status = ServerStatus {
+            name: "gh".to_owned(),
+            transport: "http",
+            state: ServerState::NeedsLogin,
+            protocol_revision: None,
+            server_name: None,
+            server_version: None,
+            counts: Default::default(),
+            failure: Some(failure.to_owned()),
+            failure_kind: None,
+            stderr_tail: Vec::new(),
+            catalog_generation: 0,
+            warnings: Vec::new(),
+            instructions: None,
+            required: false,
+            deferred: None,
+            pid: None,
+            connect_attempts: 1,
+        };
+        let row = server_row(&status, None, &BTreeMap::new());
+        assert_eq!(row.state, "needs login");
+        assert!(!row.connected);
+        assert_eq!(
+            row.reason.as_deref(),
+            Some("the server needs you to log in")
+        );
+        assert_eq!(row.page.failure.as_deref(), Some(failure));
+        assert!(is_failure(status.state));
+    }
 
     #[test]
     fn short_reason_drops_the_server_and_the_hint() {

@@ -244,6 +244,12 @@ fn draw_sources(frame: &mut Frame<'_>, area: Rect, rows: &[SourceRow], selected:
         if let Some(reason) = &row.reason {
             spans.push(Span::styled(format!(" — {reason}"), DIM));
         }
+        if !row.page.warnings.is_empty() {
+            spans.push(Span::styled(
+                format!(" · {} warning(s)", row.page.warnings.len()),
+                Style::new().fg(Color::Yellow),
+            ));
+        }
         lines.push(Line::from(spans));
     }
     lines.push(Line::default());
@@ -279,6 +285,12 @@ fn draw_source_page(frame: &mut Frame<'_>, area: Rect, row: &SourceRow) {
         page.tools.join(", ")
     };
     field(&mut lines, "tools", Some(&tools));
+    if !page.warnings.is_empty() {
+        lines.push(Line::styled("warnings", Style::new().fg(Color::Yellow)));
+        for line in &page.warnings {
+            lines.push(Line::raw(format!("  {line}")));
+        }
+    }
     if !page.stderr.is_empty() {
         lines.push(Line::styled("stderr", DIM));
         for line in &page.stderr {

@@ -144,6 +144,8 @@ pub struct Host {
     hooks: HookRunner,
     idle: Vec<IdleServer>,
     remote_skills: Arc<RemoteSkills>,
+    /// Naming warnings (duplicate or colliding tool names) per server, each kept once.
+    naming_warnings: std::sync::Mutex<std::collections::BTreeMap<String, Vec<String>>>,
     /// Servers deferred automatically this session (server → generated summary).
     auto_deferred: std::sync::RwLock<std::collections::BTreeMap<String, String>>,
 }
@@ -282,6 +284,7 @@ impl Host {
                 hooks: options.hooks,
                 idle,
                 remote_skills,
+                naming_warnings: Default::default(),
                 auto_deferred: Default::default(),
             }
         }))
@@ -357,10 +360,47 @@ impl Host {
     }
 
     fn admit(&self, server: &str, tools: &[McpTool]) -> Vec<VisibleTool> {
-        for warning in self.index.record(server, tools) {
-            tracing::warn!("MCP {server}: {warning}");
-        }
+        let warnings = self.index.record(server, tools);
+        self.note_naming_warnings(server, warnings);
         self.shown(tools)
+    }
+
+    /// Logs and keeps naming warnings not seen before (a refetch names the same ones again).
+    fn note_naming_warnings(&self, server: &str, warnings: Vec<warden_mcp::NameWarning>) {
+        let mut kept = self
+            .naming_warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let known = kept.entry(server.to_owned()).or_default();
+        for warning in warnings {
+            let line = warning.to_string();
+            if !known.contains(&line) {
+                tracing::warn!("{line}");
+                known.push(line);
+            }
+        }
+    }
+
+    /// What went wrong while listing `server`'s catalogue, one line each, `MCP <server>: …`:
+    /// tool names that were duplicated or collided, a listing stopped at the page limit, a
+    /// refresh after `list_changed` that failed. Empty for a server never listed.
+    pub fn catalog_warnings(&self, server: &str) -> Vec<String> {
+        let mut lines = self
+            .naming_warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(server)
+            .cloned()
+            .unwrap_or_default();
+        if let Ok(status) = self.runtime.server_status(server) {
+            lines.extend(
+                status
+                    .warnings
+                    .into_iter()
+                    .map(|warning| format!("MCP {server}: {warning}")),
+            );
+        }
+        lines
     }
 
     /// Those of `tools` the index knows and the gate would show, with their descriptors.
@@ -483,9 +523,8 @@ impl Host {
     /// Makes these tools of a deferred server callable for the rest of the session and returns
     /// the ones the gate shows.
     pub fn load_tools(&self, server: &str, tools: &[McpTool]) -> Vec<VisibleTool> {
-        for warning in self.index.load(server, tools) {
-            tracing::warn!("MCP {server}: {warning}");
-        }
+        let warnings = self.index.load(server, tools);
+        self.note_naming_warnings(server, warnings);
         self.shown(tools)
     }
 

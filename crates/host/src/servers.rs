@@ -13,7 +13,8 @@ use rmcp::model::{
 };
 use tokio::sync::broadcast;
 use warden_mcp::{
-    Catalog, McpError, McpRuntime, RelayError, ResourceRow, ServerStatus, UpstreamEvent,
+    Catalog, McpError, McpRuntime, RelayError, ResourceRow, ServerStatus, ToolListEpoch,
+    UpstreamEvent,
 };
 
 use crate::Host;
@@ -81,6 +82,12 @@ impl Servers<'_> {
     /// Starts a stopped server again.
     pub async fn restart(&self, server: &str) -> Result<(), McpError> {
         self.runtime.restart(server).await
+    }
+
+    /// The counters of one server's connection and tools `list_changed`: when they moved, the
+    /// tools a surface listed under the old ones may be out of date.
+    pub fn tool_list_epoch(&self, server: &str) -> Result<ToolListEpoch, McpError> {
+        self.runtime.tool_list_epoch(server)
     }
 
     /// Log messages, resource updates and catalogue changes of every server, from now on.

@@ -37,7 +37,7 @@ pub use result::{
     ConversionContext, ConvertError, ConvertedResult, DEFAULT_INLINE_LIMIT_BYTES,
     STRUCTURED_CONTENT_LABEL, convert_tool_result,
 };
-pub use runtime::{ListEpochs, McpRuntime, ProtocolMode, RuntimeOptions};
+pub use runtime::{ListEpochs, McpRuntime, ProtocolMode, RuntimeOptions, ToolListEpoch};
 pub use server::{CallOptions, CallOutcome, CatalogCounts, ServerState, ServerStatus};
 pub use spec::{HttpAuth, SecretString, ServerSpec, ToolFilter, TransportSpec};
 pub use stderr::STDERR_LINES_KEPT;

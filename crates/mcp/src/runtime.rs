@@ -22,6 +22,14 @@ pub struct ListEpochs {
     pub prompts: u64,
 }
 
+/// Counters of one server's connection and of its tools `list_changed`: a tool list read under
+/// older counters may be out of date.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ToolListEpoch {
+    pub connection: u64,
+    pub tools: u64,
+}
+
 /// Which protocol lifecycle to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ProtocolMode {
@@ -427,6 +435,12 @@ impl McpRuntime {
     /// prompts `list_changed`: a skills registration older than them is re-made.
     pub fn skill_list_epochs(&self, server: &str) -> Result<ListEpochs, McpError> {
         Ok(self.slot(server)?.list_epochs())
+    }
+
+    /// Counters that move when the server's connection is replaced or it announces that its
+    /// tools changed (bumped when the notification arrives, before the list is refetched).
+    pub fn tool_list_epoch(&self, server: &str) -> Result<ToolListEpoch, McpError> {
+        Ok(self.slot(server)?.tool_list_epoch())
     }
 
     /// Drops the server's connection (if any) and connects again now.

@@ -11,8 +11,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
     AgentEvent, BuiltinTools, Capability, ModelClient, ModelConfig, PromptParts, SessionStore,
-    ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolSpec, assemble_system_prompt,
-    builtin_specs, client_for, find_project_instructions, select_model,
+    ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolRefresh, ToolSpec,
+    assemble_system_prompt, builtin_specs, client_for, find_project_instructions, select_model,
 };
 use warden_config::{AgentProfile, LoadedConfig};
 use warden_skills::{Discovery, IndexLimits, SkillIndex, SkillRoots, discover};
@@ -28,6 +28,7 @@ use warden_agent::{
 use warden_bridge::Bridge;
 use warden_config::SandboxModeSetting;
 
+use crate::catalog_watch::CatalogWatch;
 use crate::code_tools::code_tools;
 use crate::deferral::{Deferral, SEARCH_TOOLS, tool_references};
 use crate::sampling::{SamplingModel, SamplingTool};
@@ -87,6 +88,8 @@ pub struct AgentSession {
     tool_cli: tokio::sync::OnceCell<Availability>,
     /// The model that answers servers' sampling requests (switched with the session's model).
     pub sampling_model: SamplingModel,
+    /// What the session has seen of its servers' tool lists, to offer tools added later.
+    catalog_watch: Arc<CatalogWatch>,
     /// What the kernel enforces around the bash tool's commands.
     pub bash_confinement: warden_agent::ConfinementReport,
 }
@@ -233,7 +236,9 @@ impl AgentSession {
         let host = Host::open(&config, options)?;
         let listen = bridge_listen(&config.discovery, paths.state_dir());
         let bridge = Bridge::start_on(host.clone(), listen).map_err(|error| error.to_string());
+        let catalog_watch = Arc::new(CatalogWatch::new(host.clone(), offered.clone()));
         Ok(Self {
+            catalog_watch,
             bash_env,
             bridge,
             tool_cli: tokio::sync::OnceCell::new(),
@@ -256,7 +261,8 @@ impl AgentSession {
     /// Fetches every non-deferred catalogue (in parallel) and returns the model's tool list:
     /// built-in and resource tools first, then `search_tools` or `call_tool` (by defer mode, when
     /// anything is deferred), then MCP tools; large servers are deferred automatically first.
-    /// Failures come back as one line each.
+    /// Failures and catalogue warnings (duplicate or colliding names, a listing stopped at the
+    /// page limit) come back as one line each.
     pub async fn tool_list(&mut self) -> (ToolList, Vec<String>) {
         // Automatic deferral counts o200k tokens right after the fetch; building that tokenizer
         // takes ~0.2 s of CPU, so build it on a blocking thread while the servers start.
@@ -313,6 +319,7 @@ impl AgentSession {
             });
         }
         self.offered.append(specs);
+        let warnings = self.catalog_watch.baseline();
         let lines = failures
             .iter()
             .map(|failure| {
@@ -326,6 +333,7 @@ impl AgentSession {
                 line
             })
             .chain(settled.failures)
+            .chain(warnings)
             .collect();
         (self.offered.clone(), lines)
     }
@@ -425,6 +433,7 @@ impl AgentSession {
             read_only: self.read_only.clone(),
             events,
             deferral: self.deferral.clone(),
+            catalog_watch: self.catalog_watch.clone(),
         })
     }
 }
@@ -590,11 +599,16 @@ pub struct GateExecutor {
     read_only: BTreeSet<String>,
     events: Option<UnboundedSender<AgentEvent>>,
     deferral: Arc<Deferral>,
+    catalog_watch: Arc<CatalogWatch>,
 }
 
 impl ToolExecutor for GateExecutor {
     fn is_read_only(&self, public_name: &str) -> bool {
         self.read_only.contains(public_name)
+    }
+
+    fn refresh_tools(&self) -> BoxFuture<'_, ToolRefresh> {
+        Box::pin(self.catalog_watch.refresh())
     }
 
     fn execute<'a>(
@@ -701,7 +715,21 @@ fn resume(
     Ok(Some((loaded.id, loaded.messages)))
 }
 
-/// `--mcp` values: `URL`, `COMMAND ARGS…`, or either behind `NAME=`.
+/// Whether an http(s) URL names a legacy HTTP+SSE endpoint: its path ends in `/sse` (as other
+/// hosts' `--mcp` read it); every other URL is Streamable HTTP.
+fn is_legacy_sse_url(target: &str) -> bool {
+    let Some(rest) = target
+        .strip_prefix("http://")
+        .or_else(|| target.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let without_query = rest.split(['?', '#']).next().unwrap_or(rest);
+    without_query.trim_end_matches('/').ends_with("/sse")
+}
+
+/// `--mcp` values: `URL` (Streamable HTTP, or legacy HTTP+SSE when its path ends in `/sse`),
+/// `COMMAND ARGS…`, or either behind `NAME=`.
 pub fn ad_hoc_servers(values: &[String]) -> Result<Vec<ServerSpec>, UsageError> {
     let mut unnamed = 0;
     let mut specs = Vec::new();
@@ -725,7 +753,15 @@ pub fn ad_hoc_servers(values: &[String]) -> Result<Vec<ServerSpec>, UsageError> 
                 (name, value.trim())
             }
         };
-        let spec = if target.starts_with("http://") || target.starts_with("https://") {
+        let spec = if is_legacy_sse_url(target) {
+            ServerSpec::with_transport(
+                name,
+                warden_mcp::TransportSpec::LegacySse {
+                    url: target.to_owned(),
+                    headers: Vec::new(),
+                },
+            )
+        } else if target.starts_with("http://") || target.starts_with("https://") {
             ServerSpec::http(name, target)
         } else {
             let words = split_command(target)
@@ -783,7 +819,31 @@ pub fn split_command(text: &str) -> Option<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
-    use super::split_command;
+    use super::{ad_hoc_servers, split_command};
+
+    #[test]
+    fn a_url_ending_in_sse_is_a_legacy_sse_server() {
+        let specs = ad_hoc_servers(&[
+            "old=http://127.0.0.1:3001/sse".to_owned(),
+            "https://mcp.example.com/sse/?key=1".to_owned(),
+            "http://127.0.0.1:3000/mcp".to_owned(),
+            "http://127.0.0.1:3000/ssex".to_owned(),
+        ])
+        .unwrap();
+        let kinds: Vec<(&str, &str)> = specs
+            .iter()
+            .map(|spec| (spec.name.as_str(), spec.transport.kind()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("old", "sse"),
+                ("mcp", "sse"),
+                ("mcp2", "http"),
+                ("mcp3", "http")
+            ]
+        );
+    }
 
     #[test]
     fn splits_like_a_shell() {

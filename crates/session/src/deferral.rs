@@ -295,7 +295,7 @@ pub fn model_switch_notice(
     ))
 }
 
-fn tool_spec(visible: &VisibleTool) -> ToolSpec {
+pub(crate) fn tool_spec(visible: &VisibleTool) -> ToolSpec {
     ToolSpec {
         name: visible.descriptor.public_name.clone(),
         description: visible

@@ -5,6 +5,7 @@
 
 mod agent;
 mod catalog_views;
+mod catalog_watch;
 mod code_tools;
 mod deferral;
 mod sampling;

@@ -554,3 +554,71 @@ async fn arguments_that_are_not_json_reach_the_executor_as_text_and_come_back_as
             .contains("not valid JSON")
     );
 }
+
+/// An executor whose tool list grows when its tool `grow` is called, as a server's
+/// `list_changed` makes the session's list grow; the refresh before each request adds it.
+struct Growing {
+    tools: warden_agent::ToolList,
+    grown: std::sync::atomic::AtomicBool,
+}
+
+impl ToolExecutor for Growing {
+    fn is_read_only(&self, _public_name: &str) -> bool {
+        false
+    }
+
+    fn execute<'a>(
+        &'a self,
+        _call: ToolCallRequest,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'a, ToolCallResult> {
+        Box::pin(async move {
+            self.grown.store(true, Ordering::SeqCst);
+            ToolCallResult::ok("grown")
+        })
+    }
+
+    fn refresh_tools(&self) -> BoxFuture<'_, warden_agent::ToolRefresh> {
+        Box::pin(async move {
+            let mut refresh = warden_agent::ToolRefresh::default();
+            if self.grown.load(Ordering::SeqCst) && !self.tools.contains("added") {
+                self.tools.append([spec("added")]);
+                refresh.added.push("added".to_owned());
+            }
+            refresh
+        })
+    }
+}
+
+#[tokio::test]
+async fn tools_the_executor_adds_between_requests_are_offered_and_announced() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call("c1", "grow", json!({})));
+    mock.push_turn(Turn::text("done"));
+    let tools = warden_agent::ToolList::from(vec![spec("grow")]);
+    let executor = Arc::new(Growing {
+        tools: tools.clone(),
+        grown: Default::default(),
+    });
+    let (events, mut received) = mpsc::unbounded_channel();
+    let agent = Agent::new(
+        client(ModelProvider::OpenAi, &mock),
+        executor,
+        "sys".into(),
+        tools,
+    )
+    .with_events(events);
+    let mut conversation = vec![Message::user("grow")];
+    run(&agent, &mut conversation, &CancellationToken::new()).await;
+    let requests = mock.requests();
+    assert!(!requests[0].body.to_string().contains("\"added\""));
+    assert!(requests[1].body.to_string().contains("\"added\""));
+    drop(agent);
+    let mut announced = Vec::new();
+    while let Some(event) = received.recv().await {
+        if let AgentEvent::ToolsChanged { added, .. } = event {
+            announced.extend(added);
+        }
+    }
+    assert_eq!(announced, ["added"]);
+}

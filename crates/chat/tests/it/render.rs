@@ -317,3 +317,49 @@ fn completion_hints_for_commands() {
     app.input = "/m".into();
     insta::assert_snapshot!(render(&app, 60, 8));
 }
+
+/// A server whose catalogue came with warnings says how many on `/tools` and lists them on
+/// its page.
+#[test]
+fn tools_pages_show_catalogue_warnings() {
+    let warning =
+        "MCP bad: tools/list stopped after 64 pages (the safety limit); the list may be incomplete";
+    let mut app = App::new("mock");
+    let mut rows = sources();
+    rows[2].page.warnings = vec![warning.into()];
+    app.sources = rows;
+    app.page = Some(Page::Tools {
+        selected: 2,
+        open: None,
+    });
+    let list = render(&app, 90, 16);
+    assert!(list.contains("1 warning(s)"), "{list}");
+    app.page = Some(Page::Tools {
+        selected: 2,
+        open: Some(2),
+    });
+    let page = render(&app, 120, 18);
+    assert!(page.contains("warnings"), "{page}");
+    assert!(page.contains("tools/list stopped after 64 pages"), "{page}");
+}
+
+/// Tools a server added during the chat are announced, and a list that could not be refreshed
+/// is a warning in the conversation.
+#[test]
+fn changed_tools_are_announced() {
+    let mut app = App::new("mock");
+    app.apply(
+        warden_agent::AgentEvent::ToolsChanged {
+            added: vec!["mcp__lc__c".into()],
+            warnings: vec!["MCP gone: the server is down".into()],
+        },
+        &|_| "lc".to_owned(),
+    );
+    let screen = render(&app, 100, 10);
+    assert!(screen.contains("now offered to the model"), "{screen}");
+    assert!(screen.contains("mcp__lc__c"), "{screen}");
+    assert!(
+        screen.contains("warning: MCP gone: the server is down"),
+        "{screen}"
+    );
+}

@@ -25,8 +25,8 @@ pub(crate) struct ChatArgs {
     /// An `[agents.NAME]` profile: its model, instructions, skills and servers.
     #[arg(long, value_name = "NAME")]
     agent: Option<String>,
-    /// An extra MCP server for this session: a command line or a URL, optionally `NAME=…`;
-    /// repeatable.
+    /// An extra MCP server for this session: a command line or a URL (legacy HTTP+SSE when its
+    /// path ends in `/sse`), optionally `NAME=…`; repeatable.
     #[arg(long = "mcp", value_name = "CMD|URL")]
     mcp: Vec<String>,
     #[command(flatten)]

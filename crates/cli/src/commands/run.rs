@@ -61,7 +61,8 @@ pub(crate) struct RunArgs {
     agent: Option<String>,
     #[arg(long, value_enum, default_value = "text")]
     output_format: OutputFormat,
-    /// An extra MCP server for this run: a command line or a URL, optionally `NAME=…`; repeatable.
+    /// An extra MCP server for this run: a command line or a URL (legacy HTTP+SSE when its path
+    /// ends in `/sse`), optionally `NAME=…`; repeatable.
     #[arg(long = "mcp", value_name = "CMD|URL")]
     mcp: Vec<String>,
     #[command(flatten)]
@@ -231,14 +232,28 @@ async fn run_session(
     conversation.push(user);
     let already = conversation.len();
 
+    // What went wrong on the way (start-up failures, catalogue warnings, lists that could not
+    // be refreshed) goes into the JSON summary too.
+    let mut warnings = failures;
     let printer = tokio::spawn(async move {
+        let mut noticed = Vec::new();
+        let mut progress = ProgressLines::default();
         while let Some(event) = events.recv().await {
             print_event(&event, format);
+            if format == OutputFormat::Text
+                && let Some(line) = progress.line_for(&event, std::time::Instant::now())
+            {
+                eprintln!("{line}");
+            }
+            if let AgentEvent::ToolsChanged { warnings, .. } = &event {
+                noticed.extend(warnings.iter().cloned());
+            }
         }
+        noticed
     });
     let result = agent.run(&mut conversation, &cancel).await;
     drop(agent);
-    let _ = printer.await;
+    warnings.extend(printer.await.unwrap_or_default());
 
     {
         let mut transcript = lock(&transcript);
@@ -262,7 +277,7 @@ async fn run_session(
         .host
         .session_event(HookEvent::Stop, &workspace, None)
         .await;
-    report(&outcome, &session_id, format)?;
+    report(&outcome, &session_id, &warnings, format)?;
     session
         .host
         .session_event(HookEvent::SessionEnd, &workspace, None)
@@ -338,6 +353,58 @@ fn tool_cli_record(call: &BridgeCall) -> SessionRecord {
     }
 }
 
+/// The shortest time between two progress lines of one call: a few a second at most.
+const PROGRESS_LINE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Text mode's progress lines: one per update of a running call, at most one per
+/// [`PROGRESS_LINE_INTERVAL`] for each call.
+#[derive(Default)]
+struct ProgressLines {
+    /// Running calls: their tool's name and when their last line was printed.
+    calls: std::collections::HashMap<String, (String, Option<std::time::Instant>)>,
+}
+
+impl ProgressLines {
+    /// The line to print for this event now, if any.
+    fn line_for(&mut self, event: &AgentEvent, now: std::time::Instant) -> Option<String> {
+        match event {
+            AgentEvent::ToolCallStarted { id, name, .. } => {
+                self.calls.insert(id.clone(), (name.clone(), None));
+                None
+            }
+            AgentEvent::ToolCallFinished { id, .. } => {
+                self.calls.remove(id);
+                None
+            }
+            AgentEvent::ToolProgress {
+                id,
+                message,
+                progress,
+                total,
+            } => {
+                let (name, last) = self.calls.get_mut(id)?;
+                if last.is_some_and(|last| now.duration_since(last) < PROGRESS_LINE_INTERVAL) {
+                    return None;
+                }
+                *last = Some(now);
+                let amount = match (progress, total) {
+                    (Some(done), Some(total)) if *total > 0.0 => {
+                        format!(" {:.0}%", done / total * 100.0)
+                    }
+                    (Some(done), _) => format!(" {done}"),
+                    (None, _) => String::new(),
+                };
+                let message = message
+                    .as_deref()
+                    .map(|text| format!(" {text}"))
+                    .unwrap_or_default();
+                Some(format!("… {name}:{amount}{message}"))
+            }
+            _ => None,
+        }
+    }
+}
+
 fn print_event(event: &AgentEvent, format: OutputFormat) {
     match format {
         OutputFormat::StreamJson => {
@@ -365,12 +432,25 @@ fn print_event(event: &AgentEvent, format: OutputFormat) {
             AgentEvent::ContextElided { results, .. } => {
                 eprintln!("… {results} old tool result(s) elided to fit the context budget")
             }
+            AgentEvent::ToolsChanged { added, warnings } => {
+                for warning in warnings {
+                    eprintln!("warning: {warning}");
+                }
+                if !added.is_empty() {
+                    eprintln!("… now offered to the model: {}", added.join(", "));
+                }
+            }
             _ => {}
         },
     }
 }
 
-fn report(outcome: &RunOutcome, session_id: &str, format: OutputFormat) -> anyhow::Result<()> {
+fn report(
+    outcome: &RunOutcome,
+    session_id: &str,
+    warnings: &[String],
+    format: OutputFormat,
+) -> anyhow::Result<()> {
     match format {
         OutputFormat::Text => {
             println!("{}", outcome.final_text);
@@ -390,9 +470,62 @@ fn report(outcome: &RunOutcome, session_id: &str, format: OutputFormat) -> anyho
                 "tool_calls": outcome.tool_calls,
                 "usage": outcome.usage,
                 "session_id": session_id,
+                "warnings": warnings,
             });
             println!("{}", serde_json::to_string(&summary)?);
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn progress(done: f64) -> AgentEvent {
+        AgentEvent::ToolProgress {
+            id: "call_1".to_owned(),
+            message: Some("working".to_owned()),
+            progress: Some(done),
+            total: Some(10.0),
+        }
+    }
+
+    #[test]
+    fn progress_lines_are_limited_to_a_few_a_second_per_call() {
+        let mut lines = ProgressLines::default();
+        let start = Instant::now();
+        let started = AgentEvent::ToolCallStarted {
+            id: "call_1".to_owned(),
+            name: "mcp__fx__slow".to_owned(),
+            arguments: serde_json::Value::Null,
+        };
+        assert_eq!(lines.line_for(&started, start), None);
+        assert_eq!(
+            lines.line_for(&progress(1.0), start).as_deref(),
+            Some("… mcp__fx__slow: 10% working")
+        );
+        // Updates inside the interval are dropped; the next one after it is printed.
+        assert_eq!(
+            lines.line_for(&progress(2.0), start + Duration::from_millis(100)),
+            None
+        );
+        assert!(
+            lines
+                .line_for(&progress(3.0), start + PROGRESS_LINE_INTERVAL)
+                .is_some()
+        );
+        // A finished call prints nothing more.
+        let finished = AgentEvent::ToolCallFinished {
+            id: "call_1".to_owned(),
+            name: "mcp__fx__slow".to_owned(),
+            result: warden_agent::ToolCallResult::error("x"),
+        };
+        assert_eq!(lines.line_for(&finished, start), None);
+        assert_eq!(
+            lines.line_for(&progress(4.0), start + Duration::from_secs(5)),
+            None
+        );
+    }
 }

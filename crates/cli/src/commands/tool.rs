@@ -101,6 +101,15 @@ impl Backend {
         }
     }
 
+    /// What went wrong while listing the server's tools (names that collided, a listing cut
+    /// at the page limit). The session's bridge reports its own warnings in the session.
+    fn catalog_warnings(&self, server: &str) -> Vec<String> {
+        match self {
+            Self::Local(host) => host.catalog_warnings(server),
+            Self::Bridge(_) => Vec::new(),
+        }
+    }
+
     async fn call(&self, request: CallRequest) -> Result<CallView, ViewError> {
         match self {
             Self::Local(host) => {
@@ -175,7 +184,11 @@ async fn dispatch(backend: &Backend, args: &ToolArgs) -> anyhow::Result<ExitCode
     match (&args.server, &args.tool, &args.arguments) {
         (None, _, _) => list_servers(&backend.servers().await.map_err(failed)?, args.json),
         (Some(server), None, _) => {
-            list_tools(&backend.tools(server).await.map_err(failed)?, args.json)
+            let tools = backend.tools(server).await.map_err(failed)?;
+            for warning in backend.catalog_warnings(server) {
+                eprintln!("warning: {warning}");
+            }
+            list_tools(&tools, args.json)
         }
         (Some(server), Some(tool), None) => {
             let tools = backend.tools(server).await.map_err(failed)?;

@@ -791,3 +791,66 @@ async fn user_prompt_submit_hooks_can_block_a_prompt_and_stop_hooks_run_after_ea
     }
     assert_eq!(std::fs::read_to_string(&stops).unwrap(), "stop\n");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_a_server_announces_reach_the_next_request_in_chat() {
+    require_or_skip!(warden_testkit::tmux());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__lc__mutate",
+        json!({"add": "fresh"}),
+    ));
+    mock.push_turn(Turn::text("Added a tool."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}{}",
+        model_config(&mock),
+        stdio_server("lc", &warden_testkit::fixture_binary(), &["list-changed"])
+    ));
+    let tmux = Tmux::start(&sandbox, &["--allowed-tools", "mcp__lc__*"]);
+    tmux.wait_for(&["/help for commands", "ready"]).await;
+    tmux.line("add a tool");
+    tmux.wait_for(&[
+        "Added a tool.",
+        "now offered to the model",
+        "mcp__lc__fresh",
+    ])
+    .await;
+    let requests = mock.requests();
+    let first = requests[0].body.to_string();
+    assert!(!first.contains("mcp__lc__fresh"), "{first}");
+    // The server's list_changed reached the model's list before the next request, without
+    // a restart.
+    let second = requests[1].body.to_string();
+    assert!(second.contains("mcp__lc__fresh"), "{second}");
+    tmux.keys(&["C-d"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_cancel_cancels_the_call_in_flight_and_the_turn_goes_on() {
+    require_or_skip!(warden_testkit::tmux());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__fx__slow",
+        json!({"ms": 120_000}),
+    ));
+    mock.push_turn(Turn::text("The call was cancelled."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!("{}{}", model_config(&mock), echo_server("fx", "")));
+    let tmux = Tmux::start(&sandbox, &[]);
+    tmux.wait_for(&["/help for commands", "ready"]).await;
+    tmux.line("wait for the slow tool");
+    tmux.wait_for(&["mcp__fx__slow [fx]", "working…"]).await;
+    tmux.line("/mcp cancel fx");
+    tmux.wait_for(&[
+        "cancelled 1 call(s) in flight to MCP fx",
+        "The call was cancelled.",
+    ])
+    .await;
+    // The model heard that the call was cancelled.
+    let second = mock.requests()[1].body.to_string();
+    assert!(second.contains("cancel"), "{second}");
+    tmux.keys(&["C-d"]);
+}

@@ -517,3 +517,67 @@ async fn the_tool_search_ranks_with_server_summaries_and_names_what_it_could_not
     let text = deferred_only.render("No deferred tool matches \"echo\".", "loaded");
     assert_eq!(text, "No deferred tool matches \"echo\".\n");
 }
+
+/// A reconnect that fails keeps the server's last tools listed (a surface's list stays
+/// valid) and says why; a call to one of them answers that the server is down.
+#[tokio::test]
+async fn a_failed_reconnect_keeps_the_tools_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let broken = dir.path().join("broken");
+    let (program, args) = fixture_command("echo");
+    let script = format!(
+        "if [ -e '{}' ]; then echo 'cannot open the database' >&2; exit 3; else exec '{}' {}; fi",
+        broken.display(),
+        program.display(),
+        args.join(" ")
+    );
+    let mut options = HostOptions::new(paths, dir.path().to_path_buf());
+    options
+        .extra_servers
+        .push(ServerSpec::stdio("fx", "sh").with_args(vec!["-c".to_owned(), script]));
+    let host = Host::open(&LoadedConfig::default(), options).unwrap();
+    let before: Vec<String> = host
+        .server_tools("fx")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.descriptor.public_name)
+        .collect();
+    assert!(before.contains(&"mcp__fx__echo".to_owned()), "{before:?}");
+
+    std::fs::write(&broken, "").unwrap();
+    let failure = host.servers().reconnect("fx").await.unwrap_err();
+    assert!(failure.to_string().contains("fx"), "{failure}");
+    let after: Vec<String> = host
+        .server_tools("fx")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.descriptor.public_name)
+        .collect();
+    assert_eq!(after, before);
+    let status = host.servers().server_status("fx").unwrap();
+    assert!(status.failure.is_some(), "{status:?}");
+    let outcome = host
+        .call(
+            CallSurface::Agent,
+            "mcp__fx__echo",
+            json!({"text": "hi"}),
+            CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(
+        outcome.decision,
+        Decision::Failed,
+        "{}",
+        outcome.model_text()
+    );
+    assert!(outcome.is_error(), "{}", outcome.model_text());
+    assert!(
+        outcome.model_text().contains("cannot open the database"),
+        "{}",
+        outcome.model_text()
+    );
+    host.shutdown().await;
+}

@@ -455,6 +455,15 @@ impl ServerSlot {
         self.lock_catalog().warnings.clone()
     }
 
+    /// The connection and tools list-change counters (see [`crate::ToolListEpoch`]).
+    pub(crate) fn tool_list_epoch(&self) -> crate::runtime::ToolListEpoch {
+        let connection = self.lock_state().epoch;
+        crate::runtime::ToolListEpoch {
+            connection,
+            tools: self.lock_catalog().tools_epoch,
+        }
+    }
+
     /// The connection and list-change counters (see [`crate::ListEpochs`]).
     pub(crate) fn list_epochs(&self) -> crate::runtime::ListEpochs {
         let connection = self.lock_state().epoch;
