@@ -31,13 +31,14 @@ impl CodeModeHost for GateHost {
         server: &'a str,
         tool: &'a str,
         arguments: Value,
+        cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
             let public_name = self
                 .host
                 .public_name(server, tool)
                 .unwrap_or_else(|| warden_mcp::public_name_for(server, tool));
-            let context = CallContext::new(CallSurface::CodeMode, CancellationToken::new());
+            let context = CallContext::new(CallSurface::CodeMode, cancel);
             let outcome = self.host.call_with(context, &public_name, arguments).await;
             match (&outcome.decision, &outcome.output) {
                 (Decision::Allowed, Some(output)) if !output.is_error => {
@@ -62,6 +63,7 @@ impl CodeModeHost for NoTools {
         _server: &'a str,
         _tool: &'a str,
         _arguments: Value,
+        _cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async { Err("no tools".to_owned()) })
     }

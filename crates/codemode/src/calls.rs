@@ -1,6 +1,8 @@
 //! Tool calls from a sandbox: the per-execution budgets, and the two ways a call reaches the
 //! host — polled on the sandbox thread itself ([`InlineCalls`], on a multi-threaded Tokio
-//! runtime) or handed to the caller's task over channels ([`ChannelCalls`], elsewhere).
+//! runtime) or handed to the caller's task over channels ([`ChannelCalls`], elsewhere). Either
+//! way, calls still running when the execution ends are cancelled through their token and polled
+//! until they finish ([`wind_down`]), never dropped mid-call.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -14,7 +16,7 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{BoxFuture, CodeModeHost, CodeModeLimits};
+use super::{BoxFuture, CANCELLED_CALLS_GRACE, CodeModeHost, CodeModeLimits};
 
 /// A `tools.call` from the script.
 pub(super) struct CallRequest {
@@ -163,19 +165,54 @@ struct HostAnswer {
     result: Result<Value, String>,
 }
 
-/// One call to the host.
-async fn call_host(host: &dyn CodeModeHost, request: CallRequest) -> HostAnswer {
+/// One call to the host; `cancel` is the execution's token for its calls.
+async fn call_host(
+    host: &dyn CodeModeHost,
+    request: CallRequest,
+    cancel: CancellationToken,
+) -> HostAnswer {
     let CallRequest {
         id,
         server,
         tool,
         arguments,
     } = request;
-    let result = match serde_json::from_str::<Value>(&arguments) {
-        Ok(arguments) => host.call(&server, &tool, arguments).await,
+    let parsed = serde_json::from_str::<Value>(&arguments);
+    // The text is not needed once parsed; only one copy is held while the call runs.
+    drop(arguments);
+    let result = match parsed {
+        Ok(arguments) => host.call(&server, &tool, arguments, cancel).await,
         Err(error) => Err(format!("the arguments are not JSON: {error}")),
     };
     HostAnswer { id, server, result }
+}
+
+/// The token an execution's calls share: the caller's cancellation reaches them at once, and the
+/// execution cancels it when it ends.
+fn calls_token(host: &dyn CodeModeHost) -> CancellationToken {
+    host.cancellation()
+        .map(|cancel| cancel.child_token())
+        .unwrap_or_default()
+}
+
+/// Polls the calls still running after their token was cancelled until they have all finished
+/// (each recorded by the gate, its server told), for at most [`CANCELLED_CALLS_GRACE`]; what is
+/// left after that is dropped by the caller. Their answers are discarded: the script is gone.
+async fn wind_down<F: std::future::Future<Output = HostAnswer>>(running: &mut FuturesUnordered<F>) {
+    if running.is_empty() {
+        return;
+    }
+    let drained = async { while running.next().await.is_some() {} };
+    if tokio::time::timeout(CANCELLED_CALLS_GRACE, drained)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            calls = running.len(),
+            grace = ?CANCELLED_CALLS_GRACE,
+            "code-mode calls did not end within the grace after their cancellation and are dropped"
+        );
+    }
 }
 
 /// Calls polled on the sandbox thread itself: the script's thread drives the host's futures
@@ -191,6 +228,8 @@ pub(super) struct InlineCalls<'h> {
     ready: Vec<Finished>,
     deadline: tokio::time::Instant,
     cancel: Option<CancellationToken>,
+    /// Cancelled when the execution ends, for the calls still running.
+    calls_cancel: CancellationToken,
 }
 
 impl<'h> InlineCalls<'h> {
@@ -208,25 +247,36 @@ impl<'h> InlineCalls<'h> {
             ready: Vec::new(),
             deadline: tokio::time::Instant::from_std(deadline),
             cancel: host.cancellation(),
+            calls_cancel: calls_token(host),
         }
     }
 
-    /// Calls made and result bytes delivered; drops what is still running (inside the runtime,
-    /// whose resources those futures may hold).
+    /// Ends the execution's calls — the waiting ones are forgotten (they never reached the
+    /// host), the running ones cancelled and polled until they finish ([`wind_down`]) — and
+    /// returns the calls made and result bytes delivered.
     pub(crate) fn finish(self) -> (u32, usize) {
         let Self {
             runtime,
-            budget,
-            running,
+            mut budget,
+            mut running,
+            calls_cancel,
             ..
         } = self;
+        budget.drop_queued();
+        calls_cancel.cancel();
+        if !running.is_empty() {
+            runtime.block_on(wind_down(&mut running));
+        }
+        // Whatever outlived the grace is dropped inside the runtime, whose resources it may hold.
         let _entered = runtime.enter();
         drop(running);
         (budget.calls, budget.result_bytes)
     }
 
     fn launch(&mut self, request: CallRequest) {
-        self.running.push(Box::pin(call_host(self.host, request)));
+        let cancel = self.calls_cancel.clone();
+        self.running
+            .push(Box::pin(call_host(self.host, request, cancel)));
     }
 }
 
@@ -355,6 +405,7 @@ pub(super) async fn serve_calls<T>(
     let mut budget = Budget::new(limits);
     let mut in_flight = FuturesUnordered::new();
     let cancel = host.cancellation();
+    let calls_cancel = calls_token(host);
     // The time limit or the caller's cancellation, whichever comes first.
     let deadline = async {
         tokio::select! {
@@ -365,11 +416,20 @@ pub(super) async fn serve_calls<T>(
     tokio::pin!(deadline);
     let mut done = done.fuse();
     let mut timed_out = false;
-    let outcome = loop {
+    let ended = loop {
+        // Biased: the sandbox thread sends a call before it can report `done`, so a call made
+        // just before the script ended is started (and then cancelled) like any other.
         tokio::select! {
-            outcome = &mut done => break outcome.ok(),
+            biased;
+            () = &mut deadline, if !timed_out => {
+                timed_out = true;
+                stop.store(true, Ordering::SeqCst);
+                break None;
+            }
             Some(request) = requests.next() => match budget.admit(request) {
-                Admission::Start(request) => in_flight.push(call_host(host, request)),
+                Admission::Start(request) => {
+                    in_flight.push(call_host(host, request, calls_cancel.clone()));
+                }
                 Admission::Queued => {}
                 Admission::Refused(answer) => {
                     let _ = answers.unbounded_send(answer);
@@ -379,20 +439,25 @@ pub(super) async fn serve_calls<T>(
                 let result = budget.settle(&server, result);
                 let _ = answers.unbounded_send((id, result));
                 if let Some(next) = budget.next_queued(&server) {
-                    in_flight.push(call_host(host, next));
+                    in_flight.push(call_host(host, next, calls_cancel.clone()));
                 }
             }
-            () = &mut deadline, if !timed_out => {
-                timed_out = true;
-                stop.store(true, Ordering::SeqCst);
-                in_flight.clear();
-                budget.drop_queued();
-                requests.close();
-                answers.close_channel();
-                let grace = tokio::time::timeout(STOP_GRACE, &mut done).await;
-                break grace.ok().and_then(Result::ok);
-            }
+            outcome = &mut done => break Some(outcome.ok()),
         }
+    };
+    // However the run ended, nothing new starts, the waiting calls are forgotten (they never
+    // reached the host) and the running ones are cancelled and wound down, never dropped.
+    budget.drop_queued();
+    requests.close();
+    answers.close_channel();
+    calls_cancel.cancel();
+    wind_down(&mut in_flight).await;
+    let outcome = match ended {
+        Some(outcome) => outcome,
+        None => tokio::time::timeout(STOP_GRACE, &mut done)
+            .await
+            .ok()
+            .and_then(Result::ok),
     };
     Served {
         outcome,

@@ -17,6 +17,12 @@ use serde_json::Value;
 pub use catalog::{Callability, CodeCatalog, CodeSearchRequest, CodeTool, MAX_DESCRIBED_TOOLS};
 pub use sandbox::execute;
 
+/// How long an ending execution waits for the tool calls it cancelled to finish (their gate
+/// records completed as cancelled, the servers told) before it returns and drops any that did
+/// not. Longer than the gate's own cancel grace (2 s), so the gate can always end the call and
+/// write its record first.
+pub const CANCELLED_CALLS_GRACE: Duration = Duration::from_secs(3);
+
 /// A boxed, sendable future (what the host's callbacks return).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -26,11 +32,18 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait CodeModeHost: Send + Sync {
     /// Calls `tool` on `server`. `Ok` is the value the script receives (any JSON); `Err` is a
     /// refusal or failure, thrown into the script as an `Error` with this message.
+    ///
+    /// `cancel` fires when the execution ends before the call does (the script returned or threw
+    /// without awaiting it, a limit stopped the script, or the caller cancelled the run). The
+    /// call must then end promptly the way a cancelled call ends — through the gate, which
+    /// records it as cancelled and tells the server — and resolve: code mode keeps polling it
+    /// (never drops it) for up to [`CANCELLED_CALLS_GRACE`] before the execution returns.
     fn call<'a>(
         &'a self,
         server: &'a str,
         tool: &'a str,
         arguments: Value,
+        cancel: tokio_util::sync::CancellationToken,
     ) -> BoxFuture<'a, Result<Value, String>>;
 
     /// The tools code mode can see, each marked callable or not (with the reason).
@@ -54,6 +67,13 @@ pub fn code_search(host: &dyn CodeModeHost, request: &CodeSearchRequest) -> Stri
 pub struct CodeModeLimits {
     /// QuickJS heap limit.
     pub memory_bytes: usize,
+    /// What the script may make warden hold outside its heap while calls are pending: the JSON
+    /// arguments of every `tools.call` from the moment the script makes it until its answer
+    /// reaches the script (queued, in flight, or cancelled and winding down). A call that would
+    /// go past it ends the execution with an error naming this limit. Tool results are bounded
+    /// by [`CodeModeLimits::max_result_bytes`], console output by
+    /// [`CodeModeLimits::max_log_bytes`].
+    pub max_pending_argument_bytes: usize,
     /// Wall-clock limit of the whole execution (script and tool calls).
     pub time: Duration,
     /// JavaScript stack limit (deep recursion throws instead of harming the host).
@@ -74,6 +94,7 @@ impl Default for CodeModeLimits {
     fn default() -> Self {
         Self {
             memory_bytes: 128 * 1024 * 1024,
+            max_pending_argument_bytes: 32 * 1024 * 1024,
             time: Duration::from_secs(30),
             stack_bytes: 1024 * 1024,
             max_calls: 1_000,
@@ -177,6 +198,7 @@ pub async fn probe(limits: CodeModeLimits) -> Result<(), CodeModeError> {
             _server: &'a str,
             _tool: &'a str,
             _arguments: Value,
+            _cancel: tokio_util::sync::CancellationToken,
         ) -> BoxFuture<'a, Result<Value, String>> {
             Box::pin(async { Err("no tools are available to the probe".to_string()) })
         }

@@ -73,8 +73,9 @@ pub async fn execute(
         result_bytes: run.result_bytes,
         elapsed,
     };
-    // A stop is the caller's cancellation when that fired, the time limit otherwise.
-    let stopped = if run.timed_out && cancel.is_some_and(|cancel| cancel.is_cancelled()) {
+    // The caller's cancellation, once it fired, decides the outcome (the script may have seen it
+    // first as its waiting calls failing); another stop is the time limit.
+    let stopped = if cancel.is_some_and(|cancel| cancel.is_cancelled()) {
         Some((
             ExecutionStatus::Cancelled,
             "the execution was cancelled by the caller".to_string(),
@@ -233,9 +234,38 @@ async fn run_on_channels(
 /// calls made since the driver last looked.
 struct ScriptCalls<'js> {
     next_id: u64,
-    /// Each waiting call's `resolve` and `reject`.
-    pending: HashMap<u64, (Function<'js>, Function<'js>)>,
+    /// Each waiting call's `resolve` and `reject`, and the bytes of its arguments.
+    pending: HashMap<u64, PendingCall<'js>>,
     outgoing: Vec<CallRequest>,
+    /// Bytes of arguments held outside the heap for the calls in `pending`.
+    held_bytes: usize,
+    /// At most this many (`CodeModeLimits::max_pending_argument_bytes`).
+    max_held_bytes: usize,
+    /// Set when a call would have gone past `max_held_bytes`: the execution ends with it.
+    limit_error: Option<String>,
+}
+
+/// A call the script is waiting on.
+struct PendingCall<'js> {
+    resolve: Function<'js>,
+    reject: Function<'js>,
+    argument_bytes: usize,
+}
+
+impl<'js> ScriptCalls<'js> {
+    /// Takes the call's promise capability and releases the bytes its arguments held.
+    fn answered(&mut self, id: u64) -> Option<(Function<'js>, Function<'js>)> {
+        let call = self.pending.remove(&id)?;
+        self.held_bytes = self.held_bytes.saturating_sub(call.argument_bytes);
+        Some((call.resolve, call.reject))
+    }
+}
+
+/// The error that ends an execution whose pending calls would hold too much.
+fn held_limit_message(would_hold: usize, limit: usize) -> String {
+    format!(
+        "code-mode memory limit: the arguments of tool calls started and not yet answered would hold {would_hold} bytes outside the script's heap, over the limit of {limit} bytes; await calls before starting more"
+    )
 }
 
 /// Builds the runtime and context under the limits, runs `code` and collects its console.
@@ -250,8 +280,11 @@ fn run_script(
     runtime.set_memory_limit(limits.memory_bytes);
     runtime.set_max_stack_size(limits.stack_bytes);
     let handler_stop = stop.clone();
+    // Set when the script's pending calls reach their memory limit: the script stops at once.
+    let over_limit = Arc::new(AtomicBool::new(false));
+    let handler_over_limit = over_limit.clone();
     runtime.set_interrupt_handler(Some(Box::new(move || {
-        if handler_stop.load(Ordering::Relaxed) {
+        if handler_stop.load(Ordering::Relaxed) || handler_over_limit.load(Ordering::Relaxed) {
             return true;
         }
         if Instant::now() >= deadline {
@@ -268,7 +301,8 @@ fn run_script(
         limit: limits.max_log_bytes,
     }));
     let script_logs = logs.clone();
-    let value = context.with(|ctx| run_in_context(&ctx, code, script_logs, stop, calls));
+    let value = context
+        .with(|ctx| run_in_context(&ctx, code, limits, script_logs, stop, &over_limit, calls));
     drop(context);
     runtime.run_gc();
     let logs = Rc::try_unwrap(logs)
@@ -291,29 +325,36 @@ fn run_script(
 fn run_in_context<'js>(
     ctx: &Ctx<'js>,
     code: &str,
+    limits: CodeModeLimits,
     logs: Rc<RefCell<LogBuffer>>,
     stop: &AtomicBool,
+    over_limit: &Arc<AtomicBool>,
     calls: &mut dyn CallDriver,
 ) -> Result<Option<String>, String> {
     let script_calls = Rc::new(RefCell::new(ScriptCalls {
         next_id: 0,
         pending: HashMap::new(),
         outgoing: Vec::new(),
+        held_bytes: 0,
+        max_held_bytes: limits.max_pending_argument_bytes,
+        limit_error: None,
     }));
-    let value = drive_script(ctx, code, logs, &script_calls, stop, calls);
+    let value = drive_script(ctx, code, logs, &script_calls, stop, over_limit, calls);
     // The resolve/reject functions held here must go before the context does.
     script_calls.borrow_mut().pending.clear();
     value
 }
 
 /// Evaluates the script, then alternates between running its jobs and waiting for tool answers
-/// until its promise settles or the execution is stopped.
+/// until its promise settles or the execution is stopped (by the time limit, the caller, or its
+/// pending calls' memory limit).
 fn drive_script<'js>(
     ctx: &Ctx<'js>,
     code: &str,
     logs: Rc<RefCell<LogBuffer>>,
     script_calls: &Rc<RefCell<ScriptCalls<'js>>>,
     stop: &AtomicBool,
+    over_limit: &Arc<AtomicBool>,
     calls: &mut dyn CallDriver,
 ) -> Result<Option<String>, String> {
     let sink = Function::new(ctx.clone(), move |level: String, line: String| {
@@ -321,6 +362,7 @@ fn drive_script<'js>(
     })
     .map_err(|e| describe_error(ctx, e))?;
     let native_calls = script_calls.clone();
+    let native_over_limit = over_limit.clone();
     let native = Function::new(
         ctx.clone(),
         move |ctx: Ctx<'js>,
@@ -328,11 +370,27 @@ fn drive_script<'js>(
               tool: String,
               arguments: String|
               -> rquickjs::Result<Promise<'js>> {
-            let (promise, resolve, reject) = ctx.promise()?;
             let mut calls = native_calls.borrow_mut();
+            let argument_bytes = arguments.len();
+            let would_hold = calls.held_bytes.saturating_add(argument_bytes);
+            if would_hold > calls.max_held_bytes {
+                let message = held_limit_message(would_hold, calls.max_held_bytes);
+                calls.limit_error.get_or_insert_with(|| message.clone());
+                native_over_limit.store(true, Ordering::SeqCst);
+                return Err(Exception::throw_message(&ctx, &message));
+            }
+            let (promise, resolve, reject) = ctx.promise()?;
             calls.next_id += 1;
             let id = calls.next_id;
-            calls.pending.insert(id, (resolve, reject));
+            calls.held_bytes = would_hold;
+            calls.pending.insert(
+                id,
+                PendingCall {
+                    resolve,
+                    reject,
+                    argument_bytes,
+                },
+            );
             calls.outgoing.push(CallRequest {
                 id,
                 server,
@@ -343,9 +401,16 @@ fn drive_script<'js>(
         },
     )
     .map_err(|e| describe_error(ctx, e))?;
+    // Once the pending calls' limit was hit, further calls fail before their arguments are
+    // even encoded.
+    let limit_calls = script_calls.clone();
+    let limit = Function::new(ctx.clone(), move || -> Option<String> {
+        limit_calls.borrow().limit_error.clone()
+    })
+    .map_err(|e| describe_error(ctx, e))?;
     let prelude: Function = ctx.eval(PRELUDE).catch(ctx).map_err(|e| caught_text(&e))?;
     prelude
-        .call::<_, ()>((sink, native))
+        .call::<_, ()>((sink, native, limit))
         .catch(ctx)
         .map_err(|e| caught_text(&e))?;
 
@@ -360,12 +425,22 @@ fn drive_script<'js>(
             .map_err(|e| caught_text(&e))?,
     };
     let runner: Function = ctx.eval(RUNNER).catch(ctx).map_err(|e| caught_text(&e))?;
+    // The limit's interrupt can end the script before its first `await`, while this call runs.
+    let limit_error = || script_calls.borrow().limit_error.clone();
     let promise: Promise = runner
         .call((main,))
         .catch(ctx)
-        .map_err(|e| caught_text(&e))?;
+        .map_err(|e| limit_error().unwrap_or_else(|| caught_text(&e)))?;
     loop {
-        while !stop.load(Ordering::Relaxed) && ctx.execute_pending_job() {}
+        while !stop.load(Ordering::Relaxed)
+            && !over_limit.load(Ordering::Relaxed)
+            && ctx.execute_pending_job()
+        {}
+        if let Some(error) = limit_error() {
+            // The calls made meanwhile are not started; those already running are cancelled
+            // when the driver finishes.
+            return Err(error);
+        }
         let requests = std::mem::take(&mut script_calls.borrow_mut().outgoing);
         for request in requests {
             calls.start(request);
@@ -378,7 +453,7 @@ fn drive_script<'js>(
             break;
         };
         for (id, result) in answers {
-            let capability = script_calls.borrow_mut().pending.remove(&id);
+            let capability = script_calls.borrow_mut().answered(id);
             if let Some(capability) = capability {
                 settle_call(ctx, capability, result);
             }
@@ -479,8 +554,9 @@ impl LogBuffer {
     }
 }
 
-/// Installs `console` and `tools` and runs the user's code; both natives stay hidden in closures.
-const PRELUDE: &str = r#"(function (sink, native) {
+/// Installs `console` and `tools`; the natives (console sink, tool call, pending-calls limit) stay
+/// hidden in closures.
+const PRELUDE: &str = r#"(function (sink, native, limit) {
   const show = (v) => {
     if (typeof v === "string") return v;
     if (v instanceof Error) return String(v);
@@ -499,6 +575,8 @@ const PRELUDE: &str = r#"(function (sink, native) {
         if (typeof server !== "string" || typeof tool !== "string") {
           throw new TypeError("tools.call(server, tool, args): server and tool must be strings");
         }
+        const over = limit();
+        if (over !== undefined && over !== null) throw new Error(over);
         return native(server, tool, encode(args === undefined ? {} : args));
       } catch (error) {
         return rejected(error);

@@ -72,13 +72,17 @@ impl CodeModeHost for GateCodeHost {
         server: &'a str,
         tool: &'a str,
         arguments: Value,
+        cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
             let public_name = self
                 .host
                 .public_name(server, tool)
                 .unwrap_or_else(|| warden_mcp::public_name_for(server, tool));
-            let context = CallContext::new(CallSurface::CodeMode, self.cancel.child_token());
+            // Code mode derives `cancel` from this host's cancellation and fires it when the
+            // execution ends first: the gate then ends the call as cancelled (recorded, the
+            // server told) and this future resolves.
+            let context = CallContext::new(CallSurface::CodeMode, cancel);
             let outcome = self.host.call_with(context, &public_name, arguments).await;
             match (&outcome.decision, &outcome.output) {
                 (Decision::Allowed, Some(output)) if !output.is_error => {
@@ -317,5 +321,170 @@ mod tests {
         assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
         assert!(outcome.model_text().contains("42"), "{outcome:?}");
         host.shutdown().await;
+    }
+
+    /// A session with code mode and the echo fixture as server `fx`, writing its ledger.
+    struct FixtureSession {
+        dir: tempfile::TempDir,
+        host: Arc<Host>,
+    }
+
+    impl FixtureSession {
+        async fn open() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let ledger = dir.path().join("ledger.txt");
+            let mut options =
+                HostOptions::new(Paths::under_root(dir.path()), dir.path().to_path_buf());
+            options.tools.extend(code_tools());
+            let (program, args) = warden_testkit::fixture_command("echo");
+            options.extra_servers.push(
+                warden_mcp::ServerSpec::stdio("fx", program.display().to_string())
+                    .with_args(args)
+                    .with_env("FIXTURE_LEDGER", ledger.display().to_string()),
+            );
+            let host = Host::open(&LoadedConfig::default(), options).unwrap();
+            host.server_tools("fx").await.unwrap();
+            Self { dir, host }
+        }
+
+        fn ledger(&self) -> String {
+            std::fs::read_to_string(self.dir.path().join("ledger.txt")).unwrap_or_default()
+        }
+
+        /// Waits (bounded) until the fixture's ledger holds `line`.
+        async fn ledger_shows(&self, line: &str) -> bool {
+            for _ in 0..200 {
+                if self.ledger().contains(line) {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            false
+        }
+
+        /// The decisions recorded for code mode's calls of `tool`, oldest first.
+        fn code_mode_decisions(&self, tool: &str) -> Vec<String> {
+            let path = Paths::under_root(self.dir.path())
+                .state_dir()
+                .join("audit.db");
+            warden_policy::AuditStore::open(&path)
+                .unwrap()
+                .query(&warden_policy::AuditQuery::default())
+                .unwrap()
+                .into_iter()
+                .filter(|row| row.source == "code-mode" && row.tool.as_deref() == Some(tool))
+                .map(|row| row.decision)
+                .collect()
+        }
+    }
+
+    /// A script that ends — by returning or by throwing — while a `tools.call` it started is
+    /// still running: that call is cancelled through the gate before `code_execute` answers, so
+    /// its record says `cancelled` (never `started`) and the server is told to stop.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_the_script_left_running_is_cancelled_through_the_gate() {
+        let session = FixtureSession::open().await;
+        let scripts = [
+            (
+                "tools.call('fx', 'slow', {ms: 20000}); await tools.call('fx', 'slow', {ms: 400}); return 'done'",
+                Decision::Allowed,
+                "slow cancelled 20000",
+            ),
+            (
+                "tools.call('fx', 'slow', {ms: 30000}); await tools.call('fx', 'slow', {ms: 400}); throw new Error('boom')",
+                Decision::Allowed,
+                "slow cancelled 30000",
+            ),
+        ];
+        for (round, (code, decision, cancelled_line)) in scripts.into_iter().enumerate() {
+            let outcome = session
+                .host
+                .call(
+                    CallSurface::Agent,
+                    CODE_EXECUTE,
+                    json!({ "code": code }),
+                    CancellationToken::new(),
+                )
+                .await;
+            assert_eq!(outcome.decision, decision, "{outcome:?}");
+            // Recorded before code_execute answered: no wait here.
+            let mut expected = vec!["allowed".to_owned(), "cancelled".to_owned()];
+            for _ in 0..round {
+                expected.extend(["allowed".to_owned(), "cancelled".to_owned()]);
+            }
+            let mut decisions = session.code_mode_decisions("slow");
+            decisions.sort();
+            expected.sort();
+            assert_eq!(decisions, expected, "{}", outcome.model_text());
+            assert!(
+                session.ledger_shows(cancelled_line).await,
+                "the server was not told: {}",
+                session.ledger()
+            );
+        }
+        session.host.shutdown().await;
+    }
+
+    /// Code mode's time limit stops a script waiting on a call: the call is cancelled through
+    /// the gate, recorded `cancelled`, and the server is told.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_running_at_the_time_limit_is_cancelled_through_the_gate() {
+        let session = FixtureSession::open().await;
+        let code_host = GateCodeHost::new(session.host.clone(), CancellationToken::new()).await;
+        let limits = CodeModeLimits {
+            time: Duration::from_millis(800),
+            ..CodeModeLimits::default()
+        };
+        let report = execute(
+            &code_host,
+            "return await tools.call('fx', 'slow', {ms: 20000})",
+            limits,
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.status, ExecutionStatus::TimedOut, "{report:?}");
+        assert_eq!(session.code_mode_decisions("slow"), ["cancelled"]);
+        assert!(
+            session.ledger_shows("slow cancelled 20000").await,
+            "the server was not told: {}",
+            session.ledger()
+        );
+        session.host.shutdown().await;
+    }
+
+    /// Cancelling the `code_execute` call itself cancels the calls its script is waiting on,
+    /// through the gate: both records say `cancelled`, and the server is told.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelling_the_code_run_cancels_its_calls_through_the_gate() {
+        let session = FixtureSession::open().await;
+        let cancel = CancellationToken::new();
+        let call = {
+            let host = session.host.clone();
+            let cancel = cancel.clone();
+            tokio::spawn(async move {
+                host.call(
+                    CallSurface::Agent,
+                    CODE_EXECUTE,
+                    json!({"code": "return await tools.call('fx', 'slow', {ms: 20000})"}),
+                    cancel,
+                )
+                .await
+            })
+        };
+        assert!(
+            session.ledger_shows("slow start 20000").await,
+            "{}",
+            session.ledger()
+        );
+        cancel.cancel();
+        let outcome = call.await.unwrap();
+        assert_eq!(outcome.decision, Decision::Cancelled, "{outcome:?}");
+        assert_eq!(session.code_mode_decisions("slow"), ["cancelled"]);
+        assert!(
+            session.ledger_shows("slow cancelled 20000").await,
+            "the server was not told: {}",
+            session.ledger()
+        );
+        session.host.shutdown().await;
     }
 }

@@ -13,13 +13,16 @@ use warden_codemode::{
     ExecutionStatus,
 };
 
-/// A host that echoes its arguments for `echo`, refuses `write` the way the gate does, never
-/// answers `hang`, and records the highest number of concurrent calls per server.
+/// A host that echoes its arguments for `echo`, refuses `write` the way the gate does, answers
+/// `hang` only when the call is cancelled (counting those), and records the highest number of
+/// concurrent calls per server.
 struct EchoHost {
     catalog: Arc<CodeCatalog>,
     running: Mutex<HashMap<String, usize>>,
     peak: AtomicUsize,
     calls: AtomicUsize,
+    /// `hang` calls that saw their cancellation and ended.
+    cancelled: AtomicUsize,
     cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
@@ -47,6 +50,7 @@ impl EchoHost {
             running: Mutex::new(HashMap::new()),
             peak: AtomicUsize::new(0),
             calls: AtomicUsize::new(0),
+            cancelled: AtomicUsize::new(0),
             cancel: None,
         }
     }
@@ -58,6 +62,7 @@ impl CodeModeHost for EchoHost {
         server: &'a str,
         tool: &'a str,
         arguments: Value,
+        cancel: tokio_util::sync::CancellationToken,
     ) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
@@ -76,7 +81,11 @@ impl CodeModeHost for EchoHost {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     Ok(arguments)
                 }
-                "hang" => std::future::pending().await,
+                "hang" => {
+                    cancel.cancelled().await;
+                    self.cancelled.fetch_add(1, Ordering::SeqCst);
+                    Err("cancelled".to_string())
+                }
                 "write" => Err(format!(
                     "denied: {server}/{tool} is not read-only; code mode calls read-only tools only"
                 )),
@@ -489,6 +498,7 @@ async fn works_with_zero_tools() {
             _: &'a str,
             _: &'a str,
             _: Value,
+            _: tokio_util::sync::CancellationToken,
         ) -> BoxFuture<'a, Result<Value, String>> {
             Box::pin(async { Err("unknown tool".to_string()) })
         }
@@ -528,4 +538,92 @@ async fn the_callers_cancellation_stops_the_execution() {
         );
         assert!(report.elapsed < Duration::from_secs(5), "{report:?}");
     }
+}
+
+/// On a current-thread runtime (calls handed over channels), calls the script left running are
+/// cancelled through their token and run to their end before `execute` returns, however the
+/// script ended: returned, threw, timed out or was cancelled.
+#[tokio::test]
+async fn calls_left_running_are_cancelled_and_finished_not_dropped() {
+    let endings = [
+        (
+            "tools.call('fixture', 'hang', {}); return 1",
+            ExecutionStatus::Completed,
+        ),
+        (
+            "tools.call('fixture', 'hang', {}); throw new Error('boom')",
+            ExecutionStatus::Threw,
+        ),
+        (
+            "await tools.call('fixture', 'hang', {})",
+            ExecutionStatus::TimedOut,
+        ),
+    ];
+    for (script, status) in endings {
+        let host = EchoHost::new();
+        let limits = CodeModeLimits {
+            time: Duration::from_millis(300),
+            ..limits()
+        };
+        let report = execute(&host, script, limits).await.unwrap();
+        assert_eq!(report.status, status, "{script}: {report:?}");
+        assert_eq!(
+            host.cancelled.load(Ordering::SeqCst),
+            1,
+            "{script}: the call was dropped instead of cancelled"
+        );
+    }
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let host = EchoHost {
+        cancel: Some(cancel.clone()),
+        ..EchoHost::new()
+    };
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cancel.cancel();
+    });
+    let report = execute(&host, "await tools.call('fixture', 'hang', {})", limits())
+        .await
+        .unwrap();
+    assert_eq!(report.status, ExecutionStatus::Cancelled, "{report:?}");
+    assert_eq!(host.cancelled.load(Ordering::SeqCst), 1);
+}
+
+/// Arguments of calls not yet answered are held outside the QuickJS heap, so they have a limit
+/// of their own: a script leaving a thousand calls of 1 MiB each pending is stopped by it (even
+/// though it catches each call's error), with an error naming it; the calls it had running are
+/// cancelled.
+#[tokio::test]
+async fn pending_call_arguments_are_bounded() {
+    let host = EchoHost::new();
+    let bounded = CodeModeLimits {
+        max_pending_argument_bytes: 8 * 1024 * 1024,
+        ..limits()
+    };
+    let script = "const big = 'x'.repeat(1024 * 1024); const calls = [];
+        for (let i = 0; i < 1000; i++) {
+            calls.push(tools.call('fixture', 'hang', {big}).catch(e => String(e)));
+            await tools.call('fixture', 'echo', {});
+        }
+        return await Promise.all(calls)";
+    let report = execute(&host, script, bounded).await.unwrap();
+    assert_eq!(report.status, ExecutionStatus::Threw, "{report:?}");
+    let error = report.error.unwrap_or_default();
+    assert!(
+        error.contains("code-mode memory limit") && error.contains(&(8 * 1024 * 1024).to_string()),
+        "{error}"
+    );
+    // Seven calls of 1 MiB (and a bit) fit in 8 MiB; the eighth is refused and ends the run.
+    // The calls that were running were cancelled, not left behind.
+    assert_eq!(host.cancelled.load(Ordering::SeqCst), 7);
+
+    // Within the limit, the same calls run.
+    let report = execute(
+        &EchoHost::new(),
+        "const big = 'x'.repeat(1024 * 1024); const r = await Promise.all([1, 2, 3].map(() => tools.call('fixture', 'echo', {big}))); return r.length",
+        bounded,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.value.as_deref(), Some("3"), "{report:?}");
 }

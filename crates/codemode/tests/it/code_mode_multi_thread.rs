@@ -41,6 +41,7 @@ impl CodeModeHost for FixtureHost {
         server: &'a str,
         tool: &'a str,
         arguments: Value,
+        cancel: tokio_util::sync::CancellationToken,
     ) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
             let arguments: Map<String, Value> = match arguments {
@@ -52,7 +53,10 @@ impl CodeModeHost for FixtureHost {
                 .call_tool(
                     &ToolIdentity::new(server, tool),
                     arguments,
-                    CallOptions::default(),
+                    CallOptions {
+                        cancel,
+                        ..CallOptions::default()
+                    },
                 )
                 .await
                 .map_err(|error| error.to_string())?;
@@ -70,13 +74,14 @@ impl CodeModeHost for FixtureHost {
 }
 
 /// An in-process host: `value` answers `arguments.value`, `echo` the arguments, `slow` the
-/// arguments after 5 ms, `hang` never; `write` is refused the way the gate refuses it. Records
-/// the most calls in flight at once.
+/// arguments after 5 ms, `hang` only once cancelled (counting those); `write` is refused the way
+/// the gate refuses it. Records the most calls in flight at once.
 #[derive(Default)]
 struct LocalHost {
     running: Mutex<HashMap<String, usize>>,
     peak: AtomicUsize,
     calls: AtomicUsize,
+    cancelled: AtomicUsize,
 }
 
 impl CodeModeHost for LocalHost {
@@ -85,6 +90,7 @@ impl CodeModeHost for LocalHost {
         server: &'a str,
         tool: &'a str,
         arguments: Value,
+        cancel: tokio_util::sync::CancellationToken,
     ) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
@@ -101,7 +107,11 @@ impl CodeModeHost for LocalHost {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     Ok(arguments)
                 }
-                "hang" => std::future::pending().await,
+                "hang" => {
+                    cancel.cancelled().await;
+                    self.cancelled.fetch_add(1, Ordering::SeqCst);
+                    Err("cancelled".to_string())
+                }
                 "write" => Err(format!(
                     "denied: {server}/{tool} is not read-only; code mode calls read-only tools only"
                 )),
@@ -374,7 +384,12 @@ async fn measure_direct_and_code_mode_call_rates() {
     for i in 0..1000 {
         let text = format!("ping {i}");
         let answer = host
-            .call("fx", "echo", json!({ "text": text }))
+            .call(
+                "fx",
+                "echo",
+                json!({ "text": text }),
+                tokio_util::sync::CancellationToken::new(),
+            )
             .await
             .unwrap();
         assert_eq!(answer, Value::String(text));
@@ -418,8 +433,9 @@ impl CodeModeHost for CancellingHost {
         server: &'a str,
         tool: &'a str,
         arguments: Value,
+        cancel: tokio_util::sync::CancellationToken,
     ) -> BoxFuture<'a, Result<Value, String>> {
-        self.inner.call(server, tool, arguments)
+        self.inner.call(server, tool, arguments, cancel)
     }
 
     fn catalog(&self) -> Arc<CodeCatalog> {
@@ -460,4 +476,76 @@ async fn the_callers_cancellation_stops_busy_and_waiting_scripts() {
     let host = CancellingHost::new();
     let report = execute(&host, "6 * 7", limits()).await.unwrap();
     assert_eq!(report.value.as_deref(), Some("42"));
+}
+
+/// Here the sandbox thread polls the calls itself: calls the script left running are cancelled
+/// through their token and run to their end before `execute` returns, however the script ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_left_running_are_cancelled_and_finished_not_dropped() {
+    let endings = [
+        (
+            "tools.call('s', 'hang', {}); return 1",
+            ExecutionStatus::Completed,
+        ),
+        (
+            "tools.call('s', 'hang', {}); throw new Error('boom')",
+            ExecutionStatus::Threw,
+        ),
+        (
+            "await tools.call('s', 'hang', {})",
+            ExecutionStatus::TimedOut,
+        ),
+    ];
+    for (script, status) in endings {
+        let host = LocalHost::default();
+        let limits = CodeModeLimits {
+            time: Duration::from_millis(300),
+            ..limits()
+        };
+        let report = execute(&host, script, limits).await.unwrap();
+        assert_eq!(report.status, status, "{script}: {report:?}");
+        assert_eq!(
+            host.cancelled.load(Ordering::SeqCst),
+            1,
+            "{script}: the call was dropped instead of cancelled"
+        );
+    }
+    let host = CancellingHost::new();
+    let cancel = host.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cancel.cancel();
+    });
+    let report = execute(&host, "await tools.call('s', 'hang', {})", limits())
+        .await
+        .unwrap();
+    assert_eq!(report.status, ExecutionStatus::Cancelled, "{report:?}");
+    assert_eq!(host.inner.cancelled.load(Ordering::SeqCst), 1);
+}
+
+/// The same bound on pending calls' arguments on this path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_call_arguments_are_bounded() {
+    let host = LocalHost::default();
+    let limits = CodeModeLimits {
+        max_pending_argument_bytes: 8 * 1024 * 1024,
+        ..limits()
+    };
+    let script = "const big = 'x'.repeat(1024 * 1024); const calls = [];
+        for (let i = 0; i < 1000; i++) {
+            calls.push(tools.call('s', 'hang', {big}));
+            await tools.call('s', 'echo', {});
+        }
+        return await Promise.all(calls)";
+    let report = execute(&host, script, limits).await.unwrap();
+    assert_eq!(report.status, ExecutionStatus::Threw, "{report:?}");
+    assert!(
+        report
+            .error
+            .as_deref()
+            .is_some_and(|error| error.contains("code-mode memory limit")),
+        "{report:?}"
+    );
+    // Seven calls of 1 MiB (and a bit) fit in 8 MiB; the eighth is refused and ends the run.
+    assert_eq!(host.cancelled.load(Ordering::SeqCst), 7);
 }
