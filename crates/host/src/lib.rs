@@ -34,7 +34,10 @@ pub use catalog::{HostTools, SessionCatalog, SessionDispatcher, host_tool_descri
 pub use dispatch::{CallRelay, McpDispatcher, RelayRequest, RelayedAnswer, with_relay};
 pub use index::{ServerFacts, ToolIndex};
 pub use policy::{HookSettingsError, gate_policy, hook_runner};
-pub use sampling::{SAMPLING_TOOL, SamplingArguments, SamplingResult, SamplingRoute, SamplingTurn};
+pub use sampling::{
+    SAMPLING_TOOL, SamplingAnswerer, SamplingArguments, SamplingResult, SamplingRoute,
+    SamplingTool, SamplingTurn,
+};
 pub use search::{
     CALL_TOOL, CallToolArguments, DEFAULT_SEARCH_LIMIT, DESCRIBE_TOOL, DescribeToolArguments,
     MAX_SEARCH_LIMIT, SEARCH_TOOLS, SearchArguments, SearchScope, ToolSearch, instructions_summary,

@@ -19,12 +19,9 @@ use rmcp::RoleServer;
 use rmcp::model::CreateMessageRequestParams;
 use rmcp::model::{ElicitRequestParams, ElicitationAction};
 use serde_json::json;
-use warden_host::{HostTool, Invocation, SAMPLING_TOOL, SamplingArguments, SamplingResult};
+use warden_host::{SamplingAnswerer, SamplingArguments, SamplingResult, SamplingTool};
 use warden_mcp::{ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse};
-use warden_policy::{
-    ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, CallKind, CallSurface, CapabilitySet,
-    DispatchError, NoApprover, SurfaceSet, ToolOutput,
-};
+use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, NoApprover};
 
 /// How long a downstream person has to answer an approval.
 const APPROVAL_WAIT: Duration = Duration::from_secs(600);
@@ -265,13 +262,15 @@ pub fn relay_to_clients(options: &mut warden_host::HostOptions, approver: &Elici
     options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
     options
         .tools
-        .push(Arc::new(RelaySampling::new(approver.directory())));
+        .push(Arc::new(SamplingTool::new(RelaySampling::new(
+            approver.directory(),
+        ))));
     options.sampling = warden_host::SamplingRoute::ThroughGate;
 }
 
-/// `answer_mcp_sampling` for `warden serve`: a server's sampling request (for servers whose
-/// entry enables sampling), once the gate admitted it, relayed to the downstream client whose
-/// call is running there — that client's model answers.
+/// Who answers `answer_mcp_sampling` under `warden serve`: a server's sampling request (for
+/// servers whose entry enables sampling), once the gate admitted it, relayed to the downstream
+/// client whose call is running there — that client's model answers.
 #[derive(Debug, Clone)]
 pub struct RelaySampling {
     peers: PeerDirectory,
@@ -316,50 +315,17 @@ impl RelaySampling {
     }
 }
 
-impl HostTool for RelaySampling {
-    fn name(&self) -> &str {
-        SAMPLING_TOOL
-    }
-
+impl SamplingAnswerer for RelaySampling {
     fn description(&self) -> &str {
         "Answers an MCP server's sampling request with the model of the client whose call runs on that server."
     }
 
-    fn input_schema(&self) -> serde_json::Value {
-        warden_vocab::arguments_schema::<SamplingArguments>()
-    }
-
-    /// It reads nothing and changes nothing of the user's; the operator's `sampling = true` on
-    /// the server is the consent to relay.
-    fn classes(&self) -> CapabilitySet {
-        CapabilitySet::READ_ONLY
-    }
-
-    fn kind(&self) -> CallKind {
-        CallKind::Sampling
-    }
-
-    fn surfaces(&self) -> SurfaceSet {
-        SurfaceSet::of(&[CallSurface::Server])
-    }
-
-    fn offered(&self) -> bool {
-        false
-    }
-
-    fn execute<'a>(
+    fn answer<'a>(
         &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        Box::pin(async move {
-            let request: SamplingArguments =
-                warden_vocab::parse_arguments(SAMPLING_TOOL, &invocation.arguments)
-                    .map_err(DispatchError::new)?;
-            let result = self.relay(request).await.map_err(DispatchError::new)?;
-            let mut output = ToolOutput::text(result.text.clone());
-            output.content = serde_json::to_value(&result).ok();
-            Ok(output)
-        })
+        request: SamplingArguments,
+        _cancel: tokio_util::sync::CancellationToken,
+    ) -> BoxFuture<'a, Result<SamplingResult, String>> {
+        Box::pin(self.relay(request))
     }
 }
 

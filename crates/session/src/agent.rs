@@ -31,7 +31,7 @@ use warden_config::SandboxModeSetting;
 use crate::catalog_watch::CatalogWatch;
 use crate::code_tools::code_tools;
 use crate::deferral::{Deferral, SEARCH_TOOLS, tool_references};
-use crate::sampling::{SamplingModel, SamplingTool};
+use crate::sampling::SamplingModel;
 use crate::skill_scripts::{RunSkillScript, ScriptQuota, SkillScripts};
 use crate::skill_tools::skill_tools;
 use warden_host::{
@@ -226,7 +226,9 @@ impl AgentSession {
             crate::catalog_views::session_deferral(&config, model.defer_mode, offered.clone());
         host_tools.push(deferral.search_tool());
         let sampling_model = SamplingModel::new(client.clone());
-        host_tools.push(Arc::new(SamplingTool::new(sampling_model.clone())));
+        host_tools.push(Arc::new(warden_host::SamplingTool::new(
+            sampling_model.clone(),
+        )));
         options.defer_mode = Some(model.defer_mode);
         options.tools = host_tools;
         options.session_id = Some(session_id);

@@ -22,7 +22,7 @@ pub use code_tools::{CODE_EXECUTE, CODE_SEARCH, GateCodeHost, code_tools};
 pub use deferral::{
     Deferral, SEARCH_TOOLS, Settled, generated_summary, model_switch_notice, tool_references,
 };
-pub use sampling::{SamplingModel, SamplingTool};
+pub use sampling::SamplingModel;
 pub use skill_scripts::{RUN_SKILL_SCRIPT, RunSkillScript, ScriptQuota, SkillScripts};
 pub use skill_tools::{READ_SKILL_FILE, USE_SKILL, skill_tools};
 pub use tool_cli::{TOOL_CLI_USAGE, bridge_listen, settle_tool_cli, with_tool_cli_usage};

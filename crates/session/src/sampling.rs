@@ -1,16 +1,13 @@
-//! Sampling through the gate: a server the operator enabled (`sampling = true`) asks the session's
-//! model to answer; the request becomes a call of the host tool `answer_mcp_sampling` (never
-//! offered to the model), so it is authorized, offered to hooks, timed and audited (source
-//! `sampling`) like every other call, and answered by the session's current model.
+//! Who answers sampling in an agent session: a server the operator enabled (`sampling = true`)
+//! asks, the request crosses the gate as `answer_mcp_sampling` (`warden_host::SamplingTool`),
+//! and the session's current model answers it.
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use warden_agent::{Message, ModelClient, ModelRequest};
-use warden_host::{HostTool, Invocation, SAMPLING_TOOL, SamplingArguments, SamplingResult};
-use warden_policy::{
-    BoxFuture, CallKind, CallSurface, CapabilitySet, DispatchError, SurfaceSet, ToolOutput,
-};
+use warden_host::{SamplingAnswerer, SamplingArguments, SamplingResult};
+use warden_policy::BoxFuture;
 
 /// The model that answers sampling requests: the session's, replaced when `/model` switches.
 #[derive(Clone)]
@@ -34,63 +31,18 @@ impl SamplingModel {
     }
 }
 
-/// The host tool that runs one sampling request on the session's model.
-pub struct SamplingTool {
-    model: SamplingModel,
-}
-
-impl SamplingTool {
-    pub fn new(model: SamplingModel) -> Self {
-        Self { model }
-    }
-}
-
-impl HostTool for SamplingTool {
-    fn name(&self) -> &str {
-        SAMPLING_TOOL
-    }
-
+impl SamplingAnswerer for SamplingModel {
     fn description(&self) -> &str {
         "Answers an MCP server's sampling request with the session's model (servers with sampling = true)."
     }
 
-    fn input_schema(&self) -> Value {
-        warden_vocab::arguments_schema::<SamplingArguments>()
-    }
-
-    /// It reads nothing of the user's and changes nothing; the operator's `sampling = true` on
-    /// the server is the consent to spend the model on it.
-    fn classes(&self) -> CapabilitySet {
-        CapabilitySet::READ_ONLY
-    }
-
-    fn kind(&self) -> CallKind {
-        CallKind::Sampling
-    }
-
-    /// Only a server's sampling request, as the host relays it: to the model and every other
-    /// surface the tool is not there.
-    fn surfaces(&self) -> SurfaceSet {
-        SurfaceSet::of(&[CallSurface::Server])
-    }
-
-    fn offered(&self) -> bool {
-        false
-    }
-
-    fn execute<'a>(
+    fn answer<'a>(
         &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation {
-            arguments, cancel, ..
-        } = invocation;
+        request: SamplingArguments,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<SamplingResult, String>> {
         Box::pin(async move {
-            let request: SamplingArguments =
-                warden_vocab::parse_arguments(SAMPLING_TOOL, &arguments).map_err(|error| {
-                    DispatchError::new(format!("a malformed sampling request: {error}"))
-                })?;
-            let client = self.model.current();
+            let client = self.current();
             let messages: Vec<Message> = request
                 .turns
                 .into_iter()
@@ -114,21 +66,10 @@ impl HostTool for SamplingTool {
                     &cancel,
                 )
                 .await
-                .map_err(|error| {
-                    DispatchError::new(format!("the session's model failed: {error}"))
-                })?;
-            let result = SamplingResult {
+                .map_err(|error| format!("the session's model failed: {error}"))?;
+            Ok(SamplingResult {
                 text: response.text,
                 model: client.describe(),
-            };
-            let content = serde_json::to_value(&result)
-                .map_err(|error| DispatchError::new(format!("encoding the answer: {error}")))?;
-            Ok(ToolOutput {
-                size_bytes: result.text.len() as u64,
-                text: result.text,
-                is_error: false,
-                content: Some(content),
-                confinement: None,
             })
         })
     }
@@ -140,9 +81,12 @@ mod tests {
 
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
     use warden_agent::{ModelConfig, client_for};
     use warden_config::ModelProvider;
+    use warden_host::{SAMPLING_TOOL, SamplingTool};
     use warden_mock_model::{MockModel, Turn};
+    use warden_policy::CallSurface;
 
     async fn mock_client(answer: &str, id: &str) -> (MockModel, Arc<dyn ModelClient>) {
         let mock = MockModel::start().await.unwrap();
