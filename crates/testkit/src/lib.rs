@@ -265,6 +265,38 @@ pub async fn spawn_everything_http() -> HttpFixture {
     }
 }
 
+/// server-everything serving the legacy HTTP+SSE transport (`http://127.0.0.1:PORT/sse`);
+/// killed when dropped.
+pub struct EverythingSse {
+    pub port: u16,
+    pub child: tokio::process::Child,
+}
+
+/// Starts `@modelcontextprotocol/server-everything` in `sse` mode (Node 22) on a free port and
+/// waits until it accepts connections. Panics with [`CONFORMANCE_SETUP_HINT`] when it is not
+/// installed, and when it does not listen within 30 s.
+pub async fn spawn_everything_sse() -> EverythingSse {
+    let port = free_port();
+    let child = tokio::process::Command::new(require_node22())
+        .arg(require_npm_server("everything"))
+        .arg("sse")
+        .env("PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|error| panic!("start server-everything in sse mode: {error}"));
+    let address = format!("127.0.0.1:{port}");
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(&address).await.is_ok() {
+            return EverythingSse { port, child };
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("server-everything (sse) did not listen on {address}");
+}
+
 /// Spawns `command` (stdout discarded, stderr drained) and waits for the
 /// `listening on http://…` line it prints to stderr once bound.
 pub async fn spawn_announcing_server(

@@ -1,8 +1,6 @@
 //! `warden run --mcp URL`: a Streamable HTTP endpoint, and a legacy HTTP+SSE one (a path ending
 //! in `/sse`), both server-everything, reached for one run through the gate.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use warden_mock_model::{MockModel, Turn};
 
@@ -42,32 +40,9 @@ async fn mcp_flag_reaches_a_streamable_http_server() {
 #[tokio::test]
 async fn mcp_flag_reaches_a_legacy_sse_server() {
     warden_testkit::require_or_skip!(warden_testkit::npm_server("everything"));
-    let node = warden_testkit::require_or_skip!(warden_testkit::node22());
-    let script = warden_testkit::require_npm_server("everything");
-    let port = warden_testkit::free_port();
-    let _server = tokio::process::Command::new(node)
-        .arg(script)
-        .arg("sse")
-        .env("PORT", port.to_string())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let address = format!("127.0.0.1:{port}");
-    let mut listening = false;
-    for _ in 0..300 {
-        if tokio::net::TcpStream::connect(&address).await.is_ok() {
-            listening = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        listening,
-        "server-everything (sse) did not listen on {address}"
-    );
+    warden_testkit::require_or_skip!(warden_testkit::node22());
+    let server = warden_testkit::spawn_everything_sse().await;
+    let address = format!("127.0.0.1:{}", server.port);
     let summary = echo_through(&format!("http://{address}/sse")).await;
     let text = summary["tool_calls"][0]["result"]["text"].as_str().unwrap();
     assert!(text.contains("Echo: over the wire"), "{summary}");

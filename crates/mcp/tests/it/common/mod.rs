@@ -159,32 +159,8 @@ pub(crate) fn only_text(result: &rmcp::model::CallToolResult) -> &str {
 }
 
 /// server-everything serving the legacy HTTP+SSE transport on a free port; killed when dropped.
-pub(crate) struct EverythingSse {
-    pub port: u16,
-    pub child: tokio::process::Child,
-}
-
-pub(crate) async fn everything_sse() -> EverythingSse {
-    let (node, script) = everything();
-    let port = warden_testkit::free_port();
-    let child = tokio::process::Command::new(node)
-        .arg(script)
-        .arg("sse")
-        .env("PORT", port.to_string())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start server-everything in sse mode");
-    let address = format!("127.0.0.1:{port}");
-    for _ in 0..300 {
-        if tokio::net::TcpStream::connect(&address).await.is_ok() {
-            return EverythingSse { port, child };
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("server-everything (sse) did not listen on {address}");
+pub(crate) async fn everything_sse() -> warden_testkit::EverythingSse {
+    warden_testkit::spawn_everything_sse().await
 }
 
 /// A JSON object literal as tool-call arguments.
