@@ -613,12 +613,6 @@ impl Host {
             .await
     }
 
-    /// Forgets the approvals and grants remembered in one approval scope (a serve client that
-    /// disconnected).
-    pub fn end_approval_scope(&self, scope: &str) {
-        self.gate.end_session(scope);
-    }
-
     /// Stops every server this session started (children and their process groups).
     pub async fn shutdown(&self) {
         self.gate.end_session(&self.session_id);
