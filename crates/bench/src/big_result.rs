@@ -63,6 +63,7 @@ pub(crate) async fn child(env: &BenchEnv, path: Path) -> anyhow::Result<()> {
                 warden_mcp::CallOptions {
                     progress: None,
                     cancel: CancellationToken::new(),
+                    meta: None,
                 },
             )
             .await

@@ -128,6 +128,7 @@ async fn runtime_sequential(
                 warden_mcp::CallOptions {
                     progress: None,
                     cancel: CancellationToken::new(),
+                    meta: None,
                 },
             )
             .await

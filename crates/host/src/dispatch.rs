@@ -283,8 +283,13 @@ impl Dispatcher for McpDispatcher {
             };
             let identity = RawIdentity::new(&server, &tool);
             let progress = call.progress.map(forward_progress);
-            let options = CallOptions { progress, cancel };
-            if let Some(relay) = current_relay().filter(|relay| relay.request.pass_input_required) {
+            let relay = current_relay();
+            let options = CallOptions {
+                progress,
+                cancel,
+                meta: relay.as_ref().and_then(|relay| relay.request.meta.clone()),
+            };
+            if let Some(relay) = relay.filter(|relay| relay.request.pass_input_required) {
                 return self.relay_call(&relay, &identity, arguments, options).await;
             }
             let outcome = self
@@ -319,7 +324,7 @@ impl McpDispatcher {
         params.request_state = relay.request.request_state.clone();
         let answer = self
             .runtime
-            .relay_call_tool(identity, params, relay.request.meta.clone(), options)
+            .relay_call_tool(identity, params, options)
             .await;
         match answer {
             Ok(ServerResult::CallToolResult(result)) => {

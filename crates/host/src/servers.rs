@@ -7,9 +7,8 @@
 
 use rmcp::model::{
     ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, ErrorData, Prompt,
-    RequestMetaObject as Meta, ResourceTemplate, ServerResult, SetLevelRequest,
-    SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
-    UnsubscribeRequestParams,
+    RequestMetaObject as Meta, ResourceTemplate, ServerResult, SetLevelRequestParams,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use tokio::sync::broadcast;
 use warden_mcp::{
@@ -121,37 +120,33 @@ impl UngatedRelay<'_> {
         }
     }
 
-    /// `logging/setLevel`.
+    /// `logging/setLevel`, in the server's era (nothing is sent to a 2026-07-28 server, whose
+    /// requests carry their level in `_meta`).
     pub async fn set_level(
         &self,
         server: &str,
         params: SetLevelRequestParams,
     ) -> Result<(), RelayError> {
-        let request = ClientRequest::SetLevelRequest(SetLevelRequest::new(params));
-        self.runtime.relay_request(server, request, None).await?;
-        Ok(())
+        self.runtime.relay_set_level(server, params).await
     }
 
-    /// `resources/subscribe`.
+    /// `resources/subscribe`, in the server's era (a `subscriptions/listen` stream on
+    /// 2026-07-28).
     pub async fn subscribe(
         &self,
         server: &str,
         params: SubscribeRequestParams,
     ) -> Result<(), RelayError> {
-        let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
-        self.runtime.relay_request(server, request, None).await?;
-        Ok(())
+        self.runtime.relay_subscribe(server, params).await
     }
 
-    /// `resources/unsubscribe`.
+    /// `resources/unsubscribe`, in the server's era.
     pub async fn unsubscribe(
         &self,
         server: &str,
         params: UnsubscribeRequestParams,
     ) -> Result<(), RelayError> {
-        let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
-        self.runtime.relay_request(server, request, None).await?;
-        Ok(())
+        self.runtime.relay_unsubscribe(server, params).await
     }
 }
 

@@ -58,6 +58,12 @@ pub trait ElicitationHandler: Send + Sync + 'static {
         &self,
         request: ElicitationRequest,
     ) -> Pin<Box<dyn Future<Output = ElicitationResponse> + Send + '_>>;
+
+    /// The roots to give `server` when it asks (`roots/list`), when this frontend's own client
+    /// answers that (a relaying surface whose client is asked); `None`: warden's workspace root.
+    fn roots(&self, _server: &str) -> Pin<Box<dyn Future<Output = Option<Vec<Root>>> + Send + '_>> {
+        Box::pin(std::future::ready(None))
+    }
 }
 
 /// Who said one turn of a sampling conversation.
@@ -368,6 +374,11 @@ impl ClientHandler for WardenClient {
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
+        if let Some(handler) = &self.context.elicitation
+            && let Some(roots) = handler.roots(&self.context.server).await
+        {
+            return Ok(ListRootsResult::new(roots));
+        }
         Ok(self.context.roots())
     }
 

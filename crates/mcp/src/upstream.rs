@@ -8,7 +8,9 @@
 use rmcp::ServiceError;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ErrorData,
-    LoggingMessageNotificationParam, RequestMetaObject as Meta, ServerResult,
+    LoggingMessageNotificationParam, RequestMetaObject as Meta, ServerResult, SetLevelRequest,
+    SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::PeerRequestOptions;
 use tokio::sync::broadcast;
@@ -104,15 +106,66 @@ impl McpRuntime {
             .map_err(|error| relay_failure(server, &what, error))
     }
 
-    /// Calls a tool once, as `params` say (input responses and request state included), and
-    /// returns the server's answer unchanged: a tool result or an `input_required` result for
-    /// the caller to answer. Unlike [`McpRuntime::call_tool`] nothing is answered here. The tool
-    /// must be in the server's discovered, filtered set.
+    /// A relaying client's `resources/subscribe`, said in the server's era: sent as it is to a
+    /// server of 2025-11-25 or older; on 2026-07-28, which has no such method, a
+    /// `subscriptions/listen` stream for that one resource. Either way its updates arrive as
+    /// [`UpstreamEvent::ResourceUpdated`].
+    pub async fn relay_subscribe(
+        &self,
+        server: &str,
+        params: SubscribeRequestParams,
+    ) -> Result<(), RelayError> {
+        let slot = self.slot(server).map_err(RelayError::Failed)?;
+        if slot.speaks_stateless().await.map_err(RelayError::Failed)? {
+            return slot.listen_to_resource(&params.uri).await;
+        }
+        let request = ClientRequest::SubscribeRequest(SubscribeRequest::new(params));
+        self.relay_request(server, request, None).await?;
+        Ok(())
+    }
+
+    /// A relaying client's `resources/unsubscribe`, said in the server's era (see
+    /// [`McpRuntime::relay_subscribe`]).
+    pub async fn relay_unsubscribe(
+        &self,
+        server: &str,
+        params: UnsubscribeRequestParams,
+    ) -> Result<(), RelayError> {
+        let slot = self.slot(server).map_err(RelayError::Failed)?;
+        if slot.speaks_stateless().await.map_err(RelayError::Failed)? {
+            slot.stop_listening_to_resource(&params.uri);
+            return Ok(());
+        }
+        let request = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(params));
+        self.relay_request(server, request, None).await?;
+        Ok(())
+    }
+
+    /// A relaying client's `logging/setLevel`: sent to a server of 2025-11-25 or older; a
+    /// 2026-07-28 server has no session level (the level travels in each request's `_meta`),
+    /// so nothing is sent.
+    pub async fn relay_set_level(
+        &self,
+        server: &str,
+        params: SetLevelRequestParams,
+    ) -> Result<(), RelayError> {
+        let slot = self.slot(server).map_err(RelayError::Failed)?;
+        if slot.speaks_stateless().await.map_err(RelayError::Failed)? {
+            return Ok(());
+        }
+        let request = ClientRequest::SetLevelRequest(SetLevelRequest::new(params));
+        self.relay_request(server, request, None).await?;
+        Ok(())
+    }
+
+    /// Calls a tool once, as `params` say (input responses and request state included; `_meta`
+    /// entries from `options`), and returns the server's answer unchanged: a tool result or an
+    /// `input_required` result for the caller to answer. Unlike [`McpRuntime::call_tool`]
+    /// nothing is answered here. The tool must be in the server's discovered, filtered set.
     pub async fn relay_call_tool(
         &self,
         identity: &ToolIdentity,
         params: CallToolRequestParams,
-        meta: Option<Meta>,
         options: CallOptions,
     ) -> Result<ServerResult, RelayError> {
         let server = identity.server.as_str();
@@ -133,7 +186,9 @@ impl McpRuntime {
         }
         let (peer, context) = slot.relay_channel().await.map_err(RelayError::Failed)?;
         let mut request_options = PeerRequestOptions::with_timeout(slot.spec.tool_timeout);
-        request_options.meta = meta.map(|meta| within_own_capabilities(meta, &context));
+        request_options.meta = options
+            .meta
+            .map(|meta| within_own_capabilities(meta, &context));
         let what = format!("\"{}\"", identity.tool);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = peer
@@ -183,7 +238,7 @@ fn within_own_capabilities(mut meta: Meta, context: &ClientContext) -> Meta {
     meta
 }
 
-fn relay_failure(server: &str, what: &str, error: ServiceError) -> RelayError {
+pub(crate) fn relay_failure(server: &str, what: &str, error: ServiceError) -> RelayError {
     match error {
         ServiceError::McpError(data) => RelayError::Rpc(data),
         ServiceError::Timeout { timeout } => {

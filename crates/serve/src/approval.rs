@@ -17,7 +17,7 @@ use std::time::Duration;
 use rmcp::Peer;
 use rmcp::RoleServer;
 use rmcp::model::CreateMessageRequestParams;
-use rmcp::model::{ElicitRequestParams, ElicitationAction};
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::json;
 use warden_host::{SamplingAnswerer, SamplingArguments, SamplingResult, SamplingTool};
 use warden_mcp::{ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse};
@@ -39,8 +39,53 @@ struct RunningCall {
     server: String,
     /// The downstream connection the call came from.
     connection: u64,
-    peer: Peer<RoleServer>,
+    channel: ClientChannel,
     asks: ClientAsks,
+}
+
+/// How an upstream's request reaches the client whose call it belongs to.
+#[derive(Clone)]
+pub(crate) enum ClientChannel {
+    /// A 2025-11-25 session: asked mid-call on its peer.
+    Peer(Peer<RoleServer>),
+    /// A 2026-07-28 client whose call warden holds open: the request becomes one of the
+    /// `inputRequests` of the `input_required` result the client gets, answered by its retry.
+    Bridge(BridgeChannel),
+}
+
+/// Where a bridged call's questions go, and whether the call is held for its client's retry.
+#[derive(Clone)]
+pub(crate) struct BridgeChannel {
+    pub asks: tokio::sync::mpsc::UnboundedSender<AskedInput>,
+    /// Set while the call waits for its client's retry: its upstream, blocked on the answers,
+    /// is not the one asking anything new, so such a call does not make attribution ambiguous
+    /// (a client that never retries would otherwise block every other client's questions).
+    pub held: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl BridgeChannel {
+    fn is_held(&self) -> bool {
+        self.held.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// One request of an upstream (of an older revision) for a bridged client to answer.
+pub(crate) struct AskedInput {
+    pub request: rmcp::model::InputRequest,
+    pub answer: tokio::sync::oneshot::Sender<serde_json::Value>,
+}
+
+impl ClientChannel {
+    /// Asks a bridged client and waits for its answer (`None`: not bridged, or no answer came).
+    async fn ask_bridged(&self, request: serde_json::Value) -> Option<serde_json::Value> {
+        let Self::Bridge(bridge) = self else {
+            return None;
+        };
+        let request = serde_json::from_value(request).ok()?;
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        bridge.asks.send(AskedInput { request, answer }).ok()?;
+        answered.await.ok()
+    }
 }
 
 /// What a downstream client can be asked.
@@ -48,6 +93,22 @@ struct RunningCall {
 pub(crate) struct ClientAsks {
     pub elicitation: bool,
     pub sampling: bool,
+    pub roots: bool,
+}
+
+impl ClientAsks {
+    /// What the client of this request declared it can be asked.
+    pub(crate) fn of(context: &rmcp::service::RequestContext<RoleServer>) -> Self {
+        let capabilities = context.client_capabilities();
+        let declared = |has: fn(&rmcp::model::ClientCapabilities) -> bool| {
+            capabilities.as_ref().is_some_and(has)
+        };
+        Self {
+            elicitation: declared(|capabilities| capabilities.elicitation.is_some()),
+            sampling: declared(|capabilities| capabilities.sampling.is_some()),
+            roots: declared(|capabilities| capabilities.roots.is_some()),
+        }
+    }
 }
 
 static RUNNING_IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -84,7 +145,7 @@ impl PeerDirectory {
         &self,
         server: &str,
         connection: u64,
-        peer: Peer<RoleServer>,
+        channel: ClientChannel,
         asks: ClientAsks,
     ) -> RunningGuard {
         let id = RUNNING_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -95,7 +156,7 @@ impl PeerDirectory {
                 id,
                 server: server.to_owned(),
                 connection,
-                peer,
+                channel,
                 asks,
             });
         RunningGuard {
@@ -112,9 +173,13 @@ impl PeerDirectory {
         &self,
         server: &str,
         can: impl Fn(ClientAsks) -> bool,
-    ) -> Result<Peer<RoleServer>, Unattributed> {
+    ) -> Result<ClientChannel, Unattributed> {
         let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut on_server = running.iter().filter(|call| call.server == server);
+        let asking = |call: &&RunningCall| {
+            call.server == server
+                && !matches!(&call.channel, ClientChannel::Bridge(bridge) if bridge.is_held())
+        };
+        let mut on_server = running.iter().filter(asking);
         let Some(first) = on_server.next() else {
             return Err(Unattributed::NoCall);
         };
@@ -124,8 +189,9 @@ impl PeerDirectory {
         running
             .iter()
             .rev()
-            .find(|call| call.server == server && can(call.asks))
-            .map(|call| call.peer.clone())
+            .filter(asking)
+            .find(|call| call.connection == first.connection && can(call.asks))
+            .map(|call| call.channel.clone())
             .ok_or(Unattributed::CannotAsk)
     }
 
@@ -212,7 +278,7 @@ impl ElicitationHandler for UpstreamElicitation {
         request: ElicitationRequest,
     ) -> Pin<Box<dyn Future<Output = ElicitationResponse> + Send + '_>> {
         Box::pin(async move {
-            let Ok(peer) = self
+            let Ok(channel) = self
                 .peers
                 .running_client(&request.server, |asks| asks.elicitation)
             else {
@@ -227,13 +293,22 @@ impl ElicitationHandler for UpstreamElicitation {
                     "elicitationId": format!("warden-{}", RUNNING_IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
                 }),
             };
-            let Ok(params) = serde_json::from_value::<ElicitRequestParams>(params) else {
-                return ElicitationResponse::Decline;
+            let answer = match channel {
+                ClientChannel::Peer(peer) => {
+                    let Ok(params) = serde_json::from_value::<ElicitRequestParams>(params) else {
+                        return ElicitationResponse::Decline;
+                    };
+                    peer.create_elicitation_with_timeout(params, Some(APPROVAL_WAIT))
+                        .await
+                        .map_err(|_| ())
+                }
+                bridge @ ClientChannel::Bridge(_) => bridge
+                    .ask_bridged(json!({"method": "elicitation/create", "params": params}))
+                    .await
+                    .and_then(|answer| serde_json::from_value::<ElicitResult>(answer).ok())
+                    .ok_or(()),
             };
-            match peer
-                .create_elicitation_with_timeout(params, Some(APPROVAL_WAIT))
-                .await
-            {
+            match answer {
                 Ok(answer) => match answer.action {
                     ElicitationAction::Accept => ElicitationResponse::Accept(
                         answer
@@ -249,6 +324,24 @@ impl ElicitationHandler for UpstreamElicitation {
                 },
                 Err(_) => ElicitationResponse::Decline,
             }
+        })
+    }
+
+    /// A bridged 2026-07-28 client answers `roots/list` for the call it runs on the server
+    /// (its roots come back in its retry); any other server gets warden's workspace root.
+    fn roots(
+        &self,
+        server: &str,
+    ) -> Pin<Box<dyn Future<Output = Option<Vec<rmcp::model::Root>>> + Send + '_>> {
+        let channel = self.peers.running_client(server, |asks| asks.roots);
+        Box::pin(async move {
+            let channel = channel.ok()?;
+            let answer = channel
+                .ask_bridged(json!({"method": "roots/list", "params": {}}))
+                .await?;
+            serde_json::from_value::<rmcp::model::ListRootsResult>(answer)
+                .ok()
+                .map(|result| result.roots)
         })
     }
 }
@@ -282,7 +375,7 @@ impl RelaySampling {
     }
 
     async fn relay(&self, request: SamplingArguments) -> Result<SamplingResult, String> {
-        let peer = self
+        let channel = self
             .peers
             .running_client(&request.server, |asks| asks.sampling)
             .map_err(|why| format!("sampling request of {} declined: {why}", request.server))?;
@@ -295,13 +388,21 @@ impl RelaySampling {
         if let Some(system) = &request.system_prompt {
             params["systemPrompt"] = json!(system);
         }
-        let params: CreateMessageRequestParams = serde_json::from_value(params)
-            .map_err(|error| format!("warden could not relay the request: {error}"))?;
-        let answer = peer
-            .create_message(params)
-            .await
-            .map_err(|error| format!("the client's model did not answer: {error}"))?;
-        let answer = serde_json::to_value(&answer).unwrap_or_default();
+        let answer = match channel {
+            ClientChannel::Peer(peer) => {
+                let params: CreateMessageRequestParams = serde_json::from_value(params)
+                    .map_err(|error| format!("warden could not relay the request: {error}"))?;
+                let answer = peer
+                    .create_message(params)
+                    .await
+                    .map_err(|error| format!("the client's model did not answer: {error}"))?;
+                serde_json::to_value(&answer).unwrap_or_default()
+            }
+            bridge @ ClientChannel::Bridge(_) => bridge
+                .ask_bridged(json!({"method": "sampling/createMessage", "params": params}))
+                .await
+                .ok_or_else(|| "the client's model did not answer".to_owned())?,
+        };
         let text = answer
             .pointer("/content/text")
             .or_else(|| answer.pointer("/content/0/text"))

@@ -2,13 +2,16 @@
 //! catalogue changes (the runtime refetched a list after the server's `list_changed`), each client
 //! hears `notifications/{tools,resources,prompts}/list_changed` for the lists that differ —
 //! legacy sessions on their peer, 2026-07-28 clients on their `subscriptions/listen` stream; and
-//! a `notifications/resources/updated` reaches the sessions that subscribed to that resource.
+//! a `notifications/resources/updated` reaches the clients that subscribed to that resource
+//! (`resources/subscribe`, or a listen stream that named it), whatever the upstream's revision.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use rmcp::model::ResourceUpdatedNotificationParam;
-use rmcp::service::SubscriptionSink;
+use rmcp::model::{
+    ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
+};
+use rmcp::service::{SubscriptionSendError, SubscriptionSink};
 use rmcp::{Peer, RoleServer};
 use tokio::sync::broadcast::error::RecvError;
 use warden_mcp::{ListKind, UpstreamEvent};
@@ -32,12 +35,29 @@ struct Changed {
     prompts: bool,
 }
 
-/// A downstream session's `resources/subscribe` to one upstream resource.
+/// Who holds a resource subscription: a 2025-11-25 connection (`resources/subscribe`), or a
+/// 2026-07-28 `subscriptions/listen` stream that named the resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Holder {
+    Connection(u64),
+    Listen(u64),
+}
+
+/// A downstream client's subscription to one upstream resource.
 struct Subscription {
-    connection: u64,
-    peer: Peer<RoleServer>,
+    holder: Holder,
+    target: Listener,
     server: String,
     uri: String,
+}
+
+impl Subscription {
+    fn is_closed(&self) -> bool {
+        match &self.target {
+            Listener::Session(peer) => peer.is_transport_closed(),
+            Listener::Stream(_) => false,
+        }
+    }
 }
 
 /// The listeners, and the watcher that tells them.
@@ -50,65 +70,72 @@ pub(crate) struct ChangeFeed {
 }
 
 impl ChangeFeed {
-    /// Records that `connection` subscribed to `uri` of `server`.
-    pub(crate) fn subscribe(
-        &self,
-        connection: u64,
-        peer: Peer<RoleServer>,
-        server: String,
-        uri: String,
-    ) {
+    /// Records that `holder` subscribed to `uri` of `server`; updates go to `target`.
+    pub(crate) fn subscribe(&self, holder: Holder, target: Listener, server: String, uri: String) {
         let mut subscriptions = self
             .subscriptions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         // Also forgets the subscriptions of sessions that have ended.
         let same = |known: &Subscription| {
-            known.connection == connection && known.server == server && known.uri == uri
+            known.holder == holder && known.server == server && known.uri == uri
         };
-        subscriptions.retain(|known| !same(known) && !known.peer.is_transport_closed());
+        subscriptions.retain(|known| !same(known) && !known.is_closed());
         subscriptions.push(Subscription {
-            connection,
-            peer,
+            holder,
+            target,
             server,
             uri,
         });
     }
 
-    /// Forgets `connection`'s subscription to `uri`; true when no other connection holds one to
-    /// it (the upstream subscription may end).
-    pub(crate) fn unsubscribe(&self, connection: u64, server: &str, uri: &str) -> bool {
+    /// Forgets `holder`'s subscription to `uri`; true when no other holder has one to it (the
+    /// upstream subscription may end).
+    pub(crate) fn unsubscribe(&self, holder: Holder, server: &str, uri: &str) -> bool {
         let mut subscriptions = self
             .subscriptions
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         subscriptions.retain(|known| {
-            !(known.connection == connection && known.server == server && known.uri == uri)
+            !(known.holder == holder && known.server == server && known.uri == uri)
         });
         !subscriptions
             .iter()
             .any(|known| known.server == server && known.uri == uri)
     }
 
-    /// Tells the sessions subscribed to `uri` of `server` that it was updated.
+    /// Tells the clients subscribed to `uri` of `server` that it was updated.
     async fn resource_updated(&self, server: &str, uri: &str) {
-        let peers: Vec<(u64, Peer<RoleServer>)> = self
+        let targets: Vec<(Holder, Listener)> = self
             .subscriptions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .filter(|known| known.server == server && known.uri == uri)
-            .map(|known| (known.connection, known.peer.clone()))
+            .map(|known| (known.holder, known.target.clone()))
             .collect();
-        for (connection, peer) in peers {
-            let sent = peer
-                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                .await;
-            if sent.is_err() && peer.is_transport_closed() {
+        for (holder, target) in targets {
+            let update = ResourceUpdatedNotificationParam::new(uri);
+            let gone = match target {
+                Listener::Session(peer) => {
+                    let sent = peer.notify_resource_updated(update).await;
+                    sent.is_err() && peer.is_transport_closed()
+                }
+                Listener::Stream(sink) => {
+                    let notification = ServerNotification::ResourceUpdatedNotification(
+                        ResourceUpdatedNotification::new(update),
+                    );
+                    matches!(
+                        sink.send(notification).await,
+                        Err(SubscriptionSendError::SubscriptionClosed)
+                    )
+                }
+            };
+            if gone {
                 self.subscriptions
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .retain(|known| known.connection != connection);
+                    .retain(|known| known.holder != holder);
             }
         }
     }

@@ -80,6 +80,11 @@ pub struct Gateway {
     skill_loader: Option<String>,
     /// Host tools published beside the fixed set in progressive exposure (code mode).
     progressive_host_tools: Vec<String>,
+    /// The most verbose log level any client set, as last sent to the upstream.
+    #[allow(deprecated)] // logging is part of 2025-11-25, which serve still speaks
+    upstream_log_level: Mutex<Option<rmcp::model::LoggingLevel>>,
+    /// 2026-07-28 clients' calls held open for their retries (bridged to an older upstream).
+    parked: handler::ParkedCalls,
 }
 
 /// A local skill as the gateway publishes it.
@@ -133,7 +138,28 @@ impl Gateway {
             skills: Vec::new(),
             skill_loader: None,
             progressive_host_tools: Vec::new(),
+            upstream_log_level: Mutex::default(),
+            parked: handler::ParkedCalls::default(),
         })
+    }
+
+    /// The level the upstream must be told after a client asked for `wanted`: `Some` when it is
+    /// more verbose than any level sent before (it is then remembered as sent), `None` when
+    /// the upstream already logs at least that much (each client filters to its own level).
+    #[allow(deprecated)] // logging is part of 2025-11-25, which serve still speaks
+    pub(crate) fn widen_upstream_log_level(
+        &self,
+        wanted: rmcp::model::LoggingLevel,
+    ) -> Option<rmcp::model::LoggingLevel> {
+        let mut sent = self
+            .upstream_log_level
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if sent.is_some_and(|sent| handler::severity(sent) <= handler::severity(wanted)) {
+            return None;
+        }
+        *sent = Some(wanted);
+        Some(wanted)
     }
 
     /// Publishes these local skills as prompts and `skill://NAME/SKILL.md` resources in

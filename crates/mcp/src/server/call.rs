@@ -87,10 +87,12 @@ impl ServerSlot {
                 ));
             }
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            let mut request_options = PeerRequestOptions::with_timeout(remaining);
+            request_options.meta = options.meta.clone();
             let handle = live
                 .service
                 .peer()
-                .send_request_with_option(request, PeerRequestOptions::with_timeout(remaining))
+                .send_request_with_option(request, request_options)
                 .await
                 .map_err(|error| self.request_failure(tool, &error))?;
             let _route = options.progress.clone().map(|sender| {

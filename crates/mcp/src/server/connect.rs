@@ -1,7 +1,7 @@
 //! Connecting a server: lazily on first use, over stdio, Streamable HTTP or legacy HTTP+SSE, probing 2026-07-28 and falling back to `initialize`.
 
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::ProtocolVersion;
 use rmcp::serve_client_with_lifecycle;
@@ -32,13 +32,23 @@ pub(super) enum OpenFailure {
 
 impl OpenFailure {
     /// A discover probe answered with a result of the wrong type: the peer predates 2026-07-28.
+    /// Whether the server answered `server/discover` as a server of an older revision does:
+    /// with something other than a discover result, or by naming only revisions that begin
+    /// with `initialize` (a server that knows of `server/discover` but does not speak
+    /// 2026-07-28 answers "unsupported protocol version" with the revisions it does speak).
     fn peer_predates_discover(error: &rmcp::service::ClientInitializeError) -> bool {
         use rmcp::service::ClientInitializeError;
-        matches!(
-            error,
+        match error {
             ClientInitializeError::ExpectedInitResult(_)
-                | ClientInitializeError::ExpectedInitResponse(_)
-        )
+            | ClientInitializeError::ExpectedInitResponse(_) => true,
+            ClientInitializeError::NoCompatibleProtocolVersion {
+                server_supported, ..
+            } => {
+                !server_supported.is_empty()
+                    && server_supported.iter().all(ProtocolVersion::has_initialize)
+            }
+            _ => false,
+        }
     }
 
     fn classify(error: &rmcp::service::ClientInitializeError, failure: McpError) -> Self {
@@ -306,6 +316,7 @@ impl ServerSlot {
                         closed,
                         intentional_close: AtomicBool::new(false),
                         close_reason: Arc::default(),
+                        resource_listens: Mutex::default(),
                     },
                     Err(error) => {
                         if OpenFailure::peer_predates_discover(&error) {
@@ -351,6 +362,7 @@ impl ServerSlot {
                         closed,
                         intentional_close: AtomicBool::new(false),
                         close_reason: Arc::default(),
+                        resource_listens: Mutex::default(),
                     },
                     Err(error) => {
                         if OpenFailure::peer_predates_discover(&error) {
@@ -436,6 +448,7 @@ impl ServerSlot {
                     closed,
                     intentional_close: AtomicBool::new(false),
                     close_reason,
+                    resource_listens: Mutex::default(),
                 }
             }
         };

@@ -5,6 +5,7 @@
 mod call;
 mod catalog_cache;
 mod connect;
+mod eras;
 mod failure;
 mod state;
 mod supervise;
@@ -45,6 +46,9 @@ struct Live {
     intentional_close: AtomicBool,
     /// Why the transport ended the connection, when it knows (legacy HTTP+SSE).
     close_reason: Arc<Mutex<Option<String>>>,
+    /// The `subscriptions/listen` streams open for single resources on a 2026-07-28 connection
+    /// (a relaying client's `resources/subscribe`), by URI: cancel to end one.
+    resource_listens: Mutex<std::collections::HashMap<String, CancellationToken>>,
 }
 
 impl Live {

@@ -90,11 +90,13 @@ impl CallOutcome {
     }
 }
 
-/// What the caller of a tool call can attach: a progress channel and a cancellation token.
+/// What the caller of a tool call can attach: a progress channel, a cancellation token, and
+/// `_meta` entries for each request the call sends (a relaying client's log level, say).
 #[derive(Debug, Clone, Default)]
 pub struct CallOptions {
     pub progress: Option<mpsc::Sender<Progress>>,
     pub cancel: CancellationToken,
+    pub meta: Option<rmcp::model::RequestMetaObject>,
 }
 
 impl ServerSlot {

@@ -158,6 +158,7 @@ async fn progress_reaches_the_caller() {
     let options = CallOptions {
         progress: Some(sender),
         cancel: CancellationToken::new(),
+        meta: None,
     };
     let outcome = runtime
         .call_tool(
@@ -185,6 +186,7 @@ async fn the_caller_can_cancel_a_call() {
     let options = CallOptions {
         progress: None,
         cancel: cancel.clone(),
+        meta: None,
     };
     let identity = ToolIdentity::new("work", "slow");
     let call = runtime.call_tool(&identity, arguments(json!({"ms": 30000})), options);

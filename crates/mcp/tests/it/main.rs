@@ -11,6 +11,7 @@ mod big_results;
 mod calls;
 mod concurrent_connect;
 mod elicitation;
+mod eras;
 mod everything_stdio;
 mod failures;
 mod guards;

@@ -105,7 +105,7 @@ async fn a_server_that_samples_anyway_is_declined_with_a_message() {
     // The conformance fixture sends sampling/createMessage whatever the client advertised.
     let port = warden_testkit::free_port();
     let address: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let server = tokio::spawn(warden_testkit::conformance_server::run(Some(address)));
+    let server = tokio::spawn(warden_testkit::conformance_server::run(Some(address), None));
     for _ in 0..200 {
         if tokio::net::TcpStream::connect(address).await.is_ok() {
             break;

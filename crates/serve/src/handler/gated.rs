@@ -13,7 +13,7 @@ use warden_policy::{Decision, GateOutcome, ProgressUpdate};
 
 use super::GatewayHandler;
 use super::relay::is_stateless;
-use crate::approval::ClientAsks;
+use crate::approval::{BridgeChannel, ClientAsks, ClientChannel};
 
 impl GatewayHandler {
     /// One server's listing through the gate (`list_mcp_resources`, `list_mcp_prompts`): the
@@ -105,35 +105,29 @@ impl Gated {
     }
 }
 
-/// Which upstream log lines a call's client hears.
+/// Which upstream log lines a call's client hears: those at or above its level. A 2026-07-28
+/// request names its level in `_meta` (none: no log lines); a 2025-11-25 session's level is the
+/// one it set with `logging/setLevel` (every line until it set one).
 #[derive(Debug, Clone, Copy)]
-pub(super) enum LogFilter {
-    /// A 2025-11-25 session: its level was relayed upstream (`logging/setLevel`).
-    Session,
-    /// A 2026-07-28 request: only when its `_meta` names a level, at that level or above.
-    AtLeast(Option<LoggingLevel>),
-}
+pub(super) struct LogFilter(Option<LoggingLevel>);
 
 impl LogFilter {
-    fn of(context: &RequestContext<RoleServer>) -> Self {
+    fn of(context: &RequestContext<RoleServer>, session_level: LoggingLevel) -> Self {
         if is_stateless(context) {
-            Self::AtLeast(context.meta.log_level())
+            Self(context.meta.log_level())
         } else {
-            Self::Session
+            Self(Some(session_level))
         }
     }
 
     /// Whether any log line may pass.
     fn admits_any(self) -> bool {
-        !matches!(self, Self::AtLeast(None))
+        self.0.is_some()
     }
 
     fn admits(self, level: LoggingLevel) -> bool {
-        match self {
-            Self::Session => true,
-            Self::AtLeast(None) => false,
-            Self::AtLeast(Some(threshold)) => severity(level) >= severity(threshold),
-        }
+        self.0
+            .is_some_and(|threshold| severity(level) >= severity(threshold))
     }
 }
 
@@ -181,25 +175,36 @@ impl GatewayHandler {
         context: &RequestContext<RoleServer>,
         request: RelayRequest,
     ) -> Gated {
+        self.gated_call_through(public_name, arguments, context, request, None)
+            .await
+    }
+
+    /// [`GatewayHandler::gated_call_with`], where what the upstream asks of the client mid-call
+    /// goes to `bridge` when given (a 2026-07-28 client whose call warden holds open), else to
+    /// the client's peer.
+    pub(super) async fn gated_call_through(
+        &self,
+        public_name: &str,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+        request: RelayRequest,
+        bridge: Option<BridgeChannel>,
+    ) -> Gated {
         self.gateway.prepare().await;
         let caller = self.caller(context);
-        let capabilities = context.client_capabilities();
-        let asks = ClientAsks {
-            elicitation: capabilities
-                .as_ref()
-                .is_some_and(|capabilities| capabilities.elicitation.is_some()),
-            sampling: capabilities
-                .as_ref()
-                .is_some_and(|capabilities| capabilities.sampling.is_some()),
-        };
+        let asks = ClientAsks::of(context);
         let _registration = asks
             .elicitation
             .then(|| self.gateway.peers.register(&caller, context.peer.clone()));
         let server = self.gateway.server_of(public_name);
+        let channel = bridge.map_or_else(
+            || ClientChannel::Peer(context.peer.clone()),
+            ClientChannel::Bridge,
+        );
         let _running = server.as_ref().map(|server| {
             self.gateway
                 .peers
-                .running_on(server, self.connection, context.peer.clone(), asks)
+                .running_on(server, self.connection, channel.clone(), asks)
         });
         let mut call = self.call_context(context.ct.child_token());
         call.caller = Some(caller);
@@ -210,7 +215,7 @@ impl GatewayHandler {
             call.progress = Some(sender);
             (token, receiver)
         });
-        let logs = LogFilter::of(context);
+        let logs = LogFilter::of(context, self.session_log_level());
         // Only a call whose client may hear the server's log lines listens for them.
         let mut events = server
             .as_ref()
@@ -291,7 +296,7 @@ impl GatewayHandler {
 }
 
 /// RFC 5424 order of log levels, least severe first.
-pub(super) fn severity(level: LoggingLevel) -> u8 {
+pub(crate) fn severity(level: LoggingLevel) -> u8 {
     match level {
         LoggingLevel::Debug => 0,
         LoggingLevel::Info => 1,

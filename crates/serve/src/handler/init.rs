@@ -1,13 +1,16 @@
 //! What a client learns at initialization: the capabilities, identity and instructions the gateway announces, and the listeners for upstream changes it registers.
 
-use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    Implementation, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    UnsubscribeRequestParams,
+};
 use rmcp::service::{NotificationContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::json;
 
 use super::GatewayHandler;
 use crate::Exposure;
-use crate::changes::Listener;
+use crate::changes::{Holder, Listener};
 
 impl GatewayHandler {
     /// The `initialize` answer: capabilities (completions, logging and resource subscriptions only in passthrough), identity and the fronted server's instructions.
@@ -48,13 +51,64 @@ impl GatewayHandler {
 
     /// `subscriptions/listen` (2026-07-28): a change stream held open until the client cancels it.
     pub(super) async fn handle_listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let id = self
-            .gateway
-            .changes
-            .add(Listener::Stream(context.sink().clone()));
+        let sink = context.sink().clone();
+        let id = self.gateway.changes.add(Listener::Stream(sink.clone()));
         self.gateway.prepare().await;
+        // The resources the stream names are subscribed to upstream, in the upstream's era,
+        // for as long as the stream stays open (passthrough only).
+        let uris = sink
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let upstream = self.passthrough_upstream().map(str::to_owned);
+        let mut held = Vec::new();
+        if let Some(upstream) = &upstream {
+            for uri in uris {
+                let params = SubscribeRequestParams::new(uri.clone());
+                match self
+                    .gateway
+                    .host
+                    .ungated_relay()
+                    .subscribe(upstream, params)
+                    .await
+                {
+                    Ok(()) => {
+                        self.gateway.changes.subscribe(
+                            Holder::Listen(id),
+                            Listener::Stream(sink.clone()),
+                            upstream.clone(),
+                            uri.clone(),
+                        );
+                        held.push(uri);
+                    }
+                    Err(error) => {
+                        tracing::warn!(
+                            "{upstream}: could not subscribe to {uri} for a listening client: {error}"
+                        );
+                    }
+                }
+            }
+        }
         context.cancelled().await;
         self.gateway.changes.remove(id);
+        if let Some(upstream) = &upstream {
+            for uri in held {
+                if self
+                    .gateway
+                    .changes
+                    .unsubscribe(Holder::Listen(id), upstream, &uri)
+                {
+                    let params = UnsubscribeRequestParams::new(uri);
+                    let _ = self
+                        .gateway
+                        .host
+                        .ungated_relay()
+                        .unsubscribe(upstream, params)
+                        .await;
+                }
+            }
+        }
         Ok(())
     }
 }

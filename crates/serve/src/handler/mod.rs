@@ -6,12 +6,16 @@
 // Logging and resources/subscribe are deprecated by SEP-2577 but still part of 2025-11-25.
 #![allow(deprecated)]
 
+mod bridge;
 mod gated;
 mod init;
 mod prompts;
 mod relay;
 mod resources;
 mod tools;
+
+pub(crate) use bridge::ParkedCalls;
+pub(crate) use gated::severity;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +44,9 @@ pub const PROVENANCE_META_KEY: &str = "dev.warden/server";
 pub struct GatewayHandler {
     gateway: Arc<Gateway>,
     connection: u64,
+    /// The log level this connection set with `logging/setLevel` (2025-11-25 sessions; until
+    /// one is set, every line is wanted).
+    log_level: Arc<std::sync::Mutex<Option<rmcp::model::LoggingLevel>>>,
 }
 
 impl ServerHandler for GatewayHandler {
@@ -160,6 +167,7 @@ impl GatewayHandler {
         Self {
             gateway,
             connection: CONNECTIONS.fetch_add(1, Ordering::Relaxed),
+            log_level: Arc::default(),
         }
     }
 

@@ -11,8 +11,10 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 use warden_host::{CallRelay, LIST_PROMPTS, RelayRequest, RelayedAnswer, with_relay};
 
+use super::bridge::{BridgedRound, Finished};
 use super::relay::{client_meta, is_stateless};
 use super::{GatewayHandler, with_provenance};
+use crate::approval::{ClientAsks, ClientChannel};
 
 impl GatewayHandler {
     /// `prompts/list`.
@@ -99,6 +101,45 @@ impl GatewayHandler {
             })
             .collect();
         // Through the gate like every prompt get (audited as `prompt-get`, with this client).
+        if self.passthrough_upstream().is_some() && self.bridges(&context, &server).await {
+            let target = format!("prompts/get {name}");
+            let round = self
+                .bridged_round(
+                    target,
+                    request.input_responses,
+                    request.request_state,
+                    || {
+                        self.start_bridged(&context, move |handler, detached, channel| async move {
+                            Finished::Prompt(
+                                handler
+                                    .prompt_get_through(
+                                        &server,
+                                        &name,
+                                        arguments,
+                                        &detached,
+                                        ClientChannel::Bridge(channel),
+                                    )
+                                    .await,
+                            )
+                        })
+                    },
+                )
+                .await?;
+            return match round {
+                BridgedRound::Asked(input) => Ok(GetPromptResponse::InputRequired(input)),
+                BridgedRound::Finished(Finished::Prompt(Ok(mut result))) => {
+                    result.result_type = Some(ResultType::COMPLETE);
+                    Ok(GetPromptResponse::Complete(result))
+                }
+                BridgedRound::Finished(Finished::Prompt(Err(refused))) => {
+                    Err(McpError::invalid_params(refused, None))
+                }
+                BridgedRound::Finished(Finished::Tool(_)) => Err(McpError::internal_error(
+                    "a bridged prompt get ended as a tool call",
+                    None,
+                )),
+            };
+        }
         let mut call = self.call_context(context.ct.clone());
         call.caller = Some(self.caller(&context));
         let host = &self.gateway.host;
@@ -132,13 +173,42 @@ impl GatewayHandler {
                 )),
             };
         }
-        match host.get_prompt(call, &server, &name, arguments).await {
+        let peer = ClientChannel::Peer(context.peer.clone());
+        match self
+            .prompt_get_through(&server, &name, arguments, &context, peer)
+            .await
+        {
             Ok(mut result) => {
                 result.result_type = Some(ResultType::COMPLETE);
                 Ok(GetPromptResponse::Complete(result))
             }
-            Err(refused) => Err(McpError::invalid_params(refused.to_string(), None)),
+            Err(refused) => Err(McpError::invalid_params(refused, None)),
         }
+    }
+
+    /// A prompt get through the gate, the server's questions meanwhile going to this client
+    /// over `channel`.
+    async fn prompt_get_through(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: BTreeMap<String, String>,
+        context: &RequestContext<RoleServer>,
+        channel: ClientChannel,
+    ) -> Result<GetPromptResult, String> {
+        let mut call = self.call_context(context.ct.clone());
+        call.caller = Some(self.caller(context));
+        let _running = self.gateway.peers.running_on(
+            server,
+            self.connection,
+            channel,
+            ClientAsks::of(context),
+        );
+        self.gateway
+            .host
+            .get_prompt(call, server, name, arguments)
+            .await
+            .map_err(|refused| refused.to_string())
     }
 }
 

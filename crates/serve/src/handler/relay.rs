@@ -1,8 +1,11 @@
 //! The passthrough relays that call no tool (completion, log level, resource subscriptions) and what an upstream request carries from the downstream one.
 
+use std::sync::PoisonError;
+
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, InputResponses, ProtocolVersion, RequestMetaObject,
-    ResultType, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    CompleteRequestParams, CompleteResult, InputResponses, LoggingLevel, ProtocolVersion,
+    RequestMetaObject, ResultType, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -10,6 +13,7 @@ use warden_host::RelayRequest;
 use warden_mcp::RelayError;
 
 use super::GatewayHandler;
+use crate::changes::{Holder, Listener};
 
 impl GatewayHandler {
     /// `completion/complete`, relayed to the fronted server (passthrough only; empty otherwise).
@@ -32,7 +36,10 @@ impl GatewayHandler {
         Ok(result)
     }
 
-    /// `logging/setLevel`, relayed to the fronted server (passthrough only).
+    /// `logging/setLevel`: this connection's level, which filters the upstream's log lines it
+    /// hears (passthrough only). A 2025-11-25 upstream is told the most verbose level any client
+    /// asked for, so that each client still hears what it asked for; a 2026-07-28 upstream gets
+    /// the level in each request's `_meta` instead.
     pub(super) async fn handle_set_level(
         &self,
         request: SetLevelRequestParams,
@@ -42,13 +49,55 @@ impl GatewayHandler {
                 rmcp::model::SetLevelRequestMethod,
             >());
         };
+        *self
+            .log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(request.level);
+        let Some(level) = self.gateway.widen_upstream_log_level(request.level) else {
+            return Ok(());
+        };
         self.gateway
             .host
             .ungated_relay()
-            .set_level(upstream, request)
+            .set_level(upstream, SetLevelRequestParams::new(level))
             .await
             .map_err(relay_error)?;
         Ok(())
+    }
+
+    /// This connection's log level (2025-11-25 sessions); `debug` until it set one.
+    pub(super) fn session_log_level(&self) -> LoggingLevel {
+        self.log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or(LoggingLevel::Debug)
+    }
+
+    /// What the upstream request carries from the downstream one. On 2026-07-28 the upstream's
+    /// `input_required` results go back to the client, which answers and retries; the client's
+    /// capabilities (cut down to warden's own) and log level go upstream in `_meta`. Older
+    /// clients are asked mid-call instead, through warden's own handlers, and their session's
+    /// log level goes upstream in `_meta` (which a 2026-07-28 upstream needs to log at all).
+    pub(super) fn relay_request(
+        &self,
+        context: &RequestContext<RoleServer>,
+        input_responses: Option<InputResponses>,
+        request_state: Option<String>,
+    ) -> RelayRequest {
+        if !is_stateless(context) {
+            let mut meta = RequestMetaObject::new();
+            meta.set_log_level(self.session_log_level());
+            return RelayRequest {
+                meta: Some(meta),
+                ..RelayRequest::default()
+            };
+        }
+        RelayRequest {
+            pass_input_required: true,
+            input_responses,
+            request_state,
+            meta: Some(client_meta(context)),
+        }
     }
 
     /// `resources/subscribe`, relayed to the fronted server and remembered for this connection (passthrough only).
@@ -70,8 +119,8 @@ impl GatewayHandler {
             .await
             .map_err(relay_error)?;
         self.gateway.changes.subscribe(
-            self.connection,
-            context.peer.clone(),
+            Holder::Connection(self.connection),
+            Listener::Session(context.peer.clone()),
             upstream.to_owned(),
             uri,
         );
@@ -89,11 +138,11 @@ impl GatewayHandler {
             >());
         };
         // Upstream, the subscription ends with the last downstream client that held it.
-        if self
-            .gateway
-            .changes
-            .unsubscribe(self.connection, upstream, &request.uri)
-        {
+        if self.gateway.changes.unsubscribe(
+            Holder::Connection(self.connection),
+            upstream,
+            &request.uri,
+        ) {
             self.gateway
                 .host
                 .ungated_relay()
@@ -112,26 +161,6 @@ pub(super) fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
         .meta
         .protocol_version()
         .is_some_and(|version| version.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
-}
-
-/// What the upstream request carries from the downstream one. On 2026-07-28 the upstream's
-/// `input_required` results go back to the client, which answers and retries; the client's
-/// capabilities (cut down to warden's own) and log level go upstream in `_meta`. Older clients
-/// are asked mid-call instead, through warden's own handlers.
-pub(super) fn relay_request(
-    context: &RequestContext<RoleServer>,
-    input_responses: Option<InputResponses>,
-    request_state: Option<String>,
-) -> RelayRequest {
-    if !is_stateless(context) {
-        return RelayRequest::default();
-    }
-    RelayRequest {
-        pass_input_required: true,
-        input_responses,
-        request_state,
-        meta: Some(client_meta(context)),
-    }
 }
 
 /// The downstream client's capabilities and log level, as `_meta` entries of an upstream request.

@@ -6,7 +6,7 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::Value;
 
 use super::GatewayHandler;
-use super::relay::relay_request;
+use super::bridge::{BridgedRound, Finished};
 use crate::{Exposure, progressive};
 
 impl GatewayHandler {
@@ -86,7 +86,43 @@ impl GatewayHandler {
             return Ok(CallToolResponse::Complete(result));
         }
         let public_name = self.public_name(request.name.as_ref()).await;
-        let relay = relay_request(
+        if let Some(upstream) = self.passthrough_upstream()
+            && self.bridges(&context, upstream).await
+        {
+            let relay = self.relay_request(&context, None, None);
+            let name = public_name.clone();
+            let round = self
+                .bridged_round(
+                    format!("tools/call {public_name}"),
+                    request.input_responses,
+                    request.request_state,
+                    || {
+                        self.start_bridged(&context, move |handler, detached, channel| async move {
+                            Finished::Tool(Box::new(
+                                handler
+                                    .gated_call_through(
+                                        &name,
+                                        arguments,
+                                        &detached,
+                                        relay,
+                                        Some(channel),
+                                    )
+                                    .await,
+                            ))
+                        })
+                    },
+                )
+                .await?;
+            return match round {
+                BridgedRound::Asked(input) => Ok(CallToolResponse::InputRequired(input)),
+                BridgedRound::Finished(Finished::Tool(gated)) => gated.response(),
+                BridgedRound::Finished(Finished::Prompt(_)) => Err(McpError::internal_error(
+                    "a bridged tool call ended as a prompt",
+                    None,
+                )),
+            };
+        }
+        let relay = self.relay_request(
             &context,
             request.input_responses.clone(),
             request.request_state.clone(),

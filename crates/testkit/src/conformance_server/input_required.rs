@@ -342,6 +342,213 @@ fn tamper_test_request(states: &RequestStates) -> Result<Round<CallToolResult>, 
     )
 }
 
+/// The 2025-11-25 tools that ask the client mid-call (`test_sampling`, `test_elicitation*`),
+/// answered on a 2026-07-28 request the way that revision allows: an `InputRequiredResult` with
+/// the same request, then the same text once the client retries with its answer. `None` for any
+/// other tool. `message`/`prompt` are the call's arguments of those names.
+pub(super) fn asking_tool(
+    round: &ToolRound<'_>,
+    prompt: &str,
+    message: &str,
+) -> Option<Result<Round<CallToolResult>, McpError>> {
+    const KEY: &str = "answer";
+    let answer = match round.name {
+        "test_sampling" => match round.response(KEY) {
+            Some(response) => text_result(format!(
+                "LLM response: {}",
+                sampled_text(Some(response)).unwrap_or_else(|| "No response".into())
+            )),
+            None => input_required(vec![(KEY, sample(prompt, 100))], None),
+        },
+        "test_elicitation"
+        | "test_elicitation_sep1034_defaults"
+        | "test_elicitation_sep1330_enums" => match round.response(KEY) {
+            Some(response) => {
+                let prefix = if round.name == "test_elicitation" {
+                    "User response"
+                } else {
+                    "Elicitation completed"
+                };
+                let action = response["action"].as_str().unwrap_or("unknown");
+                let content = response
+                    .get("content")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                text_result(format!("{prefix}: action={action}, content={content}"))
+            }
+            None => match super::catalog::elicitation_params(round.name, message) {
+                Some(params) => input_required(
+                    vec![(
+                        KEY,
+                        json!({"method": "elicitation/create", "params": params}),
+                    )],
+                    None,
+                ),
+                None => Err(McpError::internal_error(
+                    "no elicitation for this tool",
+                    None,
+                )),
+            },
+        },
+        _ => return None,
+    };
+    Some(answer)
+}
+
+/// The multi round-trip tools on a 2025-11-25 session, where a server cannot answer with an
+/// `InputRequiredResult`: each asks the same questions mid-call instead (several at once where
+/// the 2026-07-28 tool asks them together) and answers with the same text. `None` for any other
+/// tool.
+pub(super) async fn ask_mid_call(
+    name: &str,
+    peer: &rmcp::Peer<rmcp::RoleServer>,
+    client_capabilities: Option<&ClientCapabilities>,
+) -> Option<Result<CallToolResult, McpError>> {
+    let elicit_text = |message: &'static str, field: &'static str, kind: &'static str| async move {
+        let params = decode::<rmcp::model::ElicitRequestParams>(
+            elicit(message, field, kind)["params"].clone(),
+        )?;
+        let answer = peer.create_elicitation(params).await.map_err(|error| {
+            McpError::internal_error(format!("elicitation failed: {error}"), None)
+        })?;
+        Ok::<Value, McpError>(serde_json::to_value(answer).unwrap_or_default())
+    };
+    let sample_text = |text: &'static str, max_tokens: u32| async move {
+        let params = decode::<rmcp::model::CreateMessageRequestParams>(
+            sample(text, max_tokens)["params"].clone(),
+        )?;
+        let answer = peer
+            .create_message(params)
+            .await
+            .map_err(|error| McpError::internal_error(format!("sampling failed: {error}"), None))?;
+        Ok::<Value, McpError>(serde_json::to_value(answer).unwrap_or_default())
+    };
+    let roots = || async move {
+        let answer = peer.list_roots().await.map_err(|error| {
+            McpError::internal_error(format!("roots/list failed: {error}"), None)
+        })?;
+        Ok::<Value, McpError>(serde_json::to_value(answer).unwrap_or_default())
+    };
+    let text = |text: String| {
+        super::decode_complete::<CallToolResult>(
+            json!({"content": [{"type": "text", "text": text}]}),
+        )
+    };
+    let answer = match name {
+        "test_input_required_result_elicitation" => {
+            async {
+                let name = elicit_text("What is your name?", "name", "string").await?;
+                text(format!("Hello, {}!", elicited_text(Some(&name), "name")))
+            }
+            .await
+        }
+        "test_input_required_result_sampling" => {
+            async {
+                let said = sample_text("What is the capital of France?", 100).await?;
+                text(format!(
+                    "Sampling result: {}",
+                    sampled_text(Some(&said)).unwrap_or_else(|| "no response".into())
+                ))
+            }
+            .await
+        }
+        "test_input_required_result_list_roots" => {
+            async {
+                let listed = roots().await?;
+                text(format!("Found {} root(s)", roots_count(Some(&listed))))
+            }
+            .await
+        }
+        "test_input_required_result_request_state" => {
+            async {
+                let confirmed = elicit_text("Please confirm", "ok", "boolean").await?;
+                if confirmed.pointer("/content/ok").and_then(Value::as_bool) == Some(true) {
+                    text("state-ok: confirmed".to_owned())
+                } else {
+                    text("not confirmed".to_owned())
+                }
+            }
+            .await
+        }
+        "test_input_required_result_tampered_state" => {
+            async {
+                elicit_text("Please confirm", "ok", "boolean").await?;
+                text("integrity-ok: state verified".to_owned())
+            }
+            .await
+        }
+        "test_input_required_result_multiple_inputs" => {
+            async {
+                let (name, greeting, listed) = tokio::join!(
+                    elicit_text("What is your name?", "name", "string"),
+                    sample_text("Generate a greeting", 50),
+                    roots()
+                );
+                let (name, greeting, listed) = (name?, greeting?, listed?);
+                text(format!(
+                    "Name: {}; Greeting: {}; Roots: {}",
+                    elicited_text(Some(&name), "name"),
+                    sampled_text(Some(&greeting)).unwrap_or_else(|| "Hello there!".into()),
+                    roots_count(Some(&listed))
+                ))
+            }
+            .await
+        }
+        "test_input_required_result_multi_round" => {
+            async {
+                let name = elicit_text("Step 1: What is your name?", "name", "string").await?;
+                let color =
+                    elicit_text("Step 2: What is your favorite color?", "color", "string").await?;
+                text(format!(
+                    "Multi-round complete for {} who likes {}",
+                    elicited_text(Some(&name), "name"),
+                    elicited_text(Some(&color), "color")
+                ))
+            }
+            .await
+        }
+        "test_input_required_result_capabilities" => {
+            async {
+                let mut received = Vec::new();
+                if client_capabilities.is_some_and(|caps| caps.elicitation.is_some()) {
+                    elicit_text("Elicitation input", "value", "string").await?;
+                    received.push("elicit_input");
+                }
+                if client_capabilities.is_some_and(|caps| caps.sampling.is_some()) {
+                    sample_text("Sample request", 50).await?;
+                    received.push("sample_input");
+                }
+                if received.is_empty() {
+                    text("No supported capabilities declared".to_owned())
+                } else {
+                    text(format!("capabilities-ok: received {}", received.join(",")))
+                }
+            }
+            .await
+        }
+        _ => return None,
+    };
+    Some(answer)
+}
+
+/// `test_input_required_result_prompt` on a 2025-11-25 session: its question asked mid-call.
+pub(super) async fn prompt_asking_mid_call(
+    peer: &rmcp::Peer<rmcp::RoleServer>,
+) -> Result<GetPromptResult, McpError> {
+    let params = decode::<rmcp::model::ElicitRequestParams>(
+        elicit("What context should the prompt use?", "context", "string")["params"].clone(),
+    )?;
+    let answer = peer
+        .create_elicitation(params)
+        .await
+        .map_err(|error| McpError::internal_error(format!("elicitation failed: {error}"), None))?;
+    let answer = serde_json::to_value(answer).unwrap_or_default();
+    super::decode_complete(json!({"messages": [{
+        "role": "user",
+        "content": {"type": "text", "text": format!("Prompt with context: {}", elicited_text(Some(&answer), "context"))}
+    }]}))
+}
+
 /// The multi round-trip prompt `test_input_required_result_prompt`.
 pub(super) fn get_prompt(
     responses: Option<&InputResponses>,

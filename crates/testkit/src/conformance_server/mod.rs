@@ -70,6 +70,8 @@ impl From<rmcp::service::ServerInitializeError> for ConformanceServerError {
 /// State shared by every handler instance (one per HTTP session or stateless request).
 #[derive(Debug, Clone, Default)]
 struct Shared {
+    /// The newest revision served (`None`: every revision rmcp knows).
+    newest_revision: Option<ProtocolVersion>,
     request_states: RequestStates,
     listeners: Arc<Mutex<Vec<SubscriptionSink>>>,
 }
@@ -87,6 +89,14 @@ impl ConformanceServer {
         Self::default()
     }
 
+    /// A server that speaks no revision newer than `newest` (it advertises and negotiates only
+    /// those), as a server written before a later revision does.
+    pub fn up_to(newest: ProtocolVersion) -> Self {
+        let mut server = Self::default();
+        server.shared.newest_revision = Some(newest);
+        server
+    }
+
     /// A handler for a new session or stateless request: shared state, its own log level.
     fn for_new_session(&self) -> Self {
         Self {
@@ -99,17 +109,16 @@ impl ConformanceServer {
     /// request gets logs only when its `_meta` names a level; on older revisions the level set
     /// by `logging/setLevel` applies, and everything is sent until one is set.
     async fn log(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, data: Value) {
-        let threshold = match context.meta.protocol_version() {
-            Some(version) if version.as_str() >= ProtocolVersion::V_2026_07_28.as_str() => {
-                match context.meta.log_level() {
-                    Some(threshold) => Some(threshold),
-                    None => return,
-                }
+        let threshold = if is_stateless(context) {
+            match context.meta.log_level() {
+                Some(threshold) => Some(threshold),
+                None => return,
             }
-            _ => *self
+        } else {
+            *self
                 .log_level
                 .lock()
-                .unwrap_or_else(PoisonError::into_inner),
+                .unwrap_or_else(PoisonError::into_inner)
         };
         if threshold.is_some_and(|threshold| severity(level) < severity(threshold)) {
             return;
@@ -138,6 +147,13 @@ impl ConformanceServer {
             request_state: request.request_state.as_deref(),
             client_capabilities: client_capabilities.as_ref(),
         };
+        if !is_stateless(&context)
+            && let Some(answer) =
+                input_required::ask_mid_call(name, &context.peer, client_capabilities.as_ref())
+                    .await
+        {
+            return answer.map(CallToolResponse::Complete);
+        }
         if let Some(answer) = input_required::call_tool(&round, &self.shared.request_states) {
             return answer.map(|round| match round {
                 Round::Complete(result) => CallToolResponse::Complete(result),
@@ -152,6 +168,20 @@ impl ConformanceServer {
                 .unwrap_or_default()
                 .to_owned()
         };
+        // A 2026-07-28 request cannot be answered by asking the client mid-call: the tools that
+        // do so on older revisions return an input_required result instead.
+        if is_stateless(&context)
+            && let Some(answer) = input_required::asking_tool(
+                &round,
+                &string_argument("prompt"),
+                &string_argument("message"),
+            )
+        {
+            return answer.map(|round| match round {
+                Round::Complete(result) => CallToolResponse::Complete(result),
+                Round::InputRequired(result) => CallToolResponse::InputRequired(result),
+            });
+        }
         match name {
             "test_tool_with_logging" => {
                 for (index, message) in [
@@ -315,6 +345,14 @@ impl ConformanceServer {
     }
 }
 
+/// Whether the request speaks 2026-07-28 or later (no mid-call requests to the client).
+fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .meta
+        .protocol_version()
+        .is_some_and(|version| version.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
 /// The rank of a log level, least severe first.
 fn severity(level: LoggingLevel) -> u8 {
     match level {
@@ -371,6 +409,13 @@ fn capabilities() -> ServerCapabilities {
 }
 
 impl ServerHandler for ConformanceServer {
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        match &self.shared.newest_revision {
+            Some(newest) => std::borrow::Cow::Borrowed(ProtocolVersion::known_up_to(newest)),
+            None => std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS),
+        }
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(capabilities())
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
@@ -476,8 +521,13 @@ impl ServerHandler for ConformanceServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        if request.name == "test_input_required_result_prompt" && !is_stateless(&context) {
+            return input_required::prompt_asking_mid_call(&context.peer)
+                .await
+                .map(GetPromptResponse::Complete);
+        }
         if request.name == "test_input_required_result_prompt" {
             return input_required::get_prompt(request.input_responses.as_ref()).map(|round| {
                 match round {
@@ -558,8 +608,11 @@ pub fn http_config() -> StreamableHttpServerConfig {
 
 /// Serves the conformance fixture over stdio, or over Streamable HTTP at `http` (path `/mcp`),
 /// printing `listening on http://ADDR/mcp` to stderr once bound.
-pub async fn run(http: Option<SocketAddr>) -> Result<(), ConformanceServerError> {
-    let server = ConformanceServer::new();
+pub async fn run(
+    http: Option<SocketAddr>,
+    newest_revision: Option<ProtocolVersion>,
+) -> Result<(), ConformanceServerError> {
+    let server = newest_revision.map_or_else(ConformanceServer::new, ConformanceServer::up_to);
     match http {
         None => {
             let running = server.serve(rmcp::transport::stdio()).await?;
