@@ -54,6 +54,8 @@ enum Command {
     Audit(commands::audit::AuditArgs),
     /// Serve the gated tool surface as an MCP server (stdio or Streamable HTTP).
     Serve(commands::serve::ServeArgs),
+    /// warden as an HTTP service: `run` the API, `key create|revoke` its tenants' API keys.
+    Service(commands::service::ServiceArgs),
     /// Print a shell completion script: `warden completions bash > ~/.local/share/bash-completion/completions/warden`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -126,6 +128,7 @@ fn run_command() -> ExitCode {
         Command::Skills(args) => commands::skills::run(&globals, args),
         Command::Audit(args) => commands::audit::run(&globals, args),
         Command::Serve(args) => commands::serve::run(&globals, args),
+        Command::Service(args) => commands::service::run(&globals, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "warden", &mut std::io::stdout());

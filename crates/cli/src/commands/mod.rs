@@ -11,5 +11,6 @@ pub(crate) mod probe;
 pub(crate) mod prompt;
 pub(crate) mod run;
 pub(crate) mod serve;
+pub(crate) mod service;
 pub(crate) mod skills;
 pub(crate) mod tool;

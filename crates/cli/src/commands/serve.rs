@@ -223,7 +223,7 @@ async fn stop_signal() {
 
 /// `--http ADDR`: an IP address and port, or `localhost:PORT` (the loopback address; the name is
 /// never looked up elsewhere).
-fn listen_address(text: &str) -> Result<SocketAddr, String> {
+pub(crate) fn listen_address(text: &str) -> Result<SocketAddr, String> {
     if let Ok(address) = text.parse::<SocketAddr>() {
         return Ok(address);
     }

@@ -25,6 +25,7 @@ mod robustness;
 mod run_agent;
 mod run_progress;
 mod serve_cli;
+mod service_api;
 mod skill_scripts;
 mod skills_cli;
 mod skills_mcp;

@@ -1,0 +1,156 @@
+//! `warden service`: warden as an HTTP service (`run`), and the API keys of its tenants (`key create`, `key revoke`), stored in `STATE_DIR/service.db`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use warden_service::{Role, ServiceStorage, SessionOpener, SqliteStorage};
+use warden_session::AgentSession;
+
+use crate::Globals;
+use crate::setup::{AgentFlags, PolicyFlags, async_runtime, load_config, open_agent_session};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServiceArgs {
+    #[command(subcommand)]
+    command: ServiceCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ServiceCommand {
+    /// Serve the HTTP API (REST + SSE) until stopped; every request needs an API key.
+    Run(RunArgs),
+    /// API keys of the service's tenants.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Where to listen (default 127.0.0.1:8780, loopback).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8780",
+          value_parser = crate::commands::serve::listen_address)]
+    listen: SocketAddr,
+    #[command(flatten)]
+    policy: PolicyFlags,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum KeyCommand {
+    /// Make an API key (printed once; stored hashed). Its tenant is created if new.
+    Create {
+        /// The tenant the key belongs to.
+        #[arg(long)]
+        tenant: String,
+        /// Who uses the key (the caller the audit and authorization see).
+        #[arg(long)]
+        caller: String,
+        /// An operator key: reaches the operator endpoints (making tenants' keys).
+        #[arg(long)]
+        operator: bool,
+    },
+    /// Revoke an API key by its id (`key_…`).
+    Revoke { id: String },
+}
+
+pub(crate) fn run(globals: &Globals, args: ServiceArgs) -> anyhow::Result<ExitCode> {
+    let (paths, _workspace, _config) = load_config(globals)?;
+    let database = paths.state_dir().join("service.db");
+    let store = SqliteStorage::open(&database)
+        .with_context(|| format!("opening the service database {}", database.display()))?;
+    match args.command {
+        ServiceCommand::Key { command } => keys(&store, command),
+        ServiceCommand::Run(run) => serve(globals, Arc::new(store), run),
+    }
+}
+
+fn keys(store: &SqliteStorage, command: KeyCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        KeyCommand::Create {
+            tenant,
+            caller,
+            operator,
+        } => {
+            if tenant.trim().is_empty() || caller.trim().is_empty() {
+                anyhow::bail!("--tenant and --caller must not be empty");
+            }
+            let role = if operator {
+                Role::Operator
+            } else {
+                Role::Tenant
+            };
+            let key = store.issue_key(&tenant, &caller, role)?;
+            println!("{}", key.secret);
+            eprintln!(
+                "warden: key {} for {caller} of tenant {tenant} (shown once; revoke with `warden service key revoke {}`)",
+                key.id, key.id
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        KeyCommand::Revoke { id } => {
+            if store.revoke_key(&id)? {
+                eprintln!("warden: revoked {id}");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                anyhow::bail!("no live key {id} (see the id printed when it was made)");
+            }
+        }
+    }
+}
+
+/// Opens each run's agent session as `warden run` would, for the session's profile.
+struct RunOpener {
+    globals: Globals,
+    policy: PolicyFlags,
+    agents: Vec<String>,
+}
+
+impl SessionOpener for RunOpener {
+    fn open(&self, agent: Option<&str>) -> Result<AgentSession, String> {
+        open_agent_session(
+            &self.globals,
+            AgentFlags {
+                model: None,
+                agent,
+                mcp: &[],
+                policy: &self.policy,
+                add_dirs: &[],
+                resume: None,
+                continue_latest: false,
+            },
+            None,
+            None,
+        )
+        .map_err(|error| crate::setup::error_line(&error))
+    }
+
+    fn knows_agent(&self, agent: &str) -> bool {
+        self.agents.iter().any(|known| known == agent)
+    }
+}
+
+fn serve(globals: &Globals, store: Arc<SqliteStorage>, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let (_paths, _workspace, config) = load_config(globals)?;
+    // The policy flags are checked before anything listens.
+    let _ = args.policy.policy(&config.policy)?;
+    let opener = Arc::new(RunOpener {
+        globals: globals.clone(),
+        policy: args.policy,
+        agents: config.models.agents.keys().cloned().collect(),
+    });
+    let runtime = async_runtime()?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let bound = listener.local_addr()?;
+        eprintln!("warden service listening on http://{bound}/v1");
+        let shutdown = crate::setup::cancel_on_stop_signal();
+        let storage: Arc<dyn ServiceStorage> = store;
+        warden_service::serve(listener, storage, opener, shutdown).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}

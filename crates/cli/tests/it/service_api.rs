@@ -1,0 +1,404 @@
+//! `warden service`: the real binary serving its HTTP API over the mock model — keys made with the CLI, a session whose run calls a built-in tool, its events read by cursor and as a stream resumed with `Last-Event-ID`, another tenant's key answered 404 everywhere, bad input refused with nothing stored, and a service killed mid-run that lists the run as interrupted when it starts again.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use warden_mock_model::{MockModel, Step, Turn};
+
+use crate::support::{Sandbox, mock_model_config};
+
+/// A running `warden service run`, killed when dropped.
+struct Service {
+    child: tokio::process::Child,
+    base: String,
+}
+
+impl Service {
+    async fn start(sandbox: &Sandbox) -> Self {
+        let mut command = tokio::process::Command::from(sandbox.command());
+        command
+            .args(["service", "run", "--listen", "127.0.0.1:0"])
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let base = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if let Some(rest) = line.strip_prefix("warden service listening on ") {
+                    return rest.trim().to_owned();
+                }
+            }
+            panic!("warden service stopped before listening");
+        })
+        .await
+        .expect("warden service listens");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self { child, base }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+fn key(sandbox: &Sandbox, tenant: &str, caller: &str) -> String {
+    sandbox
+        .ok(&[
+            "service", "key", "create", "--tenant", tenant, "--caller", caller,
+        ])
+        .trim()
+        .to_owned()
+}
+
+fn client() -> reqwest::Client {
+    warden_net::http_client().loopback().build().unwrap()
+}
+
+async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Reads an SSE stream to its end: each event's id and data.
+async fn read_stream(response: reqwest::Response) -> Vec<(u64, Value)> {
+    let text = tokio::time::timeout(Duration::from_secs(60), response.text())
+        .await
+        .expect("the stream ends once the run is over")
+        .unwrap();
+    let mut events = Vec::new();
+    let mut id = None;
+    for line in text.lines() {
+        if let Some(value) = line.strip_prefix("id:") {
+            id = Some(value.trim().parse::<u64>().unwrap());
+        } else if let Some(data) = line.strip_prefix("data:") {
+            events.push((
+                id.take().unwrap(),
+                serde_json::from_str(data.trim()).unwrap(),
+            ));
+        }
+    }
+    events
+}
+
+fn service_config(mock: &MockModel) -> String {
+    format!(
+        "{}[agents.support]\ninstructions = \"Help the customer.\"\n",
+        mock_model_config(&mock.base_url(), "openai", None)
+    )
+}
+
+#[tokio::test]
+async fn a_session_runs_a_built_in_tool_and_its_events_resume_by_cursor() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "read_file",
+        json!({"path": "hello.txt"}),
+    ));
+    mock.push_turn(Turn::text("The file says hello."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&service_config(&mock));
+    sandbox.write(
+        &sandbox.work().join("hello.txt"),
+        "hello from the workspace\n",
+    );
+    let acme = key(&sandbox, "acme", "web-app");
+    let service = Service::start(&sandbox).await;
+
+    let (status, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({"agent": "support"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{session}");
+    assert_eq!(session["state"], "idle");
+    let id = session["id"].as_str().unwrap().to_owned();
+
+    let (status, accepted) = send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&acme)
+            .json(&json!({"text": "What does hello.txt say?"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+    let after = accepted["events_after"].as_u64().unwrap();
+
+    // The whole run, streamed from the cursor the message gave.
+    let stream = client()
+        .get(service.url(&format!("/sessions/{id}/events/stream?after={after}")))
+        .bearer_auth(&acme)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    let events = read_stream(stream).await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|(_, event)| event["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"run_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+    assert!(kinds.contains(&"tool_call_finished"), "{kinds:?}");
+    let finished = &events.last().unwrap().1;
+    assert_eq!(finished["final_text"], "The file says hello.");
+    let ids: Vec<u64> = events.iter().map(|(seq, _)| *seq).collect();
+    assert!(ids.windows(2).all(|pair| pair[1] == pair[0] + 1), "{ids:?}");
+    // The tool's result reached the model.
+    assert!(
+        mock.requests()[1]
+            .body
+            .to_string()
+            .contains("hello from the workspace")
+    );
+
+    // A client that reconnects after event k gets exactly the rest, by page or by stream.
+    let k = ids[ids.len() / 2];
+    let (status, page) = send(
+        client()
+            .get(service.url(&format!("/sessions/{id}/events?after={k}&limit=500")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let paged: Vec<u64> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(paged, ids[ids.len() / 2 + 1..].to_vec());
+    let resumed = client()
+        .get(service.url(&format!("/sessions/{id}/events/stream")))
+        .bearer_auth(&acme)
+        .header("Last-Event-ID", k.to_string())
+        .send()
+        .await
+        .unwrap();
+    let resumed: Vec<u64> = read_stream(resumed)
+        .await
+        .iter()
+        .map(|(seq, _)| *seq)
+        .collect();
+    assert_eq!(resumed, paged);
+
+    // The conversation is kept: the session shows its messages, and is ready for the next.
+    let (status, shown) = send(
+        client()
+            .get(service.url(&format!("/sessions/{id}")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(shown["session"]["state"], "idle");
+    assert!(
+        shown["messages"]
+            .to_string()
+            .contains("The file says hello.")
+    );
+}
+
+#[tokio::test]
+async fn another_tenant_s_key_gets_404_for_every_session_endpoint() {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&service_config(&mock));
+    let acme = key(&sandbox, "acme", "web-app");
+    let globex = key(&sandbox, "globex", "intruder");
+    let service = Service::start(&sandbox).await;
+    let (_, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({})),
+    )
+    .await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    let attempts = [
+        client().get(service.url(&format!("/sessions/{id}"))),
+        client().delete(service.url(&format!("/sessions/{id}"))),
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .json(&json!({"text": "leak it"})),
+        client().post(service.url(&format!("/sessions/{id}/cancel"))),
+        client().get(service.url(&format!("/sessions/{id}/events"))),
+        client().get(service.url(&format!("/sessions/{id}/events/stream"))),
+    ];
+    for attempt in attempts {
+        let (status, body) = send(attempt.bearer_auth(&globex)).await;
+        assert_eq!(status, 404, "{body}");
+    }
+    let (status, listed) = send(client().get(service.url("/sessions")).bearer_auth(&globex)).await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["sessions"], json!([]));
+    // A tenant key does not reach the operator endpoint either.
+    let (status, _) = send(
+        client()
+            .post(service.url("/tenants/globex/keys"))
+            .bearer_auth(&globex)
+            .json(&json!({"caller": "more"})),
+    )
+    .await;
+    assert_eq!(status, 404);
+    // Nothing of acme's moved: the session is still there, untouched.
+    let (status, shown) = send(
+        client()
+            .get(service.url(&format!("/sessions/{id}")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(shown["messages"], json!([]));
+    assert!(mock.requests().is_empty(), "no run started");
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_4xx_with_a_reason_and_stores_nothing() {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&service_config(&mock));
+    let acme = key(&sandbox, "acme", "web-app");
+    let service = Service::start(&sandbox).await;
+    let sessions = service.url("/sessions");
+    let cases: Vec<(reqwest::RequestBuilder, u16)> = vec![
+        (client().get(&sessions), 401),
+        (client().get(&sessions).bearer_auth("wsk_not_a_key"), 401),
+        (
+            client()
+                .post(&sessions)
+                .bearer_auth(&acme)
+                .header("content-type", "application/json")
+                .body("{not json"),
+            400,
+        ),
+        (
+            client()
+                .post(&sessions)
+                .bearer_auth(&acme)
+                .json(&json!({"agent": "support", "command": "rm -rf /"})),
+            400,
+        ),
+        (
+            client()
+                .post(&sessions)
+                .bearer_auth(&acme)
+                .json(&json!({"agent": "nobody"})),
+            400,
+        ),
+        (
+            client()
+                .post(&sessions)
+                .bearer_auth(&acme)
+                .header("content-type", "text/plain")
+                .body("{}"),
+            415,
+        ),
+        (
+            client()
+                .post(&sessions)
+                .bearer_auth(&acme)
+                .header("content-type", "application/json")
+                .body(format!(
+                    "{{\"agent\": \"{}\"}}",
+                    "x".repeat(2 * 1024 * 1024)
+                )),
+            413,
+        ),
+        (
+            client()
+                .get(service.url("/sessions/ses_unknown/events"))
+                .bearer_auth(&acme),
+            404,
+        ),
+        (
+            client()
+                .post(service.url("/sessions/ses_unknown/messages"))
+                .bearer_auth(&acme)
+                .json(&json!({"text": "hi"})),
+            404,
+        ),
+    ];
+    for (request, expected) in cases {
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, expected, "{text}");
+        if status != 413 {
+            let body: Value = serde_json::from_str(&text).unwrap();
+            let reason = body["error"].as_str().unwrap();
+            assert_eq!(reason.lines().count(), 1, "{reason}");
+        }
+    }
+    let (_, listed) = send(client().get(&sessions).bearer_auth(&acme)).await;
+    assert_eq!(listed["sessions"], json!([]), "nothing was stored");
+}
+
+#[tokio::test]
+async fn a_service_killed_mid_run_lists_the_run_as_interrupted_after_a_restart() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_step(Step::HangBeforeHeaders);
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&service_config(&mock));
+    let acme = key(&sandbox, "acme", "web-app");
+    let mut service = Service::start(&sandbox).await;
+    let (_, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({})),
+    )
+    .await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&acme)
+            .json(&json!({"text": "this run never ends"})),
+    )
+    .await;
+    assert_eq!(status, 202);
+    // The model has the request: the run is going.
+    for _ in 0..600 {
+        if !mock.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(mock.requests().len(), 1);
+    service.child.start_kill().unwrap();
+    service.child.wait().await.unwrap();
+
+    let service = Service::start(&sandbox).await;
+    let (status, shown) = send(
+        client()
+            .get(service.url(&format!("/sessions/{id}")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(shown["session"]["state"], "interrupted");
+    let (_, page) = send(
+        client()
+            .get(service.url(&format!("/sessions/{id}/events")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    let kinds: Vec<&str> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["event"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"run_started"));
+    assert_eq!(kinds.last(), Some(&"run_interrupted"), "{kinds:?}");
+}

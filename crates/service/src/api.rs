@@ -1,0 +1,581 @@
+//! The service's HTTP API (REST + SSE): every request resolves its API key to a tenant and a caller; sessions, their messages (each starting a run) and their events (a page by cursor, or a stream that resumes from `Last-Event-ID`) are the tenant's alone — another tenant's ids answer 404. Bad input gets a 4xx with a one-line reason and stores nothing.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, Request, State};
+use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http::{HeaderMap, StatusCode};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::runs::{RunError, Runs, SessionOpener};
+use crate::store::{Principal, Role, ServiceStorage, StoreError};
+
+/// Request bodies larger than this are refused (413).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Events in one page at most.
+const MAX_PAGE: usize = 500;
+/// The events a page holds when the request does not say.
+const DEFAULT_PAGE: usize = 100;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct ServiceState {
+    store: Arc<dyn ServiceStorage>,
+    runs: Arc<Runs>,
+    opener: Arc<dyn SessionOpener>,
+    bound: SocketAddr,
+}
+
+/// A refusal: a status and a one-line reason, as `{"error": "…"}`.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn not_found(what: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, format!("no {what}"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({"error": self.message}))).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        tracing::warn!("service storage: {error}");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+    }
+}
+
+impl From<RunError> for ApiError {
+    fn from(error: RunError) -> Self {
+        match error {
+            RunError::UnknownSession(_) => Self::not_found("such session"),
+            RunError::Busy(_) => Self::new(StatusCode::CONFLICT, error.to_string()),
+            RunError::Store(error) => error.into(),
+        }
+    }
+}
+
+/// A JSON body of type `T`: not JSON, the wrong shape or unknown fields are a 400 naming what
+/// was wrong.
+fn body<T: DeserializeOwned>(headers: &HeaderMap, bytes: &Bytes) -> Result<T, ApiError> {
+    let is_json = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if !is_json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the body as Content-Type: application/json",
+        ));
+    }
+    serde_json::from_slice(bytes).map_err(|error| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("bad request body: {error}"),
+        )
+    })
+}
+
+/// `POST /v1/sessions`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewSession {
+    /// The agent profile (`[agents.NAME]`); the default agent when absent.
+    agent: Option<String>,
+}
+
+/// `POST /v1/sessions/{id}/messages`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewMessage {
+    text: String,
+}
+
+/// `POST /v1/tenants/{tenant}/keys` (operator).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewKey {
+    caller: String,
+}
+
+/// The router of the API over `store`, with runs opened by `opener`; `bound` is the address
+/// served (its `Host` is accepted beside loopback names).
+pub fn router(
+    store: Arc<dyn ServiceStorage>,
+    opener: Arc<dyn SessionOpener>,
+    bound: SocketAddr,
+) -> axum::Router {
+    let runs = Runs::new(store.clone(), opener.clone());
+    let state = ServiceState {
+        store,
+        runs,
+        opener,
+        bound,
+    };
+    axum::Router::new()
+        .route("/v1/sessions", post(create_session).get(list_sessions))
+        .route(
+            "/v1/sessions/{id}",
+            get(show_session).delete(delete_session),
+        )
+        .route("/v1/sessions/{id}/messages", post(post_message))
+        .route("/v1/sessions/{id}/cancel", post(cancel_run))
+        .route("/v1/sessions/{id}/events", get(list_events))
+        .route("/v1/sessions/{id}/events/stream", get(stream_events))
+        .route("/v1/tenants/{tenant}/keys", post(issue_key))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            check_origin,
+        ))
+        .with_state(state)
+}
+
+/// Serves the API on `listener` until `shutdown` fires. Sessions a stopped instance left
+/// running are marked interrupted first.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    store: Arc<dyn ServiceStorage>,
+    opener: Arc<dyn SessionOpener>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let bound = listener.local_addr()?;
+    match store.interrupt_running() {
+        Ok(0) => {}
+        Ok(count) => tracing::warn!(
+            "{count} run(s) were going when the service last stopped; their sessions are marked interrupted"
+        ),
+        Err(error) => tracing::warn!("could not mark interrupted runs: {error}"),
+    }
+    let app = router(store, opener, bound);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+/// `Host` must name loopback or the bound address, and a browser's `Origin` must be loopback
+/// (DNS rebinding protection, as `warden serve --http`).
+async fn check_origin(State(state): State<ServiceState>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(http::header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    if !host_allowed(host, &state.bound) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("Host {host:?} is not served here"),
+        )
+        .into_response();
+    }
+    if let Some(origin) = request
+        .headers()
+        .get(http::header::ORIGIN)
+        .and_then(|value| value.to_str().ok())
+        && !origin_is_loopback(origin)
+    {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("Origin {origin:?} is not allowed"),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// The host part of a `Host` header (without the port; brackets of an IPv6 address removed).
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    host.rsplit_once(':').map_or(host, |(name, _port)| name)
+}
+
+fn host_allowed(host: &str, bound: &SocketAddr) -> bool {
+    let name = host_name(host);
+    matches!(name, "localhost" | "127.0.0.1" | "::1")
+        || (!bound.ip().is_unspecified() && name == bound.ip().to_string())
+}
+
+fn origin_is_loopback(origin: &str) -> bool {
+    ["http://localhost", "http://127.0.0.1", "http://[::1]"]
+        .iter()
+        .any(|allowed| {
+            origin
+                .strip_prefix(allowed)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+        })
+}
+
+/// Resolves `Authorization: Bearer KEY` to its tenant and caller (401 otherwise).
+async fn authenticate(
+    State(state): State<ServiceState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let presented = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some(presented) = presented else {
+        return unauthorized("send an API key as Authorization: Bearer KEY");
+    };
+    match state.store.resolve_key(presented) {
+        Ok(Some(principal)) => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+        Ok(None) => unauthorized("the API key is unknown or revoked"),
+        Err(error) => ApiError::from(error).into_response(),
+    }
+}
+
+fn unauthorized(reason: &str) -> Response {
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, reason).into_response();
+    response.headers_mut().insert(
+        http::header::WWW_AUTHENTICATE,
+        http::HeaderValue::from_static("Bearer"),
+    );
+    response
+}
+
+fn principal(request_extensions: &http::Extensions) -> Result<Principal, ApiError> {
+    request_extensions
+        .get::<Principal>()
+        .cloned()
+        .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "no API key"))
+}
+
+async fn create_session(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let request: NewSession = if bytes.is_empty() {
+        NewSession { agent: None }
+    } else {
+        body(&headers, &bytes)?
+    };
+    if let Some(agent) = &request.agent
+        && !state.opener.knows_agent(agent)
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("no agent profile named {agent:?} (define it as [agents.{agent}])"),
+        ));
+    }
+    let row = state
+        .store
+        .create_session(&principal.tenant, request.agent.as_deref())?;
+    Ok((StatusCode::CREATED, Json(row)).into_response())
+}
+
+async fn list_sessions(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let rows = state.store.list_sessions(&principal.tenant)?;
+    Ok(Json(json!({"sessions": rows})).into_response())
+}
+
+async fn show_session(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let row = state
+        .store
+        .session(&principal.tenant, &id)?
+        .ok_or_else(|| ApiError::not_found("such session"))?;
+    let messages = state.store.messages(&principal.tenant, &id)?;
+    Ok(Json(json!({"session": row, "messages": messages})).into_response())
+}
+
+async fn delete_session(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    if state.store.session(&principal.tenant, &id)?.is_none() {
+        return Err(ApiError::not_found("such session"));
+    }
+    if state.runs.is_going(&id) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the session has a run going; cancel it first",
+        ));
+    }
+    state.store.delete_session(&principal.tenant, &id)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+async fn post_message(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let message: NewMessage = body(&headers, &bytes)?;
+    if message.text.trim().is_empty() {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "text is empty"));
+    }
+    // The cursor to follow the run from: its events come after every event stored so far.
+    let after = last_seq(&state, &principal, &id)?;
+    state.runs.start(&principal, &id, message.text)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session": id, "events_after": after})),
+    )
+        .into_response())
+}
+
+/// The cursor of the last event stored for the session (0: none).
+fn last_seq(state: &ServiceState, principal: &Principal, id: &str) -> Result<u64, ApiError> {
+    if state.store.session(&principal.tenant, id)?.is_none() {
+        return Err(ApiError::not_found("such session"));
+    }
+    let mut after = 0;
+    loop {
+        let page = state
+            .store
+            .events_after(&principal.tenant, id, after, MAX_PAGE)?;
+        match page.last() {
+            Some(last) => after = last.seq,
+            None => return Ok(after),
+        }
+    }
+}
+
+async fn cancel_run(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    if state.store.session(&principal.tenant, &id)?.is_none() {
+        return Err(ApiError::not_found("such session"));
+    }
+    if state.runs.cancel(&id) {
+        Ok((StatusCode::ACCEPTED, Json(json!({"cancelled": true}))).into_response())
+    } else {
+        Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the session has no run going",
+        ))
+    }
+}
+
+/// `after` and `limit` from a query string such as `after=12&limit=50`.
+fn cursor_query(query: Option<&str>) -> Result<(u64, usize), ApiError> {
+    let mut after = 0;
+    let mut limit = DEFAULT_PAGE;
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let bad = || {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("{key} must be a whole number"),
+            )
+        };
+        match key {
+            "after" => after = value.parse().map_err(|_| bad())?,
+            "limit" => {
+                limit = value
+                    .parse::<usize>()
+                    .map_err(|_| bad())?
+                    .clamp(1, MAX_PAGE)
+            }
+            other => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown query parameter {other:?} (after, limit)"),
+                ));
+            }
+        }
+    }
+    Ok((after, limit))
+}
+
+async fn list_events(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let (after, limit) = cursor_query(query.as_deref())?;
+    if state.store.session(&principal.tenant, &id)?.is_none() {
+        return Err(ApiError::not_found("such session"));
+    }
+    let events = state
+        .store
+        .events_after(&principal.tenant, &id, after, limit)?;
+    let next = events.last().map_or(after, |last| last.seq);
+    Ok(Json(json!({"events": events, "next": next})).into_response())
+}
+
+/// The session's events as Server-Sent Events (`id:` is the cursor), from `after` or the
+/// `Last-Event-ID` a reconnecting client sends; the stream ends once no run is going and every
+/// event was sent.
+async fn stream_events(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let (mut after, _) = cursor_query(query.as_deref())?;
+    if let Some(last) = headers
+        .get("last-event-id")
+        .and_then(|value| value.to_str().ok())
+    {
+        after = last.trim().parse().map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "Last-Event-ID must be a whole number",
+            )
+        })?;
+    }
+    if state.store.session(&principal.tenant, &id)?.is_none() {
+        return Err(ApiError::not_found("such session"));
+    }
+    let stream = futures::stream::unfold(
+        (state, principal, id, after, Vec::new().into_iter()),
+        |(state, principal, id, mut after, mut pending)| async move {
+            loop {
+                if let Some(row) = pending.next() {
+                    let event: crate::store::EventRow = row;
+                    after = event.seq;
+                    let sse = Event::default()
+                        .id(event.seq.to_string())
+                        .data(event.event.to_string());
+                    return Some((
+                        Ok::<Event, Infallible>(sse),
+                        (state, principal, id, after, pending),
+                    ));
+                }
+                let wakeup = state.runs.wakeup(&id);
+                let notified = wakeup.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                let going = state.runs.is_going(&id);
+                let page = state
+                    .store
+                    .events_after(&principal.tenant, &id, after, MAX_PAGE)
+                    .unwrap_or_default();
+                if !page.is_empty() {
+                    pending = page.into_iter();
+                    continue;
+                }
+                if !going {
+                    return None;
+                }
+                // Woken by the next stored event; a periodic look covers a missed wake-up.
+                let _ = tokio::time::timeout(Duration::from_secs(5), notified).await;
+            }
+        },
+    );
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+async fn issue_key(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(tenant): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    if principal.role != Role::Operator {
+        return Err(ApiError::not_found("such endpoint for this key"));
+    }
+    let request: NewKey = body(&headers, &bytes)?;
+    if tenant.trim().is_empty() || request.caller.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "tenant and caller must not be empty",
+        ));
+    }
+    let key = state
+        .store
+        .issue_key(&tenant, &request.caller, Role::Tenant)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"id": key.id, "tenant": tenant, "caller": request.caller, "key": key.secret})),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_and_origins_are_loopback_or_the_bound_address() {
+        let loopback: SocketAddr = "127.0.0.1:8080".parse().unwrap_or_else(|_| unreachable!());
+        assert!(host_allowed("localhost:8080", &loopback));
+        assert!(host_allowed("[::1]:8080", &loopback));
+        assert!(!host_allowed("evil.example:8080", &loopback));
+        let public: SocketAddr = "10.0.0.5:80".parse().unwrap_or_else(|_| unreachable!());
+        assert!(host_allowed("10.0.0.5", &public));
+        assert!(origin_is_loopback("http://localhost:3000"));
+        assert!(!origin_is_loopback("http://localhost.evil.example"));
+        assert!(!origin_is_loopback("https://evil.example"));
+    }
+
+    #[test]
+    fn a_cursor_query_takes_after_and_limit_and_refuses_anything_else() {
+        assert_eq!(cursor_query(None).ok(), Some((0, DEFAULT_PAGE)));
+        assert_eq!(
+            cursor_query(Some("after=7&limit=9999")).ok(),
+            Some((7, MAX_PAGE))
+        );
+        assert!(cursor_query(Some("after=x")).is_err());
+        assert!(cursor_query(Some("sort=desc")).is_err());
+    }
+}

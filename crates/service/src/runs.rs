@@ -1,0 +1,230 @@
+//! Runs of the service's sessions: one at a time per session, each an agent session opened from the session's profile, its events stored as they happen (so a client that reconnects misses nothing) and its messages kept when it ends.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use warden_agent::{Agent, AgentEvent, AgentOptions, Message};
+use warden_session::AgentSession;
+
+use crate::store::{Principal, ServiceStorage, SessionState, StoreError};
+
+/// The most model turns in one run.
+const MAX_TURNS: u32 = 50;
+
+/// Opens the agent session a run uses, from a session's agent profile (`None`: the default
+/// agent). The binary supplies it: the configuration, paths and policy it loaded.
+pub trait SessionOpener: Send + Sync + 'static {
+    fn open(&self, agent: Option<&str>) -> Result<AgentSession, String>;
+    /// Whether an agent profile of this name exists (a session naming another is refused).
+    fn knows_agent(&self, agent: &str) -> bool;
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("no session {0}")]
+    UnknownSession(String),
+    #[error("session {0} has a run going; wait for it to finish or cancel it")]
+    Busy(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The runs going on, and the wake-ups of those who follow a session's events.
+pub struct Runs {
+    store: Arc<dyn ServiceStorage>,
+    opener: Arc<dyn SessionOpener>,
+    going: Mutex<HashMap<String, CancellationToken>>,
+    wakeups: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+impl Runs {
+    pub fn new(store: Arc<dyn ServiceStorage>, opener: Arc<dyn SessionOpener>) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            opener,
+            going: Mutex::default(),
+            wakeups: Mutex::default(),
+        })
+    }
+
+    /// What a follower of `session`'s events waits on: notified after each stored event.
+    pub fn wakeup(&self, session: &str) -> Arc<Notify> {
+        self.wakeups
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(session.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Stores an event of `session` and wakes its followers.
+    fn record(&self, tenant: &str, session: &str, event: &serde_json::Value) {
+        if let Err(error) = self.store.append_event(tenant, session, event) {
+            tracing::warn!("session {session}: an event could not be stored: {error}");
+        }
+        self.wakeup(session).notify_waiters();
+    }
+
+    /// Starts a run of `session` with the user's `text`; refused while one is going.
+    pub fn start(
+        self: &Arc<Self>,
+        principal: &Principal,
+        session: &str,
+        text: String,
+    ) -> Result<(), RunError> {
+        let row = self
+            .store
+            .session(&principal.tenant, session)?
+            .ok_or_else(|| RunError::UnknownSession(session.to_owned()))?;
+        let ready = [
+            SessionState::Idle,
+            SessionState::Failed,
+            SessionState::Interrupted,
+        ];
+        if !self
+            .store
+            .transition(&principal.tenant, session, &ready, SessionState::Running)?
+        {
+            return Err(RunError::Busy(session.to_owned()));
+        }
+        let cancel = CancellationToken::new();
+        self.going
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(session.to_owned(), cancel.clone());
+        self.record(
+            &principal.tenant,
+            session,
+            &json!({"type": "run_started", "message": text, "caller": principal.caller}),
+        );
+        let runs = self.clone();
+        let tenant = principal.tenant.clone();
+        let session = session.to_owned();
+        tokio::spawn(async move {
+            let ended = runs
+                .run(&tenant, &session, row.agent.as_deref(), text, cancel)
+                .await;
+            let (state, event) = match ended {
+                Ok(event) => (SessionState::Idle, event),
+                Err(reason) => (
+                    SessionState::Failed,
+                    json!({"type": "run_failed", "error": reason}),
+                ),
+            };
+            runs.record(&tenant, &session, &event);
+            let _ = runs
+                .store
+                .transition(&tenant, &session, &[SessionState::Running], state);
+            runs.going
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&session);
+            runs.wakeup(&session).notify_waiters();
+        });
+        Ok(())
+    }
+
+    /// Cancels the run of `session`, if one is going; whether there was one.
+    pub fn cancel(&self, session: &str) -> bool {
+        self.going
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(session)
+            .inspect(|cancel| cancel.cancel())
+            .is_some()
+    }
+
+    /// Whether a run of `session` is going in this instance.
+    pub fn is_going(&self, session: &str) -> bool {
+        self.going
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(session)
+    }
+
+    /// One run: the agent session opened, the conversation continued with `text`, every event
+    /// stored; `Ok` is the run's last event, `Err` why it failed.
+    async fn run(
+        self: &Arc<Self>,
+        tenant: &str,
+        session: &str,
+        agent: Option<&str>,
+        text: String,
+        cancel: CancellationToken,
+    ) -> Result<serde_json::Value, String> {
+        let mut opened = self.opener.open(agent)?;
+        let outcome = self
+            .converse(&mut opened, tenant, session, text, &cancel)
+            .await;
+        opened.host.shutdown().await;
+        outcome
+    }
+
+    async fn converse(
+        self: &Arc<Self>,
+        opened: &mut AgentSession,
+        tenant: &str,
+        session: &str,
+        text: String,
+        cancel: &CancellationToken,
+    ) -> Result<serde_json::Value, String> {
+        let (tools, failures) = opened.tool_list().await;
+        for failure in failures {
+            self.record(
+                tenant,
+                session,
+                &json!({"type": "warning", "message": failure}),
+            );
+        }
+        let routing = opened.execution_routing().await;
+        let system_prompt = opened.system_prompt(routing);
+        let (sender, mut events) = tokio::sync::mpsc::unbounded_channel::<AgentEvent>();
+        let executor = opened.executor(Some(sender.clone()));
+        let agent = Agent::new(opened.client.clone(), executor, system_prompt, tools)
+            .with_options(AgentOptions {
+                max_turns: Some(MAX_TURNS),
+                ..AgentOptions::default()
+            })
+            .with_events(sender);
+        let stored = self
+            .store
+            .messages(tenant, session)
+            .map_err(|error| error.to_string())?;
+        let mut conversation: Vec<Message> = serde_json::from_value(stored)
+            .map_err(|error| format!("the session's stored messages are unreadable: {error}"))?;
+        conversation.push(Message::user(text));
+        let recorder = {
+            let runs = self.clone();
+            let tenant = tenant.to_owned();
+            let session = session.to_owned();
+            tokio::spawn(async move {
+                while let Some(event) = events.recv().await {
+                    match serde_json::to_value(&event) {
+                        Ok(value) => runs.record(&tenant, &session, &value),
+                        Err(error) => tracing::warn!("an event could not be encoded: {error}"),
+                    }
+                }
+            })
+        };
+        let result = agent.run(&mut conversation, cancel).await;
+        drop(agent);
+        // Every event of the run is stored before its end is.
+        let _ = recorder.await;
+        let messages = serde_json::to_value(&conversation).map_err(|error| error.to_string())?;
+        self.store
+            .save_messages(tenant, session, &messages)
+            .map_err(|error| error.to_string())?;
+        let outcome = result.map_err(|error| format!("the model request failed: {error}"))?;
+        Ok(json!({
+            "type": "run_finished",
+            "final_text": outcome.final_text,
+            "stop": outcome.stop,
+            "turns": outcome.turns,
+            "usage": outcome.usage,
+        }))
+    }
+}

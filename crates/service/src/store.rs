@@ -1,0 +1,659 @@
+//! The service's storage contract and its embedded SQLite backend: tenants, API keys (stored hashed), sessions with their conversation, and each session's events in order. Every function that reads or writes a tenant's rows takes the tenant: tenancy is part of every query, not a filter at the edge.
+
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// What a key may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A tenant's application or person: that tenant's sessions, nothing else.
+    Tenant,
+    /// The operator: the operator endpoints (tenants, keys, status), across tenants.
+    Operator,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Tenant => "tenant",
+            Self::Operator => "operator",
+        }
+    }
+
+    fn parse(text: &str) -> Self {
+        if text == "operator" {
+            Self::Operator
+        } else {
+            Self::Tenant
+        }
+    }
+}
+
+/// Who a request is: the tenant and caller its key resolved to.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub tenant: String,
+    pub caller: String,
+    pub role: Role,
+}
+
+impl std::fmt::Debug for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Principal")
+            .field("tenant", &self.tenant)
+            .field("caller", &self.caller)
+            .field("role", &self.role)
+            .finish()
+    }
+}
+
+/// A newly made API key: its id (to revoke it) and the secret, shown once.
+pub struct IssuedKey {
+    pub id: String,
+    pub secret: String,
+}
+
+impl std::fmt::Debug for IssuedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedKey")
+            .field("id", &self.id)
+            .field("secret", &"[redacted]")
+            .finish()
+    }
+}
+
+/// Where a session stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Created, or its last run finished: ready for a message.
+    Idle,
+    Running,
+    /// Its last run failed (the events say why).
+    Failed,
+    /// The service stopped while a run was going: the run is lost, the messages up to it kept.
+    Interrupted,
+}
+
+impl SessionState {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Running => "running",
+            Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    fn parse(text: &str) -> Self {
+        match text {
+            "running" => Self::Running,
+            "failed" => Self::Failed,
+            "interrupted" => Self::Interrupted,
+            _ => Self::Idle,
+        }
+    }
+}
+
+/// A session as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionRow {
+    pub id: String,
+    pub agent: Option<String>,
+    pub state: SessionState,
+    /// Seconds since the Unix epoch.
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+/// One stored event of a session; `seq` is its cursor (1, 2, …).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventRow {
+    pub seq: u64,
+    pub at: u64,
+    pub event: serde_json::Value,
+}
+
+/// Why storage failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the service database failed: {0}")]
+    Database(#[from] rusqlite::Error),
+    #[error("the service database holds a bad value: {0}")]
+    Corrupt(String),
+    #[error("warden could not make a random id: {0}")]
+    Random(String),
+}
+
+/// The storage every instance of the service shares. SQLite is the embedded backend; a
+/// PostgreSQL one implements the same contract for several instances.
+pub trait ServiceStorage: Send + Sync + 'static {
+    /// Makes a tenant (named `name`, which is also its id) unless it exists.
+    fn ensure_tenant(&self, name: &str) -> Result<(), StoreError>;
+    /// Makes an API key for `caller` of `tenant`; the secret is returned once and stored hashed.
+    fn issue_key(&self, tenant: &str, caller: &str, role: Role) -> Result<IssuedKey, StoreError>;
+    /// Revokes a key by id; whether there was one.
+    fn revoke_key(&self, id: &str) -> Result<bool, StoreError>;
+    /// The principal of a presented secret (`None`: unknown or revoked).
+    fn resolve_key(&self, secret: &str) -> Result<Option<Principal>, StoreError>;
+    fn create_session(&self, tenant: &str, agent: Option<&str>) -> Result<SessionRow, StoreError>;
+    fn list_sessions(&self, tenant: &str) -> Result<Vec<SessionRow>, StoreError>;
+    fn session(&self, tenant: &str, id: &str) -> Result<Option<SessionRow>, StoreError>;
+    /// Deletes a session with its events; whether there was one.
+    fn delete_session(&self, tenant: &str, id: &str) -> Result<bool, StoreError>;
+    /// Moves a session to `to` only from `from` (compare-and-set); whether it moved.
+    fn transition(
+        &self,
+        tenant: &str,
+        id: &str,
+        from: &[SessionState],
+        to: SessionState,
+    ) -> Result<bool, StoreError>;
+    /// The session's conversation (a JSON array of messages).
+    fn messages(&self, tenant: &str, id: &str) -> Result<serde_json::Value, StoreError>;
+    fn save_messages(
+        &self,
+        tenant: &str,
+        id: &str,
+        messages: &serde_json::Value,
+    ) -> Result<(), StoreError>;
+    /// Stores the next event of a session; returns its cursor.
+    fn append_event(
+        &self,
+        tenant: &str,
+        id: &str,
+        event: &serde_json::Value,
+    ) -> Result<u64, StoreError>;
+    /// The events after cursor `after`, at most `limit`, in order.
+    fn events_after(
+        &self,
+        tenant: &str,
+        id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRow>, StoreError>;
+    /// At start: every session left running by a stopped instance becomes interrupted, with an
+    /// event saying so; returns how many.
+    fn interrupt_running(&self) -> Result<usize, StoreError>;
+}
+
+/// The SQLite backend: `<state>/service.db`, WAL, one connection behind a lock.
+pub struct SqliteStorage {
+    connection: Mutex<Connection>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tenants (
+    id TEXT PRIMARY KEY,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    caller TEXT NOT NULL,
+    role TEXT NOT NULL,
+    secret_sha256 TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    agent TEXT,
+    state TEXT NOT NULL,
+    messages TEXT NOT NULL DEFAULT '[]',
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_tenant ON sessions(tenant_id, created_at);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+";
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+fn random_id(prefix: &str) -> Result<String, StoreError> {
+    warden_net::random_hex(16)
+        .map(|random| format!("{prefix}{random}"))
+        .map_err(|error| StoreError::Random(error.to_string()))
+}
+
+fn secret_hash(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+impl SqliteStorage {
+    /// Opens (creating) the database at `path`; its file is private to the user.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let connection = Connection::open(path)?;
+        restrict_to_owner(path);
+        Self::with_connection(connection)
+    }
+
+    /// A database in memory (tests).
+    pub fn in_memory() -> Result<Self, StoreError> {
+        Self::with_connection(Connection::open_in_memory()?)
+    }
+
+    fn with_connection(connection: Connection) -> Result<Self, StoreError> {
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        connection.pragma_update(None, "foreign_keys", "ON")?;
+        connection.busy_timeout(std::time::Duration::from_secs(5))?;
+        connection.execute_batch(SCHEMA)?;
+        Ok(Self {
+            connection: Mutex::new(connection),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(unix)]
+fn restrict_to_owner(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+}
+
+#[cfg(not(unix))]
+fn restrict_to_owner(_path: &Path) {}
+
+fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    let state: String = row.get(2)?;
+    Ok(SessionRow {
+        id: row.get(0)?,
+        agent: row.get(1)?,
+        state: SessionState::parse(&state),
+        created_at: to_u64(row.get(3)?),
+        updated_at: to_u64(row.get(4)?),
+    })
+}
+
+impl ServiceStorage for SqliteStorage {
+    fn ensure_tenant(&self, name: &str) -> Result<(), StoreError> {
+        self.lock().execute(
+            "INSERT OR IGNORE INTO tenants (id, created_at) VALUES (?1, ?2)",
+            params![name, to_i64(now())],
+        )?;
+        Ok(())
+    }
+
+    fn issue_key(&self, tenant: &str, caller: &str, role: Role) -> Result<IssuedKey, StoreError> {
+        self.ensure_tenant(tenant)?;
+        let id = random_id("key_")?;
+        let secret = random_id("wsk_")?;
+        self.lock().execute(
+            "INSERT INTO api_keys (id, tenant_id, caller, role, secret_sha256, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                id,
+                tenant,
+                caller,
+                role.as_str(),
+                secret_hash(&secret),
+                to_i64(now())
+            ],
+        )?;
+        Ok(IssuedKey { id, secret })
+    }
+
+    fn revoke_key(&self, id: &str) -> Result<bool, StoreError> {
+        let changed = self.lock().execute(
+            "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+            params![id, to_i64(now())],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn resolve_key(&self, secret: &str) -> Result<Option<Principal>, StoreError> {
+        // Looked up by the hash: the comparison never touches the secret itself.
+        let found = self
+            .lock()
+            .query_row(
+                "SELECT tenant_id, caller, role FROM api_keys
+                 WHERE secret_sha256 = ?1 AND revoked_at IS NULL",
+                params![secret_hash(secret)],
+                |row| {
+                    let role: String = row.get(2)?;
+                    Ok(Principal {
+                        tenant: row.get(0)?,
+                        caller: row.get(1)?,
+                        role: Role::parse(&role),
+                    })
+                },
+            )
+            .optional()?;
+        Ok(found)
+    }
+
+    fn create_session(&self, tenant: &str, agent: Option<&str>) -> Result<SessionRow, StoreError> {
+        let id = random_id("ses_")?;
+        let at = now();
+        self.lock().execute(
+            "INSERT INTO sessions (id, tenant_id, agent, state, created_at, updated_at)
+             VALUES (?1, ?2, ?3, 'idle', ?4, ?4)",
+            params![id, tenant, agent, to_i64(at)],
+        )?;
+        Ok(SessionRow {
+            id,
+            agent: agent.map(str::to_owned),
+            state: SessionState::Idle,
+            created_at: at,
+            updated_at: at,
+        })
+    }
+
+    fn list_sessions(&self, tenant: &str) -> Result<Vec<SessionRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(
+            "SELECT id, agent, state, created_at, updated_at FROM sessions
+             WHERE tenant_id = ?1 ORDER BY created_at, id",
+        )?;
+        let rows = statement.query_map(params![tenant], session_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn session(&self, tenant: &str, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        Ok(self
+            .lock()
+            .query_row(
+                "SELECT id, agent, state, created_at, updated_at FROM sessions
+                 WHERE tenant_id = ?1 AND id = ?2",
+                params![tenant, id],
+                session_row,
+            )
+            .optional()?)
+    }
+
+    fn delete_session(&self, tenant: &str, id: &str) -> Result<bool, StoreError> {
+        let changed = self.lock().execute(
+            "DELETE FROM sessions WHERE tenant_id = ?1 AND id = ?2",
+            params![tenant, id],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn transition(
+        &self,
+        tenant: &str,
+        id: &str,
+        from: &[SessionState],
+        to: SessionState,
+    ) -> Result<bool, StoreError> {
+        let connection = self.lock();
+        let current: Option<String> = connection
+            .query_row(
+                "SELECT state FROM sessions WHERE tenant_id = ?1 AND id = ?2",
+                params![tenant, id],
+                |row| row.get(0),
+            )
+            .optional()?;
+        let Some(current) = current else {
+            return Ok(false);
+        };
+        if !from.contains(&SessionState::parse(&current)) {
+            return Ok(false);
+        }
+        let changed = connection.execute(
+            "UPDATE sessions SET state = ?3, updated_at = ?4
+             WHERE tenant_id = ?1 AND id = ?2 AND state = ?5",
+            params![tenant, id, to.as_str(), to_i64(now()), current],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn messages(&self, tenant: &str, id: &str) -> Result<serde_json::Value, StoreError> {
+        let text: Option<String> = self
+            .lock()
+            .query_row(
+                "SELECT messages FROM sessions WHERE tenant_id = ?1 AND id = ?2",
+                params![tenant, id],
+                |row| row.get(0),
+            )
+            .optional()?;
+        match text {
+            None => Ok(serde_json::Value::Array(Vec::new())),
+            Some(text) => {
+                serde_json::from_str(&text).map_err(|error| StoreError::Corrupt(error.to_string()))
+            }
+        }
+    }
+
+    fn save_messages(
+        &self,
+        tenant: &str,
+        id: &str,
+        messages: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.lock().execute(
+            "UPDATE sessions SET messages = ?3, updated_at = ?4 WHERE tenant_id = ?1 AND id = ?2",
+            params![tenant, id, messages.to_string(), to_i64(now())],
+        )?;
+        Ok(())
+    }
+
+    fn append_event(
+        &self,
+        tenant: &str,
+        id: &str,
+        event: &serde_json::Value,
+    ) -> Result<u64, StoreError> {
+        let mut connection = self.lock();
+        let transaction = connection.transaction()?;
+        let owned: bool = transaction
+            .query_row(
+                "SELECT 1 FROM sessions WHERE tenant_id = ?1 AND id = ?2",
+                params![tenant, id],
+                |_| Ok(true),
+            )
+            .optional()?
+            .unwrap_or(false);
+        if !owned {
+            return Err(StoreError::Corrupt(format!(
+                "session {id} of tenant {tenant} does not exist"
+            )));
+        }
+        let seq: i64 = transaction.query_row(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session_id = ?1",
+            params![id],
+            |row| row.get(0),
+        )?;
+        transaction.execute(
+            "INSERT INTO events (session_id, seq, at, event) VALUES (?1, ?2, ?3, ?4)",
+            params![id, seq, to_i64(now()), event.to_string()],
+        )?;
+        transaction.commit()?;
+        Ok(to_u64(seq))
+    }
+
+    fn events_after(
+        &self,
+        tenant: &str,
+        id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(
+            "SELECT events.seq, events.at, events.event FROM events
+             JOIN sessions ON sessions.id = events.session_id
+             WHERE sessions.tenant_id = ?1 AND events.session_id = ?2 AND events.seq > ?3
+             ORDER BY events.seq LIMIT ?4",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = statement.query_map(params![tenant, id, to_i64(after), limit], |row| {
+            let text: String = row.get(2)?;
+            Ok((to_u64(row.get(0)?), to_u64(row.get(1)?), text))
+        })?;
+        let mut events = Vec::new();
+        for row in rows {
+            let (seq, at, text) = row?;
+            let event = serde_json::from_str(&text)
+                .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+            events.push(EventRow { seq, at, event });
+        }
+        Ok(events)
+    }
+
+    fn interrupt_running(&self) -> Result<usize, StoreError> {
+        let running: Vec<(String, String)> = {
+            let connection = self.lock();
+            let mut statement =
+                connection.prepare("SELECT tenant_id, id FROM sessions WHERE state = 'running'")?;
+            let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        for (tenant, id) in &running {
+            if self.transition(
+                tenant,
+                id,
+                &[SessionState::Running],
+                SessionState::Interrupted,
+            )? {
+                self.append_event(
+                    tenant,
+                    id,
+                    &serde_json::json!({"type": "run_interrupted",
+                        "reason": "the service stopped while the run was going"}),
+                )?;
+            }
+        }
+        Ok(running.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_key_resolves_to_its_tenant_until_revoked_and_is_stored_only_hashed() {
+        let store = SqliteStorage::in_memory().unwrap();
+        let key = store.issue_key("acme", "web-app", Role::Tenant).unwrap();
+        let principal = store.resolve_key(&key.secret).unwrap().expect("resolves");
+        assert_eq!(principal.tenant, "acme");
+        assert_eq!(principal.caller, "web-app");
+        assert_eq!(principal.role, Role::Tenant);
+        assert!(store.resolve_key("wsk_wrong").unwrap().is_none());
+        let stored: String = store
+            .lock()
+            .query_row("SELECT secret_sha256 FROM api_keys", [], |row| row.get(0))
+            .unwrap();
+        assert_ne!(stored, key.secret);
+        assert!(!format!("{key:?}").contains(&key.secret), "Debug redacts");
+        assert!(store.revoke_key(&key.id).unwrap());
+        assert!(store.resolve_key(&key.secret).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_tenant_never_reaches_another_tenant_s_session_or_events() {
+        let store = SqliteStorage::in_memory().unwrap();
+        store.ensure_tenant("a").unwrap();
+        store.ensure_tenant("b").unwrap();
+        let session = store.create_session("a", None).unwrap();
+        store
+            .append_event("a", &session.id, &serde_json::json!({"type": "x"}))
+            .unwrap();
+        assert!(store.session("b", &session.id).unwrap().is_none());
+        assert!(store.list_sessions("b").unwrap().is_empty());
+        assert!(
+            store
+                .events_after("b", &session.id, 0, 10)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .append_event("b", &session.id, &serde_json::json!({}))
+                .is_err()
+        );
+        assert!(!store.delete_session("b", &session.id).unwrap());
+        assert!(
+            !store
+                .transition(
+                    "b",
+                    &session.id,
+                    &[SessionState::Idle],
+                    SessionState::Running
+                )
+                .unwrap()
+        );
+        assert_eq!(
+            store.events_after("a", &session.id, 0, 10).unwrap().len(),
+            1
+        );
+    }
+
+    #[test]
+    fn events_come_in_order_after_a_cursor_and_a_running_session_is_interrupted_at_start() {
+        let store = SqliteStorage::in_memory().unwrap();
+        store.ensure_tenant("a").unwrap();
+        let session = store.create_session("a", Some("support")).unwrap();
+        for n in 0..5 {
+            store
+                .append_event("a", &session.id, &serde_json::json!({"n": n}))
+                .unwrap();
+        }
+        let after_two = store.events_after("a", &session.id, 2, 10).unwrap();
+        assert_eq!(
+            after_two.iter().map(|row| row.seq).collect::<Vec<_>>(),
+            [3, 4, 5]
+        );
+        assert!(
+            store
+                .transition(
+                    "a",
+                    &session.id,
+                    &[SessionState::Idle],
+                    SessionState::Running
+                )
+                .unwrap()
+        );
+        assert!(
+            !store
+                .transition(
+                    "a",
+                    &session.id,
+                    &[SessionState::Idle],
+                    SessionState::Running
+                )
+                .unwrap(),
+            "a second run cannot start while one runs"
+        );
+        assert_eq!(store.interrupt_running().unwrap(), 1);
+        let row = store.session("a", &session.id).unwrap().unwrap();
+        assert_eq!(row.state, SessionState::Interrupted);
+        let last = store.events_after("a", &session.id, 5, 10).unwrap();
+        assert_eq!(last[0].event["type"], "run_interrupted");
+    }
+}
