@@ -203,6 +203,15 @@ pub enum ApprovalAnswer {
 pub trait Approver: Send + Sync {
     /// Asks about one call.
     fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer>;
+
+    /// Asks about one call, and says who answered (`None`: the user at the terminal or
+    /// client the approver asks). The audit names whoever it returns.
+    fn approve_naming<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+    ) -> BoxFuture<'a, (ApprovalAnswer, Option<String>)> {
+        Box::pin(async move { (self.approve(request).await, None) })
+    }
 }
 
 /// The approver of a headless run: there is nobody to ask, so every call that needs approval is

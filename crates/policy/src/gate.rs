@@ -493,21 +493,22 @@ impl Gate {
                     outside: reach.outside.clone(),
                     offers_always: false,
                 };
-                let answer = tokio::select! {
-                    answer = self.approver.approve(&approval) => answer,
+                let (answer, answered_by) = tokio::select! {
+                    answer = self.approver.approve_naming(&approval) => answer,
                     () = request.cancel.cancelled() => {
                         let reason = "cancelled while waiting for approval".to_owned();
                         return Step::stop(Decision::Cancelled, Layer::Cancellation, reason);
                     }
                 };
+                let who = answered_by.unwrap_or_else(|| "the user".to_owned());
                 match answer {
-                    ApprovalAnswer::AllowOnce => "approved by the user".to_owned(),
+                    ApprovalAnswer::AllowOnce => format!("approved by {who}"),
                     ApprovalAnswer::AllowForSession | ApprovalAnswer::AllowAlways => {
                         match &reach.outside {
                             Some(outside) => {
                                 let folder = outside.remembered_folder().to_path_buf();
                                 let because = format!(
-                                    "approved by the user for this session in {}",
+                                    "approved by {who} for this session in {}",
                                     folder.display()
                                 );
                                 if let Ok(mut remembered) = self.remembered_outside.lock() {
@@ -525,14 +526,14 @@ impl Gate {
                                         .or_default()
                                         .insert(descriptor.identity.clone());
                                 }
-                                "approved by the user for this session".to_owned()
+                                format!("approved by {who} for this session")
                             }
                         }
                     }
                     ApprovalAnswer::Deny { reason } => {
                         let reason = reason.map_or_else(
-                            || "the user declined this call".to_owned(),
-                            |why| format!("the user declined this call: {why}"),
+                            || format!("{who} declined this call"),
+                            |why| format!("{who} declined this call: {why}"),
                         );
                         return Step::stop(Decision::Denied, Layer::Approval, reason);
                     }

@@ -1,4 +1,4 @@
-//! The service's HTTP API (REST + SSE): every request resolves its API key to a tenant and a caller; sessions, their messages (each starting a run) and their events (a page by cursor, or a stream that resumes from `Last-Event-ID`) are the tenant's alone — another tenant's ids answer 404. Bad input gets a 4xx with a one-line reason and stores nothing.
+//! The service's HTTP API (REST + SSE): every request resolves its API key to a tenant and a caller; sessions, their messages (each starting a run), their events (a page by cursor, or a stream that resumes from `Last-Event-ID`) and the approvals queue are the tenant's alone — another tenant's ids answer 404. Bad input gets a 4xx with a one-line reason and stores nothing.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::approvals::{DecideError, Decision};
 use crate::runs::{RunError, Runs, SessionOpener};
 use crate::store::{Principal, Role, ServiceStorage, StoreError};
 
@@ -116,6 +117,16 @@ struct NewMessage {
     text: String,
 }
 
+/// `POST /v1/approvals/{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewDecision {
+    /// `allow_once`, `allow_for_session` or `deny`.
+    decision: String,
+    /// Why (for a denial: shown to the model).
+    reason: Option<String>,
+}
+
 /// `POST /v1/tenants/{tenant}/keys` (operator).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -147,6 +158,8 @@ pub fn router(
         .route("/v1/sessions/{id}/cancel", post(cancel_run))
         .route("/v1/sessions/{id}/events", get(list_events))
         .route("/v1/sessions/{id}/events/stream", get(stream_events))
+        .route("/v1/approvals", get(list_approvals))
+        .route("/v1/approvals/{id}", post(decide_approval))
         .route("/v1/tenants/{tenant}/keys", post(issue_key))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -521,6 +534,52 @@ async fn stream_events(
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+async fn list_approvals(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let pending = state.store.pending_approvals(&principal.tenant)?;
+    Ok(Json(json!({"approvals": pending})).into_response())
+}
+
+/// Decides a pending approval; the audit names the deciding key's caller.
+async fn decide_approval(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let request: NewDecision = body(&headers, &bytes)?;
+    let decision = match request.decision.as_str() {
+        "allow_once" => Decision::AllowOnce,
+        "allow_for_session" => Decision::AllowForSession,
+        "deny" => Decision::Deny {
+            reason: request.reason.filter(|reason| !reason.trim().is_empty()),
+        },
+        other => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("decision {other:?} is not one of allow_once, allow_for_session, deny"),
+            ));
+        }
+    };
+    match state
+        .runs
+        .decide(&principal.tenant, &id, decision, &principal.caller)
+    {
+        Ok(row) => Ok(Json(json!({"approval": row})).into_response()),
+        Err(DecideError::Unknown) => Err(ApiError::not_found("such approval")),
+        Err(DecideError::Decided) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the approval was decided already, or expired",
+        )),
+        Err(DecideError::Store(error)) => Err(error.into()),
+    }
 }
 
 async fn issue_key(

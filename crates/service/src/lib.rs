@@ -1,12 +1,14 @@
 //! warden as a service: an HTTP API (REST + SSE) over the same host and gate every other surface uses — sessions opened from agent profiles, a run per message with its events stored as they happen, tenants and API keys — stored in SQLite under the state folder (no other process needed).
 
 mod api;
+mod approvals;
 mod runs;
 mod store;
 
 pub use api::{MAX_BODY_BYTES, router, serve};
+pub use approvals::{DecideError, Decision};
 pub use runs::{RunError, Runs, SessionOpener};
 pub use store::{
-    EventRow, IssuedKey, Principal, Role, ServiceStorage, SessionRow, SessionState, SqliteStorage,
+    ApprovalRow, EventRow, IssuedKey, Principal, Role, ServiceStorage, SessionRow, SessionState, SqliteStorage,
     StoreError,
 };

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use warden_agent::{Agent, AgentEvent, AgentOptions, Message};
 use warden_session::AgentSession;
 
+use crate::approvals::{RunApprover, Waiting};
 use crate::store::{Principal, ServiceStorage, SessionState, StoreError};
 
 /// The most model turns in one run.
@@ -17,7 +18,12 @@ const MAX_TURNS: u32 = 50;
 /// Opens the agent session a run uses, from a session's agent profile (`None`: the default
 /// agent). The binary supplies it: the configuration, paths and policy it loaded.
 pub trait SessionOpener: Send + Sync + 'static {
-    fn open(&self, agent: Option<&str>) -> Result<AgentSession, String>;
+    /// Opens the session; calls that need a person are asked of `approver`.
+    fn open(
+        &self,
+        agent: Option<&str>,
+        approver: Arc<dyn warden_policy::Approver>,
+    ) -> Result<AgentSession, String>;
     /// Whether an agent profile of this name exists (a session naming another is refused).
     fn knows_agent(&self, agent: &str) -> bool;
 }
@@ -39,6 +45,7 @@ pub struct Runs {
     opener: Arc<dyn SessionOpener>,
     going: Mutex<HashMap<String, CancellationToken>>,
     wakeups: Mutex<HashMap<String, Arc<Notify>>>,
+    waiting: Waiting,
 }
 
 impl Runs {
@@ -48,7 +55,16 @@ impl Runs {
             opener,
             going: Mutex::default(),
             wakeups: Mutex::default(),
+            waiting: Waiting::default(),
         })
+    }
+
+    pub(crate) fn store(&self) -> &dyn ServiceStorage {
+        self.store.as_ref()
+    }
+
+    pub(crate) fn waiting(&self) -> &Waiting {
+        &self.waiting
     }
 
     /// What a follower of `session`'s events waits on: notified after each stored event.
@@ -62,7 +78,7 @@ impl Runs {
     }
 
     /// Stores an event of `session` and wakes its followers.
-    fn record(&self, tenant: &str, session: &str, event: &serde_json::Value) {
+    pub(crate) fn record(&self, tenant: &str, session: &str, event: &serde_json::Value) {
         if let Err(error) = self.store.append_event(tenant, session, event) {
             tracing::warn!("session {session}: an event could not be stored: {error}");
         }
@@ -156,7 +172,12 @@ impl Runs {
         text: String,
         cancel: CancellationToken,
     ) -> Result<serde_json::Value, String> {
-        let mut opened = self.opener.open(agent)?;
+        let approver = Arc::new(RunApprover {
+            runs: self.clone(),
+            tenant: tenant.to_owned(),
+            session: session.to_owned(),
+        });
+        let mut opened = self.opener.open(agent, approver)?;
         let outcome = self
             .converse(&mut opened, tenant, session, text, &cancel)
             .await;

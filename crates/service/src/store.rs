@@ -120,6 +120,27 @@ pub struct EventRow {
     pub event: serde_json::Value,
 }
 
+/// A call waiting for a person's decision, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalRow {
+    pub id: String,
+    pub session: String,
+    /// The model-visible tool name.
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    /// The capability classes the gate derived (`read`, `write`, `external`, …).
+    pub classes: Vec<String>,
+    /// Who made the call (the surface and caller the gate saw).
+    pub caller: Option<String>,
+    /// Why the gate asks.
+    pub reason: String,
+    /// `pending`, `allowed_once`, `allowed_for_session`, `denied`, or `expired`.
+    pub state: String,
+    /// Who decided, once decided.
+    pub decided_by: Option<String>,
+    pub created_at: u64,
+}
+
 /// Why storage failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -179,8 +200,21 @@ pub trait ServiceStorage: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<EventRow>, StoreError>;
     /// At start: every session left running by a stopped instance becomes interrupted, with an
-    /// event saying so; returns how many.
+    /// event saying so, and its pending approvals expire; returns how many sessions.
     fn interrupt_running(&self) -> Result<usize, StoreError>;
+    /// Records a call waiting for approval (state `pending`).
+    fn add_approval(&self, tenant: &str, approval: &ApprovalRow) -> Result<(), StoreError>;
+    /// The tenant's approvals still pending, oldest first.
+    fn pending_approvals(&self, tenant: &str) -> Result<Vec<ApprovalRow>, StoreError>;
+    fn approval(&self, tenant: &str, id: &str) -> Result<Option<ApprovalRow>, StoreError>;
+    /// Records the decision on a pending approval; whether it was pending.
+    fn decide_approval(
+        &self,
+        tenant: &str,
+        id: &str,
+        state: &str,
+        decided_by: &str,
+    ) -> Result<bool, StoreError>;
 }
 
 /// The SQLite backend: `<state>/service.db`, WAL, one connection behind a lock.
@@ -212,6 +246,21 @@ CREATE TABLE IF NOT EXISTS sessions (
     updated_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sessions_by_tenant ON sessions(tenant_id, created_at);
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    classes TEXT NOT NULL,
+    caller TEXT,
+    reason TEXT NOT NULL,
+    state TEXT NOT NULL,
+    decided_by TEXT,
+    created_at INTEGER NOT NULL,
+    decided_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS approvals_by_tenant ON approvals(tenant_id, state, created_at);
 CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
     seq INTEGER NOT NULL,
@@ -221,13 +270,13 @@ CREATE TABLE IF NOT EXISTS events (
 );
 ";
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs())
 }
 
-fn random_id(prefix: &str) -> Result<String, StoreError> {
+pub(crate) fn random_id(prefix: &str) -> Result<String, StoreError> {
     warden_net::random_hex(16)
         .map(|random| format!("{prefix}{random}"))
         .map_err(|error| StoreError::Random(error.to_string()))
@@ -286,6 +335,26 @@ fn restrict_to_owner(path: &Path) {
 
 #[cfg(not(unix))]
 fn restrict_to_owner(_path: &Path) {}
+
+const APPROVAL_COLUMNS: &str =
+    "id, session_id, tool, arguments, classes, caller, reason, state, decided_by, created_at";
+
+fn approval_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
+    let arguments: String = row.get(3)?;
+    let classes: String = row.get(4)?;
+    Ok(ApprovalRow {
+        id: row.get(0)?,
+        session: row.get(1)?,
+        tool: row.get(2)?,
+        arguments: serde_json::from_str(&arguments).unwrap_or(serde_json::Value::Null),
+        classes: serde_json::from_str(&classes).unwrap_or_default(),
+        caller: row.get(5)?,
+        reason: row.get(6)?,
+        state: row.get(7)?,
+        decided_by: row.get(8)?,
+        created_at: to_u64(row.get(9)?),
+    })
+}
 
 fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     let state: String = row.get(2)?;
@@ -532,6 +601,10 @@ impl ServiceStorage for SqliteStorage {
             let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
             rows.collect::<Result<_, _>>()?
         };
+        self.lock().execute(
+            "UPDATE approvals SET state = 'expired', decided_at = ?1 WHERE state = 'pending'",
+            params![to_i64(now())],
+        )?;
         for (tenant, id) in &running {
             if self.transition(
                 tenant,
@@ -548,6 +621,66 @@ impl ServiceStorage for SqliteStorage {
             }
         }
         Ok(running.len())
+    }
+
+    fn add_approval(&self, tenant: &str, approval: &ApprovalRow) -> Result<(), StoreError> {
+        let classes = serde_json::to_string(&approval.classes)
+            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        self.lock().execute(
+            "INSERT INTO approvals (id, tenant_id, session_id, tool, arguments, classes, caller,
+                                    reason, state, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9)",
+            params![
+                approval.id,
+                tenant,
+                approval.session,
+                approval.tool,
+                approval.arguments.to_string(),
+                classes,
+                approval.caller,
+                approval.reason,
+                to_i64(approval.created_at)
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn pending_approvals(&self, tenant: &str) -> Result<Vec<ApprovalRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(&format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals
+             WHERE tenant_id = ?1 AND state = 'pending' ORDER BY created_at, id"
+        ))?;
+        let rows = statement.query_map(params![tenant], approval_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn approval(&self, tenant: &str, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
+        Ok(self
+            .lock()
+            .query_row(
+                &format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE tenant_id = ?1 AND id = ?2"
+                ),
+                params![tenant, id],
+                approval_row,
+            )
+            .optional()?)
+    }
+
+    fn decide_approval(
+        &self,
+        tenant: &str,
+        id: &str,
+        state: &str,
+        decided_by: &str,
+    ) -> Result<bool, StoreError> {
+        let changed = self.lock().execute(
+            "UPDATE approvals SET state = ?3, decided_by = ?4, decided_at = ?5
+             WHERE tenant_id = ?1 AND id = ?2 AND state = 'pending'",
+            params![tenant, id, state, decided_by, to_i64(now())],
+        )?;
+        Ok(changed > 0)
     }
 }
 

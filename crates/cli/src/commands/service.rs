@@ -109,7 +109,11 @@ struct RunOpener {
 }
 
 impl SessionOpener for RunOpener {
-    fn open(&self, agent: Option<&str>) -> Result<AgentSession, String> {
+    fn open(
+        &self,
+        agent: Option<&str>,
+        approver: Arc<dyn warden_policy::Approver>,
+    ) -> Result<AgentSession, String> {
         open_agent_session(
             &self.globals,
             AgentFlags {
@@ -121,7 +125,7 @@ impl SessionOpener for RunOpener {
                 resume: None,
                 continue_latest: false,
             },
-            None,
+            Some(approver),
             None,
         )
         .map_err(|error| crate::setup::error_line(&error))

@@ -1,0 +1,197 @@
+//! The service's approvals: a call that needs a person waits in a queue — stored, and announced as an event of its session — until someone holding the tenant's key decides (allow once, allow for the session, deny with a reason); the audit record names who decided. A pending approval never times out: the run waits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::json;
+use tokio::sync::oneshot;
+use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver, BoxFuture};
+
+use crate::runs::Runs;
+use crate::store::{ApprovalRow, StoreError, now, random_id};
+
+/// A decision on a pending approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    AllowOnce,
+    AllowForSession,
+    Deny { reason: Option<String> },
+}
+
+impl Decision {
+    /// The approval's state once decided.
+    fn state(&self) -> &'static str {
+        match self {
+            Self::AllowOnce => "allowed_once",
+            Self::AllowForSession => "allowed_for_session",
+            Self::Deny { .. } => "denied",
+        }
+    }
+
+    fn answer(self) -> ApprovalAnswer {
+        match self {
+            Self::AllowOnce => ApprovalAnswer::AllowOnce,
+            Self::AllowForSession => ApprovalAnswer::AllowForSession,
+            Self::Deny { reason } => ApprovalAnswer::Deny { reason },
+        }
+    }
+}
+
+/// Why a decision was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    #[error("no such approval")]
+    Unknown,
+    #[error("the approval was decided already, or expired")]
+    Decided,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The runs' waiting approvals, by id.
+#[derive(Default)]
+pub(crate) struct Waiting {
+    answers: Mutex<HashMap<String, oneshot::Sender<(ApprovalAnswer, String)>>>,
+}
+
+impl Runs {
+    /// Decides a pending approval of `tenant` as `decided_by`; the waiting run goes on.
+    pub fn decide(
+        &self,
+        tenant: &str,
+        id: &str,
+        decision: Decision,
+        decided_by: &str,
+    ) -> Result<ApprovalRow, DecideError> {
+        let store = self.store();
+        let Some(row) = store.approval(tenant, id)? else {
+            return Err(DecideError::Unknown);
+        };
+        let state = decision.state();
+        if !store.decide_approval(tenant, id, state, decided_by)? {
+            return Err(DecideError::Decided);
+        }
+        let waiting = self
+            .waiting()
+            .answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        self.record(
+            tenant,
+            &row.session,
+            &json!({"type": "approval_decided", "approval": id, "decision": state,
+                    "decided_by": decided_by}),
+        );
+        if let Some(waiting) = waiting {
+            let _ = waiting.send((decision.answer(), decided_by.to_owned()));
+        }
+        Ok(ApprovalRow {
+            state: state.to_owned(),
+            decided_by: Some(decided_by.to_owned()),
+            ..row
+        })
+    }
+}
+
+/// Forgets a waiting approval whose run stopped waiting (cancelled): it expires.
+struct Abandoned<'a> {
+    approver: &'a RunApprover,
+    id: String,
+    armed: bool,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.approver
+            .runs
+            .waiting()
+            .answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+        let _ = self.approver.runs.store().decide_approval(
+            &self.approver.tenant,
+            &self.id,
+            "expired",
+            "warden (the run stopped waiting)",
+        );
+    }
+}
+
+/// The approver of one run: its calls that need a person go to the tenant's queue.
+pub(crate) struct RunApprover {
+    pub(crate) runs: Arc<Runs>,
+    pub(crate) tenant: String,
+    pub(crate) session: String,
+}
+
+impl Approver for RunApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        Box::pin(async move { self.approve_naming(request).await.0 })
+    }
+
+    fn approve_naming<'a>(
+        &'a self,
+        request: &'a ApprovalRequest,
+    ) -> BoxFuture<'a, (ApprovalAnswer, Option<String>)> {
+        Box::pin(async move {
+            let nobody = |reason: String| (ApprovalAnswer::NobodyToAsk { reason }, None);
+            let id = match random_id("apr_") {
+                Ok(id) => id,
+                Err(error) => return nobody(error.to_string()),
+            };
+            let row = ApprovalRow {
+                id: id.clone(),
+                session: self.session.clone(),
+                tool: request.public_name.clone(),
+                arguments: request.arguments.clone(),
+                classes: request
+                    .classes
+                    .iter()
+                    .map(|class| class.as_str().to_owned())
+                    .collect(),
+                caller: request.caller.clone(),
+                reason: request.reason.clone(),
+                state: "pending".to_owned(),
+                decided_by: None,
+                created_at: now(),
+            };
+            let (sender, answered) = oneshot::channel();
+            self.runs
+                .waiting()
+                .answers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id.clone(), sender);
+            if let Err(error) = self.runs.store().add_approval(&self.tenant, &row) {
+                self.runs
+                    .waiting()
+                    .answers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+                return nobody(format!("the approval could not be queued: {error}"));
+            }
+            let mut abandoned = Abandoned {
+                approver: self,
+                id: id.clone(),
+                armed: true,
+            };
+            self.runs.record(
+                &self.tenant,
+                &self.session,
+                &json!({"type": "approval_needed", "approval": row}),
+            );
+            let answer = answered.await;
+            abandoned.armed = false;
+            match answer {
+                Ok((answer, by)) => (answer, Some(by)),
+                Err(_) => nobody("the approval was abandoned".to_owned()),
+            }
+        })
+    }
+}
