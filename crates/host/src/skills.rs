@@ -697,6 +697,7 @@ impl RemoteSkills {
             public_name: command.command.clone(),
             annotations: ToolAnnotations::default(),
             classes: CapabilitySet::EMPTY,
+            effect: None,
             arguments: json!({
                 "server": command.server,
                 "resource_uri": command.uri,
@@ -769,6 +770,7 @@ impl RemoteSkills {
             session_id: bound.session_id.clone(),
             surface: CallSurface::Host,
             kind,
+            effect: None,
             caller: None,
             server: Some(server.to_owned()),
             tool: Some(what.to_owned()),

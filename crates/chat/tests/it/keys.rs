@@ -37,6 +37,7 @@ fn request() -> ApprovalRequest {
         public_name: "mcp__fs__write_file".into(),
         annotations: Default::default(),
         classes: CapabilitySet::of(&[CapabilityClass::Write]),
+        effect: None,
         arguments: json!({"path": "a"}),
         reason: "ask mode".into(),
         outside: None,
