@@ -426,7 +426,8 @@ impl TryFrom<ScopedRawPolicy> for PolicySettings {
                     ),
                 );
             } else {
-                settings.tool_settings = validate_tool_settings(&mut report, tool_settings, &source);
+                settings.tool_settings =
+                    validate_tool_settings(&mut report, tool_settings, &source);
             }
         }
 
@@ -616,9 +617,9 @@ fn validate_tool_settings(
                     .into(),
             );
         }
-        let timeout = match timeout_sec
-            .map(|seconds| crate::entry::timeout_seconds(seconds, warden_vocab::DEFAULT_TOOL_TIMEOUT))
-        {
+        let timeout = match timeout_sec.map(|seconds| {
+            crate::entry::timeout_seconds(seconds, warden_vocab::DEFAULT_TOOL_TIMEOUT)
+        }) {
             None => None,
             Some(Ok(timeout)) => Some(timeout),
             Some(Err(expected)) => {

@@ -29,9 +29,7 @@ const MAX_NAME_BYTES: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CodeToolDefinitionError {
     /// The name is empty, too long, or has a character outside `[A-Za-z0-9_-]`.
-    #[error(
-        "tool name \"{0}\" is not usable: use 1 to 64 characters from A-Z, a-z, 0-9, _ and -"
-    )]
+    #[error("tool name \"{0}\" is not usable: use 1 to 64 characters from A-Z, a-z, 0-9, _ and -")]
     InvalidName(String),
     /// The name would read as an MCP server's tool.
     #[error("tool name \"{0}\" starts with mcp__, which names MCP servers' tools; choose another")]
@@ -196,8 +194,9 @@ fn answer_output<T: Serialize>(answer: &T) -> Result<ToolOutput, DispatchError> 
         .map_err(|error| DispatchError::new(format!("the tool's answer is not JSON: {error}")))?;
     let text = match &value {
         Value::String(text) => text.clone(),
-        other => serde_json::to_string_pretty(other)
-            .map_err(|error| DispatchError::new(format!("the tool's answer is not JSON: {error}")))?,
+        other => serde_json::to_string_pretty(other).map_err(|error| {
+            DispatchError::new(format!("the tool's answer is not JSON: {error}"))
+        })?,
     };
     let mut output = ToolOutput::text(text);
     if !value.is_string() {
@@ -263,9 +262,12 @@ mod tests {
     struct NoArguments {}
 
     fn named(name: &str) -> Result<CodeTool, CodeToolDefinitionError> {
-        CodeTool::new(name, "d", CapabilityClass::ReadOnly, |_: NoArguments, _| async {
-            Ok("ok")
-        })
+        CodeTool::new(
+            name,
+            "d",
+            CapabilityClass::ReadOnly,
+            |_: NoArguments, _| async { Ok("ok") },
+        )
     }
 
     #[test]
@@ -295,9 +297,12 @@ mod tests {
 
     #[test]
     fn an_external_effect_alone_fails_closed_for_the_gate() {
-        let tool = CodeTool::new("notify", "d", CapabilityClass::External, |_: NoArguments, _| {
-            async { Ok("sent") }
-        })
+        let tool = CodeTool::new(
+            "notify",
+            "d",
+            CapabilityClass::External,
+            |_: NoArguments, _| async { Ok("sent") },
+        )
         .unwrap();
         assert_eq!(
             tool.classes(),

@@ -36,10 +36,8 @@ pub use warden_policy::{
     CapabilityClass,
 };
 
-pub use code_tools::{
-    CodeTool, CodeToolCall, CodeToolDefinitionError, CodeToolError,
-};
 pub use catalog::{HostTools, SessionCatalog, SessionDispatcher, host_tool_descriptor};
+pub use code_tools::{CodeTool, CodeToolCall, CodeToolDefinitionError, CodeToolError};
 pub use dispatch::{CallRelay, McpDispatcher, RelayRequest, RelayedAnswer, with_relay};
 pub use index::{ServerFacts, ToolIndex};
 pub use policy::{HookSettingsError, gate_policy, hook_runner};

@@ -19,8 +19,8 @@ use warden_mcp::ArtifactStore;
 use warden_mcp::McpRuntime;
 use warden_mcp::RelayError;
 use warden_policy::{
-    BoxFuture, CallKind, CallReach, CallSurface, CapabilityClass, CapabilitySet, DispatchError, ProgressSender,
-    SurfaceSet, ToolOutput,
+    BoxFuture, CallKind, CallReach, CallSurface, CapabilityClass, CapabilitySet, DispatchError,
+    ProgressSender, SurfaceSet, ToolOutput,
 };
 use warden_vocab::{arguments_schema, parse_arguments};
 

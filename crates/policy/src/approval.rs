@@ -109,9 +109,7 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
         if remembered {
             ApprovalNeed::Run("approved earlier for this session".to_owned())
         } else {
-            ApprovalNeed::Ask(format!(
-                "{public_name} requires approval before every call"
-            ))
+            ApprovalNeed::Ask(format!("{public_name} requires approval before every call"))
         }
     } else if let Some(pattern) = first_match(&permissions.allow, names) {
         ApprovalNeed::Run(format!(

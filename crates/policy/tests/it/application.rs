@@ -14,8 +14,7 @@ use warden_policy::{
 };
 
 use crate::support::{
-    Harness, ScriptedApprover, annotations, fs_write_file, harness, mcp_tool,
-    request,
+    Harness, ScriptedApprover, annotations, fs_write_file, harness, mcp_tool, request,
 };
 
 /// What the handler saw of one call.
@@ -156,7 +155,10 @@ async fn a_denial_by_the_handler_is_a_readable_result_and_nothing_runs() {
 #[tokio::test]
 async fn a_handler_that_fails_or_panics_denies() {
     for (answer, expected) in [
-        (Answer::Fail, "could not decide (the permission store is down)"),
+        (
+            Answer::Fail,
+            "could not decide (the permission store is down)",
+        ),
         (
             Answer::PanicWhileDeciding,
             "the application's authorization handler failed",
@@ -180,7 +182,11 @@ async fn a_handler_that_fails_or_panics_denies() {
             (Decision::Denied, Layer::Application)
         );
         assert!(
-            outcome.reason.as_deref().unwrap_or_default().contains(expected),
+            outcome
+                .reason
+                .as_deref()
+                .unwrap_or_default()
+                .contains(expected),
             "{outcome:?}"
         );
         assert_eq!(h.dispatcher.count(), 0);
@@ -251,7 +257,10 @@ async fn the_handler_never_widens_what_the_operator_refused() {
         (outcome.decision, outcome.layer),
         (Decision::Denied, Layer::Rule)
     );
-    assert!(handler.seen().is_empty(), "never asked about a refused call");
+    assert!(
+        handler.seen().is_empty(),
+        "never asked about a refused call"
+    );
 }
 
 #[tokio::test]
