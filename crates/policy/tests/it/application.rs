@@ -350,14 +350,16 @@ async fn a_session_answer_covers_a_tool_that_requires_approval() {
 async fn a_configured_timeout_replaces_the_tools_own() {
     let mut slow = mcp_tool("fs", "slow", annotations(Some(true), None, Some(false)));
     slow.timeout = Some(Duration::from_secs(3600));
-    let mut policy = GatePolicy::default();
-    policy.tool_settings = vec![settings(
-        "mcp__fs__slow",
-        ToolSettings {
-            timeout: Some(Duration::from_secs(2)),
-            ..ToolSettings::default()
-        },
-    )];
+    let policy = GatePolicy {
+        tool_settings: vec![settings(
+            "mcp__fs__slow",
+            ToolSettings {
+                timeout: Some(Duration::from_secs(2)),
+                ..ToolSettings::default()
+            },
+        )],
+        ..GatePolicy::default()
+    };
     let h = harness(
         vec![slow],
         policy,
