@@ -653,3 +653,39 @@ async fn resource_reads_of_the_reference_server_are_limited_to_what_it_advertise
     }
     host.shutdown().await;
 }
+
+/// `[tool_settings]` `timeout_sec` replaces the server's `tool_timeout_sec` for the tools it
+/// names, longer as well as shorter: the runtime's own deadline does not cut a call the
+/// settings allow more time.
+#[tokio::test]
+async fn a_tool_settings_timeout_replaces_the_servers_for_the_tools_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let mut options = HostOptions::new(paths, dir.path().to_path_buf());
+    options.policy.permissions.allow = vec![ToolGlob::parse("mcp__fx__*").unwrap()];
+    options.policy.tool_settings = vec![warden_policy::ToolSettingsRule {
+        pattern: ToolGlob::parse("mcp__fx__slow").unwrap(),
+        settings: warden_policy::ToolSettings {
+            timeout: Some(Duration::from_secs(5)),
+            ..warden_policy::ToolSettings::default()
+        },
+    }];
+    let (program, args) = fixture_command("echo");
+    options.extra_servers.push(
+        ServerSpec::stdio("fx", program.display().to_string())
+            .with_args(args)
+            .with_tool_timeout(Duration::from_millis(300)),
+    );
+    let host = Host::open(&LoadedConfig::default(), options).unwrap();
+    host.server_tools("fx").await.unwrap();
+    let outcome = host
+        .call(
+            CallSurface::Agent,
+            "mcp__fx__slow",
+            json!({"ms": 900}),
+            CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    host.shutdown().await;
+}
