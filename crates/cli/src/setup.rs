@@ -349,6 +349,7 @@ mod tests {
             arguments: serde_json::json!({"order_id": "A-1"}),
             reason: "cancel_order requires approval before every call".into(),
             outside: None,
+            requires_approval: false,
             offers_always: false,
         }
     }

@@ -711,6 +711,7 @@ impl RemoteSkills {
                 tools.join(", ")
             ),
             outside: None,
+            requires_approval: false,
             offers_always: store.is_some(),
         };
         match bound.approver.approve(&request).await {

@@ -184,6 +184,9 @@ pub struct ApprovalRequest {
     pub reason: String,
     /// The path outside the workspace the call reaches, if that is why it asks.
     pub outside: Option<OutsidePath>,
+    /// The tool asks before every call (declared in code or by `[tool_settings]`): no allow
+    /// list entry would let it run unasked.
+    pub requires_approval: bool,
     /// Whether the question may be answered "always" (remembered beyond this session): only a
     /// skill's tool grant offers it. Everywhere else the longest answer is "for this session".
     pub offers_always: bool,
@@ -231,6 +234,9 @@ impl Approver for NoApprover {
                  additional_directories",
                 outside.remembered_folder().display()
             ),
+            None if request.requires_approval => "run it where a person can answer (warden \
+                chat), or drop requires_approval from its definition or [tool_settings] entry"
+                .to_owned(),
             None => format!(
                 "allow it with --allowed-tools {} or [permissions] allow",
                 request.public_name

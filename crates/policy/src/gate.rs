@@ -543,6 +543,7 @@ impl Gate {
                     arguments: arguments.clone(),
                     reason: why,
                     outside: reach.outside.clone(),
+                    requires_approval: descriptor.requires_approval,
                     offers_always: false,
                 };
                 let answer = tokio::select! {

@@ -41,6 +41,7 @@ fn request() -> ApprovalRequest {
         arguments: json!({"path": "a"}),
         reason: "ask mode".into(),
         outside: None,
+        requires_approval: false,
         offers_always: false,
     }
 }

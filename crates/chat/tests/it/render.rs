@@ -89,6 +89,7 @@ fn approval_request() -> ApprovalRequest {
         arguments: json!({"path": "notes.txt", "content": "hello"}),
         reason: "mcp__fs__write_file is write; ask mode asks before it runs".into(),
         outside: None,
+        requires_approval: false,
         offers_always: false,
     }
 }

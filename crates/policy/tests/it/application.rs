@@ -315,6 +315,44 @@ async fn requires_approval_asks_even_when_the_allow_list_and_mode_would_run() {
 }
 
 #[tokio::test]
+async fn a_headless_run_refuses_a_tool_that_requires_approval_and_names_the_real_fix() {
+    let mut policy = auto_mode();
+    policy.permissions.allow = vec![ToolGlob::parse("mcp__fs__*").unwrap()];
+    policy.tool_settings = vec![settings(
+        "mcp__fs__list_dir",
+        ToolSettings {
+            requires_approval: Some(true),
+            ..ToolSettings::default()
+        },
+    )];
+    let h = harness(
+        vec![fs_list_dir()],
+        policy,
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let outcome = h
+        .gate
+        .call(request(
+            CallSurface::Agent,
+            "mcp__fs__list_dir",
+            json!({"path": "/tmp/x"}),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Denied, Layer::Approval)
+    );
+    let reason = outcome.reason.unwrap_or_default();
+    assert!(
+        reason.contains("drop requires_approval from its definition or [tool_settings] entry"),
+        "{reason}"
+    );
+    assert!(!reason.contains("--allowed-tools"), "{reason}");
+    assert_eq!(h.dispatcher.count(), 0);
+}
+
+#[tokio::test]
 async fn a_session_answer_covers_a_tool_that_requires_approval() {
     let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowForSession));
     let mut policy = auto_mode();
