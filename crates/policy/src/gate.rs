@@ -465,7 +465,14 @@ impl Gate {
             required_permission: descriptor.required_permission.as_deref(),
             arguments,
         };
-        if let Err(reason) = ask_handler(self.authorization.as_ref(), &question).await {
+        let decided = tokio::select! {
+            decided = ask_handler(self.authorization.as_ref(), &question) => decided,
+            () = request.cancel.cancelled() => {
+                let reason = "cancelled while the application decided on it".to_owned();
+                return Step::stop(Decision::Cancelled, Layer::Cancellation, reason);
+            }
+        };
+        if let Err(reason) = decided {
             return Step::stop(Decision::Denied, Layer::Application, reason);
         }
 

@@ -422,3 +422,47 @@ async fn a_configured_timeout_replaces_the_tools_own() {
         outcome.model_text()
     );
 }
+
+/// Never decides (a permission service that hangs).
+struct HangingHandler;
+
+impl AuthorizationHandler for HangingHandler {
+    fn authorize<'a>(
+        &'a self,
+        _question: &'a AuthorizationQuestion<'a>,
+    ) -> BoxFuture<'a, Result<AuthorizationVerdict, AuthorizationError>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn the_caller_can_cancel_a_call_the_handler_is_still_deciding() {
+    let Harness {
+        gate,
+        dispatcher,
+        audit,
+    } = harness(
+        vec![fs_list_dir()],
+        auto_mode(),
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let gate = gate.with_authorization(Arc::new(HangingHandler));
+    let call = request(
+        CallSurface::Agent,
+        "mcp__fs__list_dir",
+        json!({"path": "/tmp/x"}),
+    );
+    let cancel = call.cancel.clone();
+    let (outcome, ()) = tokio::join!(gate.call(call), async move { cancel.cancel() });
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Cancelled, Layer::Cancellation)
+    );
+    assert_eq!(
+        outcome.reason.as_deref(),
+        Some("cancelled while the application decided on it")
+    );
+    assert_eq!(dispatcher.count(), 0);
+    assert_eq!(audit.len(), 1);
+}
