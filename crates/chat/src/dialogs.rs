@@ -14,6 +14,8 @@ pub struct ApprovalDialog {
     pub tool: String,
     pub server: String,
     pub classes: String,
+    /// The effect class the tool's author declared (a tool defined in code), if any.
+    pub effect: Option<String>,
     pub arguments: Value,
     pub reason: String,
     /// Whether "always" is offered (a skill's tool grant), on `A`.
@@ -33,6 +35,7 @@ impl ApprovalDialog {
             tool: request.identity.tool.clone(),
             server: request.identity.server().to_owned(),
             classes: request.classes.to_names().to_string(),
+            effect: request.effect.map(|effect| effect.as_str().to_owned()),
             arguments: request.arguments.clone(),
             reason: request.reason.clone(),
             offers_always: request.offers_always,

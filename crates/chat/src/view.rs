@@ -385,12 +385,20 @@ fn draw_approval(frame: &mut Frame<'_>, dialog: &ApprovalDialog) {
             Span::styled("classes   ", DIM),
             Span::raw(dialog.classes.clone()),
         ]),
+    ];
+    if let Some(effect) = &dialog.effect {
+        lines.push(Line::from(vec![
+            Span::styled("effect    ", DIM),
+            Span::raw(format!("{effect} (declared by the tool's author)")),
+        ]));
+    }
+    lines.extend([
         Line::from(vec![
             Span::styled("why       ", DIM),
             Span::raw(dialog.reason.clone()),
         ]),
         Line::styled("arguments", DIM),
-    ];
+    ]);
     let arguments = argument_lines(&dialog.arguments);
     if arguments.is_empty() {
         lines.push(Line::raw("  (none)"));

@@ -213,6 +213,25 @@ pub(crate) fn open_host(
 /// Asks the person at the terminal: allow once, allow for this session, or deny.
 struct TerminalApprover;
 
+/// What the terminal approver shows about a call: who wants to run what, its classes, the
+/// effect its author declared (a tool defined in code), why it asks and the arguments.
+fn approval_question(request: &ApprovalRequest) -> String {
+    let effect = request
+        .effect
+        .map(|effect| format!("; effect: {effect}"))
+        .unwrap_or_default();
+    format!(
+        "warden: {} wants to run {} ({} on server {}; classes: {}{effect})\n  why: {}\n  arguments: {}",
+        request.surface,
+        request.public_name,
+        request.identity.tool,
+        request.identity.server(),
+        request.classes.to_names(),
+        request.reason,
+        request.arguments,
+    )
+}
+
 impl Approver for TerminalApprover {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
         let always = if request.offers_always {
@@ -221,13 +240,8 @@ impl Approver for TerminalApprover {
             ""
         };
         let prompt = format!(
-            "warden: {} wants to run {} ({} on server {}; classes: {})\n  arguments: {}\n  allow? [y]es once / [s]ession{always} / [N]o: ",
-            request.surface,
-            request.public_name,
-            request.identity.tool,
-            request.identity.server(),
-            request.classes.to_names(),
-            request.arguments,
+            "{}\n  allow? [y]es once / [s]ession{always} / [N]o: ",
+            approval_question(request)
         );
         let offers_always = request.offers_always;
         Box::pin(async move {
@@ -318,6 +332,44 @@ mod tests {
     use warden_config::{Scope, parse_str};
 
     use super::*;
+
+    fn approval_request(effect: Option<warden_policy::CapabilityClass>) -> ApprovalRequest {
+        ApprovalRequest {
+            session_id: "s".into(),
+            surface: warden_policy::CallSurface::Agent,
+            kind: warden_policy::CallKind::Tool,
+            caller: None,
+            identity: warden_policy::ToolIdentity::builtin("cancel_order"),
+            public_name: "cancel_order".into(),
+            annotations: Default::default(),
+            classes: warden_policy::CapabilitySet::of(&[
+                warden_policy::CapabilityClass::Destructive,
+            ]),
+            effect,
+            arguments: serde_json::json!({"order_id": "A-1"}),
+            reason: "cancel_order requires approval before every call".into(),
+            outside: None,
+            requires_approval: false,
+            offers_always: false,
+        }
+    }
+
+    #[test]
+    fn the_terminal_question_shows_a_declared_effect_and_why_it_asks() {
+        let question = approval_question(&approval_request(Some(
+            warden_policy::CapabilityClass::Destructive,
+        )));
+        assert!(
+            question.contains("classes: destructive; effect: destructive)"),
+            "{question}"
+        );
+        assert!(
+            question.contains("why: cancel_order requires approval before every call"),
+            "{question}"
+        );
+        let plain = approval_question(&approval_request(None));
+        assert!(!plain.contains("effect"), "{plain}");
+    }
 
     /// What `[permissions] allow = [PATTERN]` makes of one pattern: the glob, or the diagnostic.
     fn from_config(pattern: &str) -> Result<Vec<ToolGlob>, String> {

@@ -46,12 +46,13 @@ pub use model::{
 pub use paths::{Paths, PathsError};
 pub use policy::{
     AuditSettings, AuthorizationCommand, AuthorizationSettings, DEFAULT_ALWAYS_ASK, DeclaredRule,
-    HookCommand, HookErrorPolicy, PermissionSettings, PolicySettings, ScopedRawPolicy, user_path,
+    HookCommand, HookErrorPolicy, PermissionSettings, PolicySettings, ScopedRawPolicy,
+    ToolSettingsEntry, user_path,
 };
 pub use raw::{
     BridgeTransport, CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization,
     RawAuthorizationRule, RawConfig, RawDiscovery, RawExperimental, RawHook, RawHooks, RawModel,
-    RawOAuth, RawPermissions, RawPolicy, RawServer, RawToolFilter, RawToolPolicy,
+    RawOAuth, RawPermissions, RawPolicy, RawServer, RawToolFilter, RawToolPolicy, RawToolSettings,
     SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, nearest,
 };
 pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};

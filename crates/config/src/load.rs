@@ -65,6 +65,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         agents,
         permissions,
         authorization,
+        tool_settings,
         audit,
         hooks,
         discovery,
@@ -136,6 +137,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         source: path.to_path_buf(),
         permissions,
         authorization,
+        tool_settings,
         audit,
         hooks,
     }) {

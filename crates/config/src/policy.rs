@@ -1,4 +1,4 @@
-//! Validated gate settings (`[permissions]`, `[authorization]`, `[audit]`, `[hooks]`), built from the raw structs with `TryFrom`, with the user-only and tighten-only rules of a project file.
+//! Validated gate settings (`[permissions]`, `[authorization]`, `[tool_settings]`, `[audit]`, `[hooks]`), built from the raw structs with `TryFrom`, with the user-only and tighten-only rules of a project file.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,7 +14,7 @@ use crate::entry::Scope;
 use crate::error::{Diagnostic, Problem};
 use crate::raw::{
     KnownValues, RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks,
-    RawPermissions, key_path,
+    RawPermissions, RawToolSettings, key_path,
 };
 
 /// The always-ask classes when `always_ask` is absent.
@@ -106,6 +106,21 @@ impl AuthorizationSettings {
     }
 }
 
+/// One `[tool_settings."PATTERN"]` entry, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSettingsEntry {
+    /// The tools it is for: a glob over public names (an exact name has no wildcard).
+    pub pattern: ToolGlob,
+    /// The permission a call requires (never empty).
+    pub required_permission: Option<String>,
+    /// The execution timeout (1 s to a week).
+    pub timeout: Option<Duration>,
+    /// `Some(true)`: ask before every call.
+    pub requires_approval: Option<bool>,
+    /// The file that declared it.
+    pub source: PathBuf,
+}
+
 /// `[audit]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditSettings {
@@ -179,6 +194,8 @@ impl KnownValues for HookErrorPolicy {
 pub struct PolicySettings {
     pub permissions: PermissionSettings,
     pub authorization: AuthorizationSettings,
+    /// `[tool_settings]`, in pattern order per file, files in scope order.
+    pub tool_settings: Vec<ToolSettingsEntry>,
     pub audit: AuditSettings,
     /// Every hook, by event in session order, then in file order.
     pub hooks: Vec<HookCommand>,
@@ -202,6 +219,7 @@ impl PolicySettings {
         let PolicySettings {
             permissions,
             authorization,
+            tool_settings,
             audit,
             hooks,
             hooks_on_error,
@@ -251,6 +269,7 @@ impl PolicySettings {
         if authorization.command.is_some() {
             self.authorization.command = authorization.command;
         }
+        self.tool_settings.extend(tool_settings);
         self.hooks.extend(hooks);
         self.hooks.sort_by_key(|hook| hook.event);
     }
@@ -263,6 +282,7 @@ pub struct ScopedRawPolicy {
     pub source: PathBuf,
     pub permissions: Option<RawPermissions>,
     pub authorization: Option<RawAuthorization>,
+    pub tool_settings: std::collections::BTreeMap<String, RawToolSettings>,
     pub audit: Option<RawAudit>,
     pub hooks: Option<RawHooks>,
 }
@@ -366,6 +386,7 @@ impl TryFrom<ScopedRawPolicy> for PolicySettings {
             source,
             permissions,
             authorization,
+            tool_settings,
             audit,
             hooks,
         } = scoped;
@@ -391,6 +412,22 @@ impl TryFrom<ScopedRawPolicy> for PolicySettings {
                 );
             } else {
                 settings.authorization = validate_authorization(&mut report, raw, &source);
+            }
+        }
+
+        if !tool_settings.is_empty() {
+            if project {
+                report.refused(
+                    "tool_settings".into(),
+                    format!(
+                        "tool settings are read from your user config only: a project file is shared, and \
+                         `required_permission` decides what the authorization handler is asked, \
+                         `timeout_sec` how long a call may run; {USER_CONFIG_ONLY}"
+                    ),
+                );
+            } else {
+                settings.tool_settings =
+                    validate_tool_settings(&mut report, tool_settings, &source);
             }
         }
 
@@ -543,6 +580,72 @@ pub fn user_path(raw: &str, home: Option<&Path>) -> Result<PathBuf, String> {
             "an absolute path or one that starts with ~/, not \"{raw}\" (a relative path would depend on where warden runs)"
         ))
     }
+}
+
+fn validate_tool_settings(
+    report: &mut Report<'_>,
+    raw: std::collections::BTreeMap<String, RawToolSettings>,
+    source: &Path,
+) -> Vec<ToolSettingsEntry> {
+    let mut entries = Vec::with_capacity(raw.len());
+    for (pattern, settings) in raw {
+        let base = key_path("tool_settings", &pattern);
+        let RawToolSettings {
+            required_permission,
+            timeout_sec,
+            requires_approval,
+        } = settings;
+        let glob = match ToolGlob::parse(&pattern) {
+            Ok(glob) => Some(glob),
+            Err(error) => {
+                report.invalid(
+                    base.clone(),
+                    format!(
+                        "a table named by a public tool name or glob like \"mcp__github__*\" ({error})"
+                    ),
+                );
+                None
+            }
+        };
+        if required_permission
+            .as_deref()
+            .is_some_and(|permission| permission.trim().is_empty())
+        {
+            report.invalid(
+                key_path(&base, "required_permission"),
+                "a permission name like \"github.write\", not an empty string (or leave the key out)"
+                    .into(),
+            );
+        }
+        let timeout = match timeout_sec.map(|seconds| {
+            crate::entry::timeout_seconds(seconds, warden_vocab::DEFAULT_TOOL_TIMEOUT)
+        }) {
+            None => None,
+            Some(Ok(timeout)) => Some(timeout),
+            Some(Err(expected)) => {
+                report.invalid(key_path(&base, "timeout_sec"), expected);
+                None
+            }
+        };
+        if required_permission.is_none() && timeout_sec.is_none() && requires_approval.is_none() {
+            report.push(
+                base.clone(),
+                Problem::Missing {
+                    expected: "at least one of required_permission, timeout_sec or requires_approval",
+                },
+            );
+        }
+        if let Some(pattern) = glob {
+            entries.push(ToolSettingsEntry {
+                pattern,
+                required_permission,
+                timeout,
+                requires_approval,
+                source: source.to_path_buf(),
+            });
+        }
+    }
+    entries
 }
 
 fn validate_authorization(

@@ -728,3 +728,86 @@ fn an_explicit_file_has_user_authority_and_stands_alone() {
         Err(ConfigError::ExplicitFileMissing(_))
     ));
 }
+
+#[test]
+fn tool_settings_parse_by_name_and_pattern() {
+    let s = settings(
+        r#"[tool_settings."mcp__github__*"]
+required_permission = "github.write"
+timeout_sec = 60
+
+[tool_settings.mcp__github__delete_repo]
+requires_approval = true
+"#,
+        Scope::User,
+    );
+    assert_eq!(
+        s.tool_settings,
+        [
+            ToolSettingsEntry {
+                pattern: glob("mcp__github__*"),
+                required_permission: Some("github.write".into()),
+                timeout: Some(Duration::from_secs(60)),
+                requires_approval: None,
+                source: file(),
+            },
+            ToolSettingsEntry {
+                pattern: glob("mcp__github__delete_repo"),
+                required_permission: None,
+                timeout: None,
+                requires_approval: Some(true),
+                source: file(),
+            },
+        ]
+    );
+}
+
+#[test]
+fn tool_settings_refuse_bad_values_at_their_key() {
+    only(
+        "[tool_settings.\"mcp__gh__*\"]\ntimeout_sec = 0\n",
+        Scope::User,
+        "tool_settings.\"mcp__gh__*\".timeout_sec",
+        "a positive number of seconds",
+    );
+    only(
+        "[tool_settings.\"mcp__gh__*\"]\ntimeout = 5\n",
+        Scope::User,
+        "tool_settings.\"mcp__gh__*\".timeout",
+        "timeout_sec",
+    );
+    only(
+        "[tool_settings.\"mcp/gh\"]\nrequires_approval = true\n",
+        Scope::User,
+        "tool_settings.\"mcp/gh\"",
+        "a public tool name or glob like \"mcp__github__*\"",
+    );
+    only(
+        "[tool_settings.list_orders]\nrequired_permission = \" \"\n",
+        Scope::User,
+        "tool_settings.list_orders.required_permission",
+        "not an empty string",
+    );
+    only(
+        "[tool_settings.list_orders]\n",
+        Scope::User,
+        "tool_settings.list_orders",
+        "at least one of required_permission, timeout_sec or requires_approval",
+    );
+    only(
+        "[tool_settings.list_orders]\nrequires_approval = \"yes\"\n",
+        Scope::User,
+        "tool_settings.list_orders.requires_approval",
+        "",
+    );
+}
+
+#[test]
+fn a_project_file_may_not_declare_tool_settings() {
+    only(
+        "[tool_settings.\"mcp__gh__*\"]\nrequires_approval = true\n",
+        Scope::Project,
+        "tool_settings",
+        "user config only",
+    );
+}

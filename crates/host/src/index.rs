@@ -318,6 +318,8 @@ fn describe(public_name: &str, tool: &McpTool, facts: &ServerFacts) -> ToolDescr
         server_policy: facts.policy.clone(),
         trust_annotations: facts.trust_annotations,
         required_permission: None,
+        effect: None,
+        requires_approval: false,
         timeout: Some(facts.tool_timeout),
         kind: warden_policy::CallKind::Tool,
         surfaces: warden_policy::SurfaceSet::CALLERS,

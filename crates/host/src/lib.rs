@@ -2,6 +2,7 @@
 //! runtime and puts the one gate in front of them.
 
 mod catalog;
+mod code_tools;
 mod dispatch;
 mod index;
 mod policy;
@@ -29,8 +30,14 @@ use warden_policy::{
     Approver, AuditStore, CallRequest, CallSurface, Gate, GateOutcome, GateParts, GatePolicy,
     NoApprover, ProgressSender, ToolDescriptor,
 };
+/// What an embedding application implements to decide calls on its own terms.
+pub use warden_policy::{
+    AuthorizationError, AuthorizationHandler, AuthorizationQuestion, AuthorizationVerdict,
+    CapabilityClass,
+};
 
 pub use catalog::{HostTools, SessionCatalog, SessionDispatcher, host_tool_descriptor};
+pub use code_tools::{CodeTool, CodeToolCall, CodeToolDefinitionError, CodeToolError};
 pub use dispatch::{CallRelay, McpDispatcher, RelayRequest, RelayedAnswer, with_relay};
 pub use index::{ServerFacts, ToolIndex};
 pub use policy::{HookSettingsError, gate_policy, hook_runner};
@@ -76,8 +83,13 @@ pub struct HostOptions {
     pub extra_servers: Vec<ServerSpec>,
     /// Resume an existing session id instead of creating one.
     pub session_id: Option<String>,
-    /// Tools implemented in code that this surface offers (the agent's built-ins).
+    /// Tools implemented in code that this surface offers: the agent's built-ins, and an
+    /// embedding application's [`CodeTool`]s (an agent session keeps the application's and adds
+    /// its own; a built-in of the same name wins).
     pub tools: Vec<Arc<dyn HostTool>>,
+    /// The embedding application's authorization handler, asked about every call once its
+    /// arguments are valid; `None` allows every call the operator's policy admits.
+    pub authorization: Option<Arc<dyn AuthorizationHandler>>,
     /// Skills from MCP servers (the surface may hold a clone for its skill tools); a default
     /// one when `None`.
     pub remote_skills: Option<Arc<RemoteSkills>>,
@@ -110,6 +122,7 @@ impl HostOptions {
             extra_servers: Vec::new(),
             session_id: None,
             tools: Vec::new(),
+            authorization: None,
             remote_skills: None,
             skills_extension: false,
             elicitation: None,
@@ -196,6 +209,20 @@ impl Host {
             specs.retain(|existing| existing.name != spec.name);
             specs.push(spec);
         }
+        // The gate times each call (a `[tool_settings]` timeout replaces the server's); the
+        // runtime's own deadline is a backstop behind it, so it must not end a call the settings
+        // give longer.
+        if let Some(longest) = options
+            .policy
+            .tool_settings
+            .iter()
+            .filter_map(|rule| rule.settings.timeout)
+            .max()
+        {
+            for spec in &mut specs {
+                spec.tool_timeout = spec.tool_timeout.max(longest);
+            }
+        }
         let state_dir = options.paths.state_dir();
         let mut runtime_options = RuntimeOptions::new(options.workspace.clone());
         let artifacts = options
@@ -251,7 +278,7 @@ impl Host {
             let approver = options
                 .approver
                 .unwrap_or_else(|| Arc::new(NoApprover) as Arc<dyn Approver>);
-            let gate = Arc::new(Gate::new(GateParts {
+            let gate = Gate::new(GateParts {
                 catalog: Arc::new(SkillGatedCatalog {
                     inner: SessionCatalog {
                         host_tools: host_tools.clone(),
@@ -269,7 +296,11 @@ impl Host {
                 hooks: options.hooks.clone(),
                 policy: options.policy,
                 cwd: options.workspace,
-            }));
+            });
+            let gate = Arc::new(match options.authorization {
+                Some(handler) => gate.with_authorization(handler),
+                None => gate,
+            });
             remote_skills.bind(
                 runtime.clone(),
                 session_id.clone(),
@@ -604,6 +635,7 @@ impl Host {
                 surface: context.surface,
                 approval_scope: context.approval_scope,
                 caller: context.caller,
+                tenant: context.tenant,
                 public_name: public_name.to_owned(),
                 arguments,
                 cancel: context.cancel,
@@ -625,6 +657,9 @@ pub struct CallContext {
     pub surface: CallSurface,
     /// Who within the surface (a gateway client, a script), if known.
     pub caller: Option<String>,
+    /// The tenant the call belongs to, when the surface knows one (the service fills it); the
+    /// authorization handler sees it.
+    pub tenant: Option<String>,
     /// Where approvals "for this session" and skill grants are remembered: a serve client's
     /// connection. `None`: the session.
     pub approval_scope: Option<String>,
@@ -638,6 +673,7 @@ impl CallContext {
         Self {
             surface,
             caller: None,
+            tenant: None,
             approval_scope: None,
             cancel,
             progress: None,

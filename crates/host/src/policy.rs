@@ -2,7 +2,9 @@
 
 use warden_config::{HookErrorPolicy, PolicySettings};
 use warden_hooks::{HookDefinition, HookRunner, HookSpec, HookSpecError};
-use warden_policy::{CapabilitySet, ExternalAuthorizer, GatePolicy};
+use warden_policy::{
+    CapabilitySet, ExternalAuthorizer, GatePolicy, ToolSettings, ToolSettingsRule,
+};
 
 /// A configured hook the hook runner refuses. Config validation checks the same rules (an
 /// absolute command, a timeout of at least a second, matchers on tool events only), so this
@@ -16,7 +18,7 @@ pub struct HookSettingsError {
     pub source: HookSpecError,
 }
 
-/// The gate's policy from `[permissions]`, `[authorization]` and `[audit]`.
+/// The gate's policy from `[permissions]`, `[authorization]`, `[tool_settings]` and `[audit]`.
 pub fn gate_policy(settings: &PolicySettings) -> GatePolicy {
     let mut policy = GatePolicy::default();
     let permissions = &settings.permissions;
@@ -42,6 +44,18 @@ pub fn gate_policy(settings: &PolicySettings) -> GatePolicy {
             args: command.args.clone(),
             timeout: command.timeout,
         });
+    policy.tool_settings = settings
+        .tool_settings
+        .iter()
+        .map(|entry| ToolSettingsRule {
+            pattern: entry.pattern.clone(),
+            settings: ToolSettings {
+                required_permission: entry.required_permission.clone(),
+                timeout: entry.timeout,
+                requires_approval: entry.requires_approval,
+            },
+        })
+        .collect();
     policy.audit_full_arguments = settings.audit.full_arguments();
     policy.audit_required = settings.audit.required();
     policy

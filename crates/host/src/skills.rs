@@ -697,6 +697,7 @@ impl RemoteSkills {
             public_name: command.command.clone(),
             annotations: ToolAnnotations::default(),
             classes: CapabilitySet::EMPTY,
+            effect: None,
             arguments: json!({
                 "server": command.server,
                 "resource_uri": command.uri,
@@ -710,6 +711,7 @@ impl RemoteSkills {
                 tools.join(", ")
             ),
             outside: None,
+            requires_approval: false,
             offers_always: store.is_some(),
         };
         match bound.approver.approve(&request).await {
@@ -769,6 +771,7 @@ impl RemoteSkills {
             session_id: bound.session_id.clone(),
             surface: CallSurface::Host,
             kind,
+            effect: None,
             caller: None,
             server: Some(server.to_owned()),
             tool: Some(what.to_owned()),

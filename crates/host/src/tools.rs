@@ -2,6 +2,7 @@
 //! the resource tools here, and the agent's built-ins plugged in through [`HostTool`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::dispatch::{
     CallRelay, RelayedAnswer, convert_off_thread, current_relay, input_required_output,
@@ -18,8 +19,8 @@ use warden_mcp::ArtifactStore;
 use warden_mcp::McpRuntime;
 use warden_mcp::RelayError;
 use warden_policy::{
-    BoxFuture, CallKind, CallReach, CallSurface, CapabilitySet, DispatchError, ProgressSender,
-    SurfaceSet, ToolOutput,
+    BoxFuture, CallKind, CallReach, CallSurface, CapabilityClass, CapabilitySet, DispatchError,
+    ProgressSender, SurfaceSet, ToolOutput,
 };
 use warden_vocab::{arguments_schema, parse_arguments};
 
@@ -59,6 +60,23 @@ pub trait HostTool: Send + Sync {
     fn requires_audit(&self) -> bool {
         false
     }
+    /// The effect class its author declared, for the audit and approvers (a tool an embedding
+    /// application defined, see [`crate::CodeTool`]); none by default.
+    fn effect(&self) -> Option<CapabilityClass> {
+        None
+    }
+    /// The permission a call requires, for the application's authorization handler.
+    fn required_permission(&self) -> Option<&str> {
+        None
+    }
+    /// Its execution timeout (None: the gate's default for host tools).
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
+    /// Whether the gate asks before every call, whatever the mode says.
+    fn requires_approval(&self) -> bool {
+        false
+    }
     /// Whether the model's tool list offers it now (it stays callable through the gate either
     /// way): the skill tools, say, only once there is a skill to load.
     fn offered(&self) -> bool {
@@ -80,6 +98,8 @@ pub struct Invocation {
     pub surface: CallSurface,
     /// Who within the surface, if known.
     pub caller: Option<String>,
+    /// The tenant the call belongs to, if the surface knows one.
+    pub tenant: Option<String>,
     /// Where the call's approvals and grants are remembered (the session, or a serve client).
     pub scope: String,
     pub arguments: Value,

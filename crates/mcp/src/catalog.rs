@@ -95,7 +95,14 @@ where
     })
 }
 
-/// Whether `uri` matches an RFC 6570 template (`{var}` spans no `/`; `{+var}`, `{#var}` and others span anything).
+/// Whether `uri` matches an RFC 6570 template: what the server's templates could expand to.
+///
+/// Each expression matches one or more characters its operator can produce: `{var}` (level 1)
+/// only unreserved characters and percent-escapes — never `/`, `?`, `#`, `@` or `:` —, `{/var}`
+/// path segments, `{.var}` a label, `{;var}`, `{?var}` and `{&var}` parameters, and `{+var}` and
+/// `{#var}` any URI character (they are written for values that hold reserved characters). A
+/// value that is only a dot segment (`.`, `..`, or their escapes) matches nothing, so a template
+/// cannot be used to step out of the place it names.
 pub(crate) fn uri_matches_template(template: &str, uri: &str) -> bool {
     let mut parts: Vec<TemplatePart<'_>> = Vec::new();
     let mut rest = template;
@@ -109,11 +116,15 @@ pub(crate) fn uri_matches_template(template: &str, uri: &str) -> bool {
             break;
         };
         let expression = &rest[open + 1..open + close];
-        let spans_slash = matches!(
-            expression.chars().next(),
-            Some('+' | '#' | '/' | '.' | ';' | '?' | '&')
-        );
-        parts.push(TemplatePart::Variable { spans_slash });
+        let operator = expression
+            .chars()
+            .next()
+            .and_then(|first| Operator::of(first, expression.contains(',')));
+        parts.push(TemplatePart::Variable(operator.unwrap_or(
+            Operator::Simple {
+                lists: expression.contains(','),
+            },
+        )));
         rest = &rest[open + close + 1..];
     }
     if !rest.is_empty() {
@@ -124,7 +135,98 @@ pub(crate) fn uri_matches_template(template: &str, uri: &str) -> bool {
 
 enum TemplatePart<'a> {
     Literal(&'a str),
-    Variable { spans_slash: bool },
+    Variable(Operator),
+}
+
+/// An expression's operator, by what its expansion may contain.
+#[derive(Clone, Copy)]
+enum Operator {
+    /// `{var}`: unreserved and percent-escapes (with `,` between the values of `{x,y}`).
+    Simple { lists: bool },
+    /// `{+var}`, `{#var}`: any URI character.
+    Reserved,
+    /// `{/var}`: `/`-led segments.
+    Path,
+    /// `{.var}`: `.`-led labels.
+    Label,
+    /// `{;var}`, `{?var}`, `{&var}`: parameters.
+    Parameters,
+}
+
+impl Operator {
+    fn of(first: char, lists: bool) -> Option<Self> {
+        match first {
+            '+' | '#' => Some(Self::Reserved),
+            '/' => Some(Self::Path),
+            '.' => Some(Self::Label),
+            ';' | '?' | '&' => Some(Self::Parameters),
+            c if c.is_ascii_alphanumeric() || c == '_' || c == '%' => Some(Self::Simple { lists }),
+            _ => None,
+        }
+    }
+
+    /// Whether `c` may appear in this expression's expansion.
+    fn admits(self, c: char) -> bool {
+        let unreserved = c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | '%');
+        match self {
+            Self::Simple { lists } => unreserved || (lists && c == ','),
+            Self::Reserved => {
+                unreserved
+                    || matches!(
+                        c,
+                        ':' | '/'
+                            | '?'
+                            | '#'
+                            | '['
+                            | ']'
+                            | '@'
+                            | '!'
+                            | '$'
+                            | '&'
+                            | '\''
+                            | '('
+                            | ')'
+                            | '*'
+                            | '+'
+                            | ','
+                            | ';'
+                            | '='
+                    )
+            }
+            Self::Path => unreserved || matches!(c, '/' | ','),
+            Self::Label => unreserved || c == ',',
+            Self::Parameters => unreserved || matches!(c, ';' | '?' | '&' | '=' | ','),
+        }
+    }
+
+    /// Whether `value` is something this operator could have produced.
+    fn accepts(self, value: &str) -> bool {
+        if value.is_empty() || !value.chars().all(|c| self.admits(c)) || !escapes_are_whole(value) {
+            return false;
+        }
+        match self {
+            Self::Simple { .. } | Self::Label => !is_dot_segment(value),
+            Self::Path => value.starts_with('/') && !value[1..].split('/').any(is_dot_segment),
+            Self::Reserved => !value.split('/').any(is_dot_segment),
+            Self::Parameters => true,
+        }
+    }
+}
+
+/// Every `%` starts a two-digit hex escape.
+fn escapes_are_whole(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    bytes.iter().enumerate().all(|(index, byte)| {
+        *byte != b'%'
+            || (bytes.get(index + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(index + 2).is_some_and(u8::is_ascii_hexdigit))
+    })
+}
+
+/// `.` or `..`, written plainly or escaped (`%2e`).
+fn is_dot_segment(segment: &str) -> bool {
+    let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+    decoded == "." || decoded == ".."
 }
 
 fn match_parts(parts: &[TemplatePart<'_>], text: &str) -> bool {
@@ -135,18 +237,16 @@ fn match_parts(parts: &[TemplatePart<'_>], text: &str) -> bool {
         TemplatePart::Literal(literal) => text
             .strip_prefix(literal)
             .is_some_and(|after| match_parts(remaining, after)),
-        TemplatePart::Variable { spans_slash } => {
-            let mut end = 0;
+        TemplatePart::Variable(operator) => {
             for (index, character) in text.char_indices() {
-                if !spans_slash && character == '/' {
+                if !operator.admits(character) {
                     break;
                 }
-                end = index + character.len_utf8();
-                if match_parts(remaining, &text[end..]) {
+                let end = index + character.len_utf8();
+                if operator.accepts(&text[..end]) && match_parts(remaining, &text[end..]) {
                     return true;
                 }
             }
-            let _ = end;
             false
         }
     }
@@ -180,6 +280,64 @@ mod tests {
             "db://users/cols/42"
         ));
         assert!(uri_matches_template("exact://uri", "exact://uri"));
+    }
+
+    #[test]
+    fn a_simple_expression_admits_only_what_it_could_expand_to() {
+        let template = "https://api.example.com/users/{id}";
+        assert!(uri_matches_template(
+            template,
+            "https://api.example.com/users/ada-42"
+        ));
+        assert!(uri_matches_template(
+            template,
+            "https://api.example.com/users/J%C3%B6rg"
+        ));
+        for refused in [
+            "https://api.example.com/users/x?next=evil",
+            "https://api.example.com/users/x#frag",
+            "https://api.example.com/users/x@evil.example",
+            "https://api.example.com/users/evil:8080",
+            "https://api.example.com/users/..",
+            "https://api.example.com/users/%2e%2E",
+            "https://api.example.com/users/50%",
+            "https://api.example.com/users/a b",
+        ] {
+            assert!(!uri_matches_template(template, refused), "{refused}");
+        }
+    }
+
+    #[test]
+    fn path_label_and_parameter_expressions_keep_to_their_shape() {
+        assert!(uri_matches_template(
+            "repo://{owner}{/path}",
+            "repo://ada/src/main.rs"
+        ));
+        assert!(!uri_matches_template(
+            "repo://{owner}{/path}",
+            "repo://ada/src/../../etc"
+        ));
+        assert!(!uri_matches_template(
+            "repo://{owner}{/path}",
+            "repo://ada?x"
+        ));
+        assert!(uri_matches_template("file:///{+path}", "file:///a/b/c.txt"));
+        assert!(!uri_matches_template(
+            "file:///{+path}",
+            "file:///a/../../etc/passwd"
+        ));
+        assert!(uri_matches_template(
+            "search://q{?term,limit}",
+            "search://q?term=ada&limit=5"
+        ));
+        assert!(!uri_matches_template(
+            "search://q{?term}",
+            "search://q?term=a/b"
+        ));
+        assert!(uri_matches_template(
+            "host://{name}{.tld}",
+            "host://example.org"
+        ));
     }
 
     #[tokio::test]

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde_json::Value;
-use warden_vocab::{CapabilitySet, PermissionMode, ToolGlob};
+use warden_vocab::{CapabilityClass, CapabilitySet, PermissionMode, ToolGlob};
 
 use crate::call::{CallKind, CallSurface};
 use crate::capability::ToolAnnotations;
@@ -45,6 +45,8 @@ pub struct ApprovalFacts<'a> {
     pub remembered: bool,
     /// An approved skill grant unlocked it for this session.
     pub granted: bool,
+    /// The tool asks before every call (declared in code or by `[tool_settings]`).
+    pub requires_approval: bool,
     /// The path outside the workspace roots this call reaches, if any.
     pub outside: Option<&'a OutsidePath>,
 }
@@ -56,12 +58,14 @@ pub struct ApprovalFacts<'a> {
 /// 4. a call that reaches outside the workspace roots asks — in every mode, whatever the allow
 ///    list and grants say (they name tools, not paths) — unless the user allowed this tool in a
 ///    folder holding the path for this session;
-/// 5. an allow-list match (`[permissions] allow`, `--allowed-tools`) runs — explicit names beat
+/// 5. a tool that requires approval asks — whatever the allow list, grants and mode say —
+///    unless the person allowed it for this session;
+/// 6. an allow-list match (`[permissions] allow`, `--allowed-tools`) runs — explicit names beat
 ///    the always-ask classes;
-/// 6. a skill grant or a remembered "allow for session" answer runs;
-/// 7. the mode: `ask` runs read-only tools and asks for the rest; `auto` asks when the tool has an
+/// 7. a skill grant or a remembered "allow for session" answer runs;
+/// 8. the mode: `ask` runs read-only tools and asks for the rest; `auto` asks when the tool has an
 ///    always-ask class and runs otherwise; `read-only` runs (what is left is read-only);
-/// 8. code mode never escalates: where a person would be asked, it is denied instead.
+/// 9. code mode never escalates: where a person would be asked, it is denied instead.
 pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
     let ApprovalFacts {
         permissions,
@@ -71,6 +75,7 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
         surface,
         remembered,
         granted,
+        requires_approval,
         outside,
     } = facts;
     if let Some(pattern) = first_match(&permissions.deny, names) {
@@ -99,6 +104,12 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
                 "{public_name} {}, outside the workspace; calls outside it always ask",
                 outside.describe()
             ))
+        }
+    } else if requires_approval {
+        if remembered {
+            ApprovalNeed::Run("approved earlier for this session".to_owned())
+        } else {
+            ApprovalNeed::Ask(format!("{public_name} requires approval before every call"))
         }
     } else if let Some(pattern) = first_match(&permissions.allow, names) {
         ApprovalNeed::Run(format!(
@@ -165,12 +176,17 @@ pub struct ApprovalRequest {
     pub annotations: ToolAnnotations,
     /// The classes the gate derived.
     pub classes: CapabilitySet,
+    /// The effect class the tool's author declared (a tool defined in code), if any.
+    pub effect: Option<CapabilityClass>,
     /// The call's arguments (validated).
     pub arguments: Value,
     /// Why approval is needed.
     pub reason: String,
     /// The path outside the workspace the call reaches, if that is why it asks.
     pub outside: Option<OutsidePath>,
+    /// The tool asks before every call (declared in code or by `[tool_settings]`): no allow
+    /// list entry would let it run unasked.
+    pub requires_approval: bool,
     /// Whether the question may be answered "always" (remembered beyond this session): only a
     /// skill's tool grant offers it. Everywhere else the longest answer is "for this session".
     pub offers_always: bool,
@@ -227,6 +243,9 @@ impl Approver for NoApprover {
                  additional_directories",
                 outside.remembered_folder().display()
             ),
+            None if request.requires_approval => "run it where a person can answer (warden \
+                chat), or drop requires_approval from its definition or [tool_settings] entry"
+                .to_owned(),
             None => format!(
                 "allow it with --allowed-tools {} or [permissions] allow",
                 request.public_name

@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use warden_vocab::CapabilitySet;
+use warden_vocab::{CapabilityClass, CapabilitySet};
 
 use crate::approval::BoxFuture;
 use crate::call::{CallKind, CallSurface, Decision, Layer};
@@ -71,6 +71,8 @@ pub struct AuditRecord {
     pub surface: CallSurface,
     /// What the call does.
     pub kind: CallKind,
+    /// The effect class the tool's author declared (a tool defined in code), if any.
+    pub effect: Option<CapabilityClass>,
     /// Who within the surface, if known.
     pub caller: Option<String>,
     /// The server (`builtin` for built-ins); None when unresolved.
@@ -200,6 +202,9 @@ pub struct AuditRow {
     /// What the call does (`tool`, `resource-read`, `prompt-get`, …); None for a record written
     /// before the column existed (whose `source` then says either).
     pub kind: Option<String>,
+    /// The effect class the tool's author declared (`read_only`, `write`, `destructive`,
+    /// `external`); None for tools that declare none and for records written before the column.
+    pub effect: Option<String>,
     /// Who within the surface.
     pub caller: Option<String>,
     /// The server.
@@ -262,7 +267,8 @@ CREATE TABLE IF NOT EXISTS audit (
     arguments_digest TEXT NOT NULL,
     arguments TEXT,
     confinement TEXT,
-    kind TEXT
+    kind TEXT,
+    effect TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_session ON audit (session_id, id);
 CREATE INDEX IF NOT EXISTS audit_time ON audit (time_unix_ms);
@@ -409,7 +415,7 @@ impl AuditStore {
         let sql = format!(
             "SELECT * FROM (SELECT id, time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
              classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-             arguments_digest, arguments, confinement, kind FROM audit {filter} ORDER BY id DESC LIMIT {limit}) ORDER BY id ASC"
+             arguments_digest, arguments, confinement, kind, effect FROM audit {filter} ORDER BY id DESC LIMIT {limit}) ORDER BY id ASC"
         );
         self.with_reader(|connection| {
             let mut statement = connection.prepare(&sql)?;
@@ -510,6 +516,7 @@ struct PendingRow {
     session_id: String,
     source: &'static str,
     kind: &'static str,
+    effect: Option<&'static str>,
     caller: Option<String>,
     server: Option<String>,
     tool: Option<String>,
@@ -538,6 +545,7 @@ impl From<&AuditRecord> for PendingRow {
             session_id: record.session_id.clone(),
             source: record.surface.as_str(),
             kind: record.kind.as_str(),
+            effect: record.effect.map(CapabilityClass::as_str),
             caller: record.caller.clone(),
             server: record.server.clone(),
             tool: record.tool.clone(),
@@ -787,19 +795,19 @@ fn checkpoint(connection: &Connection, path: &Path) {
 
 const INSERT: &str = "INSERT INTO audit (time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
      classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-     arguments_digest, arguments, confinement, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)";
+     arguments_digest, arguments, confinement, kind, effect) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)";
 
-/// A call's outcome written over its intent, row `?22` (the time is the same: both come from the
+/// A call's outcome written over its intent, row `?23` (the time is the same: both come from the
 /// moment the call entered the gate).
 const COMPLETE: &str = "UPDATE audit SET time_unix_ms = ?1, session_id = ?2, source = ?3, caller = ?4, server = ?5, \
      tool = ?6, public_name = ?7, annotations = ?8, classes = ?9, decision = ?10, layer = ?11, reason = ?12, \
      gate_ms = ?13, execution_ms = ?14, result_bytes = ?15, result_is_error = ?16, error = ?17, \
-     arguments_digest = ?18, arguments = ?19, confinement = ?20, kind = ?21 WHERE id = ?22";
+     arguments_digest = ?18, arguments = ?19, confinement = ?20, kind = ?21, effect = ?22 WHERE id = ?23";
 
 /// Writes `row` — in place of the intent it completes, or as a new record (also when that
 /// intent is not there to complete) — and returns its id.
 fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<i64> {
-    let columns: [&dyn rusqlite::ToSql; 21] = [
+    let columns: [&dyn rusqlite::ToSql; 22] = [
         &row.time_unix_ms,
         &row.session_id,
         &row.source,
@@ -821,6 +829,7 @@ fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<i64> {
         &row.arguments,
         &row.confinement,
         &row.kind,
+        &row.effect,
     ];
     // Prepared once per connection and reused (SQLite's statement cache).
     if let Some(id) = row.replaces {
@@ -928,7 +937,11 @@ fn connect(path: &Path) -> Result<Connection, AuditError> {
 }
 
 /// Columns added after the first release, added to a database made before them.
-const ADDED_COLUMNS: &[(&str, &str)] = &[("confinement", "TEXT"), ("kind", "TEXT")];
+const ADDED_COLUMNS: &[(&str, &str)] = &[
+    ("confinement", "TEXT"),
+    ("kind", "TEXT"),
+    ("effect", "TEXT"),
+];
 
 fn add_missing_columns(connection: &Connection) -> rusqlite::Result<()> {
     let mut statement = connection.prepare("SELECT name FROM pragma_table_info('audit')")?;
@@ -981,6 +994,7 @@ fn row_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
         arguments: arguments.and_then(|text| serde_json::from_str(&text).ok()),
         confinement: row.get(20)?,
         kind: row.get(21)?,
+        effect: row.get(22)?,
     })
 }
 
@@ -996,6 +1010,7 @@ mod tests {
             session_id: "s".into(),
             surface: CallSurface::Agent,
             kind: CallKind::Tool,
+            effect: None,
             caller: None,
             server: None,
             tool: None,

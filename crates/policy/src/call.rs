@@ -181,6 +181,9 @@ pub struct CallRequest {
     pub approval_scope: Option<String>,
     /// Who, within the surface (a gateway client's name, a script id…), if known.
     pub caller: Option<String>,
+    /// The tenant the call belongs to, when the surface knows one: the authorization handler
+    /// sees it.
+    pub tenant: Option<String>,
     /// The model-visible tool name.
     pub public_name: String,
     /// The arguments (`null` counts as `{}`).
@@ -254,6 +257,8 @@ pub enum Layer {
     Rule,
     /// The external authorization command.
     External,
+    /// The embedding application's authorization handler.
+    Application,
     /// Argument validation.
     Validation,
     /// The workspace check: a protected path the call may not reach (see [`crate::CallReach`]).
@@ -282,6 +287,7 @@ impl Layer {
             Self::Authorization => "authorization",
             Self::Rule => "rule",
             Self::External => "external",
+            Self::Application => "application",
             Self::Validation => "validation",
             Self::Workspace => "workspace",
             Self::SkillScript => "skill-script",

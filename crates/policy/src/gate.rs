@@ -12,7 +12,7 @@ use futures::FutureExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_hooks::{HookEvent, HookInput, HookRunner, HookTool, HookVerdict, result_value};
-use warden_vocab::{CapabilitySet, ToolGlob};
+use warden_vocab::{CapabilityClass, CapabilitySet, ToolGlob};
 
 use crate::approval::{
     ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, Approver, BoxFuture,
@@ -23,10 +23,12 @@ use crate::authorize::{check_ceiling, check_rules};
 use crate::call::{CallKind, CallRequest, CallSurface, Decision, GateOutcome, Layer, ToolOutput};
 use crate::capability::ToolAnnotations;
 use crate::external::{ExternalQuestion, ask_external};
+use crate::handler::{AllowEveryCall, AuthorizationHandler, AuthorizationQuestion, ask_handler};
 use crate::permissions::GatePolicy;
 use crate::reach::CallReach;
 use crate::schema_cache::SchemaCache;
 use crate::tool::{ToolDescriptor, ToolIdentity};
+use crate::tool_settings::settings_for;
 
 /// The tools a call may name: the discovered, filtered, un-gated set. Tools hidden behind a
 /// deferral or a skill that has not been loaded resolve to `None`.
@@ -55,6 +57,8 @@ pub struct DispatchCall {
     pub surface: CallSurface,
     /// Who within the surface, if known.
     pub caller: Option<String>,
+    /// The tenant the call belongs to, if the surface knows one.
+    pub tenant: Option<String>,
     /// Where the call's approvals and grants are remembered (see [`CallRequest::scope`]).
     pub scope: String,
     /// The resolved tool.
@@ -156,6 +160,8 @@ pub struct Gate {
     hooks: HookRunner,
     policy: GatePolicy,
     cwd: PathBuf,
+    /// The embedding application's authorization handler ([`AllowEveryCall`] unless one is set).
+    authorization: Arc<dyn AuthorizationHandler>,
     /// Per session: tools the user allowed for the rest of the session.
     remembered: Mutex<HashMap<String, HashSet<ToolIdentity>>>,
     /// Per session: tools the user allowed outside the workspace, each in one folder.
@@ -208,6 +214,8 @@ struct Trace {
     classes: CapabilitySet,
     /// What the resolved tool does (a tool call until it resolves to something else).
     kind: CallKind,
+    /// The effect class the resolved tool's author declared.
+    effect: Option<CapabilityClass>,
     execution_duration: Option<Duration>,
     /// What went wrong on the way without deciding the call (a hook that could not run).
     warnings: Vec<String>,
@@ -237,12 +245,20 @@ impl Gate {
             hooks,
             policy,
             cwd,
+            authorization: Arc::new(AllowEveryCall),
             remembered: Mutex::new(HashMap::new()),
             remembered_outside: Mutex::new(HashMap::new()),
             granted: Mutex::new(HashMap::new()),
             schemas: SchemaCache::default(),
             in_flight: AtomicUsize::new(0),
         }
+    }
+
+    /// The gate with the embedding application's authorization handler, asked about every call
+    /// once its arguments are valid (see [`AuthorizationHandler`]).
+    pub fn with_authorization(mut self, handler: Arc<dyn AuthorizationHandler>) -> Self {
+        self.authorization = handler;
+        self
     }
 
     /// The operator's policy in force.
@@ -313,6 +329,7 @@ impl Gate {
             resolved: None,
             classes: CapabilitySet::EMPTY,
             kind: CallKind::Tool,
+            effect: None,
             execution_duration: None,
             warnings: Vec::new(),
             entry: AuditEntry::NONE,
@@ -338,7 +355,7 @@ impl Gate {
         in_flight: &InFlight<'_>,
     ) -> Step {
         // 1. Resolve.
-        let Some(descriptor) = self.catalog.resolve(&request.public_name) else {
+        let Some(mut descriptor) = self.catalog.resolve(&request.public_name) else {
             let reason = self
                 .catalog
                 .explain_unresolved(&request.public_name)
@@ -367,6 +384,7 @@ impl Gate {
         }
         trace.classes = descriptor.classes();
         trace.resolved = Some((descriptor.identity.clone(), descriptor.annotations));
+        trace.effect = descriptor.effect;
 
         // 2. Authorization: ceiling, rules, external command.
         let permissions = &self.policy.permissions;
@@ -384,6 +402,18 @@ impl Gate {
                 .as_deref()
                 .map(|server| (server, descriptor.identity.tool.as_str())),
         );
+        // The operator's `[tool_settings]` for these names: what they set replaces the tool's
+        // own, and `requires_approval` only ever adds asking.
+        let settings = settings_for(&self.policy.tool_settings, &names);
+        if let Some(permission) = settings.required_permission {
+            descriptor.required_permission = Some(permission);
+        }
+        if let Some(timeout) = settings.timeout {
+            descriptor.timeout = Some(timeout);
+        }
+        if settings.requires_approval == Some(true) {
+            descriptor.requires_approval = true;
+        }
         for name in &names {
             if let Err(reason) = check_rules(&self.policy.rules, name) {
                 return Step::stop(Decision::Denied, Layer::Rule, reason);
@@ -417,6 +447,33 @@ impl Gate {
                 Layer::Validation,
                 format!("{}: {problem}", descriptor.public_name),
             );
+        }
+
+        // 3a. The embedding application's authorization handler, on the valid arguments (an
+        // error or a panic denies).
+        let question = AuthorizationQuestion {
+            session_id: &request.session_id,
+            tenant: request.tenant.as_deref(),
+            surface: request.surface,
+            caller: request.caller.as_deref(),
+            kind: descriptor.kind,
+            server: request.server_of(&descriptor.identity),
+            tool: &descriptor.identity.tool,
+            public_name: &descriptor.public_name,
+            classes,
+            effect: descriptor.effect,
+            required_permission: descriptor.required_permission.as_deref(),
+            arguments,
+        };
+        let decided = tokio::select! {
+            decided = ask_handler(self.authorization.as_ref(), &question) => decided,
+            () = request.cancel.cancelled() => {
+                let reason = "cancelled while the application decided on it".to_owned();
+                return Step::stop(Decision::Cancelled, Layer::Cancellation, reason);
+            }
+        };
+        if let Err(reason) = decided {
+            return Step::stop(Decision::Denied, Layer::Application, reason);
         }
 
         // 3b. The workspace: a protected path is refused, a path outside the roots asks, and a
@@ -473,6 +530,7 @@ impl Gate {
             surface: request.surface,
             remembered,
             granted: self.session_has(&self.granted, request.scope(), &descriptor.identity),
+            requires_approval: descriptor.requires_approval,
             outside: reach.outside.as_ref(),
         });
         let approved_because = match need {
@@ -488,9 +546,11 @@ impl Gate {
                     public_name: descriptor.public_name.clone(),
                     annotations: descriptor.annotations,
                     classes,
+                    effect: descriptor.effect,
                     arguments: arguments.clone(),
                     reason: why,
                     outside: reach.outside.clone(),
+                    requires_approval: descriptor.requires_approval,
                     offers_always: false,
                 };
                 let (answer, answered_by) = tokio::select! {
@@ -594,6 +654,7 @@ impl Gate {
             session_id: request.session_id.clone(),
             surface: request.surface,
             caller: request.caller.clone(),
+            tenant: request.tenant.clone(),
             scope: request.scope().to_owned(),
             descriptor,
             arguments: arguments.clone(),
@@ -753,6 +814,7 @@ impl Gate {
             session_id: request.session_id.clone(),
             surface: request.surface,
             kind: trace.kind,
+            effect: trace.effect,
             caller: request.caller.clone(),
             server: identity.map(|identity| request.server_of(identity).to_owned()),
             tool: identity.map(|identity| identity.tool.clone()),

@@ -2,19 +2,25 @@
 //!
 //! # Order of a call
 //! 1. **resolve** — [`Catalog::resolve`] over the discovered, filtered, un-gated, non-hidden set;
-//!    otherwise "unknown tool" and the dispatcher is never called;
+//!    otherwise "unknown tool" and the dispatcher is never called; the operator's
+//!    `[tool_settings]` matching the call's names then set its required permission, timeout and
+//!    `requires_approval` ([`settings_for`]);
 //! 2. **authorization** — the tool's classes (see below) against the ceiling, then operator rules
 //!    (first match wins), then the optional external command (any failure denies);
 //! 3. **validation** — arguments against the input schema (JSON Schema 2020-12 unless `$schema`
 //!    says otherwise; an unusable schema denies); the error names the failing JSON pointer;
+//!    then **the application** — the embedding application's [`AuthorizationHandler`] sees the
+//!    tool, its required permission, the valid arguments, the surface, the caller and the tenant
+//!    (the default allows; an error or a panic denies, layer `application`);
 //!    then **the workspace** — [`Catalog::assess`] says what the arguments reach ([`CallReach`]):
 //!    a protected path is denied (layer `workspace`), a path outside the session's roots always
 //!    asks, and a call may add classes to its tool's (a write that replaces a file is destructive);
 //! 4. **PreToolUse hooks** — exit 2 blocks with stderr as the reason; anything else is no opinion;
 //! 5. **approval** — see [`approval_need`] for the exact order; a person is asked through the
 //!    [`Approver`] with no timeout; [`NoApprover`] (headless) denies with that reason;
-//! 6. **execution** — under the tool's timeout (or [`GatePolicy::default_timeout`]) and the
-//!    caller's cancellation token; the dispatcher's token is cancelled on timeout;
+//! 6. **execution** — under the tool's timeout (`[tool_settings]`, else its own, else
+//!    [`GatePolicy::default_timeout`]) and the caller's cancellation token; the dispatcher's token
+//!    is cancelled on timeout. The clock starts after approval: a person's time never counts;
 //! 7. **PostToolUse hooks** (exit 2 attaches feedback for the model), then exactly one
 //!    [`AuditRecord`]. An audit failure is returned in [`GateOutcome::audit_error`] and logged.
 //!
@@ -54,11 +60,13 @@ mod call;
 mod capability;
 mod external;
 mod gate;
+mod handler;
 mod permissions;
 mod reach;
 mod schema_cache;
 mod time;
 mod tool;
+mod tool_settings;
 mod validate;
 
 pub use approval::{
@@ -79,11 +87,16 @@ pub use gate::{
     Catalog, DispatchCall, DispatchError, Dispatcher, Gate, GateParts, ProgressSender,
     ProgressUpdate, call_deadline,
 };
+pub use handler::{
+    AllowEveryCall, AuthorizationError, AuthorizationHandler, AuthorizationQuestion,
+    AuthorizationVerdict, ask_handler,
+};
 pub use permissions::{ExternalAuthorizer, GatePolicy, Permissions};
 pub use reach::{CallReach, OutsidePath};
 pub use schema_cache::{DEFAULT_SCHEMA_CACHE_CAPACITY, SchemaCache};
 pub use time::{SinceError, parse_since, rfc3339_millis, unix_millis};
 pub use tool::{ServerPolicy, ToolDescriptor, ToolIdentity, ToolSource};
+pub use tool_settings::{ToolSettings, ToolSettingsRule, settings_for};
 pub use validate::validate_arguments;
 /// The shared vocabulary the gate's inputs are written in (defined in `warden-vocab`).
 pub use warden_vocab::{

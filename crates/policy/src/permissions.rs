@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::tool_settings::ToolSettingsRule;
+
 use warden_vocab::{
     AuthorizationRule, CapabilityClass, CapabilitySet, DEFAULT_HOST_TOOL_TIMEOUT, PermissionMode,
     ToolGlob,
@@ -62,6 +64,8 @@ pub struct GatePolicy {
     /// Refuse a call whose intent the audit trail cannot record (`[audit] required = true`);
     /// by default the call goes on and the failure is reported.
     pub audit_required: bool,
+    /// `[tool_settings]`: required permission, timeout and approval by tool name or pattern.
+    pub tool_settings: Vec<ToolSettingsRule>,
 }
 
 impl Default for GatePolicy {
@@ -73,6 +77,7 @@ impl Default for GatePolicy {
             default_timeout: DEFAULT_HOST_TOOL_TIMEOUT,
             audit_full_arguments: false,
             audit_required: false,
+            tool_settings: Vec::new(),
         }
     }
 }

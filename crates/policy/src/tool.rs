@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 use serde_json::Value;
-use warden_vocab::CapabilitySet;
+use warden_vocab::{CapabilityClass, CapabilitySet};
 
 use crate::call::{CallKind, SurfaceSet};
 use crate::capability::{ToolAnnotations, classes_from_annotations, normalise_declared};
@@ -122,8 +122,15 @@ pub struct ToolDescriptor {
     pub server_policy: ServerPolicy,
     /// Whether annotations may relax the tool (true by default for user-scope entries).
     pub trust_annotations: bool,
-    /// A permission name the entry declares, passed to the external authorization command.
+    /// The permission a call requires — declared in code, or set by `[tool_settings]` — passed to
+    /// the application's authorization handler and the external authorization command.
     pub required_permission: Option<String>,
+    /// The effect class its author declared (a tool defined in code): recorded in the audit's
+    /// `effect` column and shown to approvers; it decides nothing of its own.
+    pub effect: Option<CapabilityClass>,
+    /// The gate asks before every call, whatever the mode, the lists and the grants say (a
+    /// remembered "allow for this session" answer still counts: a person gave it).
+    pub requires_approval: bool,
     /// Execution timeout for this tool (None = the gate's default).
     pub timeout: Option<Duration>,
     /// What a call of it does (a tool call, a resource read, a sampling answer…): the audit's

@@ -230,7 +230,10 @@ impl AgentSession {
             sampling_model.clone(),
         )));
         options.defer_mode = Some(model.defer_mode);
-        options.tools = host_tools;
+        // The embedding application's tools come first, so a built-in of the same name wins.
+        let mut application_tools = std::mem::take(&mut options.tools);
+        application_tools.extend(host_tools);
+        options.tools = application_tools;
         options.session_id = Some(session_id);
         options.artifacts = Some(artifacts);
         options.remote_skills = Some(remote_skills);

@@ -513,6 +513,7 @@ mod tests {
             host: host.clone(),
             surface: warden_policy::CallSurface::Agent,
             caller: None,
+            tenant: None,
             scope: "s".to_owned(),
             arguments: arguments.clone(),
             progress: None,

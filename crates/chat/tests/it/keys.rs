@@ -37,9 +37,11 @@ fn request() -> ApprovalRequest {
         public_name: "mcp__fs__write_file".into(),
         annotations: Default::default(),
         classes: CapabilitySet::of(&[CapabilityClass::Write]),
+        effect: None,
         arguments: json!({"path": "a"}),
         reason: "ask mode".into(),
         outside: None,
+        requires_approval: false,
         offers_always: false,
     }
 }

@@ -85,9 +85,11 @@ fn approval_request() -> ApprovalRequest {
         public_name: "mcp__fs__write_file".into(),
         annotations: Default::default(),
         classes: CapabilitySet::of(&[CapabilityClass::Write]),
+        effect: None,
         arguments: json!({"path": "notes.txt", "content": "hello"}),
         reason: "mcp__fs__write_file is write; ask mode asks before it runs".into(),
         outside: None,
+        requires_approval: false,
         offers_always: false,
     }
 }
@@ -98,6 +100,37 @@ fn approval_dialog() {
     app.approvals
         .push_back(ApprovalDialog::new(&approval_request(), None));
     insta::assert_snapshot!(render(&app, 90, 26));
+}
+
+#[test]
+fn approval_dialog_shows_the_effect_a_tool_defined_in_code_declares() {
+    let mut app = App::new("mock");
+    let request = ApprovalRequest {
+        identity: ToolIdentity::builtin("cancel_order"),
+        public_name: "cancel_order".into(),
+        classes: CapabilitySet::of(&[CapabilityClass::Destructive]),
+        effect: Some(CapabilityClass::Destructive),
+        reason: "cancel_order requires approval before every call".into(),
+        arguments: json!({"order_id": "A-1"}),
+        ..approval_request()
+    };
+    app.approvals.push_back(ApprovalDialog::new(&request, None));
+    let screen = render(&app, 90, 20);
+    assert!(
+        screen.contains("effect    destructive (declared by the tool's author)"),
+        "{screen}"
+    );
+    let without = render(
+        &{
+            let mut app = App::new("mock");
+            app.approvals
+                .push_back(ApprovalDialog::new(&approval_request(), None));
+            app
+        },
+        90,
+        20,
+    );
+    assert!(!without.contains("effect"), "{without}");
 }
 
 #[test]

@@ -86,6 +86,7 @@ async fn follow_shows_a_running_call_once_it_has_ended() {
         session_id: "s".into(),
         surface: warden_policy::CallSurface::Agent,
         kind: warden_policy::CallKind::Tool,
+        effect: None,
         caller: None,
         server: Some("fx".into()),
         tool: Some("slow".into()),

@@ -1,4 +1,4 @@
-//! The gate's sections as written, and their walk: `[permissions]`, `[authorization]` with its rules, `[audit]` and `[hooks]`.
+//! The gate's sections as written, and their walk: `[permissions]`, `[authorization]` with its rules, `[tool_settings]`, `[audit]` and `[hooks]`.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -86,6 +86,27 @@ pub struct RawAuthorizationRule {
 
 impl RawAuthorizationRule {
     pub const KEYS: &'static [&'static str] = &["tools", "decision", "reason"];
+}
+
+/// One `[tool_settings."PATTERN"]` entry: settings for the tools whose public name matches the pattern. User config only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawToolSettings {
+    /// The permission a call of the tool requires, handed to the embedding application's authorization handler and to the external authorization command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub required_permission: Option<String>,
+    /// Seconds a call may run once approved (replaces the server's `tool_timeout_sec`; at least 1, at most a week).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604_800))]
+    pub timeout_sec: Option<u64>,
+    /// `true`: ask before every call, whatever the permission mode, the allow list or a skill grant say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requires_approval: Option<bool>,
+}
+
+impl RawToolSettings {
+    pub const KEYS: &'static [&'static str] =
+        &["required_permission", "timeout_sec", "requires_approval"];
 }
 
 /// `[audit]`.
@@ -235,6 +256,47 @@ impl<'a> Walk<'a> {
             timeout_sec: self.unsigned(t, p, "timeout_sec", "a whole number of seconds"),
             rules,
         }
+    }
+
+    /// `[tool_settings]`: one table per tool name or pattern.
+    pub(super) fn tool_settings(
+        &mut self,
+        root: &Table,
+    ) -> std::collections::BTreeMap<String, RawToolSettings> {
+        let mut settings = std::collections::BTreeMap::new();
+        let Some(table) = self.table(root, "", "tool_settings") else {
+            return settings;
+        };
+        for (pattern, value) in table {
+            let path = key_path("tool_settings", pattern);
+            match value {
+                Value::Table(entry) => {
+                    let before = self.diagnostics.len();
+                    self.unknown_keys(entry, &path, RawToolSettings::KEYS);
+                    let parsed = RawToolSettings {
+                        required_permission: self.string(entry, &path, "required_permission"),
+                        timeout_sec: self.unsigned(
+                            entry,
+                            &path,
+                            "timeout_sec",
+                            "a whole number of seconds",
+                        ),
+                        requires_approval: self.boolean(entry, &path, "requires_approval"),
+                    };
+                    // An entry with a wrong key is not validated further: its missing values
+                    // would only produce follow-on noise.
+                    if self.diagnostics.len() == before {
+                        settings.insert(pattern.clone(), parsed);
+                    }
+                }
+                other => self.wrong_type(
+                    path,
+                    "a table (settings for the tools this pattern names)",
+                    other,
+                ),
+            }
+        }
+        settings
     }
 
     /// `[hooks]`: one array of `[[hooks.EVENT]]` tables per event; event names are case-sensitive.

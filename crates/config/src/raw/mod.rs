@@ -8,6 +8,7 @@ mod walk;
 
 pub use gate::{
     RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks, RawPermissions,
+    RawToolSettings,
 };
 pub use models::{RawAgent, RawModel};
 pub use servers::{RawPolicy, RawServer, RawToolFilter, RawToolPolicy};
@@ -24,6 +25,7 @@ use serde::Serialize;
 use toml::{Table, Value};
 
 use crate::error::Problem;
+use warden_vocab::GLOB_SCHEMA_PATTERN;
 
 /// The `schema_version` values this build reads.
 pub const SUPPORTED_SCHEMA_VERSIONS: &[i64] = &[1];
@@ -64,6 +66,10 @@ pub struct RawConfig {
     /// Operator authorization rules and the external authorization command (user config only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authorization: Option<RawAuthorization>,
+    /// Per-tool settings by public tool name or glob (`[tool_settings."mcp__github__*"]`): the permission a call requires, its timeout, whether it always asks. User config only. For each key the most specific matching entry wins (an exact name over any pattern, else the pattern with more literal characters); `requires_approval = true` in any matching entry counts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("propertyNames" = { "pattern": GLOB_SCHEMA_PATTERN }))]
+    pub tool_settings: BTreeMap<String, RawToolSettings>,
     /// The audit trail's settings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<RawAudit>,
@@ -96,6 +102,7 @@ impl RawConfig {
         "agents",
         "permissions",
         "authorization",
+        "tool_settings",
         "audit",
         "hooks",
         "discovery",
@@ -189,6 +196,7 @@ impl<'a> Walk<'a> {
         }
         let permissions = self.section(root, "permissions", Self::permissions);
         let authorization = self.section(root, "authorization", Self::authorization);
+        let tool_settings = self.tool_settings(root);
         let audit = self.section(root, "audit", |walk, t, p| {
             walk.unknown_keys(t, p, RawAudit::KEYS);
             RawAudit {
@@ -275,6 +283,7 @@ impl<'a> Walk<'a> {
             agents,
             permissions,
             authorization,
+            tool_settings,
             audit,
             hooks,
             discovery,

@@ -2,6 +2,7 @@
 //! entries become the runtime's HTTP auth.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod code_tools;
 mod mcp_skills;
 mod oauth_specs;
 mod session;

@@ -581,3 +581,111 @@ async fn a_failed_reconnect_keeps_the_tools_and_says_why() {
     );
     host.shutdown().await;
 }
+
+/// Against the npm reference server: a read reaches the server only for a URI it listed or one
+/// its templates could expand to; anything else — another host, a query smuggled into a
+/// template's `{id}`, a dot segment — is refused with the reason before any request goes out.
+#[tokio::test]
+async fn resource_reads_of_the_reference_server_are_limited_to_what_it_advertised() {
+    let node = warden_testkit::require_or_skip!(warden_testkit::node22());
+    let script = warden_testkit::require_or_skip!(warden_testkit::npm_server("everything"));
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let mut options = HostOptions::new(paths.clone(), dir.path().to_path_buf());
+    options.extra_servers.push(
+        ServerSpec::stdio("everything", node.display().to_string())
+            .with_args([script.display().to_string(), "stdio".to_owned()]),
+    );
+    let host = Host::open(&LoadedConfig::default(), options).unwrap();
+    let servers = host.servers();
+    let listed = servers.resources(Some("everything")).await.unwrap();
+    let first = listed
+        .iter()
+        .map(|row| row.resource.uri.clone())
+        .find(|uri| uri.starts_with("demo://resource/static/document/"))
+        .unwrap_or_else(|| panic!("no static document in {listed:#?}"));
+    let templates: Vec<String> = servers
+        .resource_templates("everything")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|template| template.uri_template)
+        .collect();
+    assert!(
+        templates.contains(&"demo://resource/dynamic/text/{resourceId}".to_owned()),
+        "{templates:?}"
+    );
+    let read = |uri: &str| {
+        host.call(
+            CallSurface::Agent,
+            "read_mcp_resource",
+            json!({"server": "everything", "uri": uri}),
+            CancellationToken::new(),
+        )
+    };
+
+    let outcome = read(&first).await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    let outcome = read("demo://resource/dynamic/text/7").await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+
+    for refused in [
+        "http://169.254.169.254/latest/meta-data/",
+        "file:///etc/passwd",
+        "demo://resource/dynamic/text/7?next=http://169.254.169.254/",
+        "demo://resource/dynamic/text/7@evil.example",
+        "demo://resource/dynamic/text/..",
+        "demo://resource/static/document/../../secret.md",
+    ] {
+        let outcome = read(refused).await;
+        assert_eq!(
+            (outcome.decision, outcome.layer),
+            (Decision::Failed, Layer::Dispatch),
+            "{refused}: {outcome:?}"
+        );
+        assert!(
+            outcome
+                .model_text()
+                .contains(&format!("does not advertise the resource {refused}")),
+            "{refused}: {}",
+            outcome.model_text()
+        );
+    }
+    host.shutdown().await;
+}
+
+/// `[tool_settings]` `timeout_sec` replaces the server's `tool_timeout_sec` for the tools it
+/// names, longer as well as shorter: the runtime's own deadline does not cut a call the
+/// settings allow more time.
+#[tokio::test]
+async fn a_tool_settings_timeout_replaces_the_servers_for_the_tools_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let mut options = HostOptions::new(paths, dir.path().to_path_buf());
+    options.policy.permissions.allow = vec![ToolGlob::parse("mcp__fx__*").unwrap()];
+    options.policy.tool_settings = vec![warden_policy::ToolSettingsRule {
+        pattern: ToolGlob::parse("mcp__fx__slow").unwrap(),
+        settings: warden_policy::ToolSettings {
+            timeout: Some(Duration::from_secs(5)),
+            ..warden_policy::ToolSettings::default()
+        },
+    }];
+    let (program, args) = fixture_command("echo");
+    options.extra_servers.push(
+        ServerSpec::stdio("fx", program.display().to_string())
+            .with_args(args)
+            .with_tool_timeout(Duration::from_millis(300)),
+    );
+    let host = Host::open(&LoadedConfig::default(), options).unwrap();
+    host.server_tools("fx").await.unwrap();
+    let outcome = host
+        .call(
+            CallSurface::Agent,
+            "mcp__fx__slow",
+            json!({"ms": 900}),
+            CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    host.shutdown().await;
+}

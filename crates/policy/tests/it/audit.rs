@@ -484,6 +484,7 @@ fn skill_load_record(session: &str) -> warden_policy::AuditRecord {
         session_id: session.into(),
         surface: CallSurface::Agent,
         kind: warden_policy::CallKind::SkillLoad,
+        effect: None,
         caller: None,
         server: Some("weather".into()),
         tool: None,
@@ -549,17 +550,23 @@ fn new_and_earlier_database_layouts_both_record() {
     drop(sqlite);
     let store = AuditStore::open(&earlier).unwrap();
     store.record(&skill_load_record("new")).unwrap();
+    let mut declared = skill_load_record("code");
+    declared.effect = Some(warden_policy::CapabilityClass::Destructive);
+    store.record(&declared).unwrap();
     let rows = store.query(&AuditQuery::default()).unwrap();
     assert_eq!(
         rows.iter()
             .map(|row| (row.id, row.session_id.as_str()))
             .collect::<Vec<_>>(),
-        [(41, "old"), (42, "new")]
+        [(41, "old"), (42, "new"), (43, "code")]
     );
-    // The columns added since (`confinement`, `kind`) are there: empty for the old record,
-    // filled for the new one.
+    // The columns added since (`confinement`, `kind`, `effect`) are there: empty for the old
+    // record, filled for the new ones.
     assert_eq!(rows[0].kind, None);
+    assert_eq!(rows[0].effect, None);
     assert_eq!(rows[1].kind.as_deref(), Some("skill-load"));
+    assert_eq!(rows[1].effect, None);
+    assert_eq!(rows[2].effect.as_deref(), Some("destructive"));
     let page_size: i64 = rusqlite::Connection::open(&earlier)
         .unwrap()
         .query_row("PRAGMA page_size", [], |row| row.get(0))

@@ -20,6 +20,7 @@ fn record(session: &str, public_name: &str) -> AuditRecord {
         session_id: session.into(),
         surface: CallSurface::Agent,
         kind: warden_policy::CallKind::Tool,
+        effect: None,
         caller: None,
         server: Some("fs".into()),
         tool: Some("read_file".into()),

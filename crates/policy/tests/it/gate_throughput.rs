@@ -58,6 +58,8 @@ fn list_issues() -> ToolDescriptor {
         server_policy: ServerPolicy::default(),
         trust_annotations: true,
         required_permission: None,
+        effect: None,
+        requires_approval: false,
         timeout: None,
         kind: warden_policy::CallKind::Tool,
         surfaces: warden_policy::SurfaceSet::CALLERS,

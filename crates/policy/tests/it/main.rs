@@ -4,6 +4,7 @@
 
 mod support;
 
+mod application;
 mod audit;
 mod audit_writer;
 mod decisions;

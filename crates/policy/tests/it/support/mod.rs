@@ -226,6 +226,8 @@ pub(crate) fn mcp_tool(server: &str, tool: &str, annotations: ToolAnnotations) -
         server_policy: ServerPolicy::default(),
         trust_annotations: true,
         required_permission: None,
+        effect: None,
+        requires_approval: false,
         timeout: None,
         kind: warden_policy::CallKind::Tool,
         surfaces: warden_policy::SurfaceSet::CALLERS,
@@ -326,6 +328,7 @@ pub(crate) fn request(surface: CallSurface, public_name: &str, arguments: Value)
         cancel: CancellationToken::new(),
         progress: None,
         subject_server: None,
+        tenant: None,
     }
 }
 
