@@ -9,6 +9,6 @@ pub use api::{MAX_BODY_BYTES, router, serve};
 pub use approvals::{DecideError, Decision};
 pub use runs::{RunError, Runs, SessionOpener};
 pub use store::{
-    ApprovalRow, EventRow, IssuedKey, Principal, Role, ServiceStorage, SessionRow, SessionState, SqliteStorage,
-    StoreError,
+    ApprovalRow, EventRow, IssuedKey, Principal, Role, ServiceStorage, SessionRow, SessionState,
+    SqliteStorage, StoreError,
 };

@@ -402,3 +402,172 @@ async fn a_service_killed_mid_run_lists_the_run_as_interrupted_after_a_restart()
     assert_eq!(kinds.first(), Some(&"run_started"));
     assert_eq!(kinds.last(), Some(&"run_interrupted"), "{kinds:?}");
 }
+
+/// Polls the session's events until one of `kind` arrives; returns it.
+async fn wait_for_event(service: &Service, key: &str, session: &str, kind: &str) -> Value {
+    for _ in 0..1200 {
+        let (_, page) = send(
+            client()
+                .get(service.url(&format!("/sessions/{session}/events?limit=500")))
+                .bearer_auth(key),
+        )
+        .await;
+        if let Some(found) = page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|event| event["event"]["type"] == kind)
+        {
+            return found["event"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no {kind} event arrived");
+}
+
+#[tokio::test]
+async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_decides() {
+    let mock = MockModel::start().await.unwrap();
+    let write = |id: &str| {
+        Turn::tool_call(
+            id,
+            "write_file",
+            json!({"path": "note.txt", "content": "written after approval\n"}),
+        )
+    };
+    mock.push_turn(write("call_1"));
+    mock.push_turn(Turn::text("It was declined."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&service_config(&mock));
+    let acme = key(&sandbox, "acme", "web-app");
+    let operator_of_acme = key(&sandbox, "acme", "ops@acme");
+    let globex = key(&sandbox, "globex", "intruder");
+    let service = Service::start(&sandbox).await;
+    let (_, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({})),
+    )
+    .await;
+    let id = session["id"].as_str().unwrap().to_owned();
+
+    // First run: the write waits for a person; it is denied with a reason.
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&acme)
+            .json(&json!({"text": "write the note"})),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let needed = wait_for_event(&service, &acme, &id, "approval_needed").await;
+    let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(needed["approval"]["tool"], "write_file");
+    assert_eq!(needed["approval"]["arguments"]["path"], "note.txt");
+    let (_, queue) = send(client().get(service.url("/approvals")).bearer_auth(&acme)).await;
+    assert_eq!(queue["approvals"][0]["id"], approval.as_str());
+    assert_eq!(queue["approvals"][0]["state"], "pending");
+    // Another tenant neither sees nor decides it.
+    let (_, theirs) = send(client().get(service.url("/approvals")).bearer_auth(&globex)).await;
+    assert_eq!(theirs["approvals"], json!([]));
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/approvals/{approval}")))
+            .bearer_auth(&globex)
+            .json(&json!({"decision": "allow_once"})),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, decided) = send(
+        client()
+            .post(service.url(&format!("/approvals/{approval}")))
+            .bearer_auth(&operator_of_acme)
+            .json(&json!({"decision": "deny", "reason": "not on a Friday"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["approval"]["decided_by"], "ops@acme");
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/approvals/{approval}")))
+            .bearer_auth(&acme)
+            .json(&json!({"decision": "allow_once"})),
+    )
+    .await;
+    assert_eq!(status, 409, "decided once");
+    let finished = wait_for_event(&service, &acme, &id, "run_finished").await;
+    assert_eq!(finished["final_text"], "It was declined.");
+    assert!(!sandbox.work().join("note.txt").exists());
+    assert!(
+        mock.requests()[1]
+            .body
+            .to_string()
+            .contains("not on a Friday"),
+        "the model read the denial's reason"
+    );
+
+    // Second run: allowed once, and written.
+    mock.push_turn(write("call_2"));
+    mock.push_turn(Turn::text("Written."));
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&acme)
+            .json(&json!({"text": "try again"})),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let approval = loop {
+        let (_, queue) = send(client().get(service.url("/approvals")).bearer_auth(&acme)).await;
+        if let Some(first) = queue["approvals"].as_array().unwrap().first() {
+            break first["id"].as_str().unwrap().to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/approvals/{approval}")))
+            .bearer_auth(&acme)
+            .json(&json!({"decision": "allow_once"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let last = loop {
+        let (_, shown) = send(
+            client()
+                .get(service.url(&format!("/sessions/{id}")))
+                .bearer_auth(&acme),
+        )
+        .await;
+        if shown["session"]["state"] == "idle" {
+            break shown;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(last["messages"].to_string().contains("Written."));
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("note.txt")).unwrap(),
+        "written after approval\n"
+    );
+    // The audit names who decided each time.
+    let reasons: Vec<String> = sandbox
+        .audit()
+        .iter()
+        .filter(|record| record["public_name"] == "write_file")
+        .map(|record| record["reason"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|reason| reason.contains("ops@acme declined this call: not on a Friday")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|reason| reason.contains("approved by web-app")),
+        "{reasons:?}"
+    );
+}
