@@ -467,6 +467,16 @@ impl TryFrom<ScopedRawServer> for ServerEntry {
                     ),
                 },
             );
+        } else if warden_vocab::HOST_TOOL_SOURCES.contains(&name.as_str()) {
+            check.report(
+                "",
+                Problem::InvalidValue {
+                    expected: format!(
+                        "another server name: \"{name}\" names warden's own tools in the audit (reserved: {})",
+                        warden_vocab::HOST_TOOL_SOURCES.join(", ")
+                    ),
+                },
+            );
         }
         let RawServer {
             command,

@@ -40,8 +40,8 @@ pub use expand::{
 pub use import::{ImportError, ImportedServer, parse_mcp_json};
 pub use load::{ConfigFile, LoadRequest, LoadedConfig, load, parse_str, read_file};
 pub use model::{
-    AgentProfile, DEFAULT_AUTO_DEFER_TOKENS, DeferMode, DiscoverySettings, ExperimentalSettings,
-    ModelEntry, ModelProvider, ModelSettings, ScopedRawAgent, ScopedRawModel,
+    AgentProfile, ClientToolSpec, DEFAULT_AUTO_DEFER_TOKENS, DeferMode, DiscoverySettings,
+    ExperimentalSettings, ModelEntry, ModelProvider, ModelSettings, ScopedRawAgent, ScopedRawModel,
 };
 pub use paths::{Paths, PathsError};
 pub use policy::{
@@ -51,9 +51,9 @@ pub use policy::{
 };
 pub use raw::{
     BridgeTransport, CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization,
-    RawAuthorizationRule, RawConfig, RawDiscovery, RawExperimental, RawHook, RawHooks, RawModel,
-    RawOAuth, RawPermissions, RawPolicy, RawServer, RawToolFilter, RawToolPolicy, RawToolSettings,
-    SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, nearest,
+    RawAuthorizationRule, RawClientTool, RawConfig, RawDiscovery, RawExperimental, RawHook,
+    RawHooks, RawModel, RawOAuth, RawPermissions, RawPolicy, RawServer, RawToolFilter,
+    RawToolPolicy, RawToolSettings, SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, nearest,
 };
 pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};
 pub use schema::schema_json;

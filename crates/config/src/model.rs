@@ -224,6 +224,17 @@ pub struct AgentProfile {
     pub skills: Vec<String>,
     /// `None`: every server; `Some([])`: none; otherwise only those.
     pub mcp_servers: Option<Vec<String>>,
+    /// Client-side tools (`warden service`): declarations without a body, answered by the caller.
+    pub client_tools: Vec<ClientToolSpec>,
+}
+
+/// One client-side tool of an agent profile: what the model sees of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientToolSpec {
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of its arguments (an object schema).
+    pub input_schema: serde_json::Value,
 }
 
 impl AgentProfile {
@@ -240,6 +251,20 @@ impl AgentProfile {
             instructions: self.instructions.clone(),
             skills: Some(self.skills.clone()),
             mcp_servers: self.mcp_servers.clone(),
+            client_tools: (!self.client_tools.is_empty()).then(|| {
+                self.client_tools
+                    .iter()
+                    .map(|tool| {
+                        (
+                            tool.name.clone(),
+                            crate::raw::RawClientTool {
+                                description: Some(tool.description.clone()),
+                                input_schema: Some(tool.input_schema.clone()),
+                            },
+                        )
+                    })
+                    .collect()
+            }),
         };
         let canonical =
             serde_json::to_vec(&("warden.agent.v1", &self.name, declared)).unwrap_or_default();
@@ -545,7 +570,49 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
             instructions,
             skills,
             mcp_servers,
+            client_tools: raw_client_tools,
         } = raw;
+        let mut client_tools = Vec::new();
+        for (tool, declared) in raw_client_tools.unwrap_or_default() {
+            let path = key_path(&key_path(&base, "client_tools"), &tool);
+            if !is_valid_server_name(&tool) {
+                report(
+                    path.clone(),
+                    Problem::InvalidValue {
+                        expected: "a tool name of letters, digits, `_` and `-` (starting with a letter or digit, at most 64 characters)".into(),
+                    },
+                );
+            }
+            let description = declared.description.filter(|text| !text.trim().is_empty());
+            if description.is_none() {
+                report(
+                    key_path(&path, "description"),
+                    Problem::InvalidValue {
+                        expected: "a description of what the tool does, for the model".into(),
+                    },
+                );
+            }
+            let schema_is_object = declared.input_schema.as_ref().is_some_and(|schema| {
+                schema.get("type").and_then(|kind| kind.as_str()) == Some("object")
+            });
+            if !schema_is_object {
+                report(
+                    key_path(&path, "input_schema"),
+                    Problem::InvalidValue {
+                        expected: "a JSON Schema of the arguments with type = \"object\" (e.g. input_schema = { type = \"object\", properties = { place = { type = \"string\" } } })".into(),
+                    },
+                );
+            }
+            if let (Some(description), Some(input_schema), true) =
+                (description, declared.input_schema, schema_is_object)
+            {
+                client_tools.push(ClientToolSpec {
+                    name: tool,
+                    description,
+                    input_schema,
+                });
+            }
+        }
         if let Some(model) = &model
             && model.trim().is_empty()
         {
@@ -586,6 +653,7 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
                 instructions,
                 skills,
                 mcp_servers,
+                client_tools,
             })
         } else {
             Err(diagnostics)

@@ -1145,3 +1145,42 @@ fn the_trust_description_of_an_agent_profile_shows_its_whole_instructions() {
         ]
     );
 }
+
+#[test]
+fn client_tools_of_a_profile_parse_and_a_bad_one_names_its_key() {
+    let parsed = parse_user(
+        r#"schema_version = 1
+[agents.support.client_tools.show_map]
+description = "Shows a map."
+input_schema = { type = "object", properties = { place = { type = "string" } } }
+"#,
+    );
+    let tools = &parsed.model_settings.agents["support"].client_tools;
+    assert_eq!(tools.len(), 1);
+    assert_eq!(tools[0].name, "show_map");
+    assert_eq!(
+        tools[0].input_schema["properties"]["place"]["type"],
+        "string"
+    );
+    let missing = problems(
+        r#"schema_version = 1
+[agents.support.client_tools.show_map]
+input_schema = { type = "string" }
+"#,
+        Scope::User,
+    );
+    let keys: Vec<&str> = missing.iter().map(|problem| problem.key.as_str()).collect();
+    assert!(
+        keys.contains(&"agents.support.client_tools.show_map.description"),
+        "{keys:?}"
+    );
+    assert!(
+        keys.contains(&"agents.support.client_tools.show_map.input_schema"),
+        "{keys:?}"
+    );
+    let reserved = only_problem(
+        "schema_version = 1\n[mcp_servers.client]\ncommand = \"x\"\n",
+        Scope::User,
+    );
+    assert!(reserved.to_string().contains("reserved"), "{reserved}");
+}

@@ -22,7 +22,7 @@ impl HookTool {
     /// reaches one MCP server on the caller's behalf (`server` is not `builtin` but the name is
     /// not that server's), `mcp__<server>__<tool>` — see [`warden_vocab::policy_names`].
     pub fn matcher_names(&self) -> Vec<String> {
-        let subject = (self.server != "builtin"
+        let subject = (!warden_vocab::HOST_TOOL_SOURCES.contains(&self.server.as_str())
             && warden_vocab::split_public_name(&self.public_name).is_none())
         .then_some((self.server.as_str(), self.tool.as_str()));
         warden_vocab::policy_names(&self.public_name, subject)

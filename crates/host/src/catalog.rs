@@ -28,7 +28,7 @@ pub struct SessionCatalog {
 /// The gate's descriptor of a host tool.
 pub fn host_tool_descriptor(tool: &dyn HostTool) -> ToolDescriptor {
     ToolDescriptor {
-        identity: ToolIdentity::builtin(tool.name()),
+        identity: ToolIdentity::host(tool.source(), tool.name()),
         public_name: tool.name().to_owned(),
         input_schema: tool.input_schema(),
         annotations: ToolAnnotations::default(),
@@ -59,7 +59,7 @@ impl Catalog for SessionCatalog {
 
     fn assess(&self, descriptor: &ToolDescriptor, arguments: &Value) -> CallReach {
         match &descriptor.identity.source {
-            ToolSource::Builtin => self
+            ToolSource::Builtin | ToolSource::Code | ToolSource::Client => self
                 .host_tools
                 .get(&descriptor.identity.tool)
                 .map(|tool| tool.assess(arguments))
@@ -85,7 +85,7 @@ impl Dispatcher for SessionDispatcher {
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
         match &call.descriptor.identity.source {
-            ToolSource::Builtin => {
+            ToolSource::Builtin | ToolSource::Code | ToolSource::Client => {
                 let tool = self.host_tools.get(&call.descriptor.identity.tool);
                 match (tool, self.host.upgrade()) {
                     (Some(tool), Some(host)) => tool.execute(Invocation {

@@ -210,6 +210,10 @@ impl HostTool for CodeTool {
         &self.name
     }
 
+    fn source(&self) -> warden_policy::ToolSource {
+        warden_policy::ToolSource::Code
+    }
+
     fn description(&self) -> &str {
         &self.description
     }

@@ -20,7 +20,7 @@ use warden_mcp::McpRuntime;
 use warden_mcp::RelayError;
 use warden_policy::{
     BoxFuture, CallKind, CallReach, CallSurface, CapabilityClass, CapabilitySet, DispatchError,
-    ProgressSender, SurfaceSet, ToolOutput,
+    ProgressSender, SurfaceSet, ToolOutput, ToolSource,
 };
 use warden_vocab::{arguments_schema, parse_arguments};
 
@@ -35,6 +35,11 @@ pub trait HostTool: Send + Sync {
     fn input_schema(&self) -> Value;
     /// The capability classes the gate uses.
     fn classes(&self) -> CapabilitySet;
+    /// Whose code it is, as the audit names it: warden's own (`builtin`), an embedding
+    /// application's (`code`), or a client-side tool's (`client`).
+    fn source(&self) -> ToolSource {
+        ToolSource::Builtin
+    }
     /// What a call of it does, for the audit and the external authorizer (a resource read, a
     /// prompt get…); a plain tool call unless it says otherwise.
     fn kind(&self) -> CallKind {

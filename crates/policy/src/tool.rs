@@ -16,6 +16,10 @@ use crate::capability::{ToolAnnotations, classes_from_annotations, normalise_dec
 pub enum ToolSource {
     /// Code in this repository.
     Builtin,
+    /// Code of an application that embeds warden (a tool it registered).
+    Code,
+    /// A client-side tool: declared in config, answered by the service's caller.
+    Client,
     /// A configured MCP server.
     Mcp {
         /// The server's config name.
@@ -24,12 +28,20 @@ pub enum ToolSource {
 }
 
 impl ToolSource {
-    /// The server name used in audit records and hook input (`builtin` for built-ins).
+    /// The server name used in audit records and hook input (`builtin` for built-ins, `code`
+    /// for an embedding application's tools, `client` for client-side tools).
     pub fn server_name(&self) -> &str {
         match self {
-            Self::Builtin => "builtin",
+            Self::Builtin => warden_vocab::HOST_TOOL_SOURCES[0],
+            Self::Code => warden_vocab::HOST_TOOL_SOURCES[1],
+            Self::Client => warden_vocab::HOST_TOOL_SOURCES[2],
             Self::Mcp { server } => server,
         }
+    }
+
+    /// Whether the tool's code is in the host (not an MCP server's).
+    pub fn is_host(&self) -> bool {
+        !matches!(self, Self::Mcp { .. })
     }
 }
 
@@ -45,8 +57,13 @@ pub struct ToolIdentity {
 impl ToolIdentity {
     /// A built-in tool's identity.
     pub fn builtin(tool: &str) -> Self {
+        Self::host(ToolSource::Builtin, tool)
+    }
+
+    /// The identity of a tool whose code is in the host (`source` built-in, code or client).
+    pub fn host(source: ToolSource, tool: &str) -> Self {
         Self {
-            source: ToolSource::Builtin,
+            source,
             tool: tool.to_owned(),
         }
     }

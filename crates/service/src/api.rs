@@ -19,6 +19,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{DecideError, Decision};
+use crate::client_tools::AnswerError;
 use crate::runs::{RunError, Runs, SessionOpener};
 use crate::store::{Principal, Role, ServiceStorage, StoreError};
 
@@ -158,6 +159,11 @@ pub fn router(
         .route("/v1/sessions/{id}/cancel", post(cancel_run))
         .route("/v1/sessions/{id}/events", get(list_events))
         .route("/v1/sessions/{id}/events/stream", get(stream_events))
+        .route("/v1/sessions/{id}/client-calls", get(list_client_calls))
+        .route(
+            "/v1/sessions/{id}/client-calls/{call}",
+            post(answer_client_call),
+        )
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}", post(decide_approval))
         .route("/v1/tenants/{tenant}/keys", post(issue_key))
@@ -534,6 +540,64 @@ async fn stream_events(
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+async fn list_client_calls(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    if state.store.session(&principal.tenant, &id)?.is_none() {
+        return Err(ApiError::not_found("such session"));
+    }
+    let pending = state.store.pending_client_calls(&principal.tenant, &id)?;
+    Ok(Json(json!({"client_calls": pending})).into_response())
+}
+
+/// `POST /v1/sessions/{id}/client-calls/{call}`: exactly one of `result` and `error`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClientAnswer {
+    result: Option<serde_json::Value>,
+    error: Option<String>,
+}
+
+/// The caller's answer to a client-side tool call; the waiting run goes on with it.
+async fn answer_client_call(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path((id, call)): Path<(String, String)>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let request: ClientAnswer = body(&headers, &bytes)?;
+    let answer = match (request.result, request.error) {
+        (Some(result), None) => json!({"result": result}),
+        (None, Some(error)) => json!({"error": error}),
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "answer with exactly one of result and error",
+            ));
+        }
+    };
+    if state.store.session(&principal.tenant, &id)?.is_none() {
+        return Err(ApiError::not_found("such session"));
+    }
+    match state
+        .runs
+        .answer_client_call(&principal.tenant, &id, &call, &answer)
+    {
+        Ok(()) => Ok(Json(json!({"answered": call})).into_response()),
+        Err(AnswerError::Unknown) => Err(ApiError::not_found("such client call")),
+        Err(AnswerError::Answered) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the client call was answered already; an answer is taken once",
+        )),
+        Err(AnswerError::Store(error)) => Err(error.into()),
+    }
 }
 
 async fn list_approvals(

@@ -2,13 +2,15 @@
 
 mod api;
 mod approvals;
+mod client_tools;
 mod runs;
 mod store;
 
 pub use api::{MAX_BODY_BYTES, router, serve};
 pub use approvals::{DecideError, Decision};
+pub use client_tools::AnswerError;
 pub use runs::{RunError, Runs, SessionOpener};
 pub use store::{
-    ApprovalRow, EventRow, IssuedKey, Principal, Role, ServiceStorage, SessionRow, SessionState,
-    SqliteStorage, StoreError,
+    ApprovalRow, ClientCallRow, EventRow, IssuedKey, Principal, Role, ServiceStorage, SessionRow,
+    SessionState, SqliteStorage, StoreError,
 };

@@ -10,6 +10,7 @@ use warden_agent::{Agent, AgentEvent, AgentOptions, Message};
 use warden_session::AgentSession;
 
 use crate::approvals::{RunApprover, Waiting};
+use crate::client_tools::{ClientTool, WaitingCalls};
 use crate::store::{Principal, ServiceStorage, SessionState, StoreError};
 
 /// The most model turns in one run.
@@ -18,12 +19,16 @@ const MAX_TURNS: u32 = 50;
 /// Opens the agent session a run uses, from a session's agent profile (`None`: the default
 /// agent). The binary supplies it: the configuration, paths and policy it loaded.
 pub trait SessionOpener: Send + Sync + 'static {
-    /// Opens the session; calls that need a person are asked of `approver`.
+    /// Opens the session with `tools` beside its own; calls that need a person are asked of
+    /// `approver`.
     fn open(
         &self,
         agent: Option<&str>,
         approver: Arc<dyn warden_policy::Approver>,
+        tools: Vec<Arc<dyn warden_host::HostTool>>,
     ) -> Result<AgentSession, String>;
+    /// The client-side tools the agent profile declares.
+    fn client_tools(&self, agent: Option<&str>) -> Vec<warden_config::ClientToolSpec>;
     /// Whether an agent profile of this name exists (a session naming another is refused).
     fn knows_agent(&self, agent: &str) -> bool;
 }
@@ -46,6 +51,7 @@ pub struct Runs {
     going: Mutex<HashMap<String, CancellationToken>>,
     wakeups: Mutex<HashMap<String, Arc<Notify>>>,
     waiting: Waiting,
+    waiting_calls: WaitingCalls,
 }
 
 impl Runs {
@@ -56,7 +62,12 @@ impl Runs {
             going: Mutex::default(),
             wakeups: Mutex::default(),
             waiting: Waiting::default(),
+            waiting_calls: WaitingCalls::default(),
         })
+    }
+
+    pub(crate) fn waiting_calls(&self) -> &WaitingCalls {
+        &self.waiting_calls
     }
 
     pub(crate) fn store(&self) -> &dyn ServiceStorage {
@@ -177,7 +188,20 @@ impl Runs {
             tenant: tenant.to_owned(),
             session: session.to_owned(),
         });
-        let mut opened = self.opener.open(agent, approver)?;
+        let tools: Vec<Arc<dyn warden_host::HostTool>> = self
+            .opener
+            .client_tools(agent)
+            .into_iter()
+            .map(|spec| {
+                Arc::new(ClientTool {
+                    spec,
+                    runs: self.clone(),
+                    tenant: tenant.to_owned(),
+                    session: session.to_owned(),
+                }) as Arc<dyn warden_host::HostTool>
+            })
+            .collect();
+        let mut opened = self.opener.open(agent, approver, tools)?;
         let outcome = self
             .converse(&mut opened, tenant, session, text, &cancel)
             .await;

@@ -141,6 +141,20 @@ pub struct ApprovalRow {
     pub created_at: u64,
 }
 
+/// A client-side tool call waiting for the caller's answer, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClientCallRow {
+    pub id: String,
+    pub session: String,
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    /// `pending` or `answered`.
+    pub state: String,
+    /// The caller's answer once given: `{"result": …}` or `{"error": "…"}`.
+    pub answer: Option<serde_json::Value>,
+    pub created_at: u64,
+}
+
 /// Why storage failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -202,6 +216,29 @@ pub trait ServiceStorage: Send + Sync + 'static {
     /// At start: every session left running by a stopped instance becomes interrupted, with an
     /// event saying so, and its pending approvals expire; returns how many sessions.
     fn interrupt_running(&self) -> Result<usize, StoreError>;
+    /// Records a client-side tool call waiting for the caller (state `pending`).
+    fn add_client_call(&self, tenant: &str, call: &ClientCallRow) -> Result<(), StoreError>;
+    /// The session's client calls still pending, oldest first.
+    fn pending_client_calls(
+        &self,
+        tenant: &str,
+        session: &str,
+    ) -> Result<Vec<ClientCallRow>, StoreError>;
+    fn client_call(
+        &self,
+        tenant: &str,
+        session: &str,
+        id: &str,
+    ) -> Result<Option<ClientCallRow>, StoreError>;
+    /// Records the caller's answer to a pending call; whether it was pending (an answer is
+    /// taken once).
+    fn answer_client_call(
+        &self,
+        tenant: &str,
+        session: &str,
+        id: &str,
+        answer: &serde_json::Value,
+    ) -> Result<bool, StoreError>;
     /// Records a call waiting for approval (state `pending`).
     fn add_approval(&self, tenant: &str, approval: &ApprovalRow) -> Result<(), StoreError>;
     /// The tenant's approvals still pending, oldest first.
@@ -261,6 +298,18 @@ CREATE TABLE IF NOT EXISTS approvals (
     decided_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS approvals_by_tenant ON approvals(tenant_id, state, created_at);
+CREATE TABLE IF NOT EXISTS client_calls (
+    id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    state TEXT NOT NULL,
+    answer TEXT,
+    created_at INTEGER NOT NULL,
+    answered_at INTEGER,
+    PRIMARY KEY (session_id, id)
+);
 CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
     seq INTEGER NOT NULL,
@@ -335,6 +384,22 @@ fn restrict_to_owner(path: &Path) {
 
 #[cfg(not(unix))]
 fn restrict_to_owner(_path: &Path) {}
+
+const CLIENT_CALL_COLUMNS: &str = "id, session_id, tool, arguments, state, answer, created_at";
+
+fn client_call_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ClientCallRow> {
+    let arguments: String = row.get(3)?;
+    let answer: Option<String> = row.get(5)?;
+    Ok(ClientCallRow {
+        id: row.get(0)?,
+        session: row.get(1)?,
+        tool: row.get(2)?,
+        arguments: serde_json::from_str(&arguments).unwrap_or(serde_json::Value::Null),
+        state: row.get(4)?,
+        answer: answer.and_then(|text| serde_json::from_str(&text).ok()),
+        created_at: to_u64(row.get(6)?),
+    })
+}
 
 const APPROVAL_COLUMNS: &str =
     "id, session_id, tool, arguments, classes, caller, reason, state, decided_by, created_at";
@@ -621,6 +686,71 @@ impl ServiceStorage for SqliteStorage {
             }
         }
         Ok(running.len())
+    }
+
+    fn add_client_call(&self, tenant: &str, call: &ClientCallRow) -> Result<(), StoreError> {
+        self.lock().execute(
+            "INSERT INTO client_calls (id, tenant_id, session_id, tool, arguments, state, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6)",
+            params![
+                call.id,
+                tenant,
+                call.session,
+                call.tool,
+                call.arguments.to_string(),
+                to_i64(call.created_at)
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn pending_client_calls(
+        &self,
+        tenant: &str,
+        session: &str,
+    ) -> Result<Vec<ClientCallRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(&format!(
+            "SELECT {CLIENT_CALL_COLUMNS} FROM client_calls
+             WHERE tenant_id = ?1 AND session_id = ?2 AND state = 'pending'
+             ORDER BY created_at, id"
+        ))?;
+        let rows = statement.query_map(params![tenant, session], client_call_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn client_call(
+        &self,
+        tenant: &str,
+        session: &str,
+        id: &str,
+    ) -> Result<Option<ClientCallRow>, StoreError> {
+        Ok(self
+            .lock()
+            .query_row(
+                &format!(
+                    "SELECT {CLIENT_CALL_COLUMNS} FROM client_calls
+                     WHERE tenant_id = ?1 AND session_id = ?2 AND id = ?3"
+                ),
+                params![tenant, session, id],
+                client_call_row,
+            )
+            .optional()?)
+    }
+
+    fn answer_client_call(
+        &self,
+        tenant: &str,
+        session: &str,
+        id: &str,
+        answer: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        let changed = self.lock().execute(
+            "UPDATE client_calls SET state = 'answered', answer = ?4, answered_at = ?5
+             WHERE tenant_id = ?1 AND session_id = ?2 AND id = ?3 AND state = 'pending'",
+            params![tenant, session, id, answer.to_string(), to_i64(now())],
+        )?;
+        Ok(changed > 0)
     }
 
     fn add_approval(&self, tenant: &str, approval: &ApprovalRow) -> Result<(), StoreError> {

@@ -21,7 +21,8 @@ pub use glob::{GLOB_SCHEMA_PATTERN, ToolGlob, ToolGlobError};
 pub use hook_event::HookEvent;
 pub use mode::PermissionMode;
 pub use public_name::{
-    PUBLIC_NAME_PREFIX, PUBLIC_NAME_SEPARATOR, join_public_name, policy_names, split_public_name,
+    HOST_TOOL_SOURCES, PUBLIC_NAME_PREFIX, PUBLIC_NAME_SEPARATOR, join_public_name, policy_names,
+    split_public_name,
 };
 pub use rule::AuthorizationRule;
 pub use timeouts::{

@@ -7,6 +7,11 @@ pub const PUBLIC_NAME_PREFIX: &str = "mcp__";
 /// Separator between the server part and the rest.
 pub const PUBLIC_NAME_SEPARATOR: &str = "__";
 
+/// The server names warden's own tools carry in the audit and hook input: `builtin` (warden's
+/// code), `code` (an embedding application's tools), `client` (client-side tools). No MCP server
+/// may take one of them.
+pub const HOST_TOOL_SOURCES: [&str; 3] = ["builtin", "code", "client"];
+
 /// `mcp__<server>__<name>` from parts that are already valid name characters.
 pub fn join_public_name(server: &str, name: &str) -> String {
     format!("{PUBLIC_NAME_PREFIX}{server}{PUBLIC_NAME_SEPARATOR}{name}")

@@ -9,7 +9,12 @@ use warden_service::{Role, ServiceStorage, SessionOpener, SqliteStorage};
 use warden_session::AgentSession;
 
 use crate::Globals;
-use crate::setup::{AgentFlags, PolicyFlags, async_runtime, load_config, open_agent_session};
+use std::collections::BTreeMap;
+
+use warden_config::{AgentProfile, ClientToolSpec};
+use warden_session::SessionRequest;
+
+use crate::setup::{PolicyFlags, async_runtime, host_options, load_config};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServiceArgs {
@@ -101,11 +106,12 @@ fn keys(store: &SqliteStorage, command: KeyCommand) -> anyhow::Result<ExitCode> 
     }
 }
 
-/// Opens each run's agent session as `warden run` would, for the session's profile.
+/// Opens each run's agent session as `warden run` would (the configuration read again, so an
+/// edit applies to the next run), for the session's profile.
 struct RunOpener {
     globals: Globals,
     policy: PolicyFlags,
-    agents: Vec<String>,
+    agents: BTreeMap<String, AgentProfile>,
 }
 
 impl SessionOpener for RunOpener {
@@ -113,26 +119,35 @@ impl SessionOpener for RunOpener {
         &self,
         agent: Option<&str>,
         approver: Arc<dyn warden_policy::Approver>,
+        tools: Vec<Arc<dyn warden_host::HostTool>>,
     ) -> Result<AgentSession, String> {
-        open_agent_session(
-            &self.globals,
-            AgentFlags {
+        let open = || -> anyhow::Result<AgentSession> {
+            let (paths, workspace, config) = load_config(&self.globals)?;
+            let mut options = host_options(paths, workspace, &config, &self.policy)?;
+            options.approver = Some(approver);
+            options.tools.extend(tools);
+            Ok(AgentSession::open(SessionRequest {
+                config,
+                host: options,
                 model: None,
                 agent,
-                mcp: &[],
-                policy: &self.policy,
                 add_dirs: &[],
                 resume: None,
                 continue_latest: false,
-            },
-            Some(approver),
-            None,
-        )
-        .map_err(|error| crate::setup::error_line(&error))
+            })?)
+        };
+        open().map_err(|error| crate::setup::error_line(&error))
     }
 
     fn knows_agent(&self, agent: &str) -> bool {
-        self.agents.iter().any(|known| known == agent)
+        self.agents.contains_key(agent)
+    }
+
+    fn client_tools(&self, agent: Option<&str>) -> Vec<ClientToolSpec> {
+        agent
+            .and_then(|agent| self.agents.get(agent))
+            .map(|profile| profile.client_tools.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -143,7 +158,7 @@ fn serve(globals: &Globals, store: Arc<SqliteStorage>, args: RunArgs) -> anyhow:
     let opener = Arc::new(RunOpener {
         globals: globals.clone(),
         policy: args.policy,
-        agents: config.models.agents.keys().cloned().collect(),
+        agents: config.models.agents.clone(),
     });
     let runtime = async_runtime()?;
     runtime.block_on(async {

@@ -571,3 +571,106 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
         "{reasons:?}"
     );
 }
+
+#[tokio::test]
+async fn a_client_side_tool_call_waits_for_the_caller_s_answer_which_is_taken_once() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "show_map",
+        json!({"place": "Paris"}),
+    ));
+    mock.push_turn(Turn::text("The map of Paris is on your screen."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[agents.support.client_tools.show_map]\ndescription = \"Shows a map of a place in the user's browser.\"\ninput_schema = {{ type = \"object\", properties = {{ place = {{ type = \"string\" }} }}, required = [\"place\"] }}\n",
+        service_config(&mock)
+    ));
+    let acme = key(&sandbox, "acme", "web-app");
+    let globex = key(&sandbox, "globex", "intruder");
+    let service = Service::start(&sandbox).await;
+    let (_, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({"agent": "support"})),
+    )
+    .await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&acme)
+            .json(&json!({"text": "Where is Paris?"})),
+    )
+    .await;
+    assert_eq!(status, 202);
+    // The model was offered the client tool with its schema.
+    let pending = wait_for_event(&service, &acme, &id, "client_call_pending").await;
+    assert!(
+        mock.requests()[0]
+            .tool_names()
+            .contains(&"show_map".to_owned()),
+        "{:?}",
+        mock.requests()[0].tool_names()
+    );
+    assert_eq!(pending["call"]["tool"], "show_map");
+    assert_eq!(pending["call"]["arguments"], json!({"place": "Paris"}));
+    let call = pending["call"]["id"].as_str().unwrap().to_owned();
+    let (_, listed) = send(
+        client()
+            .get(service.url(&format!("/sessions/{id}/client-calls")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(listed["client_calls"][0]["id"], call.as_str());
+    let answer = |key: &str, body: Value| {
+        client()
+            .post(service.url(&format!("/sessions/{id}/client-calls/{call}")))
+            .bearer_auth(key)
+            .json(&body)
+    };
+    assert_eq!(
+        send(answer(&globex, json!({"result": "hijacked"}))).await.0,
+        404
+    );
+    assert_eq!(
+        send(answer(&acme, json!({"result": "x", "error": "y"})))
+            .await
+            .0,
+        400
+    );
+    assert_eq!(
+        send(
+            client()
+                .post(service.url(&format!("/sessions/{id}/client-calls/cc_unknown")))
+                .bearer_auth(&acme)
+                .json(&json!({"result": "x"}))
+        )
+        .await
+        .0,
+        404
+    );
+    let (status, body) = send(answer(&acme, json!({"result": "map shown at zoom 12"}))).await;
+    assert_eq!(status, 200, "{body}");
+    let finished = wait_for_event(&service, &acme, &id, "run_finished").await;
+    assert_eq!(
+        finished["final_text"],
+        "The map of Paris is on your screen."
+    );
+    assert!(
+        mock.requests()[1]
+            .body
+            .to_string()
+            .contains("map shown at zoom 12")
+    );
+    let (status, _) = send(answer(&acme, json!({"result": "again"}))).await;
+    assert_eq!(status, 409, "an answer is taken once");
+    let record = sandbox
+        .audit()
+        .into_iter()
+        .find(|record| record["public_name"] == "show_map")
+        .expect("the client call is audited");
+    assert_eq!(record["server"], "client");
+    assert_eq!(record["decision"], "allowed");
+}

@@ -10,7 +10,7 @@ pub use gate::{
     RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks, RawPermissions,
     RawToolSettings,
 };
-pub use models::{RawAgent, RawModel};
+pub use models::{RawAgent, RawClientTool, RawModel};
 pub use servers::{RawPolicy, RawServer, RawToolFilter, RawToolPolicy};
 pub use settings::{BridgeTransport, RawDiscovery, RawExperimental, RawOAuth, TokenStoreSetting};
 pub(crate) use walk::Walk;

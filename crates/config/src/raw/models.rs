@@ -63,10 +63,36 @@ pub struct RawAgent {
     /// Only these servers are loaded; `[]` loads none; leaving the key out loads all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mcp_servers: Option<Vec<String>>,
+    /// Client-side tools by name (`warden service` only): declared here with a description and a JSON Schema, they have no body — when the model calls one, the call passes the gate and the run waits for the service's caller to answer it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
+    pub client_tools: Option<std::collections::BTreeMap<String, RawClientTool>>,
 }
 
 impl RawAgent {
-    pub const KEYS: &'static [&'static str] = &["model", "instructions", "skills", "mcp_servers"];
+    pub const KEYS: &'static [&'static str] = &[
+        "model",
+        "instructions",
+        "skills",
+        "mcp_servers",
+        "client_tools",
+    ];
+}
+
+/// One `[agents.NAME.client_tools.TOOL]` declaration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawClientTool {
+    /// What the tool does, for the model. Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of its arguments (an object schema). Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<serde_json::Value>,
+}
+
+impl RawClientTool {
+    pub const KEYS: &'static [&'static str] = &["description", "input_schema"];
 }
 
 impl<'a> Walk<'a> {
@@ -92,6 +118,46 @@ impl<'a> Walk<'a> {
             instructions: self.string(t, p, "instructions"),
             skills: self.strings(t, p, "skills"),
             mcp_servers: self.strings(t, p, "mcp_servers"),
+            client_tools: self.client_tools(t, p),
         }
+    }
+
+    /// `client_tools` of a profile: one table per tool.
+    fn client_tools(
+        &mut self,
+        t: &Table,
+        p: &str,
+    ) -> Option<std::collections::BTreeMap<String, RawClientTool>> {
+        let tools = self.table(t, p, "client_tools")?;
+        let base = super::key_path(p, "client_tools");
+        let mut out = std::collections::BTreeMap::new();
+        for (name, value) in tools {
+            let path = super::key_path(&base, name);
+            let Some(entry) = value.as_table() else {
+                self.wrong_type(path, "a table (a client-side tool)", value);
+                continue;
+            };
+            self.unknown_keys(entry, &path, RawClientTool::KEYS);
+            let input_schema = match entry.get("input_schema") {
+                None => None,
+                Some(toml::Value::Table(schema)) => serde_json::to_value(schema).ok(),
+                Some(other) => {
+                    self.wrong_type(
+                        super::key_path(&path, "input_schema"),
+                        "a table (a JSON Schema)",
+                        other,
+                    );
+                    None
+                }
+            };
+            out.insert(
+                name.clone(),
+                RawClientTool {
+                    description: self.string(entry, &path, "description"),
+                    input_schema,
+                },
+            );
+        }
+        Some(out)
     }
 }

@@ -1,0 +1,189 @@
+//! Client-side tools: declared in an agent profile with a description and a JSON Schema, and no body. The model's call passes the gate like any other (validated against the schema, asked of a person when the policy says so, audited with server `client`); then the run waits — the call stored and announced as an event — until the service's caller answers it with a result or an error. An answer is taken once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use warden_config::ClientToolSpec;
+use warden_host::{HostTool, Invocation};
+use warden_policy::{
+    BoxFuture, CallSurface, CapabilityClass, CapabilitySet, DispatchError, SurfaceSet, ToolOutput,
+    ToolSource,
+};
+
+use crate::runs::Runs;
+use crate::store::{ClientCallRow, StoreError, now, random_id};
+
+/// How long a client-side call may wait for its answer (the caller answers on a later request,
+/// perhaps after its user acted).
+const CLIENT_CALL_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Why an answer was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("no such client call")]
+    Unknown,
+    #[error("the client call was answered already")]
+    Answered,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The runs' calls waiting for their caller, by call id.
+#[derive(Default)]
+pub(crate) struct WaitingCalls {
+    answers: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+}
+
+impl WaitingCalls {
+    fn take(&self, id: &str) -> Option<oneshot::Sender<Value>> {
+        self.answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id)
+    }
+}
+
+impl Runs {
+    /// The caller's answer to a pending client call of `session`: `{"result": …}` or
+    /// `{"error": "…"}`. The waiting run goes on with it.
+    pub fn answer_client_call(
+        &self,
+        tenant: &str,
+        session: &str,
+        id: &str,
+        answer: &Value,
+    ) -> Result<(), AnswerError> {
+        let store = self.store();
+        if store.client_call(tenant, session, id)?.is_none() {
+            return Err(AnswerError::Unknown);
+        }
+        if !store.answer_client_call(tenant, session, id, answer)? {
+            return Err(AnswerError::Answered);
+        }
+        self.record(
+            tenant,
+            session,
+            &json!({"type": "client_call_answered", "call": id}),
+        );
+        if let Some(waiting) = self.waiting_calls().take(id) {
+            let _ = waiting.send(answer.clone());
+        }
+        Ok(())
+    }
+}
+
+/// One client-side tool in one run.
+pub(crate) struct ClientTool {
+    pub(crate) spec: ClientToolSpec,
+    pub(crate) runs: Arc<Runs>,
+    pub(crate) tenant: String,
+    pub(crate) session: String,
+}
+
+impl ClientTool {
+    async fn call(
+        &self,
+        arguments: Value,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<ToolOutput, DispatchError> {
+        let id = random_id("cc_").map_err(|error| DispatchError::new(error.to_string()))?;
+        let row = ClientCallRow {
+            id: id.clone(),
+            session: self.session.clone(),
+            tool: self.spec.name.clone(),
+            arguments,
+            state: "pending".to_owned(),
+            answer: None,
+            created_at: now(),
+        };
+        let (sender, answered) = oneshot::channel();
+        self.runs
+            .waiting_calls()
+            .answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), sender);
+        if let Err(error) = self.runs.store().add_client_call(&self.tenant, &row) {
+            self.runs.waiting_calls().take(&id);
+            return Err(DispatchError::new(format!(
+                "the call could not be handed to the caller: {error}"
+            )));
+        }
+        self.runs.record(
+            &self.tenant,
+            &self.session,
+            &json!({"type": "client_call_pending", "call": row}),
+        );
+        let answer = tokio::select! {
+            answer = answered => answer,
+            () = cancel.cancelled() => {
+                self.runs.waiting_calls().take(&id);
+                return Err(DispatchError::new("the run stopped before the caller answered"));
+            }
+        };
+        let answer =
+            answer.map_err(|_| DispatchError::new("the run stopped before the caller answered"))?;
+        Ok(output_of(&answer))
+    }
+}
+
+/// The model's view of an answer: the result as text (a string as it is, anything else as
+/// JSON), or the error as an error result.
+fn output_of(answer: &Value) -> ToolOutput {
+    if let Some(error) = answer.get("error") {
+        let mut output = ToolOutput::text(match error {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        });
+        output.is_error = true;
+        return output;
+    }
+    ToolOutput::text(match answer.get("result") {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    })
+}
+
+impl HostTool for ClientTool {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn description(&self) -> &str {
+        &self.spec.description
+    }
+
+    fn input_schema(&self) -> Value {
+        self.spec.input_schema.clone()
+    }
+
+    /// Its code runs in the caller, never on warden's machine: nothing here reads or changes
+    /// anything. `[tool_settings."NAME"] requires_approval = true` puts a person before it.
+    fn classes(&self) -> CapabilitySet {
+        CapabilitySet::of(&[CapabilityClass::ReadOnly])
+    }
+
+    fn source(&self) -> ToolSource {
+        ToolSource::Client
+    }
+
+    /// Only the model calls it (not code mode, not the tool CLI).
+    fn surfaces(&self) -> SurfaceSet {
+        SurfaceSet::of(&[CallSurface::Agent])
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(CLIENT_CALL_WAIT)
+    }
+
+    fn execute<'a>(
+        &'a self,
+        invocation: Invocation,
+    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
+        Box::pin(self.call(invocation.arguments, invocation.cancel))
+    }
+}
