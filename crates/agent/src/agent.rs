@@ -329,7 +329,13 @@ pub struct Agent {
     tools: ToolList,
     options: AgentOptions,
     events: Option<UnboundedSender<AgentEvent>>,
+    checkpoint: Option<Checkpoint>,
 }
+
+/// Called with the whole conversation each time a run adds to it (the model's answer, then a
+/// turn's tool results), so a frontend can keep it as it happens: a crash then loses at most the
+/// turn in flight.
+pub type Checkpoint = Arc<dyn Fn(&[Message]) + Send + Sync>;
 
 impl Agent {
     pub fn new(
@@ -345,6 +351,19 @@ impl Agent {
             tools: tools.into(),
             options: AgentOptions::default(),
             events: None,
+            checkpoint: None,
+        }
+    }
+
+    /// Keeps the conversation with `checkpoint` as the run adds to it.
+    pub fn with_checkpoint(mut self, checkpoint: Checkpoint) -> Self {
+        self.checkpoint = Some(checkpoint);
+        self
+    }
+
+    fn checkpoint(&self, conversation: &[Message]) {
+        if let Some(checkpoint) = &self.checkpoint {
+            checkpoint(conversation);
         }
     }
 
@@ -499,6 +518,7 @@ impl Agent {
                 text: response.text,
                 tool_calls: response.tool_calls,
             });
+            self.checkpoint(conversation);
             if calls.is_empty() {
                 self.emit(AgentEvent::TurnEnded {
                     turn,
@@ -528,6 +548,7 @@ impl Agent {
                     result,
                 });
             }
+            self.checkpoint(conversation);
             if cancel.is_cancelled() {
                 self.emit(AgentEvent::TurnEnded {
                     turn,

@@ -12,8 +12,8 @@ mod session;
 mod workspace;
 
 pub use agent::{
-    Agent, AgentError, AgentEvent, AgentOptions, RunOutcome, StopReason, ToolCallRecord,
-    ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolRefresh,
+    Agent, AgentError, AgentEvent, AgentOptions, Checkpoint, RunOutcome, StopReason,
+    ToolCallRecord, ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolRefresh,
 };
 pub use builtin::{
     ArtifactSink, BashEnv, BuiltinOptions, BuiltinReach, BuiltinResult, BuiltinToolSpec,

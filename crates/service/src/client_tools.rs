@@ -50,7 +50,7 @@ impl Runs {
     /// The caller's answer to a pending client call of `session`: `{"result": …}` or
     /// `{"error": "…"}`. The waiting run goes on with it.
     pub fn answer_client_call(
-        &self,
+        self: &Arc<Self>,
         tenant: &str,
         session: &str,
         id: &str,
@@ -68,8 +68,17 @@ impl Runs {
             session,
             &json!({"type": "client_call_answered", "call": id}),
         );
-        if let Some(waiting) = self.waiting_calls().take(id) {
-            let _ = waiting.send(answer.clone());
+        match self.waiting_calls().take(id) {
+            Some(waiting) => {
+                let _ = waiting.send(answer.clone());
+            }
+            // Its run is gone (the service restarted): the session goes on once the turn's
+            // calls are all answered.
+            None => {
+                if let Err(error) = self.resume_after_answers(tenant, session) {
+                    tracing::warn!("session {session} could not resume: {error}");
+                }
+            }
         }
         Ok(())
     }
@@ -131,21 +140,24 @@ impl ClientTool {
 }
 
 /// The model's view of an answer: the result as text (a string as it is, anything else as
-/// JSON), or the error as an error result.
-fn output_of(answer: &Value) -> ToolOutput {
-    if let Some(error) = answer.get("error") {
-        let mut output = ToolOutput::text(match error {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        });
-        output.is_error = true;
-        return output;
+/// JSON), or the error's text; and whether it is an error.
+pub(crate) fn answer_text(answer: &Value) -> (String, bool) {
+    let text = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    match (answer.get("error"), answer.get("result")) {
+        (Some(error), _) => (text(error), true),
+        (None, Some(result)) => (text(result), false),
+        (None, None) => (String::new(), false),
     }
-    ToolOutput::text(match answer.get("result") {
-        Some(Value::String(text)) => text.clone(),
-        Some(other) => other.to_string(),
-        None => String::new(),
-    })
+}
+
+fn output_of(answer: &Value) -> ToolOutput {
+    let (text, is_error) = answer_text(answer);
+    let mut output = ToolOutput::text(text);
+    output.is_error = is_error;
+    output
 }
 
 impl HostTool for ClientTool {

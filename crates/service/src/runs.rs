@@ -33,6 +33,14 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn knows_agent(&self, agent: &str) -> bool;
 }
 
+/// What a run continues the stored conversation with.
+enum Continuation {
+    /// The user's message.
+    Message(String),
+    /// The results of the last turn's calls (a run resumed after a restart).
+    ToolResults(Vec<Message>),
+}
+
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -103,18 +111,37 @@ impl Runs {
         session: &str,
         text: String,
     ) -> Result<(), RunError> {
-        let row = self
-            .store
-            .session(&principal.tenant, session)?
-            .ok_or_else(|| RunError::UnknownSession(session.to_owned()))?;
         let ready = [
             SessionState::Idle,
             SessionState::Failed,
             SessionState::Interrupted,
         ];
+        let started = json!({"type": "run_started", "message": text, "caller": principal.caller});
+        self.launch(
+            &principal.tenant,
+            session,
+            &ready,
+            Continuation::Message(text),
+            started,
+        )
+    }
+
+    /// Starts a run from state `from`, continuing the stored conversation with `continuation`.
+    fn launch(
+        self: &Arc<Self>,
+        tenant: &str,
+        session: &str,
+        from: &[SessionState],
+        continuation: Continuation,
+        started: serde_json::Value,
+    ) -> Result<(), RunError> {
+        let row = self
+            .store
+            .session(tenant, session)?
+            .ok_or_else(|| RunError::UnknownSession(session.to_owned()))?;
         if !self
             .store
-            .transition(&principal.tenant, session, &ready, SessionState::Running)?
+            .transition(tenant, session, from, SessionState::Running)?
         {
             return Err(RunError::Busy(session.to_owned()));
         }
@@ -123,17 +150,19 @@ impl Runs {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(session.to_owned(), cancel.clone());
-        self.record(
-            &principal.tenant,
-            session,
-            &json!({"type": "run_started", "message": text, "caller": principal.caller}),
-        );
+        self.record(tenant, session, &started);
         let runs = self.clone();
-        let tenant = principal.tenant.clone();
+        let tenant = tenant.to_owned();
         let session = session.to_owned();
         tokio::spawn(async move {
             let ended = runs
-                .run(&tenant, &session, row.agent.as_deref(), text, cancel)
+                .run(
+                    &tenant,
+                    &session,
+                    row.agent.as_deref(),
+                    continuation,
+                    cancel,
+                )
                 .await;
             let (state, event) = match ended {
                 Ok(event) => (SessionState::Idle, event),
@@ -153,6 +182,81 @@ impl Runs {
             runs.wakeup(&session).notify_waiters();
         });
         Ok(())
+    }
+
+    /// After a restart, a session whose run stopped while its last turn's client calls waited
+    /// goes on once every one of them is answered: the answers become the turn's results (a
+    /// call of another tool in that turn, whose result was not kept, reads as lost). Whether a
+    /// run started.
+    pub(crate) fn resume_after_answers(
+        self: &Arc<Self>,
+        tenant: &str,
+        session: &str,
+    ) -> Result<bool, RunError> {
+        let Some(row) = self.store.session(tenant, session)? else {
+            return Ok(false);
+        };
+        if row.state != SessionState::Interrupted {
+            return Ok(false);
+        }
+        let stored = self.store.messages(tenant, session)?;
+        let conversation: Vec<Message> = serde_json::from_value(stored).unwrap_or_default();
+        let Some(Message::Assistant { tool_calls, .. }) = conversation.last() else {
+            return Ok(false);
+        };
+        let mut calls = self.store.client_calls(tenant, session)?;
+        let mut results = Vec::new();
+        for call in tool_calls {
+            let arguments = call.parsed_arguments().unwrap_or(serde_json::Value::Null);
+            let matching = calls
+                .iter()
+                .position(|row| row.tool == call.name && row.arguments == arguments);
+            let (text, is_error) = match matching.map(|index| calls.remove(index)) {
+                Some(row) => match row.answer {
+                    None => return Ok(false),
+                    Some(answer) => crate::client_tools::answer_text(&answer),
+                },
+                None => (
+                    "warden stopped before this call's result was kept; it may or may not have run"
+                        .to_owned(),
+                    true,
+                ),
+            };
+            results.push(Message::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                text,
+                is_error,
+                elided: false,
+            });
+        }
+        self.launch(
+            tenant,
+            session,
+            &[SessionState::Interrupted],
+            Continuation::ToolResults(results),
+            json!({"type": "run_resumed", "reason": "every client call of the interrupted turn was answered"}),
+        )?;
+        Ok(true)
+    }
+
+    /// Keeps a run's conversation in the store as it grows.
+    fn checkpoint(&self, tenant: &str, session: &str) -> warden_agent::Checkpoint {
+        let store = self.store.clone();
+        let tenant = tenant.to_owned();
+        let session = session.to_owned();
+        Arc::new(move |conversation: &[Message]| {
+            let saved = serde_json::to_value(conversation)
+                .map_err(|error| error.to_string())
+                .and_then(|messages| {
+                    store
+                        .save_messages(&tenant, &session, &messages)
+                        .map_err(|error| error.to_string())
+                });
+            if let Err(error) = saved {
+                tracing::warn!("session {session}: the conversation could not be kept: {error}");
+            }
+        })
     }
 
     /// Cancels the run of `session`, if one is going; whether there was one.
@@ -180,7 +284,7 @@ impl Runs {
         tenant: &str,
         session: &str,
         agent: Option<&str>,
-        text: String,
+        continuation: Continuation,
         cancel: CancellationToken,
     ) -> Result<serde_json::Value, String> {
         let approver = Arc::new(RunApprover {
@@ -203,7 +307,7 @@ impl Runs {
             .collect();
         let mut opened = self.opener.open(agent, approver, tools)?;
         let outcome = self
-            .converse(&mut opened, tenant, session, text, &cancel)
+            .converse(&mut opened, tenant, session, continuation, &cancel)
             .await;
         opened.host.shutdown().await;
         outcome
@@ -214,7 +318,7 @@ impl Runs {
         opened: &mut AgentSession,
         tenant: &str,
         session: &str,
-        text: String,
+        continuation: Continuation,
         cancel: &CancellationToken,
     ) -> Result<serde_json::Value, String> {
         let (tools, failures) = opened.tool_list().await;
@@ -234,14 +338,20 @@ impl Runs {
                 max_turns: Some(MAX_TURNS),
                 ..AgentOptions::default()
             })
-            .with_events(sender);
+            .with_events(sender)
+            .with_checkpoint(self.checkpoint(tenant, session));
         let stored = self
             .store
             .messages(tenant, session)
             .map_err(|error| error.to_string())?;
         let mut conversation: Vec<Message> = serde_json::from_value(stored)
             .map_err(|error| format!("the session's stored messages are unreadable: {error}"))?;
-        conversation.push(Message::user(text));
+        match continuation {
+            Continuation::Message(text) => conversation.push(Message::user(text)),
+            Continuation::ToolResults(results) => conversation.extend(results),
+        }
+        // Kept before the model is asked: a crash meanwhile loses nothing the caller sent.
+        self.checkpoint(tenant, session)(&conversation);
         let recorder = {
             let runs = self.clone();
             let tenant = tenant.to_owned();

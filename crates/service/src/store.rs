@@ -218,6 +218,8 @@ pub trait ServiceStorage: Send + Sync + 'static {
     fn interrupt_running(&self) -> Result<usize, StoreError>;
     /// Records a client-side tool call waiting for the caller (state `pending`).
     fn add_client_call(&self, tenant: &str, call: &ClientCallRow) -> Result<(), StoreError>;
+    /// Every client call of the session, oldest first.
+    fn client_calls(&self, tenant: &str, session: &str) -> Result<Vec<ClientCallRow>, StoreError>;
     /// The session's client calls still pending, oldest first.
     fn pending_client_calls(
         &self,
@@ -702,6 +704,16 @@ impl ServiceStorage for SqliteStorage {
             ],
         )?;
         Ok(())
+    }
+
+    fn client_calls(&self, tenant: &str, session: &str) -> Result<Vec<ClientCallRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(&format!(
+            "SELECT {CLIENT_CALL_COLUMNS} FROM client_calls
+             WHERE tenant_id = ?1 AND session_id = ?2 ORDER BY created_at, id"
+        ))?;
+        let rows = statement.query_map(params![tenant, session], client_call_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     fn pending_client_calls(

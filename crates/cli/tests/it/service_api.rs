@@ -674,3 +674,82 @@ async fn a_client_side_tool_call_waits_for_the_caller_s_answer_which_is_taken_on
     assert_eq!(record["server"], "client");
     assert_eq!(record["decision"], "allowed");
 }
+
+#[tokio::test]
+async fn a_pending_client_call_survives_a_killed_service_and_its_answer_resumes_the_run() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "show_map",
+        json!({"place": "Lyon"}),
+    ));
+    mock.push_turn(Turn::text("Lyon is on your screen."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[agents.support.client_tools.show_map]\ndescription = \"Shows a map.\"\ninput_schema = {{ type = \"object\", properties = {{ place = {{ type = \"string\" }} }} }}\n",
+        service_config(&mock)
+    ));
+    let acme = key(&sandbox, "acme", "web-app");
+    let mut service = Service::start(&sandbox).await;
+    let (_, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({"agent": "support"})),
+    )
+    .await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&acme)
+            .json(&json!({"text": "Show me Lyon"})),
+    )
+    .await;
+    let pending = wait_for_event(&service, &acme, &id, "client_call_pending").await;
+    let call = pending["call"]["id"].as_str().unwrap().to_owned();
+    service.child.start_kill().unwrap();
+    service.child.wait().await.unwrap();
+
+    let service = Service::start(&sandbox).await;
+    let (_, shown) = send(
+        client()
+            .get(service.url(&format!("/sessions/{id}")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(shown["session"]["state"], "interrupted");
+    assert!(shown["messages"].to_string().contains("Show me Lyon"));
+    let (_, listed) = send(
+        client()
+            .get(service.url(&format!("/sessions/{id}/client-calls")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(listed["client_calls"][0]["id"], call.as_str());
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/client-calls/{call}")))
+            .bearer_auth(&acme)
+            .json(&json!({"result": "map of Lyon shown"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let finished = wait_for_event(&service, &acme, &id, "run_finished").await;
+    assert_eq!(finished["final_text"], "Lyon is on your screen.");
+    assert!(
+        mock.requests()[1]
+            .body
+            .to_string()
+            .contains("map of Lyon shown")
+    );
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/client-calls/{call}")))
+            .bearer_auth(&acme)
+            .json(&json!({"result": "a second continuation"})),
+    )
+    .await;
+    assert_eq!(status, 409);
+    assert_eq!(mock.requests().len(), 2, "never a second continuation");
+}
