@@ -98,6 +98,9 @@ pub struct HostOptions {
     /// An interactive frontend's elicitation handler; servers are offered elicitation only
     /// when one is installed.
     pub elicitation: Option<Arc<dyn warden_mcp::ElicitationHandler>>,
+    /// Who the session's calls belong to when their surface names nobody (the service's tenant
+    /// and the caller whose key started the run).
+    pub principal: SessionPrincipal,
     /// Who answers sampling requests of servers whose entry has `sampling = true`.
     pub sampling: SamplingRoute,
     /// Which protocol lifecycle to speak to the servers (default: probe 2026-07-28, fall back).
@@ -126,6 +129,7 @@ impl HostOptions {
             remote_skills: None,
             skills_extension: false,
             elicitation: None,
+            principal: SessionPrincipal::default(),
             sampling: SamplingRoute::Declined,
             protocol: warden_mcp::ProtocolMode::Auto,
             defer_mode: None,
@@ -160,6 +164,7 @@ pub struct Host {
     hooks: HookRunner,
     idle: Vec<IdleServer>,
     remote_skills: Arc<RemoteSkills>,
+    principal: SessionPrincipal,
     /// Naming warnings (duplicate or colliding tool names) per server, each kept once.
     naming_warnings: std::sync::Mutex<std::collections::BTreeMap<String, Vec<String>>>,
     /// Servers deferred automatically this session (server → generated summary).
@@ -318,6 +323,7 @@ impl Host {
                 hooks: options.hooks,
                 idle,
                 remote_skills,
+                principal: options.principal,
                 naming_warnings: Default::default(),
                 auto_deferred: Default::default(),
             }
@@ -634,8 +640,8 @@ impl Host {
                 session_id: self.session_id.clone(),
                 surface: context.surface,
                 approval_scope: context.approval_scope,
-                caller: context.caller,
-                tenant: context.tenant,
+                caller: context.caller.or_else(|| self.principal.caller.clone()),
+                tenant: context.tenant.or_else(|| self.principal.tenant.clone()),
                 public_name: public_name.to_owned(),
                 arguments,
                 cancel: context.cancel,
@@ -650,6 +656,14 @@ impl Host {
         self.gate.end_session(&self.session_id);
         self.runtime.shutdown().await;
     }
+}
+
+/// Who a session's calls belong to when their surface names nobody: the authorization handler,
+/// the external authorizer and the audit see them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionPrincipal {
+    pub tenant: Option<String>,
+    pub caller: Option<String>,
 }
 
 /// Who makes a call and what they attach to it.

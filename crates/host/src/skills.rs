@@ -772,6 +772,7 @@ impl RemoteSkills {
             surface: CallSurface::Host,
             kind,
             effect: None,
+            tenant: None,
             caller: None,
             server: Some(server.to_owned()),
             tool: Some(what.to_owned()),

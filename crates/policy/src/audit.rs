@@ -73,6 +73,8 @@ pub struct AuditRecord {
     pub kind: CallKind,
     /// The effect class the tool's author declared (a tool defined in code), if any.
     pub effect: Option<CapabilityClass>,
+    /// The tenant the call belongs to (the service's), if any.
+    pub tenant: Option<String>,
     /// Who within the surface, if known.
     pub caller: Option<String>,
     /// The server (`builtin` for built-ins); None when unresolved.
@@ -180,6 +182,16 @@ pub struct AuditQuery {
     pub since_unix_ms: Option<i64>,
     /// Only denied calls.
     pub denied_only: bool,
+    /// Only calls of this tenant.
+    pub tenant: Option<String>,
+    /// Only calls of this public tool name.
+    pub tool: Option<String>,
+    /// Only calls from this surface (`agent`, `gateway`, …).
+    pub source: Option<String>,
+    /// Only calls that ended so (`allowed`, `denied`, `failed`, …).
+    pub decision: Option<String>,
+    /// Only records before this time (Unix ms).
+    pub until_unix_ms: Option<i64>,
     /// Only records with an id above this one (`--follow` polls with the last id seen).
     pub after_id: Option<i64>,
     /// At most this many rows: the newest ones, still returned oldest first.
@@ -205,6 +217,8 @@ pub struct AuditRow {
     /// The effect class the tool's author declared (`read_only`, `write`, `destructive`,
     /// `external`); None for tools that declare none and for records written before the column.
     pub effect: Option<String>,
+    /// The tenant the call belongs to (calls of `warden service`); `null` elsewhere.
+    pub tenant: Option<String>,
     /// Who within the surface.
     pub caller: Option<String>,
     /// The server.
@@ -268,7 +282,8 @@ CREATE TABLE IF NOT EXISTS audit (
     arguments TEXT,
     confinement TEXT,
     kind TEXT,
-    effect TEXT
+    effect TEXT,
+    tenant TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_session ON audit (session_id, id);
 CREATE INDEX IF NOT EXISTS audit_time ON audit (time_unix_ms);
@@ -400,6 +415,22 @@ impl AuditStore {
         if query.denied_only {
             conditions.push("decision = 'denied'");
         }
+        let exact = [
+            ("tenant = ?", &query.tenant),
+            ("public_name = ?", &query.tool),
+            ("source = ?", &query.source),
+            ("decision = ?", &query.decision),
+        ];
+        for (condition, value) in exact {
+            if let Some(value) = value {
+                conditions.push(condition);
+                values.push(value.clone().into());
+            }
+        }
+        if let Some(until) = query.until_unix_ms {
+            conditions.push("time_unix_ms < ?");
+            values.push(until.into());
+        }
         if let Some(after) = query.after_id {
             conditions.push("id > ?");
             values.push(after.into());
@@ -415,7 +446,7 @@ impl AuditStore {
         let sql = format!(
             "SELECT * FROM (SELECT id, time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
              classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-             arguments_digest, arguments, confinement, kind, effect FROM audit {filter} ORDER BY id DESC LIMIT {limit}) ORDER BY id ASC"
+             arguments_digest, arguments, confinement, kind, effect, tenant FROM audit {filter} ORDER BY id DESC LIMIT {limit}) ORDER BY id ASC"
         );
         self.with_reader(|connection| {
             let mut statement = connection.prepare(&sql)?;
@@ -517,6 +548,7 @@ struct PendingRow {
     source: &'static str,
     kind: &'static str,
     effect: Option<&'static str>,
+    tenant: Option<String>,
     caller: Option<String>,
     server: Option<String>,
     tool: Option<String>,
@@ -546,6 +578,7 @@ impl From<&AuditRecord> for PendingRow {
             source: record.surface.as_str(),
             kind: record.kind.as_str(),
             effect: record.effect.map(CapabilityClass::as_str),
+            tenant: record.tenant.clone(),
             caller: record.caller.clone(),
             server: record.server.clone(),
             tool: record.tool.clone(),
@@ -795,19 +828,19 @@ fn checkpoint(connection: &Connection, path: &Path) {
 
 const INSERT: &str = "INSERT INTO audit (time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
      classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-     arguments_digest, arguments, confinement, kind, effect) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)";
+     arguments_digest, arguments, confinement, kind, effect, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
 
-/// A call's outcome written over its intent, row `?23` (the time is the same: both come from the
+/// A call's outcome written over its intent, row `?24` (the time is the same: both come from the
 /// moment the call entered the gate).
 const COMPLETE: &str = "UPDATE audit SET time_unix_ms = ?1, session_id = ?2, source = ?3, caller = ?4, server = ?5, \
      tool = ?6, public_name = ?7, annotations = ?8, classes = ?9, decision = ?10, layer = ?11, reason = ?12, \
      gate_ms = ?13, execution_ms = ?14, result_bytes = ?15, result_is_error = ?16, error = ?17, \
-     arguments_digest = ?18, arguments = ?19, confinement = ?20, kind = ?21, effect = ?22 WHERE id = ?23";
+     arguments_digest = ?18, arguments = ?19, confinement = ?20, kind = ?21, effect = ?22, tenant = ?23 WHERE id = ?24";
 
 /// Writes `row` — in place of the intent it completes, or as a new record (also when that
 /// intent is not there to complete) — and returns its id.
 fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<i64> {
-    let columns: [&dyn rusqlite::ToSql; 22] = [
+    let columns: [&dyn rusqlite::ToSql; 23] = [
         &row.time_unix_ms,
         &row.session_id,
         &row.source,
@@ -830,6 +863,7 @@ fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<i64> {
         &row.confinement,
         &row.kind,
         &row.effect,
+        &row.tenant,
     ];
     // Prepared once per connection and reused (SQLite's statement cache).
     if let Some(id) = row.replaces {
@@ -941,6 +975,7 @@ const ADDED_COLUMNS: &[(&str, &str)] = &[
     ("confinement", "TEXT"),
     ("kind", "TEXT"),
     ("effect", "TEXT"),
+    ("tenant", "TEXT"),
 ];
 
 fn add_missing_columns(connection: &Connection) -> rusqlite::Result<()> {
@@ -995,6 +1030,7 @@ fn row_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
         confinement: row.get(20)?,
         kind: row.get(21)?,
         effect: row.get(22)?,
+        tenant: row.get(23)?,
     })
 }
 
@@ -1011,6 +1047,7 @@ mod tests {
             surface: CallSurface::Agent,
             kind: CallKind::Tool,
             effect: None,
+            tenant: None,
             caller: None,
             server: None,
             tool: None,

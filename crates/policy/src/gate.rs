@@ -815,6 +815,7 @@ impl Gate {
             surface: request.surface,
             kind: trace.kind,
             effect: trace.effect,
+            tenant: request.tenant.clone(),
             caller: request.caller.clone(),
             server: identity.map(|identity| request.server_of(identity).to_owned()),
             tool: identity.map(|identity| identity.tool.clone()),

@@ -164,6 +164,7 @@ pub fn router(
             "/v1/sessions/{id}/client-calls/{call}",
             post(answer_client_call),
         )
+        .route("/v1/audit", get(query_audit))
         .route("/v1/approvals", get(list_approvals))
         .route("/v1/approvals/{id}", post(decide_approval))
         .route("/v1/tenants/{tenant}/keys", post(issue_key))
@@ -598,6 +599,80 @@ async fn answer_client_call(
         )),
         Err(AnswerError::Store(error)) => Err(error.into()),
     }
+}
+
+/// The audit filter from a query string: `session`, `tool`, `source`, `decision`, `since` and
+/// `until` (Unix ms), `after` (the cursor: a record id) and `limit` (at most 500).
+fn audit_query(query: Option<&str>, tenant: &str) -> Result<warden_policy::AuditQuery, ApiError> {
+    let mut filter = warden_policy::AuditQuery {
+        tenant: Some(tenant.to_owned()),
+        limit: Some(DEFAULT_PAGE),
+        ..warden_policy::AuditQuery::default()
+    };
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let number = |what: &str| {
+            value.parse::<i64>().map_err(|_| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("{what} must be a whole number"),
+                )
+            })
+        };
+        let text = || Some(value.replace('+', " "));
+        match key {
+            "session" => filter.session = text(),
+            "tool" => filter.tool = text(),
+            "source" => filter.source = text(),
+            "decision" => filter.decision = text(),
+            "since" => filter.since_unix_ms = Some(number("since")?),
+            "until" => filter.until_unix_ms = Some(number("until")?),
+            "after" => filter.after_id = Some(number("after")?),
+            "limit" => {
+                let limit = usize::try_from(number("limit")?.max(1)).unwrap_or(1);
+                filter.limit = Some(limit.min(MAX_PAGE));
+            }
+            other => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "unknown query parameter {other:?} (session, tool, source, decision, since, until, after, limit)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(filter)
+}
+
+/// The tenant's audit records, oldest first from the cursor; `next` is the cursor to go on from.
+async fn query_audit(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let filter = audit_query(query.as_deref(), &principal.tenant)?;
+    // The oldest records after the cursor: the store returns the newest `limit`, so a page is
+    // asked without a limit and cut here.
+    let limit = filter.limit.unwrap_or(DEFAULT_PAGE);
+    let unbounded = warden_policy::AuditQuery {
+        limit: None,
+        ..filter.clone()
+    };
+    let mut records = state
+        .opener
+        .audit(&unbounded)
+        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error))?;
+    records.truncate(limit);
+    let next = records
+        .last()
+        .map_or(filter.after_id.unwrap_or(0), |record| record.id);
+    Ok(Json(json!({"records": records, "next": next})).into_response())
 }
 
 async fn list_approvals(

@@ -24,9 +24,15 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn open(
         &self,
         agent: Option<&str>,
+        principal: warden_host::SessionPrincipal,
         approver: Arc<dyn warden_policy::Approver>,
         tools: Vec<Arc<dyn warden_host::HostTool>>,
     ) -> Result<AgentSession, String>;
+    /// The audit records matching `query` (the service sets its tenant).
+    fn audit(
+        &self,
+        query: &warden_policy::AuditQuery,
+    ) -> Result<Vec<warden_policy::AuditRow>, String>;
     /// The client-side tools the agent profile declares.
     fn client_tools(&self, agent: Option<&str>) -> Vec<warden_config::ClientToolSpec>;
     /// Whether an agent profile of this name exists (a session naming another is refused).
@@ -122,6 +128,7 @@ impl Runs {
             session,
             &ready,
             Continuation::Message(text),
+            Some(principal.caller.clone()),
             started,
         )
     }
@@ -133,6 +140,7 @@ impl Runs {
         session: &str,
         from: &[SessionState],
         continuation: Continuation,
+        caller: Option<String>,
         started: serde_json::Value,
     ) -> Result<(), RunError> {
         let row = self
@@ -161,6 +169,7 @@ impl Runs {
                     &session,
                     row.agent.as_deref(),
                     continuation,
+                    caller,
                     cancel,
                 )
                 .await;
@@ -235,6 +244,7 @@ impl Runs {
             session,
             &[SessionState::Interrupted],
             Continuation::ToolResults(results),
+            None,
             json!({"type": "run_resumed", "reason": "every client call of the interrupted turn was answered"}),
         )?;
         Ok(true)
@@ -285,6 +295,7 @@ impl Runs {
         session: &str,
         agent: Option<&str>,
         continuation: Continuation,
+        caller: Option<String>,
         cancel: CancellationToken,
     ) -> Result<serde_json::Value, String> {
         let approver = Arc::new(RunApprover {
@@ -305,7 +316,11 @@ impl Runs {
                 }) as Arc<dyn warden_host::HostTool>
             })
             .collect();
-        let mut opened = self.opener.open(agent, approver, tools)?;
+        let principal = warden_host::SessionPrincipal {
+            tenant: Some(tenant.to_owned()),
+            caller,
+        };
+        let mut opened = self.opener.open(agent, principal, approver, tools)?;
         let outcome = self
             .converse(&mut opened, tenant, session, continuation, &cancel)
             .await;

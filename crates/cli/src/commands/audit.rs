@@ -54,8 +54,7 @@ pub(crate) fn run(_globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCod
         session: args.session.clone(),
         since_unix_ms,
         denied_only: args.denied,
-        after_id: None,
-        limit: None,
+        ..AuditQuery::default()
     };
     let mut stdout = std::io::stdout().lock();
     if !args.json {

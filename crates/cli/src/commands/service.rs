@@ -112,12 +112,14 @@ struct RunOpener {
     globals: Globals,
     policy: PolicyFlags,
     agents: BTreeMap<String, AgentProfile>,
+    audit_path: std::path::PathBuf,
 }
 
 impl SessionOpener for RunOpener {
     fn open(
         &self,
         agent: Option<&str>,
+        principal: warden_host::SessionPrincipal,
         approver: Arc<dyn warden_policy::Approver>,
         tools: Vec<Arc<dyn warden_host::HostTool>>,
     ) -> Result<AgentSession, String> {
@@ -125,6 +127,7 @@ impl SessionOpener for RunOpener {
             let (paths, workspace, config) = load_config(&self.globals)?;
             let mut options = host_options(paths, workspace, &config, &self.policy)?;
             options.approver = Some(approver);
+            options.principal = principal;
             options.tools.extend(tools);
             Ok(AgentSession::open(SessionRequest {
                 config,
@@ -137,6 +140,19 @@ impl SessionOpener for RunOpener {
             })?)
         };
         open().map_err(|error| crate::setup::error_line(&error))
+    }
+
+    fn audit(
+        &self,
+        query: &warden_policy::AuditQuery,
+    ) -> Result<Vec<warden_policy::AuditRow>, String> {
+        // No audit file yet: no records.
+        if !self.audit_path.exists() {
+            return Ok(Vec::new());
+        }
+        warden_policy::AuditStore::open(&self.audit_path)
+            .and_then(|store| store.query(query))
+            .map_err(|error| error.to_string())
     }
 
     fn knows_agent(&self, agent: &str) -> bool {
@@ -152,13 +168,14 @@ impl SessionOpener for RunOpener {
 }
 
 fn serve(globals: &Globals, store: Arc<SqliteStorage>, args: RunArgs) -> anyhow::Result<ExitCode> {
-    let (_paths, _workspace, config) = load_config(globals)?;
+    let (paths, _workspace, config) = load_config(globals)?;
     // The policy flags are checked before anything listens.
     let _ = args.policy.policy(&config.policy)?;
     let opener = Arc::new(RunOpener {
         globals: globals.clone(),
         policy: args.policy,
         agents: config.models.agents.clone(),
+        audit_path: paths.state_dir().join("audit.db"),
     });
     let runtime = async_runtime()?;
     runtime.block_on(async {

@@ -87,6 +87,7 @@ async fn follow_shows_a_running_call_once_it_has_ended() {
         surface: warden_policy::CallSurface::Agent,
         kind: warden_policy::CallKind::Tool,
         effect: None,
+        tenant: None,
         caller: None,
         server: Some("fx".into()),
         tool: Some("slow".into()),

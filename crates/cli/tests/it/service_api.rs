@@ -570,6 +570,40 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
             .any(|reason| reason.contains("approved by web-app")),
         "{reasons:?}"
     );
+    // The audit through the API: the tenant's records only, with its tenant and the caller
+    // whose message started the run; another tenant sees none of them.
+    let (status, audit) = send(
+        client()
+            .get(service.url("/audit?tool=write_file&limit=10"))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(status, 200, "{audit}");
+    let records = audit["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "{audit}");
+    assert!(records.iter().all(|record| record["tenant"] == "acme"));
+    assert!(records.iter().all(|record| record["caller"] == "web-app"));
+    assert_eq!(records[0]["decision"], "denied");
+    assert_eq!(records[1]["decision"], "allowed");
+    let (_, page) = send(
+        client()
+            .get(service.url(&format!(
+                "/audit?tool=write_file&after={}",
+                records[0]["id"]
+            )))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(page["records"].as_array().unwrap().len(), 1, "{page}");
+    let (_, theirs) = send(client().get(service.url("/audit")).bearer_auth(&globex)).await;
+    assert_eq!(theirs["records"], json!([]));
+    let (status, _) = send(
+        client()
+            .get(service.url("/audit?order=desc"))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(status, 400);
 }
 
 #[tokio::test]

@@ -485,6 +485,7 @@ fn skill_load_record(session: &str) -> warden_policy::AuditRecord {
         surface: CallSurface::Agent,
         kind: warden_policy::CallKind::SkillLoad,
         effect: None,
+        tenant: None,
         caller: None,
         server: Some("weather".into()),
         tool: None,

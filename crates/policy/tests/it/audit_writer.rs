@@ -21,6 +21,7 @@ fn record(session: &str, public_name: &str) -> AuditRecord {
         surface: CallSurface::Agent,
         kind: warden_policy::CallKind::Tool,
         effect: None,
+        tenant: None,
         caller: None,
         server: Some("fs".into()),
         tool: Some("read_file".into()),
