@@ -13,15 +13,17 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderMap, StatusCode};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{DecideError, Decision};
 use crate::client_tools::AnswerError;
 use crate::runs::{RunError, Runs, SessionOpener};
-use crate::store::{Principal, Role, ServiceStorage, StoreError};
+use crate::store::{
+    ApprovalRow, ClientCallRow, EventRow, Principal, Role, ServiceStorage, SessionRow, StoreError,
+};
 
 /// Request bodies larger than this are refused (413).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -61,7 +63,13 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({"error": self.message}))).into_response()
+        (
+            self.status,
+            Json(ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response()
     }
 }
 
@@ -80,6 +88,79 @@ impl From<RunError> for ApiError {
             RunError::Store(error) => error.into(),
         }
     }
+}
+
+/// `{"error": "…"}`: why a request was refused, in one line.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct ErrorBody {
+    pub(crate) error: String,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct SessionList {
+    pub(crate) sessions: Vec<SessionRow>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct SessionDetail {
+    pub(crate) session: SessionRow,
+    /// The conversation: the user's messages, the model's answers and tool calls, the results.
+    pub(crate) messages: serde_json::Value,
+}
+
+/// A message taken: its run's events come after `events_after`.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct Accepted {
+    pub(crate) session: String,
+    pub(crate) events_after: u64,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct Cancelled {
+    pub(crate) cancelled: bool,
+}
+
+/// A page of events; `next` is the cursor to go on from.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct EventPage {
+    pub(crate) events: Vec<EventRow>,
+    pub(crate) next: u64,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct ClientCallList {
+    pub(crate) client_calls: Vec<ClientCallRow>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct Answered {
+    pub(crate) answered: String,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct ApprovalList {
+    pub(crate) approvals: Vec<ApprovalRow>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct ApprovalDecided {
+    pub(crate) approval: ApprovalRow,
+}
+
+/// A page of audit records (as `warden audit --json` prints them); `next` is the cursor.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct AuditPage {
+    pub(crate) records: Vec<serde_json::Map<String, serde_json::Value>>,
+    pub(crate) next: i64,
+}
+
+/// A key made for a tenant: the secret is shown here once.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct NewKeyIssued {
+    pub(crate) id: String,
+    pub(crate) tenant: String,
+    pub(crate) caller: String,
+    pub(crate) key: String,
 }
 
 /// A JSON body of type `T`: not JSON, the wrong shape or unknown fields are a 400 naming what
@@ -104,34 +185,50 @@ fn body<T: DeserializeOwned>(headers: &HeaderMap, bytes: &Bytes) -> Result<T, Ap
 }
 
 /// `POST /v1/sessions`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct NewSession {
+pub(crate) struct NewSession {
     /// The agent profile (`[agents.NAME]`); the default agent when absent.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"))]
     agent: Option<String>,
 }
 
 /// `POST /v1/sessions/{id}/messages`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct NewMessage {
+pub(crate) struct NewMessage {
+    /// The user's message (not blank).
+    #[schemars(regex(pattern = r"\S"))]
     text: String,
 }
 
 /// `POST /v1/approvals/{id}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct NewDecision {
-    /// `allow_once`, `allow_for_session` or `deny`.
-    decision: String,
+pub(crate) struct NewDecision {
+    decision: DecisionKind,
     /// Why (for a denial: shown to the model).
     reason: Option<String>,
 }
 
+/// What a person decided about a call.
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DecisionKind {
+    /// Run this call.
+    AllowOnce,
+    /// Run it, and the same tool for the rest of the session without asking.
+    AllowForSession,
+    /// Do not run it (the reason goes to the model).
+    Deny,
+}
+
 /// `POST /v1/tenants/{tenant}/keys` (operator).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct NewKey {
+pub(crate) struct NewKey {
+    /// Who will use the key (not blank).
+    #[schemars(regex(pattern = r"\S"))]
     caller: String,
 }
 
@@ -149,35 +246,92 @@ pub fn router(
         opener,
         bound,
     };
+    let mut authenticated = axum::Router::new();
+    for (_method, path, handler) in routes() {
+        authenticated = authenticated.route(path, handler);
+    }
+    let authenticated = authenticated.layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        authenticate,
+    ));
     axum::Router::new()
-        .route("/v1/sessions", post(create_session).get(list_sessions))
-        .route(
-            "/v1/sessions/{id}",
-            get(show_session).delete(delete_session),
-        )
-        .route("/v1/sessions/{id}/messages", post(post_message))
-        .route("/v1/sessions/{id}/cancel", post(cancel_run))
-        .route("/v1/sessions/{id}/events", get(list_events))
-        .route("/v1/sessions/{id}/events/stream", get(stream_events))
-        .route("/v1/sessions/{id}/client-calls", get(list_client_calls))
-        .route(
-            "/v1/sessions/{id}/client-calls/{call}",
-            post(answer_client_call),
-        )
-        .route("/v1/audit", get(query_audit))
-        .route("/v1/approvals", get(list_approvals))
-        .route("/v1/approvals/{id}", post(decide_approval))
-        .route("/v1/tenants/{tenant}/keys", post(issue_key))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            authenticate,
-        ))
+        .route("/v1/openapi.json", get(openapi))
+        .merge(authenticated)
+        .layer(axum::middleware::map_response(json_errors))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             check_origin,
         ))
         .with_state(state)
+}
+
+/// Every route that needs a key: method, path and handler (the OpenAPI document lists the same).
+pub(crate) fn routes() -> Vec<(
+    &'static str,
+    &'static str,
+    axum::routing::MethodRouter<ServiceState>,
+)> {
+    use axum::routing::delete;
+    vec![
+        ("post", "/v1/sessions", post(create_session)),
+        ("get", "/v1/sessions", get(list_sessions)),
+        ("get", "/v1/sessions/{id}", get(show_session)),
+        ("delete", "/v1/sessions/{id}", delete(delete_session)),
+        ("post", "/v1/sessions/{id}/messages", post(post_message)),
+        ("post", "/v1/sessions/{id}/cancel", post(cancel_run)),
+        ("get", "/v1/sessions/{id}/events", get(list_events)),
+        ("get", "/v1/sessions/{id}/events/stream", get(stream_events)),
+        (
+            "get",
+            "/v1/sessions/{id}/client-calls",
+            get(list_client_calls),
+        ),
+        (
+            "post",
+            "/v1/sessions/{id}/client-calls/{call}",
+            post(answer_client_call),
+        ),
+        ("get", "/v1/audit", get(query_audit)),
+        ("get", "/v1/approvals", get(list_approvals)),
+        ("post", "/v1/approvals/{id}", post(decide_approval)),
+        ("post", "/v1/tenants/{tenant}/keys", post(issue_key)),
+    ]
+}
+
+/// `GET /v1/openapi.json` (no key needed: the contract holds no secret).
+async fn openapi() -> Response {
+    Json(crate::openapi::document()).into_response()
+}
+
+/// A refusal that did not come from a handler (a body over the limit, an unknown route, a
+/// method the route does not take) still answers `{"error": "…"}`.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let reason = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+        StatusCode::NOT_FOUND => "no such endpoint".to_owned(),
+        StatusCode::METHOD_NOT_ALLOWED => "the endpoint does not take this method".to_owned(),
+        other => other
+            .canonical_reason()
+            .unwrap_or("the request was refused")
+            .to_owned(),
+    };
+    let mut refused = ApiError::new(status, reason).into_response();
+    if let Some(allow) = response.headers().get(http::header::ALLOW) {
+        refused
+            .headers_mut()
+            .insert(http::header::ALLOW, allow.clone());
+    }
+    refused
 }
 
 /// Serves the API on `listener` until `shutdown` fires. Sessions a stopped instance left
@@ -313,7 +467,7 @@ async fn create_session(
         && !state.opener.knows_agent(agent)
     {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+            StatusCode::NOT_FOUND,
             format!("no agent profile named {agent:?} (define it as [agents.{agent}])"),
         ));
     }
@@ -329,7 +483,7 @@ async fn list_sessions(
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
     let rows = state.store.list_sessions(&principal.tenant)?;
-    Ok(Json(json!({"sessions": rows})).into_response())
+    Ok(Json(SessionList { sessions: rows }).into_response())
 }
 
 async fn show_session(
@@ -343,7 +497,11 @@ async fn show_session(
         .session(&principal.tenant, &id)?
         .ok_or_else(|| ApiError::not_found("such session"))?;
     let messages = state.store.messages(&principal.tenant, &id)?;
-    Ok(Json(json!({"session": row, "messages": messages})).into_response())
+    Ok(Json(SessionDetail {
+        session: row,
+        messages,
+    })
+    .into_response())
 }
 
 async fn delete_session(
@@ -382,7 +540,10 @@ async fn post_message(
     state.runs.start(&principal, &id, message.text)?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"session": id, "events_after": after})),
+        Json(Accepted {
+            session: id,
+            events_after: after,
+        }),
     )
         .into_response())
 }
@@ -414,13 +575,20 @@ async fn cancel_run(
         return Err(ApiError::not_found("such session"));
     }
     if state.runs.cancel(&id) {
-        Ok((StatusCode::ACCEPTED, Json(json!({"cancelled": true}))).into_response())
+        Ok((StatusCode::ACCEPTED, Json(Cancelled { cancelled: true })).into_response())
     } else {
         Err(ApiError::new(
             StatusCode::CONFLICT,
             "the session has no run going",
         ))
     }
+}
+
+/// A cursor: a whole number from 0 to `i64::MAX` (the largest the store keeps).
+fn cursor(text: &str) -> Option<u64> {
+    text.parse::<i64>()
+        .ok()
+        .and_then(|number| u64::try_from(number).ok())
 }
 
 /// `after` and `limit` from a query string such as `after=12&limit=50`.
@@ -440,12 +608,18 @@ fn cursor_query(query: Option<&str>) -> Result<(u64, usize), ApiError> {
             )
         };
         match key {
-            "after" => after = value.parse().map_err(|_| bad())?,
+            "after" => after = cursor(value).ok_or_else(bad)?,
             "limit" => {
                 limit = value
                     .parse::<usize>()
-                    .map_err(|_| bad())?
-                    .clamp(1, MAX_PAGE)
+                    .ok()
+                    .filter(|limit| (1..=MAX_PAGE).contains(limit))
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            StatusCode::BAD_REQUEST,
+                            format!("limit must be a whole number from 1 to {MAX_PAGE}"),
+                        )
+                    })?;
             }
             other => {
                 return Err(ApiError::new(
@@ -473,7 +647,7 @@ async fn list_events(
         .store
         .events_after(&principal.tenant, &id, after, limit)?;
     let next = events.last().map_or(after, |last| last.seq);
-    Ok(Json(json!({"events": events, "next": next})).into_response())
+    Ok(Json(EventPage { events, next }).into_response())
 }
 
 /// The session's events as Server-Sent Events (`id:` is the cursor), from `after` or the
@@ -492,7 +666,7 @@ async fn stream_events(
         .get("last-event-id")
         .and_then(|value| value.to_str().ok())
     {
-        after = last.trim().parse().map_err(|_| {
+        after = cursor(last.trim()).ok_or_else(|| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "Last-Event-ID must be a whole number",
@@ -553,15 +727,32 @@ async fn list_client_calls(
         return Err(ApiError::not_found("such session"));
     }
     let pending = state.store.pending_client_calls(&principal.tenant, &id)?;
-    Ok(Json(json!({"client_calls": pending})).into_response())
+    Ok(Json(ClientCallList {
+        client_calls: pending,
+    })
+    .into_response())
 }
 
-/// `POST /v1/sessions/{id}/client-calls/{call}`: exactly one of `result` and `error`.
-#[derive(Debug, Deserialize)]
+/// `POST /v1/sessions/{id}/client-calls/{call}`: the tool's result, or its error.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum ClientAnswer {
+    Result(ClientResult),
+    Error(ClientError),
+}
+
+/// The tool's result, as the model will read it (a string as it is, anything else as JSON).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ClientAnswer {
-    result: Option<serde_json::Value>,
-    error: Option<String>,
+pub(crate) struct ClientResult {
+    result: serde_json::Value,
+}
+
+/// The tool failed: the model reads this as an error result.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ClientError {
+    error: String,
 }
 
 /// The caller's answer to a client-side tool call; the waiting run goes on with it.
@@ -573,16 +764,16 @@ async fn answer_client_call(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    let request: ClientAnswer = body(&headers, &bytes)?;
-    let answer = match (request.result, request.error) {
-        (Some(result), None) => json!({"result": result}),
-        (None, Some(error)) => json!({"error": error}),
-        _ => {
+    let answer = match body::<ClientAnswer>(&headers, &bytes) {
+        Ok(ClientAnswer::Result(ClientResult { result })) => json!({"result": result}),
+        Ok(ClientAnswer::Error(ClientError { error })) => json!({"error": error}),
+        Err(refused) if refused.status == StatusCode::BAD_REQUEST => {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "answer with exactly one of result and error",
+                "answer with exactly one of {\"result\": …} and {\"error\": \"…\"}",
             ));
         }
+        Err(refused) => return Err(refused),
     };
     if state.store.session(&principal.tenant, &id)?.is_none() {
         return Err(ApiError::not_found("such session"));
@@ -591,7 +782,7 @@ async fn answer_client_call(
         .runs
         .answer_client_call(&principal.tenant, &id, &call, &answer)
     {
-        Ok(()) => Ok(Json(json!({"answered": call})).into_response()),
+        Ok(()) => Ok(Json(Answered { answered: call }).into_response()),
         Err(AnswerError::Unknown) => Err(ApiError::not_found("such client call")),
         Err(AnswerError::Answered) => Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -616,12 +807,16 @@ fn audit_query(query: Option<&str>, tenant: &str) -> Result<warden_policy::Audit
     {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         let number = |what: &str| {
-            value.parse::<i64>().map_err(|_| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("{what} must be a whole number"),
-                )
-            })
+            value
+                .parse::<i64>()
+                .ok()
+                .filter(|number| *number >= 0)
+                .ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        format!("{what} must be a whole number, 0 or more"),
+                    )
+                })
         };
         let text = || Some(value.replace('+', " "));
         match key {
@@ -633,8 +828,14 @@ fn audit_query(query: Option<&str>, tenant: &str) -> Result<warden_policy::Audit
             "until" => filter.until_unix_ms = Some(number("until")?),
             "after" => filter.after_id = Some(number("after")?),
             "limit" => {
-                let limit = usize::try_from(number("limit")?.max(1)).unwrap_or(1);
-                filter.limit = Some(limit.min(MAX_PAGE));
+                let limit = usize::try_from(number("limit")?).unwrap_or(0);
+                if !(1..=MAX_PAGE).contains(&limit) {
+                    return Err(ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        format!("limit must be a whole number from 1 to {MAX_PAGE}"),
+                    ));
+                }
+                filter.limit = Some(limit);
             }
             other => {
                 return Err(ApiError::new(
@@ -672,7 +873,14 @@ async fn query_audit(
     let next = records
         .last()
         .map_or(filter.after_id.unwrap_or(0), |record| record.id);
-    Ok(Json(json!({"records": records, "next": next})).into_response())
+    let records = records
+        .into_iter()
+        .filter_map(|record| match serde_json::to_value(record) {
+            Ok(serde_json::Value::Object(fields)) => Some(fields),
+            _ => None,
+        })
+        .collect();
+    Ok(Json(AuditPage { records, next }).into_response())
 }
 
 async fn list_approvals(
@@ -681,7 +889,7 @@ async fn list_approvals(
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
     let pending = state.store.pending_approvals(&principal.tenant)?;
-    Ok(Json(json!({"approvals": pending})).into_response())
+    Ok(Json(ApprovalList { approvals: pending }).into_response())
 }
 
 /// Decides a pending approval; the audit names the deciding key's caller.
@@ -694,24 +902,18 @@ async fn decide_approval(
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
     let request: NewDecision = body(&headers, &bytes)?;
-    let decision = match request.decision.as_str() {
-        "allow_once" => Decision::AllowOnce,
-        "allow_for_session" => Decision::AllowForSession,
-        "deny" => Decision::Deny {
+    let decision = match request.decision {
+        DecisionKind::AllowOnce => Decision::AllowOnce,
+        DecisionKind::AllowForSession => Decision::AllowForSession,
+        DecisionKind::Deny => Decision::Deny {
             reason: request.reason.filter(|reason| !reason.trim().is_empty()),
         },
-        other => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!("decision {other:?} is not one of allow_once, allow_for_session, deny"),
-            ));
-        }
     };
     match state
         .runs
         .decide(&principal.tenant, &id, decision, &principal.caller)
     {
-        Ok(row) => Ok(Json(json!({"approval": row})).into_response()),
+        Ok(row) => Ok(Json(ApprovalDecided { approval: row }).into_response()),
         Err(DecideError::Unknown) => Err(ApiError::not_found("such approval")),
         Err(DecideError::Decided) => Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -744,7 +946,12 @@ async fn issue_key(
         .issue_key(&tenant, &request.caller, Role::Tenant)?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({"id": key.id, "tenant": tenant, "caller": request.caller, "key": key.secret})),
+        Json(NewKeyIssued {
+            id: key.id,
+            tenant,
+            caller: request.caller,
+            key: key.secret,
+        }),
     )
         .into_response())
 }
@@ -770,10 +977,12 @@ mod tests {
     fn a_cursor_query_takes_after_and_limit_and_refuses_anything_else() {
         assert_eq!(cursor_query(None).ok(), Some((0, DEFAULT_PAGE)));
         assert_eq!(
-            cursor_query(Some("after=7&limit=9999")).ok(),
+            cursor_query(Some("after=7&limit=500")).ok(),
             Some((7, MAX_PAGE))
         );
         assert!(cursor_query(Some("after=x")).is_err());
+        assert!(cursor_query(Some("limit=501")).is_err());
+        assert!(cursor_query(Some("limit=0")).is_err());
         assert!(cursor_query(Some("sort=desc")).is_err());
     }
 }

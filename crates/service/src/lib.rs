@@ -3,12 +3,14 @@
 mod api;
 mod approvals;
 mod client_tools;
+mod openapi;
 mod runs;
 mod store;
 
 pub use api::{MAX_BODY_BYTES, router, serve};
 pub use approvals::{DecideError, Decision};
 pub use client_tools::AnswerError;
+pub use openapi::document as openapi_document;
 pub use runs::{RunError, Runs, SessionOpener};
 pub use store::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, Principal, Role, ServiceStorage, SessionRow,

@@ -69,7 +69,7 @@ impl std::fmt::Debug for IssuedKey {
 }
 
 /// Where a session stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionState {
     /// Created, or its last run finished: ready for a message.
@@ -102,7 +102,7 @@ impl SessionState {
 }
 
 /// A session as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SessionRow {
     pub id: String,
     pub agent: Option<String>,
@@ -113,7 +113,7 @@ pub struct SessionRow {
 }
 
 /// One stored event of a session; `seq` is its cursor (1, 2, …).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct EventRow {
     pub seq: u64,
     pub at: u64,
@@ -121,7 +121,7 @@ pub struct EventRow {
 }
 
 /// A call waiting for a person's decision, as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ApprovalRow {
     pub id: String,
     pub session: String,
@@ -142,7 +142,7 @@ pub struct ApprovalRow {
 }
 
 /// A client-side tool call waiting for the caller's answer, as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ClientCallRow {
     pub id: String,
     pub session: String,

@@ -1,0 +1,364 @@
+//! The service's OpenAPI 3.1 document, generated from the code: each operation of the router with the JSON Schema of its request and response types (derived by schemars from the types the handlers use) and the errors it answers. Served at `GET /v1/openapi.json`; `docs/openapi.json` is the committed copy, which a test keeps current.
+
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde_json::{Map, Value, json};
+
+use crate::api::{
+    Accepted, Answered, ApprovalDecided, ApprovalList, AuditPage, Cancelled, ClientAnswer,
+    ClientCallList, ErrorBody, EventPage, NewDecision, NewKey, NewKeyIssued, NewMessage,
+    NewSession, SessionDetail, SessionList,
+};
+use crate::store::SessionRow;
+
+/// What one operation answers on success.
+enum Success {
+    Json(u16, Schema),
+    NoContent,
+    EventStream,
+}
+
+/// One query parameter: name, JSON Schema, description.
+type Query = (&'static str, Value, &'static str);
+
+struct Operation {
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    request: Option<(Schema, bool)>,
+    query: Vec<Query>,
+    success: Success,
+    /// Error statuses beyond 401 (every operation needs a key).
+    errors: &'static [u16],
+}
+
+fn schema_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
+
+fn cursor_query() -> Vec<Query> {
+    vec![
+        (
+            "after",
+            json!({"type": "integer", "minimum": 0, "maximum": i64::MAX}),
+            "the cursor: events after this one",
+        ),
+        (
+            "limit",
+            json!({"type": "integer", "minimum": 1, "maximum": 500}),
+            "at most this many (default 100)",
+        ),
+    ]
+}
+
+fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
+    let text = || json!({"type": "string"});
+    let time = || json!({"type": "integer", "minimum": 0, "maximum": i64::MAX});
+    vec![
+        Operation {
+            method: "post",
+            path: "/v1/sessions",
+            summary: "Creates a session from an agent profile (the default agent without one).",
+            request: Some((schema_of::<NewSession>(generator), false)),
+            query: Vec::new(),
+            success: Success::Json(201, schema_of::<SessionRow>(generator)),
+            errors: &[400, 404, 413, 415],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/sessions",
+            summary: "The tenant's sessions.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<SessionList>(generator)),
+            errors: &[],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/sessions/{id}",
+            summary: "A session and its conversation.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<SessionDetail>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/sessions/{id}",
+            summary: "Deletes a session with its events (not while a run is going).",
+            request: None,
+            query: Vec::new(),
+            success: Success::NoContent,
+            errors: &[404, 409],
+        },
+        Operation {
+            method: "post",
+            path: "/v1/sessions/{id}/messages",
+            summary: "Posts the user's message: a run starts; its events come after `events_after`.",
+            request: Some((schema_of::<NewMessage>(generator), true)),
+            query: Vec::new(),
+            success: Success::Json(202, schema_of::<Accepted>(generator)),
+            errors: &[400, 404, 409, 413, 415],
+        },
+        Operation {
+            method: "post",
+            path: "/v1/sessions/{id}/cancel",
+            summary: "Cancels the session's run.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(202, schema_of::<Cancelled>(generator)),
+            errors: &[404, 409],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/sessions/{id}/events",
+            summary: "A page of the session's events after a cursor.",
+            request: None,
+            query: cursor_query(),
+            success: Success::Json(200, schema_of::<EventPage>(generator)),
+            errors: &[400, 404],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/sessions/{id}/events/stream",
+            summary: "The session's events as Server-Sent Events (`id:` is the cursor; resume with `Last-Event-ID`); the stream ends when no run is going.",
+            request: None,
+            query: vec![cursor_query().swap_remove(0)],
+            success: Success::EventStream,
+            errors: &[400, 404],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/sessions/{id}/client-calls",
+            summary: "The session's client-side tool calls waiting for the caller's answer.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<ClientCallList>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "post",
+            path: "/v1/sessions/{id}/client-calls/{call}",
+            summary: "Answers a client-side tool call, once: exactly one of `result` and `error`.",
+            request: Some((schema_of::<ClientAnswer>(generator), true)),
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<Answered>(generator)),
+            errors: &[400, 404, 409, 413, 415],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/approvals",
+            summary: "The tenant's calls waiting for a person's decision.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<ApprovalList>(generator)),
+            errors: &[],
+        },
+        Operation {
+            method: "post",
+            path: "/v1/approvals/{id}",
+            summary: "Decides a pending approval, once (the audit names the key's caller).",
+            request: Some((schema_of::<NewDecision>(generator), true)),
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<ApprovalDecided>(generator)),
+            errors: &[400, 404, 409, 413, 415],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/audit",
+            summary: "The tenant's audit records, oldest first after a cursor.",
+            request: None,
+            query: vec![
+                ("session", text(), "only this session"),
+                ("tool", text(), "only this public tool name"),
+                ("source", text(), "only this surface (agent, code-mode, …)"),
+                (
+                    "decision",
+                    text(),
+                    "only calls that ended so (allowed, denied, …)",
+                ),
+                (
+                    "since",
+                    time(),
+                    "only records at or after this time (Unix ms)",
+                ),
+                ("until", time(), "only records before this time (Unix ms)"),
+                ("after", time(), "the cursor: records after this id"),
+                (
+                    "limit",
+                    json!({"type": "integer", "minimum": 1, "maximum": 500}),
+                    "at most this many (default 100)",
+                ),
+            ],
+            success: Success::Json(200, schema_of::<AuditPage>(generator)),
+            errors: &[400],
+        },
+        Operation {
+            method: "post",
+            path: "/v1/tenants/{tenant}/keys",
+            summary: "Operator keys only: makes a key for a caller of the tenant (shown once).",
+            request: Some((schema_of::<NewKey>(generator), true)),
+            query: Vec::new(),
+            success: Success::Json(201, schema_of::<NewKeyIssued>(generator)),
+            errors: &[400, 404, 413, 415],
+        },
+    ]
+}
+
+fn json_content(schema: Value) -> Value {
+    json!({"application/json": {"schema": schema}})
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        400 => "The request is malformed (the reason says how).",
+        401 => "No API key, or an unknown or revoked one.",
+        404 => "Nothing of that id (or agent profile) for this key's tenant.",
+        409 => "The state does not allow it now (the reason says why).",
+        413 => "The body is larger than 1 MiB.",
+        415 => "The body is not declared application/json.",
+        _ => "Refused.",
+    }
+}
+
+/// The OpenAPI 3.1 document of the service's API.
+pub fn document() -> Value {
+    let mut settings = SchemaSettings::draft2020_12();
+    settings.definitions_path = "/components/schemas".into();
+    settings.meta_schema = None;
+    let mut generator = settings.into_generator();
+    let error = schema_of::<ErrorBody>(&mut generator);
+    let operations = operations(&mut generator);
+    let mut paths = Map::new();
+    for operation in operations {
+        let mut parameters = Vec::new();
+        for name in ["id", "call", "tenant"] {
+            if operation.path.contains(&format!("{{{name}}}")) {
+                parameters.push(json!({"name": name, "in": "path", "required": true,
+                                       "schema": {"type": "string"}}));
+            }
+        }
+        for (name, schema, description) in operation.query {
+            parameters.push(json!({"name": name, "in": "query", "required": false,
+                                   "schema": schema, "description": description}));
+        }
+        let mut responses = Map::new();
+        match operation.success {
+            Success::Json(status, schema) => {
+                responses.insert(
+                    status.to_string(),
+                    json!({"description": "Done.", "content": json_content(schema.to_value())}),
+                );
+            }
+            Success::NoContent => {
+                responses.insert("204".into(), json!({"description": "Done."}));
+            }
+            Success::EventStream => {
+                responses.insert(
+                    "200".into(),
+                    json!({"description": "The events, one `id:`/`data:` pair each; each `data:` is one event as JSON.",
+                           "content": {"text/event-stream": {"schema": {
+                               "type": "object",
+                               "required": ["id", "data"],
+                               "properties": {
+                                   "id": {"type": "string", "pattern": "^[0-9]+$",
+                                          "description": "the event's cursor"},
+                                   "data": {"type": "string", "contentMediaType": "application/json",
+                                            "description": "the event as JSON, with its `type`"}
+                               }
+                           }}}}),
+                );
+            }
+        }
+        for status in std::iter::once(&401u16).chain(operation.errors) {
+            responses.insert(
+                status.to_string(),
+                json!({"description": reason(*status),
+                       "content": json_content(error.clone().to_value())}),
+            );
+        }
+        let mut entry = json!({
+            "summary": operation.summary,
+            "parameters": parameters,
+            "responses": responses,
+        });
+        if let Some((schema, required)) = operation.request {
+            entry["requestBody"] =
+                json!({"required": required, "content": json_content(schema.to_value())});
+        }
+        let path = paths
+            .entry(operation.path.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        path[operation.method] = entry;
+    }
+    paths.insert(
+        "/v1/openapi.json".into(),
+        json!({"get": {
+            "summary": "This document.",
+            "security": [],
+            "responses": {"200": {"description": "The OpenAPI document.",
+                                  "content": {"application/json": {"schema": {"type": "object"}}}}}
+        }}),
+    );
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "warden service",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Agent sessions over warden's gate: sessions, runs and their events, client-side tools, approvals and the audit, per tenant. See docs/SERVICE.md."
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"apiKey": []}],
+        "paths": paths,
+        "components": {
+            "schemas": generator.take_definitions(true),
+            "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}}
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    /// `docs/openapi.json` is the document the code generates (`WARDEN_UPDATE_OPENAPI=1`
+    /// rewrites it).
+    #[test]
+    fn the_committed_document_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+        let generated = format!(
+            "{}\n",
+            serde_json::to_string_pretty(&super::document()).unwrap()
+        );
+        if std::env::var_os("WARDEN_UPDATE_OPENAPI").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "docs/openapi.json is stale: run `WARDEN_UPDATE_OPENAPI=1 cargo nextest run -p warden-service` and commit it"
+        );
+    }
+
+    #[test]
+    fn every_route_of_the_router_is_documented() {
+        let document = super::document();
+        let paths = document["paths"].as_object().unwrap();
+        let routes = crate::api::routes();
+        for (method, path, _) in &routes {
+            assert!(
+                paths
+                    .get(*path)
+                    .and_then(|entry| entry.get(*method))
+                    .is_some(),
+                "{method} {path} is not in the document"
+            );
+        }
+        let documented: usize = paths
+            .values()
+            .map(|entry| entry.as_object().unwrap().len())
+            .sum();
+        // Each route, and the document itself.
+        assert_eq!(documented, routes.len() + 1);
+    }
+}
