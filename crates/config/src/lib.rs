@@ -52,7 +52,7 @@ pub use policy::{
 pub use raw::{
     BridgeTransport, CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization,
     RawAuthorizationRule, RawClientTool, RawConfig, RawDiscovery, RawExperimental, RawHook,
-    RawHooks, RawModel, RawOAuth, RawPermissions, RawPolicy, RawServer, RawToolFilter,
+    RawHooks, RawModel, RawOAuth, RawPermissions, RawPolicy, RawServer, RawService, RawToolFilter,
     RawToolPolicy, RawToolSettings, SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, nearest,
 };
 pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};

@@ -35,6 +35,8 @@ pub struct ConfigFile {
     pub sandbox: Option<crate::sandbox::SandboxSettings>,
     /// `[skill_scripts]` of this file (a user-scope file only).
     pub skill_scripts: Option<crate::skill_scripts::SkillScriptSettings>,
+    /// `[service] allow_stdio` of this file (a user-scope file only).
+    pub service_allows_stdio: Option<bool>,
     /// Keys this file set but has no authority over, left out of the settings above (a project
     /// file's `model` and `[oauth]`): each names the file, the key and where to set it instead.
     pub warnings: Vec<Diagnostic>,
@@ -73,6 +75,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         oauth,
         sandbox,
         skill_scripts,
+        service,
     }) = raw
     else {
         return Err(ConfigError::Invalid(diagnostics));
@@ -188,6 +191,23 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         },
         None => None,
     };
+    let service = match service {
+        Some(_) if scope == Scope::Project => {
+            diagnostics.push(Diagnostic {
+                file: path.to_path_buf(),
+                key: "service".into(),
+                problem: Problem::NotAllowed {
+                    reason: "[service] is read from your user config only: a project file is \
+                             shared, and allow_stdio lets the service's sessions start processes \
+                             on your machine; move it to your user config (`warden config paths` \
+                             shows where it is)"
+                        .into(),
+                },
+            });
+            None
+        }
+        other => other,
+    };
     if diagnostics.is_empty() {
         Ok(ConfigFile {
             path: path.to_path_buf(),
@@ -201,6 +221,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             oauth,
             sandbox: sandbox.map(crate::sandbox::SandboxSettings::from),
             skill_scripts,
+            service_allows_stdio: service.and_then(|service| service.allow_stdio),
             warnings,
         })
     } else {
@@ -356,6 +377,9 @@ pub struct LoadedConfig {
     pub sandbox: crate::sandbox::SandboxSettings,
     /// `[skill_scripts]`, from the user config (a later user-authority file wins).
     pub skill_scripts: crate::skill_scripts::SkillScriptSettings,
+    /// `[service] allow_stdio` (user config only; false unless set): whether `warden service`'s
+    /// sessions may start stdio servers.
+    pub service_allows_stdio: bool,
     /// What a file set without the authority to, and was therefore left out: a project file's
     /// `model` and `[oauth]`, its `[agents.NAME]` that shadow a user profile, and its profiles
     /// not approved as they are. Print them; none stops the run.
@@ -442,6 +466,9 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                 }
                 if let Some(skill_scripts) = file.skill_scripts {
                     loaded.skill_scripts = skill_scripts;
+                }
+                if let Some(allow) = file.service_allows_stdio {
+                    loaded.service_allows_stdio = allow;
                 }
                 // A project file's `[oauth]` never gets here (see `user_scope_only`).
                 if let Some(oauth) = file.oauth {

@@ -1184,3 +1184,14 @@ input_schema = { type = "string" }
     );
     assert!(reserved.to_string().contains("reserved"), "{reserved}");
 }
+
+#[test]
+fn service_settings_come_from_the_user_config_only() {
+    let parsed = parse_user("schema_version = 1\n[service]\nallow_stdio = true\n");
+    assert_eq!(parsed.service_allows_stdio, Some(true));
+    let refused = only_problem(
+        "schema_version = 1\n[service]\nallow_stdio = true\n",
+        Scope::Project,
+    );
+    assert_eq!(refused.key, "service");
+}

@@ -124,7 +124,8 @@ impl SessionOpener for RunOpener {
         tools: Vec<Arc<dyn warden_host::HostTool>>,
     ) -> Result<AgentSession, String> {
         let open = || -> anyhow::Result<AgentSession> {
-            let (paths, workspace, config) = load_config(&self.globals)?;
+            let (paths, workspace, mut config) = load_config(&self.globals)?;
+            without_local_processes(&mut config);
             let mut options = host_options(paths, workspace, &config, &self.policy)?;
             options.approver = Some(approver);
             options.principal = principal;
@@ -167,8 +168,32 @@ impl SessionOpener for RunOpener {
     }
 }
 
+/// Unless `[service] allow_stdio = true`, the service's sessions reach only http/https
+/// servers: the stdio entries are left out, so nothing a session does starts a process here.
+/// Returns the names left out.
+fn without_local_processes(config: &mut warden_config::LoadedConfig) -> Vec<String> {
+    if config.service_allows_stdio {
+        return Vec::new();
+    }
+    let stdio: Vec<String> = config
+        .servers
+        .iter()
+        .filter(|(_, entry)| entry.transport_kind() == "stdio")
+        .map(|(name, _)| name.clone())
+        .collect();
+    config.servers.retain(|name, _| !stdio.contains(name));
+    stdio
+}
+
 fn serve(globals: &Globals, store: Arc<SqliteStorage>, args: RunArgs) -> anyhow::Result<ExitCode> {
-    let (paths, _workspace, config) = load_config(globals)?;
+    let (paths, _workspace, mut config) = load_config(globals)?;
+    let left_out = without_local_processes(&mut config);
+    if !left_out.is_empty() {
+        eprintln!(
+            "warden: the service's sessions do not start stdio servers ({}); set [service] allow_stdio = true in your user config to allow them",
+            left_out.join(", ")
+        );
+    }
     // The policy flags are checked before anything listens.
     let _ = args.policy.policy(&config.policy)?;
     let opener = Arc::new(RunOpener {

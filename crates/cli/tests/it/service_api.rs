@@ -787,3 +787,59 @@ async fn a_pending_client_call_survives_a_killed_service_and_its_answer_resumes_
     assert_eq!(status, 409);
     assert_eq!(mock.requests().len(), 2, "never a second continuation");
 }
+
+#[tokio::test]
+async fn the_service_starts_no_stdio_server_unless_the_user_config_allows_it() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("first"));
+    mock.push_turn(Turn::text("second"));
+    let sandbox = Sandbox::new();
+    let config = format!(
+        "{}{}",
+        service_config(&mock),
+        crate::support::echo_server("echo", "")
+    );
+    sandbox.user_config(&config);
+    let acme = key(&sandbox, "acme", "web-app");
+    let offered_tools = |service: &Service| {
+        let base = service.url("");
+        let acme = acme.clone();
+        async move {
+            let (_, session) = send(
+                client()
+                    .post(format!("{base}/sessions"))
+                    .bearer_auth(&acme)
+                    .json(&json!({})),
+            )
+            .await;
+            let id = session["id"].as_str().unwrap().to_owned();
+            send(
+                client()
+                    .post(format!("{base}/sessions/{id}/messages"))
+                    .bearer_auth(&acme)
+                    .json(&json!({"text": "hello"})),
+            )
+            .await;
+            id
+        }
+    };
+    let service = Service::start(&sandbox).await;
+    let id = offered_tools(&service).await;
+    wait_for_event(&service, &acme, &id, "run_finished").await;
+    let first = mock.requests()[0].tool_names();
+    assert!(
+        !first.iter().any(|name| name.starts_with("mcp__echo__")),
+        "a stdio server is not started for the service: {first:?}"
+    );
+    drop(service);
+
+    sandbox.user_config(&format!("{config}[service]\nallow_stdio = true\n"));
+    let service = Service::start(&sandbox).await;
+    let id = offered_tools(&service).await;
+    wait_for_event(&service, &acme, &id, "run_finished").await;
+    let second = mock.requests()[1].tool_names();
+    assert!(
+        second.iter().any(|name| name.starts_with("mcp__echo__")),
+        "allowed: {second:?}"
+    );
+}

@@ -91,6 +91,22 @@ pub struct RawConfig {
     /// Whether skills may run the scripts they carry, and within which bounds (user config only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skill_scripts: Option<crate::skill_scripts::RawSkillScripts>,
+    /// `warden service`'s settings (user config only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<RawService>,
+}
+
+/// `[service]`: what `warden service` may do.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawService {
+    /// Start stdio MCP servers (local processes) for the service's sessions. Default false: the service connects only to http/https servers, so nothing a session does starts a process on this machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_stdio: Option<bool>,
+}
+
+impl RawService {
+    pub const KEYS: &'static [&'static str] = &["allow_stdio"];
 }
 
 impl RawConfig {
@@ -110,6 +126,7 @@ impl RawConfig {
         "oauth",
         "sandbox",
         "skill_scripts",
+        "service",
     ];
 }
 
@@ -272,7 +289,14 @@ impl<'a> Walk<'a> {
                 client_metadata_url,
             }
         });
+        let service = self.section(root, "service", |walk, t, p| {
+            walk.unknown_keys(t, p, RawService::KEYS);
+            RawService {
+                allow_stdio: walk.boolean(t, p, "allow_stdio"),
+            }
+        });
         Some(RawConfig {
+            service,
             skill_scripts,
             sandbox,
             oauth,
