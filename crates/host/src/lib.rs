@@ -93,6 +93,9 @@ pub struct HostOptions {
     /// Skills from MCP servers (the surface may hold a clone for its skill tools); a default
     /// one when `None`.
     pub remote_skills: Option<Arc<RemoteSkills>>,
+    /// More folders of local skills for this session, after the standard ones (a service
+    /// tenant's skills).
+    pub skill_roots: Vec<warden_skills::SkillRoot>,
     /// Advertise the SEP-2640 skills extension at connection.
     pub skills_extension: bool,
     /// An interactive frontend's elicitation handler; servers are offered elicitation only
@@ -127,6 +130,7 @@ impl HostOptions {
             tools: Vec::new(),
             authorization: None,
             remote_skills: None,
+            skill_roots: Vec::new(),
             skills_extension: false,
             elicitation: None,
             principal: SessionPrincipal::default(),

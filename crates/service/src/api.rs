@@ -22,7 +22,8 @@ use crate::approvals::{DecideError, Decision};
 use crate::client_tools::AnswerError;
 use crate::runs::{RunError, Runs, SessionOpener};
 use crate::store::{
-    ApprovalRow, ClientCallRow, EventRow, Principal, Role, ServiceStorage, SessionRow, StoreError,
+    ApprovalRow, ClientCallRow, EventRow, Principal, Role, ServiceStorage, SessionRow, SkillRow,
+    StoreError,
 };
 
 /// Request bodies larger than this are refused (413).
@@ -223,6 +224,33 @@ pub(crate) enum DecisionKind {
     Deny,
 }
 
+/// `PUT /v1/skills/{name}`: the skill's whole SKILL.md.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SkillText {
+    /// The SKILL.md text: frontmatter (`name` equal to the path's, `description`) and body.
+    text: String,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct SkillList {
+    pub(crate) skills: Vec<SkillRow>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct SkillShown {
+    pub(crate) name: String,
+    pub(crate) text: String,
+}
+
+/// `DELETE /v1/skills/{name}` when agent profiles still name the skill.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct SkillInUse {
+    pub(crate) error: String,
+    /// The profiles whose `skills` name it.
+    pub(crate) profiles: Vec<String>,
+}
+
 /// `POST /v1/tenants/{tenant}/keys` (operator).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -295,6 +323,10 @@ pub(crate) fn routes() -> Vec<(
         ("get", "/v1/audit", get(query_audit)),
         ("get", "/v1/approvals", get(list_approvals)),
         ("post", "/v1/approvals/{id}", post(decide_approval)),
+        ("get", "/v1/skills", get(list_skills)),
+        ("get", "/v1/skills/{name}", get(show_skill)),
+        ("put", "/v1/skills/{name}", axum::routing::put(put_skill)),
+        ("delete", "/v1/skills/{name}", delete(delete_skill)),
         ("post", "/v1/tenants/{tenant}/keys", post(issue_key)),
     ]
 }
@@ -921,6 +953,105 @@ async fn decide_approval(
         )),
         Err(DecideError::Store(error)) => Err(error.into()),
     }
+}
+
+async fn list_skills(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let skills = state.store.list_skills(&principal.tenant)?;
+    Ok(Json(SkillList { skills }).into_response())
+}
+
+async fn show_skill(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let text = state
+        .store
+        .skill_text(&principal.tenant, &name)?
+        .ok_or_else(|| ApiError::not_found("such skill"))?;
+    Ok(Json(SkillShown { name, text }).into_response())
+}
+
+/// Creates or replaces a skill, validated exactly as a local SKILL.md is (frontmatter, name
+/// rules, hidden Unicode, sizes); an error names its line.
+async fn put_skill(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let request: SkillText = body(&headers, &bytes)?;
+    let bad = |reason: String| ApiError::new(StatusCode::BAD_REQUEST, reason);
+    warden_skills::check_name(&name).map_err(|why| bad(format!("skill name {name:?}: {why}")))?;
+    let document = warden_skills::parse_skill_md(request.text.as_bytes())
+        .map_err(|error| bad(format!("SKILL.md {error}")))?;
+    if document.frontmatter.name != name {
+        return Err(bad(format!(
+            "SKILL.md names the skill {:?}; it must be {name:?}, as in the path",
+            document.frontmatter.name
+        )));
+    }
+    let created = state.store.put_skill(
+        &principal.tenant,
+        &name,
+        &document.frontmatter.description,
+        &request.text,
+    )?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(SkillShown {
+            name,
+            text: request.text,
+        }),
+    )
+        .into_response())
+}
+
+/// Deletes a skill; refused (409, with the profiles) while an agent profile names it, unless
+/// `?force=true` — after which those profiles fail to open, saying the skill was not found.
+async fn delete_skill(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let force = match query.as_deref() {
+        None | Some("") => false,
+        Some("force=true") => true,
+        Some("force=false") => false,
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("unknown query {other:?} (force=true)"),
+            ));
+        }
+    };
+    if state.store.skill_text(&principal.tenant, &name)?.is_none() {
+        return Err(ApiError::not_found("such skill"));
+    }
+    let profiles = state.opener.profiles_naming_skill(&name);
+    if !force && !profiles.is_empty() {
+        let error = format!(
+            "agent profiles name the skill {name:?} ({}); delete with ?force=true and those profiles fail to open",
+            profiles.join(", ")
+        );
+        return Ok((StatusCode::CONFLICT, Json(SkillInUse { error, profiles })).into_response());
+    }
+    state.store.delete_skill(&principal.tenant, &name)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn issue_key(

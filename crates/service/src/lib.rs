@@ -14,5 +14,5 @@ pub use openapi::document as openapi_document;
 pub use runs::{RunError, Runs, SessionOpener};
 pub use store::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, Principal, Role, ServiceStorage, SessionRow,
-    SessionState, SqliteStorage, StoreError,
+    SessionState, SkillRow, SqliteStorage, StoreError,
 };

@@ -7,13 +7,15 @@ use serde_json::{Map, Value, json};
 use crate::api::{
     Accepted, Answered, ApprovalDecided, ApprovalList, AuditPage, Cancelled, ClientAnswer,
     ClientCallList, ErrorBody, EventPage, NewDecision, NewKey, NewKeyIssued, NewMessage,
-    NewSession, SessionDetail, SessionList,
+    NewSession, SessionDetail, SessionList, SkillList, SkillShown, SkillText,
 };
 use crate::store::SessionRow;
 
 /// What one operation answers on success.
 enum Success {
     Json(u16, Schema),
+    /// 201 when it made something, 200 when it replaced it.
+    CreatedOrReplaced(Schema),
     NoContent,
     EventStream,
 }
@@ -194,6 +196,46 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             errors: &[400],
         },
         Operation {
+            method: "get",
+            path: "/v1/skills",
+            summary: "The tenant's skills.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<SkillList>(generator)),
+            errors: &[],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/skills/{name}",
+            summary: "A skill's SKILL.md.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<SkillShown>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "put",
+            path: "/v1/skills/{name}",
+            summary: "Creates (201) or replaces (200) a skill, validated as a local SKILL.md is; an error names its line.",
+            request: Some((schema_of::<SkillText>(generator), true)),
+            query: Vec::new(),
+            success: Success::CreatedOrReplaced(schema_of::<SkillShown>(generator)),
+            errors: &[400, 413, 415],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/skills/{name}",
+            summary: "Deletes a skill; 409 with the profiles that name it, unless `force=true`.",
+            request: None,
+            query: vec![(
+                "force",
+                json!({"type": "boolean"}),
+                "delete even when profiles name it",
+            )],
+            success: Success::NoContent,
+            errors: &[400, 404, 409],
+        },
+        Operation {
             method: "post",
             path: "/v1/tenants/{tenant}/keys",
             summary: "Operator keys only: makes a key for a caller of the tenant (shown once).",
@@ -232,7 +274,7 @@ pub fn document() -> Value {
     let mut paths = Map::new();
     for operation in operations {
         let mut parameters = Vec::new();
-        for name in ["id", "call", "tenant"] {
+        for name in ["id", "call", "tenant", "name"] {
             if operation.path.contains(&format!("{{{name}}}")) {
                 parameters.push(json!({"name": name, "in": "path", "required": true,
                                        "schema": {"type": "string"}}));
@@ -249,6 +291,14 @@ pub fn document() -> Value {
                     status.to_string(),
                     json!({"description": "Done.", "content": json_content(schema.to_value())}),
                 );
+            }
+            Success::CreatedOrReplaced(schema) => {
+                for status in ["200", "201"] {
+                    responses.insert(
+                        status.into(),
+                        json!({"description": "Done.", "content": json_content(schema.clone().to_value())}),
+                    );
+                }
             }
             Success::NoContent => {
                 responses.insert("204".into(), json!({"description": "Done."}));

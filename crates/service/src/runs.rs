@@ -37,6 +37,15 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn client_tools(&self, agent: Option<&str>) -> Vec<warden_config::ClientToolSpec>;
     /// Whether an agent profile of this name exists (a session naming another is refused).
     fn knows_agent(&self, agent: &str) -> bool;
+    /// The folder a tenant's skills are written to before each of its runs (the opener adds it
+    /// as a skill root of the tenant's sessions); `None`: the service keeps no skills.
+    fn tenant_skill_root(&self, _tenant: &str) -> Option<std::path::PathBuf> {
+        None
+    }
+    /// The agent profiles whose `skills` name `skill`.
+    fn profiles_naming_skill(&self, _skill: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// What a run continues the stored conversation with.
@@ -66,6 +75,7 @@ pub struct Runs {
     wakeups: Mutex<HashMap<String, Arc<Notify>>>,
     waiting: Waiting,
     waiting_calls: WaitingCalls,
+    opening: Mutex<()>,
 }
 
 impl Runs {
@@ -77,6 +87,7 @@ impl Runs {
             wakeups: Mutex::default(),
             waiting: Waiting::default(),
             waiting_calls: WaitingCalls::default(),
+            opening: Mutex::new(()),
         })
     }
 
@@ -250,6 +261,37 @@ impl Runs {
         Ok(true)
     }
 
+    /// Writes the tenant's skills (the store holds them) into its skill folder, replacing what
+    /// was there, so the run's session discovers exactly them with the usual checks.
+    fn write_tenant_skills(&self, tenant: &str) -> Result<(), String> {
+        let Some(root) = self.opener.tenant_skill_root(tenant) else {
+            return Ok(());
+        };
+        let failed =
+            |error: std::io::Error| format!("the tenant's skills could not be written: {error}");
+        if root.exists() {
+            std::fs::remove_dir_all(&root).map_err(failed)?;
+        }
+        std::fs::create_dir_all(&root).map_err(failed)?;
+        for skill in self
+            .store
+            .list_skills(tenant)
+            .map_err(|error| error.to_string())?
+        {
+            let Some(text) = self
+                .store
+                .skill_text(tenant, &skill.name)
+                .map_err(|error| error.to_string())?
+            else {
+                continue;
+            };
+            let folder = root.join(&skill.name);
+            std::fs::create_dir_all(&folder).map_err(failed)?;
+            std::fs::write(folder.join("SKILL.md"), text).map_err(failed)?;
+        }
+        Ok(())
+    }
+
     /// Keeps a run's conversation in the store as it grows.
     fn checkpoint(&self, tenant: &str, session: &str) -> warden_agent::Checkpoint {
         let store = self.store.clone();
@@ -320,7 +362,12 @@ impl Runs {
             tenant: Some(tenant.to_owned()),
             caller,
         };
-        let mut opened = self.opener.open(agent, principal, approver, tools)?;
+        // One session opens at a time: the tenant's skill folder is written and read whole.
+        let mut opened = {
+            let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
+            self.write_tenant_skills(tenant)?;
+            self.opener.open(agent, principal, approver, tools)?
+        };
         let outcome = self
             .converse(&mut opened, tenant, session, continuation, &cancel)
             .await;

@@ -155,6 +155,14 @@ pub struct ClientCallRow {
     pub created_at: u64,
 }
 
+/// A tenant's skill, as the API lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct SkillRow {
+    pub name: String,
+    pub description: String,
+    pub updated_at: u64,
+}
+
 /// Why storage failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -216,6 +224,21 @@ pub trait ServiceStorage: Send + Sync + 'static {
     /// At start: every session left running by a stopped instance becomes interrupted, with an
     /// event saying so, and its pending approvals expire; returns how many sessions.
     fn interrupt_running(&self) -> Result<usize, StoreError>;
+    /// Creates or replaces the tenant's skill `name` (its SKILL.md text, already validated);
+    /// whether it was new.
+    fn put_skill(
+        &self,
+        tenant: &str,
+        name: &str,
+        description: &str,
+        text: &str,
+    ) -> Result<bool, StoreError>;
+    /// The tenant's skills, by name.
+    fn list_skills(&self, tenant: &str) -> Result<Vec<SkillRow>, StoreError>;
+    /// The SKILL.md text of the tenant's skill `name`.
+    fn skill_text(&self, tenant: &str, name: &str) -> Result<Option<String>, StoreError>;
+    /// Deletes the tenant's skill; whether there was one.
+    fn delete_skill(&self, tenant: &str, name: &str) -> Result<bool, StoreError>;
     /// Records a client-side tool call waiting for the caller (state `pending`).
     fn add_client_call(&self, tenant: &str, call: &ClientCallRow) -> Result<(), StoreError>;
     /// Every client call of the session, oldest first.
@@ -311,6 +334,14 @@ CREATE TABLE IF NOT EXISTS client_calls (
     created_at INTEGER NOT NULL,
     answered_at INTEGER,
     PRIMARY KEY (session_id, id)
+);
+CREATE TABLE IF NOT EXISTS skills (
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    text TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, name)
 );
 CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
@@ -688,6 +719,67 @@ impl ServiceStorage for SqliteStorage {
             }
         }
         Ok(running.len())
+    }
+
+    fn put_skill(
+        &self,
+        tenant: &str,
+        name: &str,
+        description: &str,
+        text: &str,
+    ) -> Result<bool, StoreError> {
+        let connection = self.lock();
+        let existed: bool = connection
+            .query_row(
+                "SELECT 1 FROM skills WHERE tenant_id = ?1 AND name = ?2",
+                params![tenant, name],
+                |_| Ok(true),
+            )
+            .optional()?
+            .unwrap_or(false);
+        connection.execute(
+            "INSERT INTO skills (tenant_id, name, description, text, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (tenant_id, name) DO UPDATE
+             SET description = excluded.description, text = excluded.text,
+                 updated_at = excluded.updated_at",
+            params![tenant, name, description, text, to_i64(now())],
+        )?;
+        Ok(!existed)
+    }
+
+    fn list_skills(&self, tenant: &str) -> Result<Vec<SkillRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(
+            "SELECT name, description, updated_at FROM skills WHERE tenant_id = ?1 ORDER BY name",
+        )?;
+        let rows = statement.query_map(params![tenant], |row| {
+            Ok(SkillRow {
+                name: row.get(0)?,
+                description: row.get(1)?,
+                updated_at: to_u64(row.get(2)?),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn skill_text(&self, tenant: &str, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .lock()
+            .query_row(
+                "SELECT text FROM skills WHERE tenant_id = ?1 AND name = ?2",
+                params![tenant, name],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
+    fn delete_skill(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
+        let changed = self.lock().execute(
+            "DELETE FROM skills WHERE tenant_id = ?1 AND name = ?2",
+            params![tenant, name],
+        )?;
+        Ok(changed > 0)
     }
 
     fn add_client_call(&self, tenant: &str, call: &ClientCallRow) -> Result<(), StoreError> {

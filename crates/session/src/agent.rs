@@ -137,7 +137,9 @@ impl AgentSession {
             })?),
             None => None,
         };
-        let skills = Arc::new(discover(&SkillRoots::standard(&paths, &workspace)));
+        let mut roots = SkillRoots::standard(&paths, &workspace);
+        roots.roots.extend(options.skill_roots.iter().cloned());
+        let skills = Arc::new(discover(&roots));
         for rejection in &skills.rejections {
             tracing::warn!("skill rejected: {rejection}");
         }

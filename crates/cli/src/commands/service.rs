@@ -113,6 +113,8 @@ struct RunOpener {
     policy: PolicyFlags,
     agents: BTreeMap<String, AgentProfile>,
     audit_path: std::path::PathBuf,
+    /// `STATE_DIR/service`: the tenants' skill folders.
+    service_dir: std::path::PathBuf,
 }
 
 impl SessionOpener for RunOpener {
@@ -127,6 +129,19 @@ impl SessionOpener for RunOpener {
             let (paths, workspace, mut config) = load_config(&self.globals)?;
             without_local_processes(&mut config);
             let mut options = host_options(paths, workspace, &config, &self.policy)?;
+            if let Some(root) = principal
+                .tenant
+                .as_deref()
+                .and_then(|tenant| self.tenant_skill_root(tenant))
+            {
+                // A tenant's skills are its input, not the operator's: like a workspace's, they
+                // grant no tools by naming them.
+                options.skill_roots.push(warden_skills::SkillRoot {
+                    workspace: root.parent().map(std::path::Path::to_path_buf),
+                    path: root,
+                    origin: warden_skills::Origin::Workspace,
+                });
+            }
             options.approver = Some(approver);
             options.principal = principal;
             options.tools.extend(tools);
@@ -154,6 +169,21 @@ impl SessionOpener for RunOpener {
         warden_policy::AuditStore::open(&self.audit_path)
             .and_then(|store| store.query(query))
             .map_err(|error| error.to_string())
+    }
+
+    fn tenant_skill_root(&self, tenant: &str) -> Option<std::path::PathBuf> {
+        // The tenant's name, hashed: any text is a safe folder name.
+        use sha2::Digest;
+        let folder = hex::encode(&sha2::Sha256::digest(tenant.as_bytes())[..16]);
+        Some(self.service_dir.join("skills").join(folder))
+    }
+
+    fn profiles_naming_skill(&self, skill: &str) -> Vec<String> {
+        self.agents
+            .values()
+            .filter(|profile| profile.skills.iter().any(|named| named == skill))
+            .map(|profile| profile.name.clone())
+            .collect()
     }
 
     fn knows_agent(&self, agent: &str) -> bool {
@@ -201,6 +231,7 @@ fn serve(globals: &Globals, store: Arc<SqliteStorage>, args: RunArgs) -> anyhow:
         policy: args.policy,
         agents: config.models.agents.clone(),
         audit_path: paths.state_dir().join("audit.db"),
+        service_dir: paths.state_dir().join("service"),
     });
     let runtime = async_runtime()?;
     runtime.block_on(async {
