@@ -22,8 +22,8 @@ use crate::approvals::{DecideError, Decision};
 use crate::client_tools::AnswerError;
 use crate::runs::{RunError, Runs, SessionOpener};
 use crate::store::{
-    ApprovalRow, ClientCallRow, EventRow, Principal, Role, ServiceStorage, SessionRow, SkillRow,
-    StoreError,
+    ApprovalRow, ClientCallRow, EventRow, Principal, Role, ServerRow, ServiceStorage, SessionRow,
+    SkillRow, StoreError,
 };
 
 /// Request bodies larger than this are refused (413).
@@ -224,6 +224,24 @@ pub(crate) enum DecisionKind {
     Deny,
 }
 
+/// `PUT /v1/servers/{name}`: a remote MCP server of the tenant (a tenant admin's key).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewServer {
+    /// Its Streamable HTTP endpoint: https, or http to this machine.
+    url: String,
+    /// Headers sent with each request; each value names an environment variable read when a
+    /// session opens (`${env:NAME}`, or a scheme word and one: `Bearer ${env:NAME}`). A literal
+    /// value (a credential) is refused.
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct ServerList {
+    pub(crate) servers: Vec<ServerRow>,
+}
+
 /// `PUT /v1/skills/{name}`: the skill's whole SKILL.md.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -323,6 +341,9 @@ pub(crate) fn routes() -> Vec<(
         ("get", "/v1/audit", get(query_audit)),
         ("get", "/v1/approvals", get(list_approvals)),
         ("post", "/v1/approvals/{id}", post(decide_approval)),
+        ("get", "/v1/servers", get(list_servers)),
+        ("put", "/v1/servers/{name}", axum::routing::put(put_server)),
+        ("delete", "/v1/servers/{name}", delete(delete_server)),
         ("get", "/v1/skills", get(list_skills)),
         ("get", "/v1/skills/{name}", get(show_skill)),
         ("put", "/v1/skills/{name}", axum::routing::put(put_skill)),
@@ -952,6 +973,117 @@ async fn decide_approval(
             "the approval was decided already, or expired",
         )),
         Err(DecideError::Store(error)) => Err(error.into()),
+    }
+}
+
+async fn list_servers(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let servers = state.store.list_servers(&principal.tenant)?;
+    Ok(Json(ServerList { servers }).into_response())
+}
+
+/// Only a tenant admin's key registers or removes servers.
+fn require_admin(principal: &Principal) -> Result<(), ApiError> {
+    if principal.role == Role::Admin {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "only a tenant admin's key registers servers (warden service key create --admin)",
+        ))
+    }
+}
+
+/// Whether a header value only names an environment variable: `${env:NAME}`, or one scheme
+/// word and that (`Bearer ${env:NAME}`).
+fn names_a_variable(value: &str) -> bool {
+    let reference = value
+        .split_once(' ')
+        .filter(|(scheme, _)| !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphabetic()))
+        .map_or(value, |(_, rest)| rest);
+    reference
+        .strip_prefix("${env:")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .is_some_and(|name| {
+            name.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
+/// Registers a remote MCP server for the tenant: never a command, only an http(s) URL; header
+/// values name environment variables, never hold a credential. Its tools ask before every call.
+async fn put_server(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    require_admin(&principal)?;
+    let request: NewServer = body(&headers, &bytes)?;
+    let bad = |reason: String| ApiError::new(StatusCode::BAD_REQUEST, reason);
+    if !warden_config::is_valid_server_name(&name)
+        || warden_vocab::HOST_TOOL_SOURCES.contains(&name.as_str())
+    {
+        return Err(bad(format!(
+            "server name {name:?}: letters, digits, `_` and `-`, starting with a letter or digit, no `__`, and not builtin, code or client"
+        )));
+    }
+    if state.opener.operator_servers().contains(&name) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("the operator configured a server named {name:?}; choose another name"),
+        ));
+    }
+    let url = url::Url::parse(&request.url).map_err(|error| bad(format!("url: {error}")))?;
+    let loopback = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+    if !(url.scheme() == "https" || (url.scheme() == "http" && loopback)) {
+        return Err(bad(
+            "url: a tenant's server is reached over https (plain http only on this machine); a command is never accepted".to_owned(),
+        ));
+    }
+    for (header, value) in &request.headers {
+        if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+            return Err(bad(format!("headers.{header}: not a header name")));
+        }
+        if !names_a_variable(value) {
+            return Err(bad(format!(
+                "headers.{header}: a value names an environment variable (\"${{env:NAME}}\" or \"Bearer ${{env:NAME}}\"); a literal value such as a credential is refused"
+            )));
+        }
+    }
+    let row = ServerRow {
+        name,
+        url: request.url,
+        headers: request.headers,
+        created_at: crate::store::now(),
+    };
+    let created = state.store.put_server(&principal.tenant, &row)?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(row)).into_response())
+}
+
+async fn delete_server(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    require_admin(&principal)?;
+    if state.store.delete_server(&principal.tenant, &name)? {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::not_found("such server"))
     }
 }
 

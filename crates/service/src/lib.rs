@@ -11,8 +11,8 @@ pub use api::{MAX_BODY_BYTES, router, serve};
 pub use approvals::{DecideError, Decision};
 pub use client_tools::AnswerError;
 pub use openapi::document as openapi_document;
-pub use runs::{RunError, Runs, SessionOpener};
+pub use runs::{OpenRequest, RunError, Runs, SessionOpener};
 pub use store::{
-    ApprovalRow, ClientCallRow, EventRow, IssuedKey, Principal, Role, ServiceStorage, SessionRow,
-    SessionState, SkillRow, SqliteStorage, StoreError,
+    ApprovalRow, ClientCallRow, EventRow, IssuedKey, Principal, Role, ServerRow, ServiceStorage,
+    SessionRow, SessionState, SkillRow, SqliteStorage, StoreError,
 };

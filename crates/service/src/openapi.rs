@@ -6,9 +6,10 @@ use serde_json::{Map, Value, json};
 
 use crate::api::{
     Accepted, Answered, ApprovalDecided, ApprovalList, AuditPage, Cancelled, ClientAnswer,
-    ClientCallList, ErrorBody, EventPage, NewDecision, NewKey, NewKeyIssued, NewMessage,
-    NewSession, SessionDetail, SessionList, SkillList, SkillShown, SkillText,
+    ClientCallList, ErrorBody, EventPage, NewDecision, NewKey, NewKeyIssued, NewMessage, NewServer,
+    NewSession, ServerList, SessionDetail, SessionList, SkillList, SkillShown, SkillText,
 };
+use crate::store::ServerRow;
 use crate::store::SessionRow;
 
 /// What one operation answers on success.
@@ -197,6 +198,33 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
         },
         Operation {
             method: "get",
+            path: "/v1/servers",
+            summary: "The tenant's registered remote MCP servers.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<ServerList>(generator)),
+            errors: &[],
+        },
+        Operation {
+            method: "put",
+            path: "/v1/servers/{name}",
+            summary: "Registers (201) or replaces (200) a remote MCP server (a tenant admin's key): an http(s) URL, header values that name environment variables; its tools ask before every call.",
+            request: Some((schema_of::<NewServer>(generator), true)),
+            query: Vec::new(),
+            success: Success::CreatedOrReplaced(schema_of::<ServerRow>(generator)),
+            errors: &[400, 403, 409, 413, 415],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/servers/{name}",
+            summary: "Removes a registered server (a tenant admin's key).",
+            request: None,
+            query: Vec::new(),
+            success: Success::NoContent,
+            errors: &[403, 404],
+        },
+        Operation {
+            method: "get",
             path: "/v1/skills",
             summary: "The tenant's skills.",
             request: None,
@@ -255,6 +283,7 @@ fn reason(status: u16) -> &'static str {
     match status {
         400 => "The request is malformed (the reason says how).",
         401 => "No API key, or an unknown or revoked one.",
+        403 => "This key may not do that (a tenant admin's key registers servers).",
         404 => "Nothing of that id (or agent profile) for this key's tenant.",
         409 => "The state does not allow it now (the reason says why).",
         413 => "The body is larger than 1 MiB.",

@@ -19,15 +19,8 @@ const MAX_TURNS: u32 = 50;
 /// Opens the agent session a run uses, from a session's agent profile (`None`: the default
 /// agent). The binary supplies it: the configuration, paths and policy it loaded.
 pub trait SessionOpener: Send + Sync + 'static {
-    /// Opens the session with `tools` beside its own; calls that need a person are asked of
-    /// `approver`.
-    fn open(
-        &self,
-        agent: Option<&str>,
-        principal: warden_host::SessionPrincipal,
-        approver: Arc<dyn warden_policy::Approver>,
-        tools: Vec<Arc<dyn warden_host::HostTool>>,
-    ) -> Result<AgentSession, String>;
+    /// Opens a run's session as `request` says.
+    fn open(&self, request: OpenRequest) -> Result<AgentSession, String>;
     /// The audit records matching `query` (the service sets its tenant).
     fn audit(
         &self,
@@ -42,6 +35,10 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn tenant_skill_root(&self, _tenant: &str) -> Option<std::path::PathBuf> {
         None
     }
+    /// The operator's own server names (a tenant cannot register one of them).
+    fn operator_servers(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// The agent profiles whose `skills` name `skill`.
     fn profiles_naming_skill(&self, _skill: &str) -> Vec<String> {
         Vec::new()
@@ -54,6 +51,21 @@ enum Continuation {
     Message(String),
     /// The results of the last turn's calls (a run resumed after a restart).
     ToolResults(Vec<Message>),
+}
+
+/// What a run's session is opened with.
+pub struct OpenRequest {
+    /// The agent profile (`None`: the default agent).
+    pub agent: Option<String>,
+    /// The tenant, and the caller whose message started the run.
+    pub principal: warden_host::SessionPrincipal,
+    /// Who is asked about calls that need a person (the tenant's approvals queue).
+    pub approver: Arc<dyn warden_policy::Approver>,
+    /// Host tools beside the session's own (the profile's client-side tools).
+    pub tools: Vec<Arc<dyn warden_host::HostTool>>,
+    /// The tenant's registered remote servers: the session reaches them beside the
+    /// operator's, and each of their tools asks before every call.
+    pub servers: Vec<crate::store::ServerRow>,
 }
 
 /// Why a run could not start.
@@ -366,7 +378,17 @@ impl Runs {
         let mut opened = {
             let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
             self.write_tenant_skills(tenant)?;
-            self.opener.open(agent, principal, approver, tools)?
+            let servers = self
+                .store
+                .list_servers(tenant)
+                .map_err(|error| error.to_string())?;
+            self.opener.open(OpenRequest {
+                agent: agent.map(str::to_owned),
+                principal,
+                approver,
+                tools,
+                servers,
+            })?
         };
         let outcome = self
             .converse(&mut opened, tenant, session, continuation, &cancel)

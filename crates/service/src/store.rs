@@ -16,6 +16,8 @@ pub enum Role {
     Tenant,
     /// The operator: the operator endpoints (tenants, keys, status), across tenants.
     Operator,
+    /// A tenant's administrator: what a tenant key reaches, and registering its remote servers.
+    Admin,
 }
 
 impl Role {
@@ -23,14 +25,15 @@ impl Role {
         match self {
             Self::Tenant => "tenant",
             Self::Operator => "operator",
+            Self::Admin => "admin",
         }
     }
 
     fn parse(text: &str) -> Self {
-        if text == "operator" {
-            Self::Operator
-        } else {
-            Self::Tenant
+        match text {
+            "operator" => Self::Operator,
+            "admin" => Self::Admin,
+            _ => Self::Tenant,
         }
     }
 }
@@ -163,6 +166,16 @@ pub struct SkillRow {
     pub updated_at: u64,
 }
 
+/// A remote MCP server a tenant admin registered: its URL and headers whose values only name
+/// environment variables (`${env:NAME}`), read when a session opens.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct ServerRow {
+    pub name: String,
+    pub url: String,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub created_at: u64,
+}
+
 /// Why storage failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -239,6 +252,12 @@ pub trait ServiceStorage: Send + Sync + 'static {
     fn skill_text(&self, tenant: &str, name: &str) -> Result<Option<String>, StoreError>;
     /// Deletes the tenant's skill; whether there was one.
     fn delete_skill(&self, tenant: &str, name: &str) -> Result<bool, StoreError>;
+    /// Registers (or replaces) a tenant's remote server; whether it was new.
+    fn put_server(&self, tenant: &str, server: &ServerRow) -> Result<bool, StoreError>;
+    /// The tenant's registered servers, by name.
+    fn list_servers(&self, tenant: &str) -> Result<Vec<ServerRow>, StoreError>;
+    /// Removes a registered server; whether there was one.
+    fn delete_server(&self, tenant: &str, name: &str) -> Result<bool, StoreError>;
     /// Records a client-side tool call waiting for the caller (state `pending`).
     fn add_client_call(&self, tenant: &str, call: &ClientCallRow) -> Result<(), StoreError>;
     /// Every client call of the session, oldest first.
@@ -341,6 +360,14 @@ CREATE TABLE IF NOT EXISTS skills (
     description TEXT NOT NULL,
     text TEXT NOT NULL,
     updated_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, name)
+);
+CREATE TABLE IF NOT EXISTS servers (
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    name TEXT NOT NULL,
+    url TEXT NOT NULL,
+    headers TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, name)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -777,6 +804,59 @@ impl ServiceStorage for SqliteStorage {
     fn delete_skill(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
         let changed = self.lock().execute(
             "DELETE FROM skills WHERE tenant_id = ?1 AND name = ?2",
+            params![tenant, name],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn put_server(&self, tenant: &str, server: &ServerRow) -> Result<bool, StoreError> {
+        let headers = serde_json::to_string(&server.headers)
+            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        let connection = self.lock();
+        let existed: bool = connection
+            .query_row(
+                "SELECT 1 FROM servers WHERE tenant_id = ?1 AND name = ?2",
+                params![tenant, server.name],
+                |_| Ok(true),
+            )
+            .optional()?
+            .unwrap_or(false);
+        connection.execute(
+            "INSERT INTO servers (tenant_id, name, url, headers, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (tenant_id, name) DO UPDATE SET url = excluded.url,
+                 headers = excluded.headers",
+            params![
+                tenant,
+                server.name,
+                server.url,
+                headers,
+                to_i64(server.created_at)
+            ],
+        )?;
+        Ok(!existed)
+    }
+
+    fn list_servers(&self, tenant: &str) -> Result<Vec<ServerRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(
+            "SELECT name, url, headers, created_at FROM servers WHERE tenant_id = ?1 ORDER BY name",
+        )?;
+        let rows = statement.query_map(params![tenant], |row| {
+            let headers: String = row.get(2)?;
+            Ok(ServerRow {
+                name: row.get(0)?,
+                url: row.get(1)?,
+                headers: serde_json::from_str(&headers).unwrap_or_default(),
+                created_at: to_u64(row.get(3)?),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn delete_server(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
+        let changed = self.lock().execute(
+            "DELETE FROM servers WHERE tenant_id = ?1 AND name = ?2",
             params![tenant, name],
         )?;
         Ok(changed > 0)

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use warden_service::{Role, ServiceStorage, SessionOpener, SqliteStorage};
+use warden_service::{OpenRequest, Role, ServiceStorage, SessionOpener, SqliteStorage};
 use warden_session::AgentSession;
 
 use crate::Globals;
@@ -54,8 +54,11 @@ enum KeyCommand {
         #[arg(long)]
         caller: String,
         /// An operator key: reaches the operator endpoints (making tenants' keys).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "admin")]
         operator: bool,
+        /// A tenant admin's key: also registers the tenant's remote servers.
+        #[arg(long)]
+        admin: bool,
     },
     /// Revoke an API key by its id (`key_…`).
     Revoke { id: String },
@@ -78,12 +81,15 @@ fn keys(store: &SqliteStorage, command: KeyCommand) -> anyhow::Result<ExitCode> 
             tenant,
             caller,
             operator,
+            admin,
         } => {
             if tenant.trim().is_empty() || caller.trim().is_empty() {
                 anyhow::bail!("--tenant and --caller must not be empty");
             }
             let role = if operator {
                 Role::Operator
+            } else if admin {
+                Role::Admin
             } else {
                 Role::Tenant
             };
@@ -118,17 +124,42 @@ struct RunOpener {
 }
 
 impl SessionOpener for RunOpener {
-    fn open(
-        &self,
-        agent: Option<&str>,
-        principal: warden_host::SessionPrincipal,
-        approver: Arc<dyn warden_policy::Approver>,
-        tools: Vec<Arc<dyn warden_host::HostTool>>,
-    ) -> Result<AgentSession, String> {
+    fn open(&self, request: OpenRequest) -> Result<AgentSession, String> {
+        let OpenRequest {
+            agent,
+            principal,
+            approver,
+            tools,
+            servers,
+        } = request;
         let open = || -> anyhow::Result<AgentSession> {
             let (paths, workspace, mut config) = load_config(&self.globals)?;
             without_local_processes(&mut config);
             let mut options = host_options(paths, workspace, &config, &self.policy)?;
+            for server in servers {
+                if config.servers.contains_key(&server.name) {
+                    tracing::warn!(
+                        "the tenant's server {} is left out: the operator configured one of that name",
+                        server.name
+                    );
+                    continue;
+                }
+                // Its tools ask a person before every call, whatever the mode says.
+                options
+                    .policy
+                    .tool_settings
+                    .push(warden_policy::ToolSettingsRule {
+                        pattern: warden_vocab::ToolGlob::parse(&format!(
+                            "mcp__{}__*",
+                            server.name
+                        ))?,
+                        settings: warden_policy::ToolSettings {
+                            requires_approval: Some(true),
+                            ..warden_policy::ToolSettings::default()
+                        },
+                    });
+                options.extra_servers.push(tenant_server_spec(&server));
+            }
             if let Some(root) = principal
                 .tenant
                 .as_deref()
@@ -149,7 +180,7 @@ impl SessionOpener for RunOpener {
                 config,
                 host: options,
                 model: None,
-                agent,
+                agent: agent.as_deref(),
                 add_dirs: &[],
                 resume: None,
                 continue_latest: false,
@@ -169,6 +200,12 @@ impl SessionOpener for RunOpener {
         warden_policy::AuditStore::open(&self.audit_path)
             .and_then(|store| store.query(query))
             .map_err(|error| error.to_string())
+    }
+
+    fn operator_servers(&self) -> Vec<String> {
+        load_config(&self.globals)
+            .map(|(_, _, config)| config.servers.into_keys().collect())
+            .unwrap_or_default()
     }
 
     fn tenant_skill_root(&self, tenant: &str) -> Option<std::path::PathBuf> {
@@ -196,6 +233,46 @@ impl SessionOpener for RunOpener {
             .map(|profile| profile.client_tools.clone())
             .unwrap_or_default()
     }
+}
+
+/// A tenant's registered server as the runtime reaches it: Streamable HTTP, its headers read
+/// from the environment now (a header whose variable is unset is left out, with a warning), no
+/// OAuth login (a tenant's server authenticates with its headers).
+fn tenant_server_spec(server: &warden_service::ServerRow) -> warden_mcp::ServerSpec {
+    let mut headers = Vec::new();
+    for (name, value) in &server.headers {
+        let (scheme, reference) = match value.split_once(' ') {
+            Some((scheme, reference)) => (Some(scheme), reference),
+            None => (None, value.as_str()),
+        };
+        let variable = reference
+            .strip_prefix("${env:")
+            .and_then(|rest| rest.strip_suffix('}'))
+            .unwrap_or_default();
+        match std::env::var(variable) {
+            Ok(secret) => {
+                let value = match scheme {
+                    Some(scheme) => format!("{scheme} {secret}"),
+                    None => secret,
+                };
+                headers.push((name.clone(), value.into()));
+            }
+            Err(_) => tracing::warn!(
+                "the tenant's server {}: header {name} names ${{env:{variable}}}, which is not set; it is left out",
+                server.name
+            ),
+        }
+    }
+    warden_mcp::ServerSpec::with_transport(
+        server.name.clone(),
+        warden_mcp::TransportSpec::StreamableHttp {
+            url: server.url.clone(),
+            headers,
+            auth: warden_mcp::HttpAuth::Forbidden {
+                reason: "a tenant's server authenticates with its headers; there is no OAuth login for it".to_owned(),
+            },
+        },
+    )
 }
 
 /// Unless `[service] allow_stdio = true`, the service's sessions reach only http/https

@@ -950,3 +950,103 @@ async fn a_tenant_s_skills_are_edited_through_the_api_validated_and_reach_only_i
         "{failed}"
     );
 }
+
+#[tokio::test]
+async fn a_tenant_admin_registers_a_remote_server_whose_tools_ask_before_every_call() {
+    let fixture = warden_testkit::spawn_http_fixture("echo").await;
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__orders__echo",
+        json!({"text": "from the tenant's server"}),
+    ));
+    mock.push_turn(Turn::text("done"));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&service_config(&mock));
+    let admin = sandbox
+        .ok(&[
+            "service", "key", "create", "--tenant", "acme", "--caller", "ops", "--admin",
+        ])
+        .trim()
+        .to_owned();
+    let member = key(&sandbox, "acme", "web-app");
+    let globex = key(&sandbox, "globex", "web-app");
+    let service = Service::start(&sandbox).await;
+    let register = |key: &str, name: &str, body: Value| {
+        client()
+            .put(service.url(&format!("/servers/{name}")))
+            .bearer_auth(key)
+            .json(&body)
+    };
+    // Only an admin's key, only an http(s) URL, and header values that name variables.
+    assert_eq!(
+        send(register(&member, "orders", json!({"url": fixture.url})))
+            .await
+            .0,
+        403
+    );
+    for (name, body) in [
+        ("orders", json!({"url": "file:///bin/sh"})),
+        ("orders", json!({"url": "http://example.com/mcp"})),
+        ("orders", json!({"url": fixture.url, "command": "sh"})),
+        (
+            "orders",
+            json!({"url": fixture.url, "headers": {"Authorization": "Bearer s3cr3t-literal"}}),
+        ),
+        ("client", json!({"url": fixture.url})),
+    ] {
+        let (status, reason) = send(register(&admin, name, body)).await;
+        assert_eq!(status, 400, "{reason}");
+    }
+    let (status, body) = send(register(
+        &admin,
+        "orders",
+        json!({"url": fixture.url, "headers": {"Authorization": "Bearer ${env:ORDERS_TOKEN}"}}),
+    ))
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (_, listed) = send(client().get(service.url("/servers")).bearer_auth(&globex)).await;
+    assert_eq!(listed["servers"], json!([]), "another tenant sees none");
+
+    // The tenant's session reaches it; the read-only tool still asks first.
+    let (_, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&member)
+            .json(&json!({})),
+    )
+    .await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&member)
+            .json(&json!({"text": "echo it"})),
+    )
+    .await;
+    let needed = wait_for_event(&service, &member, &id, "approval_needed").await;
+    assert_eq!(needed["approval"]["tool"], "mcp__orders__echo");
+    let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/approvals/{approval}")))
+            .bearer_auth(&admin)
+            .json(&json!({"decision": "allow_once"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    wait_for_event(&service, &member, &id, "run_finished").await;
+    assert!(
+        mock.requests()[1]
+            .body
+            .to_string()
+            .contains("from the tenant's server")
+    );
+    let record = sandbox
+        .audit()
+        .into_iter()
+        .find(|record| record["public_name"] == "mcp__orders__echo")
+        .expect("audited");
+    assert_eq!(record["server"], "orders");
+    assert_eq!(record["tenant"], "acme");
+}
