@@ -15,6 +15,8 @@ pub struct ExternalQuestion<'a> {
     pub session: &'a str,
     /// Who within the surface, if known.
     pub caller: Option<&'a str>,
+    /// The tenant the call belongs to (`warden service`'s), if any.
+    pub tenant: Option<&'a str>,
     /// The calling surface (`agent`, `gateway`, …), under the key `source`.
     #[serde(rename = "source")]
     pub surface: CallSurface,

@@ -423,6 +423,7 @@ impl Gate {
             let question = ExternalQuestion {
                 session: &request.session_id,
                 caller: request.caller.as_deref(),
+                tenant: request.tenant.as_deref(),
                 surface: request.surface,
                 kind: descriptor.kind,
                 server: request.server_of(&descriptor.identity),

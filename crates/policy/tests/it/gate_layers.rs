@@ -437,6 +437,7 @@ async fn the_external_command_decides_and_fails_closed() {
                 json!({"path": "/etc/hostname"}),
             );
             call.caller = Some("jq-pipeline".into());
+            call.tenant = Some("acme".into());
             let outcome = h.gate.call(call).await;
             (outcome, h.dispatcher.count())
         }
@@ -455,7 +456,7 @@ async fn the_external_command_decides_and_fails_closed() {
     assert_eq!(
         asked,
         json!({
-            "session": "session-1", "caller": "jq-pipeline", "source": "tool-cli", "kind": "tool", "server": "fs", "tool": "read_file",
+            "session": "session-1", "caller": "jq-pipeline", "tenant": "acme", "source": "tool-cli", "kind": "tool", "server": "fs", "tool": "read_file",
             "public_name": "mcp__fs__read_file", "classes": ["read_only"], "required_permission": "fs.read",
             "arguments": {"path": "/etc/hostname"}
         })
