@@ -7,13 +7,16 @@ mod discovery;
 mod env;
 mod gate_calls;
 mod report;
+mod service;
 mod startup;
 mod stats;
 mod surfaces;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::Parser;
 
 use crate::env::BenchEnv;
@@ -33,22 +36,26 @@ struct Args {
     #[arg(long, hide = true)]
     smoke: bool,
     /// Run only these sections (repeatable): discovery, gate, code-mode, big-result, startup,
-    /// surfaces. Every section runs when none is named.
+    /// surfaces, service. Every section runs when none is named.
     #[arg(long, value_name = "SECTION", value_parser = SECTIONS)]
     only: Vec<String>,
     /// Internal: run one measurement in this fresh process and print its JSON.
     #[arg(long, hide = true, value_name = "KIND")]
     child: Option<String>,
+    /// Internal: the service child's WARDEN_HOME and workspace, prepared by the parent.
+    #[arg(long, hide = true, value_name = "DIR")]
+    service_home: Option<PathBuf>,
 }
 
 /// The sections `--only` can name, in the order a run measures them.
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 7] = [
     "discovery",
     "gate",
     "code-mode",
     "big-result",
     "startup",
     "surfaces",
+    "service",
 ];
 
 /// Iteration counts of one run.
@@ -60,6 +67,8 @@ struct Plan {
     big_result_repeats: usize,
     search_repeats: usize,
     surfaces: surfaces::SurfaceCounts,
+    /// Concurrent sessions of the service row.
+    service_sessions: usize,
 }
 
 impl Plan {
@@ -86,6 +95,7 @@ impl Plan {
                 serve_calls: 8_000,
                 callers: 16,
             },
+            service_sessions: 100,
         }
     }
 
@@ -112,6 +122,7 @@ impl Plan {
                 serve_calls: 1_600,
                 callers: 16,
             },
+            service_sessions: 20,
         }
     }
 
@@ -138,6 +149,7 @@ impl Plan {
                 serve_calls: 160,
                 callers: 16,
             },
+            service_sessions: 4,
         }
     }
 }
@@ -173,6 +185,13 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             "big-result-runtime" => big_result::child(&env, big_result::Path::Runtime)
                 .await
                 .map(|()| ExitCode::SUCCESS),
+            "service" => {
+                let home = args
+                    .service_home
+                    .as_deref()
+                    .context("the service child needs --service-home")?;
+                service::child(home).await.map(|()| ExitCode::SUCCESS)
+            }
             other => anyhow::bail!("unknown child measurement `{other}`"),
         };
     }
@@ -242,6 +261,15 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         step(
             "tool CLI and serve",
             surfaces::run(&env, plan.surfaces).await,
+            started,
+        );
+    }
+
+    if wanted("service") {
+        let started = Instant::now();
+        step(
+            "service sessions",
+            service::run(plan.service_sessions).await,
             started,
         );
     }

@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Every row the suite reports, by JSON key.
-const ROWS: [&str; 23] = [
+const ROWS: [&str; 27] = [
     "manifest_tokens_everything",
     "manifest_tokens_github",
     "manifest_tokens_livemcpbench",
@@ -33,6 +33,10 @@ const ROWS: [&str; 23] = [
     "first_request_20_servers_ms",
     "tool_cli_bridge_p50_ms",
     "serve_http_16_concurrent",
+    "service_100_sessions",
+    "service_100_sessions_turn_p50_ms",
+    "service_100_sessions_turn_p99_ms",
+    "service_100_sessions_peak_rss_mib",
 ];
 
 /// The folder of the debug binaries: `warden` and `warden-fixture` are built here first, since
@@ -137,6 +141,9 @@ fn quick_json_has_every_row_with_the_five_keys() {
         "stdio_sequential_vs_rmcp",
         "code_mode_cold_start_p50_ms",
         "startup_20_deferred_wall_ms",
+        "service_100_sessions",
+        "service_100_sessions_turn_p50_ms",
+        "service_100_sessions_peak_rss_mib",
     ] {
         assert!(
             object[key]["value"].as_f64().is_some(),

@@ -1,7 +1,11 @@
 //! An order service that embeds warden: it registers its own tools (`list_orders`,
 //! `cancel_order`) and an authorization handler that grants permissions by caller, so every call
-//! — from a model, a person or, once the service API lands, an HTTP client — crosses warden's one
+//! — from a model, a person or an HTTP client of warden's service API — crosses warden's one
 //! gate: the handler, approval, the body under its timeout, and one audit record.
+
+mod service;
+
+pub use service::{OrderServiceOpener, service_database};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -182,6 +186,13 @@ impl CallerPermissions {
             AuthorizationVerdict::deny(format!("{caller} does not hold {permission}"))
         }
     }
+}
+
+/// The order service's grants: `support` may read and cancel orders, `viewer` only read them.
+pub fn staff_permissions() -> CallerPermissions {
+    CallerPermissions::default()
+        .grant("support", &[READ_ORDERS, CANCEL_ORDERS])
+        .grant("viewer", &[READ_ORDERS])
 }
 
 impl AuthorizationHandler for CallerPermissions {

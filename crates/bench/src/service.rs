@@ -1,0 +1,541 @@
+//! `warden service` under load: concurrent sessions, each a 3-turn run with two `read_file` calls
+//! against its own mock model, driven over HTTP against an in-process `warden_service` API in a
+//! fresh child process (`warden-bench --child service`), so its peak RSS is the service's and its
+//! clients' alone. Every session's events and the tenant's audit records are counted: a lost one
+//! fails the section.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use warden_config::{AgentProfile, ClientToolSpec, LoadRequest, LoadedConfig, Paths};
+use warden_host::{HostOptions, gate_policy};
+use warden_mock_model::{MockModel, Turn};
+use warden_policy::{AuditQuery, AuditRow, AuditStore};
+use warden_service::{OpenRequest, Role, ServiceStorage, SessionOpener, SqliteStorage};
+use warden_session::{AgentSession, SessionRequest};
+
+use crate::env::memory_of;
+use crate::report::{Row, Target};
+use crate::stats::percentile;
+
+/// Model turns in each run: two `read_file` calls, then the answer.
+const TURNS: usize = 3;
+/// Tool calls in each run.
+const CALLS: usize = 2;
+/// The file each call reads.
+const READ_PATH: &str = "notes.txt";
+/// The longest a session's run may take before the section gives up.
+const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+/// The largest page the API answers.
+const PAGE: usize = 500;
+
+const KEY: &str = "service_100_sessions";
+
+/// What the child measured and counted.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ServiceRun {
+    pub sessions: usize,
+    /// From the first session's creation to the last run's end.
+    pub wall_seconds: f64,
+    /// Each turn's time as its client saw it: from its `turn_started` event to the next turn's
+    /// (or to `run_finished`), read from the stream as they arrive.
+    pub turn_ms: Vec<f64>,
+    /// Each run's time, from its message to the end of its event stream.
+    pub run_ms: Vec<f64>,
+    /// Events of each session, as streamed.
+    pub events: Vec<usize>,
+    /// The tenant's audit records at the end.
+    pub audit_records: usize,
+    /// `VmHWM` of the child at the end.
+    pub peak_rss: u64,
+    /// `VmRSS` before the first session.
+    pub rss_before: u64,
+    /// Every lost or unexpected thing seen (empty when nothing was lost).
+    pub problems: Vec<String>,
+}
+
+/// The parent's side: a mock model per session, a WARDEN_HOME whose agent profile `sNNN` uses
+/// model `mNNN`, the child's measurement, and the rows.
+pub(crate) async fn run(sessions: usize) -> anyhow::Result<Vec<Row>> {
+    let dir = tempfile::tempdir().context("creating the service's folder")?;
+    let paths = Paths::under_root(&dir.path().join("home"));
+    let workspace = dir.path().join("work");
+    std::fs::create_dir_all(&workspace)?;
+    std::fs::write(workspace.join(READ_PATH), "the service bench reads this\n")?;
+    let mut mocks = Vec::with_capacity(sessions);
+    let mut config = String::from("schema_version = 1\nmodel = \"m0\"\n");
+    for index in 0..sessions {
+        let mock = MockModel::start().await.context("starting a mock model")?;
+        for call in 1..=CALLS {
+            mock.push_turn(Turn::tool_call(
+                format!("call_{call}"),
+                "read_file",
+                json!({"path": READ_PATH}),
+            ));
+        }
+        mock.push_turn(Turn::text("The notes say the service bench reads this."));
+        config.push_str(&format!(
+            "[models.m{index}]\nprovider = \"openai\"\nid = \"bench\"\nbase_url = {}\n[agents.s{index}]\nmodel = \"m{index}\"\n",
+            serde_json::to_string(&mock.base_url())?
+        ));
+        mocks.push(mock);
+    }
+    let config_file = paths.user_config_file();
+    if let Some(parent) = config_file.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&config_file, config)?;
+
+    let me = std::env::current_exe().context("locating warden-bench")?;
+    let output = tokio::process::Command::new(&me)
+        .args(["--child", "service", "--service-home"])
+        .arg(dir.path())
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .context("running the service child")?;
+    if !output.status.success() {
+        bail!(
+            "the service child failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let measured: ServiceRun =
+        serde_json::from_slice(&output.stdout).context("reading the service child's JSON")?;
+    let mut problems = measured.problems.clone();
+    for (index, mock) in mocks.iter().enumerate() {
+        let requests = mock.requests().len();
+        if requests != TURNS || mock.remaining() != 0 {
+            problems.push(format!(
+                "session s{index}: the model was asked {requests} times, not {TURNS}"
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "{} problem(s), the first: {}",
+            problems.len(),
+            problems.join("; ")
+        );
+    }
+    Ok(rows(&measured))
+}
+
+fn rows(run: &ServiceRun) -> Vec<Row> {
+    let ms = |samples: &[f64], p: f64| {
+        let durations: Vec<Duration> = samples
+            .iter()
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+            .collect();
+        percentile(&durations, p).as_secs_f64() * 1000.0
+    };
+    let runs_per_second = if run.wall_seconds > 0.0 {
+        run.sessions as f64 / run.wall_seconds
+    } else {
+        0.0
+    };
+    let events: usize = run.events.iter().sum();
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    let sessions = run.sessions;
+    vec![
+        Row::measured(
+            KEY,
+            &format!(
+                "service: {sessions} concurrent sessions over HTTP, each {TURNS} turns with {CALLS} `read_file` calls"
+            ),
+            "runs/s",
+            runs_per_second,
+            Target::Report,
+        )
+        .with_note(format!(
+            "{sessions} runs in {:.2} s; run p50 {:.0} ms, p99 {:.0} ms; nothing lost: {events} events ({} per session, each session's stream = its stored pages), {} audit records = {} calls",
+            run.wall_seconds,
+            ms(&run.run_ms, 50.0),
+            ms(&run.run_ms, 99.0),
+            run.events.first().copied().unwrap_or_default(),
+            run.audit_records,
+            sessions * CALLS,
+        )),
+        Row::measured(
+            &format!("{KEY}_turn_p50_ms"),
+            "service: one turn (model request, its tool calls), p50",
+            "ms",
+            ms(&run.turn_ms, 50.0),
+            Target::Report,
+        )
+        .with_note(format!(
+            "{} turns; from a turn's `turn_started` to the next one's (or `run_finished`), as each client reads its stream",
+            run.turn_ms.len()
+        )),
+        Row::measured(
+            &format!("{KEY}_turn_p99_ms"),
+            "service: one turn, p99",
+            "ms",
+            ms(&run.turn_ms, 99.0),
+            Target::Report,
+        ),
+        Row::measured(
+            &format!("{KEY}_peak_rss_mib"),
+            "service: peak RSS with every session running",
+            "MiB",
+            mib(run.peak_rss),
+            Target::Report,
+        )
+        .with_note(format!(
+            "VmHWM of a fresh process serving the API and driving its {sessions} HTTP clients (the mock models run elsewhere); {:.1} MiB before the first session",
+            mib(run.rss_before)
+        )),
+    ]
+}
+
+/// Opens each run's agent session from the bench's WARDEN_HOME, as `warden service run` does.
+struct BenchOpener {
+    paths: Paths,
+    workspace: PathBuf,
+    agents: BTreeMap<String, AgentProfile>,
+}
+
+impl BenchOpener {
+    fn load(&self) -> Result<LoadedConfig, String> {
+        warden_config::load(&LoadRequest {
+            paths: self.paths.clone(),
+            workspace: self.workspace.clone(),
+            explicit_file: None,
+        })
+        .map_err(|error| error.to_string())
+    }
+}
+
+impl SessionOpener for BenchOpener {
+    fn open(&self, request: OpenRequest) -> Result<AgentSession, String> {
+        // This application's sessions reach the servers of warden's config and its own tools;
+        // it opens no server a tenant registered.
+        let OpenRequest {
+            agent,
+            principal,
+            approver,
+            tools,
+            servers: _,
+        } = request;
+        let config = self.load()?;
+        let mut options = HostOptions::new(self.paths.clone(), self.workspace.clone());
+        options.policy = gate_policy(&config.policy);
+        options.approver = Some(approver);
+        options.principal = principal;
+        options.tools.extend(tools);
+        AgentSession::open(SessionRequest {
+            config,
+            host: options,
+            model: None,
+            agent: agent.as_deref(),
+            add_dirs: &[],
+            resume: None,
+            continue_latest: false,
+        })
+        .map_err(|error| error.to_string())
+    }
+
+    fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, String> {
+        let path = self.paths.state_dir().join("audit.db");
+        if !path.exists() {
+            return Ok(Vec::new());
+        }
+        AuditStore::open(&path)
+            .and_then(|store| store.query(query))
+            .map_err(|error| error.to_string())
+    }
+
+    fn client_tools(&self, _agent: Option<&str>) -> Vec<ClientToolSpec> {
+        Vec::new()
+    }
+
+    fn knows_agent(&self, agent: &str) -> bool {
+        self.agents.contains_key(agent)
+    }
+}
+
+/// One session's run as its client saw it.
+struct SessionRun {
+    run: Duration,
+    events: usize,
+    turn_ms: Vec<f64>,
+    problems: Vec<String>,
+}
+
+/// The API's base URL and a tenant key, shared by the clients.
+struct Api {
+    client: reqwest::Client,
+    base: String,
+    key: String,
+}
+
+impl Api {
+    async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let response = self
+            .client
+            .get(format!("{}/v1{path}", self.base))
+            .bearer_auth(&self.key)
+            .send()
+            .await?;
+        Self::json(response).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        let response = self
+            .client
+            .post(format!("{}/v1{path}", self.base))
+            .bearer_auth(&self.key)
+            .json(&body)
+            .send()
+            .await?;
+        Self::json(response).await
+    }
+
+    async fn json(response: reqwest::Response) -> anyhow::Result<Value> {
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            bail!("HTTP {status}: {text}");
+        }
+        Ok(serde_json::from_str(&text)?)
+    }
+
+    /// Creates a session of `agent`, posts one message, follows its stream to the end and
+    /// checks its events against its stored pages.
+    async fn session(&self, agent: &str) -> anyhow::Result<SessionRun> {
+        let session = self.post("/sessions", json!({"agent": agent})).await?;
+        let id = session["id"].as_str().context("a session id")?.to_owned();
+        let started = Instant::now();
+        self.post(
+            &format!("/sessions/{id}/messages"),
+            json!({"text": "What do the notes say?"}),
+        )
+        .await?;
+        let mut stream = self
+            .client
+            .get(format!(
+                "{}/v1/sessions/{id}/events/stream?after=0",
+                self.base
+            ))
+            .bearer_auth(&self.key)
+            .send()
+            .await?;
+        // Read as it arrives: a turn lasts from its `turn_started` to the next one's (or to
+        // `run_finished`), as the client sees them.
+        let mut pending = String::new();
+        let mut streamed = Vec::new();
+        let mut turn_ms = Vec::new();
+        let mut turn_began: Option<Instant> = None;
+        while let Some(chunk) = stream.chunk().await? {
+            pending.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = pending.find("\n\n") {
+                let frame: String = pending.drain(..end + 2).collect();
+                let Some((seq, kind)) = stream_frame(&frame) else {
+                    continue;
+                };
+                streamed.push(seq);
+                if kind == "turn_started" || kind == "run_finished" {
+                    let now = Instant::now();
+                    if let Some(began) = turn_began.replace(now) {
+                        turn_ms.push(now.duration_since(began).as_secs_f64() * 1000.0);
+                    }
+                }
+            }
+        }
+        let run = started.elapsed();
+        let stored = self
+            .get(&format!("/sessions/{id}/events?after=0&limit={PAGE}"))
+            .await?;
+        let stored = stored["events"].as_array().cloned().unwrap_or_default();
+        let mut problems = Vec::new();
+        let stored_ids: Vec<u64> = stored
+            .iter()
+            .filter_map(|event| event["seq"].as_u64())
+            .collect();
+        if streamed != stored_ids {
+            problems.push(format!(
+                "{agent}: streamed {} events, stored {}",
+                streamed.len(),
+                stored_ids.len()
+            ));
+        }
+        if !stored_ids.iter().copied().eq(1..=stored_ids.len() as u64) {
+            problems.push(format!(
+                "{agent}: event cursors are not 1..n: {stored_ids:?}"
+            ));
+        }
+        let count = |kind: &str| {
+            stored
+                .iter()
+                .filter(|event| event["event"]["type"] == kind)
+                .count()
+        };
+        for (kind, expected) in [
+            ("run_started", 1),
+            ("turn_started", TURNS),
+            ("turn_ended", TURNS),
+            ("tool_call_finished", CALLS),
+            ("run_finished", 1),
+        ] {
+            let seen = count(kind);
+            if seen != expected {
+                problems.push(format!("{agent}: {seen} {kind} events, not {expected}"));
+            }
+        }
+        Ok(SessionRun {
+            run,
+            events: streamed.len(),
+            turn_ms,
+            problems,
+        })
+    }
+
+    /// The tenant's audit records, every page.
+    async fn audit_records(&self) -> anyhow::Result<Vec<Value>> {
+        let mut records = Vec::new();
+        let mut after = 0;
+        loop {
+            let page = self
+                .get(&format!("/audit?after={after}&limit={PAGE}"))
+                .await?;
+            let batch = page["records"].as_array().cloned().unwrap_or_default();
+            if batch.is_empty() {
+                return Ok(records);
+            }
+            after = page["next"].as_i64().context("the audit cursor")?;
+            records.extend(batch);
+        }
+    }
+}
+
+/// One SSE frame's `id:` and its event's type.
+fn stream_frame(frame: &str) -> Option<(u64, String)> {
+    let mut seq = None;
+    let mut kind = None;
+    for line in frame.lines() {
+        if let Some(id) = line.strip_prefix("id:") {
+            seq = id.trim().parse().ok();
+        } else if let Some(data) = line.strip_prefix("data:") {
+            let event: Value = serde_json::from_str(data.trim()).ok()?;
+            kind = event["type"].as_str().map(str::to_owned);
+        }
+    }
+    Some((seq?, kind?))
+}
+
+/// The child's side: the API over `home` (the parent's WARDEN_HOME and workspace), a session
+/// per agent profile, all at once; one JSON object on stdout.
+pub(crate) async fn child(home: &Path) -> anyhow::Result<()> {
+    let paths = Paths::under_root(&home.join("home"));
+    let workspace = home.join("work");
+    let config = warden_config::load(&LoadRequest {
+        paths: paths.clone(),
+        workspace: workspace.clone(),
+        explicit_file: None,
+    })
+    .context("loading the bench's config")?;
+    let agents: Vec<String> = config.models.agents.keys().cloned().collect();
+    let store = SqliteStorage::open(&paths.state_dir().join("service.db"))
+        .context("opening the service database")?;
+    let key = store
+        .issue_key("bench", "bench-client", Role::Tenant)
+        .context("making a key")?
+        .secret;
+    let storage: Arc<dyn ServiceStorage> = Arc::new(store);
+    let opener = Arc::new(BenchOpener {
+        paths,
+        workspace,
+        agents: config.models.agents,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(warden_service::serve(
+        listener,
+        storage,
+        opener,
+        shutdown.clone(),
+    ));
+    let api = Arc::new(Api {
+        client: warden_net::http_client()
+            .loopback()
+            .build()
+            .context("building the HTTP client")?,
+        base,
+        key,
+    });
+    let (rss_before, _) = memory_of("self").context("reading /proc/self/status")?;
+    let started = Instant::now();
+    let mut runs = tokio::task::JoinSet::new();
+    for agent in agents.clone() {
+        let api = api.clone();
+        runs.spawn(async move {
+            tokio::time::timeout(RUN_TIMEOUT, api.session(&agent))
+                .await
+                .with_context(|| format!("{agent}: no end within {RUN_TIMEOUT:?}"))?
+        });
+    }
+    let mut measured = ServiceRun {
+        sessions: agents.len(),
+        wall_seconds: 0.0,
+        turn_ms: Vec::new(),
+        run_ms: Vec::new(),
+        events: Vec::new(),
+        audit_records: 0,
+        peak_rss: 0,
+        rss_before,
+        problems: Vec::new(),
+    };
+    while let Some(joined) = runs.join_next().await {
+        let session = joined.context("a session's client task")??;
+        measured.run_ms.push(session.run.as_secs_f64() * 1000.0);
+        measured.events.push(session.events);
+        measured.turn_ms.extend(session.turn_ms);
+        measured.problems.extend(session.problems);
+    }
+    measured.wall_seconds = started.elapsed().as_secs_f64();
+    let (_, peak) = memory_of("self").context("reading /proc/self/status")?;
+    measured.peak_rss = peak;
+    let records = api.audit_records().await?;
+    measured.audit_records = records.len();
+    let calls = agents.len() * CALLS;
+    let read_calls = records
+        .iter()
+        .filter(|record| record["public_name"] == "read_file" && record["decision"] == "allowed")
+        .count();
+    if records.len() != calls || read_calls != calls {
+        measured.problems.push(format!(
+            "{} audit records ({read_calls} allowed read_file calls), not {calls}",
+            records.len()
+        ));
+    }
+    // The process ends here: the API stops with it.
+    shutdown.cancel();
+    drop(server);
+    println!("{}", serde_json::to_string(&measured)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_frame_gives_its_cursor_and_event_type() {
+        assert_eq!(
+            stream_frame("id: 7\ndata: {\"type\":\"turn_started\",\"turn\":2}\n\n"),
+            Some((7, "turn_started".to_owned()))
+        );
+        // A keep-alive comment, or an event without a cursor, is no event of the run.
+        assert_eq!(stream_frame(": keep-alive\n\n"), None);
+        assert_eq!(stream_frame("data: {\"type\":\"usage\"}\n\n"), None);
+    }
+}
