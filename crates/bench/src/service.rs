@@ -224,6 +224,7 @@ impl SessionOpener for BenchOpener {
             approver,
             tools,
             servers: _,
+            session: _,
         } = request;
         let config = self.load()?;
         let mut options = HostOptions::new(self.paths.clone(), self.workspace.clone());

@@ -55,6 +55,8 @@ enum Continuation {
 
 /// What a run's session is opened with.
 pub struct OpenRequest {
+    /// The service's session: the run's host takes its id, so the audit names it.
+    pub session: String,
     /// The agent profile (`None`: the default agent).
     pub agent: Option<String>,
     /// The tenant, and the caller whose message started the run.
@@ -383,6 +385,7 @@ impl Runs {
                 .list_servers(tenant)
                 .map_err(|error| error.to_string())?;
             self.opener.open(OpenRequest {
+                session: session.to_owned(),
                 agent: agent.map(str::to_owned),
                 principal,
                 approver,

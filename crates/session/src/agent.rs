@@ -165,9 +165,13 @@ impl AgentSession {
         let resumed = resume(&store, &workspace, request.resume, request.continue_latest)?;
         // One artifact store for the session: large built-in output and large or binary MCP
         // results land in the same private folder, under the same retention and lock.
+        // The resumed session's id, else the one the frontend chose (the service's session),
+        // else a new one.
         let session_id = resumed
             .as_ref()
-            .map_or_else(warden_host::new_session_id, |(id, _)| id.clone());
+            .map(|(id, _)| id.clone())
+            .or_else(|| options.session_id.clone())
+            .unwrap_or_else(warden_host::new_session_id);
         let artifacts = warden_mcp::ArtifactStore::new(warden_host::session_artifacts_dir(
             paths.state_dir(),
             &session_id,

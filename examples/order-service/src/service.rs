@@ -75,6 +75,7 @@ impl SessionOpener for OrderServiceOpener {
             approver,
             tools,
             servers: _,
+            session: _,
         } = request;
         let config = load_config(&self.paths, &self.workspace)
             .map_err(|error| format!("loading warden's config: {error}"))?;

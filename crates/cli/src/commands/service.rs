@@ -126,6 +126,7 @@ struct RunOpener {
 impl SessionOpener for RunOpener {
     fn open(&self, request: OpenRequest) -> Result<AgentSession, String> {
         let OpenRequest {
+            session,
             agent,
             principal,
             approver,
@@ -175,6 +176,7 @@ impl SessionOpener for RunOpener {
             }
             options.approver = Some(approver);
             options.principal = principal;
+            options.session_id = Some(session);
             options.tools.extend(tools);
             Ok(AgentSession::open(SessionRequest {
                 config,

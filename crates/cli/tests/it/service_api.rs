@@ -574,7 +574,7 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
     // whose message started the run; another tenant sees none of them.
     let (status, audit) = send(
         client()
-            .get(service.url("/audit?tool=write_file&limit=10"))
+            .get(service.url(&format!("/audit?session={id}&tool=write_file&limit=10")))
             .bearer_auth(&acme),
     )
     .await;
