@@ -338,6 +338,20 @@ impl Host {
         &self.session_id
     }
 
+    /// The identity of the tool `public_name` resolves to in this session, if any.
+    pub fn tool_identity(&self, public_name: &str) -> Option<warden_policy::ToolIdentity> {
+        match self.host_tools.get(public_name) {
+            Some(tool) => Some(warden_policy::ToolIdentity::host(
+                tool.source(),
+                tool.name(),
+            )),
+            None => self
+                .index
+                .descriptor(public_name)
+                .map(|descriptor| descriptor.identity),
+        }
+    }
+
     /// The session's audit trail.
     pub fn audit(&self) -> Arc<dyn warden_policy::AuditSink> {
         self.audit.clone()

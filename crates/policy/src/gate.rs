@@ -293,6 +293,22 @@ impl Gate {
         }
     }
 
+    /// Carries "allow for this session" answers given before this gate existed (an earlier run
+    /// of the same service session) into it: those tools are not asked about again in
+    /// `session_id`. Like the answer itself, it passes approval only.
+    pub fn remember_for_session(
+        &self,
+        session_id: &str,
+        identities: impl IntoIterator<Item = ToolIdentity>,
+    ) {
+        if let Ok(mut remembered) = self.remembered.lock() {
+            remembered
+                .entry(session_id.to_owned())
+                .or_default()
+                .extend(identities);
+        }
+    }
+
     /// Forgets the remembered answers and grants of a session or of one
     /// [approval scope](CallRequest::approval_scope) (a serve client that went away).
     pub fn end_session(&self, session_id: &str) {

@@ -393,6 +393,19 @@ impl Runs {
                 servers,
             })?
         };
+        // "Allow for this session" outlives the run that asked: earlier runs' answers hold here.
+        let allowed = self
+            .store
+            .allowed_for_session(tenant, session)
+            .map_err(|error| error.to_string())?;
+        let identities: Vec<_> = allowed
+            .iter()
+            .filter_map(|name| opened.host.tool_identity(name))
+            .collect();
+        opened
+            .host
+            .gate()
+            .remember_for_session(opened.host.session_id(), identities);
         let outcome = self
             .converse(&mut opened, tenant, session, continuation, &cancel)
             .await;

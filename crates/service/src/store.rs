@@ -288,6 +288,9 @@ pub trait ServiceStorage: Send + Sync + 'static {
     /// The tenant's approvals still pending, oldest first.
     fn pending_approvals(&self, tenant: &str) -> Result<Vec<ApprovalRow>, StoreError>;
     fn approval(&self, tenant: &str, id: &str) -> Result<Option<ApprovalRow>, StoreError>;
+    /// The tools a person allowed for the rest of `session` (its approvals decided
+    /// `allowed_for_session`), by public name.
+    fn allowed_for_session(&self, tenant: &str, session: &str) -> Result<Vec<String>, StoreError>;
     /// Records the decision on a pending approval; whether it was pending.
     fn decide_approval(
         &self,
@@ -957,6 +960,16 @@ impl ServiceStorage for SqliteStorage {
             ],
         )?;
         Ok(())
+    }
+
+    fn allowed_for_session(&self, tenant: &str, session: &str) -> Result<Vec<String>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(
+            "SELECT DISTINCT tool FROM approvals
+             WHERE tenant_id = ?1 AND session_id = ?2 AND state = 'allowed_for_session'",
+        )?;
+        let rows = statement.query_map(params![tenant, session], |row| row.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     fn pending_approvals(&self, tenant: &str) -> Result<Vec<ApprovalRow>, StoreError> {

@@ -1050,3 +1050,70 @@ async fn a_tenant_admin_registers_a_remote_server_whose_tools_ask_before_every_c
     assert_eq!(record["server"], "orders");
     assert_eq!(record["tenant"], "acme");
 }
+
+#[tokio::test]
+async fn allow_for_the_session_holds_for_the_session_s_later_runs() {
+    let mock = MockModel::start().await.unwrap();
+    let write = |id: &str, content: &str| {
+        Turn::tool_call(
+            id,
+            "write_file",
+            json!({"path": "note.txt", "content": content}),
+        )
+    };
+    mock.push_turn(write("call_1", "first\n"));
+    mock.push_turn(Turn::text("written once"));
+    mock.push_turn(write("call_2", "second\n"));
+    mock.push_turn(Turn::text("written twice"));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&service_config(&mock));
+    let acme = key(&sandbox, "acme", "web-app");
+    let service = Service::start(&sandbox).await;
+    let (_, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({})),
+    )
+    .await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    let message = |text: &str| {
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&acme)
+            .json(&json!({"text": text}))
+    };
+    assert_eq!(send(message("write it")).await.0, 202);
+    let needed = wait_for_event(&service, &acme, &id, "approval_needed").await;
+    let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/approvals/{approval}")))
+            .bearer_auth(&acme)
+            .json(&json!({"decision": "allow_for_session"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    wait_for_event(&service, &acme, &id, "run_finished").await;
+    // The next run of the same session writes without asking.
+    let (status, accepted) = send(message("write it again")).await;
+    assert_eq!(status, 202);
+    let after = accepted["events_after"].as_u64().unwrap();
+    let stream = client()
+        .get(service.url(&format!("/sessions/{id}/events/stream?after={after}")))
+        .bearer_auth(&acme)
+        .send()
+        .await
+        .unwrap();
+    let events = read_stream(stream).await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|(_, event)| event["type"].as_str().unwrap())
+        .collect();
+    assert!(!kinds.contains(&"approval_needed"), "{kinds:?}");
+    assert_eq!(events.last().unwrap().1["final_text"], "written twice");
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("note.txt")).unwrap(),
+        "second\n"
+    );
+}
