@@ -194,8 +194,12 @@ pub struct AuditQuery {
     pub until_unix_ms: Option<i64>,
     /// Only records with an id above this one (`--follow` polls with the last id seen).
     pub after_id: Option<i64>,
-    /// At most this many rows: the newest ones, still returned oldest first.
+    /// At most this many rows: the newest ones (the oldest ones with `oldest_first`), always
+    /// returned oldest first.
     pub limit: Option<usize>,
+    /// With `limit`: take the oldest matching rows (a page after a cursor) rather than the
+    /// newest.
+    pub oldest_first: bool,
 }
 
 /// One stored record, as `warden audit` shows it.
@@ -443,10 +447,11 @@ impl AuditStore {
         let limit = query
             .limit
             .map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+        let taken = if query.oldest_first { "ASC" } else { "DESC" };
         let sql = format!(
             "SELECT * FROM (SELECT id, time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
              classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-             arguments_digest, arguments, confinement, kind, effect, tenant FROM audit {filter} ORDER BY id DESC LIMIT {limit}) ORDER BY id ASC"
+             arguments_digest, arguments, confinement, kind, effect, tenant FROM audit {filter} ORDER BY id {taken} LIMIT {limit}) ORDER BY id ASC"
         );
         self.with_reader(|connection| {
             let mut statement = connection.prepare(&sql)?;

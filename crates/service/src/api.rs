@@ -911,18 +911,15 @@ async fn query_audit(
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
     let filter = audit_query(query.as_deref(), &principal.tenant)?;
-    // The oldest records after the cursor: the store returns the newest `limit`, so a page is
-    // asked without a limit and cut here.
-    let limit = filter.limit.unwrap_or(DEFAULT_PAGE);
-    let unbounded = warden_policy::AuditQuery {
-        limit: None,
+    // A page: the oldest records after the cursor, at most `limit`.
+    let page = warden_policy::AuditQuery {
+        oldest_first: true,
         ..filter.clone()
     };
-    let mut records = state
+    let records = state
         .opener
-        .audit(&unbounded)
+        .audit(&page)
         .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error))?;
-    records.truncate(limit);
     let next = records
         .last()
         .map_or(filter.after_id.unwrap_or(0), |record| record.id);

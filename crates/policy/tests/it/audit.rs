@@ -404,6 +404,28 @@ async fn queries_filter_by_session_time_denial_and_follow_position() {
         ["a", "a"]
     );
     assert_eq!(last_two[1].decision, "denied");
+    // A page after a cursor takes the oldest matching rows instead.
+    let all = store.query(&AuditQuery::default()).unwrap();
+    let first_two = store
+        .query(&AuditQuery {
+            limit: Some(2),
+            oldest_first: true,
+            ..AuditQuery::default()
+        })
+        .unwrap();
+    assert_eq!(
+        first_two.iter().map(|row| row.id).collect::<Vec<_>>(),
+        all.iter().take(2).map(|row| row.id).collect::<Vec<_>>()
+    );
+    let next = store
+        .query(&AuditQuery {
+            after_id: Some(first_two[1].id),
+            limit: Some(1),
+            oldest_first: true,
+            ..AuditQuery::default()
+        })
+        .unwrap();
+    assert_eq!(next[0].id, all[2].id);
 
     let last_id = store.last_id().unwrap().unwrap();
     assert!(
