@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{DecideError, Decision};
 use crate::client_tools::AnswerError;
+use crate::inventory;
 use crate::runs::{RunError, Runs, SessionOpener};
 use crate::store::{
     ApprovalRow, ClientCallRow, EventRow, Principal, Role, ServerRow, ServiceStorage, SessionRow,
@@ -36,9 +37,9 @@ const DEFAULT_PAGE: usize = 100;
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct ServiceState {
-    store: Arc<dyn ServiceStorage>,
-    runs: Arc<Runs>,
-    opener: Arc<dyn SessionOpener>,
+    pub(crate) store: Arc<dyn ServiceStorage>,
+    pub(crate) runs: Arc<Runs>,
+    pub(crate) opener: Arc<dyn SessionOpener>,
     bound: SocketAddr,
 }
 
@@ -50,14 +51,14 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Self {
             status,
             message: message.into(),
         }
     }
 
-    fn not_found(what: &str) -> Self {
+    pub(crate) fn not_found(what: &str) -> Self {
         Self::new(StatusCode::NOT_FOUND, format!("no {what}"))
     }
 }
@@ -166,7 +167,7 @@ pub(crate) struct NewKeyIssued {
 
 /// A JSON body of type `T`: not JSON, the wrong shape or unknown fields are a 400 naming what
 /// was wrong.
-fn body<T: DeserializeOwned>(headers: &HeaderMap, bytes: &Bytes) -> Result<T, ApiError> {
+pub(crate) fn body<T: DeserializeOwned>(headers: &HeaderMap, bytes: &Bytes) -> Result<T, ApiError> {
     let is_json = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -194,13 +195,30 @@ pub(crate) struct NewSession {
     agent: Option<String>,
 }
 
-/// `POST /v1/sessions/{id}/messages`.
+/// `POST /v1/sessions/{id}/messages`: the user's text, or the name of a prompt snapshot whose
+/// messages continue the conversation (exactly one of the two).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum NewMessage {
+    Text(TextMessage),
+    Prompt(PromptReference),
+}
+
+/// The user's message.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct NewMessage {
-    /// The user's message (not blank).
+pub(crate) struct TextMessage {
+    /// The text (not blank).
     #[schemars(regex(pattern = r"\S"))]
     text: String,
+}
+
+/// A prompt snapshot of the tenant (`PUT /v1/prompts/{name}`) as the message.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PromptReference {
+    #[schemars(regex(pattern = r"\S"))]
+    prompt: String,
 }
 
 /// `POST /v1/approvals/{id}`.
@@ -302,6 +320,10 @@ pub fn router(
     ));
     axum::Router::new()
         .route("/v1/openapi.json", get(openapi))
+        .route(
+            crate::tenant_oauth::CALLBACK_PATH,
+            get(inventory::sign_in_callback),
+        )
         .merge(authenticated)
         .layer(axum::middleware::map_response(json_errors))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -349,6 +371,28 @@ pub(crate) fn routes() -> Vec<(
         ("put", "/v1/skills/{name}", axum::routing::put(put_skill)),
         ("delete", "/v1/skills/{name}", delete(delete_skill)),
         ("post", "/v1/tenants/{tenant}/keys", post(issue_key)),
+        ("get", "/v1/tenants", get(inventory::list_tenants)),
+        (
+            "get",
+            "/v1/tenants/{tenant}/keys",
+            get(inventory::list_keys),
+        ),
+        ("delete", "/v1/keys/{id}", delete(inventory::revoke_key)),
+        ("get", "/v1/servers/status", get(inventory::servers_status)),
+        ("post", "/v1/servers/{name}/login", post(inventory::sign_in)),
+        ("get", "/v1/tools", get(inventory::list_tools)),
+        ("get", "/v1/prompts", get(inventory::list_prompts)),
+        ("get", "/v1/prompts/{name}", get(inventory::show_prompt)),
+        (
+            "put",
+            "/v1/prompts/{name}",
+            axum::routing::put(inventory::put_prompt),
+        ),
+        (
+            "delete",
+            "/v1/prompts/{name}",
+            delete(inventory::delete_prompt),
+        ),
     ]
 }
 
@@ -361,12 +405,13 @@ async fn openapi() -> Response {
 /// method the route does not take) still answers `{"error": "…"}`.
 async fn json_errors(response: Response) -> Response {
     let status = response.status();
-    let is_json = response
+    // axum's own refusals are bare or plain text; a handler's JSON or page stays as it is.
+    let is_framework_text = response
         .headers()
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        .is_none_or(|value| value.starts_with("text/plain"));
+    if !(status.is_client_error() || status.is_server_error()) || !is_framework_text {
         return response;
     }
     let reason = match status {
@@ -497,7 +542,7 @@ fn unauthorized(reason: &str) -> Response {
     response
 }
 
-fn principal(request_extensions: &http::Extensions) -> Result<Principal, ApiError> {
+pub(crate) fn principal(request_extensions: &http::Extensions) -> Result<Principal, ApiError> {
     request_extensions
         .get::<Principal>()
         .cloned()
@@ -584,13 +629,28 @@ async fn post_message(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    let message: NewMessage = body(&headers, &bytes)?;
-    if message.text.trim().is_empty() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "text is empty"));
-    }
+    let value: serde_json::Value = body(&headers, &bytes)?;
+    let message: NewMessage = serde_json::from_value(value).map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "send {\"text\": \"…\"} or {\"prompt\": \"NAME\"} (a prompt snapshot): exactly one, a string",
+        )
+    })?;
+    let input = match message {
+        NewMessage::Text(TextMessage { text }) if !text.trim().is_empty() => {
+            crate::runs::UserInput::Text(text)
+        }
+        NewMessage::Text(_) => return Err(ApiError::new(StatusCode::BAD_REQUEST, "text is empty")),
+        NewMessage::Prompt(PromptReference { prompt: name }) => crate::runs::UserInput::Prompt(
+            state
+                .store
+                .prompt(&principal.tenant, &name)?
+                .ok_or_else(|| ApiError::not_found(&format!("prompt snapshot named {name:?}")))?,
+        ),
+    };
     // The cursor to follow the run from: its events come after every event stored so far.
     let after = last_seq(&state, &principal, &id)?;
-    state.runs.start(&principal, &id, message.text)?;
+    state.runs.start(&principal, &id, input)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(Accepted {
@@ -983,7 +1043,7 @@ async fn list_servers(
 }
 
 /// Only a tenant admin's key registers or removes servers.
-fn require_admin(principal: &Principal) -> Result<(), ApiError> {
+pub(crate) fn require_admin(principal: &Principal) -> Result<(), ApiError> {
     if principal.role == Role::Admin {
         Ok(())
     } else {
@@ -1078,6 +1138,7 @@ async fn delete_server(
     let principal = principal(&extensions)?;
     require_admin(&principal)?;
     if state.store.delete_server(&principal.tenant, &name)? {
+        state.runs.tokens().forget(&principal.tenant, &name);
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiError::not_found("such server"))

@@ -12,6 +12,7 @@ use warden_session::AgentSession;
 use crate::approvals::{RunApprover, Waiting};
 use crate::client_tools::{ClientTool, WaitingCalls};
 use crate::store::{Principal, ServiceStorage, SessionState, StoreError};
+use crate::tenant_oauth::TenantTokens;
 
 /// The most model turns in one run.
 const MAX_TURNS: u32 = 50;
@@ -43,12 +44,39 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn profiles_naming_skill(&self, _skill: &str) -> Vec<String> {
         Vec::new()
     }
+    /// Where the refresh locks of the tenants' in-memory OAuth tokens live (lock files hold
+    /// no secret).
+    fn oauth_lock_dir(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join("warden-service-oauth")
+    }
+}
+
+/// A tenant's registered server as a session reaches it: the row, and the in-memory store of
+/// the OAuth tokens a tenant admin's sign-in got for it.
+pub struct TenantServer {
+    pub row: crate::store::ServerRow,
+    pub tokens: warden_oauth::TokenStore,
+}
+
+/// What a session of a tenant's profile would reach, as the console shows it.
+pub struct Inspection {
+    pub servers: Vec<warden_mcp::ServerStatus>,
+    /// The tools a session offers, as the gate governs them (`[tool_settings]` applied).
+    pub tools: Vec<warden_policy::ToolDescriptor>,
+    /// Descriptions of the tools, by public name.
+    pub descriptions: HashMap<String, String>,
+}
+
+/// What a person sends a session: text, or a prompt snapshot.
+pub enum UserInput {
+    Text(String),
+    Prompt(crate::store::PromptRow),
 }
 
 /// What a run continues the stored conversation with.
 enum Continuation {
-    /// The user's message.
-    Message(String),
+    /// The user's messages (text, or a prompt snapshot's messages).
+    Messages(Vec<Message>),
     /// The results of the last turn's calls (a run resumed after a restart).
     ToolResults(Vec<Message>),
 }
@@ -67,7 +95,7 @@ pub struct OpenRequest {
     pub tools: Vec<Arc<dyn warden_host::HostTool>>,
     /// The tenant's registered remote servers: the session reaches them beside the
     /// operator's, and each of their tools asks before every call.
-    pub servers: Vec<crate::store::ServerRow>,
+    pub servers: Vec<TenantServer>,
 }
 
 /// Why a run could not start.
@@ -90,19 +118,26 @@ pub struct Runs {
     waiting: Waiting,
     waiting_calls: WaitingCalls,
     opening: Mutex<()>,
+    tokens: Arc<TenantTokens>,
 }
 
 impl Runs {
     pub fn new(store: Arc<dyn ServiceStorage>, opener: Arc<dyn SessionOpener>) -> Arc<Self> {
         Arc::new(Self {
             store,
-            opener,
             going: Mutex::default(),
             wakeups: Mutex::default(),
             waiting: Waiting::default(),
             waiting_calls: WaitingCalls::default(),
             opening: Mutex::new(()),
+            tokens: TenantTokens::new(opener.oauth_lock_dir()),
+            opener,
         })
+    }
+
+    /// The tenants' OAuth tokens and sign-ins.
+    pub(crate) fn tokens(&self) -> &Arc<TenantTokens> {
+        &self.tokens
     }
 
     pub(crate) fn waiting_calls(&self) -> &WaitingCalls {
@@ -140,19 +175,38 @@ impl Runs {
         self: &Arc<Self>,
         principal: &Principal,
         session: &str,
-        text: String,
+        input: UserInput,
     ) -> Result<(), RunError> {
         let ready = [
             SessionState::Idle,
             SessionState::Failed,
             SessionState::Interrupted,
         ];
-        let started = json!({"type": "run_started", "message": text, "caller": principal.caller});
+        let (started, messages) = match input {
+            UserInput::Text(text) => (
+                json!({"type": "run_started", "message": text, "caller": principal.caller}),
+                vec![Message::user(text)],
+            ),
+            UserInput::Prompt(prompt) => (
+                json!({"type": "run_started", "prompt": prompt.name, "caller": principal.caller}),
+                prompt
+                    .messages
+                    .into_iter()
+                    .map(|message| match message.role.as_str() {
+                        "assistant" => Message::Assistant {
+                            text: message.text,
+                            tool_calls: Vec::new(),
+                        },
+                        _ => Message::user(message.text),
+                    })
+                    .collect(),
+            ),
+        };
         self.launch(
             &principal.tenant,
             session,
             &ready,
-            Continuation::Message(text),
+            Continuation::Messages(messages),
             Some(principal.caller.clone()),
             started,
         )
@@ -359,40 +413,8 @@ impl Runs {
             tenant: tenant.to_owned(),
             session: session.to_owned(),
         });
-        let tools: Vec<Arc<dyn warden_host::HostTool>> = self
-            .opener
-            .client_tools(agent)
-            .into_iter()
-            .map(|spec| {
-                Arc::new(ClientTool {
-                    spec,
-                    runs: self.clone(),
-                    tenant: tenant.to_owned(),
-                    session: session.to_owned(),
-                }) as Arc<dyn warden_host::HostTool>
-            })
-            .collect();
-        let principal = warden_host::SessionPrincipal {
-            tenant: Some(tenant.to_owned()),
-            caller,
-        };
-        // One session opens at a time: the tenant's skill folder is written and read whole.
-        let mut opened = {
-            let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
-            self.write_tenant_skills(tenant)?;
-            let servers = self
-                .store
-                .list_servers(tenant)
-                .map_err(|error| error.to_string())?;
-            self.opener.open(OpenRequest {
-                session: session.to_owned(),
-                agent: agent.map(str::to_owned),
-                principal,
-                approver,
-                tools,
-                servers,
-            })?
-        };
+        let tools = self.client_tools(tenant, session, agent);
+        let mut opened = self.open_session(tenant, session, agent, caller, approver, tools)?;
         // "Allow for this session" outlives the run that asked: earlier runs' answers hold here.
         let allowed = self
             .store
@@ -411,6 +433,159 @@ impl Runs {
             .await;
         opened.host.shutdown().await;
         outcome
+    }
+
+    /// Opens an agent session of `tenant` for `agent`'s profile, as a run does: the tenant's
+    /// skills written to its folder, its registered servers with their in-memory tokens.
+    fn open_session(
+        &self,
+        tenant: &str,
+        session: &str,
+        agent: Option<&str>,
+        caller: Option<String>,
+        approver: Arc<dyn warden_policy::Approver>,
+        tools: Vec<Arc<dyn warden_host::HostTool>>,
+    ) -> Result<AgentSession, String> {
+        let principal = warden_host::SessionPrincipal {
+            tenant: Some(tenant.to_owned()),
+            caller,
+        };
+        // One session opens at a time: the tenant's skill folder is written and read whole.
+        let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        self.write_tenant_skills(tenant)?;
+        let servers = self
+            .store
+            .list_servers(tenant)
+            .map_err(|error| error.to_string())?
+            .into_iter()
+            .map(|row| TenantServer {
+                tokens: self.tokens.store(tenant, &row.name),
+                row,
+            })
+            .collect();
+        self.opener.open(OpenRequest {
+            session: session.to_owned(),
+            agent: agent.map(str::to_owned),
+            principal,
+            approver,
+            tools,
+            servers,
+        })
+    }
+
+    /// What a session of `tenant` for `agent`'s profile would reach: each server's state after
+    /// connecting, and every tool offered with the settings the gate applies. Nothing is called.
+    pub async fn inspect(
+        self: &Arc<Self>,
+        tenant: &str,
+        agent: Option<&str>,
+    ) -> Result<Inspection, String> {
+        let probe = format!("inspect-{}", warden_host::new_session_id());
+        let tools = self.client_tools(tenant, &probe, agent);
+        let opened = self.open_session(
+            tenant,
+            &probe,
+            agent,
+            None,
+            Arc::new(warden_policy::NoApprover),
+            tools,
+        )?;
+        let host = opened.host.clone();
+        let (mcp_tools, _failures) = host.all_tools().await;
+        let mut descriptions = HashMap::new();
+        let mut tools = Vec::new();
+        for descriptor in host.host_tools() {
+            if let Some(description) = host.host_tool_description(&descriptor.public_name) {
+                descriptions.insert(descriptor.public_name.clone(), description);
+            }
+            tools.push(host.gate().governed(descriptor));
+        }
+        for visible in mcp_tools {
+            if let Some(description) = &visible.tool.definition.description {
+                descriptions.insert(
+                    visible.descriptor.public_name.clone(),
+                    description.to_string(),
+                );
+            }
+            tools.push(host.gate().governed(visible.descriptor));
+        }
+        // Resources and prompts too, so each server's counts are whole.
+        let servers = host.servers();
+        let names = servers.names();
+        futures::future::join_all(names.iter().map(|name| servers.catalog(name))).await;
+        let servers = host.servers().status();
+        host.shutdown().await;
+        Ok(Inspection {
+            servers,
+            tools,
+            descriptions,
+        })
+    }
+
+    /// Gets prompt `prompt` of `tenant`'s `server` once, through the gate as a person's request
+    /// (`caller`, who asked for the snapshot), for a snapshot.
+    pub async fn get_prompt_once(
+        self: &Arc<Self>,
+        tenant: &str,
+        caller: &str,
+        server: &str,
+        prompt: &str,
+        arguments: std::collections::BTreeMap<String, String>,
+    ) -> Result<(Option<String>, Vec<crate::store::PromptMessage>), String> {
+        let probe = format!("snapshot-{}", warden_host::new_session_id());
+        let opened = self.open_session(
+            tenant,
+            &probe,
+            None,
+            Some(caller.to_owned()),
+            Arc::new(crate::approvals::RequesterApproves {
+                caller: caller.to_owned(),
+            }),
+            Vec::new(),
+        )?;
+        let host = opened.host.clone();
+        let mut context = warden_host::CallContext::new(
+            warden_policy::CallSurface::User,
+            CancellationToken::new(),
+        );
+        context.caller = Some(caller.to_owned());
+        let got = host
+            .get_prompt(context, server, prompt, arguments)
+            .await
+            .map(|result| {
+                let messages = warden_host::prompt_messages(&result)
+                    .into_iter()
+                    .map(|(role, text)| crate::store::PromptMessage {
+                        role: role.to_owned(),
+                        text,
+                    })
+                    .collect();
+                (result.description, messages)
+            })
+            .map_err(|refused| refused.0);
+        host.shutdown().await;
+        got
+    }
+
+    /// The client-side tools of `agent`'s profile, answered through `session`.
+    fn client_tools(
+        self: &Arc<Self>,
+        tenant: &str,
+        session: &str,
+        agent: Option<&str>,
+    ) -> Vec<Arc<dyn warden_host::HostTool>> {
+        self.opener
+            .client_tools(agent)
+            .into_iter()
+            .map(|spec| {
+                Arc::new(ClientTool {
+                    spec,
+                    runs: self.clone(),
+                    tenant: tenant.to_owned(),
+                    session: session.to_owned(),
+                }) as Arc<dyn warden_host::HostTool>
+            })
+            .collect()
     }
 
     async fn converse(
@@ -447,7 +622,7 @@ impl Runs {
         let mut conversation: Vec<Message> = serde_json::from_value(stored)
             .map_err(|error| format!("the session's stored messages are unreadable: {error}"))?;
         match continuation {
-            Continuation::Message(text) => conversation.push(Message::user(text)),
+            Continuation::Messages(messages) => conversation.extend(messages),
             Continuation::ToolResults(results) => conversation.extend(results),
         }
         // Kept before the model is asked: a crash meanwhile loses nothing the caller sent.
