@@ -1,7 +1,7 @@
 //! Runs of the service's sessions: one at a time per session, each an agent session opened from the session's profile, its events stored as they happen (so a client that reconnects misses nothing) and its messages kept when it ends.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use serde_json::json;
 use tokio::sync::Notify;
@@ -117,7 +117,10 @@ pub struct Runs {
     wakeups: Mutex<HashMap<String, Arc<Notify>>>,
     waiting: Waiting,
     waiting_calls: WaitingCalls,
-    opening: Mutex<()>,
+    /// Per tenant: the fingerprint of the skills its folder holds. Sessions open under the read
+    /// lock; a rewrite (the skills changed) takes the write lock, so no session discovers a
+    /// half-written folder and sessions of one tenant open side by side.
+    skill_folders: Mutex<HashMap<String, Arc<RwLock<Option<String>>>>>,
     tokens: Arc<TenantTokens>,
 }
 
@@ -129,7 +132,7 @@ impl Runs {
             wakeups: Mutex::default(),
             waiting: Waiting::default(),
             waiting_calls: WaitingCalls::default(),
-            opening: Mutex::new(()),
+            skill_folders: Mutex::default(),
             tokens: TenantTokens::new(opener.oauth_lock_dir()),
             opener,
         })
@@ -450,9 +453,62 @@ impl Runs {
             tenant: Some(tenant.to_owned()),
             caller,
         };
-        // One session opens at a time: the tenant's skill folder is written and read whole.
-        let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
-        self.write_tenant_skills(tenant)?;
+        let folder = self
+            .skill_folders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(tenant.to_owned())
+            .or_default()
+            .clone();
+        loop {
+            let wanted = self.skills_fingerprint(tenant)?;
+            {
+                let held = folder.read().unwrap_or_else(PoisonError::into_inner);
+                if held.as_deref() == Some(wanted.as_str()) {
+                    return self
+                        .open_with_skills_held(tenant, session, agent, principal, approver, tools);
+                }
+            }
+            let mut held = folder.write().unwrap_or_else(PoisonError::into_inner);
+            if held.as_deref() != Some(wanted.as_str()) {
+                self.write_tenant_skills(tenant)?;
+                *held = Some(wanted);
+            }
+        }
+    }
+
+    /// What identifies the tenant's skills as stored: a hash of every name and text.
+    fn skills_fingerprint(&self, tenant: &str) -> Result<String, String> {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        for skill in self
+            .store
+            .list_skills(tenant)
+            .map_err(|error| error.to_string())?
+        {
+            let text = self
+                .store
+                .skill_text(tenant, &skill.name)
+                .map_err(|error| error.to_string())?
+                .unwrap_or_default();
+            hash.update(skill.name.as_bytes());
+            hash.update([0]);
+            hash.update(text.len().to_le_bytes());
+            hash.update(text.as_bytes());
+        }
+        Ok(hex::encode(hash.finalize()))
+    }
+
+    /// Opens the session while the tenant's skill folder is held for reading.
+    fn open_with_skills_held(
+        &self,
+        tenant: &str,
+        session: &str,
+        agent: Option<&str>,
+        principal: warden_host::SessionPrincipal,
+        approver: Arc<dyn warden_policy::Approver>,
+        tools: Vec<Arc<dyn warden_host::HostTool>>,
+    ) -> Result<AgentSession, String> {
         let servers = self
             .store
             .list_servers(tenant)
