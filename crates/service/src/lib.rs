@@ -16,6 +16,11 @@ pub use openapi::document as openapi_document;
 pub use runs::{Inspection, OpenRequest, RunError, Runs, SessionOpener, TenantServer, UserInput};
 pub use store::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, KeyRow, Principal, PromptMessage, PromptRow,
-    Role, ServerRow, ServiceStorage, SessionRow, SessionState, SkillRow, SqliteStorage, StoreError,
-    TenantRow,
+    Role, SCHEMA_VERSION, ServerRow, ServiceStorage, SessionRow, SessionState, SkillRow,
+    SqliteStorage, StoreError, TenantRow,
 };
+
+/// What another storage backend shares with the SQLite one: the clock, ids and the key hash.
+pub mod store_support {
+    pub use crate::store::{now, random_id, secret_hash};
+}
