@@ -13,6 +13,7 @@ mod policy;
 mod raw;
 mod sandbox;
 mod schema;
+mod service;
 mod skill_scripts;
 mod trust;
 
@@ -37,6 +38,7 @@ pub use expand::{
     escape_literal, expand, is_authorization_header, is_env_name, is_reference_only,
     is_scheme_reference, is_shareable_header_value, parse_template,
 };
+pub use service::{DATABASE_URL_FORMS, DatabaseUrl, DatabaseUrlError, redact_database_url};
 pub use import::{ImportError, ImportedServer, parse_mcp_json};
 pub use load::{ConfigFile, LoadRequest, LoadedConfig, load, parse_str, read_file};
 pub use model::{

@@ -19,28 +19,12 @@ use warden_service::{
 
 use crate::pool::Pool;
 
+use warden_config::redact_database_url as redact_url;
+
 pub use schema::MIGRATIONS;
 
 /// Connections a [`PgStorage`] keeps at most unless told otherwise.
 pub const DEFAULT_POOL_SIZE: usize = 8;
-
-/// `postgres://user:secret@host/db` with the password shown as `[redacted]` (for messages).
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(at) => rest.split_at(at),
-        None => (rest, ""),
-    };
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:[redacted]@{host}{tail}"),
-        None => url.to_owned(),
-    }
-}
 
 /// The PostgreSQL backend: every instance of the service pointed at one database shares it.
 pub struct PgStorage {

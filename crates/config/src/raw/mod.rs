@@ -103,10 +103,13 @@ pub struct RawService {
     /// Start stdio MCP servers (local processes) for the service's sessions. Default false: the service connects only to http/https servers, so nothing a session does starts a process on this machine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_stdio: Option<bool>,
+    /// The PostgreSQL database the service keeps its data in (tenants, keys, sessions, events, …) instead of the embedded SQLite file under the state folder: a postgres:// URL, or ${env:NAME} naming the variable that holds one. Point several instances at one database to run them side by side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<crate::service::DatabaseUrl>,
 }
 
 impl RawService {
-    pub const KEYS: &'static [&'static str] = &["allow_stdio"];
+    pub const KEYS: &'static [&'static str] = &["allow_stdio", "database_url"];
 }
 
 impl RawConfig {
@@ -291,8 +294,19 @@ impl<'a> Walk<'a> {
         });
         let service = self.section(root, "service", |walk, t, p| {
             walk.unknown_keys(t, p, RawService::KEYS);
+            let database_url = walk.string(t, p, "database_url").and_then(|text| {
+                crate::service::DatabaseUrl::parse(&text)
+                    .map_err(|expected| {
+                        walk.report(
+                            key_path(p, "database_url"),
+                            Problem::InvalidValue { expected },
+                        );
+                    })
+                    .ok()
+            });
             RawService {
                 allow_stdio: walk.boolean(t, p, "allow_stdio"),
+                database_url,
             }
         });
         Some(RawConfig {
