@@ -38,7 +38,6 @@ pub use expand::{
     escape_literal, expand, is_authorization_header, is_env_name, is_reference_only,
     is_scheme_reference, is_shareable_header_value, parse_template,
 };
-pub use service::{DATABASE_URL_FORMS, DatabaseUrl, DatabaseUrlError, redact_database_url};
 pub use import::{ImportError, ImportedServer, parse_mcp_json};
 pub use load::{ConfigFile, LoadRequest, LoadedConfig, load, parse_str, read_file};
 pub use model::{
@@ -59,6 +58,7 @@ pub use raw::{
 };
 pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};
 pub use schema::schema_json;
+pub use service::{DATABASE_URL_FORMS, DatabaseUrl, DatabaseUrlError, redact_database_url};
 pub use skill_scripts::{MAX_SCRIPT_TIMEOUT, RawSkillScripts, SkillScriptSettings};
 pub use trust::{Approval, ApprovalKind, TrustError, TrustState, TrustStore};
 /// The shared vocabulary the validated settings are written in (defined in `warden-vocab`).

@@ -123,9 +123,10 @@ impl schemars::JsonSchema for DatabaseUrl {
 }
 
 fn is_postgres_url(text: &str) -> bool {
-    ["postgres://", "postgresql://"]
-        .iter()
-        .any(|scheme| text.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
+    ["postgres://", "postgresql://"].iter().any(|scheme| {
+        text.strip_prefix(scheme)
+            .is_some_and(|rest| !rest.is_empty())
+    })
 }
 
 /// `scheme://user:secret@host/…` with the password shown as `[redacted]`; anything else as is.
@@ -182,7 +183,10 @@ mod tests {
             serde_json::to_string(&url).unwrap(),
         ] {
             assert!(!shown.contains("hunter2"), "{shown}");
-            assert!(shown.contains("warden:[redacted]@db.internal:5432/warden"), "{shown}");
+            assert!(
+                shown.contains("warden:[redacted]@db.internal:5432/warden"),
+                "{shown}"
+            );
         }
         assert_eq!(
             redact_database_url("postgresql://u@h/db?sslmode=disable&password=pw"),

@@ -1202,11 +1202,17 @@ fn the_service_database_url_is_a_postgres_url_or_an_env_reference_and_its_passwo
         "schema_version = 1\n[service]\ndatabase_url = \"postgres://warden:hunter2@db:5432/warden\"\n",
     );
     let url = parsed.service_database_url.expect("set");
-    assert_eq!(url.resolve().unwrap(), "postgres://warden:hunter2@db:5432/warden");
+    assert_eq!(
+        url.resolve().unwrap(),
+        "postgres://warden:hunter2@db:5432/warden"
+    );
     assert!(!format!("{url:?} {url}").contains("hunter2"));
     let parsed = parse_user("schema_version = 1\n[service]\ndatabase_url = \"${env:WARDEN_DB}\"\n");
     assert_eq!(
-        parsed.service_database_url.map(|url| url.to_string()).as_deref(),
+        parsed
+            .service_database_url
+            .map(|url| url.to_string())
+            .as_deref(),
         Some("${env:WARDEN_DB}")
     );
     let bad = only_problem(
@@ -1215,7 +1221,10 @@ fn the_service_database_url_is_a_postgres_url_or_an_env_reference_and_its_passwo
     );
     assert_eq!(bad.key, "service.database_url");
     let shown = bad.to_string();
-    assert!(shown.contains("postgres://") && shown.contains("${env:NAME}"), "{shown}");
+    assert!(
+        shown.contains("postgres://") && shown.contains("${env:NAME}"),
+        "{shown}"
+    );
     assert!(!shown.contains("hunter2"), "{shown}");
     let refused = only_problem(
         "schema_version = 1\n[service]\ndatabase_url = \"postgres://db/warden\"\n",

@@ -103,7 +103,7 @@ pub struct RawService {
     /// Start stdio MCP servers (local processes) for the service's sessions. Default false: the service connects only to http/https servers, so nothing a session does starts a process on this machine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_stdio: Option<bool>,
-    /// The PostgreSQL database the service keeps its data in (tenants, keys, sessions, events, …) instead of the embedded SQLite file under the state folder: a postgres:// URL, or ${env:NAME} naming the variable that holds one. Point several instances at one database to run them side by side.
+    /// The PostgreSQL database the service keeps its data in (tenants, keys, sessions, events, …) instead of the embedded SQLite file under the state folder: a postgres:// URL, or ${env:NAME} naming the variable that holds one (no TLS yet: loopback or a private network).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub database_url: Option<crate::service::DatabaseUrl>,
 }
