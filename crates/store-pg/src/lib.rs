@@ -87,7 +87,7 @@ impl PgStorage {
             })
             .map_err(|error| match error {
                 StoreError::Backend(message) => {
-                    StoreError::Backend(format!("{where_to}: {message}"))
+                    StoreError::Backend(format!("connecting to {where_to}: {message}"))
                 }
                 other => other,
             })?;
@@ -115,7 +115,14 @@ impl PgStorage {
 
 /// A tokio-postgres error as the contract's error (its text names no password).
 pub(crate) fn db(error: tokio_postgres::Error) -> StoreError {
-    StoreError::Backend(error.to_string())
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    StoreError::Backend(message)
 }
 
 fn col<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> Result<T, StoreError> {

@@ -71,10 +71,7 @@ pub(crate) fn run(globals: &Globals, args: ServiceArgs) -> anyhow::Result<ExitCo
         match &config.service_database_url {
             Some(url) => {
                 let resolved = url.resolve()?;
-                Arc::new(
-                    PgStorage::connect(&resolved)
-                        .with_context(|| format!("opening the service database {url}"))?,
-                )
+                Arc::new(PgStorage::connect(&resolved).context("opening the service database")?)
             }
             None => {
                 let database = paths.state_dir().join("service.db");
