@@ -21,7 +21,6 @@ use crate::pool::Pool;
 
 use warden_config::redact_database_url as redact_url;
 
-pub use schema::MIGRATIONS;
 
 /// Connections a [`PgStorage`] keeps at most unless told otherwise.
 pub const DEFAULT_POOL_SIZE: usize = 8;

@@ -12,7 +12,7 @@ const MIGRATION_LOCK: i64 = 0x7761_7264_656e;
 /// Entry `n` takes a database from version `n` to `n + 1`; the last one ends at
 /// [`SCHEMA_VERSION`]. Texts are stored as `TEXT` (JSON included, kept byte for byte as SQLite
 /// keeps it) and times as seconds in `BIGINT`.
-pub const MIGRATIONS: &[&str] = &[V1];
+pub(crate) const MIGRATIONS: &[&str] = &[V1];
 
 const V1: &str = "
 CREATE TABLE tenants (
