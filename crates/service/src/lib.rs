@@ -22,5 +22,5 @@ pub use store::{
 
 /// What another storage backend shares with the SQLite one: the clock, ids and the key hash.
 pub mod store_support {
-    pub use crate::store::{now, random_id, secret_hash};
+    pub use crate::store::{now, random_id, secret_hash, session_owned};
 }

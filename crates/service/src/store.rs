@@ -564,6 +564,18 @@ fn restrict_to_owner(path: &Path) {
 #[cfg(not(unix))]
 fn restrict_to_owner(_path: &Path) {}
 
+/// A row added under a session: `Ok` when the insert (guarded by the session belonging to the
+/// tenant) added one.
+pub fn session_owned(added: bool, tenant: &str, session: &str) -> Result<(), StoreError> {
+    if added {
+        Ok(())
+    } else {
+        Err(StoreError::Corrupt(format!(
+            "session {session} of tenant {tenant} does not exist"
+        )))
+    }
+}
+
 const CLIENT_CALL_COLUMNS: &str = "id, session_id, tool, arguments, state, answer, created_at";
 
 fn client_call_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ClientCallRow> {
@@ -1074,9 +1086,10 @@ impl ServiceStorage for SqliteStorage {
     }
 
     fn add_client_call(&self, tenant: &str, call: &ClientCallRow) -> Result<(), StoreError> {
-        self.lock().execute(
+        let added = self.lock().execute(
             "INSERT INTO client_calls (id, tenant_id, session_id, tool, arguments, state, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6)",
+             SELECT ?1, ?2, ?3, ?4, ?5, 'pending', ?6
+             WHERE EXISTS (SELECT 1 FROM sessions WHERE tenant_id = ?2 AND id = ?3)",
             params![
                 call.id,
                 tenant,
@@ -1086,7 +1099,7 @@ impl ServiceStorage for SqliteStorage {
                 to_i64(call.created_at)
             ],
         )?;
-        Ok(())
+        session_owned(added > 0, tenant, &call.session)
     }
 
     fn client_calls(&self, tenant: &str, session: &str) -> Result<Vec<ClientCallRow>, StoreError> {
@@ -1151,10 +1164,11 @@ impl ServiceStorage for SqliteStorage {
     fn add_approval(&self, tenant: &str, approval: &ApprovalRow) -> Result<(), StoreError> {
         let classes = serde_json::to_string(&approval.classes)
             .map_err(|error| StoreError::Corrupt(error.to_string()))?;
-        self.lock().execute(
+        let added = self.lock().execute(
             "INSERT INTO approvals (id, tenant_id, session_id, tool, arguments, classes, caller,
                                     reason, state, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9)",
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9
+             WHERE EXISTS (SELECT 1 FROM sessions WHERE tenant_id = ?2 AND id = ?3)",
             params![
                 approval.id,
                 tenant,
@@ -1167,7 +1181,7 @@ impl ServiceStorage for SqliteStorage {
                 to_i64(approval.created_at)
             ],
         )?;
-        Ok(())
+        session_owned(added > 0, tenant, &approval.session)
     }
 
     fn allowed_for_session(&self, tenant: &str, session: &str) -> Result<Vec<String>, StoreError> {

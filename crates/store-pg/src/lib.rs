@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
-use warden_service::store_support::{now, random_id, secret_hash};
+use warden_service::store_support::{now, random_id, secret_hash, session_owned};
 use warden_service::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, KeyRow, Principal, PromptRow, Role, ServerRow,
     ServiceStorage, SessionRow, SessionState, SkillRow, StoreError, TenantRow,
@@ -20,7 +20,6 @@ use warden_service::{
 use crate::pool::Pool;
 
 use warden_config::redact_database_url as redact_url;
-
 
 /// Connections a [`PgStorage`] keeps at most unless told otherwise.
 pub const DEFAULT_POOL_SIZE: usize = 8;
@@ -811,17 +810,19 @@ impl ServiceStorage for PgStorage {
             to_i64(call.created_at),
         );
         self.run(|pool| async move {
-            pool.get()
+            let added = pool
+                .get()
                 .await?
                 .execute(
                     "INSERT INTO client_calls
                          (id, tenant_id, session_id, tool, arguments, state, created_at)
-                     VALUES ($1, $2, $3, $4, $5, 'pending', $6)",
+                     SELECT $1, $2, $3, $4, $5, 'pending', $6
+                     WHERE EXISTS (SELECT 1 FROM sessions WHERE tenant_id = $2 AND id = $3)",
                     &[&id, &tenant, &session, &tool, &arguments, &created_at],
                 )
                 .await
                 .map_err(db)?;
-            Ok(())
+            session_owned(added > 0, &tenant, &session)
         })
     }
 
@@ -894,12 +895,14 @@ impl ServiceStorage for PgStorage {
         let tenant = tenant.to_owned();
         let approval = approval.clone();
         self.run(|pool| async move {
-            pool.get()
+            let added = pool
+                .get()
                 .await?
                 .execute(
                     "INSERT INTO approvals (id, tenant_id, session_id, tool, arguments, classes,
                                             caller, reason, state, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9)",
+                     SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9
+                     WHERE EXISTS (SELECT 1 FROM sessions WHERE tenant_id = $2 AND id = $3)",
                     &[
                         &approval.id,
                         &tenant,
@@ -914,7 +917,7 @@ impl ServiceStorage for PgStorage {
                 )
                 .await
                 .map_err(db)?;
-            Ok(())
+            session_owned(added > 0, &tenant, &approval.session)
         })
     }
 

@@ -236,6 +236,16 @@ fn a_tenant_never_reaches_another_tenant_s_rows(backend: &dyn Backend) {
             .answer_client_call("b", id, "call_1", &json!({"result": 1}))
             .unwrap()
     );
+    assert!(
+        store
+            .add_client_call("b", &client_call("call_2", id))
+            .is_err(),
+        "a call is added only under the tenant's own session"
+    );
+    assert!(
+        store.add_approval("b", &approval("apr_2", id, 2)).is_err(),
+        "an approval is added only under the tenant's own session"
+    );
     assert!(store.pending_approvals("b").unwrap().is_empty());
     assert!(store.approval("b", "apr_1").unwrap().is_none());
     assert!(
