@@ -15,6 +15,10 @@ use warden_example_order_service::{
     OrderBook, OrderServiceOpener, OrderStatus, service_database, staff_permissions,
 };
 use warden_mock_model::{MockModel, Turn};
+use warden_policy::{
+    AuthorizationError, AuthorizationHandler, AuthorizationQuestion, AuthorizationVerdict,
+    BoxFuture,
+};
 use warden_service::{Role, ServiceStorage, SqliteStorage};
 
 /// The order service's API on a free loopback port, stopped when dropped.
@@ -94,6 +98,16 @@ async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
 /// Serves the order service over `book` with warden's folders under `root`: the mock model as
 /// the default model, the operator's policy left at its defaults.
 async fn start(root: &std::path::Path, mock: &MockModel, book: Arc<OrderBook>) -> OrderService {
+    start_with(root, mock, book, staff_permissions()).await
+}
+
+/// The service with `handler` as its authorization handler.
+async fn start_with(
+    root: &std::path::Path,
+    mock: &MockModel,
+    book: Arc<OrderBook>,
+    handler: impl AuthorizationHandler + 'static,
+) -> OrderService {
     let paths = Paths::under_root(root);
     let workspace = root.join("work");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -109,7 +123,7 @@ async fn start(root: &std::path::Path, mock: &MockModel, book: Arc<OrderBook>) -
     .unwrap();
     let store: Arc<dyn ServiceStorage> =
         Arc::new(SqliteStorage::open(&service_database(&paths)).unwrap());
-    let opener = OrderServiceOpener::new(paths, workspace, book, staff_permissions()).unwrap();
+    let opener = OrderServiceOpener::new(paths, workspace, book, handler).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = CancellationToken::new();
@@ -272,4 +286,52 @@ async fn a_cancellation_waits_for_approval_and_a_caller_without_the_permission_i
             .contains("viewer does not hold orders.cancel"),
         "{audit}"
     );
+}
+
+/// A handler with a bug: it panics on every question.
+struct PanickingHandler;
+
+impl AuthorizationHandler for PanickingHandler {
+    fn authorize<'a>(
+        &'a self,
+        _question: &'a AuthorizationQuestion<'a>,
+    ) -> BoxFuture<'a, Result<AuthorizationVerdict, AuthorizationError>> {
+        Box::pin(async move { panic!("the permission table is not loaded") })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_panics_denies_the_call_and_the_run_goes_on() {
+    let mock = MockModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let book = OrderBook::with_open_orders(&[("A-100", "ada")]);
+    let support = key(dir.path(), "acme", "support");
+    let service = start_with(dir.path(), &mock, book.clone(), PanickingHandler).await;
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "cancel_order",
+        json!({"order_id": "A-100"}),
+    ));
+    mock.push_turn(Turn::text("I could not cancel A-100."));
+    let session = service.new_session(&support).await;
+    let (status, _) = service
+        .post(
+            &support,
+            &format!("/sessions/{session}/messages"),
+            json!({"text": "Please cancel order A-100."}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let finished = service
+        .wait_for_event(&support, &session, "run_finished")
+        .await;
+    assert_eq!(finished["final_text"], "I could not cancel A-100.");
+    // Fail-closed: nothing was cancelled, nobody was asked, the model read a denial.
+    assert_eq!(status_of(&book, "A-100"), OrderStatus::Open);
+    let (_, queue) = service.get(&support, "/approvals").await;
+    assert_eq!(queue["approvals"], json!([]));
+    let result = mock.requests()[1].body.to_string();
+    assert!(result.contains("denied"), "{result}");
+    let (_, audit) = service.get(&support, "/audit?tool=cancel_order").await;
+    assert_eq!(audit["records"][0]["decision"], "denied", "{audit}");
 }
