@@ -235,6 +235,8 @@ pub enum StoreError {
 /// The storage every instance of the service shares. SQLite is the embedded backend; a
 /// PostgreSQL one implements the same contract for several instances.
 pub trait ServiceStorage: Send + Sync + 'static {
+    /// How the instances sharing this store signal each other.
+    fn signals(&self) -> &dyn crate::signals::ServiceSignals;
     /// Makes a tenant (named `name`, which is also its id) unless it exists.
     fn ensure_tenant(&self, name: &str) -> Result<(), StoreError>;
     /// Makes an API key for `caller` of `tenant`; the secret is returned once and stored hashed.
@@ -359,6 +361,8 @@ pub trait ServiceStorage: Send + Sync + 'static {
 /// The SQLite backend: `<state>/service.db`, WAL, one connection behind a lock.
 pub struct SqliteStorage {
     connection: Mutex<Connection>,
+    /// One file, one instance: signals stay in the process.
+    signals: crate::signals::LocalSignals,
 }
 
 const SCHEMA: &str = "
@@ -491,6 +495,7 @@ impl SqliteStorage {
         connection.execute_batch(SCHEMA)?;
         Ok(Self {
             connection: Mutex::new(connection),
+            signals: crate::signals::LocalSignals::default(),
         })
     }
 
@@ -563,6 +568,10 @@ fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
 }
 
 impl ServiceStorage for SqliteStorage {
+    fn signals(&self) -> &dyn crate::signals::ServiceSignals {
+        &self.signals
+    }
+
     fn ensure_tenant(&self, name: &str) -> Result<(), StoreError> {
         self.lock().execute(
             "INSERT OR IGNORE INTO tenants (id, created_at) VALUES (?1, ?2)",
