@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::chunk::{ChunkBudget, chunk_text};
+use crate::chunk::{Chunk, ChunkBudget, chunk_text};
+use crate::embed::Embedder;
 use crate::formats::document_text;
 use crate::store::{KnowledgeError, KnowledgeStore};
 
@@ -19,6 +20,9 @@ pub struct IngestSummary {
     pub unchanged: usize,
     pub removed: usize,
     pub chunks_written: usize,
+    /// Chunks the embeddings endpoint embedded, and chunks whose vector came from the cache.
+    pub embedded: usize,
+    pub cached: usize,
     /// Files not taken, with why.
     pub skipped: Vec<(String, String)>,
 }
@@ -52,15 +56,41 @@ fn content_hash(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
-/// Adds `paths` (files or folders) to `collection`, making it when new.
+/// Whether `embedder` may add to `collection`: a collection embedded with some embeddings takes
+/// only those.
+fn check_embeddings(
+    store: &KnowledgeStore,
+    collection: &str,
+    embedder: Option<&dyn Embedder>,
+) -> Result<(), KnowledgeError> {
+    match (store.collection_embedding(collection)?, embedder) {
+        (Some((model, _)), None) => Err(KnowledgeError::EmbeddingsNeeded {
+            collection: collection.to_owned(),
+            model,
+        }),
+        (Some((model, dimension)), Some(embedder)) if embedder.model() != model => {
+            Err(KnowledgeError::EmbeddingMismatch {
+                collection: collection.to_owned(),
+                stored: format!("{model} ({dimension} dimensions)"),
+                offered: embedder.model().to_owned(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Adds `paths` (files or folders) to `collection`, making it when new; with `embedder`, each
+/// chunk gets its vector (the collection then takes only those embeddings).
 pub fn add(
     store: &KnowledgeStore,
     collection: &str,
     paths: &[PathBuf],
     budget: ChunkBudget,
+    embedder: Option<&dyn Embedder>,
     progress: Progress<'_>,
 ) -> Result<IngestSummary, KnowledgeError> {
     store.ensure_collection(collection)?;
+    check_embeddings(store, collection, embedder)?;
     let mut summary = IngestSummary::default();
     let mut files = Vec::new();
     let mut folders = Vec::new();
@@ -83,7 +113,15 @@ pub fn add(
         progress(done, total);
         let name = file.display().to_string();
         seen.push(name.clone());
-        ingest_file(store, collection, file, &name, budget, false, &mut summary)?;
+        ingest_file(
+            store,
+            collection,
+            file,
+            &name,
+            (budget, embedder),
+            false,
+            &mut summary,
+        )?;
     }
     progress(total, total);
     // A file gone from a folder that was added again loses its chunks.
@@ -100,14 +138,21 @@ pub fn add(
 }
 
 /// Reads every document of `collection` again and chunks it afresh (after a change of the
-/// chunking); a document whose file is gone is removed.
+/// chunking, or to embed it with `embedder`, which may differ from the embeddings it had); a
+/// document whose file is gone is removed.
 pub fn reindex(
     store: &KnowledgeStore,
     collection: &str,
     budget: ChunkBudget,
+    embedder: Option<&dyn Embedder>,
     progress: Progress<'_>,
 ) -> Result<IngestSummary, KnowledgeError> {
     let documents = store.documents(collection)?;
+    let stored = store.collection_embedding(collection)?;
+    if stored.as_ref().map(|(model, _)| model.as_str()) != embedder.map(|embedder| embedder.model())
+    {
+        store.unbind_embedding(collection)?;
+    }
     let mut summary = IngestSummary::default();
     let total = documents.len();
     for (done, document) in documents.iter().enumerate() {
@@ -123,7 +168,7 @@ pub fn reindex(
             collection,
             &path,
             &document.path,
-            budget,
+            (budget, embedder),
             true,
             &mut summary,
         )?;
@@ -137,7 +182,7 @@ fn ingest_file(
     collection: &str,
     file: &Path,
     name: &str,
-    budget: ChunkBudget,
+    (budget, embedder): (ChunkBudget, Option<&dyn Embedder>),
     force: bool,
     summary: &mut IngestSummary,
 ) -> Result<(), KnowledgeError> {
@@ -177,7 +222,22 @@ fn ingest_file(
         }
     };
     let chunks = chunk_text(&text, budget);
-    store.replace_document(collection, name, &hash, &chunks)?;
+    let vectors = match embedder {
+        None => None,
+        Some(embedder) => match embed_chunks(store, collection, embedder, &chunks, summary) {
+            Ok(vectors) => Some(vectors),
+            // The document keeps what it had: never half-embedded.
+            Err(KnowledgeError::Embed(error)) => {
+                summary.skipped.push((
+                    name.to_owned(),
+                    format!("{error}; the document keeps its earlier chunks"),
+                ));
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        },
+    };
+    store.replace_document(collection, name, &hash, &chunks, vectors.as_deref())?;
     summary.chunks_written += chunks.len();
     if stored.is_some() {
         summary.updated += 1;
@@ -185,6 +245,61 @@ fn ingest_file(
         summary.added += 1;
     }
     Ok(())
+}
+
+/// The vectors of `chunks`: from the cache where `embedder`'s model embedded the same text
+/// before, the rest from the endpoint (then cached). The collection is bound to the model and
+/// its dimension.
+fn embed_chunks(
+    store: &KnowledgeStore,
+    collection: &str,
+    embedder: &dyn Embedder,
+    chunks: &[Chunk],
+    summary: &mut IngestSummary,
+) -> Result<Vec<Vec<f32>>, KnowledgeError> {
+    let hashes: Vec<String> = chunks
+        .iter()
+        .map(|chunk| content_hash(chunk.text.as_bytes()))
+        .collect();
+    let cached = store.cached_vectors(embedder.model(), &hashes)?;
+    let missing: Vec<usize> = (0..chunks.len())
+        .filter(|index| !cached.contains_key(&hashes[*index]))
+        .collect();
+    let texts: Vec<String> = missing
+        .iter()
+        .map(|index| chunks[*index].text.clone())
+        .collect();
+    let fresh = if texts.is_empty() {
+        Vec::new()
+    } else {
+        embedder.embed(&texts)?
+    };
+    let fresh_by_hash: Vec<(String, Vec<f32>)> = missing
+        .iter()
+        .zip(fresh)
+        .map(|(index, vector)| (hashes[*index].clone(), vector))
+        .collect();
+    store.cache_vectors(embedder.model(), &fresh_by_hash)?;
+    summary.embedded += fresh_by_hash.len();
+    summary.cached += chunks.len() - fresh_by_hash.len();
+    let mut vectors = Vec::with_capacity(chunks.len());
+    for hash in &hashes {
+        let vector = cached
+            .get(hash)
+            .or_else(|| {
+                fresh_by_hash
+                    .iter()
+                    .find(|(fresh, _)| fresh == hash)
+                    .map(|(_, vector)| vector)
+            })
+            .cloned()
+            .unwrap_or_default();
+        vectors.push(vector);
+    }
+    if let Some(first) = vectors.first() {
+        store.bind_embedding(collection, embedder.model(), first.len())?;
+    }
+    Ok(vectors)
 }
 
 #[cfg(test)]
@@ -212,6 +327,7 @@ mod tests {
             "manuals",
             std::slice::from_ref(&docs),
             ChunkBudget::default(),
+            None,
             &quiet,
         )
         .unwrap();
@@ -224,6 +340,7 @@ mod tests {
             "manuals",
             std::slice::from_ref(&docs),
             ChunkBudget::default(),
+            None,
             &quiet,
         )
         .unwrap();
@@ -240,6 +357,7 @@ mod tests {
             "manuals",
             std::slice::from_ref(&docs),
             ChunkBudget::default(),
+            None,
             &quiet,
         )
         .unwrap();

@@ -18,6 +18,18 @@ pub enum KnowledgeError {
         "collection name {0:?}: letters, digits, `_` and `-`, starting with a letter or digit, at most 64"
     )]
     BadName(String),
+    #[error(
+        "collection {collection} holds vectors of {stored}; these are of {offered}: reindex it with the new embeddings, or use the same ones"
+    )]
+    EmbeddingMismatch {
+        collection: String,
+        stored: String,
+        offered: String,
+    },
+    #[error("collection {collection} is embedded with {model}: add to it with the same embeddings")]
+    EmbeddingsNeeded { collection: String, model: String },
+    #[error(transparent)]
+    Embed(#[from] crate::embed::EmbedError),
 }
 
 /// A collection as listed.
@@ -52,7 +64,9 @@ pub struct Hit {
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS collections (
     name TEXT PRIMARY KEY,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    embedding_model TEXT,
+    dimension INTEGER
 );
 CREATE TABLE IF NOT EXISTS documents (
     collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
@@ -73,6 +87,18 @@ CREATE TABLE IF NOT EXISTS chunks (
     FOREIGN KEY (collection, path) REFERENCES documents(collection, path) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(collection, path);
+CREATE TABLE IF NOT EXISTS chunk_vectors (
+    chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    collection TEXT NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunk_vectors_by_collection ON chunk_vectors(collection);
+CREATE TABLE IF NOT EXISTS embedding_cache (
+    model TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (model, text_hash)
+);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     text, headings, content='chunks', content_rowid='id', tokenize='porter unicode61'
 );
@@ -132,6 +158,43 @@ fn match_expression(query: &str) -> Option<String> {
         .collect();
     (!terms.is_empty()).then(|| terms.join(" OR "))
 }
+
+/// A vector as stored: little-endian `f32`s.
+fn vector_bytes(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn vector_of(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|four| f32::from_le_bytes([four[0], four[1], four[2], four[3]]))
+        .collect()
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn hit_of(row: &rusqlite::Row<'_>, score: f64) -> rusqlite::Result<Hit> {
+    let headings: String = row.get(1)?;
+    Ok(Hit {
+        path: row.get(0)?,
+        headings: headings
+            .split(" › ")
+            .filter(|heading| !heading.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        line_start: to_u64(row.get(2)?),
+        line_end: to_u64(row.get(3)?),
+        text: row.get(4)?,
+        score,
+    })
+}
+
+/// Reciprocal-rank fusion's constant: how much the first ranks outweigh the later ones.
+const RRF_K: f64 = 60.0;
+/// How many candidates each half of a hybrid search brings to the fusion.
+const CANDIDATES: usize = 50;
 
 impl KnowledgeStore {
     /// Opens (creating) the database at `path`, private to the user.
@@ -247,13 +310,15 @@ impl KnowledgeStore {
             .optional()?)
     }
 
-    /// Replaces a document's chunks in one transaction.
+    /// Replaces a document's chunks (with their vectors, one per chunk, when the collection is
+    /// embedded) in one transaction.
     pub fn replace_document(
         &self,
         collection: &str,
         path: &str,
         content_hash: &str,
         chunks: &[Chunk],
+        vectors: Option<&[Vec<f32>]>,
     ) -> Result<(), KnowledgeError> {
         let mut connection = self.lock();
         let transaction = connection.transaction()?;
@@ -273,6 +338,9 @@ impl KnowledgeStore {
                 "INSERT INTO chunks (collection, path, ordinal, headings, line_start, line_end, text)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?;
+            let mut insert_vector = transaction.prepare(
+                "INSERT INTO chunk_vectors (chunk_id, collection, vector) VALUES (?1, ?2, ?3)",
+            )?;
             for (ordinal, chunk) in chunks.iter().enumerate() {
                 insert.execute(params![
                     collection,
@@ -283,10 +351,186 @@ impl KnowledgeStore {
                     i64::try_from(chunk.line_end).unwrap_or(0),
                     chunk.text,
                 ])?;
+                if let Some(vector) = vectors.and_then(|vectors| vectors.get(ordinal)) {
+                    insert_vector.execute(params![
+                        transaction.last_insert_rowid(),
+                        collection,
+                        vector_bytes(vector)
+                    ])?;
+                }
             }
         }
         transaction.commit()?;
         Ok(())
+    }
+
+    /// The embeddings a collection's vectors come from, and their dimension.
+    pub fn collection_embedding(
+        &self,
+        collection: &str,
+    ) -> Result<Option<(String, usize)>, KnowledgeError> {
+        self.require_collection(collection)?;
+        let found: Option<(Option<String>, Option<i64>)> = self
+            .lock()
+            .query_row(
+                "SELECT embedding_model, dimension FROM collections WHERE name = ?1",
+                params![collection],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        Ok(match found {
+            Some((Some(model), Some(dimension))) => {
+                Some((model, usize::try_from(dimension).unwrap_or(0)))
+            }
+            _ => None,
+        })
+    }
+
+    /// Records that `collection`'s vectors come from `model` with `dimension`; other embeddings
+    /// than the stored ones are refused.
+    pub fn bind_embedding(
+        &self,
+        collection: &str,
+        model: &str,
+        dimension: usize,
+    ) -> Result<(), KnowledgeError> {
+        match self.collection_embedding(collection)? {
+            Some((stored, stored_dimension))
+                if stored == model && stored_dimension == dimension =>
+            {
+                Ok(())
+            }
+            Some((stored, stored_dimension)) => Err(KnowledgeError::EmbeddingMismatch {
+                collection: collection.to_owned(),
+                stored: format!("{stored} ({stored_dimension} dimensions)"),
+                offered: format!("{model} ({dimension} dimensions)"),
+            }),
+            None => {
+                self.lock().execute(
+                    "UPDATE collections SET embedding_model = ?2, dimension = ?3 WHERE name = ?1",
+                    params![collection, model, i64::try_from(dimension).unwrap_or(0)],
+                )?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Forgets the collection's embeddings and vectors (before embedding it with others).
+    pub fn unbind_embedding(&self, collection: &str) -> Result<(), KnowledgeError> {
+        let mut connection = self.lock();
+        let transaction = connection.transaction()?;
+        transaction.execute(
+            "DELETE FROM chunk_vectors WHERE collection = ?1",
+            params![collection],
+        )?;
+        transaction.execute(
+            "UPDATE collections SET embedding_model = NULL, dimension = NULL WHERE name = ?1",
+            params![collection],
+        )?;
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// The cached vectors of `model` for texts of these hashes.
+    pub fn cached_vectors(
+        &self,
+        model: &str,
+        text_hashes: &[String],
+    ) -> Result<std::collections::HashMap<String, Vec<f32>>, KnowledgeError> {
+        let connection = self.lock();
+        let mut statement = connection
+            .prepare("SELECT vector FROM embedding_cache WHERE model = ?1 AND text_hash = ?2")?;
+        let mut found = std::collections::HashMap::new();
+        for hash in text_hashes {
+            let vector: Option<Vec<u8>> = statement
+                .query_row(params![model, hash], |row| row.get(0))
+                .optional()?;
+            if let Some(vector) = vector {
+                found.insert(hash.clone(), vector_of(&vector));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Keeps vectors of `model` by the hash of their text.
+    pub fn cache_vectors(
+        &self,
+        model: &str,
+        vectors: &[(String, Vec<f32>)],
+    ) -> Result<(), KnowledgeError> {
+        let mut connection = self.lock();
+        let transaction = connection.transaction()?;
+        {
+            let mut insert = transaction.prepare(
+                "INSERT OR REPLACE INTO embedding_cache (model, text_hash, vector) VALUES (?1, ?2, ?3)",
+            )?;
+            for (hash, vector) in vectors {
+                insert.execute(params![model, hash, vector_bytes(vector)])?;
+            }
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// The `limit` chunks of `collection` whose vectors are nearest `query` (cosine; every
+    /// vector is unit length), best first.
+    pub fn search_vectors(
+        &self,
+        collection: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<Hit>, KnowledgeError> {
+        self.require_collection(collection)?;
+        let connection = self.lock();
+        let mut scored: Vec<(f32, i64)> = {
+            let mut statement = connection
+                .prepare("SELECT chunk_id, vector FROM chunk_vectors WHERE collection = ?1")?;
+            let rows = statement.query_map(params![collection], |row| {
+                let bytes: Vec<u8> = row.get(1)?;
+                Ok((dot(query, &vector_of(&bytes)), row.get::<_, i64>(0)?))
+            })?;
+            rows.collect::<Result<_, _>>()?
+        };
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.truncate(limit);
+        let mut statement = connection.prepare(
+            "SELECT path, headings, line_start, line_end, text FROM chunks WHERE id = ?1",
+        )?;
+        let mut hits = Vec::with_capacity(scored.len());
+        for (score, id) in scored {
+            hits.push(statement.query_row(params![id], |row| hit_of(row, f64::from(score)))?);
+        }
+        Ok(hits)
+    }
+
+    /// The `limit` best chunks for `query`: BM25 alone, or — when the collection is embedded
+    /// and `embedder` makes its vectors — BM25 and vector nearness fused by reciprocal rank
+    /// (each half's top candidates; a chunk both rank high wins). The score is the fused one.
+    pub fn search(
+        &self,
+        collection: &str,
+        query: &str,
+        limit: usize,
+        embedder: Option<&dyn crate::embed::Embedder>,
+    ) -> Result<Vec<Hit>, KnowledgeError> {
+        let lexical = self.search_lexical(collection, query, CANDIDATES.max(limit))?;
+        let embedded = self.collection_embedding(collection)?;
+        let (Some(embedder), Some((model, dimension))) = (embedder, embedded) else {
+            return Ok(lexical.into_iter().take(limit).collect());
+        };
+        let query_vector = embedder
+            .embed(&[query.to_owned()])?
+            .pop()
+            .unwrap_or_default();
+        if embedder.model() != model || query_vector.len() != dimension {
+            return Err(KnowledgeError::EmbeddingMismatch {
+                collection: collection.to_owned(),
+                stored: format!("{model} ({dimension} dimensions)"),
+                offered: format!("{} ({} dimensions)", embedder.model(), query_vector.len()),
+            });
+        }
+        let nearest = self.search_vectors(collection, &query_vector, CANDIDATES.max(limit))?;
+        Ok(fuse(&[lexical, nearest], limit))
     }
 
     /// Removes a document and its chunks; whether it was there.
@@ -350,25 +594,39 @@ impl KnowledgeStore {
                 i64::try_from(limit).unwrap_or(i64::MAX)
             ],
             |row| {
-                let headings: String = row.get(1)?;
+                // FTS5's bm25() is lower for better matches; a score reads higher-is-better.
                 let rank: f64 = row.get(5)?;
-                Ok(Hit {
-                    path: row.get(0)?,
-                    headings: headings
-                        .split(" › ")
-                        .filter(|heading| !heading.is_empty())
-                        .map(str::to_owned)
-                        .collect(),
-                    line_start: to_u64(row.get(2)?),
-                    line_end: to_u64(row.get(3)?),
-                    text: row.get(4)?,
-                    // FTS5's bm25() is lower for better matches; a score reads higher-is-better.
-                    score: -rank,
-                })
+                hit_of(row, -rank)
             },
         )?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+}
+
+/// Reciprocal-rank fusion of ranked lists: each chunk scores the sum of `1 / (k + rank)` over
+/// the lists that hold it (a chunk is its path, line range and text).
+pub fn fuse(lists: &[Vec<Hit>], limit: usize) -> Vec<Hit> {
+    let mut fused: Vec<Hit> = Vec::new();
+    for list in lists {
+        for (rank, hit) in list.iter().enumerate() {
+            let score = 1.0 / (RRF_K + rank as f64 + 1.0);
+            match fused.iter_mut().find(|seen| {
+                seen.path == hit.path
+                    && seen.line_start == hit.line_start
+                    && seen.line_end == hit.line_end
+                    && seen.text == hit.text
+            }) {
+                Some(seen) => seen.score += score,
+                None => fused.push(Hit {
+                    score,
+                    ..hit.clone()
+                }),
+            }
+        }
+    }
+    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
+    fused.truncate(limit);
+    fused
 }
 
 #[cfg(test)]
@@ -398,6 +656,7 @@ mod tests {
                     chunk("Orders can be returned within 30 days.", "Returns"),
                     chunk("Parcels leave the warehouse the same day.", "Shipping"),
                 ],
+                None,
             )
             .unwrap();
         let hits = store
@@ -418,6 +677,7 @@ mod tests {
                 "returns.md",
                 "sha256:2",
                 &[chunk("Refunds go to the original card.", "Refunds")],
+                None,
             )
             .unwrap();
         assert!(

@@ -70,6 +70,7 @@ pub(crate) fn run(_globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exi
                 &collection,
                 &paths,
                 ChunkBudget::default(),
+                None,
                 &progress_line,
             )?;
             report(&collection, &summary);
@@ -79,6 +80,7 @@ pub(crate) fn run(_globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exi
                 &store,
                 &collection,
                 ChunkBudget::default(),
+                None,
                 &progress_line,
             )?;
             report(&collection, &summary);
