@@ -441,7 +441,14 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let bound = listener.local_addr()?;
-    match store.interrupt_running() {
+    // One instance on an embedded store: whatever ran before it stopped with it. Instances
+    // sharing a store interrupt only runs whose lease lapsed (Runs' heartbeat).
+    let interrupted = if store.is_shared() {
+        store.interrupt_lapsed(crate::store::now(), crate::runs::LEASE_TTL_SECS)
+    } else {
+        store.interrupt_running()
+    };
+    match interrupted {
         Ok(0) => {}
         Ok(count) => tracing::warn!(
             "{count} run(s) were going when the service last stopped; their sessions are marked interrupted"
@@ -611,7 +618,7 @@ async fn delete_session(
     if state.store.session(&principal.tenant, &id)?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
-    if state.runs.is_going(&id) {
+    if state.runs.is_going_anywhere(&principal.tenant, &id) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "the session has a run going; cancel it first",
@@ -687,7 +694,7 @@ async fn cancel_run(
     if state.store.session(&principal.tenant, &id)?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
-    if state.runs.cancel(&id) {
+    if state.runs.cancel_anywhere(&principal.tenant, &id) {
         Ok((StatusCode::ACCEPTED, Json(Cancelled { cancelled: true })).into_response())
     } else {
         Err(ApiError::new(
@@ -789,6 +796,8 @@ async fn stream_events(
     if state.store.session(&principal.tenant, &id)?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
+    // Events another instance stores wake this stream too.
+    state.runs.listen();
     let stream = futures::stream::unfold(
         (state, principal, id, after, Vec::new().into_iter()),
         |(state, principal, id, mut after, mut pending)| async move {
@@ -808,7 +817,7 @@ async fn stream_events(
                 let notified = wakeup.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                let going = state.runs.is_going(&id);
+                let going = state.runs.is_going_anywhere(&principal.tenant, &id);
                 let page = state
                     .store
                     .events_after(&principal.tenant, &id, after, MAX_PAGE)

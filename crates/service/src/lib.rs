@@ -6,6 +6,7 @@ mod client_tools;
 mod inventory;
 mod openapi;
 mod runs;
+mod signals;
 mod store;
 mod tenant_oauth;
 
@@ -14,6 +15,7 @@ pub use approvals::{DecideError, Decision};
 pub use client_tools::AnswerError;
 pub use openapi::document as openapi_document;
 pub use runs::{Inspection, OpenRequest, RunError, Runs, SessionOpener, TenantServer, UserInput};
+pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, KeyRow, Principal, PromptMessage, PromptRow,
     Role, SCHEMA_VERSION, ServerRow, ServiceStorage, SessionRow, SessionState, SkillRow,

@@ -11,6 +11,7 @@ use warden_session::AgentSession;
 
 use crate::approvals::{RunApprover, Waiting};
 use crate::client_tools::{ClientTool, WaitingCalls};
+use crate::signals::Signal;
 use crate::store::{Principal, ServiceStorage, SessionState, StoreError};
 use crate::tenant_oauth::TenantTokens;
 
@@ -122,7 +123,16 @@ pub struct Runs {
     /// half-written folder and sessions of one tenant open side by side.
     skill_folders: Mutex<HashMap<String, Arc<RwLock<Option<String>>>>>,
     tokens: Arc<TenantTokens>,
+    /// Set once the signal listener runs.
+    listening: std::sync::OnceLock<()>,
+    /// This instance, as its runs' leases name it.
+    instance: String,
 }
+
+/// How long a run's lease lasts without renewal (a shared store's instances).
+pub(crate) const LEASE_TTL_SECS: u64 = 60;
+/// How often an instance renews its runs' leases and looks for others' lapsed ones.
+const LEASE_RENEW: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Runs {
     pub fn new(store: Arc<dyn ServiceStorage>, opener: Arc<dyn SessionOpener>) -> Arc<Self> {
@@ -134,6 +144,8 @@ impl Runs {
             waiting_calls: WaitingCalls::default(),
             skill_folders: Mutex::default(),
             tokens: TenantTokens::new(opener.oauth_lock_dir()),
+            listening: std::sync::OnceLock::new(),
+            instance: format!("inst_{}", warden_host::new_session_id()),
             opener,
         })
     }
@@ -165,12 +177,126 @@ impl Runs {
             .clone()
     }
 
-    /// Stores an event of `session` and wakes its followers.
+    /// Stores an event of `session` and wakes its followers, on every instance.
     pub(crate) fn record(&self, tenant: &str, session: &str, event: &serde_json::Value) {
         if let Err(error) = self.store.append_event(tenant, session, event) {
             tracing::warn!("session {session}: an event could not be stored: {error}");
         }
         self.wakeup(session).notify_waiters();
+        self.store.signals().publish(Signal::EventsAppended {
+            session: session.to_owned(),
+        });
+    }
+
+    /// Listens to the other instances' signals (once per `Runs`, from the first call inside a
+    /// runtime on): a decision, an answer, new events or a cancellation reach the run or the
+    /// stream this instance holds.
+    pub(crate) fn listen(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.listening.set(()).is_err() {
+            return;
+        }
+        let mut signals = self.store.signals().subscribe();
+        if self.store.is_shared() {
+            let runs = Arc::downgrade(self);
+            runtime.spawn(async move {
+                let mut ticks = tokio::time::interval(LEASE_RENEW);
+                loop {
+                    ticks.tick().await;
+                    let Some(runs) = runs.upgrade() else { return };
+                    runs.renew_and_sweep();
+                }
+            });
+        }
+        let runs = Arc::downgrade(self);
+        runtime.spawn(async move {
+            loop {
+                let signal = match signals.recv().await {
+                    Ok(signal) => signal,
+                    // Fallen behind: the waiters' periodic look at the store covers it.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let Some(runs) = runs.upgrade() else { return };
+                runs.on_signal(signal);
+            }
+        });
+    }
+
+    /// Renews the leases of the runs going here, and interrupts the runs whose instance
+    /// stopped renewing theirs (it died): their sessions can be resumed through any instance.
+    fn renew_and_sweep(&self) {
+        let going: Vec<String> = self
+            .going
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        let now = crate::store::now();
+        if let Err(error) = self
+            .store
+            .lease_runs(&self.instance, &going, now + LEASE_TTL_SECS)
+        {
+            tracing::warn!("the runs' leases could not be renewed: {error}");
+        }
+        match self.store.interrupt_lapsed(now, LEASE_TTL_SECS) {
+            Ok(0) => {}
+            Ok(count) => tracing::warn!(
+                "{count} run(s) of a stopped instance were marked interrupted; their sessions resume with their next message"
+            ),
+            Err(error) => tracing::warn!("lapsed runs could not be looked for: {error}"),
+        }
+    }
+
+    fn on_signal(&self, signal: Signal) {
+        match signal {
+            Signal::ApprovalDecided {
+                id,
+                state,
+                reason,
+                decided_by,
+                ..
+            } => self.waiting().deliver(&id, &state, reason, decided_by),
+            Signal::ClientCallAnswered {
+                tenant,
+                session,
+                id,
+            } => self
+                .waiting_calls()
+                .deliver(self.store(), &tenant, &session, &id),
+            Signal::EventsAppended { session } => self.wakeup(&session).notify_waiters(),
+            Signal::CancelRun { session } => {
+                self.cancel(&session);
+            }
+        }
+    }
+
+    /// Whether a run of `session` is going on any instance (this one's, or the store says so).
+    pub fn is_going_anywhere(&self, tenant: &str, session: &str) -> bool {
+        self.is_going(session)
+            || self
+                .store
+                .session(tenant, session)
+                .ok()
+                .flatten()
+                .is_some_and(|row| row.state == SessionState::Running)
+    }
+
+    /// Cancels the run of `session` wherever it goes; whether one was going.
+    pub fn cancel_anywhere(&self, tenant: &str, session: &str) -> bool {
+        if self.cancel(session) {
+            return true;
+        }
+        if self.is_going_anywhere(tenant, session) {
+            self.store.signals().publish(Signal::CancelRun {
+                session: session.to_owned(),
+            });
+            return true;
+        }
+        false
     }
 
     /// Starts a run of `session` with the user's `text`; refused while one is going.
@@ -234,6 +360,14 @@ impl Runs {
             .transition(tenant, session, from, SessionState::Running)?
         {
             return Err(RunError::Busy(session.to_owned()));
+        }
+        self.listen();
+        if let Err(error) = self.store.lease_runs(
+            &self.instance,
+            &[session.to_owned()],
+            crate::store::now() + LEASE_TTL_SECS,
+        ) {
+            tracing::warn!("session {session}: its run's lease could not be written: {error}");
         }
         let cancel = CancellationToken::new();
         self.going

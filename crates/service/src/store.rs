@@ -250,6 +250,8 @@ pub const SCHEMA_VERSION: i64 = 1;
 /// The storage every instance of the service shares. SQLite is the embedded backend; a
 /// PostgreSQL one implements the same contract for several instances.
 pub trait ServiceStorage: Send + Sync + 'static {
+    /// How the instances sharing this store signal each other.
+    fn signals(&self) -> &dyn crate::signals::ServiceSignals;
     /// Makes a tenant (named `name`, which is also its id) unless it exists.
     fn ensure_tenant(&self, name: &str) -> Result<(), StoreError>;
     /// Makes an API key for `caller` of `tenant`; the secret is returned once and stored hashed.
@@ -297,6 +299,19 @@ pub trait ServiceStorage: Send + Sync + 'static {
     /// At start: every session left running by a stopped instance becomes interrupted, with an
     /// event saying so, and its pending approvals expire; returns how many sessions.
     fn interrupt_running(&self) -> Result<usize, StoreError>;
+    /// Whether several instances share this store: their runs are then leased, and each
+    /// instance interrupts the runs whose lease lapsed. An embedded store has one instance,
+    /// which interrupts every running session when it starts instead.
+    fn is_shared(&self) -> bool {
+        false
+    }
+    /// Marks `sessions` (running here) as held by instance `owner` until `until` (seconds since
+    /// the epoch); a heartbeat renews it.
+    fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError>;
+    /// Marks interrupted, with a `run_interrupted` event and their pending approvals expired,
+    /// the running sessions whose instance stopped renewing: a lease that lapsed before `now`,
+    /// or none at all for `grace` seconds after the session last changed. Returns how many.
+    fn interrupt_lapsed(&self, now: u64, grace: u64) -> Result<usize, StoreError>;
     /// Creates or replaces the tenant's skill `name` (its SKILL.md text, already validated);
     /// whether it was new.
     fn put_skill(
@@ -374,6 +389,8 @@ pub trait ServiceStorage: Send + Sync + 'static {
 /// The SQLite backend: `<state>/service.db`, WAL, one connection behind a lock.
 pub struct SqliteStorage {
     connection: Mutex<Connection>,
+    /// One file, one instance: signals stay in the process.
+    signals: crate::signals::LocalSignals,
 }
 
 /// SQLite's migrations: entry `n` takes a database from version `n` to `n + 1`. Version 1 is
@@ -454,6 +471,11 @@ CREATE TABLE IF NOT EXISTS prompts (
     created_at INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, name)
 );
+CREATE TABLE IF NOT EXISTS run_leases (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    owner TEXT NOT NULL,
+    lease_until INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
     seq INTEGER NOT NULL,
@@ -513,6 +535,7 @@ impl SqliteStorage {
         migrate(&mut connection)?;
         Ok(Self {
             connection: Mutex::new(connection),
+            signals: crate::signals::LocalSignals::default(),
         })
     }
 
@@ -629,6 +652,10 @@ fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
 }
 
 impl ServiceStorage for SqliteStorage {
+    fn signals(&self) -> &dyn crate::signals::ServiceSignals {
+        &self.signals
+    }
+
     fn ensure_tenant(&self, name: &str) -> Result<(), StoreError> {
         self.lock().execute(
             "INSERT OR IGNORE INTO tenants (id, created_at) VALUES (?1, ?2)",
@@ -758,6 +785,10 @@ impl ServiceStorage for SqliteStorage {
              WHERE tenant_id = ?1 AND id = ?2 AND state = ?5",
             params![tenant, id, to.as_str(), to_i64(now()), current],
         )?;
+        // A run's lease ends with it; the next run leases afresh.
+        if changed > 0 && to != SessionState::Running {
+            connection.execute("DELETE FROM run_leases WHERE session_id = ?1", params![id])?;
+        }
         Ok(changed > 0)
     }
 
@@ -852,6 +883,59 @@ impl ServiceStorage for SqliteStorage {
             events.push(EventRow { seq, at, event });
         }
         Ok(events)
+    }
+
+    fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError> {
+        let connection = self.lock();
+        for session in sessions {
+            connection.execute(
+                "INSERT INTO run_leases (session_id, owner, lease_until) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,
+                     lease_until = excluded.lease_until",
+                params![session, owner, to_i64(until)],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn interrupt_lapsed(&self, now: u64, grace: u64) -> Result<usize, StoreError> {
+        let lapsed: Vec<(String, String)> = {
+            let connection = self.lock();
+            let mut statement = connection.prepare(
+                "SELECT s.tenant_id, s.id FROM sessions s
+                 LEFT JOIN run_leases l ON l.session_id = s.id
+                 WHERE s.state = 'running'
+                   AND (l.lease_until < ?1 OR (l.session_id IS NULL AND s.updated_at < ?2))",
+            )?;
+            let rows = statement.query_map(
+                params![to_i64(now), to_i64(now.saturating_sub(grace))],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let mut interrupted = 0;
+        for (tenant, id) in &lapsed {
+            if self.transition(
+                tenant,
+                id,
+                &[SessionState::Running],
+                SessionState::Interrupted,
+            )? {
+                interrupted += 1;
+                self.lock().execute(
+                    "UPDATE approvals SET state = 'expired', decided_at = ?2
+                     WHERE session_id = ?1 AND state = 'pending'",
+                    params![id, to_i64(now)],
+                )?;
+                self.append_event(
+                    tenant,
+                    id,
+                    &serde_json::json!({"type": "run_interrupted",
+                        "reason": "the instance running it stopped renewing its lease"}),
+                )?;
+            }
+        }
+        Ok(interrupted)
     }
 
     fn interrupt_running(&self) -> Result<usize, StoreError> {

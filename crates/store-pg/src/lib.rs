@@ -13,8 +13,9 @@ use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 use warden_service::store_support::{now, random_id, secret_hash, session_owned};
 use warden_service::{
-    ApprovalRow, ClientCallRow, EventRow, IssuedKey, KeyRow, Principal, PromptRow, Role, ServerRow,
-    ServiceStorage, SessionRow, SessionState, SkillRow, StoreError, TenantRow,
+    ApprovalRow, ClientCallRow, EventRow, IssuedKey, KeyRow, LocalSignals, Principal, PromptRow,
+    Role, ServerRow, ServiceSignals, ServiceStorage, SessionRow, SessionState, SkillRow,
+    StoreError, TenantRow,
 };
 
 use crate::pool::Pool;
@@ -29,6 +30,9 @@ pub struct PgStorage {
     runtime: Option<tokio::runtime::Runtime>,
     handle: tokio::runtime::Handle,
     pool: Arc<Pool>,
+    /// In process for now: another instance learns of a change when it next looks at the
+    /// store (waiters do so periodically), not at once.
+    signals: LocalSignals,
 }
 
 impl std::fmt::Debug for PgStorage {
@@ -76,6 +80,7 @@ impl PgStorage {
             handle: runtime.handle().clone(),
             runtime: Some(runtime),
             pool: Arc::new(Pool::new(config, pool_size.max(1))),
+            signals: LocalSignals::default(),
         };
         let where_to = redact_url(url);
         storage
@@ -226,7 +231,108 @@ async fn append_in(
     Ok(to_u64(seq))
 }
 
+/// Moves a running session to interrupted inside `transaction`, gives its lease back and stores
+/// a `run_interrupted` event saying `reason`; whether it was running.
+async fn interrupt_in(
+    transaction: &tokio_postgres::Transaction<'_>,
+    tenant: &str,
+    id: &str,
+    reason: &str,
+) -> Result<bool, StoreError> {
+    let moved = transaction
+        .execute(
+            "UPDATE sessions SET state = 'interrupted', updated_at = $3
+             WHERE tenant_id = $1 AND id = $2 AND state = 'running'",
+            &[&tenant, &id, &to_i64(now())],
+        )
+        .await
+        .map_err(db)?;
+    if moved == 0 {
+        return Ok(false);
+    }
+    transaction
+        .execute("DELETE FROM run_leases WHERE session_id = $1", &[&id])
+        .await
+        .map_err(db)?;
+    let event = serde_json::json!({"type": "run_interrupted", "reason": reason}).to_string();
+    append_in(transaction, tenant, id, &event).await?;
+    Ok(true)
+}
+
 impl ServiceStorage for PgStorage {
+    fn signals(&self) -> &dyn ServiceSignals {
+        &self.signals
+    }
+
+    /// Several instances may share a PostgreSQL database: runs are leased.
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError> {
+        if sessions.is_empty() {
+            return Ok(());
+        }
+        let (owner, sessions) = (owner.to_owned(), sessions.to_vec());
+        // Only sessions that still exist (one deleted meanwhile is skipped, not an error).
+        self.run(|pool| async move {
+            pool.get()
+                .await?
+                .execute(
+                    "INSERT INTO run_leases (session_id, owner, lease_until)
+                     SELECT id, $2, $3 FROM sessions WHERE id = ANY($1)
+                     ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,
+                         lease_until = excluded.lease_until",
+                    &[&sessions, &owner, &to_i64(until)],
+                )
+                .await
+                .map_err(db)?;
+            Ok(())
+        })
+    }
+
+    fn interrupt_lapsed(&self, now: u64, grace: u64) -> Result<usize, StoreError> {
+        self.run(|pool| async move {
+            let mut connection = pool.get().await?;
+            let lapsed = connection
+                .query(
+                    "SELECT s.tenant_id, s.id FROM sessions s
+                     LEFT JOIN run_leases l ON l.session_id = s.id
+                     WHERE s.state = 'running'
+                       AND (l.lease_until < $1 OR (l.session_id IS NULL AND s.updated_at < $2))",
+                    &[&to_i64(now), &to_i64(now.saturating_sub(grace))],
+                )
+                .await
+                .map_err(db)?;
+            let mut interrupted = 0;
+            for row in &lapsed {
+                let tenant: &str = col(row, 0)?;
+                let id: &str = col(row, 1)?;
+                let transaction = connection.transaction().await.map_err(db)?;
+                if interrupt_in(
+                    &transaction,
+                    tenant,
+                    id,
+                    "the instance running it stopped renewing its lease",
+                )
+                .await?
+                {
+                    interrupted += 1;
+                    transaction
+                        .execute(
+                            "UPDATE approvals SET state = 'expired', decided_at = $2
+                             WHERE session_id = $1 AND state = 'pending'",
+                            &[&id, &to_i64(now)],
+                        )
+                        .await
+                        .map_err(db)?;
+                }
+                transaction.commit().await.map_err(db)?;
+            }
+            Ok(interrupted)
+        })
+    }
+
     fn ensure_tenant(&self, name: &str) -> Result<(), StoreError> {
         let name = name.to_owned();
         self.run(|pool| async move {
@@ -402,9 +508,9 @@ impl ServiceStorage for PgStorage {
         let from: Vec<String> = from.iter().map(|state| state.as_str().to_owned()).collect();
         // One statement: the row's lock makes it a compare-and-set across instances.
         self.run(|pool| async move {
-            let changed = pool
-                .get()
-                .await?
+            let mut connection = pool.get().await?;
+            let transaction = connection.transaction().await.map_err(db)?;
+            let changed = transaction
                 .execute(
                     "UPDATE sessions SET state = $3, updated_at = $4
                      WHERE tenant_id = $1 AND id = $2 AND state = ANY($5)",
@@ -412,6 +518,14 @@ impl ServiceStorage for PgStorage {
                 )
                 .await
                 .map_err(db)?;
+            // A run's lease ends with it; the next run leases afresh.
+            if changed > 0 && to != SessionState::Running {
+                transaction
+                    .execute("DELETE FROM run_leases WHERE session_id = $1", &[&id])
+                    .await
+                    .map_err(db)?;
+            }
+            transaction.commit().await.map_err(db)?;
             Ok(changed > 0)
         })
     }
@@ -509,9 +623,6 @@ impl ServiceStorage for PgStorage {
     }
 
     fn interrupt_running(&self) -> Result<usize, StoreError> {
-        let event = serde_json::json!({"type": "run_interrupted",
-            "reason": "the service stopped while the run was going"})
-        .to_string();
         self.run(|pool| async move {
             let mut connection = pool.get().await?;
             let running = connection
@@ -533,17 +644,13 @@ impl ServiceStorage for PgStorage {
                 let tenant: &str = col(row, 0)?;
                 let id: &str = col(row, 1)?;
                 let transaction = connection.transaction().await.map_err(db)?;
-                let moved = transaction
-                    .execute(
-                        "UPDATE sessions SET state = 'interrupted', updated_at = $3
-                         WHERE tenant_id = $1 AND id = $2 AND state = 'running'",
-                        &[&tenant, &id, &to_i64(now())],
-                    )
-                    .await
-                    .map_err(db)?;
-                if moved > 0 {
-                    append_in(&transaction, tenant, id, &event).await?;
-                }
+                interrupt_in(
+                    &transaction,
+                    tenant,
+                    id,
+                    "the service stopped while the run was going",
+                )
+                .await?;
                 transaction.commit().await.map_err(db)?;
             }
             Ok(running.len())

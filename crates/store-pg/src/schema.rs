@@ -92,6 +92,11 @@ CREATE TABLE prompts (
     created_at BIGINT NOT NULL,
     PRIMARY KEY (tenant_id, name)
 );
+CREATE TABLE run_leases (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    owner TEXT NOT NULL,
+    lease_until BIGINT NOT NULL
+);
 CREATE TABLE events (
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
     seq BIGINT NOT NULL,

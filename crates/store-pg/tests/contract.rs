@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::json;
-use warden_service::store_support::secret_hash;
+use warden_service::store_support::{now, secret_hash};
 use warden_service::{
     ApprovalRow, ClientCallRow, PromptMessage, PromptRow, Role, SCHEMA_VERSION, ServerRow,
     ServiceStorage, SessionState, SqliteStorage, StoreError,
@@ -158,6 +158,7 @@ contract!(
     concurrent_appends_number_events_without_gaps_or_repeats,
     a_running_session_is_interrupted_at_start_and_its_approvals_expire,
     a_session_moves_only_from_the_states_it_is_asked_from,
+    a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not,
     an_approval_is_decided_once,
     a_client_call_is_answered_once,
     skills_are_put_listed_read_and_deleted,
@@ -427,6 +428,71 @@ fn a_running_session_is_interrupted_at_start_and_its_approvals_expire(backend: &
             .unwrap(),
         "an interrupted session takes a new message"
     );
+}
+
+fn a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("acme").unwrap();
+    let at = now();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let session = store.create_session("acme", None).unwrap();
+        assert!(
+            store
+                .transition(
+                    "acme",
+                    &session.id,
+                    &[SessionState::Idle],
+                    SessionState::Running
+                )
+                .unwrap()
+        );
+        ids.push(session.id);
+    }
+    store
+        .add_approval("acme", &approval("apr_1", &ids[1], 1))
+        .unwrap();
+    // The first is renewed into the future, the second's lease lapsed, the third has none
+    // yet (its run just started): only the lapsed one is interrupted.
+    store.lease_runs("inst_a", &ids[..1], at + 60).unwrap();
+    store.lease_runs("inst_b", &ids[1..2], at - 1).unwrap();
+    store.lease_runs("inst_b", &[], at - 1).unwrap();
+    assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 1);
+    let state = |id: &str| store.session("acme", id).unwrap().unwrap().state;
+    assert_eq!(state(&ids[0]), SessionState::Running);
+    assert_eq!(state(&ids[1]), SessionState::Interrupted);
+    assert_eq!(state(&ids[2]), SessionState::Running);
+    let events = store.events_after("acme", &ids[1], 0, 10).unwrap();
+    assert_eq!(events[0].event["type"], "run_interrupted");
+    assert_eq!(
+        store.approval("acme", "apr_1").unwrap().unwrap().state,
+        "expired"
+    );
+    // Past the grace, a run that never leased counts as lapsed too.
+    assert_eq!(store.interrupt_lapsed(at + 60, 30).unwrap(), 1);
+    assert_eq!(state(&ids[2]), SessionState::Interrupted);
+    // A run that ended gave its lease back: a new run of it starts without one.
+    assert!(
+        store
+            .transition(
+                "acme",
+                &ids[0],
+                &[SessionState::Running],
+                SessionState::Idle
+            )
+            .unwrap()
+    );
+    assert!(
+        store
+            .transition(
+                "acme",
+                &ids[0],
+                &[SessionState::Idle],
+                SessionState::Running
+            )
+            .unwrap()
+    );
+    assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 0);
 }
 
 fn a_session_moves_only_from_the_states_it_is_asked_from(backend: &dyn Backend) {

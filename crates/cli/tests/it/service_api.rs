@@ -45,6 +45,32 @@ impl Service {
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
+
+    /// A new session of the default agent, made with `key`; its id.
+    pub(crate) async fn new_session(&self, key: &str) -> String {
+        let (status, session) = send(
+            client()
+                .post(self.url("/sessions"))
+                .bearer_auth(key)
+                .json(&json!({})),
+        )
+        .await;
+        assert_eq!(status, 201, "{session}");
+        session["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Posts the user's `text` to `session` (a run starts); the answer.
+    pub(crate) async fn say(&self, key: &str, session: &str, text: &str) -> Value {
+        let (status, accepted) = send(
+            client()
+                .post(self.url(&format!("/sessions/{session}/messages")))
+                .bearer_auth(key)
+                .json(&json!({"text": text})),
+        )
+        .await;
+        assert_eq!(status, 202, "{accepted}");
+        accepted
+    }
 }
 
 pub(crate) fn key(sandbox: &Sandbox, tenant: &str, caller: &str) -> String {
@@ -216,14 +242,7 @@ async fn another_tenant_s_key_gets_404_for_every_session_endpoint() {
     let acme = key(&sandbox, "acme", "web-app");
     let globex = key(&sandbox, "globex", "intruder");
     let service = Service::start(&sandbox).await;
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&acme)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
+    let id = service.new_session(&acme).await;
     let attempts = [
         client().get(service.url(&format!("/sessions/{id}"))),
         client().delete(service.url(&format!("/sessions/{id}"))),
@@ -351,14 +370,7 @@ async fn a_service_killed_mid_run_lists_the_run_as_interrupted_after_a_restart()
     sandbox.user_config(&service_config(&mock));
     let acme = key(&sandbox, "acme", "web-app");
     let mut service = Service::start(&sandbox).await;
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&acme)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
+    let id = service.new_session(&acme).await;
     let (status, _) = send(
         client()
             .post(service.url(&format!("/sessions/{id}/messages")))
@@ -449,14 +461,7 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
     let operator_of_acme = key(&sandbox, "acme", "ops@acme");
     let globex = key(&sandbox, "globex", "intruder");
     let service = Service::start(&sandbox).await;
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&acme)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
+    let id = service.new_session(&acme).await;
 
     // First run: the write waits for a person; it is denied with a reason.
     let (status, _) = send(
@@ -738,13 +743,7 @@ async fn a_pending_client_call_survives_a_killed_service_and_its_answer_resumes_
     )
     .await;
     let id = session["id"].as_str().unwrap().to_owned();
-    send(
-        client()
-            .post(service.url(&format!("/sessions/{id}/messages")))
-            .bearer_auth(&acme)
-            .json(&json!({"text": "Show me Lyon"})),
-    )
-    .await;
+    service.say(&acme, &id, "Show me Lyon").await;
     let pending = wait_for_event(&service, &acme, &id, "client_call_pending").await;
     let call = pending["call"]["id"].as_str().unwrap().to_owned();
     service.child.start_kill().unwrap();
@@ -1014,21 +1013,8 @@ async fn a_tenant_admin_registers_a_remote_server_whose_tools_ask_before_every_c
     assert_eq!(listed["servers"], json!([]), "another tenant sees none");
 
     // The tenant's session reaches it; the read-only tool still asks first.
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&member)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
-    send(
-        client()
-            .post(service.url(&format!("/sessions/{id}/messages")))
-            .bearer_auth(&member)
-            .json(&json!({"text": "echo it"})),
-    )
-    .await;
+    let id = service.new_session(&member).await;
+    service.say(&member, &id, "echo it").await;
     let needed = wait_for_event(&service, &member, &id, "approval_needed").await;
     assert_eq!(needed["approval"]["tool"], "mcp__orders__echo");
     let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
@@ -1074,14 +1060,7 @@ async fn allow_for_the_session_holds_for_the_session_s_later_runs() {
     sandbox.user_config(&service_config(&mock));
     let acme = key(&sandbox, "acme", "web-app");
     let service = Service::start(&sandbox).await;
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&acme)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
+    let id = service.new_session(&acme).await;
     let message = |text: &str| {
         client()
             .post(service.url(&format!("/sessions/{id}/messages")))
@@ -1121,4 +1100,120 @@ async fn allow_for_the_session_holds_for_the_session_s_later_runs() {
         std::fs::read_to_string(sandbox.work().join("note.txt")).unwrap(),
         "second\n"
     );
+}
+
+/// Allows every call the session asks about until its run finishes; the finished event.
+async fn allow_until_finished(service: &Service, key: &str, session: &str) -> Value {
+    for _ in 0..1200 {
+        let (_, page) = send(
+            client()
+                .get(service.url(&format!("/sessions/{session}/events?limit=500")))
+                .bearer_auth(key),
+        )
+        .await;
+        let events = page["events"].as_array().unwrap();
+        if let Some(done) = events
+            .iter()
+            .find(|event| event["event"]["type"] == "run_finished")
+        {
+            return done["event"].clone();
+        }
+        let (_, pending) = send(client().get(service.url("/approvals")).bearer_auth(key)).await;
+        for approval in pending["approvals"].as_array().unwrap() {
+            let id = approval["id"].as_str().unwrap();
+            send(
+                client()
+                    .post(service.url(&format!("/approvals/{id}")))
+                    .bearer_auth(key)
+                    .json(&json!({"decision": "allow_once"})),
+            )
+            .await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the run did not finish");
+}
+
+#[tokio::test]
+async fn an_npm_reference_server_over_streamable_http_answers_a_session_s_call() {
+    let everything = warden_testkit::spawn_everything_http().await;
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__everything__echo",
+        json!({"message": "from the service"}),
+    ));
+    mock.push_turn(Turn::text("echoed"));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[mcp_servers.everything]\nurl = {}\n",
+        service_config(&mock),
+        crate::support::toml_str(&everything.url)
+    ));
+    let acme = key(&sandbox, "acme", "web-app");
+    let service = Service::start(&sandbox).await;
+    let id = service.new_session(&acme).await;
+    service.say(&acme, &id, "echo it").await;
+    allow_until_finished(&service, &acme, &id).await;
+    assert!(
+        mock.requests()[1]
+            .body
+            .to_string()
+            .contains("Echo: from the service"),
+        "the model read the reference server's answer"
+    );
+    let record = sandbox
+        .audit()
+        .into_iter()
+        .find(|record| record["public_name"] == "mcp__everything__echo")
+        .expect("audited");
+    assert_eq!(record["server"], "everything");
+    assert_eq!(record["decision"], "allowed");
+}
+
+#[tokio::test]
+async fn a_timeout_covers_the_call_not_its_approval_and_the_run_goes_on() {
+    let fixture = warden_testkit::spawn_http_fixture("echo").await;
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__shop__slow",
+        json!({"ms": 60000}),
+    ));
+    mock.push_turn(Turn::text("The report is not ready."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[mcp_servers.shop]\nurl = {}\n\
+         [tool_settings.\"mcp__shop__slow\"]\ntimeout_sec = 1\nrequires_approval = true\n",
+        service_config(&mock),
+        crate::support::toml_str(&fixture.url)
+    ));
+    let acme = key(&sandbox, "acme", "web-app");
+    let service = Service::start(&sandbox).await;
+    let id = service.new_session(&acme).await;
+    service.say(&acme, &id, "build the report").await;
+    let needed = wait_for_event(&service, &acme, &id, "approval_needed").await;
+    // The approval waits longer than the timeout: a pending approval is never timed.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/approvals/{approval}")))
+            .bearer_auth(&acme)
+            .json(&json!({"decision": "allow_once"})),
+    )
+    .await;
+    assert_eq!(status, 200, "the call still waited for its approval");
+    let finished = wait_for_event(&service, &acme, &id, "run_finished").await;
+    assert_eq!(finished["final_text"], "The report is not ready.");
+    assert!(
+        mock.requests()[1].body.to_string().contains("timed out"),
+        "the model read the timeout as the call's result"
+    );
+    let record = sandbox
+        .audit()
+        .into_iter()
+        .find(|record| record["public_name"] == "mcp__shop__slow")
+        .expect("audited");
+    assert_eq!(record["decision"], "timed_out");
 }
