@@ -39,6 +39,8 @@ pub struct ConfigFile {
     pub service_allows_stdio: Option<bool>,
     /// `[service] database_url` of this file (a user-scope file only).
     pub service_database_url: Option<crate::service::DatabaseUrl>,
+    /// `[embeddings.NAME]` of this file (a user-scope file only).
+    pub embeddings: BTreeMap<String, crate::model::EmbeddingsSpec>,
     /// Keys this file set but has no authority over, left out of the settings above (a project
     /// file's `model` and `[oauth]`): each names the file, the key and where to set it instead.
     pub warnings: Vec<Diagnostic>,
@@ -78,6 +80,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         sandbox,
         skill_scripts,
         service,
+        embeddings,
     }) = raw
     else {
         return Err(ConfigError::Invalid(diagnostics));
@@ -210,8 +213,36 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         }
         other => other,
     };
+    if !embeddings.is_empty() && scope == Scope::Project {
+        diagnostics.push(Diagnostic {
+            file: path.to_path_buf(),
+            key: "embeddings".into(),
+            problem: Problem::NotAllowed {
+                reason: "[embeddings] is read from your user config only: a project file is \
+                         shared, and an embeddings endpoint receives the text of every document \
+                         you add; move it to your user config (`warden config paths` shows \
+                         where it is)"
+                    .into(),
+            },
+        });
+    }
+    let embeddings = embeddings
+        .into_iter()
+        .filter_map(|(name, raw)| {
+            Some((
+                name,
+                crate::model::EmbeddingsSpec {
+                    base_url: raw.base_url?,
+                    model: raw.model?,
+                    api_key_env: raw.api_key_env,
+                    batch: raw.batch.and_then(|batch| usize::try_from(batch).ok()),
+                },
+            ))
+        })
+        .collect();
     if diagnostics.is_empty() {
         Ok(ConfigFile {
+            embeddings,
             path: path.to_path_buf(),
             scope,
             schema_version,
@@ -386,6 +417,8 @@ pub struct LoadedConfig {
     /// `[service] database_url` (user config only): the PostgreSQL database of `warden service`;
     /// `None` keeps the embedded SQLite file under the state folder.
     pub service_database_url: Option<crate::service::DatabaseUrl>,
+    /// `[embeddings.NAME]` (user config only; a later file wins a name).
+    pub embeddings: BTreeMap<String, crate::model::EmbeddingsSpec>,
     /// What a file set without the authority to, and was therefore left out: a project file's
     /// `model` and `[oauth]`, its `[agents.NAME]` that shadow a user profile, and its profiles
     /// not approved as they are. Print them; none stops the run.
@@ -479,6 +512,7 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                 if file.service_database_url.is_some() {
                     loaded.service_database_url = file.service_database_url;
                 }
+                loaded.embeddings.extend(file.embeddings);
                 // A project file's `[oauth]` never gets here (see `user_scope_only`).
                 if let Some(oauth) = file.oauth {
                     if let Some(setting) = oauth.token_store {

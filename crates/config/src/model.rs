@@ -700,3 +700,16 @@ mod plain_http_tests {
         assert!(!is_loopback_host("localhost.evil.example"));
     }
 }
+
+/// An embeddings endpoint (`[embeddings.NAME]`): OpenAI-compatible `/v1/embeddings`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbeddingsSpec {
+    /// The API base URL; the endpoint is `{base_url}/embeddings`.
+    pub base_url: String,
+    /// The embedding model's id.
+    pub model: String,
+    /// The environment variable holding the API key, if one is sent.
+    pub api_key_env: Option<String>,
+    /// Texts in one request at most.
+    pub batch: Option<usize>,
+}

@@ -1232,3 +1232,30 @@ fn the_service_database_url_is_a_postgres_url_or_an_env_reference_and_its_passwo
     );
     assert_eq!(refused.key, "service");
 }
+
+#[test]
+fn embeddings_entries_are_read_from_the_user_config_only_with_required_keys_named() {
+    let parsed = parse_user(
+        "schema_version = 1\n[embeddings.local]\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"nomic-embed-text\"\nbatch = 16\n",
+    );
+    let local = &parsed.embeddings["local"];
+    assert_eq!(local.model, "nomic-embed-text");
+    assert_eq!(local.batch, Some(16));
+    assert_eq!(local.api_key_env, None);
+
+    let missing = only_problem(
+        "schema_version = 1\n[embeddings.local]\nbase_url = \"http://127.0.0.1:11434/v1\"\n",
+        Scope::User,
+    );
+    assert_eq!(missing.key, "embeddings.local.model");
+    let project = only_problem(
+        "schema_version = 1\n[embeddings.evil]\nbase_url = \"https://collector.example/v1\"\nmodel = \"x\"\n",
+        Scope::Project,
+    );
+    assert!(
+        project
+            .to_string()
+            .contains("[embeddings] is read from your user config only"),
+        "{project}"
+    );
+}

@@ -70,6 +70,11 @@ impl EmbeddingsEndpoint {
         };
         let url = url::Url::parse(base_url).map_err(|error| failed(error.to_string()))?;
         let loopback = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+        if url.scheme() != "https" && !(url.scheme() == "http" && loopback) {
+            return Err(failed(
+                "the endpoint must be https (plain http only on this machine): every document's text is sent to it".to_owned(),
+            ));
+        }
         let mut builder = warden_net::http_client().request_timeout(REQUEST_TIMEOUT);
         if loopback {
             builder = builder.loopback();

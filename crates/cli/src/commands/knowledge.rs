@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use warden_knowledge::{ChunkBudget, Hit, IngestSummary, KnowledgeStore};
+use warden_knowledge::{
+    ChunkBudget, Embedder, EmbeddingsEndpoint, Hit, IngestSummary, KnowledgeStore,
+};
 
 use crate::Globals;
 
@@ -24,6 +26,10 @@ enum KnowledgeCommand {
         collection: String,
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Embed each chunk with `[embeddings.NAME]` (the collection then takes only those;
+        /// later adds use them without this flag).
+        #[arg(long, value_name = "NAME")]
+        embeddings: Option<String>,
     },
     /// The collections, with their documents and chunks counted.
     List {
@@ -54,33 +60,47 @@ enum KnowledgeCommand {
         json: bool,
     },
     /// Read every document of a collection again and chunk it afresh.
-    Reindex { collection: String },
+    Reindex {
+        collection: String,
+        /// Embed it with `[embeddings.NAME]` (other than before: the collection moves to them).
+        #[arg(long, value_name = "NAME")]
+        embeddings: Option<String>,
+    },
 }
 
-pub(crate) fn run(_globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<ExitCode> {
-    let paths = crate::setup::paths()?;
+pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<ExitCode> {
+    let (paths, _workspace, config) = crate::setup::load_config(globals)?;
     let database = paths.state_dir().join("knowledge.db");
     let store = KnowledgeStore::open(&database)
         .with_context(|| format!("opening the knowledge database {}", database.display()))?;
     let mut out = std::io::stdout().lock();
     match args.command {
-        KnowledgeCommand::Add { collection, paths } => {
+        KnowledgeCommand::Add {
+            collection,
+            paths,
+            embeddings,
+        } => {
+            let embedder = embedder_for(&store, &config, &collection, embeddings.as_deref())?;
             let summary = warden_knowledge::add(
                 &store,
                 &collection,
                 &paths,
                 ChunkBudget::default(),
-                None,
+                embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
                 &progress_line,
             )?;
             report(&collection, &summary);
         }
-        KnowledgeCommand::Reindex { collection } => {
+        KnowledgeCommand::Reindex {
+            collection,
+            embeddings,
+        } => {
+            let embedder = embedder_for(&store, &config, &collection, embeddings.as_deref())?;
             let summary = warden_knowledge::reindex(
                 &store,
                 &collection,
                 ChunkBudget::default(),
-                None,
+                embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
                 &progress_line,
             )?;
             report(&collection, &summary);
@@ -136,7 +156,13 @@ pub(crate) fn run(_globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exi
             limit,
             json,
         } => {
-            let hits = store.search_lexical(&collection, &query, limit.clamp(1, 100))?;
+            let embedder = embedder_for(&store, &config, &collection, None)?;
+            let hits = store.search(
+                &collection,
+                &query,
+                limit.clamp(1, 100),
+                embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+            )?;
             if json {
                 writeln!(out, "{}", serde_json::to_string(&hits)?)?;
             } else if hits.is_empty() {
@@ -196,4 +222,57 @@ fn print_hit(out: &mut impl Write, rank: usize, hit: &Hit) -> std::io::Result<()
         writeln!(out, "   …")?;
     }
     writeln!(out)
+}
+
+/// The embeddings a command uses: `[embeddings.NAME]` when named, else the entry whose model the
+/// collection was embedded with (none: BM25 alone, said once on stderr when the collection is
+/// embedded).
+fn embedder_for(
+    store: &KnowledgeStore,
+    config: &warden_config::LoadedConfig,
+    collection: &str,
+    named: Option<&str>,
+) -> anyhow::Result<Option<EmbeddingsEndpoint>> {
+    let stored = store
+        .collections()?
+        .iter()
+        .any(|row| row.name == collection)
+        .then(|| store.collection_embedding(collection))
+        .transpose()?
+        .flatten();
+    let entry = match named {
+        Some(name) => Some((
+            name,
+            config.embeddings.get(name).with_context(|| {
+                format!("no [embeddings.{name}] in your user config (docs/KNOWLEDGE.md shows one)")
+            })?,
+        )),
+        None => stored.as_ref().and_then(|(model, _)| {
+            config
+                .embeddings
+                .iter()
+                .find(|(_, spec)| spec.model == *model)
+                .map(|(name, spec)| (name.as_str(), spec))
+        }),
+    };
+    let Some((name, spec)) = entry else {
+        if let Some((model, _)) = stored {
+            eprintln!(
+                "warden: {collection} is embedded with {model}, and no [embeddings] entry names that model: BM25 alone"
+            );
+        }
+        return Ok(None);
+    };
+    let api_key = match &spec.api_key_env {
+        Some(variable) => Some(std::env::var(variable).with_context(|| {
+            format!("[embeddings.{name}] api_key_env names {variable}, which is not set")
+        })?),
+        None => None,
+    };
+    let mut endpoint = EmbeddingsEndpoint::new(&spec.base_url, &spec.model, api_key)
+        .with_context(|| format!("[embeddings.{name}]"))?;
+    if let Some(batch) = spec.batch {
+        endpoint = endpoint.with_batch(batch);
+    }
+    Ok(Some(endpoint))
 }

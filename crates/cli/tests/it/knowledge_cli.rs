@@ -82,3 +82,52 @@ fn a_folder_is_added_searched_with_provenance_and_kept_current() {
         missing.stderr
     );
 }
+
+#[test]
+fn embeddings_are_named_from_the_user_config_and_a_plain_http_endpoint_elsewhere_is_refused() {
+    let sandbox = Sandbox::new();
+    sandbox.user_config(
+        "[embeddings.far]\nbase_url = \"http://embeddings.example/v1\"\nmodel = \"e5-small\"\n",
+    );
+    let docs = sandbox.work().join("docs");
+    sandbox.write(&docs.join("a.md"), "# A\n\nText.\n");
+    let docs_arg = docs.display().to_string();
+    let missing = sandbox.run(&[
+        "knowledge",
+        "add",
+        "manuals",
+        &docs_arg,
+        "--embeddings",
+        "near",
+    ]);
+    assert_ne!(missing.code, 0);
+    assert!(
+        missing
+            .stderr
+            .contains("no [embeddings.near] in your user config"),
+        "{}",
+        missing.stderr
+    );
+    let plain = sandbox.run(&[
+        "knowledge",
+        "add",
+        "manuals",
+        &docs_arg,
+        "--embeddings",
+        "far",
+    ]);
+    assert_ne!(plain.code, 0);
+    assert!(
+        plain
+            .stderr
+            .contains("must be https (plain http only on this machine)"),
+        "{}",
+        plain.stderr
+    );
+    // Nothing was stored by either.
+    let listed = sandbox.ok(&["knowledge", "list"]);
+    assert!(
+        listed.contains("no collections") || listed.contains("0 documents"),
+        "{listed}"
+    );
+}

@@ -94,6 +94,10 @@ pub struct RawConfig {
     /// `warden service`'s settings (user config only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service: Option<RawService>,
+    /// Embeddings endpoints for knowledge collections, by name (user config only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
+    pub embeddings: BTreeMap<String, RawEmbeddings>,
 }
 
 /// `[service]`: what `warden service` may do.
@@ -110,6 +114,29 @@ pub struct RawService {
 
 impl RawService {
     pub const KEYS: &'static [&'static str] = &["allow_stdio", "database_url"];
+}
+
+/// One `[embeddings.NAME]` entry: an OpenAI-compatible `/v1/embeddings` endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawEmbeddings {
+    /// The API base URL (the endpoint is `{base_url}/embeddings`), e.g. `http://127.0.0.1:11434/v1` for Ollama. Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The embedding model's id, e.g. `text-embedding-3-small`, `nomic-embed-text`. Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The environment variable holding the API key (none: no key is sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Texts in one request at most (default 64).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub batch: Option<u64>,
+}
+
+impl RawEmbeddings {
+    pub const KEYS: &'static [&'static str] = &["base_url", "model", "api_key_env", "batch"];
 }
 
 impl RawConfig {
@@ -130,6 +157,7 @@ impl RawConfig {
         "sandbox",
         "skill_scripts",
         "service",
+        "embeddings",
     ];
 }
 
@@ -309,7 +337,46 @@ impl<'a> Walk<'a> {
                 database_url,
             }
         });
+        let mut embeddings = BTreeMap::new();
+        if let Some(table) = self.table(root, "", "embeddings") {
+            for (name, value) in table {
+                let path = key_path("embeddings", name);
+                match value {
+                    Value::Table(entry) => {
+                        let before = self.diagnostics.len();
+                        self.unknown_keys(entry, &path, RawEmbeddings::KEYS);
+                        let parsed = RawEmbeddings {
+                            base_url: self.string(entry, &path, "base_url"),
+                            model: self.string(entry, &path, "model"),
+                            api_key_env: self.string(entry, &path, "api_key_env"),
+                            batch: self.unsigned(entry, &path, "batch", "a whole number of texts"),
+                        };
+                        if parsed.base_url.is_none() {
+                            self.report(
+                                key_path(&path, "base_url"),
+                                Problem::Missing {
+                                    expected: "base_url = \"http://127.0.0.1:11434/v1\" (the endpoint's API base)",
+                                },
+                            );
+                        }
+                        if parsed.model.is_none() {
+                            self.report(
+                                key_path(&path, "model"),
+                                Problem::Missing {
+                                    expected: "model = \"…\" (the embedding model's id)",
+                                },
+                            );
+                        }
+                        if self.diagnostics.len() == before {
+                            embeddings.insert(name.clone(), parsed);
+                        }
+                    }
+                    other => self.wrong_type(path, "a table (an embeddings entry)", other),
+                }
+            }
+        }
         Some(RawConfig {
+            embeddings,
             service,
             skill_scripts,
             sandbox,
@@ -411,5 +478,6 @@ mod tests {
         assert_eq!(props(&defs["RawHooks"]), sorted(RawHooks::KEYS));
         assert_eq!(props(&defs["RawHook"]), sorted(RawHook::KEYS));
         assert_eq!(props(&defs["RawOAuth"]), sorted(RawOAuth::KEYS));
+        assert_eq!(props(&defs["RawEmbeddings"]), sorted(RawEmbeddings::KEYS));
     }
 }
