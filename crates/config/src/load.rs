@@ -37,6 +37,8 @@ pub struct ConfigFile {
     pub skill_scripts: Option<crate::skill_scripts::SkillScriptSettings>,
     /// `[service] allow_stdio` of this file (a user-scope file only).
     pub service_allows_stdio: Option<bool>,
+    /// `[service] widget_origins` of this file (a user-scope file only).
+    pub service_widget_origins: Option<Vec<String>>,
     /// Keys this file set but has no authority over, left out of the settings above (a project
     /// file's `model` and `[oauth]`): each names the file, the key and where to set it instead.
     pub warnings: Vec<Diagnostic>,
@@ -221,7 +223,8 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             oauth,
             sandbox: sandbox.map(crate::sandbox::SandboxSettings::from),
             skill_scripts,
-            service_allows_stdio: service.and_then(|service| service.allow_stdio),
+            service_allows_stdio: service.as_ref().and_then(|service| service.allow_stdio),
+            service_widget_origins: service.and_then(|service| service.widget_origins),
             warnings,
         })
     } else {
@@ -380,6 +383,9 @@ pub struct LoadedConfig {
     /// `[service] allow_stdio` (user config only; false unless set): whether `warden service`'s
     /// sessions may start stdio servers.
     pub service_allows_stdio: bool,
+    /// `[service] widget_origins` (user config only; none unless set): the product pages'
+    /// origins that may call the service with a widget token.
+    pub service_widget_origins: Vec<String>,
     /// What a file set without the authority to, and was therefore left out: a project file's
     /// `model` and `[oauth]`, its `[agents.NAME]` that shadow a user profile, and its profiles
     /// not approved as they are. Print them; none stops the run.
@@ -469,6 +475,9 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                 }
                 if let Some(allow) = file.service_allows_stdio {
                     loaded.service_allows_stdio = allow;
+                }
+                if let Some(origins) = file.service_widget_origins {
+                    loaded.service_widget_origins = origins;
                 }
                 // A project file's `[oauth]` never gets here (see `user_scope_only`).
                 if let Some(oauth) = file.oauth {

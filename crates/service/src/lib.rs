@@ -4,6 +4,7 @@ mod api;
 mod approvals;
 mod client_tools;
 mod openapi;
+mod pages;
 mod runs;
 mod store;
 
@@ -13,6 +14,6 @@ pub use client_tools::AnswerError;
 pub use openapi::document as openapi_document;
 pub use runs::{OpenRequest, RunError, Runs, SessionOpener};
 pub use store::{
-    ApprovalRow, ClientCallRow, EventRow, IssuedKey, Principal, Role, ServerRow, ServiceStorage,
-    SessionRow, SessionState, SkillRow, SqliteStorage, StoreError,
+    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, Principal, Role, ServerRow,
+    ServiceStorage, SessionRow, SessionState, SkillRow, SqliteStorage, StoreError, WidgetScope,
 };

@@ -10,13 +10,13 @@ use warden_mock_model::{MockModel, Step, Turn};
 use crate::support::{Sandbox, mock_model_config};
 
 /// A running `warden service run`, killed when dropped.
-struct Service {
+pub(crate) struct Service {
     child: tokio::process::Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Service {
-    async fn start(sandbox: &Sandbox) -> Self {
+    pub(crate) async fn start(sandbox: &Sandbox) -> Self {
         let mut command = tokio::process::Command::from(sandbox.command());
         command
             .args(["service", "run", "--listen", "127.0.0.1:0"])
@@ -42,12 +42,12 @@ impl Service {
         Self { child, base }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 }
 
-fn key(sandbox: &Sandbox, tenant: &str, caller: &str) -> String {
+pub(crate) fn key(sandbox: &Sandbox, tenant: &str, caller: &str) -> String {
     sandbox
         .ok(&[
             "service", "key", "create", "--tenant", tenant, "--caller", caller,
@@ -56,11 +56,11 @@ fn key(sandbox: &Sandbox, tenant: &str, caller: &str) -> String {
         .to_owned()
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     warden_net::http_client().loopback().build().unwrap()
 }
 
-async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
+pub(crate) async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
     let response = request.send().await.unwrap();
     let status = response.status().as_u16();
     let text = response.text().await.unwrap();
