@@ -174,9 +174,9 @@ pub(crate) struct NewWidgetToken {
     /// The end user, as the product knows them (the caller the gate and the audit see).
     #[schemars(regex(pattern = r"\S"), length(max = 200))]
     caller: String,
-    /// Seconds the token lives: 1 to 3600 (default 900).
-    #[schemars(range(min = 1, max = 3600))]
-    ttl_sec: Option<u64>,
+    /// Seconds the token lives, a whole number from 1 to 3600 (default 900; `900.0` is whole).
+    #[schemars(with = "Option<u64>", range(min = 1, max = 3600))]
+    ttl_sec: Option<f64>,
 }
 
 /// A widget token: the secret is shown here once; it stops working at `expires_at`.
@@ -1445,13 +1445,20 @@ async fn issue_widget_token(
             "caller must be 1 to 200 characters, not blank",
         ));
     }
-    let ttl = request.ttl_sec.unwrap_or(WIDGET_TOKEN_TTL);
-    if !(1..=WIDGET_TOKEN_MAX_TTL).contains(&ttl) {
+    let ttl = match request.ttl_sec {
+        None => Some(WIDGET_TOKEN_TTL),
+        // A whole number of seconds in range; the cast is exact for those.
+        Some(seconds) if seconds.fract() == 0.0 && (1.0..=3600.0).contains(&seconds) => {
+            Some(seconds as u64)
+        }
+        Some(_) => None,
+    };
+    let Some(ttl) = ttl.filter(|ttl| (1..=WIDGET_TOKEN_MAX_TTL).contains(ttl)) else {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
             format!("ttl_sec must be a whole number from 1 to {WIDGET_TOKEN_MAX_TTL}"),
         ));
-    }
+    };
     if !state.opener.knows_agent(&request.agent) {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

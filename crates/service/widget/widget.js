@@ -33,7 +33,8 @@
       return null;
     }
   };
-  const INLINE = /(`[^`\n]+`)|(\*\*[^*\n]+\*\*)|(\*[^*\s\n][^*\n]*\*|_[^_\s\n][^_\n]*_)|(\[[^\]\n]+\]\([^)\s]+\))/;
+  // Inline: `code`, **bold**, *italic* (never `_`: identifiers such as window.__x stay as they are), [label](http(s) URL).
+  const INLINE = /(`[^`\n]+`)|(\*\*[^*\n]+\*\*)|(\*[^*\s\n][^*\n]*\*)|(\[[^\]\n]+\]\([^)\s]+\))/;
   function inline(text, parent) {
     let rest = text;
     while (rest) {
