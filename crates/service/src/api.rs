@@ -513,9 +513,10 @@ async fn check_origin(State(state): State<ServiceState>, request: Request, next:
         return next.run(request).await;
     };
     let path = request.uri().path().to_owned();
-    if origin == format!("http://{host}")
-        || (request.method() == http::Method::GET && path == "/widget.js")
-    {
+    // The service's own pages (the console) call it from its own origin; the widget's script
+    // is public.
+    let own_origin = origin == format!("http://{host}") || origin == format!("https://{host}");
+    if own_origin || (request.method() == http::Method::GET && path == "/widget.js") {
         return next.run(request).await;
     }
     let loopback = origin_is_loopback(&origin);
