@@ -130,6 +130,7 @@ await run(async () => {
     await page.goto(`${base}/console#/grants`);
     const grant = page.locator("#script-grants tbody tr", { hasText: "pdf-tools" });
     await grant.waitFor(TIMEOUT);
+    check(await page.locator("#skill-grants tbody tr", { hasText: "skill://weather/forecast" }).count() === 1, "the skill grant is listed with its server's skill");
     await screenshot(page, "grants");
     await grant.getByRole("button").click();
     await page.getByText("Revoked").waitFor(TIMEOUT);

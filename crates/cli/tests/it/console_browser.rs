@@ -29,6 +29,23 @@ fn config(mock: &MockModel) -> String {
     )
 }
 
+/// A skill grant as `warden` keeps it: the weather server's forecast skill approved to use
+/// one tool.
+fn seed_skill_grant(sandbox: &Sandbox) {
+    sandbox.write(
+        &sandbox.state_dir().join("skill-grants.json"),
+        &json!({"version": 1, "grants": [{
+            "server": "weather",
+            "resource_uri": "skill://weather/forecast",
+            "tools": ["mcp__weather__get_forecast"],
+            "content_hash": format!("sha256:{}", "a".repeat(64)),
+            "tools_hash": format!("sha256:{}", "b".repeat(64)),
+            "approved_at_unix": 1_796_000_000u64,
+        }]})
+        .to_string(),
+    );
+}
+
 fn operator_key(sandbox: &Sandbox) -> String {
     sandbox
         .ok(&[
@@ -102,6 +119,7 @@ async fn an_operator_watches_a_run_approves_its_call_edits_a_skill_and_filters_t
         "--expires-in",
         "7d",
     ]);
+    seed_skill_grant(&sandbox);
     let app = key(&sandbox, "acme", "web-app");
     let operator = operator_key(&sandbox);
     let service = Service::start(&sandbox).await;
@@ -532,6 +550,7 @@ async fn grants_are_listed_and_revoked_with_an_operator_key_only() {
         "7d",
     ]);
     sandbox.ok(&["skills", "script-grants", "add", "notes"]);
+    seed_skill_grant(&sandbox);
     let app = key(&sandbox, "acme", "web-app");
     let operator = operator_key(&sandbox);
     let service = Service::start(&sandbox).await;
@@ -551,7 +570,14 @@ async fn grants_are_listed_and_revoked_with_an_operator_key_only() {
         .unwrap();
     assert_eq!(extract["script"], "scripts/extract.py");
     assert!(extract["expires_at"].as_u64().unwrap() > extract["granted_at"].as_u64().unwrap());
-    assert_eq!(grants["skill_grants"], json!([]));
+    assert_eq!(
+        grants["skill_grants"][0]["resource_uri"],
+        "skill://weather/forecast"
+    );
+    assert_eq!(
+        grants["skill_grants"][0]["tools"],
+        json!(["mcp__weather__get_forecast"])
+    );
 
     let revoke = |path: &str, key: &str| client().delete(service.url(path)).bearer_auth(key);
     let (status, _) = send(revoke(
@@ -574,12 +600,16 @@ async fn grants_are_listed_and_revoked_with_an_operator_key_only() {
     assert_eq!(status, 404, "revoked once");
     let (status, _) = send(revoke("/grants/scripts/notes", &operator)).await;
     assert_eq!(status, 204);
-    let (status, _) = send(revoke(
-        "/grants/skills/weather/skill%3A%2F%2Fweather%2Fforecast",
-        &operator,
-    ))
-    .await;
-    assert_eq!(status, 404);
+    for expected in [204, 404] {
+        let (status, _) = send(revoke(
+            "/grants/skills/weather/skill%3A%2F%2Fweather%2Fforecast",
+            &operator,
+        ))
+        .await;
+        assert_eq!(status, expected, "the skill grant is revoked once");
+    }
+    let (_, grants) = send(client().get(service.url("/grants")).bearer_auth(&operator)).await;
+    assert_eq!(grants["skill_grants"], json!([]));
     let listed = sandbox.ok(&["skills", "script-grants", "list", "--json"]);
     assert_eq!(serde_json::from_str::<Value>(&listed).unwrap(), json!([]));
 }

@@ -60,7 +60,7 @@ export async function show(main, _rest, signal) {
             h("td", {}, grant.network ? "yes" : "no"),
             h("td", {}, when(grant.granted_at)),
             h("td", {}, grant.expires_at ? h("span", { class: expired ? "badge bad" : "" }, (expired ? "expired " : "") + when(grant.expires_at)) : "never"),
-            h("td", {}, h("button", { type: "button", class: "deny", onclick: revoke(path, grant.script || grant.skill) }, grant.script ? "Revoke" : "Revoke all of the skill's")));
+            h("td", {}, h("button", { type: "button", class: "deny", onclick: revoke(path, grant.script || grant.skill) }, grant.script ? "Revoke" : "Revoke all for this skill")));
         }) : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "None.")))));
   };
   await load();
