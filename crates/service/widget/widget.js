@@ -113,7 +113,7 @@ header button { background: none; border: none; color: inherit; font: inherit; f
 .user { align-self: flex-end; background: var(--warden-user-bg, var(--warden-accent, #2d5bd7)); color: var(--warden-user-text, #fff); white-space: pre-wrap; }
 .assistant { align-self: flex-start; background: var(--warden-assistant-bg, #eef1f5); }
 .activity { align-self: flex-start; font-size: .85rem; color: var(--warden-muted, #5f6b7a); display: flex; gap: .4rem; align-items: center; }
-.activity progress { width: 6rem; }
+.activity progress { width: 6rem; accent-color: var(--warden-accent, #2d5bd7); }
 .error { align-self: stretch; font-size: .85rem; color: var(--warden-error, #b3261e); }
 form { display: flex; gap: .4rem; padding: .6rem; border-top: 1px solid rgba(0,0,0,.1); }
 textarea { flex: 1; resize: none; font: inherit; padding: .4rem .5rem; border: 1px solid rgba(0,0,0,.2); border-radius: 8px; background: var(--warden-input-bg, #fff); color: inherit; }
