@@ -34,9 +34,14 @@ await run(async () => {
     check(stored.session.includes("warden.console.key") && stored.local.length === 0 && stored.cookie === "", "the key is kept in the tab's session storage only (no local storage, no cookie)");
     check(!page.url().includes(operatorKey), "the key is never in the URL");
 
-    // The product starts a session whose run writes a note carrying HTML and script.
+    // The approvals queue is open and empty; the product starts a session whose run writes a
+    // note carrying HTML and script, and the call needing approval appears without a reload.
+    await page.goto(`${base}/console#/approvals`);
+    await page.locator("#no-approvals").waitFor(TIMEOUT);
     const session = await api(base, appKey, "POST", "/sessions", { agent: "support" });
     await api(base, appKey, "POST", `/sessions/${session.id}/messages`, { text: "Please write the note." });
+    await page.locator(`article.approval`).first().waitFor(TIMEOUT);
+    check(true, "the approvals queue updates live with the new pending call");
     await page.goto(`${base}/console#/sessions/${session.id}`);
     await page.getByText("Waiting for approval of").waitFor(TIMEOUT);
     check(true, "the live view streams the run up to the call waiting for approval");
