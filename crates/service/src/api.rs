@@ -563,29 +563,19 @@ async fn check_origin(State(state): State<ServiceState>, request: Request, next:
         );
         return cross_origin(response);
     }
-    // A listed product page presents a widget token, never an API key.
-    let presents_widget_token = request
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .is_some_and(|token| token.trim().starts_with(WIDGET_TOKEN_PREFIX));
-    if !loopback && !presents_widget_token {
-        return cross_origin(
-            ApiError::new(
-                StatusCode::FORBIDDEN,
-                format!(
-                    "Origin {origin:?} may call the service only with a widget token (POST /v1/widget-tokens)"
-                ),
-            )
-            .into_response(),
-        );
+    // A listed product page presents a widget token, never an API key: `authenticate` refuses
+    // any other key on a request marked so.
+    let mut request = request;
+    if !loopback {
+        request.extensions_mut().insert(WidgetOnly(origin.clone()));
     }
     cross_origin(next.run(request).await)
 }
 
-/// How a widget token's secret begins (the store mints them so).
-const WIDGET_TOKEN_PREFIX: &str = "wwt_";
+/// A request from a product page's origin (`[service] widget_origins`): only a widget token
+/// may authenticate it.
+#[derive(Clone)]
+struct WidgetOnly(String);
 
 /// What a widget token reaches, by method and path: creating a session, posting to it, reading
 /// and streaming its events, listing and answering its client calls. `Some(session)` names the
@@ -647,6 +637,17 @@ async fn authenticate(
     };
     match state.store.resolve_key(presented) {
         Ok(Some(principal)) => {
+            if let Some(WidgetOnly(origin)) = request.extensions().get::<WidgetOnly>()
+                && principal.widget.is_none()
+            {
+                return ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "Origin {origin:?} may call the service only with a widget token (POST /v1/widget-tokens)"
+                    ),
+                )
+                .into_response();
+            }
             if let Some(scope) = &principal.widget {
                 // A widget token reaches the widget's routes, and of sessions only its own.
                 let refused =
