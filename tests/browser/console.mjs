@@ -125,7 +125,8 @@ await run(async () => {
 
     // Servers and tools.
     await page.goto(`${base}/console#/servers`);
-    await page.locator("#registered-servers table").waitFor(TIMEOUT);
+    await page.locator("#registered-servers table").getByText("https://mcp.example.com/mcp").waitFor(TIMEOUT);
+    check((await page.locator("#registered-servers").textContent()).includes("Bearer ${env:ORDERS_TOKEN}"), "the servers page lists the tenant's registered server with its header reference");
     await screenshot(page, "servers");
     await page.goto(`${base}/console#/tools/support`);
     await page.locator("#tools > *").first().waitFor(TIMEOUT);

@@ -122,8 +122,30 @@ async fn an_operator_watches_a_run_approves_its_call_edits_a_skill_and_filters_t
     seed_skill_grant(&sandbox);
     let app = key(&sandbox, "acme", "web-app");
     let operator = operator_key(&sandbox);
+    let admin = sandbox
+        .ok(&[
+            "service",
+            "key",
+            "create",
+            "--tenant",
+            "acme",
+            "--caller",
+            "admin@acme",
+            "--admin",
+        ])
+        .trim()
+        .to_owned();
     let service = Service::start(&sandbox).await;
     let base = origin_of(&service);
+    // A tenant admin registered a remote server (the Servers page lists it).
+    let (status, _) = send(
+        client()
+            .put(service.url("/servers/orders"))
+            .bearer_auth(&admin)
+            .json(&json!({"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${env:ORDERS_TOKEN}"}})),
+    )
+    .await;
+    assert_eq!(status, 201);
 
     let (passed, printed) = scenario(
         &chromium,
