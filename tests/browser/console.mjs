@@ -105,6 +105,14 @@ await run(async () => {
     await page.goto(`${base}/console#/skills`);
     await page.locator("#skills").getByRole("link", { name: "refunds" }).waitFor(TIMEOUT);
     await screenshot(page, "skills");
+    // Deleting it: the profile that names it is shown first, then it goes once confirmed.
+    await page.locator("#skills").getByRole("link", { name: "refunds" }).click();
+    await page.locator("#skill-text").waitFor(TIMEOUT);
+    await page.getByRole("button", { name: "Delete", exact: true }).click();
+    await page.getByText("Agent profiles name this skill: billing").waitFor(TIMEOUT);
+    await page.getByRole("button", { name: "Delete anyway" }).click();
+    await page.locator("#skills").waitFor(TIMEOUT);
+    check(await page.locator("#skills").getByRole("link", { name: "refunds" }).count() === 0, "deleting a skill a profile names shows the profile, and deletes once confirmed");
 
     // The audit, filtered: by tool, then by a tool nothing called; one record in full.
     await page.goto(`${base}/console#/audit`);

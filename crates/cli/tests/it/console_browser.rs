@@ -21,7 +21,7 @@ fn config(mock: &MockModel) -> String {
         )
     };
     format!(
-        "{}[agents.support]\ninstructions = \"Help the customer.\"\n{}{}{}[agents.other]\ninstructions = \"Another agent.\"\n[service]\nwidget_origins = [\"https://shop.example\"]\n",
+        "{}[agents.support]\ninstructions = \"Help the customer.\"\n{}{}{}[agents.other]\ninstructions = \"Another agent.\"\n[agents.billing]\ninstructions = \"Billing questions.\"\nskills = [\"refunds\"]\n[service]\nwidget_origins = [\"https://shop.example\"]\n",
         mock_model_config(&mock.base_url(), "openai", None),
         tool("open_order", "Opens an order in the page."),
         tool("cancel_order", "Cancels an order."),
@@ -165,6 +165,7 @@ async fn an_operator_watches_a_run_approves_its_call_edits_a_skill_and_filters_t
         "ok: the approval shows the argument's HTML and script as text",
         "ok: after the approval the run continues to the model's answer and ends",
         "ok: the corrected skill saves",
+        "ok: deleting a skill a profile names shows the profile, and deletes once confirmed",
         "ok: a filter nothing matches lists no records",
         "ok: a revoked script grant leaves the list",
         "ok: no payload ran in the console",
