@@ -86,6 +86,14 @@ await run(async () => {
     // Escape closes the panel and gives the focus back to the launcher.
     await page.keyboard.press("Escape");
     check(await launcher.isVisible(), "Escape closes the panel");
+
+    // The next page of the shop (the same token): the conversation is still there.
+    await page.reload();
+    await page.locator("warden-chat").getByRole("button", { name: "Ask the shop" }).click();
+    await page.locator("warden-chat .message.assistant").getByText("has shipped").waitFor(TIMEOUT);
+    const restored = await page.locator("warden-chat .message.user").allTextContents();
+    check(restored.length === 1 && restored[0] === "Where is my order A-1042?", "after a reload the conversation is shown again");
+    check(JSON.stringify(await page.evaluate(() => window.__calls)) === "[]", "a replayed conversation runs no handler again");
     check(browser.errors.length === 0, `no script error in the page (${browser.errors.join("; ")})`);
   } finally {
     await browser.close();

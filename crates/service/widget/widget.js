@@ -183,6 +183,8 @@ button:focus-visible, textarea:focus-visible, a:focus-visible { outline: 2px sol
     return parsed;
   }
 
+  /** The tab remembers its session (an id, not a secret) across the product's pages. */
+  const STORE = `warden.widget.session:${agent}`;
   let session = null;
   let busy = false;
   const answered = new Set();
@@ -205,11 +207,69 @@ button:focus-visible, textarea:focus-visible, a:focus-visible { outline: 2px sol
     await call("POST", `/sessions/${encodeURIComponent(session)}/client-calls/${encodeURIComponent(pending.id)}`, answer);
   }
 
+  // What the panel shows of the run being followed: the reply being written, each tool's activity.
+  const view = { reply: null, text: "", activities: new Map() };
+
+  /** Shows one event; `live` runs client-side tools (a replayed event only shows). Whether the run ended. */
+  function render(event, live) {
+    switch (event.type) {
+      case "run_started":
+        view.reply = null;
+        if (!live) show(el("div", { class: "message user" }, event.message));
+        return false;
+      case "text_delta":
+        if (!view.reply) {
+          view.reply = show(el("div", { class: "message assistant" }));
+          view.text = "";
+        }
+        view.text += event.text;
+        view.reply.replaceChildren(markdown(view.text));
+        log.scrollTop = log.scrollHeight;
+        return false;
+      case "tool_call_started": {
+        view.reply = null;
+        const progress = el("progress", { "aria-label": `progress of ${event.name}` });
+        const label = el("span", {}, `Working: ${event.name}…`);
+        view.activities.set(event.id, { progress, label, name: event.name });
+        show(el("div", { class: "activity", role: "status" }, label, progress));
+        return false;
+      }
+      case "tool_progress": {
+        const activity = view.activities.get(event.id);
+        if (activity && typeof event.progress === "number") {
+          activity.progress.max = event.total > 0 ? event.total : Math.max(event.progress, 1);
+          activity.progress.value = event.progress;
+        }
+        if (activity && event.message) activity.label.textContent = `${activity.name}: ${event.message}`;
+        return false;
+      }
+      case "tool_call_finished": {
+        const activity = view.activities.get(event.id);
+        if (activity) {
+          activity.progress.max = 1;
+          activity.progress.value = 1;
+          activity.label.textContent = `${event.name}: ${event.result.is_error ? "failed" : "done"}`;
+        }
+        return false;
+      }
+      case "client_call_pending":
+        if (live) answerClientCall(event.call).catch((error) => fail(error.message));
+        return false;
+      case "run_failed":
+        fail(`The assistant could not answer: ${event.error}`);
+        return true;
+      case "run_finished":
+      case "run_interrupted":
+        view.reply = null;
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  /** Follows the session's events after cursor `after` until its run ends. */
   async function follow(after) {
     let last = after;
-    let reply = null;
-    let text = "";
-    const activities = new Map();
     for (let attempt = 0; attempt < 5; attempt += 1) {
       const response = await fetch(`${base}/v1/sessions/${encodeURIComponent(session)}/events/stream?after=${last}`, {
         headers: { Authorization: `Bearer ${token}` }, mode: "cors", credentials: "omit", cache: "no-store",
@@ -233,57 +293,47 @@ button:focus-visible, textarea:focus-visible, a:focus-visible { outline: 2px sol
           }
           if (id === null || !data) continue;
           last = id;
-          const event = JSON.parse(data);
-          switch (event.type) {
-            case "text_delta":
-              if (!reply) {
-                reply = show(el("div", { class: "message assistant" }));
-                text = "";
-              }
-              text += event.text;
-              reply.replaceChildren(markdown(text));
-              log.scrollTop = log.scrollHeight;
-              break;
-            case "tool_call_started": {
-              reply = null;
-              const progress = el("progress", { "aria-label": `progress of ${event.name}` });
-              const label = el("span", {}, `Working: ${event.name}…`);
-              activities.set(event.id, { progress, label, name: event.name });
-              show(el("div", { class: "activity", role: "status" }, label, progress));
-              break;
-            }
-            case "tool_progress": {
-              const activity = activities.get(event.id);
-              if (activity && typeof event.progress === "number") {
-                activity.progress.max = event.total > 0 ? event.total : Math.max(event.progress, 1);
-                activity.progress.value = event.progress;
-              }
-              if (activity && event.message) activity.label.textContent = `${activity.name}: ${event.message}`;
-              break;
-            }
-            case "tool_call_finished": {
-              const activity = activities.get(event.id);
-              if (activity) {
-                activity.progress.max = 1;
-                activity.progress.value = 1;
-                activity.label.textContent = `${event.name}: ${event.result.is_error ? "failed" : "done"}`;
-              }
-              break;
-            }
-            case "client_call_pending":
-              answerClientCall(event.call).catch((error) => fail(error.message));
-              break;
-            case "run_failed":
-              fail(`The assistant could not answer: ${event.error}`);
-              return;
-            case "run_finished":
-            case "run_interrupted":
-              return;
-            default:
-              break;
-          }
+          if (render(JSON.parse(data), true)) return;
         }
       }
+    }
+  }
+
+  /**
+   * After the page loads again with the same token: the conversation of the session this tab
+   * had is shown again, its client calls still waiting are answered here, and a run still going
+   * is followed. A session the token cannot reach (a new token) is forgotten.
+   */
+  async function resume() {
+    const saved = sessionStorage.getItem(STORE);
+    if (!saved || !token) return;
+    session = saved;
+    let after = 0;
+    let going = false;
+    try {
+      for (;;) {
+        const page = await call("GET", `/sessions/${encodeURIComponent(session)}/events?after=${after}&limit=500`);
+        for (const { event } of page.events) {
+          if (event.type === "run_started" || event.type === "run_resumed") going = true;
+          if (render(event, false)) going = false;
+        }
+        if (page.events.length === 0 || page.next === after) break;
+        after = page.next;
+      }
+      const { client_calls: pending } = await call("GET", `/sessions/${encodeURIComponent(session)}/client-calls`);
+      for (const waiting of pending) answerClientCall(waiting).catch((error) => fail(error.message));
+      if (going) {
+        busy = true;
+        send.disabled = true;
+        await follow(after);
+      }
+    } catch {
+      sessionStorage.removeItem(STORE);
+      session = null;
+      log.replaceChildren();
+    } finally {
+      busy = false;
+      send.disabled = false;
     }
   }
 
@@ -299,7 +349,10 @@ button:focus-visible, textarea:focus-visible, a:focus-visible { outline: 2px sol
     input.value = "";
     show(el("div", { class: "message user" }, message));
     try {
-      if (!session) session = (await call("POST", "/sessions", agent ? { agent } : {})).id;
+      if (!session) {
+        session = (await call("POST", "/sessions", agent ? { agent } : {})).id;
+        sessionStorage.setItem(STORE, session);
+      }
       const accepted = await call("POST", `/sessions/${encodeURIComponent(session)}/messages`, { text: message });
       await follow(accepted.events_after);
     } catch (error) {
@@ -319,13 +372,19 @@ button:focus-visible, textarea:focus-visible, a:focus-visible { outline: 2px sol
     },
     /** Replaces the widget token (the product mints a new one before the old expires). */
     setToken(next) {
-      if (next !== token) session = null;
+      if (next !== token) {
+        session = null;
+        sessionStorage.removeItem(STORE);
+      }
       token = String(next || "");
     },
     open,
     close: shut,
   });
-  const mount = () => document.body.append(host);
+  const mount = () => {
+    document.body.append(host);
+    resume();
+  };
   if (document.body) mount();
   else document.addEventListener("DOMContentLoaded", mount);
 })();

@@ -216,10 +216,15 @@ async fn a_page_embeds_the_widget_whose_client_tool_handlers_answer_the_model() 
     )
     .await;
     assert!(passed, "{printed}");
-    assert!(
-        printed.contains("ok: the page's handlers were called with the model's arguments"),
-        "{printed}"
-    );
+    for seen in [
+        "ok: the page's handlers were called with the model's arguments",
+        "ok: the page's CSS does not hide the widget (shadow DOM)",
+        "ok: a javascript: link stays text",
+        "ok: after a reload the conversation is shown again",
+        "ok: a replayed conversation runs no handler again",
+    ] {
+        assert!(printed.contains(seen), "{seen}\n{printed}");
+    }
     // Each answer reached the model as the call's result: the handler's value, the error it
     // threw, and "unavailable" for the tool the page has no handler for.
     let requests = mock.requests();
