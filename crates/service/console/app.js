@@ -9,6 +9,7 @@ import * as servers from "./pages/servers.js";
 import * as tools from "./pages/tools.js";
 import * as skills from "./pages/skills.js";
 import * as grants from "./pages/grants.js";
+import * as tenants from "./pages/tenants.js";
 
 const PAGES = [
   ["sessions", "Sessions", sessions],
@@ -18,6 +19,7 @@ const PAGES = [
   ["tools", "Tools", tools],
   ["skills", "Skills", skills],
   ["grants", "Grants", grants],
+  ["tenants", "Tenants", tenants],
 ];
 
 const main = document.getElementById("main");

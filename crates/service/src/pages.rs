@@ -73,6 +73,11 @@ const CONSOLE_FILES: &[(&str, &str, &str)] = &[
         include_str!("../console/pages/skills.js"),
     ),
     (
+        "pages/tenants.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../console/pages/tenants.js"),
+    ),
+    (
         "pages/grants.js",
         "text/javascript; charset=utf-8",
         include_str!("../console/pages/grants.js"),

@@ -19,16 +19,16 @@ export async function show(main, _rest, signal) {
     try {
       const { servers } = await api("GET", "/servers/status");
       replace(live, h("h2", {}, "Reached by your sessions"),
-        h("table", { class: "grid" },
+        h("table", { class: "grid", id: "server-status-table" },
           h("thead", {}, h("tr", {}, ["Server", "Origin", "State", "Protocol", "Tools", "Last failure"].map((title) => h("th", {}, title)))),
-          h("tbody", {}, servers.length ? servers.map((server) => h("tr", {},
-            h("td", {}, h("code", {}, server.name)),
-            h("td", {}, server.origin),
-            h("td", {}, h("span", { class: `badge state-${server.state}` }, server.state)),
+          h("tbody", {}, servers.length ? servers.map((server) => h("tr", { dataset: { server: server.name } },
+            h("td", {}, h("code", {}, server.name), server.server ? h("div", { class: "muted" }, server.server) : null),
+            h("td", {}, server.origin, server.transport ? h("div", { class: "muted" }, server.transport) : null),
+            h("td", {}, h("span", { class: `badge ${server.failure ? "bad" : server.state === "connected" ? "ok" : "warn"}` }, server.state)),
             h("td", {}, server.protocol || ""),
-            h("td", {}, server.tools ?? server.tools_count ?? ""),
+            h("td", {}, server.tools ?? ""),
             h("td", {}, server.failure ? h("details", {}, h("summary", {}, server.failure),
-              h("pre", { class: "output" }, server.stderr_tail || "(no stderr)")) : "")))
+              h("pre", { class: "output" }, (server.stderr_tail || []).length ? server.stderr_tail.join("\n") : "(no stderr)")) : "")))
             : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No servers.")))));
     } catch (error) {
       if (!(error instanceof ApiError && (error.status === 404 || error.status === 405))) throw error;

@@ -20,15 +20,16 @@ export async function show(main, [agent], signal) {
   try {
     const query = agent ? `?agent=${encodeURIComponent(agent)}` : "";
     const { tools } = await api("GET", `/tools${query}`);
-    replace(body, h("table", { class: "grid" },
+    replace(body, h("table", { class: "grid", id: "tools-table" },
       h("thead", {}, h("tr", {}, ["Tool", "Source", "Effect", "Permission", "Timeout", "Approval"].map((title) => h("th", {}, title)))),
-      h("tbody", {}, tools.length ? tools.map((tool) => h("tr", {},
+      h("tbody", {}, tools.length ? tools.map((tool) => h("tr", { dataset: { tool: tool.name } },
         h("td", {}, h("code", {}, tool.name), tool.description ? h("div", { class: "muted" }, tool.description) : null),
-        h("td", {}, h("span", { class: "badge" }, tool.source)),
-        h("td", {}, tool.effect ? h("span", { class: `badge class-${tool.effect}` }, tool.effect) : ""),
-        h("td", {}, tool.permission ?? tool.required_permission ?? ""),
+        h("td", {}, h("span", { class: "badge" }, tool.source), tool.server ? h("div", { class: "muted" }, tool.server) : null),
+        h("td", {}, tool.effect ? h("span", { class: `badge class-${tool.effect}` }, tool.effect) : null,
+          (tool.classes || []).filter((cls) => cls !== tool.effect).map((cls) => h("span", { class: `badge class-${cls}` }, cls))),
+        h("td", {}, tool.required_permission || ""),
         h("td", {}, tool.timeout_sec !== undefined && tool.timeout_sec !== null ? `${tool.timeout_sec} s` : ""),
-        h("td", {}, String(tool.approval ?? tool.requires_approval ?? ""))))
+        h("td", {}, tool.requires_approval ? h("span", { class: "badge warn" }, "asks every call") : "by policy")))
         : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No tools.")))));
   } catch (error) {
     if (error instanceof ApiError && error.status === 404 && /endpoint/.test(error.message)) {
