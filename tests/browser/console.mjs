@@ -8,7 +8,7 @@ import { api, check, env, launch, run, screenshot } from "./lib.mjs";
 const HOSTILE = `<img src=x onerror="window.__pwned='img'"><script>window.__pwned='script'</script>`;
 /** The payload as a JSON string shows it (its quotes escaped). */
 const shown = (text) => text.includes("<img src=x onerror=") && text.includes("<script>window.__pwned='script'</script>");
-const TIMEOUT = { timeout: 30_000 };
+const TIMEOUT = { timeout: 60_000 }; // a hang guard only
 
 await run(async () => {
   const base = env("WARDEN_URL");

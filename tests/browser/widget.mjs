@@ -5,7 +5,7 @@
 import { createServer } from "node:http";
 import { api, check, env, launch, run, screenshot } from "./lib.mjs";
 
-const TIMEOUT = { timeout: 30_000 };
+const TIMEOUT = { timeout: 60_000 }; // a hang guard only
 
 /** The product's page: its own hostile CSS, the widget's script tag, and its tool handlers. */
 function productPage(base, token) {
