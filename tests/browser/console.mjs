@@ -133,11 +133,15 @@ await run(async () => {
 
     // Servers and tools.
     await page.goto(`${base}/console#/servers`);
-    await page.locator("#registered-servers table").getByText("https://mcp.example.com/mcp").waitFor(TIMEOUT);
+    await page.locator("#registered-servers table").getByText("http://127.0.0.1:9/mcp").waitFor(TIMEOUT);
     check((await page.locator("#registered-servers").textContent()).includes("Bearer ${env:ORDERS_TOKEN}"), "the servers page lists the tenant's registered server with its header reference");
     await screenshot(page, "servers");
+    await page.locator("#server-status-table, #server-status p").first().waitFor(TIMEOUT);
     await page.goto(`${base}/console#/tools/support`);
-    await page.locator("#tools > *").first().waitFor(TIMEOUT);
+    await page.locator("#tools-table").waitFor(TIMEOUT);
+    const client = page.locator('#tools-table tr[data-tool="open_order"]');
+    check((await client.textContent()).includes("client"), "the tools page lists the agent's client-side tool with its source");
+    check(await page.locator('#tools-table tr[data-tool="read_file"]').count() === 1, "the tools page lists the built-in tools");
     await screenshot(page, "tools");
 
     // Grants: the operator's script grant is listed and revoked.
@@ -149,6 +153,16 @@ await run(async () => {
     await grant.getByRole("button").click();
     await page.getByText("Revoked").waitFor(TIMEOUT);
     check(await page.locator("#script-grants tbody tr", { hasText: "pdf-tools" }).count() === 0, "a revoked script grant leaves the list");
+
+    // Tenants: the operator sees acme and revokes its admin's key.
+    await page.goto(`${base}/console#/tenants`);
+    await page.locator("#tenants").getByRole("link", { name: "acme" }).click();
+    const adminKey = page.locator("#tenant-keys tr", { hasText: "admin@acme" });
+    await adminKey.waitFor(TIMEOUT);
+    await screenshot(page, "tenants");
+    await adminKey.getByRole("button", { name: "Revoke" }).click();
+    await page.getByText("Revoked key_").waitFor(TIMEOUT);
+    check(await page.locator("#tenant-keys tr", { hasText: "admin@acme" }).getByRole("button", { name: "Revoke" }).count() === 0, "the operator revokes a tenant's key from the Tenants page");
 
     const pwned = await page.evaluate(() => window.__pwned || null);
     check(pwned === null, "no payload ran in the console");

@@ -156,7 +156,9 @@ impl AuthorizingClient {
                     options.timeout = INLINE_LOGIN_TIMEOUT;
                     let show: &(dyn Fn(&str) + Send + Sync) = match login.redirect {
                         RedirectMode::Headless { .. } => &|_| {},
-                        RedirectMode::Interactive { .. } => &show_url,
+                        RedirectMode::Interactive { .. } | RedirectMode::Relayed { .. } => {
+                            &show_url
+                        }
                     };
                     match warden_oauth::login(&login.settings, options, show).await {
                         Ok(manager) => {
@@ -178,7 +180,9 @@ impl AuthorizingClient {
                     let manager = self.inner.auth_manager.lock().await;
                     let show: &(dyn Fn(&str) + Send + Sync) = match login.redirect {
                         RedirectMode::Headless { .. } => &|_| {},
-                        RedirectMode::Interactive { .. } => &show_url,
+                        RedirectMode::Interactive { .. } | RedirectMode::Relayed { .. } => {
+                            &show_url
+                        }
                     };
                     if let Err(error) = warden_oauth::step_up(
                         &manager,

@@ -439,6 +439,7 @@ pub async fn step_up(
     let redirect = match redirect {
         RedirectMode::Interactive { .. } => RedirectMode::Interactive { port },
         RedirectMode::Headless { .. } => RedirectMode::Headless { port },
+        relayed @ RedirectMode::Relayed { .. } => relayed,
     };
     let receiver = RedirectReceiver::prepare(redirect, None).await?;
     authorize_at(manager, receiver, &authorization_url, timeout, show_url).await

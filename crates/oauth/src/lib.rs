@@ -23,7 +23,7 @@ pub use flow::{
     logout_provisioned, probe, step_up, stored_manager,
 };
 pub use provisioned::{ProvisionedCredentials, ProvisionedEnv, ProvisionedValues};
-pub use redirect::{DEFAULT_PREREGISTERED_PORT, RedirectMode, parse_redirect};
+pub use redirect::{DEFAULT_PREREGISTERED_PORT, RedirectInbox, RedirectMode, parse_redirect};
 pub use revoke::revoke_token;
 pub use secret::Secret;
 pub use store::{

@@ -25,12 +25,56 @@ pub enum RedirectMode {
     /// Follow the authorization URL with one GET that does not follow redirects and read the
     /// code from the `Location` header: for authorization servers that redirect at once.
     Headless { port: Option<u16> },
+    /// The redirect reaches another listener of the process (the service's callback route),
+    /// which hands each redirect URL it gets to `inbox`; only the one carrying the login's
+    /// `state` counts.
+    Relayed {
+        redirect_uri: String,
+        inbox: RedirectInbox,
+    },
+}
+
+/// Where a process's own callback route hands redirect URLs to a waiting login.
+#[derive(Clone)]
+pub struct RedirectInbox(std::sync::Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>>);
+
+impl RedirectInbox {
+    /// An inbox and the sender its callback route delivers redirect URLs with.
+    pub fn new() -> (mpsc::UnboundedSender<String>, Self) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        (
+            sender,
+            Self(std::sync::Arc::new(tokio::sync::Mutex::new(receiver))),
+        )
+    }
+
+    /// The first redirect URL that carries `state`; `None` once every sender is gone.
+    async fn awaited(&self, state: &str) -> Option<String> {
+        let mut receiver = self.0.lock().await;
+        while let Some(redirect) = receiver.recv().await {
+            let carries_state = url::Url::parse(&redirect).is_ok_and(|url| {
+                url.query_pairs()
+                    .any(|(key, value)| key == "state" && value == state)
+            });
+            if carries_state {
+                return Some(redirect);
+            }
+        }
+        None
+    }
+}
+
+impl std::fmt::Debug for RedirectInbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RedirectInbox")
+    }
 }
 
 impl RedirectMode {
     fn port(&self) -> Option<u16> {
         match self {
             Self::Interactive { port } | Self::Headless { port } => *port,
+            Self::Relayed { .. } => None,
         }
     }
 }
@@ -69,6 +113,13 @@ impl RedirectReceiver {
                     listener: Some(listener),
                 })
             }
+            RedirectMode::Relayed {
+                ref redirect_uri, ..
+            } => Ok(Self {
+                redirect_uri: redirect_uri.clone(),
+                mode,
+                listener: None,
+            }),
             RedirectMode::Headless { .. } => Ok(Self {
                 mode,
                 redirect_uri: format!(
@@ -94,6 +145,15 @@ impl RedirectReceiver {
     ) -> Result<AuthorizationCallback, OAuthError> {
         let redirect = match self.mode {
             RedirectMode::Headless { .. } => headless_redirect(authorization_url).await?,
+            RedirectMode::Relayed { inbox, .. } => {
+                let state = expected_state(authorization_url)?;
+                tokio::time::timeout(timeout, inbox.awaited(&state))
+                    .await
+                    .map_err(|_| {
+                        OAuthError::Redirect(format!("no redirect within {} s", timeout.as_secs()))
+                    })?
+                    .ok_or_else(|| OAuthError::Redirect("the callback route stopped".to_string()))?
+            }
             RedirectMode::Interactive { .. } => {
                 let listener = self
                     .listener

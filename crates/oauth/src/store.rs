@@ -162,6 +162,51 @@ struct KeyringBackend {
     file: FileBackend,
 }
 
+/// Bytes kept in memory only ([`TokenStore::in_memory`]); clones of the store share them.
+struct MemoryBackend {
+    bytes: std::sync::Mutex<Option<Vec<u8>>>,
+    label: String,
+}
+
+impl std::fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBackend")
+            .field("label", &self.label)
+            .field("bytes", &"[redacted]")
+            .finish()
+    }
+}
+
+impl TokenBackend for MemoryBackend {
+    fn load(&self) -> Result<Option<Vec<u8>>, OAuthError> {
+        Ok(self
+            .bytes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone())
+    }
+
+    fn save(&self, bytes: &[u8]) -> Result<(), OAuthError> {
+        *self
+            .bytes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(bytes.to_vec());
+        Ok(())
+    }
+
+    fn delete(&self) -> Result<(), OAuthError> {
+        *self
+            .bytes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("memory only ({})", self.label)
+    }
+}
+
 /// `token_store = "keyring"` without a keyring: every access fails with the reason.
 #[derive(Debug)]
 struct NoKeyring {
@@ -235,6 +280,20 @@ impl TokenStore {
         Self {
             path,
             backend,
+            server_url: None,
+        }
+    }
+
+    /// A store held only in this process's memory (the service's tenants' tokens: never
+    /// written to disk or a database, gone when the process ends). `lock_path` names the file
+    /// whose neighbour `.lock` serializes refreshes; `label` says whose tokens these are.
+    pub fn in_memory(lock_path: impl Into<PathBuf>, label: impl Into<String>) -> Self {
+        Self {
+            path: lock_path.into(),
+            backend: Arc::new(MemoryBackend {
+                bytes: std::sync::Mutex::default(),
+                label: label.into(),
+            }),
             server_url: None,
         }
     }

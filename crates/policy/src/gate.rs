@@ -278,6 +278,15 @@ impl Gate {
         admitted && !rule_denies && !deny_listed
     }
 
+    /// `descriptor` as the gate governs a call of it: the operator's `[tool_settings]` for its
+    /// public name applied (the permission and timeout they set replace the tool's own, and
+    /// `requires_approval` only ever adds asking). What a console shows of a tool.
+    pub fn governed(&self, mut descriptor: ToolDescriptor) -> ToolDescriptor {
+        let names = [descriptor.public_name.clone()];
+        apply_tool_settings(&mut descriptor, &self.policy.tool_settings, &names);
+        descriptor
+    }
+
     /// Unlocks tools for a session after the user approved a skill's grant: they are not asked
     /// about again. Grants pass approval only; they never widen authorization.
     pub fn grant_for_session(
@@ -420,16 +429,7 @@ impl Gate {
         );
         // The operator's `[tool_settings]` for these names: what they set replaces the tool's
         // own, and `requires_approval` only ever adds asking.
-        let settings = settings_for(&self.policy.tool_settings, &names);
-        if let Some(permission) = settings.required_permission {
-            descriptor.required_permission = Some(permission);
-        }
-        if let Some(timeout) = settings.timeout {
-            descriptor.timeout = Some(timeout);
-        }
-        if settings.requires_approval == Some(true) {
-            descriptor.requires_approval = true;
-        }
+        apply_tool_settings(&mut descriptor, &self.policy.tool_settings, &names);
         for name in &names {
             if let Err(reason) = check_rules(&self.policy.rules, name) {
                 return Step::stop(Decision::Denied, Layer::Rule, reason);
@@ -887,5 +887,23 @@ impl Step {
             output: None,
             hook_feedback: None,
         }
+    }
+}
+
+/// Applies the `[tool_settings]` entries matching `names` to `descriptor`.
+fn apply_tool_settings(
+    descriptor: &mut ToolDescriptor,
+    rules: &[crate::tool_settings::ToolSettingsRule],
+    names: &[String],
+) {
+    let settings = settings_for(rules, names);
+    if let Some(permission) = settings.required_permission {
+        descriptor.required_permission = Some(permission);
+    }
+    if let Some(timeout) = settings.timeout {
+        descriptor.timeout = Some(timeout);
+    }
+    if settings.requires_approval == Some(true) {
+        descriptor.requires_approval = true;
     }
 }

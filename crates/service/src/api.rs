@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{DecideError, Decision};
 use crate::client_tools::AnswerError;
+use crate::inventory;
 use crate::runs::{RunError, Runs, SessionOpener};
 use crate::store::{
     ApprovalRow, ClientCallRow, EventRow, Principal, Role, ServerRow, ServiceStorage, SessionRow,
@@ -36,9 +37,9 @@ const DEFAULT_PAGE: usize = 100;
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct ServiceState {
-    store: Arc<dyn ServiceStorage>,
-    runs: Arc<Runs>,
-    opener: Arc<dyn SessionOpener>,
+    pub(crate) store: Arc<dyn ServiceStorage>,
+    pub(crate) runs: Arc<Runs>,
+    pub(crate) opener: Arc<dyn SessionOpener>,
     bound: SocketAddr,
 }
 
@@ -50,14 +51,14 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Self {
             status,
             message: message.into(),
         }
     }
 
-    fn not_found(what: &str) -> Self {
+    pub(crate) fn not_found(what: &str) -> Self {
         Self::new(StatusCode::NOT_FOUND, format!("no {what}"))
     }
 }
@@ -224,7 +225,7 @@ const WIDGET_TOKEN_MAX_TTL: u64 = 3600;
 
 /// A JSON body of type `T`: not JSON, the wrong shape or unknown fields are a 400 naming what
 /// was wrong.
-fn body<T: DeserializeOwned>(headers: &HeaderMap, bytes: &Bytes) -> Result<T, ApiError> {
+pub(crate) fn body<T: DeserializeOwned>(headers: &HeaderMap, bytes: &Bytes) -> Result<T, ApiError> {
     let is_json = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -252,13 +253,30 @@ pub(crate) struct NewSession {
     agent: Option<String>,
 }
 
-/// `POST /v1/sessions/{id}/messages`.
+/// `POST /v1/sessions/{id}/messages`: the user's text, or the name of a prompt snapshot whose
+/// messages continue the conversation (exactly one of the two).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum NewMessage {
+    Text(TextMessage),
+    Prompt(PromptReference),
+}
+
+/// The user's message.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct NewMessage {
-    /// The user's message (not blank).
+pub(crate) struct TextMessage {
+    /// The text (not blank).
     #[schemars(regex(pattern = r"\S"))]
     text: String,
+}
+
+/// A prompt snapshot of the tenant (`PUT /v1/prompts/{name}`) as the message.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PromptReference {
+    #[schemars(regex(pattern = r"\S"))]
+    prompt: String,
 }
 
 /// `POST /v1/approvals/{id}`.
@@ -361,6 +379,10 @@ pub fn router(
     axum::Router::new()
         .route("/v1/openapi.json", get(openapi))
         .merge(crate::pages::router())
+        .route(
+            crate::tenant_oauth::CALLBACK_PATH,
+            get(inventory::sign_in_callback),
+        )
         .merge(authenticated)
         .layer(axum::middleware::map_response(json_errors))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -425,6 +447,28 @@ pub(crate) fn routes() -> Vec<(
             "/v1/grants/scripts/{skill}/{script}",
             delete(revoke_script_grant),
         ),
+        ("get", "/v1/tenants", get(inventory::list_tenants)),
+        (
+            "get",
+            "/v1/tenants/{tenant}/keys",
+            get(inventory::list_keys),
+        ),
+        ("delete", "/v1/keys/{id}", delete(inventory::revoke_key)),
+        ("get", "/v1/servers/status", get(inventory::servers_status)),
+        ("post", "/v1/servers/{name}/login", post(inventory::sign_in)),
+        ("get", "/v1/tools", get(inventory::list_tools)),
+        ("get", "/v1/prompts", get(inventory::list_prompts)),
+        ("get", "/v1/prompts/{name}", get(inventory::show_prompt)),
+        (
+            "put",
+            "/v1/prompts/{name}",
+            axum::routing::put(inventory::put_prompt),
+        ),
+        (
+            "delete",
+            "/v1/prompts/{name}",
+            delete(inventory::delete_prompt),
+        ),
     ]
 }
 
@@ -437,12 +481,13 @@ async fn openapi() -> Response {
 /// method the route does not take) still answers `{"error": "…"}`.
 async fn json_errors(response: Response) -> Response {
     let status = response.status();
-    let is_json = response
+    // axum's own refusals are bare or plain text; a handler's JSON or page stays as it is.
+    let is_framework_text = response
         .headers()
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        .is_none_or(|value| value.starts_with("text/plain"));
+    if !(status.is_client_error() || status.is_server_error()) || !is_framework_text {
         return response;
     }
     let reason = match status {
@@ -687,7 +732,7 @@ fn unauthorized(reason: &str) -> Response {
     response
 }
 
-fn principal(request_extensions: &http::Extensions) -> Result<Principal, ApiError> {
+pub(crate) fn principal(request_extensions: &http::Extensions) -> Result<Principal, ApiError> {
     request_extensions
         .get::<Principal>()
         .cloned()
@@ -777,7 +822,7 @@ async fn delete_session(
     if state.store.session(&principal.tenant, &id)?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
-    if state.runs.is_going(&id) {
+    if state.runs.is_going_anywhere(&principal.tenant, &id) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "the session has a run going; cancel it first",
@@ -795,13 +840,28 @@ async fn post_message(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    let message: NewMessage = body(&headers, &bytes)?;
-    if message.text.trim().is_empty() {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "text is empty"));
-    }
+    let value: serde_json::Value = body(&headers, &bytes)?;
+    let message: NewMessage = serde_json::from_value(value).map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "send {\"text\": \"…\"} or {\"prompt\": \"NAME\"} (a prompt snapshot): exactly one, a string",
+        )
+    })?;
+    let input = match message {
+        NewMessage::Text(TextMessage { text }) if !text.trim().is_empty() => {
+            crate::runs::UserInput::Text(text)
+        }
+        NewMessage::Text(_) => return Err(ApiError::new(StatusCode::BAD_REQUEST, "text is empty")),
+        NewMessage::Prompt(PromptReference { prompt: name }) => crate::runs::UserInput::Prompt(
+            state
+                .store
+                .prompt(&principal.tenant, &name)?
+                .ok_or_else(|| ApiError::not_found(&format!("prompt snapshot named {name:?}")))?,
+        ),
+    };
     // The cursor to follow the run from: its events come after every event stored so far.
     let after = last_seq(&state, &principal, &id)?;
-    state.runs.start(&principal, &id, message.text)?;
+    state.runs.start(&principal, &id, input)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(Accepted {
@@ -838,7 +898,7 @@ async fn cancel_run(
     if state.store.session(&principal.tenant, &id)?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
-    if state.runs.cancel(&id) {
+    if state.runs.cancel_anywhere(&principal.tenant, &id) {
         Ok((StatusCode::ACCEPTED, Json(Cancelled { cancelled: true })).into_response())
     } else {
         Err(ApiError::new(
@@ -940,6 +1000,8 @@ async fn stream_events(
     if state.store.session(&principal.tenant, &id)?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
+    // Events another instance stores wake this stream too.
+    state.runs.listen();
     let stream = futures::stream::unfold(
         (state, principal, id, after, Vec::new().into_iter()),
         |(state, principal, id, mut after, mut pending)| async move {
@@ -959,7 +1021,7 @@ async fn stream_events(
                 let notified = wakeup.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                let going = state.runs.is_going(&id);
+                let going = state.runs.is_going_anywhere(&principal.tenant, &id);
                 let page = state
                     .store
                     .events_after(&principal.tenant, &id, after, MAX_PAGE)
@@ -1194,7 +1256,7 @@ async fn list_servers(
 }
 
 /// Only a tenant admin's key registers or removes servers.
-fn require_admin(principal: &Principal) -> Result<(), ApiError> {
+pub(crate) fn require_admin(principal: &Principal) -> Result<(), ApiError> {
     if principal.role == Role::Admin {
         Ok(())
     } else {
@@ -1289,6 +1351,7 @@ async fn delete_server(
     let principal = principal(&extensions)?;
     require_admin(&principal)?;
     if state.store.delete_server(&principal.tenant, &name)? {
+        state.runs.tokens().forget(&principal.tenant, &name);
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiError::not_found("such server"))
@@ -1483,15 +1546,6 @@ async fn issue_widget_token(
         .into_response())
 }
 
-/// Grants are the operator's files: only an operator's key reaches them.
-fn require_operator(principal: &Principal) -> Result<(), ApiError> {
-    if principal.role == Role::Operator {
-        Ok(())
-    } else {
-        Err(ApiError::not_found("such endpoint for this key"))
-    }
-}
-
 fn grant_error(error: String) -> ApiError {
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error)
 }
@@ -1500,7 +1554,7 @@ async fn list_grants(
     State(state): State<ServiceState>,
     extensions: http::Extensions,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
+    inventory::require_operator(&principal(&extensions)?)?;
     let (skills, scripts) = state.opener.grants().map_err(grant_error)?;
     Ok(Json(GrantList {
         skill_grants: skills
@@ -1541,7 +1595,7 @@ async fn revoke_skill_grant(
     extensions: http::Extensions,
     Path((server, uri)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
+    inventory::require_operator(&principal(&extensions)?)?;
     revoked(
         state
             .opener
@@ -1556,7 +1610,7 @@ async fn revoke_skill_scripts_grant(
     extensions: http::Extensions,
     Path(skill): Path<String>,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
+    inventory::require_operator(&principal(&extensions)?)?;
     revoked(
         state
             .opener
@@ -1571,7 +1625,7 @@ async fn revoke_script_grant(
     extensions: http::Extensions,
     Path((skill, script)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
+    inventory::require_operator(&principal(&extensions)?)?;
     revoked(
         state
             .opener

@@ -2,12 +2,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::oneshot;
 use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver, BoxFuture};
 
 use crate::runs::Runs;
+use crate::signals::Signal;
 use crate::store::{ApprovalRow, StoreError, now, random_id};
 
 /// A decision on a pending approval.
@@ -25,14 +27,6 @@ impl Decision {
             Self::AllowOnce => "allowed_once",
             Self::AllowForSession => "allowed_for_session",
             Self::Deny { .. } => "denied",
-        }
-    }
-
-    fn answer(self) -> ApprovalAnswer {
-        match self {
-            Self::AllowOnce => ApprovalAnswer::AllowOnce,
-            Self::AllowForSession => ApprovalAnswer::AllowForSession,
-            Self::Deny { reason } => ApprovalAnswer::Deny { reason },
         }
     }
 }
@@ -54,6 +48,42 @@ pub(crate) struct Waiting {
     answers: Mutex<HashMap<String, oneshot::Sender<(ApprovalAnswer, String)>>>,
 }
 
+/// How often a waiting approval looks at the store itself (a decision's signal was lost).
+const DECISION_LOOK: Duration = Duration::from_secs(2);
+
+/// The answer a stored decision gives (`reason`: the denial's, when known).
+fn answer_of(state: &str, reason: Option<String>) -> Option<ApprovalAnswer> {
+    match state {
+        "allowed_once" => Some(ApprovalAnswer::AllowOnce),
+        "allowed_for_session" => Some(ApprovalAnswer::AllowForSession),
+        "denied" => Some(ApprovalAnswer::Deny { reason }),
+        _ => None,
+    }
+}
+
+impl Waiting {
+    /// Hands a decision to the run waiting for approval `id`, when this instance holds it.
+    pub(crate) fn deliver(
+        &self,
+        id: &str,
+        state: &str,
+        reason: Option<String>,
+        decided_by: String,
+    ) {
+        let Some(answer) = answer_of(state, reason) else {
+            return;
+        };
+        let waiting = self
+            .answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        if let Some(waiting) = waiting {
+            let _ = waiting.send((answer, decided_by));
+        }
+    }
+}
+
 impl Runs {
     /// Decides a pending approval of `tenant` as `decided_by`; the waiting run goes on.
     pub fn decide(
@@ -71,21 +101,23 @@ impl Runs {
         if !store.decide_approval(tenant, id, state, decided_by)? {
             return Err(DecideError::Decided);
         }
-        let waiting = self
-            .waiting()
-            .answers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
         self.record(
             tenant,
             &row.session,
             &json!({"type": "approval_decided", "approval": id, "decision": state,
                     "decided_by": decided_by}),
         );
-        if let Some(waiting) = waiting {
-            let _ = waiting.send((decision.answer(), decided_by.to_owned()));
-        }
+        // The run waiting for it may be this instance's or another's.
+        self.store().signals().publish(Signal::ApprovalDecided {
+            tenant: tenant.to_owned(),
+            id: id.to_owned(),
+            state: state.to_owned(),
+            reason: match decision {
+                Decision::Deny { reason } => reason,
+                Decision::AllowOnce | Decision::AllowForSession => None,
+            },
+            decided_by: decided_by.to_owned(),
+        });
         Ok(ApprovalRow {
             state: state.to_owned(),
             decided_by: Some(decided_by.to_owned()),
@@ -122,11 +154,52 @@ impl Drop for Abandoned<'_> {
     }
 }
 
+/// The approver of a call a person asked for through the API (an admin copying a prompt in):
+/// the request is the approval, and the audit names who made it.
+pub(crate) struct RequesterApproves {
+    pub(crate) caller: String,
+}
+
+impl Approver for RequesterApproves {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        Box::pin(async move { self.approve_naming(request).await.0 })
+    }
+
+    fn approve_naming<'a>(
+        &'a self,
+        _request: &'a ApprovalRequest,
+    ) -> BoxFuture<'a, (ApprovalAnswer, Option<String>)> {
+        Box::pin(async move { (ApprovalAnswer::AllowOnce, Some(self.caller.clone())) })
+    }
+}
+
 /// The approver of one run: its calls that need a person go to the tenant's queue.
 pub(crate) struct RunApprover {
     pub(crate) runs: Arc<Runs>,
     pub(crate) tenant: String,
     pub(crate) session: String,
+}
+
+impl RunApprover {
+    /// The decision on approval `id` once the store holds one (looked at every
+    /// [`DECISION_LOOK`]): what a lost signal falls back on. The denial's reason travels only
+    /// with the signal, so this one has none.
+    async fn stored_decision(&self, id: &str) -> (ApprovalAnswer, String) {
+        loop {
+            tokio::time::sleep(DECISION_LOOK).await;
+            if let Ok(Some(row)) = self.runs.store().approval(&self.tenant, id)
+                && let Some(answer) = answer_of(&row.state, None)
+            {
+                self.runs
+                    .waiting()
+                    .answers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(id);
+                return (answer, row.decided_by.unwrap_or_default());
+            }
+        }
+    }
 }
 
 impl Approver for RunApprover {
@@ -186,11 +259,14 @@ impl Approver for RunApprover {
                 &self.session,
                 &json!({"type": "approval_needed", "approval": row}),
             );
-            let answer = answered.await;
+            let answer = tokio::select! {
+                answer = answered => answer.ok(),
+                stored = self.stored_decision(&id) => Some(stored),
+            };
             abandoned.armed = false;
             match answer {
-                Ok((answer, by)) => (answer, Some(by)),
-                Err(_) => nobody("the approval was abandoned".to_owned()),
+                Some((answer, by)) => (answer, Some(by)),
+                None => nobody("the approval was abandoned".to_owned()),
             }
         })
     }

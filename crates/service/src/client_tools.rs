@@ -14,6 +14,7 @@ use warden_policy::{
 };
 
 use crate::runs::Runs;
+use crate::signals::Signal;
 use crate::store::{ClientCallRow, StoreError, now, random_id};
 
 /// How long a client-side call may wait for its answer (the caller answers on a later request,
@@ -37,12 +38,44 @@ pub(crate) struct WaitingCalls {
     answers: Mutex<HashMap<String, oneshot::Sender<Value>>>,
 }
 
+/// How often a waiting client call looks at the store itself (an answer's signal was lost).
+const ANSWER_LOOK: Duration = Duration::from_secs(2);
+
 impl WaitingCalls {
     fn take(&self, id: &str) -> Option<oneshot::Sender<Value>> {
         self.answers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(id)
+    }
+
+    /// Hands the stored answer of call `id` to the run waiting for it, when this instance
+    /// holds it.
+    pub(crate) fn deliver(
+        &self,
+        store: &dyn crate::store::ServiceStorage,
+        tenant: &str,
+        session: &str,
+        id: &str,
+    ) {
+        let Some(waiting) = self.take(id) else {
+            return;
+        };
+        match store.client_call(tenant, session, id) {
+            Ok(Some(ClientCallRow {
+                answer: Some(answer),
+                ..
+            })) => {
+                let _ = waiting.send(answer);
+            }
+            // Not readable now: put it back; the waiter's own look at the store follows.
+            _ => {
+                self.answers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id.to_owned(), waiting);
+            }
+        }
     }
 }
 
@@ -68,17 +101,16 @@ impl Runs {
             session,
             &json!({"type": "client_call_answered", "call": id}),
         );
-        match self.waiting_calls().take(id) {
-            Some(waiting) => {
-                let _ = waiting.send(answer.clone());
-            }
-            // Its run is gone (the service restarted): the session goes on once the turn's
-            // calls are all answered.
-            None => {
-                if let Err(error) = self.resume_after_answers(tenant, session) {
-                    tracing::warn!("session {session} could not resume: {error}");
-                }
-            }
+        // The run waiting for it may be this instance's or another's.
+        store.signals().publish(Signal::ClientCallAnswered {
+            tenant: tenant.to_owned(),
+            session: session.to_owned(),
+            id: id.to_owned(),
+        });
+        // No run holds it when the session was interrupted (its instance stopped): the session
+        // goes on once the turn's calls are all answered.
+        if let Err(error) = self.resume_after_answers(tenant, session) {
+            tracing::warn!("session {session} could not resume: {error}");
         }
         Ok(())
     }
@@ -127,15 +159,32 @@ impl ClientTool {
             &json!({"type": "client_call_pending", "call": row}),
         );
         let answer = tokio::select! {
-            answer = answered => answer,
-            () = cancel.cancelled() => {
-                self.runs.waiting_calls().take(&id);
-                return Err(DispatchError::new("the run stopped before the caller answered"));
-            }
+            answer = answered => answer.ok(),
+            stored = self.stored_answer(&id) => Some(stored),
+            () = cancel.cancelled() => None,
         };
-        let answer =
-            answer.map_err(|_| DispatchError::new("the run stopped before the caller answered"))?;
+        self.runs.waiting_calls().take(&id);
+        let answer = answer
+            .ok_or_else(|| DispatchError::new("the run stopped before the caller answered"))?;
         Ok(output_of(&answer))
+    }
+
+    /// The answer to call `id` once the store holds one (looked at every [`ANSWER_LOOK`]): what
+    /// a lost signal falls back on.
+    async fn stored_answer(&self, id: &str) -> Value {
+        loop {
+            tokio::time::sleep(ANSWER_LOOK).await;
+            if let Ok(Some(ClientCallRow {
+                answer: Some(answer),
+                ..
+            })) = self
+                .runs
+                .store()
+                .client_call(&self.tenant, &self.session, id)
+            {
+                return answer;
+            }
+        }
     }
 }
 

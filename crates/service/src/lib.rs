@@ -3,17 +3,22 @@
 mod api;
 mod approvals;
 mod client_tools;
+mod inventory;
 mod openapi;
 mod pages;
 mod runs;
+mod signals;
 mod store;
+mod tenant_oauth;
 
 pub use api::{MAX_BODY_BYTES, router, serve};
 pub use approvals::{DecideError, Decision};
 pub use client_tools::AnswerError;
 pub use openapi::document as openapi_document;
-pub use runs::{OpenRequest, RunError, Runs, SessionOpener};
+pub use runs::{Inspection, OpenRequest, RunError, Runs, SessionOpener, TenantServer, UserInput};
+pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{
-    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, Principal, Role, ServerRow,
-    ServiceStorage, SessionRow, SessionState, SkillRow, SqliteStorage, StoreError, WidgetScope,
+    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,
+    PromptMessage, PromptRow, Role, ServerRow, ServiceStorage, SessionRow, SessionState, SkillRow,
+    SqliteStorage, StoreError, TenantRow, WidgetScope,
 };

@@ -10,8 +10,12 @@ use crate::api::{
     NewServer, NewSession, NewWidgetToken, ServerList, SessionDetail, SessionList, SkillList,
     SkillShown, SkillText, WidgetTokenIssued,
 };
-use crate::store::ServerRow;
+use crate::inventory::{
+    KeyList, KeyRevoked, NewPrompt, PromptList, ServerStatusList, SignInStarted, TenantList,
+    ToolList,
+};
 use crate::store::SessionRow;
+use crate::store::{PromptRow, ServerRow};
 
 /// What one operation answers on success.
 enum Success {
@@ -274,6 +278,96 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             errors: &[400, 404, 413, 415],
         },
         Operation {
+            method: "get",
+            path: "/v1/tenants",
+            summary: "Operator keys only: every tenant, with its live keys and sessions counted.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<TenantList>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/tenants/{tenant}/keys",
+            summary: "Operator keys only: the tenant's keys, revoked ones too (never a secret).",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<KeyList>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/keys/{id}",
+            summary: "Operator keys only: revokes a key; it is refused from the next request on.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<KeyRevoked>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/servers/status",
+            summary: "Each server a session of the tenant (of `agent`'s profile) reaches, connected now: state, protocol, counts, last failure.",
+            request: None,
+            query: agent_query(),
+            success: Success::Json(200, schema_of::<ServerStatusList>(generator)),
+            errors: &[400, 404, 422],
+        },
+        Operation {
+            method: "post",
+            path: "/v1/servers/{name}/login",
+            summary: "A tenant admin starts an OAuth sign-in to a registered server: open `authorization_url`; the tokens are held in memory only.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<SignInStarted>(generator)),
+            errors: &[403, 404, 409, 422],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/tools",
+            summary: "Every tool a session of the tenant (of `agent`'s profile) is offered, with its source and what governs its calls.",
+            request: None,
+            query: agent_query(),
+            success: Success::Json(200, schema_of::<ToolList>(generator)),
+            errors: &[400, 404, 422],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/prompts",
+            summary: "The tenant's prompt snapshots.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<PromptList>(generator)),
+            errors: &[],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/prompts/{name}",
+            summary: "A prompt snapshot.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<PromptRow>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "put",
+            path: "/v1/prompts/{name}",
+            summary: "A tenant admin copies a server's prompt in (got once now, through the gate); a message can then be it.",
+            request: Some((schema_of::<NewPrompt>(generator), true)),
+            query: Vec::new(),
+            success: Success::CreatedOrReplaced(schema_of::<PromptRow>(generator)),
+            errors: &[400, 403, 413, 415, 422],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/prompts/{name}",
+            summary: "Deletes a prompt snapshot (a tenant admin's key).",
+            request: None,
+            query: Vec::new(),
+            success: Success::NoContent,
+            errors: &[403, 404],
+        },
+        Operation {
             method: "post",
             path: "/v1/widget-tokens",
             summary: "A tenant's key mints a short-lived token for one end user's chat widget: it reaches only the sessions of one agent profile it creates (their messages, events and client calls).",
@@ -321,6 +415,14 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
     ]
 }
 
+fn agent_query() -> Vec<Query> {
+    vec![(
+        "agent",
+        json!({"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"}),
+        "the agent profile (the default agent without it)",
+    )]
+}
+
 fn json_content(schema: Value) -> Value {
     json!({"application/json": {"schema": schema}})
 }
@@ -333,6 +435,7 @@ fn reason(status: u16) -> &'static str {
         404 => "Nothing of that id (or agent profile) for this key's tenant.",
         409 => "The state does not allow it now (the reason says why).",
         413 => "The body is larger than 1 MiB.",
+        422 => "What the request names could not be reached or used (the reason says why).",
         415 => "The body is not declared application/json.",
         _ => "Refused.",
     }
@@ -419,6 +522,18 @@ pub fn document() -> Value {
         path[operation.method] = entry;
     }
     paths.insert(
+        crate::tenant_oauth::CALLBACK_PATH.into(),
+        json!({"get": {
+            "summary": "Where an authorization server sends a tenant admin's browser back after a sign-in (no key: only a redirect carrying the state of a sign-in this service started is taken).",
+            "security": [],
+            "responses": {
+                "200": {"description": "Signed in.", "content": {"text/html": {"schema": {"type": "string"}}}},
+                "400": {"description": "No sign-in waits for this answer.", "content": {"text/html": {"schema": {"type": "string"}}}},
+                "422": {"description": "The sign-in failed.", "content": {"text/html": {"schema": {"type": "string"}}}}
+            }
+        }}),
+    );
+    paths.insert(
         "/v1/openapi.json".into(),
         json!({"get": {
             "summary": "This document.",
@@ -485,7 +600,7 @@ mod tests {
             .values()
             .map(|entry| entry.as_object().unwrap().len())
             .sum();
-        // Each route, and the document itself.
-        assert_eq!(documented, routes.len() + 1);
+        // Each route, the sign-in callback and the document itself.
+        assert_eq!(documented, routes.len() + 2);
     }
 }

@@ -1,7 +1,7 @@
 //! Runs of the service's sessions: one at a time per session, each an agent session opened from the session's profile, its events stored as they happen (so a client that reconnects misses nothing) and its messages kept when it ends.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use serde_json::json;
 use tokio::sync::Notify;
@@ -11,7 +11,9 @@ use warden_session::AgentSession;
 
 use crate::approvals::{RunApprover, Waiting};
 use crate::client_tools::{ClientTool, WaitingCalls};
+use crate::signals::Signal;
 use crate::store::{Principal, ServiceStorage, SessionState, StoreError};
+use crate::tenant_oauth::TenantTokens;
 
 /// The most model turns in one run.
 const MAX_TURNS: u32 = 50;
@@ -63,12 +65,39 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn profiles_naming_skill(&self, _skill: &str) -> Vec<String> {
         Vec::new()
     }
+    /// Where the refresh locks of the tenants' in-memory OAuth tokens live (lock files hold
+    /// no secret).
+    fn oauth_lock_dir(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join("warden-service-oauth")
+    }
+}
+
+/// A tenant's registered server as a session reaches it: the row, and the in-memory store of
+/// the OAuth tokens a tenant admin's sign-in got for it.
+pub struct TenantServer {
+    pub row: crate::store::ServerRow,
+    pub tokens: warden_oauth::TokenStore,
+}
+
+/// What a session of a tenant's profile would reach, as the console shows it.
+pub struct Inspection {
+    pub servers: Vec<warden_mcp::ServerStatus>,
+    /// The tools a session offers, as the gate governs them (`[tool_settings]` applied).
+    pub tools: Vec<warden_policy::ToolDescriptor>,
+    /// Descriptions of the tools, by public name.
+    pub descriptions: HashMap<String, String>,
+}
+
+/// What a person sends a session: text, or a prompt snapshot.
+pub enum UserInput {
+    Text(String),
+    Prompt(crate::store::PromptRow),
 }
 
 /// What a run continues the stored conversation with.
 enum Continuation {
-    /// The user's message.
-    Message(String),
+    /// The user's messages (text, or a prompt snapshot's messages).
+    Messages(Vec<Message>),
     /// The results of the last turn's calls (a run resumed after a restart).
     ToolResults(Vec<Message>),
 }
@@ -87,7 +116,7 @@ pub struct OpenRequest {
     pub tools: Vec<Arc<dyn warden_host::HostTool>>,
     /// The tenant's registered remote servers: the session reaches them beside the
     /// operator's, and each of their tools asks before every call.
-    pub servers: Vec<crate::store::ServerRow>,
+    pub servers: Vec<TenantServer>,
 }
 
 /// Why a run could not start.
@@ -109,20 +138,33 @@ pub struct Runs {
     wakeups: Mutex<HashMap<String, Arc<Notify>>>,
     waiting: Waiting,
     waiting_calls: WaitingCalls,
-    opening: Mutex<()>,
+    /// Per tenant: the fingerprint of the skills its folder holds. Sessions open under the read
+    /// lock; a rewrite (the skills changed) takes the write lock, so no session discovers a
+    /// half-written folder and sessions of one tenant open side by side.
+    skill_folders: Mutex<HashMap<String, Arc<RwLock<Option<String>>>>>,
+    tokens: Arc<TenantTokens>,
+    /// Set once the signal listener runs.
+    listening: std::sync::OnceLock<()>,
 }
 
 impl Runs {
     pub fn new(store: Arc<dyn ServiceStorage>, opener: Arc<dyn SessionOpener>) -> Arc<Self> {
         Arc::new(Self {
             store,
-            opener,
             going: Mutex::default(),
             wakeups: Mutex::default(),
             waiting: Waiting::default(),
             waiting_calls: WaitingCalls::default(),
-            opening: Mutex::new(()),
+            skill_folders: Mutex::default(),
+            tokens: TenantTokens::new(opener.oauth_lock_dir()),
+            listening: std::sync::OnceLock::new(),
+            opener,
         })
+    }
+
+    /// The tenants' OAuth tokens and sign-ins.
+    pub(crate) fn tokens(&self) -> &Arc<TenantTokens> {
+        &self.tokens
     }
 
     pub(crate) fn waiting_calls(&self) -> &WaitingCalls {
@@ -147,12 +189,89 @@ impl Runs {
             .clone()
     }
 
-    /// Stores an event of `session` and wakes its followers.
+    /// Stores an event of `session` and wakes its followers, on every instance.
     pub(crate) fn record(&self, tenant: &str, session: &str, event: &serde_json::Value) {
         if let Err(error) = self.store.append_event(tenant, session, event) {
             tracing::warn!("session {session}: an event could not be stored: {error}");
         }
         self.wakeup(session).notify_waiters();
+        self.store.signals().publish(Signal::EventsAppended {
+            session: session.to_owned(),
+        });
+    }
+
+    /// Listens to the other instances' signals (once per `Runs`, from the first call inside a
+    /// runtime on): a decision, an answer, new events or a cancellation reach the run or the
+    /// stream this instance holds.
+    pub(crate) fn listen(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.listening.set(()).is_err() {
+            return;
+        }
+        let mut signals = self.store.signals().subscribe();
+        let runs = Arc::downgrade(self);
+        runtime.spawn(async move {
+            loop {
+                let signal = match signals.recv().await {
+                    Ok(signal) => signal,
+                    // Fallen behind: the waiters' periodic look at the store covers it.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let Some(runs) = runs.upgrade() else { return };
+                runs.on_signal(signal);
+            }
+        });
+    }
+
+    fn on_signal(&self, signal: Signal) {
+        match signal {
+            Signal::ApprovalDecided {
+                id,
+                state,
+                reason,
+                decided_by,
+                ..
+            } => self.waiting().deliver(&id, &state, reason, decided_by),
+            Signal::ClientCallAnswered {
+                tenant,
+                session,
+                id,
+            } => self
+                .waiting_calls()
+                .deliver(self.store(), &tenant, &session, &id),
+            Signal::EventsAppended { session } => self.wakeup(&session).notify_waiters(),
+            Signal::CancelRun { session } => {
+                self.cancel(&session);
+            }
+        }
+    }
+
+    /// Whether a run of `session` is going on any instance (this one's, or the store says so).
+    pub fn is_going_anywhere(&self, tenant: &str, session: &str) -> bool {
+        self.is_going(session)
+            || self
+                .store
+                .session(tenant, session)
+                .ok()
+                .flatten()
+                .is_some_and(|row| row.state == SessionState::Running)
+    }
+
+    /// Cancels the run of `session` wherever it goes; whether one was going.
+    pub fn cancel_anywhere(&self, tenant: &str, session: &str) -> bool {
+        if self.cancel(session) {
+            return true;
+        }
+        if self.is_going_anywhere(tenant, session) {
+            self.store.signals().publish(Signal::CancelRun {
+                session: session.to_owned(),
+            });
+            return true;
+        }
+        false
     }
 
     /// Starts a run of `session` with the user's `text`; refused while one is going.
@@ -160,19 +279,38 @@ impl Runs {
         self: &Arc<Self>,
         principal: &Principal,
         session: &str,
-        text: String,
+        input: UserInput,
     ) -> Result<(), RunError> {
         let ready = [
             SessionState::Idle,
             SessionState::Failed,
             SessionState::Interrupted,
         ];
-        let started = json!({"type": "run_started", "message": text, "caller": principal.caller});
+        let (started, messages) = match input {
+            UserInput::Text(text) => (
+                json!({"type": "run_started", "message": text, "caller": principal.caller}),
+                vec![Message::user(text)],
+            ),
+            UserInput::Prompt(prompt) => (
+                json!({"type": "run_started", "prompt": prompt.name, "caller": principal.caller}),
+                prompt
+                    .messages
+                    .into_iter()
+                    .map(|message| match message.role.as_str() {
+                        "assistant" => Message::Assistant {
+                            text: message.text,
+                            tool_calls: Vec::new(),
+                        },
+                        _ => Message::user(message.text),
+                    })
+                    .collect(),
+            ),
+        };
         self.launch(
             &principal.tenant,
             session,
             &ready,
-            Continuation::Message(text),
+            Continuation::Messages(messages),
             Some(principal.caller.clone()),
             started,
         )
@@ -198,6 +336,7 @@ impl Runs {
         {
             return Err(RunError::Busy(session.to_owned()));
         }
+        self.listen();
         let cancel = CancellationToken::new();
         self.going
             .lock()
@@ -379,40 +518,8 @@ impl Runs {
             tenant: tenant.to_owned(),
             session: session.to_owned(),
         });
-        let tools: Vec<Arc<dyn warden_host::HostTool>> = self
-            .opener
-            .client_tools(agent)
-            .into_iter()
-            .map(|spec| {
-                Arc::new(ClientTool {
-                    spec,
-                    runs: self.clone(),
-                    tenant: tenant.to_owned(),
-                    session: session.to_owned(),
-                }) as Arc<dyn warden_host::HostTool>
-            })
-            .collect();
-        let principal = warden_host::SessionPrincipal {
-            tenant: Some(tenant.to_owned()),
-            caller,
-        };
-        // One session opens at a time: the tenant's skill folder is written and read whole.
-        let mut opened = {
-            let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
-            self.write_tenant_skills(tenant)?;
-            let servers = self
-                .store
-                .list_servers(tenant)
-                .map_err(|error| error.to_string())?;
-            self.opener.open(OpenRequest {
-                session: session.to_owned(),
-                agent: agent.map(str::to_owned),
-                principal,
-                approver,
-                tools,
-                servers,
-            })?
-        };
+        let tools = self.client_tools(tenant, session, agent);
+        let mut opened = self.open_session(tenant, session, agent, caller, approver, tools)?;
         // "Allow for this session" outlives the run that asked: earlier runs' answers hold here.
         let allowed = self
             .store
@@ -431,6 +538,212 @@ impl Runs {
             .await;
         opened.host.shutdown().await;
         outcome
+    }
+
+    /// Opens an agent session of `tenant` for `agent`'s profile, as a run does: the tenant's
+    /// skills written to its folder, its registered servers with their in-memory tokens.
+    fn open_session(
+        &self,
+        tenant: &str,
+        session: &str,
+        agent: Option<&str>,
+        caller: Option<String>,
+        approver: Arc<dyn warden_policy::Approver>,
+        tools: Vec<Arc<dyn warden_host::HostTool>>,
+    ) -> Result<AgentSession, String> {
+        let principal = warden_host::SessionPrincipal {
+            tenant: Some(tenant.to_owned()),
+            caller,
+        };
+        let folder = self
+            .skill_folders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(tenant.to_owned())
+            .or_default()
+            .clone();
+        loop {
+            let wanted = self.skills_fingerprint(tenant)?;
+            {
+                let held = folder.read().unwrap_or_else(PoisonError::into_inner);
+                if held.as_deref() == Some(wanted.as_str()) {
+                    return self
+                        .open_with_skills_held(tenant, session, agent, principal, approver, tools);
+                }
+            }
+            let mut held = folder.write().unwrap_or_else(PoisonError::into_inner);
+            if held.as_deref() != Some(wanted.as_str()) {
+                self.write_tenant_skills(tenant)?;
+                *held = Some(wanted);
+            }
+        }
+    }
+
+    /// What identifies the tenant's skills as stored: a hash of every name and text.
+    fn skills_fingerprint(&self, tenant: &str) -> Result<String, String> {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        for skill in self
+            .store
+            .list_skills(tenant)
+            .map_err(|error| error.to_string())?
+        {
+            let text = self
+                .store
+                .skill_text(tenant, &skill.name)
+                .map_err(|error| error.to_string())?
+                .unwrap_or_default();
+            hash.update(skill.name.as_bytes());
+            hash.update([0]);
+            hash.update(text.len().to_le_bytes());
+            hash.update(text.as_bytes());
+        }
+        Ok(hex::encode(hash.finalize()))
+    }
+
+    /// Opens the session while the tenant's skill folder is held for reading.
+    fn open_with_skills_held(
+        &self,
+        tenant: &str,
+        session: &str,
+        agent: Option<&str>,
+        principal: warden_host::SessionPrincipal,
+        approver: Arc<dyn warden_policy::Approver>,
+        tools: Vec<Arc<dyn warden_host::HostTool>>,
+    ) -> Result<AgentSession, String> {
+        let servers = self
+            .store
+            .list_servers(tenant)
+            .map_err(|error| error.to_string())?
+            .into_iter()
+            .map(|row| TenantServer {
+                tokens: self.tokens.store(tenant, &row.name),
+                row,
+            })
+            .collect();
+        self.opener.open(OpenRequest {
+            session: session.to_owned(),
+            agent: agent.map(str::to_owned),
+            principal,
+            approver,
+            tools,
+            servers,
+        })
+    }
+
+    /// What a session of `tenant` for `agent`'s profile would reach: each server's state after
+    /// connecting, and every tool offered with the settings the gate applies. Nothing is called.
+    pub async fn inspect(
+        self: &Arc<Self>,
+        tenant: &str,
+        agent: Option<&str>,
+    ) -> Result<Inspection, String> {
+        let probe = format!("inspect-{}", warden_host::new_session_id());
+        let tools = self.client_tools(tenant, &probe, agent);
+        let opened = self.open_session(
+            tenant,
+            &probe,
+            agent,
+            None,
+            Arc::new(warden_policy::NoApprover),
+            tools,
+        )?;
+        let host = opened.host.clone();
+        let (mcp_tools, _failures) = host.all_tools().await;
+        let mut descriptions = HashMap::new();
+        let mut tools = Vec::new();
+        for descriptor in host.host_tools() {
+            if let Some(description) = host.host_tool_description(&descriptor.public_name) {
+                descriptions.insert(descriptor.public_name.clone(), description);
+            }
+            tools.push(host.gate().governed(descriptor));
+        }
+        for visible in mcp_tools {
+            if let Some(description) = &visible.tool.definition.description {
+                descriptions.insert(
+                    visible.descriptor.public_name.clone(),
+                    description.to_string(),
+                );
+            }
+            tools.push(host.gate().governed(visible.descriptor));
+        }
+        // Resources and prompts too, so each server's counts are whole.
+        let servers = host.servers();
+        let names = servers.names();
+        futures::future::join_all(names.iter().map(|name| servers.catalog(name))).await;
+        let servers = host.servers().status();
+        host.shutdown().await;
+        Ok(Inspection {
+            servers,
+            tools,
+            descriptions,
+        })
+    }
+
+    /// Gets prompt `prompt` of `tenant`'s `server` once, through the gate as a person's request
+    /// (`caller`, who asked for the snapshot), for a snapshot.
+    pub async fn get_prompt_once(
+        self: &Arc<Self>,
+        tenant: &str,
+        caller: &str,
+        server: &str,
+        prompt: &str,
+        arguments: std::collections::BTreeMap<String, String>,
+    ) -> Result<(Option<String>, Vec<crate::store::PromptMessage>), String> {
+        let probe = format!("snapshot-{}", warden_host::new_session_id());
+        let opened = self.open_session(
+            tenant,
+            &probe,
+            None,
+            Some(caller.to_owned()),
+            Arc::new(crate::approvals::RequesterApproves {
+                caller: caller.to_owned(),
+            }),
+            Vec::new(),
+        )?;
+        let host = opened.host.clone();
+        let mut context = warden_host::CallContext::new(
+            warden_policy::CallSurface::User,
+            CancellationToken::new(),
+        );
+        context.caller = Some(caller.to_owned());
+        let got = host
+            .get_prompt(context, server, prompt, arguments)
+            .await
+            .map(|result| {
+                let messages = warden_host::prompt_messages(&result)
+                    .into_iter()
+                    .map(|(role, text)| crate::store::PromptMessage {
+                        role: role.to_owned(),
+                        text,
+                    })
+                    .collect();
+                (result.description, messages)
+            })
+            .map_err(|refused| refused.0);
+        host.shutdown().await;
+        got
+    }
+
+    /// The client-side tools of `agent`'s profile, answered through `session`.
+    fn client_tools(
+        self: &Arc<Self>,
+        tenant: &str,
+        session: &str,
+        agent: Option<&str>,
+    ) -> Vec<Arc<dyn warden_host::HostTool>> {
+        self.opener
+            .client_tools(agent)
+            .into_iter()
+            .map(|spec| {
+                Arc::new(ClientTool {
+                    spec,
+                    runs: self.clone(),
+                    tenant: tenant.to_owned(),
+                    session: session.to_owned(),
+                }) as Arc<dyn warden_host::HostTool>
+            })
+            .collect()
     }
 
     async fn converse(
@@ -467,7 +780,7 @@ impl Runs {
         let mut conversation: Vec<Message> = serde_json::from_value(stored)
             .map_err(|error| format!("the session's stored messages are unreadable: {error}"))?;
         match continuation {
-            Continuation::Message(text) => conversation.push(Message::user(text)),
+            Continuation::Messages(messages) => conversation.extend(messages),
             Continuation::ToolResults(results) => conversation.extend(results),
         }
         // Kept before the model is asked: a crash meanwhile loses nothing the caller sent.

@@ -9,7 +9,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 /// What a key may reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// A tenant's application or person: that tenant's sessions, nothing else.
@@ -210,6 +210,51 @@ pub struct ServerRow {
     pub created_at: u64,
 }
 
+/// A prompt snapshot: an MCP prompt an admin copied in from a server, stored as the messages
+/// it gave; a session's message can be one (the prompt is never pulled live).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct PromptRow {
+    pub name: String,
+    /// The server and prompt it was copied from, and the arguments it was got with.
+    pub server: String,
+    pub prompt: String,
+    pub arguments: std::collections::BTreeMap<String, String>,
+    pub description: Option<String>,
+    /// The prompt's messages: `user` or `assistant` text, in order.
+    pub messages: Vec<PromptMessage>,
+    /// Who copied it in.
+    pub copied_by: String,
+    pub created_at: u64,
+}
+
+/// One message of a prompt snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct PromptMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub text: String,
+}
+
+/// A tenant as the operator sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct TenantRow {
+    pub name: String,
+    pub created_at: u64,
+    /// Live (unrevoked) API keys.
+    pub keys: u64,
+    pub sessions: u64,
+}
+
+/// An API key as the operator sees it (never its secret).
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct KeyRow {
+    pub id: String,
+    pub caller: String,
+    pub role: Role,
+    pub created_at: u64,
+    pub revoked_at: Option<u64>,
+}
+
 /// Why storage failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -224,6 +269,8 @@ pub enum StoreError {
 /// The storage every instance of the service shares. SQLite is the embedded backend; a
 /// PostgreSQL one implements the same contract for several instances.
 pub trait ServiceStorage: Send + Sync + 'static {
+    /// How the instances sharing this store signal each other.
+    fn signals(&self) -> &dyn crate::signals::ServiceSignals;
     /// Makes a tenant (named `name`, which is also its id) unless it exists.
     fn ensure_tenant(&self, name: &str) -> Result<(), StoreError>;
     /// Makes an API key for `caller` of `tenant`; the secret is returned once and stored hashed.
@@ -316,6 +363,16 @@ pub trait ServiceStorage: Send + Sync + 'static {
     fn list_servers(&self, tenant: &str) -> Result<Vec<ServerRow>, StoreError>;
     /// Removes a registered server; whether there was one.
     fn delete_server(&self, tenant: &str, name: &str) -> Result<bool, StoreError>;
+    /// Stores a prompt snapshot (replacing one of that name); whether it is new.
+    fn put_prompt(&self, tenant: &str, prompt: &PromptRow) -> Result<bool, StoreError>;
+    fn list_prompts(&self, tenant: &str) -> Result<Vec<PromptRow>, StoreError>;
+    fn prompt(&self, tenant: &str, name: &str) -> Result<Option<PromptRow>, StoreError>;
+    /// Whether there was one.
+    fn delete_prompt(&self, tenant: &str, name: &str) -> Result<bool, StoreError>;
+    /// Every tenant, with its live keys and sessions counted (the operator's view).
+    fn list_tenants(&self) -> Result<Vec<TenantRow>, StoreError>;
+    /// The keys of `tenant`, revoked ones too, newest first (never a secret).
+    fn list_keys(&self, tenant: &str) -> Result<Vec<KeyRow>, StoreError>;
     /// Records a client-side tool call waiting for the caller (state `pending`).
     fn add_client_call(&self, tenant: &str, call: &ClientCallRow) -> Result<(), StoreError>;
     /// Every client call of the session, oldest first.
@@ -362,6 +419,8 @@ pub trait ServiceStorage: Send + Sync + 'static {
 /// The SQLite backend: `<state>/service.db`, WAL, one connection behind a lock.
 pub struct SqliteStorage {
     connection: Mutex<Connection>,
+    /// One file, one instance: signals stay in the process.
+    signals: crate::signals::LocalSignals,
 }
 
 const SCHEMA: &str = "
@@ -446,6 +505,13 @@ CREATE TABLE IF NOT EXISTS widget_sessions (
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
     PRIMARY KEY (token_id, session_id)
 );
+CREATE TABLE IF NOT EXISTS prompts (
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    name TEXT NOT NULL,
+    snapshot TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, name)
+);
 CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
     seq INTEGER NOT NULL,
@@ -502,6 +568,7 @@ impl SqliteStorage {
         connection.execute_batch(SCHEMA)?;
         Ok(Self {
             connection: Mutex::new(connection),
+            signals: crate::signals::LocalSignals::default(),
         })
     }
 
@@ -557,6 +624,11 @@ fn approval_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
     })
 }
 
+fn prompt_row(snapshot: &str) -> Result<PromptRow, StoreError> {
+    serde_json::from_str(snapshot)
+        .map_err(|error| StoreError::Corrupt(format!("a prompt: {error}")))
+}
+
 fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     let state: String = row.get(2)?;
     Ok(SessionRow {
@@ -569,6 +641,10 @@ fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
 }
 
 impl ServiceStorage for SqliteStorage {
+    fn signals(&self) -> &dyn crate::signals::ServiceSignals {
+        &self.signals
+    }
+
     fn ensure_tenant(&self, name: &str) -> Result<(), StoreError> {
         self.lock().execute(
             "INSERT OR IGNORE INTO tenants (id, created_at) VALUES (?1, ?2)",
@@ -1027,6 +1103,93 @@ impl ServiceStorage for SqliteStorage {
             params![tenant, name],
         )?;
         Ok(changed > 0)
+    }
+
+    fn put_prompt(&self, tenant: &str, prompt: &PromptRow) -> Result<bool, StoreError> {
+        let snapshot = serde_json::to_string(&prompt)
+            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        let connection = self.lock();
+        let existed = connection
+            .query_row(
+                "SELECT 1 FROM prompts WHERE tenant_id = ?1 AND name = ?2",
+                params![tenant, prompt.name],
+                |_| Ok(true),
+            )
+            .optional()?
+            .unwrap_or(false);
+        connection.execute(
+            "INSERT INTO prompts (tenant_id, name, snapshot, created_at) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (tenant_id, name) DO UPDATE SET snapshot = excluded.snapshot,
+                 created_at = excluded.created_at",
+            params![tenant, prompt.name, snapshot, to_i64(prompt.created_at)],
+        )?;
+        Ok(!existed)
+    }
+
+    fn list_prompts(&self, tenant: &str) -> Result<Vec<PromptRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection
+            .prepare("SELECT snapshot FROM prompts WHERE tenant_id = ?1 ORDER BY name")?;
+        let rows = statement.query_map(params![tenant], |row| row.get::<_, String>(0))?;
+        rows.map(|row| prompt_row(&row?)).collect()
+    }
+
+    fn prompt(&self, tenant: &str, name: &str) -> Result<Option<PromptRow>, StoreError> {
+        let snapshot: Option<String> = self
+            .lock()
+            .query_row(
+                "SELECT snapshot FROM prompts WHERE tenant_id = ?1 AND name = ?2",
+                params![tenant, name],
+                |row| row.get(0),
+            )
+            .optional()?;
+        snapshot.as_deref().map(prompt_row).transpose()
+    }
+
+    fn delete_prompt(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
+        let changed = self.lock().execute(
+            "DELETE FROM prompts WHERE tenant_id = ?1 AND name = ?2",
+            params![tenant, name],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn list_tenants(&self) -> Result<Vec<TenantRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(
+            "SELECT t.id, t.created_at,
+                (SELECT COUNT(*) FROM api_keys k WHERE k.tenant_id = t.id AND k.revoked_at IS NULL),
+                (SELECT COUNT(*) FROM sessions s WHERE s.tenant_id = t.id)
+             FROM tenants t ORDER BY t.id",
+        )?;
+        let rows = statement.query_map([], |row| {
+            Ok(TenantRow {
+                name: row.get(0)?,
+                created_at: to_u64(row.get(1)?),
+                keys: to_u64(row.get(2)?),
+                sessions: to_u64(row.get(3)?),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn list_keys(&self, tenant: &str) -> Result<Vec<KeyRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(
+            "SELECT id, caller, role, created_at, revoked_at FROM api_keys
+             WHERE tenant_id = ?1 ORDER BY created_at DESC, id",
+        )?;
+        let rows = statement.query_map(params![tenant], |row| {
+            let role: String = row.get(2)?;
+            Ok(KeyRow {
+                id: row.get(0)?,
+                caller: row.get(1)?,
+                role: Role::parse(&role),
+                created_at: to_u64(row.get(3)?),
+                revoked_at: row.get::<_, Option<i64>>(4)?.map(to_u64),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     fn add_client_call(&self, tenant: &str, call: &ClientCallRow) -> Result<(), StoreError> {

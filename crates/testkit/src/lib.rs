@@ -10,6 +10,7 @@
 
 pub mod conformance_server;
 pub mod fixtures;
+pub mod oauth_gate;
 pub mod requirement;
 
 pub use requirement::{Missing, running_in_ci};

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use warden_config::{AgentProfile, ClientToolSpec, ConfigError, LoadRequest, LoadedConfig, Paths};
 use warden_host::{HostOptions, gate_policy, hook_runner};
-use warden_policy::{AuditQuery, AuditRow, AuditStore};
+use warden_policy::{AuditQuery, AuditRow, AuditStore, AuthorizationHandler};
 use warden_service::{OpenRequest, SessionOpener};
 use warden_session::{AgentSession, SessionRequest};
 
-use crate::{CallerPermissions, OrderBook, order_tools};
+use crate::{OrderBook, order_tools};
 
 /// Where the order service keeps its sessions, events, approvals and API keys, under warden's
 /// state folder (the audit trail stays warden's own `audit.db`, so `warden audit` shows it).
@@ -23,13 +23,13 @@ pub fn service_database(paths: &Paths) -> PathBuf {
 
 /// Opens each run's agent session over one order book: warden's configuration read again for
 /// every run (an edit applies to the next one), the order tools and the service's own tools
-/// (client-side tools) beside the built-ins, `CallerPermissions` as the authorization handler
-/// and the run's tenant and caller as the principal every call carries.
+/// (client-side tools) beside the built-ins, its authorization handler (`CallerPermissions` in
+/// the binary) and the run's tenant and caller as the principal every call carries.
 pub struct OrderServiceOpener {
     paths: Paths,
     workspace: PathBuf,
     book: Arc<OrderBook>,
-    permissions: Arc<CallerPermissions>,
+    permissions: Arc<dyn AuthorizationHandler>,
     agents: BTreeMap<String, AgentProfile>,
 }
 
@@ -40,7 +40,7 @@ impl OrderServiceOpener {
         paths: Paths,
         workspace: PathBuf,
         book: Arc<OrderBook>,
-        permissions: CallerPermissions,
+        permissions: impl AuthorizationHandler + 'static,
     ) -> Result<Self, ConfigError> {
         let config = load_config(&paths, &workspace)?;
         Ok(Self {

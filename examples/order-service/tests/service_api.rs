@@ -15,12 +15,17 @@ use warden_example_order_service::{
     OrderBook, OrderServiceOpener, OrderStatus, service_database, staff_permissions,
 };
 use warden_mock_model::{MockModel, Turn};
+use warden_policy::{
+    AuthorizationError, AuthorizationHandler, AuthorizationQuestion, AuthorizationVerdict,
+    BoxFuture,
+};
 use warden_service::{Role, ServiceStorage, SqliteStorage};
 
 /// The order service's API on a free loopback port, stopped when dropped.
 struct OrderService {
     base: String,
     shutdown: CancellationToken,
+    store: Arc<dyn ServiceStorage>,
 }
 
 impl Drop for OrderService {
@@ -94,6 +99,16 @@ async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
 /// Serves the order service over `book` with warden's folders under `root`: the mock model as
 /// the default model, the operator's policy left at its defaults.
 async fn start(root: &std::path::Path, mock: &MockModel, book: Arc<OrderBook>) -> OrderService {
+    start_with(root, mock, book, staff_permissions()).await
+}
+
+/// The service with `handler` as its authorization handler.
+async fn start_with(
+    root: &std::path::Path,
+    mock: &MockModel,
+    book: Arc<OrderBook>,
+    handler: impl AuthorizationHandler + 'static,
+) -> OrderService {
     let paths = Paths::under_root(root);
     let workspace = root.join("work");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -109,17 +124,32 @@ async fn start(root: &std::path::Path, mock: &MockModel, book: Arc<OrderBook>) -
     .unwrap();
     let store: Arc<dyn ServiceStorage> =
         Arc::new(SqliteStorage::open(&service_database(&paths)).unwrap());
-    let opener = OrderServiceOpener::new(paths, workspace, book, staff_permissions()).unwrap();
+    serve_on(store, paths, workspace, book, handler).await
+}
+
+/// One more instance of the service over `store` (its own runs, the same state).
+async fn serve_on(
+    store: Arc<dyn ServiceStorage>,
+    paths: Paths,
+    workspace: std::path::PathBuf,
+    book: Arc<OrderBook>,
+    handler: impl AuthorizationHandler + 'static,
+) -> OrderService {
+    let opener = OrderServiceOpener::new(paths, workspace, book, handler).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = CancellationToken::new();
     tokio::spawn(warden_service::serve(
         listener,
-        store,
+        store.clone(),
         Arc::new(opener),
         shutdown.clone(),
     ));
-    OrderService { base, shutdown }
+    OrderService {
+        base,
+        shutdown,
+        store,
+    }
 }
 
 /// A key of `caller` in `tenant`, made in the service's own database (as `order-service key`).
@@ -272,4 +302,161 @@ async fn a_cancellation_waits_for_approval_and_a_caller_without_the_permission_i
             .contains("viewer does not hold orders.cancel"),
         "{audit}"
     );
+}
+
+/// A handler with a bug: it panics on every question.
+struct PanickingHandler;
+
+impl AuthorizationHandler for PanickingHandler {
+    fn authorize<'a>(
+        &'a self,
+        _question: &'a AuthorizationQuestion<'a>,
+    ) -> BoxFuture<'a, Result<AuthorizationVerdict, AuthorizationError>> {
+        Box::pin(async move { panic!("the permission table is not loaded") })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_panics_denies_the_call_and_the_run_goes_on() {
+    let mock = MockModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let book = OrderBook::with_open_orders(&[("A-100", "ada")]);
+    let support = key(dir.path(), "acme", "support");
+    let service = start_with(dir.path(), &mock, book.clone(), PanickingHandler).await;
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "cancel_order",
+        json!({"order_id": "A-100"}),
+    ));
+    mock.push_turn(Turn::text("I could not cancel A-100."));
+    let session = service.new_session(&support).await;
+    let (status, _) = service
+        .post(
+            &support,
+            &format!("/sessions/{session}/messages"),
+            json!({"text": "Please cancel order A-100."}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let finished = service
+        .wait_for_event(&support, &session, "run_finished")
+        .await;
+    assert_eq!(finished["final_text"], "I could not cancel A-100.");
+    // Fail-closed: nothing was cancelled, nobody was asked, the model read a denial.
+    assert_eq!(status_of(&book, "A-100"), OrderStatus::Open);
+    let (_, queue) = service.get(&support, "/approvals").await;
+    assert_eq!(queue["approvals"], json!([]));
+    let result = mock.requests()[1].body.to_string();
+    assert!(result.contains("denied"), "{result}");
+    let (_, audit) = service.get(&support, "/audit?tool=cancel_order").await;
+    assert_eq!(audit["records"][0]["decision"], "denied", "{audit}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_one_store_hand_a_decision_an_event_stream_and_a_cancel_to_each_other() {
+    let mock = MockModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let book = OrderBook::with_open_orders(&[("A-100", "ada"), ("A-101", "grace")]);
+    let support = key(dir.path(), "acme", "support");
+    let ops = key(dir.path(), "acme", "ops@acme");
+    let first = start(dir.path(), &mock, book.clone()).await;
+    let paths = Paths::under_root(dir.path());
+    let second = serve_on(
+        first.store.clone(),
+        paths,
+        dir.path().join("work"),
+        book.clone(),
+        staff_permissions(),
+    )
+    .await;
+
+    // The run goes on the first instance; its approval is decided on the second.
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "cancel_order",
+        json!({"order_id": "A-100"}),
+    ));
+    mock.push_turn(Turn::text("Order A-100 is cancelled."));
+    let session = first.new_session(&support).await;
+    let (status, _) = first
+        .post(
+            &support,
+            &format!("/sessions/{session}/messages"),
+            json!({"text": "Please cancel order A-100."}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let needed = second
+        .wait_for_event(&support, &session, "approval_needed")
+        .await;
+    // The second instance streams the first one's events as they come.
+    let stream = client()
+        .get(second.url(&format!("/sessions/{session}/events/stream")))
+        .bearer_auth(&support)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
+    let (status, decided) = second
+        .post(
+            &ops,
+            &format!("/approvals/{approval}"),
+            json!({"decision": "allow_once"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{decided}");
+    let streamed = tokio::time::timeout(Duration::from_secs(60), stream.text())
+        .await
+        .expect("the stream ends with the run")
+        .unwrap();
+    assert!(streamed.contains("approval_decided"), "{streamed}");
+    assert!(streamed.contains("run_finished"), "{streamed}");
+    assert_eq!(status_of(&book, "A-100"), OrderStatus::Cancelled);
+
+    // A run waiting on the first instance is cancelled through the second.
+    mock.push_turn(Turn::tool_call(
+        "call_2",
+        "cancel_order",
+        json!({"order_id": "A-101"}),
+    ));
+    let (status, _) = first
+        .post(
+            &support,
+            &format!("/sessions/{session}/messages"),
+            json!({"text": "And A-101."}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    let pending = loop {
+        let (_, queue) = second.get(&ops, "/approvals").await;
+        if let Some(pending) = queue["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|approval| approval["arguments"]["order_id"] == "A-101")
+        {
+            break pending.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(pending["state"], "pending");
+    let (status, cancelled) = second
+        .post(&support, &format!("/sessions/{session}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 202, "{cancelled}");
+    let ended = loop {
+        let finished: Vec<Value> = second
+            .events(&support, &session)
+            .await
+            .into_iter()
+            .filter(|event| event["type"] == "run_finished")
+            .collect();
+        if finished.len() == 2 {
+            break finished[1].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(ended["stop"], "cancelled", "{ended}");
+    assert_eq!(status_of(&book, "A-101"), OrderStatus::Open);
 }

@@ -141,7 +141,11 @@ impl SessionOpener for RunOpener {
             let (paths, workspace, mut config) = load_config(&self.globals)?;
             without_local_processes(&mut config);
             let mut options = host_options(paths, workspace, &config, &self.policy)?;
-            for server in servers {
+            for warden_service::TenantServer {
+                row: server,
+                tokens,
+            } in servers
+            {
                 if config.servers.contains_key(&server.name) {
                     tracing::warn!(
                         "the tenant's server {} is left out: the operator configured one of that name",
@@ -163,7 +167,9 @@ impl SessionOpener for RunOpener {
                             ..warden_policy::ToolSettings::default()
                         },
                     });
-                options.extra_servers.push(tenant_server_spec(&server));
+                options
+                    .extra_servers
+                    .push(tenant_server_spec(&server, tokens));
             }
             if let Some(root) = principal
                 .tenant
@@ -267,6 +273,10 @@ impl SessionOpener for RunOpener {
             .collect()
     }
 
+    fn oauth_lock_dir(&self) -> std::path::PathBuf {
+        self.service_dir.join("oauth-locks")
+    }
+
     fn knows_agent(&self, agent: &str) -> bool {
         self.agents.contains_key(agent)
     }
@@ -280,9 +290,13 @@ impl SessionOpener for RunOpener {
 }
 
 /// A tenant's registered server as the runtime reaches it: Streamable HTTP, its headers read
-/// from the environment now (a header whose variable is unset is left out, with a warning), no
-/// OAuth login (a tenant's server authenticates with its headers).
-fn tenant_server_spec(server: &warden_service::ServerRow) -> warden_mcp::ServerSpec {
+/// from the environment now (a header whose variable is unset is left out, with a warning).
+/// Without an Authorization header it may ask for OAuth: the tokens a tenant admin's sign-in
+/// got are in `tokens` (memory only); without them a 401 leaves it "needs login".
+fn tenant_server_spec(
+    server: &warden_service::ServerRow,
+    tokens: warden_oauth::TokenStore,
+) -> warden_mcp::ServerSpec {
     let mut headers = Vec::new();
     for (name, value) in &server.headers {
         let (scheme, reference) = match value.split_once(' ') {
@@ -307,14 +321,27 @@ fn tenant_server_spec(server: &warden_service::ServerRow) -> warden_mcp::ServerS
             ),
         }
     }
+    let has_authorization = server
+        .headers
+        .keys()
+        .any(|header| header.eq_ignore_ascii_case("authorization"));
+    let auth = if has_authorization {
+        warden_mcp::HttpAuth::Forbidden {
+            reason: "the tenant's server authenticates with its Authorization header".to_owned(),
+        }
+    } else {
+        warden_mcp::HttpAuth::OAuth(warden_oauth::OAuthSettings::new(
+            server.name.clone(),
+            server.url.clone(),
+            tokens,
+        ))
+    };
     warden_mcp::ServerSpec::with_transport(
         server.name.clone(),
         warden_mcp::TransportSpec::StreamableHttp {
             url: server.url.clone(),
             headers,
-            auth: warden_mcp::HttpAuth::Forbidden {
-                reason: "a tenant's server authenticates with its headers; there is no OAuth login for it".to_owned(),
-            },
+            auth,
         },
     )
 }

@@ -27,6 +27,7 @@ mod run_agent;
 mod run_progress;
 mod serve_cli;
 mod service_api;
+mod service_inventory;
 mod skill_scripts;
 mod skills_cli;
 mod skills_mcp;

@@ -88,7 +88,7 @@ async fn read_stream(response: reqwest::Response) -> Vec<(u64, Value)> {
     events
 }
 
-fn service_config(mock: &MockModel) -> String {
+pub(crate) fn service_config(mock: &MockModel) -> String {
     format!(
         "{}[agents.support]\ninstructions = \"Help the customer.\"\n",
         mock_model_config(&mock.base_url(), "openai", None)
@@ -404,7 +404,12 @@ async fn a_service_killed_mid_run_lists_the_run_as_interrupted_after_a_restart()
 }
 
 /// Polls the session's events until one of `kind` arrives; returns it.
-async fn wait_for_event(service: &Service, key: &str, session: &str, kind: &str) -> Value {
+pub(crate) async fn wait_for_event(
+    service: &Service,
+    key: &str,
+    session: &str,
+    kind: &str,
+) -> Value {
     for _ in 0..1200 {
         let (_, page) = send(
             client()
@@ -1116,4 +1121,146 @@ async fn allow_for_the_session_holds_for_the_session_s_later_runs() {
         std::fs::read_to_string(sandbox.work().join("note.txt")).unwrap(),
         "second\n"
     );
+}
+
+/// Allows every call the session asks about until its run finishes; the finished event.
+async fn allow_until_finished(service: &Service, key: &str, session: &str) -> Value {
+    for _ in 0..1200 {
+        let (_, page) = send(
+            client()
+                .get(service.url(&format!("/sessions/{session}/events?limit=500")))
+                .bearer_auth(key),
+        )
+        .await;
+        let events = page["events"].as_array().unwrap();
+        if let Some(done) = events
+            .iter()
+            .find(|event| event["event"]["type"] == "run_finished")
+        {
+            return done["event"].clone();
+        }
+        let (_, pending) = send(client().get(service.url("/approvals")).bearer_auth(key)).await;
+        for approval in pending["approvals"].as_array().unwrap() {
+            let id = approval["id"].as_str().unwrap();
+            send(
+                client()
+                    .post(service.url(&format!("/approvals/{id}")))
+                    .bearer_auth(key)
+                    .json(&json!({"decision": "allow_once"})),
+            )
+            .await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the run did not finish");
+}
+
+#[tokio::test]
+async fn an_npm_reference_server_over_streamable_http_answers_a_session_s_call() {
+    let everything = warden_testkit::spawn_everything_http().await;
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__everything__echo",
+        json!({"message": "from the service"}),
+    ));
+    mock.push_turn(Turn::text("echoed"));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[mcp_servers.everything]\nurl = {}\n",
+        service_config(&mock),
+        crate::support::toml_str(&everything.url)
+    ));
+    let acme = key(&sandbox, "acme", "web-app");
+    let service = Service::start(&sandbox).await;
+    let (_, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({})),
+    )
+    .await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&acme)
+            .json(&json!({"text": "echo it"})),
+    )
+    .await;
+    allow_until_finished(&service, &acme, &id).await;
+    assert!(
+        mock.requests()[1]
+            .body
+            .to_string()
+            .contains("Echo: from the service"),
+        "the model read the reference server's answer"
+    );
+    let record = sandbox
+        .audit()
+        .into_iter()
+        .find(|record| record["public_name"] == "mcp__everything__echo")
+        .expect("audited");
+    assert_eq!(record["server"], "everything");
+    assert_eq!(record["decision"], "allowed");
+}
+
+#[tokio::test]
+async fn a_timeout_covers_the_call_not_its_approval_and_the_run_goes_on() {
+    let fixture = warden_testkit::spawn_http_fixture("echo").await;
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__shop__slow",
+        json!({"ms": 60000}),
+    ));
+    mock.push_turn(Turn::text("The report is not ready."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[mcp_servers.shop]\nurl = {}\n\
+         [tool_settings.\"mcp__shop__slow\"]\ntimeout_sec = 1\nrequires_approval = true\n",
+        service_config(&mock),
+        crate::support::toml_str(&fixture.url)
+    ));
+    let acme = key(&sandbox, "acme", "web-app");
+    let service = Service::start(&sandbox).await;
+    let (_, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({})),
+    )
+    .await;
+    let id = session["id"].as_str().unwrap().to_owned();
+    send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&acme)
+            .json(&json!({"text": "build the report"})),
+    )
+    .await;
+    let needed = wait_for_event(&service, &acme, &id, "approval_needed").await;
+    // The approval waits longer than the timeout: a pending approval is never timed.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
+    let (status, _) = send(
+        client()
+            .post(service.url(&format!("/approvals/{approval}")))
+            .bearer_auth(&acme)
+            .json(&json!({"decision": "allow_once"})),
+    )
+    .await;
+    assert_eq!(status, 200, "the call still waited for its approval");
+    let finished = wait_for_event(&service, &acme, &id, "run_finished").await;
+    assert_eq!(finished["final_text"], "The report is not ready.");
+    assert!(
+        mock.requests()[1].body.to_string().contains("timed out"),
+        "the model read the timeout as the call's result"
+    );
+    let record = sandbox
+        .audit()
+        .into_iter()
+        .find(|record| record["public_name"] == "mcp__shop__slow")
+        .expect("audited");
+    assert_eq!(record["decision"], "timed_out");
 }

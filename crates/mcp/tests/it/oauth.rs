@@ -3,175 +3,21 @@
 //! saved by a login elsewhere is picked up on reconnect, a rejected token is refreshed, in-line
 //! headless login works, and `auth = "none"` turns a 401 into a plain failure.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
-use serde_json::json;
 use warden_mcp::{FailureKind, HttpAuth, McpRuntime, RuntimeOptions, ServerSpec, ServerState};
 use warden_oauth::{LoginOptions, OAuthSettings, RedirectMode, TokenStore};
+use warden_testkit::oauth_gate::OAuthGate;
 
 use crate::common;
 
-#[derive(Default)]
-struct Issued {
-    access: HashSet<String>,
-    refresh: HashSet<String>,
-    counter: u64,
-    refreshes: usize,
-}
-
-#[derive(Clone)]
-struct Gate {
-    base: String,
-    upstream: String,
-    issued: Arc<Mutex<Issued>>,
-    http: reqwest::Client,
-}
-
 /// The echo fixture behind an OAuth gate; the gate is its own authorization server.
-async fn gated_echo() -> (Gate, warden_testkit::HttpFixture) {
+async fn gated_echo() -> (OAuthGate, warden_testkit::HttpFixture) {
     warden_mcp::install_crypto_provider();
     let fixture = warden_testkit::spawn_http_fixture("echo").await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let gate = Gate {
-        base: format!("http://{}", listener.local_addr().unwrap()),
-        upstream: fixture.url.clone(),
-        issued: Arc::default(),
-        http: warden_net::http_client().loopback().build().unwrap(),
-    };
-    let app = Router::new()
-        .route("/.well-known/oauth-protected-resource/mcp", get(prm))
-        .route("/.well-known/oauth-authorization-server", get(metadata))
-        .route("/register", post(register))
-        .route("/authorize", get(authorize))
-        .route("/token", post(token))
-        .route("/mcp", any(proxy))
-        .with_state(gate.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let gate = warden_testkit::oauth_gate::spawn_oauth_gate(&fixture.url).await;
     (gate, fixture)
 }
 
-impl Gate {
-    fn url(&self) -> String {
-        format!("{}/mcp", self.base)
-    }
-}
-
-async fn prm(State(g): State<Gate>) -> Response {
-    axum::Json(json!({"resource": g.url(), "authorization_servers": [g.base]})).into_response()
-}
-
-async fn metadata(State(g): State<Gate>) -> Response {
-    let b = &g.base;
-    axum::Json(json!({
-        "issuer": b,
-        "authorization_endpoint": format!("{b}/authorize"),
-        "token_endpoint": format!("{b}/token"),
-        "registration_endpoint": format!("{b}/register"),
-        "response_types_supported": ["code"],
-        "code_challenge_methods_supported": ["S256"],
-        "token_endpoint_auth_methods_supported": ["none"],
-    }))
-    .into_response()
-}
-
-async fn register(body: Bytes) -> Response {
-    let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    (
-        StatusCode::CREATED,
-        axum::Json(
-            json!({"client_id": "runtime-client", "redirect_uris": request["redirect_uris"]}),
-        ),
-    )
-        .into_response()
-}
-
-async fn authorize(uri: Uri) -> Response {
-    let query: HashMap<String, String> =
-        url::form_urlencoded::parse(uri.query().unwrap().as_bytes())
-            .into_owned()
-            .collect();
-    let mut redirect = url::Url::parse(&query["redirect_uri"]).unwrap();
-    redirect
-        .query_pairs_mut()
-        .append_pair("code", "the-code")
-        .append_pair("state", &query["state"]);
-    (
-        StatusCode::FOUND,
-        [(header::LOCATION, redirect.to_string())],
-    )
-        .into_response()
-}
-
-async fn token(State(g): State<Gate>, body: Bytes) -> Response {
-    let request: HashMap<String, String> =
-        url::form_urlencoded::parse(&body).into_owned().collect();
-    let mut issued = g.issued.lock().unwrap();
-    if request["grant_type"] == "refresh_token" {
-        if !issued.refresh.remove(&request["refresh_token"]) {
-            return (
-                StatusCode::BAD_REQUEST,
-                axum::Json(json!({"error": "invalid_grant"})),
-            )
-                .into_response();
-        }
-        issued.refreshes += 1;
-    }
-    issued.counter += 1;
-    let access = format!("access-{}", issued.counter);
-    let refresh = format!("refresh-{}", issued.counter);
-    issued.access.insert(access.clone());
-    issued.refresh.insert(refresh.clone());
-    axum::Json(json!({
-        "access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh,
-    }))
-    .into_response()
-}
-
-async fn proxy(State(g): State<Gate>, method: Method, headers: HeaderMap, body: Bytes) -> Response {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if !bearer.is_some_and(|b| g.issued.lock().unwrap().access.contains(b)) {
-        let challenge = format!(
-            "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"",
-            g.base
-        );
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, challenge)],
-        )
-            .into_response();
-    }
-    if method == Method::GET {
-        return StatusCode::METHOD_NOT_ALLOWED.into_response();
-    }
-    let mut request = g.http.request(method, &g.upstream).body(body);
-    for (name, value) in &headers {
-        if name != header::HOST && name != header::AUTHORIZATION && name != header::CONTENT_LENGTH {
-            request = request.header(name, value);
-        }
-    }
-    let upstream = request.send().await.unwrap();
-    let status = upstream.status();
-    let mut response_headers = HeaderMap::new();
-    for (name, value) in upstream.headers() {
-        if name != header::CONTENT_LENGTH && name != header::TRANSFER_ENCODING {
-            response_headers.insert(name, value.clone());
-        }
-    }
-    let bytes = upstream.bytes().await.unwrap();
-    (status, response_headers, bytes).into_response()
-}
-
-fn settings(gate: &Gate, state: &std::path::Path) -> OAuthSettings {
+fn settings(gate: &OAuthGate, state: &std::path::Path) -> OAuthSettings {
     OAuthSettings::new(
         "secure",
         gate.url(),

@@ -14,8 +14,8 @@ export async function show(main, _rest, signal) {
   const revoke = (path, what) => async () => {
     try {
       await api("DELETE", path);
-      replace(status, notice("ok", `Revoked ${what}.`));
       await load();
+      replace(status, notice("ok", `Revoked ${what}.`));
     } catch (error) {
       replace(status, notice("error", error.message));
     }

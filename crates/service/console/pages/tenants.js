@@ -48,8 +48,8 @@ async function keys(body, status, tenant) {
           type: "button", class: "deny", onclick: async () => {
             try {
               await api("DELETE", `/keys/${encodeURIComponent(row.id)}`);
-              replace(status, notice("ok", `Revoked ${row.id}.`));
               await keys(body, status, tenant);
+              replace(status, notice("ok", `Revoked ${row.id}.`));
             } catch (error) {
               replace(status, notice("error", error.message));
             }
