@@ -517,7 +517,14 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let bound = listener.local_addr()?;
-    match store.interrupt_running() {
+    // One instance on an embedded store: whatever ran before it stopped with it. Instances
+    // sharing a store interrupt only runs whose lease lapsed (Runs' heartbeat).
+    let interrupted = if store.is_shared() {
+        store.interrupt_lapsed(crate::store::now(), crate::runs::LEASE_TTL_SECS)
+    } else {
+        store.interrupt_running()
+    };
+    match interrupted {
         Ok(0) => {}
         Ok(count) => tracing::warn!(
             "{count} run(s) were going when the service last stopped; their sessions are marked interrupted"

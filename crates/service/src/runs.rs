@@ -145,7 +145,14 @@ pub struct Runs {
     tokens: Arc<TenantTokens>,
     /// Set once the signal listener runs.
     listening: std::sync::OnceLock<()>,
+    /// This instance, as its runs' leases name it.
+    instance: String,
 }
+
+/// How long a run's lease lasts without renewal (a shared store's instances).
+pub(crate) const LEASE_TTL_SECS: u64 = 60;
+/// How often an instance renews its runs' leases and looks for others' lapsed ones.
+const LEASE_RENEW: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Runs {
     pub fn new(store: Arc<dyn ServiceStorage>, opener: Arc<dyn SessionOpener>) -> Arc<Self> {
@@ -158,6 +165,7 @@ impl Runs {
             skill_folders: Mutex::default(),
             tokens: TenantTokens::new(opener.oauth_lock_dir()),
             listening: std::sync::OnceLock::new(),
+            instance: format!("inst_{}", warden_host::new_session_id()),
             opener,
         })
     }
@@ -211,6 +219,17 @@ impl Runs {
             return;
         }
         let mut signals = self.store.signals().subscribe();
+        if self.store.is_shared() {
+            let runs = Arc::downgrade(self);
+            runtime.spawn(async move {
+                let mut ticks = tokio::time::interval(LEASE_RENEW);
+                loop {
+                    ticks.tick().await;
+                    let Some(runs) = runs.upgrade() else { return };
+                    runs.renew_and_sweep();
+                }
+            });
+        }
         let runs = Arc::downgrade(self);
         runtime.spawn(async move {
             loop {
@@ -224,6 +243,32 @@ impl Runs {
                 runs.on_signal(signal);
             }
         });
+    }
+
+    /// Renews the leases of the runs going here, and interrupts the runs whose instance
+    /// stopped renewing theirs (it died): their sessions can be resumed through any instance.
+    fn renew_and_sweep(&self) {
+        let going: Vec<String> = self
+            .going
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        let now = crate::store::now();
+        if let Err(error) = self
+            .store
+            .lease_runs(&self.instance, &going, now + LEASE_TTL_SECS)
+        {
+            tracing::warn!("the runs' leases could not be renewed: {error}");
+        }
+        match self.store.interrupt_lapsed(now, LEASE_TTL_SECS) {
+            Ok(0) => {}
+            Ok(count) => tracing::warn!(
+                "{count} run(s) of a stopped instance were marked interrupted; their sessions resume with their next message"
+            ),
+            Err(error) => tracing::warn!("lapsed runs could not be looked for: {error}"),
+        }
     }
 
     fn on_signal(&self, signal: Signal) {
@@ -337,6 +382,13 @@ impl Runs {
             return Err(RunError::Busy(session.to_owned()));
         }
         self.listen();
+        if let Err(error) = self.store.lease_runs(
+            &self.instance,
+            &[session.to_owned()],
+            crate::store::now() + LEASE_TTL_SECS,
+        ) {
+            tracing::warn!("session {session}: its run's lease could not be written: {error}");
+        }
         let cancel = CancellationToken::new();
         self.going
             .lock()

@@ -342,6 +342,19 @@ pub trait ServiceStorage: Send + Sync + 'static {
     /// At start: every session left running by a stopped instance becomes interrupted, with an
     /// event saying so, and its pending approvals expire; returns how many sessions.
     fn interrupt_running(&self) -> Result<usize, StoreError>;
+    /// Whether several instances share this store: their runs are then leased, and each
+    /// instance interrupts the runs whose lease lapsed. An embedded store has one instance,
+    /// which interrupts every running session when it starts instead.
+    fn is_shared(&self) -> bool {
+        false
+    }
+    /// Marks `sessions` (running here) as held by instance `owner` until `until` (seconds since
+    /// the epoch); a heartbeat renews it.
+    fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError>;
+    /// Marks interrupted, with a `run_interrupted` event and their pending approvals expired,
+    /// the running sessions whose instance stopped renewing: a lease that lapsed before `now`,
+    /// or none at all for `grace` seconds after the session last changed. Returns how many.
+    fn interrupt_lapsed(&self, now: u64, grace: u64) -> Result<usize, StoreError>;
     /// Creates or replaces the tenant's skill `name` (its SKILL.md text, already validated);
     /// whether it was new.
     fn put_skill(
@@ -511,6 +524,11 @@ CREATE TABLE IF NOT EXISTS prompts (
     snapshot TEXT NOT NULL,
     created_at INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, name)
+);
+CREATE TABLE IF NOT EXISTS run_leases (
+    session_id TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    owner TEXT NOT NULL,
+    lease_until INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
@@ -865,6 +883,10 @@ impl ServiceStorage for SqliteStorage {
              WHERE tenant_id = ?1 AND id = ?2 AND state = ?5",
             params![tenant, id, to.as_str(), to_i64(now()), current],
         )?;
+        // A run's lease ends with it; the next run leases afresh.
+        if changed > 0 && to != SessionState::Running {
+            connection.execute("DELETE FROM run_leases WHERE session_id = ?1", params![id])?;
+        }
         Ok(changed > 0)
     }
 
@@ -959,6 +981,59 @@ impl ServiceStorage for SqliteStorage {
             events.push(EventRow { seq, at, event });
         }
         Ok(events)
+    }
+
+    fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError> {
+        let connection = self.lock();
+        for session in sessions {
+            connection.execute(
+                "INSERT INTO run_leases (session_id, owner, lease_until) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,
+                     lease_until = excluded.lease_until",
+                params![session, owner, to_i64(until)],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn interrupt_lapsed(&self, now: u64, grace: u64) -> Result<usize, StoreError> {
+        let lapsed: Vec<(String, String)> = {
+            let connection = self.lock();
+            let mut statement = connection.prepare(
+                "SELECT s.tenant_id, s.id FROM sessions s
+                 LEFT JOIN run_leases l ON l.session_id = s.id
+                 WHERE s.state = 'running'
+                   AND (l.lease_until < ?1 OR (l.session_id IS NULL AND s.updated_at < ?2))",
+            )?;
+            let rows = statement.query_map(
+                params![to_i64(now), to_i64(now.saturating_sub(grace))],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let mut interrupted = 0;
+        for (tenant, id) in &lapsed {
+            if self.transition(
+                tenant,
+                id,
+                &[SessionState::Running],
+                SessionState::Interrupted,
+            )? {
+                interrupted += 1;
+                self.lock().execute(
+                    "UPDATE approvals SET state = 'expired', decided_at = ?2
+                     WHERE session_id = ?1 AND state = 'pending'",
+                    params![id, to_i64(now)],
+                )?;
+                self.append_event(
+                    tenant,
+                    id,
+                    &serde_json::json!({"type": "run_interrupted",
+                        "reason": "the instance running it stopped renewing its lease"}),
+                )?;
+            }
+        }
+        Ok(interrupted)
     }
 
     fn interrupt_running(&self) -> Result<usize, StoreError> {
@@ -1452,6 +1527,64 @@ mod tests {
             store.events_after("a", &session.id, 0, 10).unwrap().len(),
             1
         );
+    }
+
+    #[test]
+    fn a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not() {
+        let store = SqliteStorage::in_memory().unwrap();
+        store.ensure_tenant("acme").unwrap();
+        let at = now();
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let session = store.create_session("acme", None).unwrap();
+            assert!(
+                store
+                    .transition(
+                        "acme",
+                        &session.id,
+                        &[SessionState::Idle],
+                        SessionState::Running
+                    )
+                    .unwrap()
+            );
+            ids.push(session.id);
+        }
+        // The first is renewed into the future, the second's lease lapsed, the third has none
+        // yet (its run just started): only the lapsed one is interrupted.
+        store.lease_runs("inst_a", &ids[..1], at + 60).unwrap();
+        store.lease_runs("inst_b", &ids[1..2], at - 1).unwrap();
+        assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 1);
+        let state = |id: &str| store.session("acme", id).unwrap().unwrap().state;
+        assert_eq!(state(&ids[0]), SessionState::Running);
+        assert_eq!(state(&ids[1]), SessionState::Interrupted);
+        assert_eq!(state(&ids[2]), SessionState::Running);
+        let events = store.events_after("acme", &ids[1], 0, 10).unwrap();
+        assert_eq!(events[0].event["type"], "run_interrupted");
+        // Past the grace, a run that never leased counts as lapsed too.
+        assert_eq!(store.interrupt_lapsed(at + 60, 30).unwrap(), 1);
+        assert_eq!(state(&ids[2]), SessionState::Interrupted);
+        // A run that ended gave its lease back: a new run of it starts without one.
+        assert!(
+            store
+                .transition(
+                    "acme",
+                    &ids[0],
+                    &[SessionState::Running],
+                    SessionState::Idle
+                )
+                .unwrap()
+        );
+        assert!(
+            store
+                .transition(
+                    "acme",
+                    &ids[0],
+                    &[SessionState::Idle],
+                    SessionState::Running
+                )
+                .unwrap()
+        );
+        assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 0);
     }
 
     #[test]

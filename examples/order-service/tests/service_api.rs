@@ -47,6 +47,18 @@ impl OrderService {
         send(client().post(self.url(path)).bearer_auth(key).json(&body)).await
     }
 
+    /// Posts the user's `text` to `session` (a run starts).
+    async fn say(&self, key: &str, session: &str, text: &str) {
+        let (status, accepted) = self
+            .post(
+                key,
+                &format!("/sessions/{session}/messages"),
+                json!({"text": text}),
+            )
+            .await;
+        assert_eq!(status, 202, "{accepted}");
+    }
+
     /// A new session of the default agent; its id.
     async fn new_session(&self, key: &str) -> String {
         let (status, session) = self.post(key, "/sessions", json!({})).await;
@@ -188,14 +200,9 @@ async fn a_cancellation_waits_for_approval_and_a_caller_without_the_permission_i
     ));
     mock.push_turn(Turn::text("Order A-100 is cancelled."));
     let session = service.new_session(&support).await;
-    let (status, accepted) = service
-        .post(
-            &support,
-            &format!("/sessions/{session}/messages"),
-            json!({"text": "Please cancel order A-100."}),
-        )
+    service
+        .say(&support, &session, "Please cancel order A-100.")
         .await;
-    assert_eq!(status, 202, "{accepted}");
     let needed = service
         .wait_for_event(&support, &session, "approval_needed")
         .await;
@@ -236,14 +243,9 @@ async fn a_cancellation_waits_for_approval_and_a_caller_without_the_permission_i
     ));
     mock.push_turn(Turn::text("I cannot cancel A-101."));
     let session = service.new_session(&viewer).await;
-    let (status, _) = service
-        .post(
-            &viewer,
-            &format!("/sessions/{session}/messages"),
-            json!({"text": "Please cancel order A-101."}),
-        )
+    service
+        .say(&viewer, &session, "Please cancel order A-101.")
         .await;
-    assert_eq!(status, 202);
     let finished = service
         .wait_for_event(&viewer, &session, "run_finished")
         .await;
@@ -330,14 +332,9 @@ async fn a_handler_that_panics_denies_the_call_and_the_run_goes_on() {
     ));
     mock.push_turn(Turn::text("I could not cancel A-100."));
     let session = service.new_session(&support).await;
-    let (status, _) = service
-        .post(
-            &support,
-            &format!("/sessions/{session}/messages"),
-            json!({"text": "Please cancel order A-100."}),
-        )
+    service
+        .say(&support, &session, "Please cancel order A-100.")
         .await;
-    assert_eq!(status, 202);
     let finished = service
         .wait_for_event(&support, &session, "run_finished")
         .await;
@@ -378,14 +375,9 @@ async fn two_instances_on_one_store_hand_a_decision_an_event_stream_and_a_cancel
     ));
     mock.push_turn(Turn::text("Order A-100 is cancelled."));
     let session = first.new_session(&support).await;
-    let (status, _) = first
-        .post(
-            &support,
-            &format!("/sessions/{session}/messages"),
-            json!({"text": "Please cancel order A-100."}),
-        )
+    first
+        .say(&support, &session, "Please cancel order A-100.")
         .await;
-    assert_eq!(status, 202);
     let needed = second
         .wait_for_event(&support, &session, "approval_needed")
         .await;
@@ -420,14 +412,7 @@ async fn two_instances_on_one_store_hand_a_decision_an_event_stream_and_a_cancel
         "cancel_order",
         json!({"order_id": "A-101"}),
     ));
-    let (status, _) = first
-        .post(
-            &support,
-            &format!("/sessions/{session}/messages"),
-            json!({"text": "And A-101."}),
-        )
-        .await;
-    assert_eq!(status, 202);
+    first.say(&support, &session, "And A-101.").await;
     let pending = loop {
         let (_, queue) = second.get(&ops, "/approvals").await;
         if let Some(pending) = queue["approvals"]

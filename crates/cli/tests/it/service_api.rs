@@ -45,6 +45,32 @@ impl Service {
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
+
+    /// A new session of the default agent, made with `key`; its id.
+    pub(crate) async fn new_session(&self, key: &str) -> String {
+        let (status, session) = send(
+            client()
+                .post(self.url("/sessions"))
+                .bearer_auth(key)
+                .json(&json!({})),
+        )
+        .await;
+        assert_eq!(status, 201, "{session}");
+        session["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Posts the user's `text` to `session` (a run starts); the answer.
+    pub(crate) async fn say(&self, key: &str, session: &str, text: &str) -> Value {
+        let (status, accepted) = send(
+            client()
+                .post(self.url(&format!("/sessions/{session}/messages")))
+                .bearer_auth(key)
+                .json(&json!({"text": text})),
+        )
+        .await;
+        assert_eq!(status, 202, "{accepted}");
+        accepted
+    }
 }
 
 pub(crate) fn key(sandbox: &Sandbox, tenant: &str, caller: &str) -> String {
@@ -216,14 +242,7 @@ async fn another_tenant_s_key_gets_404_for_every_session_endpoint() {
     let acme = key(&sandbox, "acme", "web-app");
     let globex = key(&sandbox, "globex", "intruder");
     let service = Service::start(&sandbox).await;
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&acme)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
+    let id = service.new_session(&acme).await;
     let attempts = [
         client().get(service.url(&format!("/sessions/{id}"))),
         client().delete(service.url(&format!("/sessions/{id}"))),
@@ -351,14 +370,7 @@ async fn a_service_killed_mid_run_lists_the_run_as_interrupted_after_a_restart()
     sandbox.user_config(&service_config(&mock));
     let acme = key(&sandbox, "acme", "web-app");
     let mut service = Service::start(&sandbox).await;
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&acme)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
+    let id = service.new_session(&acme).await;
     let (status, _) = send(
         client()
             .post(service.url(&format!("/sessions/{id}/messages")))
@@ -449,14 +461,7 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
     let operator_of_acme = key(&sandbox, "acme", "ops@acme");
     let globex = key(&sandbox, "globex", "intruder");
     let service = Service::start(&sandbox).await;
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&acme)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
+    let id = service.new_session(&acme).await;
 
     // First run: the write waits for a person; it is denied with a reason.
     let (status, _) = send(
@@ -738,13 +743,7 @@ async fn a_pending_client_call_survives_a_killed_service_and_its_answer_resumes_
     )
     .await;
     let id = session["id"].as_str().unwrap().to_owned();
-    send(
-        client()
-            .post(service.url(&format!("/sessions/{id}/messages")))
-            .bearer_auth(&acme)
-            .json(&json!({"text": "Show me Lyon"})),
-    )
-    .await;
+    service.say(&acme, &id, "Show me Lyon").await;
     let pending = wait_for_event(&service, &acme, &id, "client_call_pending").await;
     let call = pending["call"]["id"].as_str().unwrap().to_owned();
     service.child.start_kill().unwrap();
@@ -1014,21 +1013,8 @@ async fn a_tenant_admin_registers_a_remote_server_whose_tools_ask_before_every_c
     assert_eq!(listed["servers"], json!([]), "another tenant sees none");
 
     // The tenant's session reaches it; the read-only tool still asks first.
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&member)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
-    send(
-        client()
-            .post(service.url(&format!("/sessions/{id}/messages")))
-            .bearer_auth(&member)
-            .json(&json!({"text": "echo it"})),
-    )
-    .await;
+    let id = service.new_session(&member).await;
+    service.say(&member, &id, "echo it").await;
     let needed = wait_for_event(&service, &member, &id, "approval_needed").await;
     assert_eq!(needed["approval"]["tool"], "mcp__orders__echo");
     let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
@@ -1074,14 +1060,7 @@ async fn allow_for_the_session_holds_for_the_session_s_later_runs() {
     sandbox.user_config(&service_config(&mock));
     let acme = key(&sandbox, "acme", "web-app");
     let service = Service::start(&sandbox).await;
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&acme)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
+    let id = service.new_session(&acme).await;
     let message = |text: &str| {
         client()
             .post(service.url(&format!("/sessions/{id}/messages")))
@@ -1173,21 +1152,8 @@ async fn an_npm_reference_server_over_streamable_http_answers_a_session_s_call()
     ));
     let acme = key(&sandbox, "acme", "web-app");
     let service = Service::start(&sandbox).await;
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&acme)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
-    send(
-        client()
-            .post(service.url(&format!("/sessions/{id}/messages")))
-            .bearer_auth(&acme)
-            .json(&json!({"text": "echo it"})),
-    )
-    .await;
+    let id = service.new_session(&acme).await;
+    service.say(&acme, &id, "echo it").await;
     allow_until_finished(&service, &acme, &id).await;
     assert!(
         mock.requests()[1]
@@ -1224,21 +1190,8 @@ async fn a_timeout_covers_the_call_not_its_approval_and_the_run_goes_on() {
     ));
     let acme = key(&sandbox, "acme", "web-app");
     let service = Service::start(&sandbox).await;
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&acme)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
-    send(
-        client()
-            .post(service.url(&format!("/sessions/{id}/messages")))
-            .bearer_auth(&acme)
-            .json(&json!({"text": "build the report"})),
-    )
-    .await;
+    let id = service.new_session(&acme).await;
+    service.say(&acme, &id, "build the report").await;
     let needed = wait_for_event(&service, &acme, &id, "approval_needed").await;
     // The approval waits longer than the timeout: a pending approval is never timed.
     tokio::time::sleep(Duration::from_millis(1500)).await;

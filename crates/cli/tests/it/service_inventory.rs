@@ -163,21 +163,8 @@ async fn a_tenant_admin_signs_in_to_its_server_and_the_tokens_stay_in_the_servic
         status_of(&service, &globex_admin, "crm").await["state"],
         "needs login"
     );
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&member)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
-    send(
-        client()
-            .post(service.url(&format!("/sessions/{id}/messages")))
-            .bearer_auth(&member)
-            .json(&json!({"text": "echo it"})),
-    )
-    .await;
+    let id = service.new_session(&member).await;
+    service.say(&member, &id, "echo it").await;
     let needed = wait_for_event(&service, &member, &id, "approval_needed").await;
     let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
     send(
@@ -380,14 +367,7 @@ async fn a_prompt_snapshot_is_copied_in_once_and_a_message_can_be_it() {
     }
 
     // A message can be the snapshot: its messages continue the conversation.
-    let (_, session) = send(
-        client()
-            .post(service.url("/sessions"))
-            .bearer_auth(&member)
-            .json(&json!({})),
-    )
-    .await;
-    let id = session["id"].as_str().unwrap().to_owned();
+    let id = service.new_session(&member).await;
     let post = |body: Value| {
         client()
             .post(service.url(&format!("/sessions/{id}/messages")))
