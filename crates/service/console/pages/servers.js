@@ -3,6 +3,24 @@
 import { api, ApiError } from "../api.js";
 import { h, notice, replace, when } from "../dom.js";
 
+/** A tenant admin signs in to a registered server with OAuth: the authorization page opens in a new tab. */
+function signIn(name) {
+  const status = h("span", { class: "muted" });
+  return h("div", { class: "actions" }, h("button", {
+    type: "button", onclick: async () => {
+      try {
+        const started = await api("POST", `/servers/${encodeURIComponent(name)}/login`);
+        const url = new URL(started.authorization_url);
+        if (url.protocol !== "https:" && url.protocol !== "http:") throw new Error("the authorization URL is not http(s)");
+        window.open(url.href, "_blank", "noopener,noreferrer");
+        status.textContent = "Finish signing in in the new tab, then Refresh.";
+      } catch (error) {
+        status.textContent = error.message;
+      }
+    },
+  }, `Sign in to ${name}`), status);
+}
+
 export async function show(main, _rest, signal) {
   void signal;
   const status = h("div", { id: "servers-status" });
@@ -28,7 +46,8 @@ export async function show(main, _rest, signal) {
             h("td", {}, server.protocol || ""),
             h("td", {}, server.tools ?? ""),
             h("td", {}, server.failure ? h("details", {}, h("summary", {}, server.failure),
-              h("pre", { class: "output" }, (server.stderr_tail || []).length ? server.stderr_tail.join("\n") : "(no stderr)")) : "")))
+              h("pre", { class: "output" }, (server.stderr_tail || []).length ? server.stderr_tail.join("\n") : "(no stderr)")) : "",
+              server.origin === "tenant" && /login/.test(server.state) ? signIn(server.name) : null)))
             : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No servers.")))));
     } catch (error) {
       if (!(error instanceof ApiError && (error.status === 404 || error.status === 405))) throw error;
