@@ -56,6 +56,8 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// warden as an HTTP service: `run` the API, `key create|revoke` its tenants' API keys.
     Service(commands::service::ServiceArgs),
+    /// Document collections: add files, list, show, remove, search (BM25), reindex.
+    Knowledge(commands::knowledge::KnowledgeArgs),
     /// Print a shell completion script: `warden completions bash > ~/.local/share/bash-completion/completions/warden`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -129,6 +131,7 @@ fn run_command() -> ExitCode {
         Command::Audit(args) => commands::audit::run(&globals, args),
         Command::Serve(args) => commands::serve::run(&globals, args),
         Command::Service(args) => commands::service::run(&globals, args),
+        Command::Knowledge(args) => commands::knowledge::run(&globals, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "warden", &mut std::io::stdout());

@@ -6,6 +6,7 @@ pub(crate) mod code;
 pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod doctor;
+pub(crate) mod knowledge;
 pub(crate) mod mcp;
 pub(crate) mod probe;
 pub(crate) mod prompt;

@@ -16,6 +16,7 @@ mod console_browser;
 mod defer_modes;
 mod followups;
 mod gate_hooks;
+mod knowledge_cli;
 mod mcp_flag;
 mod mcp_login_cli;
 mod mcp_manage_cli;

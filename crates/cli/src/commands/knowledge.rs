@@ -1,0 +1,197 @@
+//! `warden knowledge`: document collections in `STATE_DIR/knowledge.db` — `add` files and folders, `list`, `show`, `remove`, `search` (the same retrieval an agent gets, to tell a retrieval problem from a prompt problem) and `reindex`.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use warden_knowledge::{ChunkBudget, Hit, IngestSummary, KnowledgeStore};
+
+use crate::Globals;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct KnowledgeArgs {
+    #[command(subcommand)]
+    command: KnowledgeCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum KnowledgeCommand {
+    /// Add files or folders (Markdown, plain text, HTML) to a collection, made when new. An
+    /// unchanged file does no work; a changed one is replaced; a file gone from an added folder
+    /// is removed.
+    Add {
+        collection: String,
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// The collections, with their documents and chunks counted.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// A collection's documents.
+    Show {
+        collection: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a collection, or one document of it.
+    Remove {
+        collection: String,
+        /// Only this document (its path as `show` lists it).
+        #[arg(long, value_name = "PATH")]
+        document: Option<String>,
+    },
+    /// The chunks of a collection that best match a query, with where each comes from.
+    Search {
+        collection: String,
+        query: String,
+        /// How many chunks (default 5).
+        #[arg(long, default_value_t = 5)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read every document of a collection again and chunk it afresh.
+    Reindex { collection: String },
+}
+
+pub(crate) fn run(_globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<ExitCode> {
+    let paths = crate::setup::paths()?;
+    let database = paths.state_dir().join("knowledge.db");
+    let store = KnowledgeStore::open(&database)
+        .with_context(|| format!("opening the knowledge database {}", database.display()))?;
+    let mut out = std::io::stdout().lock();
+    match args.command {
+        KnowledgeCommand::Add { collection, paths } => {
+            let summary = warden_knowledge::add(
+                &store,
+                &collection,
+                &paths,
+                ChunkBudget::default(),
+                &progress_line,
+            )?;
+            report(&collection, &summary);
+        }
+        KnowledgeCommand::Reindex { collection } => {
+            let summary = warden_knowledge::reindex(
+                &store,
+                &collection,
+                ChunkBudget::default(),
+                &progress_line,
+            )?;
+            report(&collection, &summary);
+        }
+        KnowledgeCommand::List { json } => {
+            let collections = store.collections()?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string(&collections)?)?;
+            } else if collections.is_empty() {
+                writeln!(
+                    out,
+                    "no collections (add one with `warden knowledge add NAME PATH…`)"
+                )?;
+            } else {
+                for row in collections {
+                    writeln!(
+                        out,
+                        "{}  {} documents, {} chunks",
+                        row.name, row.documents, row.chunks
+                    )?;
+                }
+            }
+        }
+        KnowledgeCommand::Show { collection, json } => {
+            let documents = store.documents(&collection)?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string(&documents)?)?;
+            } else {
+                for row in documents {
+                    writeln!(out, "{}  {} chunks", row.path, row.chunks)?;
+                }
+            }
+        }
+        KnowledgeCommand::Remove {
+            collection,
+            document,
+        } => {
+            let removed = match &document {
+                Some(path) => store.remove_document(&collection, path)?,
+                None => store.remove_collection(&collection)?,
+            };
+            if !removed {
+                anyhow::bail!(
+                    "no {} in collection {collection} (see `warden knowledge show {collection}`)",
+                    document.as_deref().unwrap_or("such collection")
+                );
+            }
+            eprintln!("warden: removed");
+        }
+        KnowledgeCommand::Search {
+            collection,
+            query,
+            limit,
+            json,
+        } => {
+            let hits = store.search_lexical(&collection, &query, limit.clamp(1, 100))?;
+            if json {
+                writeln!(out, "{}", serde_json::to_string(&hits)?)?;
+            } else if hits.is_empty() {
+                writeln!(out, "no chunk of {collection} matches")?;
+            } else {
+                for (rank, hit) in hits.iter().enumerate() {
+                    print_hit(&mut out, rank + 1, hit)?;
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `3/40 files` on one line of a terminal's stderr; nothing elsewhere.
+fn progress_line(done: usize, total: usize) {
+    if !std::io::stderr().is_terminal() {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "\rwarden: {done}/{total} files");
+    if done == total {
+        let _ = writeln!(err);
+    }
+}
+
+fn report(collection: &str, summary: &IngestSummary) {
+    eprintln!(
+        "warden: {collection}: {} added, {} updated, {} unchanged, {} removed, {} chunks written, {} skipped",
+        summary.added,
+        summary.updated,
+        summary.unchanged,
+        summary.removed,
+        summary.chunks_written,
+        summary.skipped.len()
+    );
+    for (path, reason) in &summary.skipped {
+        eprintln!("  skipped {path}: {reason}");
+    }
+}
+
+fn print_hit(out: &mut impl Write, rank: usize, hit: &Hit) -> std::io::Result<()> {
+    let place = if hit.headings.is_empty() {
+        String::new()
+    } else {
+        format!(" › {}", hit.headings.join(" › "))
+    };
+    writeln!(
+        out,
+        "{rank}. {}:{}-{}{place}  (score {:.2})",
+        hit.path, hit.line_start, hit.line_end, hit.score
+    )?;
+    for line in hit.text.lines().take(6) {
+        writeln!(out, "   {line}")?;
+    }
+    if hit.text.lines().count() > 6 {
+        writeln!(out, "   …")?;
+    }
+    writeln!(out)
+}

@@ -1,0 +1,257 @@
+//! Adding files to a collection: folders walked (hidden entries skipped), each file read, hashed and compared — an unchanged file does no work, a changed one has its chunks replaced atomically, a file gone from an added folder loses its chunks — and a summary of what happened, with the reason for each file skipped.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::chunk::{ChunkBudget, chunk_text};
+use crate::formats::document_text;
+use crate::store::{KnowledgeError, KnowledgeStore};
+
+/// Files larger than this are skipped.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// What one ingestion did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct IngestSummary {
+    pub added: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+    pub removed: usize,
+    pub chunks_written: usize,
+    /// Files not taken, with why.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Where an ingestion stands, for a progress line: files done of all found.
+pub type Progress<'a> = &'a dyn Fn(usize, usize);
+
+/// Every file under `path` (itself, when it is a file), hidden entries skipped, sorted.
+fn files_under(path: &Path, found: &mut Vec<PathBuf>) {
+    if path.is_file() {
+        found.push(path.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = entries.flatten().map(|entry| entry.path()).collect();
+    entries.sort();
+    for entry in entries {
+        let hidden = entry
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with('.'));
+        if !hidden && !entry.is_symlink() {
+            files_under(&entry, found);
+        }
+    }
+}
+
+fn content_hash(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// Adds `paths` (files or folders) to `collection`, making it when new.
+pub fn add(
+    store: &KnowledgeStore,
+    collection: &str,
+    paths: &[PathBuf],
+    budget: ChunkBudget,
+    progress: Progress<'_>,
+) -> Result<IngestSummary, KnowledgeError> {
+    store.ensure_collection(collection)?;
+    let mut summary = IngestSummary::default();
+    let mut files = Vec::new();
+    let mut folders = Vec::new();
+    for path in paths {
+        match std::fs::canonicalize(path) {
+            Ok(path) => {
+                if path.is_dir() {
+                    folders.push(path.clone());
+                }
+                files_under(&path, &mut files);
+            }
+            Err(error) => summary
+                .skipped
+                .push((path.display().to_string(), error.to_string())),
+        }
+    }
+    let total = files.len();
+    let mut seen = Vec::new();
+    for (done, file) in files.iter().enumerate() {
+        progress(done, total);
+        let name = file.display().to_string();
+        seen.push(name.clone());
+        ingest_file(store, collection, file, &name, budget, false, &mut summary)?;
+    }
+    progress(total, total);
+    // A file gone from a folder that was added again loses its chunks.
+    for document in store.documents(collection)? {
+        let under_added_folder = folders
+            .iter()
+            .any(|folder| Path::new(&document.path).starts_with(folder));
+        if under_added_folder && !seen.contains(&document.path) {
+            store.remove_document(collection, &document.path)?;
+            summary.removed += 1;
+        }
+    }
+    Ok(summary)
+}
+
+/// Reads every document of `collection` again and chunks it afresh (after a change of the
+/// chunking); a document whose file is gone is removed.
+pub fn reindex(
+    store: &KnowledgeStore,
+    collection: &str,
+    budget: ChunkBudget,
+    progress: Progress<'_>,
+) -> Result<IngestSummary, KnowledgeError> {
+    let documents = store.documents(collection)?;
+    let mut summary = IngestSummary::default();
+    let total = documents.len();
+    for (done, document) in documents.iter().enumerate() {
+        progress(done, total);
+        let path = PathBuf::from(&document.path);
+        if !path.is_file() {
+            store.remove_document(collection, &document.path)?;
+            summary.removed += 1;
+            continue;
+        }
+        ingest_file(
+            store,
+            collection,
+            &path,
+            &document.path,
+            budget,
+            true,
+            &mut summary,
+        )?;
+    }
+    progress(total, total);
+    Ok(summary)
+}
+
+fn ingest_file(
+    store: &KnowledgeStore,
+    collection: &str,
+    file: &Path,
+    name: &str,
+    budget: ChunkBudget,
+    force: bool,
+    summary: &mut IngestSummary,
+) -> Result<(), KnowledgeError> {
+    let size = std::fs::metadata(file).map(|metadata| metadata.len());
+    match size {
+        Ok(size) if size > MAX_FILE_BYTES => {
+            summary.skipped.push((
+                name.to_owned(),
+                format!("larger than {} MiB", MAX_FILE_BYTES / (1024 * 1024)),
+            ));
+            return Ok(());
+        }
+        Err(error) => {
+            summary.skipped.push((name.to_owned(), error.to_string()));
+            return Ok(());
+        }
+        Ok(_) => {}
+    }
+    let bytes = match std::fs::read(file) {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            summary.skipped.push((name.to_owned(), error.to_string()));
+            return Ok(());
+        }
+    };
+    let hash = content_hash(&bytes);
+    let stored = store.content_hash(collection, name)?;
+    if !force && stored.as_deref() == Some(hash.as_str()) {
+        summary.unchanged += 1;
+        return Ok(());
+    }
+    let text = match document_text(file, &bytes) {
+        Ok(text) => text,
+        Err(reason) => {
+            summary.skipped.push((name.to_owned(), reason));
+            return Ok(());
+        }
+    };
+    let chunks = chunk_text(&text, budget);
+    store.replace_document(collection, name, &hash, &chunks)?;
+    summary.chunks_written += chunks.len();
+    if stored.is_some() {
+        summary.updated += 1;
+    } else {
+        summary.added += 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_unchanged_file_does_no_work_a_changed_one_is_replaced_and_a_gone_one_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = dir.path().join("docs");
+        std::fs::create_dir_all(docs.join(".git")).unwrap();
+        std::fs::write(docs.join("returns.md"), "# Returns\n\nWithin 30 days.\n").unwrap();
+        std::fs::write(
+            docs.join("shipping.html"),
+            "<h1>Shipping</h1><p>Same day.</p>",
+        )
+        .unwrap();
+        std::fs::write(docs.join("logo.png"), [0x89, b'P', b'N', b'G']).unwrap();
+        std::fs::write(docs.join(".git").join("HEAD"), "ref").unwrap();
+        let store = KnowledgeStore::in_memory().unwrap();
+        let quiet = |_: usize, _: usize| {};
+        let first = add(
+            &store,
+            "manuals",
+            std::slice::from_ref(&docs),
+            ChunkBudget::default(),
+            &quiet,
+        )
+        .unwrap();
+        assert_eq!(first.added, 2, "{first:?}");
+        assert_eq!(first.skipped.len(), 1, "{first:?}");
+        assert!(first.skipped[0].1.contains(".png"));
+
+        let again = add(
+            &store,
+            "manuals",
+            std::slice::from_ref(&docs),
+            ChunkBudget::default(),
+            &quiet,
+        )
+        .unwrap();
+        assert_eq!((again.unchanged, again.chunks_written), (2, 0), "{again:?}");
+
+        std::fs::write(
+            docs.join("returns.md"),
+            "# Returns\n\nWithin 60 days now.\n",
+        )
+        .unwrap();
+        std::fs::remove_file(docs.join("shipping.html")).unwrap();
+        let changed = add(
+            &store,
+            "manuals",
+            std::slice::from_ref(&docs),
+            ChunkBudget::default(),
+            &quiet,
+        )
+        .unwrap();
+        assert_eq!((changed.updated, changed.removed), (1, 1), "{changed:?}");
+        let hits = store.search_lexical("manuals", "days", 5).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert!(hits[0].text.contains("60 days"));
+        assert!(
+            store
+                .search_lexical("manuals", "shipping", 5)
+                .unwrap()
+                .is_empty()
+        );
+    }
+}
