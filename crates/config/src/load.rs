@@ -39,6 +39,8 @@ pub struct ConfigFile {
     pub service_allows_stdio: Option<bool>,
     /// `[embeddings.NAME]` of this file (a user-scope file only).
     pub embeddings: BTreeMap<String, crate::model::EmbeddingsSpec>,
+    /// `[service] widget_origins` of this file (a user-scope file only).
+    pub service_widget_origins: Option<Vec<String>>,
     /// Keys this file set but has no authority over, left out of the settings above (a project
     /// file's `model` and `[oauth]`): each names the file, the key and where to set it instead.
     pub warnings: Vec<Diagnostic>,
@@ -252,7 +254,8 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             oauth,
             sandbox: sandbox.map(crate::sandbox::SandboxSettings::from),
             skill_scripts,
-            service_allows_stdio: service.and_then(|service| service.allow_stdio),
+            service_allows_stdio: service.as_ref().and_then(|service| service.allow_stdio),
+            service_widget_origins: service.and_then(|service| service.widget_origins),
             warnings,
         })
     } else {
@@ -413,6 +416,9 @@ pub struct LoadedConfig {
     pub service_allows_stdio: bool,
     /// `[embeddings.NAME]` (user config only; a later file wins a name).
     pub embeddings: BTreeMap<String, crate::model::EmbeddingsSpec>,
+    /// `[service] widget_origins` (user config only; none unless set): the product pages'
+    /// origins that may call the service with a widget token.
+    pub service_widget_origins: Vec<String>,
     /// What a file set without the authority to, and was therefore left out: a project file's
     /// `model` and `[oauth]`, its `[agents.NAME]` that shadow a user profile, and its profiles
     /// not approved as they are. Print them; none stops the run.
@@ -504,6 +510,9 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                     loaded.service_allows_stdio = allow;
                 }
                 loaded.embeddings.extend(file.embeddings);
+                if let Some(origins) = file.service_widget_origins {
+                    loaded.service_widget_origins = origins;
+                }
                 // A project file's `[oauth]` never gets here (see `user_scope_only`).
                 if let Some(oauth) = file.oauth {
                     if let Some(setting) = oauth.token_store {

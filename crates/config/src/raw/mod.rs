@@ -107,10 +107,13 @@ pub struct RawService {
     /// Start stdio MCP servers (local processes) for the service's sessions. Default false: the service connects only to http/https servers, so nothing a session does starts a process on this machine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_stdio: Option<bool>,
+    /// Origins of the product pages that embed the chat widget (`"https://shop.example"`: scheme, host and port, no path). Requests from these origins are answered with CORS headers, and only with a widget token (never an API key); loopback origins are always allowed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub widget_origins: Option<Vec<String>>,
 }
 
 impl RawService {
-    pub const KEYS: &'static [&'static str] = &["allow_stdio"];
+    pub const KEYS: &'static [&'static str] = &["allow_stdio", "widget_origins"];
 }
 
 /// One `[embeddings.NAME]` entry: an OpenAI-compatible `/v1/embeddings` endpoint.
@@ -319,8 +322,22 @@ impl<'a> Walk<'a> {
         });
         let service = self.section(root, "service", |walk, t, p| {
             walk.unknown_keys(t, p, RawService::KEYS);
+            let widget_origins = walk.strings(t, p, "widget_origins");
+            for origin in widget_origins.iter().flatten() {
+                if !crate::is_web_origin(origin) {
+                    walk.report(
+                        key_path(p, "widget_origins"),
+                        Problem::InvalidValue {
+                            expected: format!(
+                                "an origin such as \"https://shop.example\" (scheme, host, optional port; no path), not \"{origin}\""
+                            ),
+                        },
+                    );
+                }
+            }
             RawService {
                 allow_stdio: walk.boolean(t, p, "allow_stdio"),
+                widget_origins,
             }
         });
         let mut embeddings = BTreeMap::new();
