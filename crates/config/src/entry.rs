@@ -418,6 +418,39 @@ impl ServerEntry {
     }
 }
 
+/// Whether `text` is a web origin as a browser sends it: `http` or `https`, `://`, a host
+/// (letters, digits, `.`, `-`, or a bracketed IPv6 address) and an optional `:port`; no path.
+pub fn is_web_origin(text: &str) -> bool {
+    let Some(rest) = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    let (host, port) = match rest.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((address, "")) => (address, None),
+            Some((address, after)) => match after.strip_prefix(':') {
+                Some(port) => (address, Some(port)),
+                None => return false,
+            },
+            None => return false,
+        },
+        None => match rest.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (rest, None),
+        },
+    };
+    let host_ok = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':'));
+    let port_ok = port.is_none_or(|port| {
+        !port.is_empty() && port.len() <= 5 && port.chars().all(|c| c.is_ascii_digit())
+    });
+    host_ok && port_ok
+}
+
 /// Whether `name` may name a server.
 /// A server name: letters, digits, `_` and `-`, starting with a letter or digit, and never `__`
 /// (public tool names are `mcp__SERVER__TOOL`: a `__` in a server name would let `a` + `b__echo`

@@ -30,7 +30,7 @@ pub use edit::{
 pub use entry::{
     AuthMode, AuthState, MAX_SERVER_NAME_LEN, OAuthClientConfig, RemoteTransport,
     ResolvedTransport, Scope, ScopedRawServer, ServerEntry, ServerPolicy, ToolFilter, ToolPolicy,
-    Transport, is_valid_server_name, timeout_seconds,
+    Transport, is_valid_server_name, is_web_origin, timeout_seconds,
 };
 pub use error::{ConfigError, Diagnostic, Problem};
 pub use expand::{

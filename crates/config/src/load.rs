@@ -41,6 +41,8 @@ pub struct ConfigFile {
     pub service_database_url: Option<crate::service::DatabaseUrl>,
     /// `[embeddings.NAME]` of this file (a user-scope file only).
     pub embeddings: BTreeMap<String, crate::model::EmbeddingsSpec>,
+    /// `[service] widget_origins` of this file (a user-scope file only).
+    pub service_widget_origins: Option<Vec<String>>,
     /// Keys this file set but has no authority over, left out of the settings above (a project
     /// file's `model` and `[oauth]`): each names the file, the key and where to set it instead.
     pub warnings: Vec<Diagnostic>,
@@ -255,7 +257,10 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             sandbox: sandbox.map(crate::sandbox::SandboxSettings::from),
             skill_scripts,
             service_allows_stdio: service.as_ref().and_then(|service| service.allow_stdio),
-            service_database_url: service.and_then(|service| service.database_url),
+            service_database_url: service
+                .as_ref()
+                .and_then(|service| service.database_url.clone()),
+            service_widget_origins: service.and_then(|service| service.widget_origins),
             warnings,
         })
     } else {
@@ -419,6 +424,9 @@ pub struct LoadedConfig {
     pub service_database_url: Option<crate::service::DatabaseUrl>,
     /// `[embeddings.NAME]` (user config only; a later file wins a name).
     pub embeddings: BTreeMap<String, crate::model::EmbeddingsSpec>,
+    /// `[service] widget_origins` (user config only; none unless set): the product pages'
+    /// origins that may call the service with a widget token.
+    pub service_widget_origins: Vec<String>,
     /// What a file set without the authority to, and was therefore left out: a project file's
     /// `model` and `[oauth]`, its `[agents.NAME]` that shadow a user profile, and its profiles
     /// not approved as they are. Print them; none stops the run.
@@ -513,6 +521,9 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                     loaded.service_database_url = file.service_database_url;
                 }
                 loaded.embeddings.extend(file.embeddings);
+                if let Some(origins) = file.service_widget_origins {
+                    loaded.service_widget_origins = origins;
+                }
                 // A project file's `[oauth]` never gets here (see `user_scope_only`).
                 if let Some(oauth) = file.oauth {
                     if let Some(setting) = oauth.token_store {

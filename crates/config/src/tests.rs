@@ -1259,3 +1259,31 @@ fn embeddings_entries_are_read_from_the_user_config_only_with_required_keys_name
         "{project}"
     );
 }
+
+#[test]
+fn widget_origins_are_web_origins_without_a_path() {
+    let parsed = parse_user(
+        "schema_version = 1\n[service]\nwidget_origins = [\"https://shop.example\", \"http://localhost:3000\"]\n",
+    );
+    assert_eq!(
+        parsed.service_widget_origins,
+        Some(vec![
+            "https://shop.example".to_owned(),
+            "http://localhost:3000".to_owned()
+        ])
+    );
+    for bad in [
+        "https://shop.example/",
+        "shop.example",
+        "ftp://shop.example",
+        "https://shop.example:80:80",
+    ] {
+        let refused = only_problem(
+            &format!("schema_version = 1\n[service]\nwidget_origins = [\"{bad}\"]\n"),
+            Scope::User,
+        );
+        assert_eq!(refused.key, "service.widget_origins", "{bad}");
+    }
+    assert!(crate::is_web_origin("http://[::1]:8080"));
+    assert!(!crate::is_web_origin("http://[::1]x"));
+}

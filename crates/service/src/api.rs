@@ -165,6 +165,64 @@ pub(crate) struct NewKeyIssued {
     pub(crate) key: String,
 }
 
+/// `POST /v1/widget-tokens`: a short-lived token for one end user's chat widget.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewWidgetToken {
+    /// The agent profile the widget talks to (`[agents.NAME]`).
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"))]
+    agent: String,
+    /// The end user, as the product knows them (the caller the gate and the audit see).
+    #[schemars(regex(pattern = r"\S"), length(max = 200))]
+    caller: String,
+    /// Seconds the token lives, a whole number from 1 to 3600 (default 900; `900.0` is whole).
+    #[schemars(with = "Option<u64>", range(min = 1, max = 3600))]
+    ttl_sec: Option<f64>,
+}
+
+/// A widget token: the secret is shown here once; it stops working at `expires_at`.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct WidgetTokenIssued {
+    pub(crate) token: String,
+    /// Seconds since the Unix epoch.
+    pub(crate) expires_at: u64,
+}
+
+/// The operator's grants: skills approved to use their tools, and skills allowed to run scripts.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct GrantList {
+    pub(crate) skill_grants: Vec<SkillGrantRow>,
+    pub(crate) script_grants: Vec<ScriptGrantRow>,
+}
+
+/// A server's skill approved to use exactly these tools, for its content as it was.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct SkillGrantRow {
+    pub(crate) server: String,
+    pub(crate) resource_uri: String,
+    pub(crate) tools: Vec<String>,
+    /// The SKILL.md content the approval saw (`sha256:…`).
+    pub(crate) content_hash: String,
+    /// Seconds since the Unix epoch.
+    pub(crate) approved_at: u64,
+}
+
+/// A skill allowed to run one script, or all of its scripts (`script` absent).
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct ScriptGrantRow {
+    pub(crate) skill: String,
+    pub(crate) script: Option<String>,
+    pub(crate) network: bool,
+    /// Seconds since the Unix epoch.
+    pub(crate) granted_at: u64,
+    /// When it stops covering anything (seconds since the Unix epoch); never when absent.
+    pub(crate) expires_at: Option<u64>,
+}
+
+/// How long a widget token lives when the request does not say, and at most.
+const WIDGET_TOKEN_TTL: u64 = 900;
+const WIDGET_TOKEN_MAX_TTL: u64 = 3600;
+
 /// A JSON body of type `T`: not JSON, the wrong shape or unknown fields are a 400 naming what
 /// was wrong.
 pub(crate) fn body<T: DeserializeOwned>(headers: &HeaderMap, bytes: &Bytes) -> Result<T, ApiError> {
@@ -320,6 +378,7 @@ pub fn router(
     ));
     axum::Router::new()
         .route("/v1/openapi.json", get(openapi))
+        .merge(crate::pages::router())
         .route(
             crate::tenant_oauth::CALLBACK_PATH,
             get(inventory::sign_in_callback),
@@ -371,6 +430,23 @@ pub(crate) fn routes() -> Vec<(
         ("put", "/v1/skills/{name}", axum::routing::put(put_skill)),
         ("delete", "/v1/skills/{name}", delete(delete_skill)),
         ("post", "/v1/tenants/{tenant}/keys", post(issue_key)),
+        ("post", "/v1/widget-tokens", post(issue_widget_token)),
+        ("get", "/v1/grants", get(list_grants)),
+        (
+            "delete",
+            "/v1/grants/skills/{server}/{uri}",
+            delete(revoke_skill_grant),
+        ),
+        (
+            "delete",
+            "/v1/grants/scripts/{skill}",
+            delete(revoke_skill_scripts_grant),
+        ),
+        (
+            "delete",
+            "/v1/grants/scripts/{skill}/{script}",
+            delete(revoke_script_grant),
+        ),
         ("get", "/v1/tenants", get(inventory::list_tenants)),
         (
             "get",
@@ -461,34 +537,115 @@ pub async fn serve(
         .await
 }
 
-/// `Host` must name loopback or the bound address, and a browser's `Origin` must be loopback
-/// (DNS rebinding protection, as `warden serve --http`).
+/// `Host` must name loopback or the bound address (DNS rebinding protection, as `warden serve
+/// --http`). A browser's `Origin` must be this service's own, loopback, or a product page
+/// listed in `[service] widget_origins`; a listed page's requests carry a widget token and reach
+/// only the widget's routes, and are answered with CORS headers (a preflight too). The widget
+/// script itself is public: any page may load it.
 async fn check_origin(State(state): State<ServiceState>, request: Request, next: Next) -> Response {
     let host = request
         .headers()
         .get(http::header::HOST)
         .and_then(|value| value.to_str().ok())
-        .unwrap_or_default();
-    if !host_allowed(host, &state.bound) {
+        .unwrap_or_default()
+        .to_owned();
+    if !host_allowed(&host, &state.bound) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             format!("Host {host:?} is not served here"),
         )
         .into_response();
     }
-    if let Some(origin) = request
+    let Some(origin) = request
         .headers()
         .get(http::header::ORIGIN)
         .and_then(|value| value.to_str().ok())
-        && !origin_is_loopback(origin)
-    {
+        .map(str::to_owned)
+    else {
+        return next.run(request).await;
+    };
+    let path = request.uri().path().to_owned();
+    // The service's own pages (the console) call it from its own origin; the widget's script
+    // is public.
+    let own_origin = origin == format!("http://{host}") || origin == format!("https://{host}");
+    if own_origin || (request.method() == http::Method::GET && path == "/widget.js") {
+        return next.run(request).await;
+    }
+    let loopback = origin_is_loopback(&origin);
+    if !loopback && !state.opener.widget_origins().contains(&origin) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             format!("Origin {origin:?} is not allowed"),
         )
         .into_response();
     }
-    next.run(request).await
+    let cross_origin = |mut response: Response| {
+        let headers = response.headers_mut();
+        if let Ok(value) = http::HeaderValue::from_str(&origin) {
+            headers.insert(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
+        }
+        headers.insert(http::header::VARY, http::HeaderValue::from_static("Origin"));
+        response
+    };
+    if request.method() == http::Method::OPTIONS {
+        let asked = request
+            .headers()
+            .get(http::header::ACCESS_CONTROL_REQUEST_METHOD)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|method| http::Method::from_bytes(method.as_bytes()).ok());
+        let Some(method) = asked.filter(|method| widget_route(method, &path).is_some()) else {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "a page on another origin reaches only the chat widget's endpoints",
+            )
+            .into_response();
+        };
+        let mut response = StatusCode::NO_CONTENT.into_response();
+        let headers = response.headers_mut();
+        if let Ok(value) = http::HeaderValue::from_str(method.as_str()) {
+            headers.insert(http::header::ACCESS_CONTROL_ALLOW_METHODS, value);
+        }
+        headers.insert(
+            http::header::ACCESS_CONTROL_ALLOW_HEADERS,
+            http::HeaderValue::from_static("authorization, content-type, last-event-id"),
+        );
+        headers.insert(
+            http::header::ACCESS_CONTROL_MAX_AGE,
+            http::HeaderValue::from_static("600"),
+        );
+        return cross_origin(response);
+    }
+    // A listed product page presents a widget token, never an API key: `authenticate` refuses
+    // any other key on a request marked so.
+    let mut request = request;
+    if !loopback {
+        request.extensions_mut().insert(WidgetOnly(origin.clone()));
+    }
+    cross_origin(next.run(request).await)
+}
+
+/// A request from a product page's origin (`[service] widget_origins`): only a widget token
+/// may authenticate it.
+#[derive(Clone)]
+struct WidgetOnly(String);
+
+/// What a widget token reaches, by method and path: creating a session, posting to it, reading
+/// and streaming its events, listing and answering its client calls. `Some(session)` names the
+/// session in the path (`Some(None)`: creating one); `None`: not a widget route.
+fn widget_route<'a>(method: &http::Method, path: &'a str) -> Option<Option<&'a str>> {
+    let rest = path.strip_prefix("/v1/sessions")?;
+    if rest.is_empty() {
+        return (method == http::Method::POST).then_some(None);
+    }
+    let segments: Vec<&str> = rest.strip_prefix('/')?.split('/').collect();
+    let allowed = match (method, segments.as_slice()) {
+        (&http::Method::POST, [_, "messages"]) => true,
+        (&http::Method::GET, [_, "events"] | [_, "events", "stream"] | [_, "client-calls"]) => true,
+        (&http::Method::POST, [_, "client-calls", call]) => !call.is_empty(),
+        _ => false,
+    };
+    let session = segments.first().copied().filter(|id| !id.is_empty())?;
+    allowed.then_some(Some(session))
 }
 
 /// The host part of a `Host` header (without the port; brackets of an IPv6 address removed).
@@ -532,6 +689,39 @@ async fn authenticate(
     };
     match state.store.resolve_key(presented) {
         Ok(Some(principal)) => {
+            if let Some(WidgetOnly(origin)) = request.extensions().get::<WidgetOnly>()
+                && principal.widget.is_none()
+            {
+                return ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "Origin {origin:?} may call the service only with a widget token (POST /v1/widget-tokens)"
+                    ),
+                )
+                .into_response();
+            }
+            if let Some(scope) = &principal.widget {
+                // A widget token reaches the widget's routes, and of sessions only its own.
+                let refused =
+                    || ApiError::not_found("such endpoint for this token").into_response();
+                match widget_route(request.method(), request.uri().path()) {
+                    None => return refused(),
+                    Some(None) => {}
+                    Some(Some(session)) => {
+                        match state.store.widget_owns_session(
+                            &principal.tenant,
+                            &scope.token,
+                            session,
+                        ) {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                return ApiError::not_found("such session").into_response();
+                            }
+                            Err(error) => return ApiError::from(error).into_response(),
+                        }
+                    }
+                }
+            }
             request.extensions_mut().insert(principal);
             next.run(request).await
         }
@@ -568,7 +758,23 @@ async fn create_session(
     } else {
         body(&headers, &bytes)?
     };
-    if let Some(agent) = &request.agent
+    let mut agent = request.agent;
+    if let Some(scope) = &principal.widget {
+        // A widget token opens sessions of its own agent profile only.
+        match &agent {
+            Some(named) if *named != scope.agent => {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "this widget token opens sessions of the agent {:?} only",
+                        scope.agent
+                    ),
+                ));
+            }
+            _ => agent = Some(scope.agent.clone()),
+        }
+    }
+    if let Some(agent) = &agent
         && !state.opener.knows_agent(agent)
     {
         return Err(ApiError::new(
@@ -578,7 +784,12 @@ async fn create_session(
     }
     let row = state
         .store
-        .create_session(&principal.tenant, request.agent.as_deref())?;
+        .create_session(&principal.tenant, agent.as_deref())?;
+    if let Some(scope) = &principal.widget {
+        state
+            .store
+            .add_widget_session(&principal.tenant, &scope.token, &row.id)?;
+    }
     Ok((StatusCode::CREATED, Json(row)).into_response())
 }
 
@@ -1286,9 +1497,183 @@ async fn issue_key(
         .into_response())
 }
 
+/// Mints a widget token (a tenant's key): the product's backend asks for one per end user and
+/// hands it to the page; it reaches one agent profile's sessions that it creates, nothing else.
+async fn issue_widget_token(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    if !matches!(principal.role, Role::Tenant | Role::Admin) {
+        return Err(ApiError::not_found("such endpoint for this key"));
+    }
+    let request: NewWidgetToken = body(&headers, &bytes)?;
+    let caller = request.caller.trim();
+    if caller.is_empty() || caller.chars().count() > 200 {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "caller must be 1 to 200 characters, not blank",
+        ));
+    }
+    let ttl = match request.ttl_sec {
+        None => Some(WIDGET_TOKEN_TTL),
+        // A whole number of seconds in range; the cast is exact for those.
+        Some(seconds) if seconds.fract() == 0.0 && (1.0..=3600.0).contains(&seconds) => {
+            Some(seconds as u64)
+        }
+        Some(_) => None,
+    };
+    let Some(ttl) = ttl.filter(|ttl| (1..=WIDGET_TOKEN_MAX_TTL).contains(ttl)) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("ttl_sec must be a whole number from 1 to {WIDGET_TOKEN_MAX_TTL}"),
+        ));
+    };
+    if !state.opener.knows_agent(&request.agent) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no agent profile named {:?} (define it as [agents.{}])",
+                request.agent, request.agent
+            ),
+        ));
+    }
+    let issued = state
+        .store
+        .issue_widget_token(&principal.tenant, &request.agent, caller, ttl)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(WidgetTokenIssued {
+            token: issued.secret,
+            expires_at: issued.expires_at,
+        }),
+    )
+        .into_response())
+}
+
+fn grant_error(error: String) -> ApiError {
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error)
+}
+
+async fn list_grants(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+) -> Result<Response, ApiError> {
+    inventory::require_operator(&principal(&extensions)?)?;
+    let (skills, scripts) = state.opener.grants().map_err(grant_error)?;
+    Ok(Json(GrantList {
+        skill_grants: skills
+            .into_iter()
+            .map(|grant| SkillGrantRow {
+                server: grant.server,
+                resource_uri: grant.resource_uri,
+                tools: grant.tools,
+                content_hash: grant.content_hash,
+                approved_at: grant.approved_at_unix,
+            })
+            .collect(),
+        script_grants: scripts
+            .into_iter()
+            .map(|grant| ScriptGrantRow {
+                skill: grant.skill,
+                script: grant.script,
+                network: grant.network,
+                granted_at: grant.granted_unix,
+                expires_at: grant.expires_unix,
+            })
+            .collect(),
+    })
+    .into_response())
+}
+
+fn revoked(found: bool) -> Result<Response, ApiError> {
+    if found {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::not_found("such grant"))
+    }
+}
+
+/// Revokes a skill grant; the skill's URI is one path segment, percent-encoded.
+async fn revoke_skill_grant(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path((server, uri)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    inventory::require_operator(&principal(&extensions)?)?;
+    revoked(
+        state
+            .opener
+            .revoke_skill_grant(&server, &uri)
+            .map_err(grant_error)?,
+    )
+}
+
+/// Revokes every script grant of a skill (the skill-wide one and each script's).
+async fn revoke_skill_scripts_grant(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(skill): Path<String>,
+) -> Result<Response, ApiError> {
+    inventory::require_operator(&principal(&extensions)?)?;
+    revoked(
+        state
+            .opener
+            .revoke_script_grant(&skill, None)
+            .map_err(grant_error)?,
+    )
+}
+
+/// Revokes the grant of one script (its path in the skill folder, percent-encoded).
+async fn revoke_script_grant(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path((skill, script)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    inventory::require_operator(&principal(&extensions)?)?;
+    revoked(
+        state
+            .opener
+            .revoke_script_grant(&skill, Some(&script))
+            .map_err(grant_error)?,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_widget_token_reaches_only_the_widget_s_routes() {
+        use http::Method;
+        assert_eq!(widget_route(&Method::POST, "/v1/sessions"), Some(None));
+        assert_eq!(widget_route(&Method::GET, "/v1/sessions"), None);
+        assert_eq!(
+            widget_route(&Method::POST, "/v1/sessions/ses_1/messages"),
+            Some(Some("ses_1"))
+        );
+        assert_eq!(
+            widget_route(&Method::GET, "/v1/sessions/ses_1/events/stream"),
+            Some(Some("ses_1"))
+        );
+        assert_eq!(
+            widget_route(&Method::POST, "/v1/sessions/ses_1/client-calls/cc_1"),
+            Some(Some("ses_1"))
+        );
+        for (method, path) in [
+            (Method::GET, "/v1/sessions/ses_1"),
+            (Method::DELETE, "/v1/sessions/ses_1"),
+            (Method::POST, "/v1/sessions/ses_1/cancel"),
+            (Method::POST, "/v1/sessions/ses_1/client-calls/"),
+            (Method::GET, "/v1/sessionsx"),
+            (Method::GET, "/v1/approvals"),
+            (Method::POST, "/v1/sessions//messages"),
+        ] {
+            assert_eq!(widget_route(&method, path), None, "{method} {path}");
+        }
+    }
 
     #[test]
     fn hosts_and_origins_are_loopback_or_the_bound_address() {

@@ -5,6 +5,7 @@ mod approvals;
 mod client_tools;
 mod inventory;
 mod openapi;
+mod pages;
 mod runs;
 mod signals;
 mod store;
@@ -17,9 +18,9 @@ pub use openapi::document as openapi_document;
 pub use runs::{Inspection, OpenRequest, RunError, Runs, SessionOpener, TenantServer, UserInput};
 pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{
-    ApprovalRow, ClientCallRow, EventRow, IssuedKey, KeyRow, Principal, PromptMessage, PromptRow,
-    Role, SCHEMA_VERSION, ServerRow, ServiceStorage, SessionRow, SessionState, SkillRow,
-    SqliteStorage, StoreError, TenantRow,
+    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,
+    PromptMessage, PromptRow, Role, SCHEMA_VERSION, ServerRow, ServiceStorage, SessionRow,
+    SessionState, SkillRow, SqliteStorage, StoreError, TenantRow, WidgetScope,
 };
 
 /// What another storage backend shares with the SQLite one: the clock, ids and the key hash.

@@ -6,8 +6,9 @@ use serde_json::{Map, Value, json};
 
 use crate::api::{
     Accepted, Answered, ApprovalDecided, ApprovalList, AuditPage, Cancelled, ClientAnswer,
-    ClientCallList, ErrorBody, EventPage, NewDecision, NewKey, NewKeyIssued, NewMessage, NewServer,
-    NewSession, ServerList, SessionDetail, SessionList, SkillList, SkillShown, SkillText,
+    ClientCallList, ErrorBody, EventPage, GrantList, NewDecision, NewKey, NewKeyIssued, NewMessage,
+    NewServer, NewSession, NewWidgetToken, ServerList, SessionDetail, SessionList, SkillList,
+    SkillShown, SkillText, WidgetTokenIssued,
 };
 use crate::inventory::{
     KeyList, KeyRevoked, NewPrompt, PromptList, ServerStatusList, SignInStarted, TenantList,
@@ -366,6 +367,51 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             success: Success::NoContent,
             errors: &[403, 404],
         },
+        Operation {
+            method: "post",
+            path: "/v1/widget-tokens",
+            summary: "A tenant's key mints a short-lived token for one end user's chat widget: it reaches only the sessions of one agent profile it creates (their messages, events and client calls).",
+            request: Some((schema_of::<NewWidgetToken>(generator), true)),
+            query: Vec::new(),
+            success: Success::Json(201, schema_of::<WidgetTokenIssued>(generator)),
+            errors: &[400, 404, 413, 415],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/grants",
+            summary: "Operator keys only: the skill grants and skill-script grants.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<GrantList>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/grants/skills/{server}/{uri}",
+            summary: "Operator keys only: revokes the grant of a server's skill (its URI percent-encoded as one segment).",
+            request: None,
+            query: Vec::new(),
+            success: Success::NoContent,
+            errors: &[404],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/grants/scripts/{skill}",
+            summary: "Operator keys only: revokes every script grant of a skill (the skill-wide one and each script's).",
+            request: None,
+            query: Vec::new(),
+            success: Success::NoContent,
+            errors: &[404],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/grants/scripts/{skill}/{script}",
+            summary: "Operator keys only: revokes the grant of one script of a skill (its path percent-encoded as one segment).",
+            request: None,
+            query: Vec::new(),
+            success: Success::NoContent,
+            errors: &[404],
+        },
     ]
 }
 
@@ -406,7 +452,9 @@ pub fn document() -> Value {
     let mut paths = Map::new();
     for operation in operations {
         let mut parameters = Vec::new();
-        for name in ["id", "call", "tenant", "name"] {
+        for name in [
+            "id", "call", "tenant", "name", "server", "uri", "skill", "script",
+        ] {
             if operation.path.contains(&format!("{{{name}}}")) {
                 parameters.push(json!({"name": name, "in": "path", "required": true,
                                        "schema": {"type": "string"}}));

@@ -41,6 +41,26 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn operator_servers(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The operator's skill grants and skill-script grants (files in the state folder).
+    fn grants(
+        &self,
+    ) -> Result<(Vec<warden_skills::Grant>, Vec<warden_skills::ScriptGrant>), String> {
+        Ok((Vec::new(), Vec::new()))
+    }
+    /// Revokes the grant of `server`'s skill at `resource_uri`; whether there was one.
+    fn revoke_skill_grant(&self, _server: &str, _resource_uri: &str) -> Result<bool, String> {
+        Ok(false)
+    }
+    /// Revokes the script grant of `skill` for `script` (`None`: every script grant of the
+    /// skill); whether there was one.
+    fn revoke_script_grant(&self, _skill: &str, _script: Option<&str>) -> Result<bool, String> {
+        Ok(false)
+    }
+    /// The origins of product pages that may call the service with a widget token
+    /// (`[service] widget_origins`); loopback origins are always allowed.
+    fn widget_origins(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// The agent profiles whose `skills` name `skill`.
     fn profiles_naming_skill(&self, _skill: &str) -> Vec<String> {
         Vec::new()

@@ -18,6 +18,9 @@ pub enum Role {
     Operator,
     /// A tenant's administrator: what a tenant key reaches, and registering its remote servers.
     Admin,
+    /// A widget's short-lived session token: one agent profile and one caller of one tenant;
+    /// it reaches only the sessions it created (see [`WidgetScope`]).
+    Widget,
 }
 
 impl Role {
@@ -27,6 +30,7 @@ impl Role {
             Self::Tenant => "tenant",
             Self::Operator => "operator",
             Self::Admin => "admin",
+            Self::Widget => "widget",
         }
     }
 
@@ -46,6 +50,35 @@ pub struct Principal {
     pub tenant: String,
     pub caller: String,
     pub role: Role,
+    /// For a widget token (`Role::Widget`): the token and the agent profile it is scoped to.
+    pub widget: Option<WidgetScope>,
+}
+
+/// What a widget token reaches: sessions of one agent profile, and only those it created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WidgetScope {
+    /// The token's id (`wid_…`): the sessions it created are recorded under it.
+    pub token: String,
+    /// The agent profile its sessions are opened from.
+    pub agent: String,
+}
+
+/// A newly minted widget token: the secret (shown once, stored hashed) and when it expires.
+pub struct IssuedWidgetToken {
+    pub id: String,
+    pub secret: String,
+    /// Seconds since the Unix epoch.
+    pub expires_at: u64,
+}
+
+impl std::fmt::Debug for IssuedWidgetToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedWidgetToken")
+            .field("id", &self.id)
+            .field("secret", &"[redacted]")
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for Principal {
@@ -54,6 +87,7 @@ impl std::fmt::Debug for Principal {
             .field("tenant", &self.tenant)
             .field("caller", &self.caller)
             .field("role", &self.role)
+            .field("widget", &self.widget)
             .finish()
     }
 }
@@ -258,8 +292,32 @@ pub trait ServiceStorage: Send + Sync + 'static {
     fn issue_key(&self, tenant: &str, caller: &str, role: Role) -> Result<IssuedKey, StoreError>;
     /// Revokes a key by id; whether there was one.
     fn revoke_key(&self, id: &str) -> Result<bool, StoreError>;
-    /// The principal of a presented secret (`None`: unknown or revoked).
+    /// The principal of a presented secret: an API key, or a widget token before it expires
+    /// (`None`: unknown, revoked or expired).
     fn resolve_key(&self, secret: &str) -> Result<Option<Principal>, StoreError>;
+    /// Mints a widget token for `caller` of `tenant`, scoped to the agent profile `agent`, that
+    /// expires `ttl_sec` from now; the secret is returned once and stored hashed.
+    fn issue_widget_token(
+        &self,
+        tenant: &str,
+        agent: &str,
+        caller: &str,
+        ttl_sec: u64,
+    ) -> Result<IssuedWidgetToken, StoreError>;
+    /// Records that the widget token `token` created `session`.
+    fn add_widget_session(
+        &self,
+        tenant: &str,
+        token: &str,
+        session: &str,
+    ) -> Result<(), StoreError>;
+    /// Whether the widget token `token` created `session` (of `tenant`).
+    fn widget_owns_session(
+        &self,
+        tenant: &str,
+        token: &str,
+        session: &str,
+    ) -> Result<bool, StoreError>;
     fn create_session(&self, tenant: &str, agent: Option<&str>) -> Result<SessionRow, StoreError>;
     fn list_sessions(&self, tenant: &str) -> Result<Vec<SessionRow>, StoreError>;
     fn session(&self, tenant: &str, id: &str) -> Result<Option<SessionRow>, StoreError>;
@@ -463,6 +521,21 @@ CREATE TABLE IF NOT EXISTS servers (
     headers TEXT NOT NULL,
     created_at INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, name)
+);
+CREATE TABLE IF NOT EXISTS widget_tokens (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    agent TEXT NOT NULL,
+    caller TEXT NOT NULL,
+    secret_sha256 TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS widget_sessions (
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    token_id TEXT NOT NULL,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    PRIMARY KEY (token_id, session_id)
 );
 CREATE TABLE IF NOT EXISTS prompts (
     tenant_id TEXT NOT NULL REFERENCES tenants(id),
@@ -693,8 +766,8 @@ impl ServiceStorage for SqliteStorage {
 
     fn resolve_key(&self, secret: &str) -> Result<Option<Principal>, StoreError> {
         // Looked up by the hash: the comparison never touches the secret itself.
-        let found = self
-            .lock()
+        let connection = self.lock();
+        let found = connection
             .query_row(
                 "SELECT tenant_id, caller, role FROM api_keys
                  WHERE secret_sha256 = ?1 AND revoked_at IS NULL",
@@ -705,11 +778,102 @@ impl ServiceStorage for SqliteStorage {
                         tenant: row.get(0)?,
                         caller: row.get(1)?,
                         role: Role::parse(&role),
+                        widget: None,
                     })
                 },
             )
             .optional()?;
-        Ok(found)
+        if found.is_some() {
+            return Ok(found);
+        }
+        let widget = connection
+            .query_row(
+                "SELECT id, tenant_id, caller, agent FROM widget_tokens
+                 WHERE secret_sha256 = ?1 AND expires_at > ?2",
+                params![secret_hash(secret), to_i64(now())],
+                |row| {
+                    Ok(Principal {
+                        tenant: row.get(1)?,
+                        caller: row.get(2)?,
+                        role: Role::Widget,
+                        widget: Some(WidgetScope {
+                            token: row.get(0)?,
+                            agent: row.get(3)?,
+                        }),
+                    })
+                },
+            )
+            .optional()?;
+        Ok(widget)
+    }
+
+    fn issue_widget_token(
+        &self,
+        tenant: &str,
+        agent: &str,
+        caller: &str,
+        ttl_sec: u64,
+    ) -> Result<IssuedWidgetToken, StoreError> {
+        let id = random_id("wid_")?;
+        let secret = random_id("wwt_")?;
+        let at = now();
+        let expires_at = at.saturating_add(ttl_sec);
+        let connection = self.lock();
+        // Tokens expired for a day are of no use to anyone: they go as new ones are made.
+        connection.execute(
+            "DELETE FROM widget_tokens WHERE expires_at < ?1",
+            params![to_i64(at.saturating_sub(24 * 60 * 60))],
+        )?;
+        connection.execute(
+            "INSERT INTO widget_tokens (id, tenant_id, agent, caller, secret_sha256, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                id,
+                tenant,
+                agent,
+                caller,
+                secret_hash(&secret),
+                to_i64(at),
+                to_i64(expires_at)
+            ],
+        )?;
+        Ok(IssuedWidgetToken {
+            id,
+            secret,
+            expires_at,
+        })
+    }
+
+    fn add_widget_session(
+        &self,
+        tenant: &str,
+        token: &str,
+        session: &str,
+    ) -> Result<(), StoreError> {
+        self.lock().execute(
+            "INSERT OR IGNORE INTO widget_sessions (tenant_id, token_id, session_id)
+             VALUES (?1, ?2, ?3)",
+            params![tenant, token, session],
+        )?;
+        Ok(())
+    }
+
+    fn widget_owns_session(
+        &self,
+        tenant: &str,
+        token: &str,
+        session: &str,
+    ) -> Result<bool, StoreError> {
+        let found: Option<i64> = self
+            .lock()
+            .query_row(
+                "SELECT 1 FROM widget_sessions
+                 WHERE tenant_id = ?1 AND token_id = ?2 AND session_id = ?3",
+                params![tenant, token, session],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(found.is_some())
     }
 
     fn create_session(&self, tenant: &str, agent: Option<&str>) -> Result<SessionRow, StoreError> {

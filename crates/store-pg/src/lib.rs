@@ -13,9 +13,9 @@ use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 use warden_service::store_support::{now, random_id, secret_hash, session_owned};
 use warden_service::{
-    ApprovalRow, ClientCallRow, EventRow, IssuedKey, KeyRow, LocalSignals, Principal, PromptRow,
-    Role, ServerRow, ServiceSignals, ServiceStorage, SessionRow, SessionState, SkillRow,
-    StoreError, TenantRow,
+    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, LocalSignals,
+    Principal, PromptRow, Role, ServerRow, ServiceSignals, ServiceStorage, SessionRow,
+    SessionState, SkillRow, StoreError, TenantRow, WidgetScope,
 };
 
 use crate::pool::Pool;
@@ -397,9 +397,8 @@ impl ServiceStorage for PgStorage {
         // Looked up by the hash: the comparison never touches the secret itself.
         let hash = secret_hash(secret);
         self.run(|pool| async move {
-            let row = pool
-                .get()
-                .await?
+            let connection = pool.get().await?;
+            let key = connection
                 .query_opt(
                     "SELECT tenant_id, caller, role FROM api_keys
                      WHERE secret_sha256 = $1 AND revoked_at IS NULL",
@@ -407,14 +406,132 @@ impl ServiceStorage for PgStorage {
                 )
                 .await
                 .map_err(db)?;
-            row.map(|row| {
-                Ok(Principal {
+            if let Some(row) = key {
+                return Ok(Some(Principal {
                     tenant: col(&row, 0)?,
                     caller: col(&row, 1)?,
                     role: Role::parse(col(&row, 2)?),
+                    widget: None,
+                }));
+            }
+            let widget = connection
+                .query_opt(
+                    "SELECT id, tenant_id, caller, agent FROM widget_tokens
+                     WHERE secret_sha256 = $1 AND expires_at > $2",
+                    &[&hash, &to_i64(now())],
+                )
+                .await
+                .map_err(db)?;
+            widget
+                .map(|row| {
+                    Ok(Principal {
+                        tenant: col(&row, 1)?,
+                        caller: col(&row, 2)?,
+                        role: Role::Widget,
+                        widget: Some(WidgetScope {
+                            token: col(&row, 0)?,
+                            agent: col(&row, 3)?,
+                        }),
+                    })
                 })
-            })
-            .transpose()
+                .transpose()
+        })
+    }
+
+    fn issue_widget_token(
+        &self,
+        tenant: &str,
+        agent: &str,
+        caller: &str,
+        ttl_sec: u64,
+    ) -> Result<IssuedWidgetToken, StoreError> {
+        let id = random_id("wid_")?;
+        let secret = random_id("wwt_")?;
+        let at = now();
+        let expires_at = at.saturating_add(ttl_sec);
+        let (tenant, agent, caller, hash, token_id) = (
+            tenant.to_owned(),
+            agent.to_owned(),
+            caller.to_owned(),
+            secret_hash(&secret),
+            id.clone(),
+        );
+        self.run(|pool| async move {
+            let connection = pool.get().await?;
+            // Tokens expired for a day are of no use to anyone: they go as new ones are made.
+            connection
+                .execute(
+                    "DELETE FROM widget_tokens WHERE expires_at < $1",
+                    &[&to_i64(at.saturating_sub(24 * 60 * 60))],
+                )
+                .await
+                .map_err(db)?;
+            connection
+                .execute(
+                    "INSERT INTO widget_tokens
+                         (id, tenant_id, agent, caller, secret_sha256, created_at, expires_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    &[
+                        &token_id,
+                        &tenant,
+                        &agent,
+                        &caller,
+                        &hash,
+                        &to_i64(at),
+                        &to_i64(expires_at),
+                    ],
+                )
+                .await
+                .map_err(db)?;
+            Ok(())
+        })?;
+        Ok(IssuedWidgetToken {
+            id,
+            secret,
+            expires_at,
+        })
+    }
+
+    fn add_widget_session(
+        &self,
+        tenant: &str,
+        token: &str,
+        session: &str,
+    ) -> Result<(), StoreError> {
+        let (tenant, token, session) = (tenant.to_owned(), token.to_owned(), session.to_owned());
+        self.run(|pool| async move {
+            pool.get()
+                .await?
+                .execute(
+                    "INSERT INTO widget_sessions (tenant_id, token_id, session_id)
+                     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    &[&tenant, &token, &session],
+                )
+                .await
+                .map_err(db)?;
+            Ok(())
+        })
+    }
+
+    fn widget_owns_session(
+        &self,
+        tenant: &str,
+        token: &str,
+        session: &str,
+    ) -> Result<bool, StoreError> {
+        let (tenant, token, session) = (tenant.to_owned(), token.to_owned(), session.to_owned());
+        self.run(|pool| async move {
+            let row = pool
+                .get()
+                .await?
+                .query_opt(
+                    "SELECT 1 FROM widget_sessions
+                     WHERE tenant_id = $1 AND token_id = $2 AND session_id = $3",
+                    &[&tenant, &token, &session],
+                )
+                .await
+                .map_err(db)?;
+            Ok(row.is_some())
         })
     }
 

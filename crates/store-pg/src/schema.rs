@@ -85,6 +85,22 @@ CREATE TABLE servers (
     created_at BIGINT NOT NULL,
     PRIMARY KEY (tenant_id, name)
 );
+CREATE TABLE widget_tokens (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    agent TEXT NOT NULL,
+    caller TEXT NOT NULL,
+    secret_sha256 TEXT NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX widget_tokens_by_expiry ON widget_tokens(expires_at);
+CREATE TABLE widget_sessions (
+    tenant_id TEXT NOT NULL REFERENCES tenants(id),
+    token_id TEXT NOT NULL,
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    PRIMARY KEY (token_id, session_id)
+);
 CREATE TABLE prompts (
     tenant_id TEXT NOT NULL REFERENCES tenants(id),
     name TEXT NOT NULL,

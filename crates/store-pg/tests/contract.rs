@@ -19,7 +19,7 @@ use warden_testkit::{Missing, PgServer};
 /// A database of one backend that the cases open (again) and look into directly.
 trait Backend {
     fn open(&self) -> Result<Arc<dyn ServiceStorage>, StoreError>;
-    /// The `secret_sha256` column of every stored key.
+    /// The `secret_sha256` column of every stored key and widget token.
     fn stored_secrets(&self) -> Vec<String>;
     fn version(&self) -> i64;
     fn stamp_version(&self, version: i64);
@@ -50,7 +50,10 @@ impl Backend for Sqlite {
     fn stored_secrets(&self) -> Vec<String> {
         let connection = self.raw();
         let mut statement = connection
-            .prepare("SELECT secret_sha256 FROM api_keys")
+            .prepare(
+                "SELECT secret_sha256 FROM api_keys
+                 UNION ALL SELECT secret_sha256 FROM widget_tokens",
+            )
             .unwrap();
         statement
             .query_map([], |row| row.get(0))
@@ -115,7 +118,10 @@ impl Backend for Postgres {
     }
 
     fn stored_secrets(&self) -> Vec<String> {
-        self.query("SELECT secret_sha256 FROM api_keys")
+        self.query(
+            "SELECT secret_sha256 FROM api_keys
+             UNION ALL SELECT secret_sha256 FROM widget_tokens",
+        )
     }
 
     fn version(&self) -> i64 {
@@ -154,6 +160,7 @@ macro_rules! contract {
 contract!(
     a_key_resolves_until_revoked_and_only_its_hash_is_stored,
     a_tenant_never_reaches_another_tenant_s_rows,
+    a_widget_token_resolves_to_its_agent_and_caller_until_it_expires,
     events_come_in_order_and_page_after_a_cursor,
     concurrent_appends_number_events_without_gaps_or_repeats,
     a_running_session_is_interrupted_at_start_and_its_approvals_expire,
@@ -184,6 +191,71 @@ fn a_key_resolves_until_revoked_and_only_its_hash_is_stored(backend: &dyn Backen
     assert!(!store.revoke_key(&key.id).unwrap(), "revoked once");
     assert!(store.resolve_key(&key.secret).unwrap().is_none());
     assert!(!store.revoke_key("key_unknown").unwrap());
+}
+
+fn a_widget_token_resolves_to_its_agent_and_caller_until_it_expires(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("acme").unwrap();
+    let token = store
+        .issue_widget_token("acme", "support", "customer-7", 900)
+        .unwrap();
+    assert!(token.secret.starts_with("wwt_"));
+    assert!(token.expires_at >= now() + 899);
+    assert!(
+        !format!("{token:?}").contains(&token.secret),
+        "Debug redacts"
+    );
+    assert_eq!(backend.stored_secrets(), [secret_hash(&token.secret)]);
+    let principal = store.resolve_key(&token.secret).unwrap().expect("resolves");
+    assert_eq!(principal.role, Role::Widget);
+    assert_eq!(principal.tenant, "acme");
+    assert_eq!(principal.caller, "customer-7");
+    let scope = principal.widget.expect("scoped");
+    assert_eq!(scope.agent, "support");
+    assert_eq!(scope.token, token.id);
+    let session = store.create_session("acme", Some("support")).unwrap();
+    assert!(
+        !store
+            .widget_owns_session("acme", &scope.token, &session.id)
+            .unwrap()
+    );
+    store
+        .add_widget_session("acme", &scope.token, &session.id)
+        .unwrap();
+    store
+        .add_widget_session("acme", &scope.token, &session.id)
+        .unwrap();
+    assert!(
+        store
+            .widget_owns_session("acme", &scope.token, &session.id)
+            .unwrap()
+    );
+    assert!(
+        !store
+            .widget_owns_session("globex", &scope.token, &session.id)
+            .unwrap()
+    );
+    // An expired token resolves to nobody; an API key still resolves without a widget scope.
+    let expired = store
+        .issue_widget_token("acme", "support", "customer-7", 0)
+        .unwrap();
+    assert!(store.resolve_key(&expired.secret).unwrap().is_none());
+    let key = store.issue_key("acme", "app", Role::Tenant).unwrap();
+    assert!(
+        store
+            .resolve_key(&key.secret)
+            .unwrap()
+            .unwrap()
+            .widget
+            .is_none()
+    );
+    // A deleted session is no longer the widget's.
+    assert!(store.delete_session("acme", &session.id).unwrap());
+    assert!(
+        !store
+            .widget_owns_session("acme", &scope.token, &session.id)
+            .unwrap()
+    );
 }
 
 fn a_tenant_never_reaches_another_tenant_s_rows(backend: &dyn Backend) {

@@ -502,6 +502,33 @@ pub fn typescript_sdk() -> Result<PathBuf, Missing> {
     }
 }
 
+/// What the browser tests drive: Debian's Chromium, Node and `playwright-core` installed in
+/// `tests/browser` (`scripts/setup-test-deps` installs all three). Returns the Chromium binary
+/// (`WARDEN_CHROMIUM`, else `/usr/bin/chromium`) and the folder of the browser scripts.
+pub fn browser() -> Result<(PathBuf, PathBuf), Missing> {
+    let hint = "`scripts/setup-test-deps` installs it (Debian's chromium as root, and `npm ci` in tests/browser)";
+    let chromium = std::env::var_os("WARDEN_CHROMIUM")
+        .filter(|path| !path.is_empty())
+        .map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
+    Missing::unless(chromium.is_file(), || {
+        format!("Chromium is not at {}: {hint}", chromium.display())
+    })?;
+    requirement::command_on_path("node", &["--version"], hint)?;
+    let scripts = workspace_root().join("tests/browser");
+    Missing::unless(
+        scripts
+            .join("node_modules/playwright-core/package.json")
+            .is_file(),
+        || {
+            format!(
+                "playwright-core is not installed in {}: {hint}",
+                scripts.display()
+            )
+        },
+    )?;
+    Ok((chromium, scripts))
+}
+
 /// tmux on PATH (the chat tests drive `warden chat` in it).
 pub fn tmux() -> Result<(), Missing> {
     requirement::command_on_path(

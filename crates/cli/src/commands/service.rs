@@ -132,6 +132,10 @@ struct RunOpener {
     audit_path: std::path::PathBuf,
     /// `STATE_DIR/service`: the tenants' skill folders.
     service_dir: std::path::PathBuf,
+    /// `[service] widget_origins`: product pages that may call with a widget token.
+    widget_origins: Vec<String>,
+    /// The state folder: the operator's skill and script grants are files in it.
+    state_dir: std::path::PathBuf,
 }
 
 impl SessionOpener for RunOpener {
@@ -232,6 +236,44 @@ impl SessionOpener for RunOpener {
         use sha2::Digest;
         let folder = hex::encode(&sha2::Sha256::digest(tenant.as_bytes())[..16]);
         Some(self.service_dir.join("skills").join(folder))
+    }
+
+    fn grants(
+        &self,
+    ) -> Result<(Vec<warden_skills::Grant>, Vec<warden_skills::ScriptGrant>), String> {
+        let skills =
+            warden_skills::GrantStore::open(warden_skills::GrantStore::path_in(&self.state_dir))
+                .map_err(|error| error.to_string())?;
+        let scripts = warden_skills::ScriptGrantStore::open(
+            warden_skills::ScriptGrantStore::path_in(&self.state_dir),
+        )
+        .map_err(|error| error.to_string())?;
+        Ok((skills.list().to_vec(), scripts.list().to_vec()))
+    }
+
+    fn revoke_skill_grant(&self, server: &str, resource_uri: &str) -> Result<bool, String> {
+        let mut store =
+            warden_skills::GrantStore::open(warden_skills::GrantStore::path_in(&self.state_dir))
+                .map_err(|error| error.to_string())?;
+        store
+            .revoke(server, Some(resource_uri))
+            .map(|removed| removed > 0)
+            .map_err(|error| error.to_string())
+    }
+
+    fn revoke_script_grant(&self, skill: &str, script: Option<&str>) -> Result<bool, String> {
+        let mut store = warden_skills::ScriptGrantStore::open(
+            warden_skills::ScriptGrantStore::path_in(&self.state_dir),
+        )
+        .map_err(|error| error.to_string())?;
+        store
+            .revoke(skill, script)
+            .map(|removed| removed > 0)
+            .map_err(|error| error.to_string())
+    }
+
+    fn widget_origins(&self) -> Vec<String> {
+        self.widget_origins.clone()
     }
 
     fn profiles_naming_skill(&self, skill: &str) -> Vec<String> {
@@ -353,6 +395,8 @@ fn serve(
         agents: config.models.agents.clone(),
         audit_path: paths.state_dir().join("audit.db"),
         service_dir: paths.state_dir().join("service"),
+        widget_origins: config.service_widget_origins.clone(),
+        state_dir: paths.state_dir().to_path_buf(),
     });
     let runtime = async_runtime()?;
     runtime.block_on(async {

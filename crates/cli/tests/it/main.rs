@@ -12,6 +12,7 @@ mod catalog_changes;
 mod chat_tmux;
 mod config_policy;
 mod config_validation;
+mod console_browser;
 mod defer_modes;
 mod followups;
 mod gate_hooks;

@@ -12,7 +12,7 @@ use crate::support::{Sandbox, mock_model_config};
 /// A running `warden service run`, killed when dropped.
 pub(crate) struct Service {
     child: tokio::process::Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Service {

@@ -110,10 +110,13 @@ pub struct RawService {
     /// The PostgreSQL database the service keeps its data in (tenants, keys, sessions, events, …) instead of the embedded SQLite file under the state folder: a postgres:// URL, or ${env:NAME} naming the variable that holds one (no TLS yet: loopback or a private network).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub database_url: Option<crate::service::DatabaseUrl>,
+    /// Origins of the product pages that embed the chat widget (`"https://shop.example"`: scheme, host and port, no path). Requests from these origins are answered with CORS headers, and only with a widget token (never an API key); loopback origins are always allowed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub widget_origins: Option<Vec<String>>,
 }
 
 impl RawService {
-    pub const KEYS: &'static [&'static str] = &["allow_stdio", "database_url"];
+    pub const KEYS: &'static [&'static str] = &["allow_stdio", "database_url", "widget_origins"];
 }
 
 /// One `[embeddings.NAME]` entry: an OpenAI-compatible `/v1/embeddings` endpoint.
@@ -332,9 +335,23 @@ impl<'a> Walk<'a> {
                     })
                     .ok()
             });
+            let widget_origins = walk.strings(t, p, "widget_origins");
+            for origin in widget_origins.iter().flatten() {
+                if !crate::is_web_origin(origin) {
+                    walk.report(
+                        key_path(p, "widget_origins"),
+                        Problem::InvalidValue {
+                            expected: format!(
+                                "an origin such as \"https://shop.example\" (scheme, host, optional port; no path), not \"{origin}\""
+                            ),
+                        },
+                    );
+                }
+            }
             RawService {
                 allow_stdio: walk.boolean(t, p, "allow_stdio"),
                 database_url,
+                widget_origins,
             }
         });
         let mut embeddings = BTreeMap::new();
