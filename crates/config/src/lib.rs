@@ -13,6 +13,7 @@ mod policy;
 mod raw;
 mod sandbox;
 mod schema;
+mod service;
 mod skill_scripts;
 mod trust;
 
@@ -58,6 +59,7 @@ pub use raw::{
 };
 pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};
 pub use schema::schema_json;
+pub use service::{DATABASE_URL_FORMS, DatabaseUrl, DatabaseUrlError, redact_database_url};
 pub use skill_scripts::{MAX_SCRIPT_TIMEOUT, RawSkillScripts, SkillScriptSettings};
 pub use trust::{Approval, ApprovalKind, TrustError, TrustState, TrustStore};
 /// The shared vocabulary the validated settings are written in (defined in `warden-vocab`).

@@ -37,6 +37,8 @@ pub struct ConfigFile {
     pub skill_scripts: Option<crate::skill_scripts::SkillScriptSettings>,
     /// `[service] allow_stdio` of this file (a user-scope file only).
     pub service_allows_stdio: Option<bool>,
+    /// `[service] database_url` of this file (a user-scope file only).
+    pub service_database_url: Option<crate::service::DatabaseUrl>,
     /// `[embeddings.NAME]` of this file (a user-scope file only).
     pub embeddings: BTreeMap<String, crate::model::EmbeddingsSpec>,
     /// `[service] widget_origins` of this file (a user-scope file only).
@@ -203,8 +205,8 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
                 key: "service".into(),
                 problem: Problem::NotAllowed {
                     reason: "[service] is read from your user config only: a project file is \
-                             shared, and allow_stdio lets the service's sessions start processes \
-                             on your machine; move it to your user config (`warden config paths` \
+                             shared, allow_stdio lets the service's sessions start processes \
+                             on your machine and database_url says where its data goes; move it to your user config (`warden config paths` \
                              shows where it is)"
                         .into(),
                 },
@@ -255,6 +257,9 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             sandbox: sandbox.map(crate::sandbox::SandboxSettings::from),
             skill_scripts,
             service_allows_stdio: service.as_ref().and_then(|service| service.allow_stdio),
+            service_database_url: service
+                .as_ref()
+                .and_then(|service| service.database_url.clone()),
             service_widget_origins: service.and_then(|service| service.widget_origins),
             warnings,
         })
@@ -414,6 +419,9 @@ pub struct LoadedConfig {
     /// `[service] allow_stdio` (user config only; false unless set): whether `warden service`'s
     /// sessions may start stdio servers.
     pub service_allows_stdio: bool,
+    /// `[service] database_url` (user config only): the PostgreSQL database of `warden service`;
+    /// `None` keeps the embedded SQLite file under the state folder.
+    pub service_database_url: Option<crate::service::DatabaseUrl>,
     /// `[embeddings.NAME]` (user config only; a later file wins a name).
     pub embeddings: BTreeMap<String, crate::model::EmbeddingsSpec>,
     /// `[service] widget_origins` (user config only; none unless set): the product pages'
@@ -508,6 +516,9 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                 }
                 if let Some(allow) = file.service_allows_stdio {
                     loaded.service_allows_stdio = allow;
+                }
+                if file.service_database_url.is_some() {
+                    loaded.service_database_url = file.service_database_url;
                 }
                 loaded.embeddings.extend(file.embeddings);
                 if let Some(origins) = file.service_widget_origins {

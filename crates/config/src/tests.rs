@@ -1197,6 +1197,43 @@ fn service_settings_come_from_the_user_config_only() {
 }
 
 #[test]
+fn the_service_database_url_is_a_postgres_url_or_an_env_reference_and_its_password_never_shows() {
+    let parsed = parse_user(
+        "schema_version = 1\n[service]\ndatabase_url = \"postgres://warden:hunter2@db:5432/warden\"\n",
+    );
+    let url = parsed.service_database_url.expect("set");
+    assert_eq!(
+        url.resolve().unwrap(),
+        "postgres://warden:hunter2@db:5432/warden"
+    );
+    assert!(!format!("{url:?} {url}").contains("hunter2"));
+    let parsed = parse_user("schema_version = 1\n[service]\ndatabase_url = \"${env:WARDEN_DB}\"\n");
+    assert_eq!(
+        parsed
+            .service_database_url
+            .map(|url| url.to_string())
+            .as_deref(),
+        Some("${env:WARDEN_DB}")
+    );
+    let bad = only_problem(
+        "schema_version = 1\n[service]\ndatabase_url = \"mysql://root:hunter2@db/x\"\n",
+        Scope::User,
+    );
+    assert_eq!(bad.key, "service.database_url");
+    let shown = bad.to_string();
+    assert!(
+        shown.contains("postgres://") && shown.contains("${env:NAME}"),
+        "{shown}"
+    );
+    assert!(!shown.contains("hunter2"), "{shown}");
+    let refused = only_problem(
+        "schema_version = 1\n[service]\ndatabase_url = \"postgres://db/warden\"\n",
+        Scope::Project,
+    );
+    assert_eq!(refused.key, "service");
+}
+
+#[test]
 fn embeddings_entries_are_read_from_the_user_config_only_with_required_keys_named() {
     let parsed = parse_user(
         "schema_version = 1\n[embeddings.local]\nbase_url = \"http://127.0.0.1:11434/v1\"\nmodel = \"nomic-embed-text\"\nbatch = 16\n",

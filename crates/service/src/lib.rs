@@ -19,6 +19,11 @@ pub use runs::{Inspection, OpenRequest, RunError, Runs, SessionOpener, TenantSer
 pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,
-    PromptMessage, PromptRow, Role, ServerRow, ServiceStorage, SessionRow, SessionState, SkillRow,
-    SqliteStorage, StoreError, TenantRow, WidgetScope,
+    PromptMessage, PromptRow, Role, SCHEMA_VERSION, ServerRow, ServiceStorage, SessionRow,
+    SessionState, SkillRow, SqliteStorage, StoreError, TenantRow, WidgetScope,
 };
+
+/// What another storage backend shares with the SQLite one: the clock, ids and the key hash.
+pub mod store_support {
+    pub use crate::store::{now, random_id, secret_hash, session_owned};
+}

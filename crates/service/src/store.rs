@@ -24,7 +24,8 @@ pub enum Role {
 }
 
 impl Role {
-    fn as_str(self) -> &'static str {
+    /// Its stored name.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Tenant => "tenant",
             Self::Operator => "operator",
@@ -33,7 +34,8 @@ impl Role {
         }
     }
 
-    fn parse(text: &str) -> Self {
+    /// From its stored name (an unknown name is the least: a tenant).
+    pub fn parse(text: &str) -> Self {
         match text {
             "operator" => Self::Operator,
             "admin" => Self::Admin,
@@ -119,7 +121,8 @@ pub enum SessionState {
 }
 
 impl SessionState {
-    fn as_str(self) -> &'static str {
+    /// Its stored name.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Idle => "idle",
             Self::Running => "running",
@@ -128,7 +131,8 @@ impl SessionState {
         }
     }
 
-    fn parse(text: &str) -> Self {
+    /// From its stored name.
+    pub fn parse(text: &str) -> Self {
         match text {
             "running" => Self::Running,
             "failed" => Self::Failed,
@@ -264,7 +268,18 @@ pub enum StoreError {
     Corrupt(String),
     #[error("warden could not make a random id: {0}")]
     Random(String),
+    /// A backend other than SQLite failed (its message, never a password).
+    #[error("the service database failed: {0}")]
+    Backend(String),
+    /// The database was made by a newer warden: opening it would risk its data.
+    #[error(
+        "the service database has schema version {found}, newer than version {known} that this warden knows: run a newer warden against it"
+    )]
+    NewerSchema { found: i64, known: i64 },
 }
+
+/// The schema version this warden's backends write (each backend's migrations end at it).
+pub const SCHEMA_VERSION: i64 = 1;
 
 /// The storage every instance of the service shares. SQLite is the embedded backend; a
 /// PostgreSQL one implements the same contract for several instances.
@@ -436,7 +451,11 @@ pub struct SqliteStorage {
     signals: crate::signals::LocalSignals,
 }
 
-const SCHEMA: &str = "
+/// SQLite's migrations: entry `n` takes a database from version `n` to `n + 1`. Version 1 is
+/// written with `IF NOT EXISTS`, so a database made before versions were recorded takes it too.
+const MIGRATIONS: &[&str] = &[SCHEMA_V1];
+
+const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS tenants (
     id TEXT PRIMARY KEY,
     created_at INTEGER NOT NULL
@@ -539,19 +558,22 @@ CREATE TABLE IF NOT EXISTS events (
 );
 ";
 
-pub(crate) fn now() -> u64 {
+/// Seconds since the Unix epoch.
+pub fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs())
 }
 
-pub(crate) fn random_id(prefix: &str) -> Result<String, StoreError> {
+/// `prefix` and 32 random hex digits.
+pub fn random_id(prefix: &str) -> Result<String, StoreError> {
     warden_net::random_hex(16)
         .map(|random| format!("{prefix}{random}"))
         .map_err(|error| StoreError::Random(error.to_string()))
 }
 
-fn secret_hash(secret: &str) -> String {
+/// How a key's secret is stored: its SHA-256, in hex.
+pub fn secret_hash(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
@@ -579,11 +601,11 @@ impl SqliteStorage {
         Self::with_connection(Connection::open_in_memory()?)
     }
 
-    fn with_connection(connection: Connection) -> Result<Self, StoreError> {
+    fn with_connection(mut connection: Connection) -> Result<Self, StoreError> {
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "foreign_keys", "ON")?;
         connection.busy_timeout(std::time::Duration::from_secs(5))?;
-        connection.execute_batch(SCHEMA)?;
+        migrate(&mut connection)?;
         Ok(Self {
             connection: Mutex::new(connection),
             signals: crate::signals::LocalSignals::default(),
@@ -597,6 +619,38 @@ impl SqliteStorage {
     }
 }
 
+/// Brings the database to [`SCHEMA_VERSION`], one transaction per migration; refuses a database
+/// whose version is newer.
+fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+    connection
+        .execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
+    let found: i64 = connection.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+        [],
+        |row| row.get(0),
+    )?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for (from, migration) in (0_i64..)
+        .zip(MIGRATIONS)
+        .skip(usize::try_from(found).unwrap_or(0))
+    {
+        let transaction = connection.transaction()?;
+        transaction.execute_batch(migration)?;
+        transaction.execute("DELETE FROM schema_version", [])?;
+        transaction.execute(
+            "INSERT INTO schema_version (version) VALUES (?1)",
+            params![from + 1],
+        )?;
+        transaction.commit()?;
+    }
+    Ok(())
+}
+
 #[cfg(unix)]
 fn restrict_to_owner(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
@@ -605,6 +659,18 @@ fn restrict_to_owner(path: &Path) {
 
 #[cfg(not(unix))]
 fn restrict_to_owner(_path: &Path) {}
+
+/// A row added under a session: `Ok` when the insert (guarded by the session belonging to the
+/// tenant) added one.
+pub fn session_owned(added: bool, tenant: &str, session: &str) -> Result<(), StoreError> {
+    if added {
+        Ok(())
+    } else {
+        Err(StoreError::Corrupt(format!(
+            "session {session} of tenant {tenant} does not exist"
+        )))
+    }
+}
 
 const CLIENT_CALL_COLUMNS: &str = "id, session_id, tool, arguments, state, answer, created_at";
 
@@ -1268,9 +1334,10 @@ impl ServiceStorage for SqliteStorage {
     }
 
     fn add_client_call(&self, tenant: &str, call: &ClientCallRow) -> Result<(), StoreError> {
-        self.lock().execute(
+        let added = self.lock().execute(
             "INSERT INTO client_calls (id, tenant_id, session_id, tool, arguments, state, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6)",
+             SELECT ?1, ?2, ?3, ?4, ?5, 'pending', ?6
+             WHERE EXISTS (SELECT 1 FROM sessions WHERE tenant_id = ?2 AND id = ?3)",
             params![
                 call.id,
                 tenant,
@@ -1280,7 +1347,7 @@ impl ServiceStorage for SqliteStorage {
                 to_i64(call.created_at)
             ],
         )?;
-        Ok(())
+        session_owned(added > 0, tenant, &call.session)
     }
 
     fn client_calls(&self, tenant: &str, session: &str) -> Result<Vec<ClientCallRow>, StoreError> {
@@ -1345,10 +1412,11 @@ impl ServiceStorage for SqliteStorage {
     fn add_approval(&self, tenant: &str, approval: &ApprovalRow) -> Result<(), StoreError> {
         let classes = serde_json::to_string(&approval.classes)
             .map_err(|error| StoreError::Corrupt(error.to_string()))?;
-        self.lock().execute(
+        let added = self.lock().execute(
             "INSERT INTO approvals (id, tenant_id, session_id, tool, arguments, classes, caller,
                                     reason, state, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9)",
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9
+             WHERE EXISTS (SELECT 1 FROM sessions WHERE tenant_id = ?2 AND id = ?3)",
             params![
                 approval.id,
                 tenant,
@@ -1361,7 +1429,7 @@ impl ServiceStorage for SqliteStorage {
                 to_i64(approval.created_at)
             ],
         )?;
-        Ok(())
+        session_owned(added > 0, tenant, &approval.session)
     }
 
     fn allowed_for_session(&self, tenant: &str, session: &str) -> Result<Vec<String>, StoreError> {
@@ -1410,223 +1478,5 @@ impl ServiceStorage for SqliteStorage {
             params![tenant, id, state, decided_by, to_i64(now())],
         )?;
         Ok(changed > 0)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    #[test]
-    fn a_key_resolves_to_its_tenant_until_revoked_and_is_stored_only_hashed() {
-        let store = SqliteStorage::in_memory().unwrap();
-        let key = store.issue_key("acme", "web-app", Role::Tenant).unwrap();
-        let principal = store.resolve_key(&key.secret).unwrap().expect("resolves");
-        assert_eq!(principal.tenant, "acme");
-        assert_eq!(principal.caller, "web-app");
-        assert_eq!(principal.role, Role::Tenant);
-        assert!(store.resolve_key("wsk_wrong").unwrap().is_none());
-        let stored: String = store
-            .lock()
-            .query_row("SELECT secret_sha256 FROM api_keys", [], |row| row.get(0))
-            .unwrap();
-        assert_ne!(stored, key.secret);
-        assert!(!format!("{key:?}").contains(&key.secret), "Debug redacts");
-        assert!(store.revoke_key(&key.id).unwrap());
-        assert!(store.resolve_key(&key.secret).unwrap().is_none());
-    }
-
-    #[test]
-    fn a_widget_token_resolves_to_its_agent_and_caller_until_it_expires() {
-        let store = SqliteStorage::in_memory().unwrap();
-        store.ensure_tenant("acme").unwrap();
-        let token = store
-            .issue_widget_token("acme", "support", "customer-7", 900)
-            .unwrap();
-        assert!(token.secret.starts_with("wwt_"));
-        assert!(
-            !format!("{token:?}").contains(&token.secret),
-            "Debug redacts"
-        );
-        let principal = store.resolve_key(&token.secret).unwrap().expect("resolves");
-        assert_eq!(principal.role, Role::Widget);
-        assert_eq!(principal.tenant, "acme");
-        assert_eq!(principal.caller, "customer-7");
-        let scope = principal.widget.expect("scoped");
-        assert_eq!(scope.agent, "support");
-        let session = store.create_session("acme", Some("support")).unwrap();
-        assert!(
-            !store
-                .widget_owns_session("acme", &scope.token, &session.id)
-                .unwrap()
-        );
-        store
-            .add_widget_session("acme", &scope.token, &session.id)
-            .unwrap();
-        assert!(
-            store
-                .widget_owns_session("acme", &scope.token, &session.id)
-                .unwrap()
-        );
-        assert!(
-            !store
-                .widget_owns_session("globex", &scope.token, &session.id)
-                .unwrap()
-        );
-        // An expired token resolves to nobody.
-        let expired = store
-            .issue_widget_token("acme", "support", "customer-7", 0)
-            .unwrap();
-        assert!(store.resolve_key(&expired.secret).unwrap().is_none());
-        let stored: String = store
-            .lock()
-            .query_row(
-                "SELECT group_concat(secret_sha256) FROM widget_tokens",
-                [],
-                |row| row.get(0),
-            )
-            .unwrap();
-        assert!(!stored.contains(&token.secret));
-    }
-
-    #[test]
-    fn a_tenant_never_reaches_another_tenant_s_session_or_events() {
-        let store = SqliteStorage::in_memory().unwrap();
-        store.ensure_tenant("a").unwrap();
-        store.ensure_tenant("b").unwrap();
-        let session = store.create_session("a", None).unwrap();
-        store
-            .append_event("a", &session.id, &serde_json::json!({"type": "x"}))
-            .unwrap();
-        assert!(store.session("b", &session.id).unwrap().is_none());
-        assert!(store.list_sessions("b").unwrap().is_empty());
-        assert!(
-            store
-                .events_after("b", &session.id, 0, 10)
-                .unwrap()
-                .is_empty()
-        );
-        assert!(
-            store
-                .append_event("b", &session.id, &serde_json::json!({}))
-                .is_err()
-        );
-        assert!(!store.delete_session("b", &session.id).unwrap());
-        assert!(
-            !store
-                .transition(
-                    "b",
-                    &session.id,
-                    &[SessionState::Idle],
-                    SessionState::Running
-                )
-                .unwrap()
-        );
-        assert_eq!(
-            store.events_after("a", &session.id, 0, 10).unwrap().len(),
-            1
-        );
-    }
-
-    #[test]
-    fn a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not() {
-        let store = SqliteStorage::in_memory().unwrap();
-        store.ensure_tenant("acme").unwrap();
-        let at = now();
-        let mut ids = Vec::new();
-        for _ in 0..3 {
-            let session = store.create_session("acme", None).unwrap();
-            assert!(
-                store
-                    .transition(
-                        "acme",
-                        &session.id,
-                        &[SessionState::Idle],
-                        SessionState::Running
-                    )
-                    .unwrap()
-            );
-            ids.push(session.id);
-        }
-        // The first is renewed into the future, the second's lease lapsed, the third has none
-        // yet (its run just started): only the lapsed one is interrupted.
-        store.lease_runs("inst_a", &ids[..1], at + 60).unwrap();
-        store.lease_runs("inst_b", &ids[1..2], at - 1).unwrap();
-        assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 1);
-        let state = |id: &str| store.session("acme", id).unwrap().unwrap().state;
-        assert_eq!(state(&ids[0]), SessionState::Running);
-        assert_eq!(state(&ids[1]), SessionState::Interrupted);
-        assert_eq!(state(&ids[2]), SessionState::Running);
-        let events = store.events_after("acme", &ids[1], 0, 10).unwrap();
-        assert_eq!(events[0].event["type"], "run_interrupted");
-        // Past the grace, a run that never leased counts as lapsed too.
-        assert_eq!(store.interrupt_lapsed(at + 60, 30).unwrap(), 1);
-        assert_eq!(state(&ids[2]), SessionState::Interrupted);
-        // A run that ended gave its lease back: a new run of it starts without one.
-        assert!(
-            store
-                .transition(
-                    "acme",
-                    &ids[0],
-                    &[SessionState::Running],
-                    SessionState::Idle
-                )
-                .unwrap()
-        );
-        assert!(
-            store
-                .transition(
-                    "acme",
-                    &ids[0],
-                    &[SessionState::Idle],
-                    SessionState::Running
-                )
-                .unwrap()
-        );
-        assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 0);
-    }
-
-    #[test]
-    fn events_come_in_order_after_a_cursor_and_a_running_session_is_interrupted_at_start() {
-        let store = SqliteStorage::in_memory().unwrap();
-        store.ensure_tenant("a").unwrap();
-        let session = store.create_session("a", Some("support")).unwrap();
-        for n in 0..5 {
-            store
-                .append_event("a", &session.id, &serde_json::json!({"n": n}))
-                .unwrap();
-        }
-        let after_two = store.events_after("a", &session.id, 2, 10).unwrap();
-        assert_eq!(
-            after_two.iter().map(|row| row.seq).collect::<Vec<_>>(),
-            [3, 4, 5]
-        );
-        assert!(
-            store
-                .transition(
-                    "a",
-                    &session.id,
-                    &[SessionState::Idle],
-                    SessionState::Running
-                )
-                .unwrap()
-        );
-        assert!(
-            !store
-                .transition(
-                    "a",
-                    &session.id,
-                    &[SessionState::Idle],
-                    SessionState::Running
-                )
-                .unwrap(),
-            "a second run cannot start while one runs"
-        );
-        assert_eq!(store.interrupt_running().unwrap(), 1);
-        let row = store.session("a", &session.id).unwrap().unwrap();
-        assert_eq!(row.state, SessionState::Interrupted);
-        let last = store.events_after("a", &session.id, 5, 10).unwrap();
-        assert_eq!(last[0].event["type"], "run_interrupted");
     }
 }

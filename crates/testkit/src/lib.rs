@@ -3,7 +3,8 @@
 //!
 //! Helpers that cannot do their job (a failed build, a fixture that never listens) panic with
 //! the reason: they exist for tests, which should fail loudly. Lookups of installs from outside
-//! the repository ([`node22`], [`npm_server`], [`typescript_sdk`], [`python_mcp_server`], [`tmux`])
+//! the repository ([`node22`], [`npm_server`], [`typescript_sdk`], [`python_mcp_server`], [`tmux`],
+//! [`postgres`])
 //! return the reason they are [`Missing`]: a test that may skip takes them through
 //! [`require_or_skip!`] (skip on a developer's machine, fail in CI; see [`requirement`]), and the
 //! `require_*` helpers panic at once.
@@ -11,8 +12,10 @@
 pub mod conformance_server;
 pub mod fixtures;
 pub mod oauth_gate;
+pub mod postgres;
 pub mod requirement;
 
+pub use postgres::{PgServer, postgres};
 pub use requirement::{Missing, running_in_ci};
 
 use std::{

@@ -1,4 +1,4 @@
-//! `warden service`: warden as an HTTP service (`run`), and the API keys of its tenants (`key create`, `key revoke`), stored in `STATE_DIR/service.db`.
+//! `warden service`: warden as an HTTP service (`run`), and the API keys of its tenants (`key create`, `key revoke`), stored in `STATE_DIR/service.db` or in the PostgreSQL database `[service] database_url` names.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use warden_service::{OpenRequest, Role, ServiceStorage, SessionOpener, SqliteStorage};
 use warden_session::AgentSession;
+use warden_store_pg::PgStorage;
 
 use crate::Globals;
 use std::collections::BTreeMap;
@@ -65,17 +66,27 @@ enum KeyCommand {
 }
 
 pub(crate) fn run(globals: &Globals, args: ServiceArgs) -> anyhow::Result<ExitCode> {
-    let (paths, _workspace, _config) = load_config(globals)?;
-    let database = paths.state_dir().join("service.db");
-    let store = SqliteStorage::open(&database)
-        .with_context(|| format!("opening the service database {}", database.display()))?;
+    let (paths, _workspace, config) = load_config(globals)?;
+    let store: Arc<dyn ServiceStorage> =
+        match &config.service_database_url {
+            Some(url) => {
+                let resolved = url.resolve()?;
+                Arc::new(PgStorage::connect(&resolved).context("opening the service database")?)
+            }
+            None => {
+                let database = paths.state_dir().join("service.db");
+                Arc::new(SqliteStorage::open(&database).with_context(|| {
+                    format!("opening the service database {}", database.display())
+                })?)
+            }
+        };
     match args.command {
-        ServiceCommand::Key { command } => keys(&store, command),
-        ServiceCommand::Run(run) => serve(globals, Arc::new(store), run),
+        ServiceCommand::Key { command } => keys(store.as_ref(), command),
+        ServiceCommand::Run(run) => serve(globals, store, run),
     }
 }
 
-fn keys(store: &SqliteStorage, command: KeyCommand) -> anyhow::Result<ExitCode> {
+fn keys(store: &dyn ServiceStorage, command: KeyCommand) -> anyhow::Result<ExitCode> {
     match command {
         KeyCommand::Create {
             tenant,
@@ -363,7 +374,11 @@ fn without_local_processes(config: &mut warden_config::LoadedConfig) -> Vec<Stri
     stdio
 }
 
-fn serve(globals: &Globals, store: Arc<SqliteStorage>, args: RunArgs) -> anyhow::Result<ExitCode> {
+fn serve(
+    globals: &Globals,
+    store: Arc<dyn ServiceStorage>,
+    args: RunArgs,
+) -> anyhow::Result<ExitCode> {
     let (paths, _workspace, mut config) = load_config(globals)?;
     let left_out = without_local_processes(&mut config);
     if !left_out.is_empty() {
@@ -391,8 +406,7 @@ fn serve(globals: &Globals, store: Arc<SqliteStorage>, args: RunArgs) -> anyhow:
         let bound = listener.local_addr()?;
         eprintln!("warden service listening on http://{bound}/v1");
         let shutdown = crate::setup::cancel_on_stop_signal();
-        let storage: Arc<dyn ServiceStorage> = store;
-        warden_service::serve(listener, storage, opener, shutdown).await?;
+        warden_service::serve(listener, store, opener, shutdown).await?;
         Ok(ExitCode::SUCCESS)
     })
 }

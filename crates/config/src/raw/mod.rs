@@ -107,13 +107,16 @@ pub struct RawService {
     /// Start stdio MCP servers (local processes) for the service's sessions. Default false: the service connects only to http/https servers, so nothing a session does starts a process on this machine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_stdio: Option<bool>,
+    /// The PostgreSQL database the service keeps its data in (tenants, keys, sessions, events, …) instead of the embedded SQLite file under the state folder: a postgres:// URL, or ${env:NAME} naming the variable that holds one (no TLS yet: loopback or a private network).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<crate::service::DatabaseUrl>,
     /// Origins of the product pages that embed the chat widget (`"https://shop.example"`: scheme, host and port, no path). Requests from these origins are answered with CORS headers, and only with a widget token (never an API key); loopback origins are always allowed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub widget_origins: Option<Vec<String>>,
 }
 
 impl RawService {
-    pub const KEYS: &'static [&'static str] = &["allow_stdio", "widget_origins"];
+    pub const KEYS: &'static [&'static str] = &["allow_stdio", "database_url", "widget_origins"];
 }
 
 /// One `[embeddings.NAME]` entry: an OpenAI-compatible `/v1/embeddings` endpoint.
@@ -322,6 +325,16 @@ impl<'a> Walk<'a> {
         });
         let service = self.section(root, "service", |walk, t, p| {
             walk.unknown_keys(t, p, RawService::KEYS);
+            let database_url = walk.string(t, p, "database_url").and_then(|text| {
+                crate::service::DatabaseUrl::parse(&text)
+                    .map_err(|expected| {
+                        walk.report(
+                            key_path(p, "database_url"),
+                            Problem::InvalidValue { expected },
+                        );
+                    })
+                    .ok()
+            });
             let widget_origins = walk.strings(t, p, "widget_origins");
             for origin in widget_origins.iter().flatten() {
                 if !crate::is_web_origin(origin) {
@@ -337,6 +350,7 @@ impl<'a> Walk<'a> {
             }
             RawService {
                 allow_stdio: walk.boolean(t, p, "allow_stdio"),
+                database_url,
                 widget_origins,
             }
         });

@@ -1,0 +1,112 @@
+//! `warden service` on PostgreSQL: `[service] database_url` in the user config sends the keys
+//! made with the CLI and the service's sessions and events to a throwaway PostgreSQL server (no
+//! SQLite file is made), and a URL that cannot be reached fails in one line without its password.
+
+use serde_json::json;
+use warden_mock_model::{MockModel, Turn};
+use warden_service::{Role, ServiceStorage};
+use warden_store_pg::PgStorage;
+
+use crate::service_api::{Service, client, key, send, service_config, wait_for_event};
+use crate::support::{Sandbox, toml_str};
+
+#[tokio::test]
+async fn a_session_runs_through_the_service_on_postgresql() {
+    let server = warden_testkit::require_or_skip!(warden_testkit::postgres());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "read_file",
+        json!({"path": "hello.txt"}),
+    ));
+    mock.push_turn(Turn::text("The file says hello."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[service]\ndatabase_url = {}\n",
+        service_config(&mock),
+        toml_str(&server.url())
+    ));
+    sandbox.write(&sandbox.work().join("hello.txt"), "hello from postgres\n");
+    let acme = key(&sandbox, "acme", "web-app");
+    let service = Service::start(&sandbox).await;
+
+    let (status, session) = send(
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({"agent": "support"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{session}");
+    let id = session["id"].as_str().unwrap().to_owned();
+    let (status, accepted) = send(
+        client()
+            .post(service.url(&format!("/sessions/{id}/messages")))
+            .bearer_auth(&acme)
+            .json(&json!({"text": "What does hello.txt say?"})),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+    wait_for_event(&service, &acme, &id, "run_finished").await;
+    let (status, page) = send(
+        client()
+            .get(service.url(&format!("/sessions/{id}/events?after=0&limit=500")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let events = page["events"].as_array().unwrap();
+    let seqs: Vec<u64> = events
+        .iter()
+        .map(|event| event["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(
+        events
+            .iter()
+            .any(|event| event["event"]["type"] == "tool_call_finished"),
+        "{page}"
+    );
+    assert!(
+        mock.requests()[1]
+            .body
+            .to_string()
+            .contains("hello from postgres")
+    );
+
+    // It all went to PostgreSQL: read back there, and no SQLite file was made.
+    let store = PgStorage::connect(&server.url()).unwrap();
+    let principal = store.resolve_key(&acme).unwrap().expect("the CLI's key");
+    assert_eq!(
+        (principal.tenant.as_str(), principal.role),
+        ("acme", Role::Tenant)
+    );
+    let stored = store.events_after("acme", &id, 0, 500).unwrap();
+    assert_eq!(stored.len(), seqs.len());
+    assert_eq!(stored.last().unwrap().event["type"], "run_finished");
+    assert!(
+        store
+            .messages("acme", &id)
+            .unwrap()
+            .to_string()
+            .contains("The file says hello.")
+    );
+    assert!(!sandbox.state_dir().join("service.db").exists());
+}
+
+#[test]
+fn an_unreachable_database_url_fails_in_one_line_without_its_password() {
+    let sandbox = Sandbox::new();
+    sandbox.user_config(
+        "[service]\ndatabase_url = \"postgres://warden:hunter2@127.0.0.1:1/warden\"\n",
+    );
+    let run = sandbox.run(&["service", "key", "create", "--tenant", "a", "--caller", "b"]);
+    assert_ne!(run.code, 0);
+    assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+    assert!(!run.stdout.contains("hunter2"), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("warden:[redacted]@127.0.0.1:1"),
+        "{}",
+        run.stderr
+    );
+}

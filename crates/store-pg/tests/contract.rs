@@ -1,0 +1,998 @@
+//! The storage contract, run against both backends: every case below runs once on SQLite (a
+//! temporary file) and once on PostgreSQL (a throwaway server; skipped when PostgreSQL is not
+//! installed, failed in CI).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::json;
+use warden_service::store_support::{now, secret_hash};
+use warden_service::{
+    ApprovalRow, ClientCallRow, PromptMessage, PromptRow, Role, SCHEMA_VERSION, ServerRow,
+    ServiceStorage, SessionState, SqliteStorage, StoreError,
+};
+use warden_store_pg::PgStorage;
+use warden_testkit::{Missing, PgServer};
+
+/// A database of one backend that the cases open (again) and look into directly.
+trait Backend {
+    fn open(&self) -> Result<Arc<dyn ServiceStorage>, StoreError>;
+    /// The `secret_sha256` column of every stored key and widget token.
+    fn stored_secrets(&self) -> Vec<String>;
+    fn version(&self) -> i64;
+    fn stamp_version(&self, version: i64);
+}
+
+struct Sqlite {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Sqlite {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("service.db");
+        Self { _dir: dir, path }
+    }
+
+    fn raw(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(&self.path).unwrap()
+    }
+}
+
+impl Backend for Sqlite {
+    fn open(&self) -> Result<Arc<dyn ServiceStorage>, StoreError> {
+        Ok(Arc::new(SqliteStorage::open(&self.path)?))
+    }
+
+    fn stored_secrets(&self) -> Vec<String> {
+        let connection = self.raw();
+        let mut statement = connection
+            .prepare(
+                "SELECT secret_sha256 FROM api_keys
+                 UNION ALL SELECT secret_sha256 FROM widget_tokens",
+            )
+            .unwrap();
+        statement
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    fn version(&self) -> i64 {
+        self.raw()
+            .query_row("SELECT version FROM schema_version", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    fn stamp_version(&self, version: i64) {
+        self.raw()
+            .execute("UPDATE schema_version SET version = ?1", [version])
+            .unwrap();
+    }
+}
+
+struct Postgres {
+    server: PgServer,
+}
+
+impl Postgres {
+    fn new() -> Result<Self, Missing> {
+        Ok(Self {
+            server: warden_testkit::postgres()?,
+        })
+    }
+
+    /// Runs one statement on a connection of its own; its rows' first column as text.
+    fn query(&self, sql: &str) -> Vec<String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (client, connection) =
+                tokio_postgres::connect(&self.server.url(), tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+            tokio::spawn(connection);
+            client
+                .simple_query(sql)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter_map(|message| match message {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                    _ => None,
+                })
+                .collect()
+        })
+    }
+}
+
+impl Backend for Postgres {
+    fn open(&self) -> Result<Arc<dyn ServiceStorage>, StoreError> {
+        Ok(Arc::new(PgStorage::connect(&self.server.url())?))
+    }
+
+    fn stored_secrets(&self) -> Vec<String> {
+        self.query(
+            "SELECT secret_sha256 FROM api_keys
+             UNION ALL SELECT secret_sha256 FROM widget_tokens",
+        )
+    }
+
+    fn version(&self) -> i64 {
+        self.query("SELECT version FROM schema_version")[0]
+            .parse()
+            .unwrap()
+    }
+
+    fn stamp_version(&self, version: i64) {
+        self.query(&format!("UPDATE schema_version SET version = {version}"));
+    }
+}
+
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(&super::Sqlite::new());
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $case() {
+                    let backend = warden_testkit::require_or_skip!(super::Postgres::new());
+                    super::$case(&backend);
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    a_key_resolves_until_revoked_and_only_its_hash_is_stored,
+    a_tenant_never_reaches_another_tenant_s_rows,
+    a_widget_token_resolves_to_its_agent_and_caller_until_it_expires,
+    events_come_in_order_and_page_after_a_cursor,
+    concurrent_appends_number_events_without_gaps_or_repeats,
+    a_running_session_is_interrupted_at_start_and_its_approvals_expire,
+    a_session_moves_only_from_the_states_it_is_asked_from,
+    a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not,
+    an_approval_is_decided_once,
+    a_client_call_is_answered_once,
+    skills_are_put_listed_read_and_deleted,
+    servers_are_registered_replaced_and_removed,
+    prompt_snapshots_round_trip,
+    tenants_and_keys_are_listed_for_the_operator,
+    a_new_database_gets_the_current_schema_version_and_reopening_keeps_its_rows,
+    a_database_of_a_newer_schema_is_refused_with_both_versions,
+);
+
+fn a_key_resolves_until_revoked_and_only_its_hash_is_stored(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    let key = store.issue_key("acme", "web-app", Role::Tenant).unwrap();
+    let principal = store.resolve_key(&key.secret).unwrap().expect("resolves");
+    assert_eq!(principal.tenant, "acme");
+    assert_eq!(principal.caller, "web-app");
+    assert_eq!(principal.role, Role::Tenant);
+    assert!(store.resolve_key("wsk_wrong").unwrap().is_none());
+    assert_eq!(backend.stored_secrets(), [secret_hash(&key.secret)]);
+    assert!(!backend.stored_secrets()[0].contains(&key.secret));
+    assert!(!format!("{key:?}").contains(&key.secret), "Debug redacts");
+    assert!(store.revoke_key(&key.id).unwrap());
+    assert!(!store.revoke_key(&key.id).unwrap(), "revoked once");
+    assert!(store.resolve_key(&key.secret).unwrap().is_none());
+    assert!(!store.revoke_key("key_unknown").unwrap());
+}
+
+fn a_widget_token_resolves_to_its_agent_and_caller_until_it_expires(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("acme").unwrap();
+    let token = store
+        .issue_widget_token("acme", "support", "customer-7", 900)
+        .unwrap();
+    assert!(token.secret.starts_with("wwt_"));
+    assert!(token.expires_at >= now() + 899);
+    assert!(
+        !format!("{token:?}").contains(&token.secret),
+        "Debug redacts"
+    );
+    assert_eq!(backend.stored_secrets(), [secret_hash(&token.secret)]);
+    let principal = store.resolve_key(&token.secret).unwrap().expect("resolves");
+    assert_eq!(principal.role, Role::Widget);
+    assert_eq!(principal.tenant, "acme");
+    assert_eq!(principal.caller, "customer-7");
+    let scope = principal.widget.expect("scoped");
+    assert_eq!(scope.agent, "support");
+    assert_eq!(scope.token, token.id);
+    let session = store.create_session("acme", Some("support")).unwrap();
+    assert!(
+        !store
+            .widget_owns_session("acme", &scope.token, &session.id)
+            .unwrap()
+    );
+    store
+        .add_widget_session("acme", &scope.token, &session.id)
+        .unwrap();
+    store
+        .add_widget_session("acme", &scope.token, &session.id)
+        .unwrap();
+    assert!(
+        store
+            .widget_owns_session("acme", &scope.token, &session.id)
+            .unwrap()
+    );
+    assert!(
+        !store
+            .widget_owns_session("globex", &scope.token, &session.id)
+            .unwrap()
+    );
+    // An expired token resolves to nobody; an API key still resolves without a widget scope.
+    let expired = store
+        .issue_widget_token("acme", "support", "customer-7", 0)
+        .unwrap();
+    assert!(store.resolve_key(&expired.secret).unwrap().is_none());
+    let key = store.issue_key("acme", "app", Role::Tenant).unwrap();
+    assert!(
+        store
+            .resolve_key(&key.secret)
+            .unwrap()
+            .unwrap()
+            .widget
+            .is_none()
+    );
+    // A deleted session is no longer the widget's.
+    assert!(store.delete_session("acme", &session.id).unwrap());
+    assert!(
+        !store
+            .widget_owns_session("acme", &scope.token, &session.id)
+            .unwrap()
+    );
+}
+
+fn a_tenant_never_reaches_another_tenant_s_rows(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("a").unwrap();
+    store.ensure_tenant("b").unwrap();
+    let session = store.create_session("a", None).unwrap();
+    let id = session.id.as_str();
+    store.append_event("a", id, &json!({"type": "x"})).unwrap();
+    store
+        .save_messages("a", id, &json!([{"role": "user"}]))
+        .unwrap();
+    store.put_skill("a", "s", "d", "text").unwrap();
+    store
+        .put_server("a", &server("srv", "https://a.example"))
+        .unwrap();
+    store.put_prompt("a", &prompt("p", "one")).unwrap();
+    store
+        .add_client_call("a", &client_call("call_1", id))
+        .unwrap();
+    store.add_approval("a", &approval("apr_1", id, 1)).unwrap();
+    let key = store.issue_key("a", "app", Role::Tenant).unwrap();
+
+    assert!(store.session("b", id).unwrap().is_none());
+    assert!(store.list_sessions("b").unwrap().is_empty());
+    assert!(store.events_after("b", id, 0, 10).unwrap().is_empty());
+    assert!(store.append_event("b", id, &json!({})).is_err());
+    assert_eq!(store.messages("b", id).unwrap(), json!([]));
+    store
+        .save_messages("b", id, &json!(["overwritten"]))
+        .unwrap();
+    assert_eq!(store.messages("a", id).unwrap(), json!([{"role": "user"}]));
+    assert!(!store.delete_session("b", id).unwrap());
+    let moved = store
+        .transition("b", id, &[SessionState::Idle], SessionState::Running)
+        .unwrap();
+    assert!(!moved);
+    assert!(store.list_skills("b").unwrap().is_empty());
+    assert!(store.skill_text("b", "s").unwrap().is_none());
+    assert!(!store.delete_skill("b", "s").unwrap());
+    assert!(store.list_servers("b").unwrap().is_empty());
+    assert!(!store.delete_server("b", "srv").unwrap());
+    assert!(store.list_prompts("b").unwrap().is_empty());
+    assert!(store.prompt("b", "p").unwrap().is_none());
+    assert!(!store.delete_prompt("b", "p").unwrap());
+    assert!(store.client_calls("b", id).unwrap().is_empty());
+    assert!(store.pending_client_calls("b", id).unwrap().is_empty());
+    assert!(store.client_call("b", id, "call_1").unwrap().is_none());
+    assert!(
+        !store
+            .answer_client_call("b", id, "call_1", &json!({"result": 1}))
+            .unwrap()
+    );
+    assert!(
+        store
+            .add_client_call("b", &client_call("call_2", id))
+            .is_err(),
+        "a call is added only under the tenant's own session"
+    );
+    assert!(
+        store.add_approval("b", &approval("apr_2", id, 2)).is_err(),
+        "an approval is added only under the tenant's own session"
+    );
+    assert!(store.pending_approvals("b").unwrap().is_empty());
+    assert!(store.approval("b", "apr_1").unwrap().is_none());
+    assert!(
+        !store
+            .decide_approval("b", "apr_1", "allowed_for_session", "mallory")
+            .unwrap()
+    );
+    assert!(store.allowed_for_session("b", id).unwrap().is_empty());
+    assert!(store.list_keys("b").unwrap().is_empty());
+    assert_eq!(store.resolve_key(&key.secret).unwrap().unwrap().tenant, "a");
+
+    // What `a` has is untouched.
+    assert_eq!(store.events_after("a", id, 0, 10).unwrap().len(), 1);
+    assert_eq!(store.list_skills("a").unwrap().len(), 1);
+    assert_eq!(store.list_servers("a").unwrap().len(), 1);
+    assert_eq!(store.list_prompts("a").unwrap().len(), 1);
+    assert_eq!(store.pending_client_calls("a", id).unwrap().len(), 1);
+    assert_eq!(store.pending_approvals("a").unwrap().len(), 1);
+    assert_eq!(store.list_keys("a").unwrap().len(), 1);
+}
+
+fn events_come_in_order_and_page_after_a_cursor(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("a").unwrap();
+    let session = store.create_session("a", Some("support")).unwrap();
+    assert_eq!(session.agent.as_deref(), Some("support"));
+    assert_eq!(session.state, SessionState::Idle);
+    assert_eq!(store.session("a", &session.id).unwrap().unwrap(), session);
+    for n in 1..=5 {
+        let seq = store
+            .append_event("a", &session.id, &json!({"n": n, "z": 0, "a": [1]}))
+            .unwrap();
+        assert_eq!(seq, n);
+    }
+    let after_two = store.events_after("a", &session.id, 2, 10).unwrap();
+    assert_eq!(
+        after_two.iter().map(|row| row.seq).collect::<Vec<_>>(),
+        [3, 4, 5]
+    );
+    assert_eq!(after_two[0].event, json!({"n": 3, "z": 0, "a": [1]}));
+    assert_eq!(
+        after_two[0].event.to_string(),
+        r#"{"n":3,"z":0,"a":[1]}"#,
+        "an event keeps its keys' order"
+    );
+    let mut cursor = 0;
+    let mut pages = Vec::new();
+    loop {
+        let page = store.events_after("a", &session.id, cursor, 2).unwrap();
+        let Some(last) = page.last() else { break };
+        cursor = last.seq;
+        pages.push(page.iter().map(|row| row.seq).collect::<Vec<_>>());
+    }
+    assert_eq!(pages, [vec![1, 2], vec![3, 4], vec![5]]);
+
+    assert_eq!(store.messages("a", &session.id).unwrap(), json!([]));
+    let messages = json!([{"role": "user", "content": "hi"}, {"role": "assistant"}]);
+    store.save_messages("a", &session.id, &messages).unwrap();
+    assert_eq!(store.messages("a", &session.id).unwrap(), messages);
+
+    let other = store.create_session("a", None).unwrap();
+    assert_eq!(store.append_event("a", &other.id, &json!({})).unwrap(), 1);
+    let listed: Vec<String> = store
+        .list_sessions("a")
+        .unwrap()
+        .into_iter()
+        .map(|row| row.id)
+        .collect();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.contains(&session.id) && listed.contains(&other.id));
+
+    assert!(store.delete_session("a", &session.id).unwrap());
+    assert!(!store.delete_session("a", &session.id).unwrap());
+    assert!(store.session("a", &session.id).unwrap().is_none());
+    assert!(
+        store
+            .events_after("a", &session.id, 0, 10)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.list_sessions("a").unwrap().len(), 1);
+}
+
+fn concurrent_appends_number_events_without_gaps_or_repeats(backend: &dyn Backend) {
+    const THREADS: u64 = 4;
+    const EACH: u64 = 25;
+    let store = backend.open().unwrap();
+    store.ensure_tenant("a").unwrap();
+    let session = store.create_session("a", None).unwrap();
+    let handles: Vec<_> = (0..THREADS)
+        .map(|thread| {
+            let store = Arc::clone(&store);
+            let id = session.id.clone();
+            std::thread::spawn(move || {
+                (0..EACH)
+                    .map(|n| {
+                        store
+                            .append_event("a", &id, &json!({"thread": thread, "n": n}))
+                            .unwrap()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut seqs: Vec<u64> = handles
+        .into_iter()
+        .flat_map(|handle| handle.join().unwrap())
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=THREADS * EACH).collect::<Vec<_>>());
+    let stored = store
+        .events_after("a", &session.id, 0, 1000)
+        .unwrap()
+        .into_iter()
+        .map(|row| row.seq)
+        .collect::<Vec<_>>();
+    assert_eq!(stored, (1..=THREADS * EACH).collect::<Vec<_>>());
+}
+
+fn a_running_session_is_interrupted_at_start_and_its_approvals_expire(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("a").unwrap();
+    let running = store.create_session("a", None).unwrap();
+    let idle = store.create_session("a", None).unwrap();
+    store
+        .append_event("a", &running.id, &json!({"n": 1}))
+        .unwrap();
+    assert!(
+        store
+            .transition(
+                "a",
+                &running.id,
+                &[SessionState::Idle],
+                SessionState::Running
+            )
+            .unwrap()
+    );
+    store
+        .add_approval("a", &approval("apr_1", &running.id, 1))
+        .unwrap();
+    drop(store);
+
+    // The next start of the service.
+    let store = backend.open().unwrap();
+    assert_eq!(store.interrupt_running().unwrap(), 1);
+    let row = store.session("a", &running.id).unwrap().unwrap();
+    assert_eq!(row.state, SessionState::Interrupted);
+    assert_eq!(
+        store.session("a", &idle.id).unwrap().unwrap().state,
+        SessionState::Idle
+    );
+    let last = store.events_after("a", &running.id, 1, 10).unwrap();
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].seq, 2);
+    assert_eq!(last[0].event["type"], "run_interrupted");
+    assert!(store.events_after("a", &idle.id, 0, 10).unwrap().is_empty());
+    assert_eq!(
+        store.approval("a", "apr_1").unwrap().unwrap().state,
+        "expired"
+    );
+    assert!(store.pending_approvals("a").unwrap().is_empty());
+    assert_eq!(
+        store.interrupt_running().unwrap(),
+        0,
+        "nothing runs any more"
+    );
+    assert!(
+        store
+            .transition(
+                "a",
+                &running.id,
+                &[
+                    SessionState::Idle,
+                    SessionState::Interrupted,
+                    SessionState::Failed
+                ],
+                SessionState::Running
+            )
+            .unwrap(),
+        "an interrupted session takes a new message"
+    );
+}
+
+fn a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("acme").unwrap();
+    let at = now();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let session = store.create_session("acme", None).unwrap();
+        assert!(
+            store
+                .transition(
+                    "acme",
+                    &session.id,
+                    &[SessionState::Idle],
+                    SessionState::Running
+                )
+                .unwrap()
+        );
+        ids.push(session.id);
+    }
+    store
+        .add_approval("acme", &approval("apr_1", &ids[1], 1))
+        .unwrap();
+    // The first is renewed into the future, the second's lease lapsed, the third has none
+    // yet (its run just started): only the lapsed one is interrupted.
+    store.lease_runs("inst_a", &ids[..1], at + 60).unwrap();
+    store.lease_runs("inst_b", &ids[1..2], at - 1).unwrap();
+    store.lease_runs("inst_b", &[], at - 1).unwrap();
+    assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 1);
+    let state = |id: &str| store.session("acme", id).unwrap().unwrap().state;
+    assert_eq!(state(&ids[0]), SessionState::Running);
+    assert_eq!(state(&ids[1]), SessionState::Interrupted);
+    assert_eq!(state(&ids[2]), SessionState::Running);
+    let events = store.events_after("acme", &ids[1], 0, 10).unwrap();
+    assert_eq!(events[0].event["type"], "run_interrupted");
+    assert_eq!(
+        store.approval("acme", "apr_1").unwrap().unwrap().state,
+        "expired"
+    );
+    // Past the grace, a run that never leased counts as lapsed too.
+    assert_eq!(store.interrupt_lapsed(at + 60, 30).unwrap(), 1);
+    assert_eq!(state(&ids[2]), SessionState::Interrupted);
+    // A run that ended gave its lease back: a new run of it starts without one.
+    assert!(
+        store
+            .transition(
+                "acme",
+                &ids[0],
+                &[SessionState::Running],
+                SessionState::Idle
+            )
+            .unwrap()
+    );
+    assert!(
+        store
+            .transition(
+                "acme",
+                &ids[0],
+                &[SessionState::Idle],
+                SessionState::Running
+            )
+            .unwrap()
+    );
+    assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 0);
+}
+
+fn a_session_moves_only_from_the_states_it_is_asked_from(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("a").unwrap();
+    let session = store.create_session("a", None).unwrap();
+    let id = session.id.as_str();
+    assert!(
+        store
+            .transition("a", id, &[SessionState::Idle], SessionState::Running)
+            .unwrap()
+    );
+    assert!(
+        !store
+            .transition("a", id, &[SessionState::Idle], SessionState::Running)
+            .unwrap(),
+        "a second run cannot start while one runs"
+    );
+    assert!(
+        store
+            .transition("a", id, &[SessionState::Running], SessionState::Failed)
+            .unwrap()
+    );
+    assert!(!store.transition("a", id, &[], SessionState::Idle).unwrap());
+    assert!(
+        store
+            .transition(
+                "a",
+                id,
+                &[SessionState::Idle, SessionState::Failed],
+                SessionState::Idle
+            )
+            .unwrap()
+    );
+    assert_eq!(
+        store.session("a", id).unwrap().unwrap().state,
+        SessionState::Idle
+    );
+    assert!(
+        !store
+            .transition(
+                "a",
+                "ses_unknown",
+                &[SessionState::Idle],
+                SessionState::Running
+            )
+            .unwrap()
+    );
+    // Of racing starts, one wins.
+    let winners: usize = (0..4)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            let id = id.to_owned();
+            std::thread::spawn(move || {
+                store
+                    .transition("a", &id, &[SessionState::Idle], SessionState::Running)
+                    .unwrap()
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|handle| usize::from(handle.join().unwrap()))
+        .sum();
+    assert_eq!(winners, 1);
+}
+
+fn an_approval_is_decided_once(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("a").unwrap();
+    let session = store.create_session("a", None).unwrap();
+    let first = approval("apr_1", &session.id, 1);
+    let second = approval("apr_2", &session.id, 2);
+    store.add_approval("a", &second).unwrap();
+    store.add_approval("a", &first).unwrap();
+    assert!(
+        store
+            .add_approval("a", &approval("apr_3", "ses_unknown", 3))
+            .is_err(),
+        "an approval belongs to a stored session"
+    );
+    assert_eq!(
+        store.pending_approvals("a").unwrap(),
+        [first.clone(), second.clone()],
+        "oldest first"
+    );
+    assert_eq!(store.approval("a", "apr_1").unwrap().unwrap(), first);
+    assert!(
+        store
+            .decide_approval("a", "apr_1", "allowed_for_session", "alice")
+            .unwrap()
+    );
+    assert!(
+        !store
+            .decide_approval("a", "apr_1", "denied", "bob")
+            .unwrap(),
+        "decided once"
+    );
+    let decided = store.approval("a", "apr_1").unwrap().unwrap();
+    assert_eq!(decided.state, "allowed_for_session");
+    assert_eq!(decided.decided_by.as_deref(), Some("alice"));
+    assert!(
+        store
+            .decide_approval("a", "apr_2", "denied", "bob")
+            .unwrap()
+    );
+    assert_eq!(
+        store.allowed_for_session("a", &session.id).unwrap(),
+        ["srv__write"]
+    );
+    assert!(store.pending_approvals("a").unwrap().is_empty());
+    assert!(
+        !store
+            .decide_approval("a", "apr_x", "denied", "bob")
+            .unwrap()
+    );
+}
+
+fn a_client_call_is_answered_once(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("a").unwrap();
+    let session = store.create_session("a", None).unwrap();
+    let id = session.id.as_str();
+    let mut first = client_call("call_1", id);
+    first.created_at = 10;
+    let mut second = client_call("call_2", id);
+    second.created_at = 20;
+    store.add_client_call("a", &second).unwrap();
+    store.add_client_call("a", &first).unwrap();
+    assert_eq!(
+        store.pending_client_calls("a", id).unwrap(),
+        [first.clone(), second.clone()]
+    );
+    assert_eq!(
+        store.client_call("a", id, "call_1").unwrap().unwrap(),
+        first
+    );
+    let answer = json!({"result": {"rows": [1, 2]}});
+    assert!(
+        store
+            .answer_client_call("a", id, "call_1", &answer)
+            .unwrap()
+    );
+    assert!(
+        !store
+            .answer_client_call("a", id, "call_1", &json!({"error": "late"}))
+            .unwrap(),
+        "answered once"
+    );
+    let answered = store.client_call("a", id, "call_1").unwrap().unwrap();
+    assert_eq!(answered.state, "answered");
+    assert_eq!(answered.answer, Some(answer));
+    assert_eq!(store.pending_client_calls("a", id).unwrap(), [second]);
+    assert_eq!(store.client_calls("a", id).unwrap().len(), 2);
+    assert!(store.client_call("a", id, "call_x").unwrap().is_none());
+    assert!(store.delete_session("a", id).unwrap());
+    assert!(store.client_calls("a", id).unwrap().is_empty());
+}
+
+fn skills_are_put_listed_read_and_deleted(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("a").unwrap();
+    assert!(store.put_skill("a", "zeta", "last", "z text").unwrap());
+    assert!(store.put_skill("a", "alpha", "first", "a text").unwrap());
+    assert!(
+        !store.put_skill("a", "alpha", "first, again", "a2").unwrap(),
+        "a replacement is not new"
+    );
+    let listed = store.list_skills("a").unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|row| (row.name.as_str(), row.description.as_str()))
+            .collect::<Vec<_>>(),
+        [("alpha", "first, again"), ("zeta", "last")]
+    );
+    assert_eq!(
+        store.skill_text("a", "alpha").unwrap().as_deref(),
+        Some("a2")
+    );
+    assert!(store.skill_text("a", "beta").unwrap().is_none());
+    assert!(store.delete_skill("a", "alpha").unwrap());
+    assert!(!store.delete_skill("a", "alpha").unwrap());
+    assert_eq!(store.list_skills("a").unwrap().len(), 1);
+}
+
+fn servers_are_registered_replaced_and_removed(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("a").unwrap();
+    let first = server("crm", "https://crm.example/mcp");
+    assert!(store.put_server("a", &first).unwrap());
+    assert!(
+        store
+            .put_server("a", &server("billing", "https://b.example"))
+            .unwrap()
+    );
+    let mut replaced = server("crm", "https://crm2.example/mcp");
+    replaced
+        .headers
+        .insert("X-Team".to_owned(), "${env:TEAM}".to_owned());
+    assert!(!store.put_server("a", &replaced).unwrap());
+    let listed = store.list_servers("a").unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|row| row.name.as_str())
+            .collect::<Vec<_>>(),
+        ["billing", "crm"]
+    );
+    assert_eq!(listed[1].url, "https://crm2.example/mcp");
+    assert_eq!(listed[1].headers, replaced.headers);
+    assert_eq!(
+        listed[1].created_at, first.created_at,
+        "registered when first put"
+    );
+    assert!(store.delete_server("a", "crm").unwrap());
+    assert!(!store.delete_server("a", "crm").unwrap());
+    assert_eq!(store.list_servers("a").unwrap().len(), 1);
+}
+
+fn prompt_snapshots_round_trip(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("a").unwrap();
+    let first = prompt("triage", "look at this");
+    assert!(store.put_prompt("a", &first).unwrap());
+    assert!(store.put_prompt("a", &prompt("alpha", "x")).unwrap());
+    let replaced = prompt("triage", "look again");
+    assert!(!store.put_prompt("a", &replaced).unwrap());
+    assert_eq!(store.prompt("a", "triage").unwrap().unwrap(), replaced);
+    assert_eq!(
+        store
+            .list_prompts("a")
+            .unwrap()
+            .iter()
+            .map(|row| row.name.as_str())
+            .collect::<Vec<_>>(),
+        ["alpha", "triage"]
+    );
+    assert!(store.delete_prompt("a", "triage").unwrap());
+    assert!(!store.delete_prompt("a", "triage").unwrap());
+    assert!(store.prompt("a", "triage").unwrap().is_none());
+}
+
+fn tenants_and_keys_are_listed_for_the_operator(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("beta").unwrap();
+    store.ensure_tenant("beta").unwrap();
+    let operator = store.issue_key("ops", "root", Role::Operator).unwrap();
+    let admin = store.issue_key("acme", "alice", Role::Admin).unwrap();
+    let app = store.issue_key("acme", "app", Role::Tenant).unwrap();
+    store.create_session("acme", None).unwrap();
+    assert_eq!(
+        store.resolve_key(&operator.secret).unwrap().unwrap().role,
+        Role::Operator
+    );
+    assert_eq!(
+        store.resolve_key(&admin.secret).unwrap().unwrap().role,
+        Role::Admin
+    );
+    assert!(store.revoke_key(&app.id).unwrap());
+    let tenants = store.list_tenants().unwrap();
+    assert_eq!(
+        tenants
+            .iter()
+            .map(|row| (row.name.as_str(), row.keys, row.sessions))
+            .collect::<Vec<_>>(),
+        [("acme", 1, 1), ("beta", 0, 0), ("ops", 1, 0)],
+        "live keys and sessions counted"
+    );
+    let keys = store.list_keys("acme").unwrap();
+    assert_eq!(keys.len(), 2);
+    let by_id: BTreeMap<&str, _> = keys.iter().map(|row| (row.id.as_str(), row)).collect();
+    assert_eq!(by_id[admin.id.as_str()].role, Role::Admin);
+    assert_eq!(by_id[admin.id.as_str()].caller, "alice");
+    assert!(by_id[admin.id.as_str()].revoked_at.is_none());
+    assert!(by_id[app.id.as_str()].revoked_at.is_some());
+    assert!(
+        keys.windows(2)
+            .all(|pair| pair[0].created_at >= pair[1].created_at),
+        "newest first"
+    );
+}
+
+fn a_new_database_gets_the_current_schema_version_and_reopening_keeps_its_rows(
+    backend: &dyn Backend,
+) {
+    let store = backend.open().unwrap();
+    assert_eq!(backend.version(), SCHEMA_VERSION);
+    let key = store.issue_key("acme", "app", Role::Tenant).unwrap();
+    drop(store);
+    let again = backend.open().unwrap();
+    assert_eq!(backend.version(), SCHEMA_VERSION);
+    assert_eq!(
+        again.resolve_key(&key.secret).unwrap().unwrap().tenant,
+        "acme"
+    );
+}
+
+fn a_database_of_a_newer_schema_is_refused_with_both_versions(backend: &dyn Backend) {
+    drop(backend.open().unwrap());
+    backend.stamp_version(SCHEMA_VERSION + 41);
+    let Err(error) = backend.open() else {
+        panic!("a newer schema must be refused");
+    };
+    assert!(
+        matches!(error, StoreError::NewerSchema { found, known }
+            if found == SCHEMA_VERSION + 41 && known == SCHEMA_VERSION),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("version {}", SCHEMA_VERSION + 41)),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("version {SCHEMA_VERSION}")),
+        "{message}"
+    );
+    assert!(!message.contains('\n'));
+    assert_eq!(backend.version(), SCHEMA_VERSION + 41, "left as it was");
+}
+
+#[test]
+fn a_sqlite_database_made_before_schema_versions_is_brought_to_the_current_one() {
+    let backend = Sqlite::new();
+    {
+        let raw = backend.raw();
+        raw.execute_batch(
+            "CREATE TABLE tenants (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL);
+             INSERT INTO tenants VALUES ('old', 1);",
+        )
+        .unwrap();
+    }
+    let store = backend.open().unwrap();
+    assert_eq!(backend.version(), SCHEMA_VERSION);
+    assert_eq!(store.list_tenants().unwrap()[0].name, "old");
+}
+
+#[test]
+fn postgres_storage_answers_inside_another_runtime_and_is_dropped_there() {
+    let backend = warden_testkit::require_or_skip!(Postgres::new());
+    let url = backend.server.url();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let store = PgStorage::connect(&url).unwrap();
+        store.ensure_tenant("a").unwrap();
+        let session = store.create_session("a", None).unwrap();
+        assert_eq!(store.append_event("a", &session.id, &json!({})).unwrap(), 1);
+        let spawned = tokio::spawn(async move {
+            let listed = store.list_sessions("a").unwrap();
+            drop(store);
+            listed.len()
+        });
+        assert_eq!(spawned.await.unwrap(), 1);
+    });
+}
+
+#[test]
+fn a_bad_or_unreachable_postgres_url_is_an_error_that_never_shows_the_password() {
+    let Err(error) = PgStorage::connect("postgres://warden:hunter2@127.0.0.1:1/db") else {
+        panic!("nothing listens on port 1");
+    };
+    let message = error.to_string();
+    assert!(!message.contains("hunter2"), "{message}");
+    assert!(message.contains("[redacted]"), "{message}");
+    let Err(error) = PgStorage::connect("postgres://warden:hunter2@127.0.0.1:notaport/db") else {
+        panic!("a bad port");
+    };
+    assert!(!error.to_string().contains("hunter2"), "{error}");
+}
+
+fn server(name: &str, url: &str) -> ServerRow {
+    ServerRow {
+        name: name.to_owned(),
+        url: url.to_owned(),
+        headers: BTreeMap::from([("Authorization".to_owned(), "${env:TOKEN}".to_owned())]),
+        created_at: 1_700_000_000,
+    }
+}
+
+fn prompt(name: &str, text: &str) -> PromptRow {
+    PromptRow {
+        name: name.to_owned(),
+        server: "crm".to_owned(),
+        prompt: "triage".to_owned(),
+        arguments: BTreeMap::from([("ticket".to_owned(), "42".to_owned())]),
+        description: Some("a prompt".to_owned()),
+        messages: vec![
+            PromptMessage {
+                role: "user".to_owned(),
+                text: text.to_owned(),
+            },
+            PromptMessage {
+                role: "assistant".to_owned(),
+                text: "ok".to_owned(),
+            },
+        ],
+        copied_by: "alice".to_owned(),
+        created_at: 1_700_000_000,
+    }
+}
+
+fn client_call(id: &str, session: &str) -> ClientCallRow {
+    ClientCallRow {
+        id: id.to_owned(),
+        session: session.to_owned(),
+        tool: "lookup".to_owned(),
+        arguments: json!({"q": "x"}),
+        state: "pending".to_owned(),
+        answer: None,
+        created_at: 1_700_000_000,
+    }
+}
+
+fn approval(id: &str, session: &str, created_at: u64) -> ApprovalRow {
+    ApprovalRow {
+        id: id.to_owned(),
+        session: session.to_owned(),
+        tool: "srv__write".to_owned(),
+        arguments: json!({"path": "/x"}),
+        classes: vec!["write".to_owned()],
+        caller: Some("web".to_owned()),
+        reason: "writes need a person".to_owned(),
+        state: "pending".to_owned(),
+        decided_by: None,
+        created_at,
+    }
+}
