@@ -905,13 +905,18 @@ async fn cancel_run(
     if state.store.session(&principal.tenant, &id)?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
-    if state.runs.cancel_anywhere(&principal.tenant, &id) {
-        Ok((StatusCode::ACCEPTED, Json(Cancelled { cancelled: true })).into_response())
-    } else {
-        Err(ApiError::new(
+    match state.runs.cancel_anywhere(&principal.tenant, &id) {
+        crate::runs::CancelOutcome::Cancelled => {
+            Ok((StatusCode::ACCEPTED, Json(Cancelled { cancelled: true })).into_response())
+        }
+        crate::runs::CancelOutcome::NotGoing => Err(ApiError::new(
             StatusCode::CONFLICT,
             "the session has no run going",
-        ))
+        )),
+        crate::runs::CancelOutcome::Unreachable => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "the run goes on another instance of the service, which this one cannot signal yet; it can be cancelled through that instance",
+        )),
     }
 }
 

@@ -15,7 +15,9 @@ pub use api::{MAX_BODY_BYTES, router, serve};
 pub use approvals::{DecideError, Decision};
 pub use client_tools::AnswerError;
 pub use openapi::document as openapi_document;
-pub use runs::{Inspection, OpenRequest, RunError, Runs, SessionOpener, TenantServer, UserInput};
+pub use runs::{
+    CancelOutcome, Inspection, OpenRequest, RunError, Runs, SessionOpener, TenantServer, UserInput,
+};
 pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,

@@ -94,6 +94,17 @@ pub enum UserInput {
     Prompt(crate::store::PromptRow),
 }
 
+/// What asking to cancel a run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The run is told to stop (here, or on the instance that holds it).
+    Cancelled,
+    /// No run of the session is going.
+    NotGoing,
+    /// The run goes on another instance that this one's signals do not reach.
+    Unreachable,
+}
+
 /// What a run continues the stored conversation with.
 enum Continuation {
     /// The user's messages (text, or a prompt snapshot's messages).
@@ -305,18 +316,21 @@ impl Runs {
                 .is_some_and(|row| row.state == SessionState::Running)
     }
 
-    /// Cancels the run of `session` wherever it goes; whether one was going.
-    pub fn cancel_anywhere(&self, tenant: &str, session: &str) -> bool {
+    /// Cancels the run of `session` wherever it goes.
+    pub fn cancel_anywhere(&self, tenant: &str, session: &str) -> CancelOutcome {
         if self.cancel(session) {
-            return true;
+            return CancelOutcome::Cancelled;
         }
-        if self.is_going_anywhere(tenant, session) {
-            self.store.signals().publish(Signal::CancelRun {
-                session: session.to_owned(),
-            });
-            return true;
+        if !self.is_going_anywhere(tenant, session) {
+            return CancelOutcome::NotGoing;
         }
-        false
+        if !self.store.signals_reach_every_instance() {
+            return CancelOutcome::Unreachable;
+        }
+        self.store.signals().publish(Signal::CancelRun {
+            session: session.to_owned(),
+        });
+        CancelOutcome::Cancelled
     }
 
     /// Starts a run of `session` with the user's `text`; refused while one is going.

@@ -286,6 +286,12 @@ pub const SCHEMA_VERSION: i64 = 1;
 pub trait ServiceStorage: Send + Sync + 'static {
     /// How the instances sharing this store signal each other.
     fn signals(&self) -> &dyn crate::signals::ServiceSignals;
+    /// Whether [`ServiceStorage::signals`] reach every instance that shares the store (an
+    /// embedded store's in-process signals reach all of its one process's instances; a shared
+    /// store's reach only as far as it carries them).
+    fn signals_reach_every_instance(&self) -> bool {
+        true
+    }
     /// Makes a tenant (named `name`, which is also its id) unless it exists.
     fn ensure_tenant(&self, name: &str) -> Result<(), StoreError>;
     /// Makes an API key for `caller` of `tenant`; the secret is returned once and stored hashed.

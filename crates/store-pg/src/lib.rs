@@ -269,6 +269,12 @@ impl ServiceStorage for PgStorage {
         true
     }
 
+    /// Its signals stay in this process until they travel by LISTEN/NOTIFY: another instance
+    /// learns of a change only when it looks at the store, and a cancel does not reach it.
+    fn signals_reach_every_instance(&self) -> bool {
+        false
+    }
+
     fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError> {
         if sessions.is_empty() {
             return Ok(());

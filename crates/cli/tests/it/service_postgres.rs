@@ -1,6 +1,8 @@
 //! `warden service` on PostgreSQL: `[service] database_url` in the user config sends the keys
 //! made with the CLI and the service's sessions and events to a throwaway PostgreSQL server (no
-//! SQLite file is made), and a URL that cannot be reached fails in one line without its password.
+//! SQLite file is made), two service processes on one database hand an approval to each other
+//! and refuse a cancel they cannot deliver, and a URL that cannot be reached fails in one line
+//! without its password.
 
 use serde_json::json;
 use warden_mock_model::{MockModel, Turn};
@@ -108,5 +110,66 @@ fn an_unreachable_database_url_fails_in_one_line_without_its_password() {
         run.stderr.contains("warden:[redacted]@127.0.0.1:1"),
         "{}",
         run.stderr
+    );
+}
+
+#[tokio::test]
+async fn two_service_processes_on_one_database_share_the_queue_and_refuse_a_cancel_they_cannot_deliver()
+ {
+    let server = warden_testkit::require_or_skip!(warden_testkit::postgres());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "read_file",
+        json!({"path": "hello.txt"}),
+    ));
+    mock.push_turn(Turn::text("The file says hello."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[tool_settings.read_file]\nrequires_approval = true\n[service]\ndatabase_url = {}\n",
+        service_config(&mock),
+        toml_str(&server.url())
+    ));
+    sandbox.write(&sandbox.work().join("hello.txt"), "hello from postgres\n");
+    let acme = key(&sandbox, "acme", "web-app");
+    let first = Service::start(&sandbox).await;
+    let second = Service::start(&sandbox).await;
+
+    // The run goes on the first process and waits for a person.
+    let id = first.new_session(&acme).await;
+    first.say(&acme, &id, "What does hello.txt say?").await;
+    let needed = wait_for_event(&second, &acme, &id, "approval_needed").await;
+    // The second process cannot signal the first: its cancel is refused with the reason.
+    let (status, refused) = send(
+        client()
+            .post(second.url(&format!("/sessions/{id}/cancel")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("another instance"),
+        "{refused}"
+    );
+    // It decides the approval, stored; the first process's run finds the decision and goes on.
+    let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
+    let (status, decided) = send(
+        client()
+            .post(second.url(&format!("/approvals/{approval}")))
+            .bearer_auth(&acme)
+            .json(&json!({"decision": "allow_once"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{decided}");
+    let finished = wait_for_event(&second, &acme, &id, "run_finished").await;
+    assert_eq!(finished["final_text"], "The file says hello.");
+    assert!(
+        mock.requests()[1]
+            .body
+            .to_string()
+            .contains("hello from postgres")
     );
 }
