@@ -269,11 +269,7 @@ pub(crate) async fn sign_in(
         .into_iter()
         .find(|row| row.name == name)
         .ok_or_else(|| ApiError::not_found("such server"))?;
-    if server
-        .headers
-        .keys()
-        .any(|header| header.eq_ignore_ascii_case("authorization"))
-    {
+    if server.has_authorization_header() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             format!(

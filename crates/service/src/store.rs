@@ -214,6 +214,15 @@ pub struct ServerRow {
     pub created_at: u64,
 }
 
+impl ServerRow {
+    /// Whether it authenticates with its own `Authorization` header (then never with OAuth).
+    pub fn has_authorization_header(&self) -> bool {
+        self.headers
+            .keys()
+            .any(|header| header.eq_ignore_ascii_case("authorization"))
+    }
+}
+
 /// A prompt snapshot: an MCP prompt an admin copied in from a server, stored as the messages
 /// it gave; a session's message can be one (the prompt is never pulled live).
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]

@@ -332,11 +332,7 @@ fn tenant_server_spec(
             ),
         }
     }
-    let has_authorization = server
-        .headers
-        .keys()
-        .any(|header| header.eq_ignore_ascii_case("authorization"));
-    let auth = if has_authorization {
+    let auth = if server.has_authorization_header() {
         warden_mcp::HttpAuth::Forbidden {
             reason: "the tenant's server authenticates with its Authorization header".to_owned(),
         }
