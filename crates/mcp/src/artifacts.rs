@@ -228,6 +228,73 @@ impl ArtifactStore {
     }
 }
 
+/// An artifact found in a session's folder: what [`stored_artifacts`] lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StoredArtifact {
+    pub id: String,
+    /// The server folder it was written under (`builtin` for a built-in tool's output).
+    pub server: String,
+    pub tool: String,
+    pub mime: String,
+    pub bytes: u64,
+    #[serde(skip)]
+    pub path: PathBuf,
+}
+
+/// Whether `id` has the shape [`next_artifact_id`] gives (so it can name no other file).
+pub fn is_artifact_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
+}
+
+/// The artifacts of the session folder `root` (`<root>/mcp/<server>/<tool>/<id>.<ext>`), oldest
+/// first: regular files only (a symbolic link or a file still being written is skipped). A
+/// folder that does not exist has none.
+pub fn stored_artifacts(root: &Path) -> io::Result<Vec<StoredArtifact>> {
+    let mut found = Vec::new();
+    let servers = match fs::read_dir(root.join(MCP_DIR)) {
+        Ok(servers) => servers,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(found),
+        Err(error) => return Err(error),
+    };
+    for server in servers {
+        let server = server?;
+        if !server.file_type()?.is_dir() {
+            continue;
+        }
+        for tool in fs::read_dir(server.path())? {
+            let tool = tool?;
+            if !tool.file_type()?.is_dir() {
+                continue;
+            }
+            for file in fs::read_dir(tool.path())? {
+                let file = file?;
+                let name = file.file_name();
+                let Some(name) = name.to_str() else { continue };
+                let Some((id, extension)) = name.rsplit_once('.') else {
+                    continue;
+                };
+                if !file.file_type()?.is_file() || !is_artifact_id(id) {
+                    continue;
+                }
+                found.push(StoredArtifact {
+                    id: id.to_owned(),
+                    server: server.file_name().to_string_lossy().into_owned(),
+                    tool: tool.file_name().to_string_lossy().into_owned(),
+                    mime: mime_for_extension(extension).to_owned(),
+                    bytes: file.metadata()?.len(),
+                    path: file.path(),
+                });
+            }
+        }
+    }
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(found)
+}
+
 /// Takes an exclusive advisory lock on `file`, polling for at most `wait` (a retention pass
 /// holds it briefly). Polling, not a blocking `lock`, so a second store of the same folder in
 /// this process fails with an error instead of waiting for itself forever.
@@ -684,6 +751,35 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    #[test]
+    fn stored_artifacts_lists_the_session_s_files_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("session");
+        assert!(stored_artifacts(&root).unwrap().is_empty(), "no folder yet");
+        let store = ArtifactStore::new(root.clone());
+        let image = store.write("shop", "photo", "png", b"\x89PNG").unwrap();
+        let text = store
+            .write("builtin", "bash", "txt", b"long output")
+            .unwrap();
+        // A file being written, and a link planted in the folder, are not artifacts.
+        let tool_dir = store.tool_dir("shop", "photo");
+        fs::write(tool_dir.join(".123.png.tmp"), b"partial").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("/etc/passwd", tool_dir.join("1-2-3.txt")).unwrap();
+        let listed = stored_artifacts(&root).unwrap();
+        let ids: Vec<&str> = listed.iter().map(|artifact| artifact.id.as_str()).collect();
+        assert_eq!(ids, [image.id.as_str(), text.id.as_str()]);
+        assert_eq!(listed[0].server, "shop");
+        assert_eq!(listed[0].tool, "photo");
+        assert_eq!(listed[0].mime, "image/png");
+        assert_eq!(listed[0].bytes, 4);
+        assert_eq!(listed[1].mime, "text/plain");
+        assert!(is_artifact_id(&image.id));
+        for bad in ["", "../x", "a/b", "a.b", &"x".repeat(65)] {
+            assert!(!is_artifact_id(bad), "{bad}");
+        }
+    }
     #[cfg(unix)]
     use std::os::unix::fs::PermissionsExt;
 

@@ -21,7 +21,7 @@ mod upstream;
 
 pub use artifacts::{
     Artifact, ArtifactError, ArtifactStore, RetentionPolicy, RetentionReport, SESSION_LOCK_FILE,
-    apply_retention,
+    StoredArtifact, apply_retention, is_artifact_id, stored_artifacts,
 };
 pub use catalog::{Catalog, McpTool, PAGE_LIMIT, ResourceRow, ToolIdentity, ToolSet};
 pub use client::{

@@ -47,6 +47,31 @@ export async function api(method, path, body) {
 }
 
 /**
+ * Downloads a file the API serves (an artifact) with the key in a header: fetched as a blob and
+ * saved under the name the service gives (else `filename`), never opened in the console's origin.
+ */
+export async function download(path, filename) {
+  const response = await fetch(`/v1${path}`, {
+    headers: { Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}` },
+    cache: "no-store",
+  });
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    throw new ApiError(response.status, body.error || `${response.status} ${response.statusText}`, body);
+  }
+  const named = /filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") || "");
+  const url = URL.createObjectURL(await response.blob());
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = named ? named[1] : filename;
+  link.rel = "noopener";
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
+/**
  * Follows a session's events (Server-Sent Events over fetch, so the key goes in a header):
  * calls `onEvent(seq, event)` for each, resumes from the last id when the stream ends, until
  * `signal` aborts. `onState("live"|"idle"|"error: …")` says how the stream is.

@@ -411,6 +411,16 @@ pub(crate) fn routes() -> Vec<(
         ("get", "/v1/sessions/{id}/events/stream", get(stream_events)),
         (
             "get",
+            "/v1/sessions/{id}/artifacts",
+            get(crate::artifacts::list_artifacts),
+        ),
+        (
+            "get",
+            "/v1/sessions/{id}/artifacts/{artifact}",
+            get(crate::artifacts::download_artifact),
+        ),
+        (
+            "get",
             "/v1/sessions/{id}/client-calls",
             get(list_client_calls),
         ),
@@ -836,6 +846,17 @@ async fn delete_session(
         ));
     }
     state.store.delete_session(&principal.tenant, &id)?;
+    // Its artifacts go with it (a folder never made is nothing to remove).
+    if let Some(dir) = state.opener.artifacts_dir(&id) {
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => tracing::warn!(
+                "the artifacts of the deleted session {id} stay in {}: {error}",
+                dir.display()
+            ),
+        }
+    }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -2,6 +2,7 @@
 
 mod api;
 mod approvals;
+mod artifacts;
 mod client_tools;
 mod inventory;
 mod openapi;

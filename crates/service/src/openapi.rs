@@ -10,6 +10,7 @@ use crate::api::{
     NewServer, NewSession, NewWidgetToken, ServerList, SessionDetail, SessionList, SkillList,
     SkillShown, SkillText, WidgetTokenIssued,
 };
+use crate::artifacts::ArtifactList;
 use crate::inventory::{
     KeyList, KeyRevoked, NewPrompt, PromptList, ServerStatusList, SignInStarted, TenantList,
     ToolList,
@@ -24,6 +25,8 @@ enum Success {
     CreatedOrReplaced(Schema),
     NoContent,
     EventStream,
+    /// A file, as an attachment of its own media type.
+    Attachment,
 }
 
 /// One query parameter: name, JSON Schema, description.
@@ -134,6 +137,24 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             query: vec![cursor_query().swap_remove(0)],
             success: Success::EventStream,
             errors: &[400, 404],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/sessions/{id}/artifacts",
+            summary: "The files the session's tools saved (large or binary results), oldest first.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<ArtifactList>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/sessions/{id}/artifacts/{artifact}",
+            summary: "One artifact of the session, downloaded as an attachment.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Attachment,
+            errors: &[404],
         },
         Operation {
             method: "get",
@@ -482,6 +503,13 @@ pub fn document() -> Value {
             }
             Success::NoContent => {
                 responses.insert("204".into(), json!({"description": "Done."}));
+            }
+            Success::Attachment => {
+                responses.insert(
+                    "200".into(),
+                    json!({"description": "The file's bytes, with its media type, as an attachment (`Content-Disposition: attachment`).",
+                           "content": {"*/*": {"schema": {"type": "string", "contentMediaType": "application/octet-stream"}}}}),
+                );
             }
             Success::EventStream => {
                 responses.insert(

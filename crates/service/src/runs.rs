@@ -65,6 +65,11 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn profiles_naming_skill(&self, _skill: &str) -> Vec<String> {
         Vec::new()
     }
+    /// The folder a session's artifacts are written to (large or binary tool results);
+    /// `None`: this service keeps none to show.
+    fn artifacts_dir(&self, _session: &str) -> Option<std::path::PathBuf> {
+        None
+    }
     /// Where the refresh locks of the tenants' in-memory OAuth tokens live (lock files hold
     /// no secret).
     fn oauth_lock_dir(&self) -> std::path::PathBuf {

@@ -284,6 +284,10 @@ impl SessionOpener for RunOpener {
             .collect()
     }
 
+    fn artifacts_dir(&self, session: &str) -> Option<std::path::PathBuf> {
+        Some(warden_host::session_artifacts_dir(&self.state_dir, session))
+    }
+
     fn oauth_lock_dir(&self) -> std::path::PathBuf {
         self.service_dir.join("oauth-locks")
     }

@@ -258,6 +258,75 @@ async fn a_page_embeds_the_widget_whose_client_tool_handlers_answer_the_model() 
     );
 }
 
+#[tokio::test]
+async fn an_admin_signs_in_to_a_server_copies_a_prompt_in_and_downloads_an_artifact() {
+    let (chromium, scripts) = warden_testkit::require_or_skip!(warden_testkit::browser());
+    let shop = warden_testkit::spawn_http_fixture("echo").await;
+    let crm = warden_testkit::spawn_http_fixture("echo").await;
+    let gate = warden_testkit::oauth_gate::spawn_oauth_gate(&crm.url).await;
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call("call_1", "mcp__shop__image", json!({})));
+    mock.push_turn(Turn::text("Here is the picture."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[mcp_servers.shop]\nurl = {}\n",
+        config(&mock),
+        crate::support::toml_str(&shop.url)
+    ));
+    let app = key(&sandbox, "acme", "web-app");
+    let admin = sandbox
+        .ok(&[
+            "service",
+            "key",
+            "create",
+            "--tenant",
+            "acme",
+            "--caller",
+            "admin@acme",
+            "--admin",
+        ])
+        .trim()
+        .to_owned();
+    let service = Service::start(&sandbox).await;
+    let base = origin_of(&service);
+
+    let (passed, printed) = scenario(
+        &chromium,
+        &scripts,
+        "console-admin",
+        &[
+            ("WARDEN_URL", &base),
+            ("WARDEN_ADMIN_KEY", &admin),
+            ("WARDEN_APP_KEY", &app),
+            ("WARDEN_CRM_URL", &gate.url()),
+        ],
+    )
+    .await;
+    assert!(passed, "{printed}");
+    for seen in [
+        "ok: the admin registers the tenant's server from the Servers page",
+        "ok: the authorization comes back to the service's callback",
+        "ok: after the sign-in a refresh shows the server connected",
+        "ok: the snapshot shows its messages and where it was copied from",
+        "ok: a prompt the server does not have is refused with the reason",
+        "ok: the session lists its artifact with its type",
+        "ok: the downloaded artifact is the PNG",
+    ] {
+        assert!(printed.contains(seen), "{seen}\n{printed}");
+    }
+    // The sign-in in the browser reached the gate: it issued the service a token.
+    assert!(!gate.issued().access.is_empty());
+    // The snapshot the browser copied in is the tenant's.
+    let (status, snapshot) = send(
+        client()
+            .get(service.url("/prompts/greeting"))
+            .bearer_auth(&admin),
+    )
+    .await;
+    assert_eq!(status, 200, "{snapshot}");
+    assert_eq!(snapshot["copied_by"], "admin@acme");
+}
+
 async fn mint(service: &Service, key: &str, body: Value) -> (u16, Value) {
     send(
         client()

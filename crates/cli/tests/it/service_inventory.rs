@@ -487,3 +487,112 @@ async fn the_operator_lists_tenants_and_keys_and_revokes_a_key_which_no_other_ke
         "revoked once"
     );
 }
+
+#[tokio::test]
+async fn a_session_s_artifacts_are_listed_and_downloaded_by_its_tenant_only_as_attachments() {
+    let fixture = warden_testkit::spawn_http_fixture("echo").await;
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call("call_1", "mcp__shop__image", json!({})));
+    mock.push_turn(Turn::text("Here is the picture."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}[mcp_servers.shop]\nurl = {}\n",
+        service_config(&mock),
+        toml_str(&fixture.url)
+    ));
+    let member = key(&sandbox, "acme", "web-app");
+    let globex = key(&sandbox, "globex", "other-app");
+    let service = Service::start(&sandbox).await;
+    let session = service.new_session(&member).await;
+    service.say(&member, &session, "Show me the picture.").await;
+    let finished = wait_for_event(&service, &member, &session, "tool_call_finished").await;
+    wait_for_event(&service, &member, &session, "run_finished").await;
+    let text = finished["result"]["text"].as_str().unwrap();
+    assert!(
+        !text.contains("iVBOR"),
+        "no base64 reaches the events: {text}"
+    );
+
+    let (status, listed) = send(
+        client()
+            .get(service.url(&format!("/sessions/{session}/artifacts")))
+            .bearer_auth(&member),
+    )
+    .await;
+    assert_eq!(status, 200, "{listed}");
+    let artifacts = listed["artifacts"].as_array().unwrap();
+    assert_eq!(artifacts.len(), 1, "{listed}");
+    let artifact = &artifacts[0];
+    let id = artifact["id"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("artifact {id}")),
+        "the result names it: {text}"
+    );
+    assert_eq!(artifact["server"], "shop");
+    assert_eq!(artifact["tool"], "image");
+    assert_eq!(artifact["mime"], "image/png");
+    assert!(
+        artifact.get("path").is_none(),
+        "no place on disk: {artifact}"
+    );
+
+    let response = client()
+        .get(service.url(&format!("/sessions/{session}/artifacts/{id}")))
+        .bearer_auth(&member)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(header("content-type"), "image/png");
+    assert_eq!(
+        header("content-disposition"),
+        format!("attachment; filename=\"{id}.png\"")
+    );
+    assert_eq!(header("x-content-type-options"), "nosniff");
+    assert!(header("content-security-policy").contains("sandbox"));
+    let body = response.bytes().await.unwrap();
+    assert!(body.starts_with(b"\x89PNG\r\n\x1a\n"), "{body:?}");
+    assert_eq!(body.len() as u64, artifact["bytes"].as_u64().unwrap());
+
+    // Another tenant, an unknown id, and ids that try to name another file: not found.
+    for (key, path) in [
+        (&globex, format!("/sessions/{session}/artifacts")),
+        (&globex, format!("/sessions/{session}/artifacts/{id}")),
+        (
+            &member,
+            format!("/sessions/{session}/artifacts/0000000000000-000000-00000000"),
+        ),
+        (
+            &member,
+            format!("/sessions/{session}/artifacts/..%2F..%2Fservice.db"),
+        ),
+        (
+            &member,
+            format!("/sessions/{session}/artifacts/.session.lock"),
+        ),
+        (&member, "/sessions/ses_nobody/artifacts".to_owned()),
+    ] {
+        let (status, body) = send(client().get(service.url(&path)).bearer_auth(key)).await;
+        assert_eq!(status, 404, "{path}: {body}");
+    }
+
+    // Deleting the session deletes its artifacts.
+    let folder = sandbox.state_dir().join("artifacts").join(&session);
+    assert!(folder.is_dir());
+    let (status, _) = send(
+        client()
+            .delete(service.url(&format!("/sessions/{session}")))
+            .bearer_auth(&member),
+    )
+    .await;
+    assert_eq!(status, 204);
+    assert!(!folder.exists(), "{}", folder.display());
+}

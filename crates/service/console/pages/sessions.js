@@ -1,6 +1,6 @@
-// pages/sessions.js: the tenant's sessions with where each stands, and a live view of one: its messages, tool calls with progress and results, and its events as they stream.
+// pages/sessions.js: the tenant's sessions with where each stands, and a live view of one: its messages, tool calls with progress and results (artifacts as download links), and its events as they stream.
 
-import { api, follow } from "../api.js";
+import { api, download, follow } from "../api.js";
 import { h, notice, prettyJson, replace, when, withoutRawData } from "../dom.js";
 
 /** Where a session stands, in the words an operator reads. */
@@ -58,13 +58,51 @@ async function showOne(main, id, signal) {
   const streamState = h("span", { class: "muted", id: "stream-state" }, "connecting…");
   const conversation = h("div", { class: "conversation", id: "conversation", "aria-live": "polite" });
   const log = h("ol", { class: "events", id: "events" });
+  const artifacts = h("section", { id: "artifacts", "aria-label": "Artifacts" });
+  const artifactStatus = h("div");
+  const refreshArtifacts = async () => {
+    try {
+      const { artifacts: listed } = await api("GET", `/sessions/${encodeURIComponent(id)}/artifacts`);
+      replace(artifacts, h("h2", {}, "Artifacts"), artifactStatus,
+        listed.length ? h("table", { class: "grid", id: "artifacts-table" },
+          h("thead", {}, h("tr", {}, ["Artifact", "Tool", "Type", "Size"].map((title) => h("th", {}, title)))),
+          h("tbody", {}, listed.map((artifact) => h("tr", { dataset: { artifact: artifact.id } },
+            h("td", {}, artifactLink(artifact.id)),
+            h("td", {}, h("code", {}, `${artifact.server} / ${artifact.tool}`)),
+            h("td", {}, artifact.mime),
+            h("td", {}, bytes(artifact.bytes))))))
+          : h("p", { class: "muted" }, "No artifacts."));
+    } catch (error) {
+      replace(artifactStatus, notice("error", error.message));
+    }
+  };
+  /** A button that downloads the session's artifact `artifactId`. */
+  const artifactLink = (artifactId) => h("button", {
+    type: "button", class: "link", dataset: { download: artifactId }, onclick: () => {
+      download(`/sessions/${encodeURIComponent(id)}/artifacts/${encodeURIComponent(artifactId)}`, artifactId)
+        .then(() => replace(artifactStatus), (error) => replace(artifactStatus, notice("error", error.message)));
+    },
+  }, `artifact ${artifactId}`);
+  /** A tool result's text, each `artifact ID` it names a download link. */
+  const withArtifactLinks = (text) => {
+    const parts = [];
+    let last = 0;
+    for (const match of text.matchAll(/\bartifact ([A-Za-z0-9_-]{1,64})\b/g)) {
+      parts.push(text.slice(last, match.index), artifactLink(match[1]));
+      last = match.index + match[0].length;
+    }
+    parts.push(text.slice(last));
+    return parts;
+  };
   replace(main,
     h("p", {}, h("a", { href: "#/sessions" }, "← Sessions")),
     h("h1", {}, "Session ", h("code", {}, session.id)),
     h("p", {}, "Agent ", h("strong", {}, session.agent || "(default)"), " · ", stateBadge, " · stream ", streamState),
     h("div", { class: "split" },
       h("section", { "aria-label": "Conversation" }, h("h2", {}, "Conversation"), conversation),
-      h("section", { "aria-label": "Events" }, h("h2", {}, "Events"), log)));
+      h("section", { "aria-label": "Events" }, h("h2", {}, "Events"), log)),
+    artifacts);
+  await refreshArtifacts();
 
   let reply = null;
   const calls = new Map();
@@ -124,7 +162,8 @@ async function showOne(main, id, signal) {
         entry.progress.value = entry.progress.max;
         entry.status.textContent = event.result.decision + (event.result.is_error ? " · error" : "");
         entry.status.className = `badge ${event.result.is_error ? "bad" : "ok"}`;
-        replace(entry.result, h("pre", { class: "output" }, withoutRawData(event.result.text)));
+        replace(entry.result, h("pre", { class: "output" }, withArtifactLinks(withoutRawData(event.result.text))));
+        refreshArtifacts();
         break;
       }
       case "approval_needed":
@@ -157,6 +196,13 @@ async function showOne(main, id, signal) {
     }
   };
   follow(id, 0, onEvent, signal, (state) => { streamState.textContent = state; });
+}
+
+/** A size in bytes, in the unit that reads best. */
+function bytes(count) {
+  if (count < 1024) return `${count} B`;
+  if (count < 1024 * 1024) return `${(count / 1024).toFixed(1)} KiB`;
+  return `${(count / 1024 / 1024).toFixed(1)} MiB`;
 }
 
 /** One event in a few words, for the events list. */
