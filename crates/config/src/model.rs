@@ -226,6 +226,8 @@ pub struct AgentProfile {
     pub mcp_servers: Option<Vec<String>>,
     /// Client-side tools (`warden service`): declarations without a body, answered by the caller.
     pub client_tools: Vec<ClientToolSpec>,
+    /// Knowledge collections its `search_knowledge` tool searches (none: no such tool).
+    pub knowledge: Vec<String>,
 }
 
 /// One client-side tool of an agent profile: what the model sees of it.
@@ -265,6 +267,7 @@ impl AgentProfile {
                     })
                     .collect()
             }),
+            knowledge: (!self.knowledge.is_empty()).then(|| self.knowledge.clone()),
         };
         let canonical =
             serde_json::to_vec(&("warden.agent.v1", &self.name, declared)).unwrap_or_default();
@@ -571,6 +574,7 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
             skills,
             mcp_servers,
             client_tools: raw_client_tools,
+            knowledge,
         } = raw;
         let mut client_tools = Vec::new();
         for (tool, declared) in raw_client_tools.unwrap_or_default() {
@@ -644,6 +648,19 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
                 );
             }
         }
+        let knowledge = knowledge.unwrap_or_default();
+        for (i, collection) in knowledge.iter().enumerate() {
+            if !is_valid_server_name(collection) {
+                report(
+                    format!("{}[{i}]", key_path(&base, "knowledge")),
+                    Problem::InvalidValue {
+                        expected: format!(
+                            "a collection name of letters, digits, `_` and `-` (as `warden knowledge list` shows), not \"{collection}\""
+                        ),
+                    },
+                );
+            }
+        }
         if diagnostics.is_empty() {
             Ok(AgentProfile {
                 name,
@@ -654,6 +671,7 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
                 skills,
                 mcp_servers,
                 client_tools,
+                knowledge,
             })
         } else {
             Err(diagnostics)

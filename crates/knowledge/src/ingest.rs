@@ -208,13 +208,68 @@ fn ingest_file(
             return Ok(());
         }
     };
-    let hash = content_hash(&bytes);
+    ingest_bytes(
+        store,
+        collection,
+        (file, name),
+        &bytes,
+        (budget, embedder),
+        force,
+        summary,
+    )
+}
+
+/// Adds one document given as bytes (a service's tenant uploads it): `name` is its path in the
+/// collection and its extension picks the format, as a file's does. An unchanged document does
+/// no work; a changed one has its chunks replaced at once.
+pub fn add_document(
+    store: &KnowledgeStore,
+    collection: &str,
+    name: &str,
+    bytes: &[u8],
+    budget: ChunkBudget,
+    embedder: Option<&dyn Embedder>,
+) -> Result<IngestSummary, KnowledgeError> {
+    store.ensure_collection(collection)?;
+    check_embeddings(store, collection, embedder)?;
+    let mut summary = IngestSummary::default();
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        summary.skipped.push((
+            name.to_owned(),
+            format!("larger than {} MiB", MAX_FILE_BYTES / (1024 * 1024)),
+        ));
+        return Ok(summary);
+    }
+    ingest_bytes(
+        store,
+        collection,
+        (Path::new(name), name),
+        bytes,
+        (budget, embedder),
+        false,
+        &mut summary,
+    )?;
+    Ok(summary)
+}
+
+/// Chunks (and embeds) one document's bytes and replaces its chunks, unless its content hash
+/// is the stored one (and `force` is off). `file` picks the format by its extension.
+fn ingest_bytes(
+    store: &KnowledgeStore,
+    collection: &str,
+    (file, name): (&Path, &str),
+    bytes: &[u8],
+    (budget, embedder): (ChunkBudget, Option<&dyn Embedder>),
+    force: bool,
+    summary: &mut IngestSummary,
+) -> Result<(), KnowledgeError> {
+    let hash = content_hash(bytes);
     let stored = store.content_hash(collection, name)?;
     if !force && stored.as_deref() == Some(hash.as_str()) {
         summary.unchanged += 1;
         return Ok(());
     }
-    let text = match document_text(file, &bytes) {
+    let text = match document_text(file, bytes) {
         Ok(text) => text,
         Err(reason) => {
             summary.skipped.push((name.to_owned(), reason));

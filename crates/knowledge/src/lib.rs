@@ -11,7 +11,7 @@ pub use embed::{
     DEFAULT_ATTEMPTS, DEFAULT_BATCH, EmbedError, Embedder, EmbeddingsEndpoint, normalised,
 };
 pub use formats::{document_text, html_to_text};
-pub use ingest::{IngestSummary, MAX_FILE_BYTES, Progress, add, reindex};
+pub use ingest::{IngestSummary, MAX_FILE_BYTES, Progress, add, add_document, reindex};
 pub use store::{
     CollectionRow, DocumentRow, Hit, KnowledgeError, KnowledgeStore, check_collection_name, fuse,
 };

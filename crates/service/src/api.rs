@@ -429,6 +429,31 @@ pub(crate) fn routes() -> Vec<(
             "/v1/sessions/{id}/client-calls/{call}",
             post(answer_client_call),
         ),
+        (
+            "get",
+            "/v1/knowledge",
+            get(crate::knowledge::list_collections),
+        ),
+        (
+            "delete",
+            "/v1/knowledge/{collection}",
+            delete(crate::knowledge::delete_collection),
+        ),
+        (
+            "post",
+            "/v1/knowledge/{collection}/search",
+            post(crate::knowledge::search),
+        ),
+        (
+            "put",
+            "/v1/knowledge/{collection}/documents",
+            axum::routing::put(crate::knowledge::put_document),
+        ),
+        (
+            "delete",
+            "/v1/knowledge/{collection}/documents",
+            delete(crate::knowledge::delete_document),
+        ),
         ("get", "/v1/audit", get(query_audit)),
         ("get", "/v1/approvals", get(list_approvals)),
         ("post", "/v1/approvals/{id}", post(decide_approval)),

@@ -5,6 +5,7 @@ mod approvals;
 mod artifacts;
 mod client_tools;
 mod inventory;
+mod knowledge;
 mod openapi;
 mod pages;
 mod runs;
@@ -15,6 +16,7 @@ mod tenant_oauth;
 pub use api::{MAX_BODY_BYTES, router, serve};
 pub use approvals::{DecideError, Decision};
 pub use client_tools::AnswerError;
+pub use knowledge::TenantKnowledge;
 pub use openapi::document as openapi_document;
 pub use runs::{
     CancelOutcome, Inspection, OpenRequest, RunError, Runs, SessionOpener, TenantServer, UserInput,

@@ -15,8 +15,16 @@ use crate::inventory::{
     KeyList, KeyRevoked, NewPrompt, PromptList, ServerStatusList, SignInStarted, TenantList,
     ToolList,
 };
+use crate::knowledge::{
+    CollectionList, DocumentAdded, DocumentName, KnowledgeQuery, NewDocument, SearchResult,
+};
 use crate::store::SessionRow;
 use crate::store::{PromptRow, ServerRow};
+
+/// A knowledge collection's name.
+const COLLECTION_NAME_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$";
+/// An artifact's id.
+const ARTIFACT_ID_PATTERN: &str = "^[A-Za-z0-9_-]{1,64}$";
 
 /// What one operation answers on success.
 enum Success {
@@ -137,6 +145,51 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             query: vec![cursor_query().swap_remove(0)],
             success: Success::EventStream,
             errors: &[400, 404],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/knowledge",
+            summary: "The tenant's knowledge collections.",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<CollectionList>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/knowledge/{collection}",
+            summary: "Removes one of the tenant's knowledge collections with its documents.",
+            request: None,
+            query: Vec::new(),
+            success: Success::NoContent,
+            errors: &[404],
+        },
+        Operation {
+            method: "post",
+            path: "/v1/knowledge/{collection}/search",
+            summary: "The passages of the tenant's collection that best match a query: the retrieval an agent's `search_knowledge` tool runs (BM25, fused with vector nearness when the collection is embedded).",
+            request: Some((schema_of::<KnowledgeQuery>(generator), true)),
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<SearchResult>(generator)),
+            errors: &[400, 404, 409, 413, 415, 502],
+        },
+        Operation {
+            method: "put",
+            path: "/v1/knowledge/{collection}/documents",
+            summary: "Adds or replaces one document of the tenant's collection (made on first use); an unchanged document does no work.",
+            request: Some((schema_of::<NewDocument>(generator), true)),
+            query: Vec::new(),
+            success: Success::CreatedOrReplaced(schema_of::<DocumentAdded>(generator)),
+            errors: &[400, 404, 409, 413, 415, 422, 502],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/knowledge/{collection}/documents",
+            summary: "Removes one document (named in the body) and its chunks from the tenant's collection.",
+            request: Some((schema_of::<DocumentName>(generator), true)),
+            query: Vec::new(),
+            success: Success::NoContent,
+            errors: &[400, 404, 415],
         },
         Operation {
             method: "get",
@@ -479,6 +532,16 @@ pub fn document() -> Value {
             if operation.path.contains(&format!("{{{name}}}")) {
                 parameters.push(json!({"name": name, "in": "path", "required": true,
                                        "schema": {"type": "string"}}));
+            }
+        }
+        // Parameters whose shape the handler checks (any other is refused with 400 or 404).
+        for (name, pattern) in [
+            ("collection", COLLECTION_NAME_PATTERN),
+            ("artifact", ARTIFACT_ID_PATTERN),
+        ] {
+            if operation.path.contains(&format!("{{{name}}}")) {
+                parameters.push(json!({"name": name, "in": "path", "required": true,
+                                       "schema": {"type": "string", "pattern": pattern}}));
             }
         }
         for (name, schema, description) in operation.query {

@@ -65,6 +65,11 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn profiles_naming_skill(&self, _skill: &str) -> Vec<String> {
         Vec::new()
     }
+    /// Where a tenant's knowledge collections live and the embeddings they use; `None`: this
+    /// service keeps no knowledge.
+    fn tenant_knowledge(&self, _tenant: &str) -> Option<crate::knowledge::TenantKnowledge> {
+        None
+    }
     /// The folder a session's artifacts are written to (large or binary tool results);
     /// `None`: this service keeps none to show.
     fn artifacts_dir(&self, _session: &str) -> Option<std::path::PathBuf> {

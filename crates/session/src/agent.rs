@@ -227,6 +227,13 @@ impl AgentSession {
             user: std::env::var("USER").unwrap_or_else(|_| "local".to_owned()),
         }))));
         host_tools.extend(code_tools());
+        if let Some(profile) = profile.filter(|profile| !profile.knowledge.is_empty()) {
+            host_tools.push(Arc::new(crate::knowledge::SearchKnowledge::new(
+                profile.knowledge.clone(),
+                options.knowledge_databases.clone(),
+                config.embeddings.clone(),
+            )));
+        }
         let offered = ToolList::default();
         let deferral =
             crate::catalog_views::session_deferral(&config, model.defer_mode, offered.clone());

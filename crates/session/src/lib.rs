@@ -8,6 +8,7 @@ mod catalog_views;
 mod catalog_watch;
 mod code_tools;
 mod deferral;
+pub mod knowledge;
 mod sampling;
 mod skill_scripts;
 mod skill_tools;

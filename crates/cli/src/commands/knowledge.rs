@@ -5,9 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use warden_knowledge::{
-    ChunkBudget, Embedder, EmbeddingsEndpoint, Hit, IngestSummary, KnowledgeStore,
-};
+use warden_knowledge::{ChunkBudget, Embedder, EmbeddingsEndpoint, IngestSummary, KnowledgeStore};
 
 use crate::Globals;
 
@@ -156,20 +154,28 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
             limit,
             json,
         } => {
-            let embedder = embedder_for(&store, &config, &collection, None)?;
-            let hits = store.search(
+            let found = warden_session::knowledge::retrieve(
+                &store,
+                &config.embeddings,
                 &collection,
                 &query,
                 limit.clamp(1, 100),
-                embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
             )?;
+            if let Some(note) = &found.note {
+                eprintln!("warden: {note}");
+            }
+            let hits = found.hits;
             if json {
                 writeln!(out, "{}", serde_json::to_string(&hits)?)?;
             } else if hits.is_empty() {
                 writeln!(out, "no chunk of {collection} matches")?;
             } else {
                 for (rank, hit) in hits.iter().enumerate() {
-                    print_hit(&mut out, rank + 1, hit)?;
+                    writeln!(
+                        out,
+                        "{}",
+                        warden_session::knowledge::render_hit(rank + 1, hit, Some(6))
+                    )?;
                 }
             }
         }
@@ -204,75 +210,18 @@ fn report(collection: &str, summary: &IngestSummary) {
     }
 }
 
-fn print_hit(out: &mut impl Write, rank: usize, hit: &Hit) -> std::io::Result<()> {
-    let place = if hit.headings.is_empty() {
-        String::new()
-    } else {
-        format!(" › {}", hit.headings.join(" › "))
-    };
-    writeln!(
-        out,
-        "{rank}. {}:{}-{}{place}  (score {:.2})",
-        hit.path, hit.line_start, hit.line_end, hit.score
-    )?;
-    for line in hit.text.lines().take(6) {
-        writeln!(out, "   {line}")?;
-    }
-    if hit.text.lines().count() > 6 {
-        writeln!(out, "   …")?;
-    }
-    writeln!(out)
-}
-
-/// The embeddings a command uses: `[embeddings.NAME]` when named, else the entry whose model the
-/// collection was embedded with (none: BM25 alone, said once on stderr when the collection is
-/// embedded).
+/// The embeddings `add` and `reindex` use (see [`warden_session::knowledge::embedder_for`]); a
+/// collection embedded with a model no entry names is said once on stderr.
 fn embedder_for(
     store: &KnowledgeStore,
     config: &warden_config::LoadedConfig,
     collection: &str,
     named: Option<&str>,
 ) -> anyhow::Result<Option<EmbeddingsEndpoint>> {
-    let stored = store
-        .collections()?
-        .iter()
-        .any(|row| row.name == collection)
-        .then(|| store.collection_embedding(collection))
-        .transpose()?
-        .flatten();
-    let entry = match named {
-        Some(name) => Some((
-            name,
-            config.embeddings.get(name).with_context(|| {
-                format!("no [embeddings.{name}] in your user config (docs/KNOWLEDGE.md shows one)")
-            })?,
-        )),
-        None => stored.as_ref().and_then(|(model, _)| {
-            config
-                .embeddings
-                .iter()
-                .find(|(_, spec)| spec.model == *model)
-                .map(|(name, spec)| (name.as_str(), spec))
-        }),
-    };
-    let Some((name, spec)) = entry else {
-        if let Some((model, _)) = stored {
-            eprintln!(
-                "warden: {collection} is embedded with {model}, and no [embeddings] entry names that model: BM25 alone"
-            );
-        }
-        return Ok(None);
-    };
-    let api_key = match &spec.api_key_env {
-        Some(variable) => Some(std::env::var(variable).with_context(|| {
-            format!("[embeddings.{name}] api_key_env names {variable}, which is not set")
-        })?),
-        None => None,
-    };
-    let mut endpoint = EmbeddingsEndpoint::new(&spec.base_url, &spec.model, api_key)
-        .with_context(|| format!("[embeddings.{name}]"))?;
-    if let Some(batch) = spec.batch {
-        endpoint = endpoint.with_batch(batch);
+    let (embedder, note) =
+        warden_session::knowledge::embedder_for(store, &config.embeddings, collection, named)?;
+    if let Some(note) = note {
+        eprintln!("warden: {note}");
     }
-    Ok(Some(endpoint))
+    Ok(embedder)
 }

@@ -123,6 +123,21 @@ fn keys(store: &dyn ServiceStorage, command: KeyCommand) -> anyhow::Result<ExitC
     }
 }
 
+/// A tenant's name, hashed: any text becomes a safe file or folder name.
+fn tenant_folder(tenant: &str) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(tenant.as_bytes())[..16])
+}
+
+impl RunOpener {
+    /// `STATE/service/knowledge/<tenant hash>.db`: the tenant's own collections.
+    fn tenant_knowledge_database(&self, tenant: &str) -> std::path::PathBuf {
+        self.service_dir
+            .join("knowledge")
+            .join(format!("{}.db", tenant_folder(tenant)))
+    }
+}
+
 /// Opens each run's agent session as `warden run` would (the configuration read again, so an
 /// edit applies to the next run), for the session's profile.
 struct RunOpener {
@@ -195,6 +210,13 @@ impl SessionOpener for RunOpener {
                     origin: warden_skills::Origin::Workspace,
                 });
             }
+            if let Some(tenant) = principal.tenant.as_deref() {
+                // The tenant's own collections come first; the operator's are searched for a
+                // name the tenant does not have.
+                options
+                    .knowledge_databases
+                    .insert(0, self.tenant_knowledge_database(tenant));
+            }
             options.approver = Some(approver);
             options.principal = principal;
             options.session_id = Some(session);
@@ -232,10 +254,21 @@ impl SessionOpener for RunOpener {
     }
 
     fn tenant_skill_root(&self, tenant: &str) -> Option<std::path::PathBuf> {
-        // The tenant's name, hashed: any text is a safe folder name.
-        use sha2::Digest;
-        let folder = hex::encode(&sha2::Sha256::digest(tenant.as_bytes())[..16]);
-        Some(self.service_dir.join("skills").join(folder))
+        Some(self.service_dir.join("skills").join(tenant_folder(tenant)))
+    }
+
+    fn tenant_knowledge(&self, tenant: &str) -> Option<warden_service::TenantKnowledge> {
+        let embeddings = match load_config(&self.globals) {
+            Ok((_, _, config)) => config.embeddings,
+            Err(error) => {
+                tracing::warn!("the config could not be read for [embeddings]: {error:#}");
+                Default::default()
+            }
+        };
+        Some(warden_service::TenantKnowledge {
+            database: self.tenant_knowledge_database(tenant),
+            embeddings,
+        })
     }
 
     fn grants(

@@ -596,3 +596,128 @@ async fn a_session_s_artifacts_are_listed_and_downloaded_by_its_tenant_only_as_a
     assert_eq!(status, 204);
     assert!(!folder.exists(), "{}", folder.display());
 }
+
+#[tokio::test]
+async fn a_tenant_s_documents_are_searched_by_the_endpoint_and_its_agents_and_by_no_other_tenant() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "search_knowledge",
+        json!({"query": "refund card"}),
+    ));
+    mock.push_turn(Turn::text("Refunds take 5 days."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}knowledge = [\"policies\"]\n",
+        service_config(&mock)
+    ));
+    let member = key(&sandbox, "acme", "web-app");
+    let globex = key(&sandbox, "globex", "other-app");
+    let service = Service::start(&sandbox).await;
+    let put = |key: &str, collection: &str, body: Value| {
+        client()
+            .put(service.url(&format!("/knowledge/{collection}/documents")))
+            .bearer_auth(key)
+            .json(&body)
+    };
+    let refunds = json!({"name": "policies/refunds.md", "text": "# Refunds\n\n## Cards\n\nA refund goes back to the original card within 5 days.\n"});
+    let (status, added) = send(put(&member, "policies", refunds.clone())).await;
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["outcome"], "added");
+    let (status, again) = send(put(&member, "policies", refunds.clone())).await;
+    assert_eq!(
+        (status, again["outcome"].as_str()),
+        (200, Some("unchanged"))
+    );
+    for (collection, body, expected) in [
+        ("bad name", refunds.clone(), 400),
+        (
+            "policies",
+            json!({"name": "../escape.md", "text": "x"}),
+            400,
+        ),
+        ("policies", json!({"name": "/abs.md", "text": "x"}), 400),
+        ("policies", json!({"name": "logo.png", "text": "x"}), 422),
+        ("policies", json!({"name": "a.md"}), 400),
+    ] {
+        let (status, reason) = send(put(&member, collection, body.clone())).await;
+        assert_eq!(status, expected, "{collection} {body}: {reason}");
+        assert!(reason["error"].as_str().is_some(), "{reason}");
+    }
+
+    let search = |key: &str, collection: &str, body: Value| {
+        client()
+            .post(service.url(&format!("/knowledge/{collection}/search")))
+            .bearer_auth(key)
+            .json(&body)
+    };
+    let (status, found) = send(search(
+        &member,
+        "policies",
+        json!({"query": "refund to my card"}),
+    ))
+    .await;
+    assert_eq!(status, 200, "{found}");
+    let first = &found["passages"][0];
+    assert_eq!(first["path"], "policies/refunds.md");
+    assert_eq!(first["headings"], json!(["Refunds", "Cards"]));
+    assert!(first["text"].as_str().unwrap().contains("within 5 days"));
+    let (status, _) = send(search(&member, "policies", json!({"query": "  "}))).await;
+    assert_eq!(status, 400);
+    // Another tenant has no such collection, and its search never sees acme's documents.
+    let (status, _) = send(search(&globex, "policies", json!({"query": "refund"}))).await;
+    assert_eq!(status, 404);
+    let (_, listed) = send(client().get(service.url("/knowledge")).bearer_auth(&globex)).await;
+    assert_eq!(listed["collections"], json!([]));
+    let (_, listed) = send(client().get(service.url("/knowledge")).bearer_auth(&member)).await;
+    assert_eq!(listed["collections"][0]["name"], "policies");
+    assert_eq!(listed["collections"][0]["documents"], 1);
+
+    // The support agent names the collection: its session's tool finds the tenant's passage.
+    let support_session = |key: &str| {
+        client()
+            .post(service.url("/sessions"))
+            .bearer_auth(key)
+            .json(&json!({"agent": "support"}))
+    };
+    let (_, created) = send(support_session(&member)).await;
+    let session = created["id"].as_str().unwrap().to_owned();
+    service.say(&member, &session, "How do refunds work?").await;
+    let finished = wait_for_event(&service, &member, &session, "tool_call_finished").await;
+    let text = finished["result"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("policies/refunds.md:3-5 › Refunds › Cards")
+            && text.contains("within 5 days"),
+        "{text}"
+    );
+    wait_for_event(&service, &member, &session, "run_finished").await;
+    // globex's session of the same agent finds nothing of acme's.
+    mock.push_turn(Turn::tool_call(
+        "call_2",
+        "search_knowledge",
+        json!({"query": "refund card"}),
+    ));
+    mock.push_turn(Turn::text("I don't know."));
+    let (_, created) = send(support_session(&globex)).await;
+    let theirs = created["id"].as_str().unwrap().to_owned();
+    service.say(&globex, &theirs, "How do refunds work?").await;
+    let finished = wait_for_event(&service, &globex, &theirs, "tool_call_finished").await;
+    let text = finished["result"]["text"].as_str().unwrap();
+    assert!(!text.contains("within 5 days"), "{text}");
+    assert!(text.contains("no collection named \"policies\""), "{text}");
+
+    // Removing the document and the collection.
+    let remove = client()
+        .delete(service.url("/knowledge/policies/documents"))
+        .bearer_auth(&member)
+        .json(&json!({"name": "policies/refunds.md"}));
+    assert_eq!(send(remove).await.0, 204);
+    let (status, found) = send(search(&member, "policies", json!({"query": "refund"}))).await;
+    assert_eq!((status, found["passages"].clone()), (200, json!([])));
+    let drop = client()
+        .delete(service.url("/knowledge/policies"))
+        .bearer_auth(&member);
+    assert_eq!(send(drop).await.0, 204);
+    let (status, _) = send(search(&member, "policies", json!({"query": "refund"}))).await;
+    assert_eq!(status, 404);
+}

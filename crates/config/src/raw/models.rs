@@ -67,6 +67,9 @@ pub struct RawAgent {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
     pub client_tools: Option<std::collections::BTreeMap<String, RawClientTool>>,
+    /// Knowledge collections the agent searches with its `search_knowledge` tool (made with `warden knowledge add`); leaving the key out offers no such tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<Vec<String>>,
 }
 
 impl RawAgent {
@@ -76,6 +79,7 @@ impl RawAgent {
         "skills",
         "mcp_servers",
         "client_tools",
+        "knowledge",
     ];
 }
 
@@ -119,6 +123,7 @@ impl<'a> Walk<'a> {
             skills: self.strings(t, p, "skills"),
             mcp_servers: self.strings(t, p, "mcp_servers"),
             client_tools: self.client_tools(t, p),
+            knowledge: self.strings(t, p, "knowledge"),
         }
     }
 

@@ -1,0 +1,365 @@
+//! A tenant's knowledge over the API: its collections listed, documents added (chunked, and embedded when the collection is) and removed, and the search its agents' `search_knowledge` tool runs, the same retrieval, on its own collections only.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use warden_knowledge::{ChunkBudget, Embedder, KnowledgeError, KnowledgeStore};
+use warden_session::knowledge::{MAX_HITS, RetrievalError, Retrieved, embedder_for, retrieve};
+
+use crate::api::{ApiError, ServiceState, body, principal};
+
+/// Where a tenant's collections live and the operator's `[embeddings]` entries they are
+/// embedded and searched with.
+pub struct TenantKnowledge {
+    /// The tenant's own knowledge database (made on first use).
+    pub database: std::path::PathBuf,
+    pub embeddings: BTreeMap<String, warden_config::EmbeddingsSpec>,
+}
+
+/// `POST /v1/knowledge/{collection}/search`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KnowledgeQuery {
+    /// What to look for, in words.
+    #[schemars(length(min = 1))]
+    query: String,
+    /// Passages to return, a whole number from 1 to 20 (default 5; `5.0` is whole).
+    #[schemars(with = "Option<u64>", range(min = 1, max = 20))]
+    limit: Option<f64>,
+}
+
+/// `PUT /v1/knowledge/{collection}/documents`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewDocument {
+    /// Its path in the collection, parts of letters, digits, `.`, `_` and `-` (none starting
+    /// with `.`) joined by `/`; the extension picks the format (`.md`, `.txt`, `.html`).
+    #[schemars(
+        regex(pattern = r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$"),
+        length(max = 512)
+    )]
+    name: String,
+    /// The document's text.
+    text: String,
+    /// An `[embeddings.NAME]` entry of the operator's to embed the collection with (default:
+    /// the one it was embedded with, or none); a name with no entry is a 404.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"))]
+    embeddings: Option<String>,
+}
+
+/// `DELETE /v1/knowledge/{collection}/documents` (the name goes in the body: it may hold `/`).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DocumentName {
+    name: String,
+}
+
+/// One passage found, with where it is.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct Passage {
+    path: String,
+    /// The heading path above it.
+    headings: Vec<String>,
+    line_start: u64,
+    line_end: u64,
+    text: String,
+    /// Higher is better (BM25, or the fused rank when the collection is embedded).
+    score: f64,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct SearchResult {
+    passages: Vec<Passage>,
+    /// How the search ran when it could not use vectors (the collection's embeddings are not
+    /// configured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct CollectionList {
+    collections: Vec<CollectionShown>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct CollectionShown {
+    name: String,
+    documents: u64,
+    chunks: u64,
+    created_at: u64,
+}
+
+/// What adding a document did.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct DocumentAdded {
+    /// `added`, `updated` or `unchanged`.
+    outcome: String,
+    chunks: usize,
+    /// Chunks embedded by the endpoint, and taken from the cache.
+    embedded: usize,
+    cached: usize,
+}
+
+fn tenant_knowledge(state: &ServiceState, tenant: &str) -> Result<TenantKnowledge, ApiError> {
+    state.opener.tenant_knowledge(tenant).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "this service keeps no knowledge collections",
+        )
+    })
+}
+
+fn knowledge_error(error: RetrievalError) -> ApiError {
+    match error {
+        RetrievalError::Store(KnowledgeError::UnknownCollection(name)) => {
+            ApiError::not_found(&format!("knowledge collection named {name}"))
+        }
+        RetrievalError::Store(KnowledgeError::BadName(name)) => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{name:?} is not a collection name: letters, digits, `_` and `-`, starting with a letter or digit"
+            ),
+        ),
+        RetrievalError::Store(KnowledgeError::Embed(error)) => {
+            ApiError::new(StatusCode::BAD_GATEWAY, error.to_string())
+        }
+        RetrievalError::UnknownEmbeddings(_) => {
+            ApiError::new(StatusCode::NOT_FOUND, error.to_string())
+        }
+        RetrievalError::Store(KnowledgeError::EmbeddingMismatch { .. })
+        | RetrievalError::Store(KnowledgeError::EmbeddingsNeeded { .. }) => {
+            ApiError::new(StatusCode::CONFLICT, error.to_string())
+        }
+        other => {
+            tracing::warn!("a knowledge request failed: {other}");
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, other.to_string())
+        }
+    }
+}
+
+/// Runs `work` on the tenant's knowledge database off the async workers (SQLite, and the
+/// embeddings endpoint's own runtime, block).
+async fn with_store<T: Send + 'static>(
+    knowledge: TenantKnowledge,
+    work: impl FnOnce(&KnowledgeStore, &TenantKnowledge) -> Result<T, RetrievalError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(move || {
+        if let Some(folder) = knowledge.database.parent() {
+            std::fs::create_dir_all(folder).map_err(|error| RetrievalError::Folder {
+                path: folder.display().to_string(),
+                reason: error.to_string(),
+            })?;
+        }
+        let store = KnowledgeStore::open(&knowledge.database)?;
+        work(&store, &knowledge)
+    })
+    .await
+    .map_err(|error| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the knowledge request stopped: {error}"),
+        )
+    })?
+    .map_err(knowledge_error)
+}
+
+/// `GET /v1/knowledge`: the tenant's collections.
+pub(crate) async fn list_collections(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let knowledge = tenant_knowledge(&state, &principal.tenant)?;
+    let collections = with_store(knowledge, |store, _| Ok(store.collections()?)).await?;
+    Ok(Json(CollectionList {
+        collections: collections
+            .into_iter()
+            .map(|row| CollectionShown {
+                name: row.name,
+                documents: row.documents,
+                chunks: row.chunks,
+                created_at: row.created_at,
+            })
+            .collect(),
+    })
+    .into_response())
+}
+
+/// `POST /v1/knowledge/{collection}/search`.
+pub(crate) async fn search(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(collection): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let request: KnowledgeQuery = body(&headers, &bytes)?;
+    if request.query.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "the query is empty: say what to look for",
+        ));
+    }
+    let limit = match request.limit {
+        None => 5,
+        // A whole number in range; the cast is exact for those.
+        Some(limit) if limit.fract() == 0.0 && (1.0..=MAX_HITS as f64).contains(&limit) => {
+            limit as usize
+        }
+        Some(limit) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("limit {limit}: ask for a whole number of 1 to {MAX_HITS} passages"),
+            ));
+        }
+    };
+    let knowledge = tenant_knowledge(&state, &principal.tenant)?;
+    let Retrieved { hits, note } = with_store(knowledge, move |store, knowledge| {
+        retrieve(
+            store,
+            &knowledge.embeddings,
+            &collection,
+            &request.query,
+            limit,
+        )
+    })
+    .await?;
+    Ok(Json(SearchResult {
+        passages: hits
+            .into_iter()
+            .map(|hit| Passage {
+                path: hit.path,
+                headings: hit.headings,
+                line_start: hit.line_start,
+                line_end: hit.line_end,
+                text: hit.text,
+                score: hit.score,
+            })
+            .collect(),
+        note,
+    })
+    .into_response())
+}
+
+/// `PUT /v1/knowledge/{collection}/documents`: adds or replaces one document.
+pub(crate) async fn put_document(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(collection): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let request: NewDocument = body(&headers, &bytes)?;
+    check_document_name(&request.name)?;
+    let knowledge = tenant_knowledge(&state, &principal.tenant)?;
+    let summary = with_store(knowledge, move |store, knowledge| {
+        warden_knowledge::check_collection_name(&collection)?;
+        let (embedder, _) = embedder_for(
+            store,
+            &knowledge.embeddings,
+            &collection,
+            request.embeddings.as_deref(),
+        )?;
+        Ok(warden_knowledge::add_document(
+            store,
+            &collection,
+            &request.name,
+            request.text.as_bytes(),
+            ChunkBudget::default(),
+            embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+        )?)
+    })
+    .await?;
+    if let Some((_, reason)) = summary.skipped.first() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            reason.clone(),
+        ));
+    }
+    let (status, outcome) = if summary.added > 0 {
+        (StatusCode::CREATED, "added")
+    } else if summary.updated > 0 {
+        (StatusCode::OK, "updated")
+    } else {
+        (StatusCode::OK, "unchanged")
+    };
+    Ok((
+        status,
+        Json(DocumentAdded {
+            outcome: outcome.to_owned(),
+            chunks: summary.chunks_written,
+            embedded: summary.embedded,
+            cached: summary.cached,
+        }),
+    )
+        .into_response())
+}
+
+/// `DELETE /v1/knowledge/{collection}/documents`: removes one document and its chunks.
+pub(crate) async fn delete_document(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(collection): Path<String>,
+    headers: HeaderMap,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let request: DocumentName = body(&headers, &bytes)?;
+    let knowledge = tenant_knowledge(&state, &principal.tenant)?;
+    let removed = with_store(knowledge, move |store, _| {
+        Ok(store.remove_document(&collection, &request.name)?)
+    })
+    .await?;
+    if removed {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::not_found("such document in the collection"))
+    }
+}
+
+/// `DELETE /v1/knowledge/{collection}`: removes the collection with its documents.
+pub(crate) async fn delete_collection(
+    State(state): State<ServiceState>,
+    extensions: http::Extensions,
+    Path(collection): Path<String>,
+) -> Result<Response, ApiError> {
+    let principal = principal(&extensions)?;
+    let knowledge = tenant_knowledge(&state, &principal.tenant)?;
+    let removed = with_store(knowledge, move |store, _| {
+        Ok(store.remove_collection(&collection)?)
+    })
+    .await?;
+    if removed {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::not_found("such knowledge collection"))
+    }
+}
+
+/// A document's name: parts of letters, digits, `.`, `_` and `-`, none starting with `.` (so
+/// no `..` and no hidden name), joined by `/`; at most 512 bytes.
+fn check_document_name(name: &str) -> Result<(), ApiError> {
+    let part_ok = |part: &str| {
+        !part.is_empty()
+            && !part.starts_with('.')
+            && part
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
+    };
+    if name.len() > 512 || !name.split('/').all(part_ok) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "document name {name:?}: a relative path such as \"policies/refunds.md\" (letters, digits, `.`, `_`, `-` and `/`; no part starting with `.`; at most 512 bytes)"
+            ),
+        ));
+    }
+    Ok(())
+}
