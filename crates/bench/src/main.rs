@@ -6,6 +6,7 @@ mod code_mode;
 mod discovery;
 mod env;
 mod gate_calls;
+mod knowledge;
 mod report;
 mod service;
 mod startup;
@@ -48,7 +49,7 @@ struct Args {
 }
 
 /// The sections `--only` can name, in the order a run measures them.
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "discovery",
     "gate",
     "code-mode",
@@ -56,6 +57,7 @@ const SECTIONS: [&str; 7] = [
     "startup",
     "surfaces",
     "service",
+    "knowledge",
 ];
 
 /// Iteration counts of one run.
@@ -69,6 +71,7 @@ struct Plan {
     surfaces: surfaces::SurfaceCounts,
     /// Concurrent sessions of the service row.
     service_sessions: usize,
+    knowledge: knowledge::KnowledgePlan,
 }
 
 impl Plan {
@@ -96,6 +99,10 @@ impl Plan {
                 callers: 16,
             },
             service_sessions: 100,
+            knowledge: knowledge::KnowledgePlan {
+                chunk_counts: &[10_000, 100_000],
+                queries: 200,
+            },
         }
     }
 
@@ -123,6 +130,10 @@ impl Plan {
                 callers: 16,
             },
             service_sessions: 20,
+            knowledge: knowledge::KnowledgePlan {
+                chunk_counts: &[10_000],
+                queries: 50,
+            },
         }
     }
 
@@ -150,6 +161,10 @@ impl Plan {
                 callers: 16,
             },
             service_sessions: 4,
+            knowledge: knowledge::KnowledgePlan {
+                chunk_counts: &[1_000],
+                queries: 10,
+            },
         }
     }
 }
@@ -265,6 +280,17 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
 
+    if wanted("knowledge") {
+        let started = Instant::now();
+        // Its embeddings endpoint runs its own runtime: measure on a plain thread.
+        let measured = std::thread::scope(|scope| {
+            scope
+                .spawn(|| knowledge::run(&env, plan.knowledge))
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the knowledge measurement panicked")))
+        });
+        step("knowledge", measured, started);
+    }
     if wanted("service") {
         let started = Instant::now();
         step(

@@ -17,8 +17,8 @@ mod text;
 mod tokens;
 
 pub use corpus::{
-    Corpora, Corpus, CorpusError, QueryHalf, SearchQuality, corpora_dir, evaluate,
-    load_single_server, quality_table,
+    Corpora, Corpus, CorpusError, CorpusTool, LabelledQuery, QueryHalf, SearchQuality, corpora_dir,
+    evaluate, load_single_server, quality_table,
 };
 pub use routing::{Availability, RoutingInputs, execution_routing_section};
 pub use search::{

@@ -155,7 +155,7 @@ async fn with_store<T: Send + 'static>(
                 reason: error.to_string(),
             })?;
         }
-        let store = KnowledgeStore::open(&knowledge.database)?;
+        let store = warden_session::knowledge::shared_store(&knowledge.database)?;
         work(&store, &knowledge)
     })
     .await

@@ -269,6 +269,23 @@ impl HostTool for SearchKnowledge {
     }
 }
 
+/// The knowledge database at `path`, opened once per process and kept (its connection and the
+/// vectors it loaded serve every later search; writes through other connections are seen).
+pub fn shared_store(path: &std::path::Path) -> Result<Arc<KnowledgeStore>, KnowledgeError> {
+    static OPEN: std::sync::OnceLock<std::sync::Mutex<BTreeMap<PathBuf, Arc<KnowledgeStore>>>> =
+        std::sync::OnceLock::new();
+    let mut open = OPEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(store) = open.get(path) {
+        return Ok(store.clone());
+    }
+    let store = Arc::new(KnowledgeStore::open(path)?);
+    open.insert(path.to_path_buf(), store.clone());
+    Ok(store)
+}
+
 /// Runs [`retrieve`] on the first of `databases` that holds `collection`.
 fn search_first_holding(
     databases: &[PathBuf],
@@ -281,7 +298,7 @@ fn search_first_holding(
         if !database.is_file() {
             continue;
         }
-        let store = KnowledgeStore::open(database)?;
+        let store = shared_store(database)?;
         if store
             .collections()?
             .iter()

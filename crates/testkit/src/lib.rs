@@ -10,11 +10,13 @@
 //! `require_*` helpers panic at once.
 
 pub mod conformance_server;
+pub mod embedding_model;
 pub mod fixtures;
 pub mod oauth_gate;
 pub mod postgres;
 pub mod requirement;
 
+pub use embedding_model::{EmbeddingModel, embedding_model};
 pub use postgres::{PgServer, postgres};
 pub use requirement::{Missing, running_in_ci};
 

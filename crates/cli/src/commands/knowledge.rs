@@ -196,8 +196,16 @@ fn progress_line(done: usize, total: usize) {
 }
 
 fn report(collection: &str, summary: &IngestSummary) {
+    let embedded = if summary.embedded + summary.cached > 0 {
+        format!(
+            ", {} embedded, {} from the cache",
+            summary.embedded, summary.cached
+        )
+    } else {
+        String::new()
+    };
     eprintln!(
-        "warden: {collection}: {} added, {} updated, {} unchanged, {} removed, {} chunks written, {} skipped",
+        "warden: {collection}: {} added, {} updated, {} unchanged, {} removed, {} chunks written{embedded}, {} skipped",
         summary.added,
         summary.updated,
         summary.unchanged,

