@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 use warden_mock_model::{MockModel, Turn};
 
-use crate::support::{Sandbox, mock_model_config, output, sent_text};
+use crate::support::{Sandbox, mock_model_config, output, sent_text, warden_without_model_keys};
 
 /// The everything server (npm) over stdio, as the editor passes it in `session/new`.
 fn everything_for_the_editor() -> Value {
@@ -268,7 +268,11 @@ async fn a_saved_session_is_loaded_replayed_and_continued() {
     let sandbox = Sandbox::new();
     sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
     // A session saved by `warden run` in the same folder.
-    let run = sandbox.run(&["run", "--output-format", "json", "remember the word heron"]);
+    let run = warden_without_model_keys(
+        &sandbox,
+        &["run", "--output-format", "json", "remember the word heron"],
+    )
+    .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
     let id = summary["session_id"].as_str().unwrap().to_owned();
