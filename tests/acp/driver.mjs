@@ -6,15 +6,18 @@
 //
 // WARDEN_BIN is the binary; WARDEN_ACP_CWD the editor's folder; WARDEN_ACP_MCP a JSON array of
 // MCP servers to pass to session/new; WARDEN_ACP_REJECT a title prefix whose permission requests
-// are rejected (all others are allowed once); WARDEN_ACP_SESSION a saved session id to load.
+// are rejected (all others are allowed once); WARDEN_ACP_SESSION a saved session id to load;
+// WARDEN_ACP_BUFFERS a JSON object of path → text: when set, the client offers its file system,
+// answers reads of those paths from it (an unsaved buffer) and keeps the writes.
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
-import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+import { RequestError, client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
 
 const scenario = process.argv[2];
 const cwd = process.env.WARDEN_ACP_CWD;
 const mcpServers = JSON.parse(process.env.WARDEN_ACP_MCP ?? "[]");
 const reject = process.env.WARDEN_ACP_REJECT ?? "\u0000";
+const buffers = process.env.WARDEN_ACP_BUFFERS ? JSON.parse(process.env.WARDEN_ACP_BUFFERS) : null;
 
 const agent = spawn(process.env.WARDEN_BIN, ["acp"], {
   cwd,
@@ -27,6 +30,8 @@ const seen = {
   errors: [],
   stops: [],
   lines: [],
+  reads: [],
+  writes: [],
 };
 // Every line the agent writes is kept as well, for answers the SDK does not surface (the
 // response to a malformed line has no id).
@@ -52,6 +57,17 @@ const app = client({ name: "warden-acp-test" })
     const title = params.toolCall.title ?? "";
     const option = title.startsWith(reject) ? "reject_once" : "allow_once";
     return { outcome: { outcome: "selected", optionId: option } };
+  })
+  .onRequest(methods.client.fs.readTextFile, ({ params }) => {
+    seen.reads.push(params);
+    if (buffers === null || !(params.path in buffers)) {
+      throw RequestError.invalidParams({ path: params.path }, "no buffer for this path");
+    }
+    return { content: buffers[params.path] };
+  })
+  .onRequest(methods.client.fs.writeTextFile, ({ params }) => {
+    seen.writes.push(params);
+    return {};
   });
 
 /** Resolves at the first update for which `predicate` holds. */
@@ -80,7 +96,10 @@ async function failing(promise) {
 async function initialize(ctx) {
   return ctx.request(methods.agent.initialize, {
     protocolVersion: 1,
-    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+    clientCapabilities: {
+      fs: { readTextFile: buffers !== null, writeTextFile: buffers !== null },
+      terminal: false,
+    },
     clientInfo: { name: "warden-acp-test", version: "1.0.0" },
   });
 }

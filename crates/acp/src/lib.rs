@@ -6,6 +6,7 @@
 
 mod approver;
 mod convert;
+mod files;
 mod server;
 
 use std::path::PathBuf;
@@ -30,6 +31,9 @@ pub struct OpenRequest {
     pub approver: Arc<dyn Approver>,
     /// The saved session to continue (`session/load`).
     pub resume: Option<String>,
+    /// The editor's files, when it offers to read and write them: the file tools go through
+    /// them (open the session with [`AgentSession::open_with_text_files`]).
+    pub text_files: Option<Arc<dyn warden_agent::TextFiles>>,
 }
 
 /// Why a session could not be opened: said to the editor as the request's error.

@@ -33,6 +33,7 @@ use warden_session::AgentSession;
 
 use crate::approver::{EditorApprover, Live};
 use crate::convert::{mcp_server_spec, prompt_text, tool_kind, tool_locations, tool_title};
+use crate::files::EditorFiles;
 use crate::{AcpError, OpenError, OpenRequest, SessionOpener};
 
 /// Model turns one prompt may take (as `warden run`'s default).
@@ -49,7 +50,9 @@ pub async fn serve_stdio(opener: Arc<dyn SessionOpener>) -> Result<(), AcpError>
     let state = Arc::new(State {
         opener,
         sessions: Mutex::new(HashMap::new()),
+        editor_files: std::sync::atomic::AtomicBool::new(false),
     });
+    let on_initialize = state.clone();
     let on_new = state.clone();
     let on_load = state.clone();
     let on_prompt = state.clone();
@@ -61,6 +64,11 @@ pub async fn serve_stdio(opener: Arc<dyn SessionOpener>) -> Result<(), AcpError>
             async move |request: InitializeRequest,
                         responder: Responder<InitializeResponse, V1>,
                         _connection: ConnectionTo<Client>| {
+                let fs = &request.client_capabilities.fs;
+                on_initialize.editor_files.store(
+                    fs.read_text_file && fs.write_text_file,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
                 responder.respond(initialize_response(&request))
             },
             agent_client_protocol::on_receive_request!(),
@@ -187,6 +195,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct State {
     opener: Arc<dyn SessionOpener>,
     sessions: Mutex<HashMap<String, Arc<Entry>>>,
+    /// The editor offered to read and write files (`initialize`): the file tools use them.
+    editor_files: std::sync::atomic::AtomicBool,
 }
 
 /// One open session.
@@ -266,12 +276,24 @@ impl State {
             connection: connection.clone(),
             live: live.clone(),
         });
+        let files = self
+            .editor_files
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| {
+                Arc::new(EditorFiles {
+                    connection: connection.clone(),
+                    session_id: std::sync::OnceLock::new(),
+                })
+            });
         let request = OpenRequest {
             workspace: cwd.to_path_buf(),
             add_dirs: add_dirs.to_vec(),
             servers: specs,
             approver,
             resume,
+            text_files: files
+                .clone()
+                .map(|files| files as Arc<dyn warden_agent::TextFiles>),
         };
         let mut session = self.opener.open(request).map_err(|error| match error {
             OpenError::Usage(message) => invalid_params(message),
@@ -289,6 +311,9 @@ impl State {
             Error::internal_error().data(json!({ "message": format!("the transcript: {error}") }))
         })?;
         let id = session.host.session_id().to_owned();
+        if let Some(files) = &files {
+            let _ = files.session_id.set(id.clone());
+        }
         let (sender, receiver) = unbounded_channel();
         let events = Arc::new(Forwarder {
             connection: connection.clone(),

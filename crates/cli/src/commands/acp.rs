@@ -61,7 +61,7 @@ impl SessionOpener for CliOpener {
             host_options(paths, workspace, &config, &self.args.policy).map_err(failed)?;
         options.extra_servers = request.servers;
         options.approver = Some(request.approver);
-        AgentSession::open(SessionRequest {
+        let session = SessionRequest {
             config,
             host: options,
             model: self.args.model.as_deref(),
@@ -69,7 +69,11 @@ impl SessionOpener for CliOpener {
             add_dirs: &request.add_dirs,
             resume: request.resume.as_deref(),
             continue_latest: false,
-        })
+        };
+        match request.text_files {
+            Some(files) => AgentSession::open_with_text_files(session, files),
+            None => AgentSession::open(session),
+        }
         .map_err(|error| {
             // An id that names no saved session is the editor's mistake, said as such.
             if error.is_usage() || matches!(error, warden_session::SessionError::Resume(_)) {

@@ -436,3 +436,77 @@ async fn a_tool_result_that_asks_for_the_ssh_key_is_still_refused_by_the_gate() 
     assert!(!seen.to_string().contains(KEY), "{seen:#}");
     assert!(!sent_text(&mock).contains(KEY));
 }
+
+#[tokio::test]
+async fn the_file_tools_read_and_write_through_the_editor_when_it_offers_its_files() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
+    const KEY: &str = "PRIVATE-KEY-heron-9904";
+    let sandbox = Sandbox::new();
+    let draft = sandbox.work().join("draft.md");
+    sandbox.write(&draft, "saved text\n");
+    let home = sandbox.root.join("user");
+    let key = home.join(".ssh/id_ed25519");
+    sandbox.write(&key, KEY);
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_read",
+        "read_file",
+        json!({"path": "draft.md"}),
+    ));
+    mock.push_turn(Turn::tool_call(
+        "call_write",
+        "write_file",
+        json!({"path": "out.md", "content": "written through the editor"}),
+    ));
+    mock.push_turn(Turn::tool_call(
+        "call_key",
+        "read_file",
+        json!({"path": key.display().to_string()}),
+    ));
+    mock.push_turn(Turn::text("Done."));
+    sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
+    // The editor holds an unsaved buffer of the draft, and would hand out the key if asked.
+    let buffers = json!({
+        draft.display().to_string(): "unsaved edits in the editor\n",
+        key.display().to_string(): KEY,
+    });
+
+    let seen = drive(
+        &driver,
+        &sandbox,
+        "tour",
+        &[
+            ("WARDEN_ACP_BUFFERS", buffers.to_string()),
+            ("HOME", home.display().to_string()),
+        ],
+    )
+    .await;
+
+    assert_eq!(seen["stops"], json!(["end_turn"]), "{seen:#}");
+    // The read saw the unsaved buffer, not the disk.
+    let read = call_updates(&seen, "call_read");
+    let read = content_text(read.last().unwrap());
+    assert!(read.contains("unsaved edits in the editor"), "{read}");
+    assert!(!read.contains("saved text\n"), "{read}");
+    // The write went to the editor (after the permission), not to the disk.
+    let writes = seen["writes"].as_array().unwrap();
+    assert_eq!(writes.len(), 1, "{seen:#}");
+    assert_eq!(
+        writes[0]["path"],
+        sandbox.work().join("out.md").display().to_string()
+    );
+    assert_eq!(writes[0]["content"], "written through the editor");
+    assert_eq!(writes[0]["sessionId"], seen["sessionId"]);
+    assert!(!sandbox.work().join("out.md").exists());
+    // The protected key is refused by the gate: the editor is never asked to read it.
+    let reads: Vec<&str> = seen["reads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|read| read["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(reads, [draft.display().to_string()]);
+    let refused = call_updates(&seen, "call_key");
+    assert_eq!(refused.last().unwrap()["status"], "failed");
+    assert!(!sent_text(&mock).contains(KEY));
+}
