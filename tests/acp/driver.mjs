@@ -159,6 +159,7 @@ const scenarios = {
   async bad(ctx) {
     await initialize(ctx);
     agent.stdin.write("{this is not json\n");
+    seen.unknownMethod = await failing(ctx.request("warden/no_such_method", {}));
     seen.unknownSession = await failing(
       ctx.request(methods.agent.session.prompt, {
         sessionId: "no-such-session",

@@ -69,7 +69,7 @@ pub async fn serve_stdio(opener: Arc<dyn SessionOpener>) -> Result<(), AcpError>
                     fs.read_text_file && fs.write_text_file,
                     std::sync::atomic::Ordering::SeqCst,
                 );
-                responder.respond(initialize_response(&request))
+                responder.respond(initialize_response())
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -173,10 +173,10 @@ pub async fn serve_stdio(opener: Arc<dyn SessionOpener>) -> Result<(), AcpError>
     served.map_err(|error| AcpError(error.to_string()))
 }
 
-/// What warden offers: text and embedded text resources in prompts, MCP servers over stdio,
+/// What warden offers: protocol version 1 (whatever the editor asked: it disconnects when it
+/// cannot speak it), text and embedded text resources in prompts, MCP servers over stdio,
 /// Streamable HTTP and SSE, and loading saved sessions.
-fn initialize_response(request: &InitializeRequest) -> InitializeResponse {
-    let _ = &request.protocol_version;
+fn initialize_response() -> InitializeResponse {
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
             AgentCapabilities::new()

@@ -346,6 +346,7 @@ async fn bad_input_gets_the_protocols_errors_and_the_agent_keeps_running() {
         .filter_map(|line| serde_json::from_str::<Value>(line.as_str().unwrap()).ok())
         .find(|message| message["error"]["code"] == -32700);
     assert!(parse_error.is_some(), "{:#}", seen["lines"]);
+    assert_eq!(seen["unknownMethod"]["code"], -32601, "{seen:#}");
     // Invalid params for a session that is not open, one that was never saved, a relative cwd.
     assert_eq!(seen["unknownSession"]["code"], -32602, "{seen:#}");
     assert!(
@@ -509,4 +510,17 @@ async fn the_file_tools_read_and_write_through_the_editor_when_it_offers_its_fil
     let refused = call_updates(&seen, "call_key");
     assert_eq!(refused.last().unwrap()["status"], "failed");
     assert!(!sent_text(&mock).contains(KEY));
+}
+
+#[test]
+fn a_typo_in_a_policy_flag_stops_warden_acp_before_it_serves() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["acp", "--disallowed-tools", "mcp.fs.*"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--disallowed-tools mcp.fs.*"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
 }
