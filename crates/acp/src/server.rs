@@ -165,9 +165,16 @@ pub async fn serve_stdio(opener: Arc<dyn SessionOpener>) -> Result<(), AcpError>
         .connect_to(Stdio::new())
         .await;
     let sessions: Vec<Arc<Entry>> = lock(&state.sessions).drain().map(|(_, s)| s).collect();
+    // The editor went away: each session's turn is cancelled, its SessionEnd hooks run and its
+    // servers are stopped.
     for entry in sessions {
         entry.live.cancel_turn();
         let open = entry.open.lock().await;
+        let workspace = open.session.workspace.clone();
+        open.session
+            .host
+            .session_event(warden_hooks::HookEvent::SessionEnd, &workspace, None)
+            .await;
         open.session.host.shutdown().await;
     }
     served.map_err(|error| AcpError(error.to_string()))
