@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, EmbeddedResourceResource, McpServer, ToolCallLocation, ToolKind,
+    ContentBlock, Diff, EmbeddedResourceResource, McpServer, ToolCallLocation, ToolKind,
 };
 use serde_json::Value;
 use warden_mcp::ServerSpec;
@@ -180,6 +180,25 @@ pub fn tool_locations(
     vec![ToolCallLocation::new(absolute)]
 }
 
+/// The diff the editor shows for a file edit that succeeded: `edit_file`'s replaced text and
+/// its replacement, `write_file`'s whole new text (the earlier text, if any, is not read back).
+pub fn edit_diff(public_name: &str, arguments: &Value, workspace: &Path) -> Option<Diff> {
+    let argument = |key: &str| arguments.get(key).and_then(Value::as_str);
+    let path = PathBuf::from(argument("path")?);
+    let path = if path.is_absolute() {
+        path
+    } else {
+        workspace.join(path)
+    };
+    match public_name {
+        "write_file" => Some(Diff::new(path, argument("content")?)),
+        "edit_file" => Some(
+            Diff::new(path, argument("new_string")?).old_text(argument("old_string")?.to_owned()),
+        ),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -264,5 +283,26 @@ mod tests {
         let locations = tool_locations("read_file", &arguments, Path::new("/w"));
         assert_eq!(locations[0].path, PathBuf::from("/w/src/main.rs"));
         assert!(tool_locations("bash", &json!({"path": "x"}), Path::new("/w")).is_empty());
+    }
+
+    #[test]
+    fn file_edits_become_diffs() {
+        let edit = edit_diff(
+            "edit_file",
+            &json!({"path": "a.rs", "old_string": "x = 1", "new_string": "x = 2"}),
+            Path::new("/w"),
+        )
+        .unwrap();
+        assert_eq!(edit.path, PathBuf::from("/w/a.rs"));
+        assert_eq!(edit.old_text.as_deref(), Some("x = 1"));
+        assert_eq!(edit.new_text, "x = 2");
+        let write = edit_diff(
+            "write_file",
+            &json!({"path": "/w/b.md", "content": "new"}),
+            Path::new("/w"),
+        )
+        .unwrap();
+        assert_eq!((write.old_text, write.new_text.as_str()), (None, "new"));
+        assert!(edit_diff("read_file", &json!({"path": "a.rs"}), Path::new("/w")).is_none());
     }
 }

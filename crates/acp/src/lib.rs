@@ -16,7 +16,7 @@ use warden_mcp::ServerSpec;
 use warden_policy::Approver;
 use warden_session::AgentSession;
 
-pub use convert::{mcp_server_spec, prompt_text, tool_kind, tool_locations, tool_title};
+pub use convert::{edit_diff, mcp_server_spec, prompt_text, tool_kind, tool_locations, tool_title};
 pub use server::serve_stdio;
 
 /// What the agent asks the binary when the editor opens or loads a session.

@@ -32,7 +32,9 @@ use warden_policy::{BoxFuture, CallSurface};
 use warden_session::AgentSession;
 
 use crate::approver::{EditorApprover, Live};
-use crate::convert::{mcp_server_spec, prompt_text, tool_kind, tool_locations, tool_title};
+use crate::convert::{
+    edit_diff, mcp_server_spec, prompt_text, tool_kind, tool_locations, tool_title,
+};
 use crate::files::EditorFiles;
 use crate::{AcpError, OpenError, OpenRequest, SessionOpener};
 
@@ -814,6 +816,7 @@ impl ToolExecutor for Tracking {
                 &self.events.session_id,
                 SessionUpdate::ToolCall(tool_call(&id, &name, &call.arguments, &self.workspace)),
             );
+            let diff = edit_diff(&name, &call.arguments, &self.workspace);
             let result = self.inner.execute(call, cancel.clone()).await;
             self.events.flush();
             self.live.call_finished(&id);
@@ -827,9 +830,15 @@ impl ToolExecutor for Tracking {
             } else {
                 clip(&result.text)
             };
+            let mut content = vec![text_content(&text)];
+            if status == ToolCallStatus::Completed
+                && let Some(diff) = diff
+            {
+                content.push(ToolCallContent::Diff(diff));
+            }
             let fields = ToolCallUpdateFields::new()
                 .status(status)
-                .content(vec![text_content(&text)])
+                .content(content)
                 .raw_output(json!({
                     "decision": result.decision,
                     "denial": result.denial,

@@ -166,7 +166,17 @@ async fn an_editor_runs_a_prompt_with_its_own_mcp_server_and_answers_the_permiss
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "tidy");
     assert!(!sandbox.work().join("rejected.txt").exists());
     let write_end = call_updates(&seen, "call_write");
-    assert_eq!(write_end.last().unwrap()["status"], "completed");
+    let write_end = write_end.last().unwrap();
+    assert_eq!(write_end["status"], "completed");
+    // The edit as a diff the editor can show.
+    let diff = write_end["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|content| content["type"] == "diff")
+        .unwrap();
+    assert_eq!(diff["path"], notes.display().to_string());
+    assert_eq!(diff["newText"], "tidy");
     let bash_end = call_updates(&seen, "call_bash");
     let bash_end = bash_end.last().unwrap();
     assert_eq!(bash_end["status"], "failed", "{bash_end:#}");
