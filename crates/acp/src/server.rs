@@ -15,9 +15,9 @@ use agent_client_protocol::v1::schema::{
     CancelNotification, Content, ContentBlock, ContentChunk, Implementation, InitializeRequest,
     InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, Meta,
     NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    SessionId, SessionNotification, SessionUpdate, StopReason, TextContent, ToolCall,
-    ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    UnstructuredCommandInput,
+    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionId, SessionNotification,
+    SessionUpdate, StopReason, TextContent, ToolCall, ToolCallContent, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, UnstructuredCommandInput,
 };
 use agent_client_protocol::{Client, Error, Responder, Stdio, V1};
 use serde_json::{Value, json};
@@ -184,14 +184,18 @@ pub async fn serve_stdio(opener: Arc<dyn SessionOpener>) -> Result<(), AcpError>
 
 /// What warden offers: protocol version 1 (whatever the editor asked: it disconnects when it
 /// cannot speak it), text and embedded text resources in prompts, MCP servers over stdio,
-/// Streamable HTTP and SSE, and loading saved sessions.
+/// Streamable HTTP and SSE, more workspace folders, and loading saved sessions.
 fn initialize_response() -> InitializeResponse {
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(
             AgentCapabilities::new()
                 .load_session(true)
                 .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
-                .mcp_capabilities(McpCapabilities::new().http(true).sse(true)),
+                .mcp_capabilities(McpCapabilities::new().http(true).sse(true))
+                .session_capabilities(
+                    SessionCapabilities::new()
+                        .additional_directories(SessionAdditionalDirectoriesCapabilities::new()),
+                ),
         )
         .agent_info(Implementation::new("warden", env!("CARGO_PKG_VERSION")))
 }

@@ -120,6 +120,10 @@ async fn an_editor_runs_a_prompt_with_its_own_mcp_server_and_answers_the_permiss
     assert_eq!(capabilities["loadSession"], true);
     assert_eq!(capabilities["promptCapabilities"]["embeddedContext"], true);
     assert_eq!(capabilities["mcpCapabilities"]["http"], true);
+    assert!(
+        capabilities["sessionCapabilities"]["additionalDirectories"].is_object(),
+        "{capabilities:#}"
+    );
     assert_eq!(seen["initialize"]["agentInfo"]["name"], "warden");
     assert_eq!(seen["stops"], json!(["end_turn", "end_turn"]));
 
