@@ -34,6 +34,8 @@ struct Cli {
 enum Command {
     /// Run the agent headless on one prompt (the answer on stdout).
     Run(commands::run::RunArgs),
+    /// Serve warden as an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim).
+    Acp(commands::acp::AcpArgs),
     /// The interactive terminal chat: streamed answers, tool calls, approvals, /tools, /mcp.
     Chat(commands::chat::ChatArgs),
     /// Manage MCP servers: add, list, get, remove, import, trust.
@@ -121,6 +123,7 @@ fn run_command() -> ExitCode {
     let outcome = match cli.command {
         Command::Run(args) => commands::run::run(&globals, args),
         Command::Chat(args) => commands::chat::run(&globals, args),
+        Command::Acp(args) => commands::acp::run(&globals, args),
         Command::Mcp(args) => commands::mcp::run(&globals, args),
         Command::Config(args) => commands::config::run(&globals, args),
         Command::Tool(args) => commands::tool::run(&globals, args),

@@ -29,8 +29,15 @@ pub(crate) fn workspace() -> anyhow::Result<PathBuf> {
 /// config key folded in (`--mcp-skills-extension` is `[experimental] skills_extension = true`),
 /// so every surface that reads the config sees them.
 pub(crate) fn load_config(globals: &Globals) -> anyhow::Result<(Paths, PathBuf, LoadedConfig)> {
+    load_config_in(globals, workspace()?)
+}
+
+/// [`load_config`] for a workspace other than the current directory (an editor's folder).
+pub(crate) fn load_config_in(
+    globals: &Globals,
+    workspace: PathBuf,
+) -> anyhow::Result<(Paths, PathBuf, LoadedConfig)> {
     let paths = paths()?;
-    let workspace = workspace()?;
     let mut config = warden_config::load(&LoadRequest {
         paths: paths.clone(),
         workspace: workspace.clone(),

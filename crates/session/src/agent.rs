@@ -121,6 +121,22 @@ impl SessionError {
 impl AgentSession {
     /// Loads the config, picks the model and agent profile, and opens the session host.
     pub fn open(request: SessionRequest<'_>) -> Result<Self, SessionError> {
+        Self::open_with(request, None)
+    }
+
+    /// [`AgentSession::open`] with the file tools reading and writing text through `files`
+    /// (an editor's buffers) instead of the disk; the workspace checks and the gate stay.
+    pub fn open_with_text_files(
+        request: SessionRequest<'_>,
+        files: Arc<dyn warden_agent::TextFiles>,
+    ) -> Result<Self, SessionError> {
+        Self::open_with(request, Some(files))
+    }
+
+    fn open_with(
+        request: SessionRequest<'_>,
+        text_files: Option<Arc<dyn warden_agent::TextFiles>>,
+    ) -> Result<Self, SessionError> {
         let SessionRequest {
             mut config,
             host: mut options,
@@ -179,14 +195,16 @@ impl AgentSession {
 
         let bash_env = BashEnv::masking(warden_bridge::ENV_PREFIX);
         let tool_workspace = session_workspace(&paths, &workspace, &config, request.add_dirs)?;
-        let builtins = Arc::new(
-            BuiltinTools::new(
-                tool_workspace,
-                Arc::new(SessionArtifacts(artifacts.clone())),
-            )
-            .with_bash_env(bash_env.clone())
-            .with_confinement(bash_confinement(&config.sandbox)),
-        );
+        let mut builtins = BuiltinTools::new(
+            tool_workspace,
+            Arc::new(SessionArtifacts(artifacts.clone())),
+        )
+        .with_bash_env(bash_env.clone())
+        .with_confinement(bash_confinement(&config.sandbox));
+        if let Some(files) = text_files {
+            builtins = builtins.with_text_files(files);
+        }
+        let builtins = Arc::new(builtins);
         if builtins.confinement().mode != SandboxMode::Off {
             // A sandboxed command of the same user must not read warden's own environment (the
             // model keys) through /proc: warden makes itself non-dumpable.

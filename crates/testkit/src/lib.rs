@@ -531,6 +531,26 @@ pub fn browser() -> Result<(PathBuf, PathBuf), Missing> {
     Ok((chromium, scripts))
 }
 
+/// The ACP driver: Node and the official ACP TypeScript SDK installed in `tests/acp`
+/// (`scripts/setup-test-deps` runs `npm ci` there). Returns the driver script.
+pub fn acp_client() -> Result<PathBuf, Missing> {
+    let hint = "`scripts/setup-test-deps` installs it (`npm ci` in tests/acp)";
+    requirement::command_on_path("node", &["--version"], hint)?;
+    let folder = workspace_root().join("tests/acp");
+    Missing::unless(
+        folder
+            .join("node_modules/@agentclientprotocol/sdk/package.json")
+            .is_file(),
+        || {
+            format!(
+                "the ACP TypeScript SDK is not installed in {}: {hint}",
+                folder.display()
+            )
+        },
+    )?;
+    Ok(folder.join("driver.mjs"))
+}
+
 /// tmux on PATH (the chat tests drive `warden chat` in it).
 pub fn tmux() -> Result<(), Missing> {
     requirement::command_on_path(

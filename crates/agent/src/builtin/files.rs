@@ -69,13 +69,26 @@ impl BuiltinTools {
             .map(|l| l as usize)
             .unwrap_or(DEFAULT_READ_LIMIT)
             .max(1);
-        let reading = path.clone();
-        let bytes = tokio::task::spawn_blocking(move || {
-            read_regular_file(&reading, MAX_READ_BYTES, Some(&cancel))
-        })
-        .await
-        .map_err(|e| BuiltinResult::error(format!("read_file failed: {e}")))?
-        .map_err(|e| BuiltinResult::error(format!("cannot read {}: {e}", self.display(&path))))?;
+        let bytes = match &self.text_files {
+            Some(files) => files
+                .read(&path)
+                .await
+                .map_err(|e| {
+                    BuiltinResult::error(format!("cannot read {}: {e}", self.display(&path)))
+                })?
+                .into_bytes(),
+            None => {
+                let reading = path.clone();
+                tokio::task::spawn_blocking(move || {
+                    read_regular_file(&reading, MAX_READ_BYTES, Some(&cancel))
+                })
+                .await
+                .map_err(|e| BuiltinResult::error(format!("read_file failed: {e}")))?
+                .map_err(|e| {
+                    BuiltinResult::error(format!("cannot read {}: {e}", self.display(&path)))
+                })?
+            }
+        };
         let text = String::from_utf8_lossy(&bytes);
         let total = text.lines().count();
         if total == 0 {
@@ -101,10 +114,10 @@ impl BuiltinTools {
         Ok(self.finish("read_file", out, false))
     }
 
-    pub(super) fn write_file(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
+    pub(super) async fn write_file(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
         let WriteFileArgs { path, content } = parse_args("write_file", args)?;
         let path = self.checked(&path, Access::Write)?;
-        write_atomic(&path, content.as_bytes()).map_err(|e| {
+        self.write_text(&path, &content).await.map_err(|e| {
             BuiltinResult::error(format!("cannot write {}: {e}", self.display(&path)))
         })?;
         Ok(self.finish(
@@ -114,7 +127,7 @@ impl BuiltinTools {
         ))
     }
 
-    pub(super) fn edit_file(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
+    pub(super) async fn edit_file(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {
         let EditFileArgs {
             path,
             old_string: old,
@@ -135,11 +148,19 @@ impl BuiltinTools {
             ));
         }
         let shown = self.display(&path);
-        let bytes = read_regular_file(&path, MAX_READ_BYTES, None)
-            .map_err(|e| BuiltinResult::error(format!("cannot read {shown}: {e}")))?;
-        let text = String::from_utf8(bytes).map_err(|_| {
-            BuiltinResult::error(format!("cannot edit {shown}: it is not UTF-8 text"))
-        })?;
+        let text = match &self.text_files {
+            Some(files) => files
+                .read(&path)
+                .await
+                .map_err(|e| BuiltinResult::error(format!("cannot read {shown}: {e}")))?,
+            None => {
+                let bytes = read_regular_file(&path, MAX_READ_BYTES, None)
+                    .map_err(|e| BuiltinResult::error(format!("cannot read {shown}: {e}")))?;
+                String::from_utf8(bytes).map_err(|_| {
+                    BuiltinResult::error(format!("cannot edit {shown}: it is not UTF-8 text"))
+                })?
+            }
+        };
         let count = text.matches(old).count();
         if count == 0 {
             return Err(BuiltinResult::error(format!(
@@ -156,7 +177,8 @@ impl BuiltinTools {
         } else {
             text.replacen(old, new, 1)
         };
-        write_atomic(&path, updated.as_bytes())
+        self.write_text(&path, &updated)
+            .await
             .map_err(|e| BuiltinResult::error(format!("cannot write {shown}: {e}")))?;
         let plural = if count == 1 { "" } else { "s" };
         Ok(self.finish(
@@ -164,6 +186,15 @@ impl BuiltinTools {
             format!("replaced {count} occurrence{plural} in {shown}"),
             false,
         ))
+    }
+
+    /// Writes `content` to `path`: through the frontend's files when it offers them, else
+    /// atomically on disk.
+    async fn write_text(&self, path: &Path, content: &str) -> Result<(), String> {
+        match &self.text_files {
+            Some(files) => files.write(path, content).await,
+            None => write_atomic(path, content.as_bytes()).map_err(|e| e.to_string()),
+        }
     }
 
     pub(super) fn list_dir(&self, args: &Value) -> Result<BuiltinResult, BuiltinResult> {

@@ -42,6 +42,21 @@ impl Default for BuiltinOptions {
     }
 }
 
+/// Where `read_file`, `write_file` and `edit_file` read and write a file's text when a frontend
+/// offers its own (an editor's buffers, unsaved changes included). The tools check the path
+/// against the workspace first, as for the disk.
+pub trait TextFiles: Send + Sync {
+    /// The file's text.
+    fn read<'a>(&'a self, path: &'a Path)
+    -> futures::future::BoxFuture<'a, Result<String, String>>;
+    /// Replaces the file's text (creating the file).
+    fn write<'a>(
+        &'a self,
+        path: &'a Path,
+        content: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>>;
+}
+
 /// Runs built-in tools in a working directory. The gate calls [`BuiltinTools::execute`].
 #[derive(Clone)]
 pub struct BuiltinTools {
@@ -51,6 +66,8 @@ pub struct BuiltinTools {
     bash_env: BashEnv,
     confinement: BashConfinement,
     private_tmp: Arc<PrivateTmp>,
+    /// The frontend's files, when it offers them; else the disk.
+    text_files: Option<Arc<dyn TextFiles>>,
 }
 
 impl std::fmt::Debug for BuiltinTools {
@@ -85,7 +102,14 @@ impl BuiltinTools {
             bash_env: BashEnv::default(),
             confinement: BashConfinement::default(),
             private_tmp: Arc::new(PrivateTmp::new()),
+            text_files: None,
         }
+    }
+
+    /// Reads and writes the file tools' text through `files` (an editor's) instead of the disk.
+    pub fn with_text_files(mut self, files: Arc<dyn TextFiles>) -> Self {
+        self.text_files = Some(files);
+        self
     }
 
     pub fn with_options(mut self, options: BuiltinOptions) -> Self {
@@ -178,8 +202,8 @@ impl BuiltinTools {
         let outcome = match name {
             "bash" => self.bash(&args, cancel).await,
             "read_file" => self.read_file(&args, cancel).await,
-            "write_file" => self.write_file(&args),
-            "edit_file" => self.edit_file(&args),
+            "write_file" => self.write_file(&args).await,
+            "edit_file" => self.edit_file(&args).await,
             "list_dir" => self.list_dir(&args),
             "glob" => self.glob(&args, cancel).await,
             "grep" => self.grep(&args, cancel).await,

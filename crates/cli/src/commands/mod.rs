@@ -1,5 +1,6 @@
 //! One module per `warden` subcommand.
 
+pub(crate) mod acp;
 pub(crate) mod audit;
 pub(crate) mod chat;
 pub(crate) mod code;

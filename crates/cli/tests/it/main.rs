@@ -4,6 +4,7 @@
 
 mod support;
 
+mod acp;
 mod audit_cli;
 mod bridge;
 #[cfg(unix)]

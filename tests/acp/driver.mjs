@@ -1,0 +1,205 @@
+// Drives `warden acp` as an editor would, with the official ACP TypeScript SDK, and prints one
+// JSON object of what it saw (responses, errors, every session/update, every permission request
+// and every raw line the agent wrote) for the Rust test to assert on.
+//
+//   node driver.mjs SCENARIO
+//
+// WARDEN_BIN is the binary; WARDEN_ACP_CWD the editor's folder; WARDEN_ACP_MCP a JSON array of
+// MCP servers to pass to session/new; WARDEN_ACP_REJECT a title prefix whose permission requests
+// are rejected (all others are allowed once); WARDEN_ACP_SESSION a saved session id to load;
+// WARDEN_ACP_BUFFERS a JSON object of path → text: when set, the client offers its file system,
+// answers reads of those paths from it (an unsaved buffer) and keeps the writes.
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { RequestError, client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+
+const scenario = process.argv[2];
+const cwd = process.env.WARDEN_ACP_CWD;
+const mcpServers = JSON.parse(process.env.WARDEN_ACP_MCP ?? "[]");
+const reject = process.env.WARDEN_ACP_REJECT ?? "\u0000";
+const buffers = process.env.WARDEN_ACP_BUFFERS ? JSON.parse(process.env.WARDEN_ACP_BUFFERS) : null;
+
+const agent = spawn(process.env.WARDEN_BIN, ["acp"], {
+  cwd,
+  stdio: ["pipe", "pipe", "inherit"],
+});
+const seen = {
+  scenario,
+  updates: [],
+  permissions: [],
+  errors: [],
+  stops: [],
+  lines: [],
+  reads: [],
+  writes: [],
+};
+// Every line the agent writes is kept as well, for answers the SDK does not surface (the
+// response to a malformed line has no id).
+let pending = "";
+agent.stdout.on("data", (chunk) => {
+  pending += chunk.toString("utf8");
+  let newline;
+  while ((newline = pending.indexOf("\n")) >= 0) {
+    seen.lines.push(pending.slice(0, newline));
+    pending = pending.slice(newline + 1);
+  }
+});
+const listeners = [];
+const stream = ndJsonStream(Writable.toWeb(agent.stdin), Readable.toWeb(agent.stdout));
+
+const app = client({ name: "warden-acp-test" })
+  .onNotification(methods.client.session.update, ({ params }) => {
+    seen.updates.push(params);
+    for (const listener of listeners) listener(params);
+  })
+  .onRequest(methods.client.session.requestPermission, ({ params }) => {
+    seen.permissions.push(params);
+    const title = params.toolCall.title ?? "";
+    const option = title.startsWith(reject) ? "reject_once" : "allow_once";
+    return { outcome: { outcome: "selected", optionId: option } };
+  })
+  .onRequest(methods.client.fs.readTextFile, ({ params }) => {
+    seen.reads.push(params);
+    if (buffers === null || !(params.path in buffers)) {
+      throw RequestError.invalidParams({ path: params.path }, "no buffer for this path");
+    }
+    return { content: buffers[params.path] };
+  })
+  .onRequest(methods.client.fs.writeTextFile, ({ params }) => {
+    seen.writes.push(params);
+    return {};
+  });
+
+/** Resolves at the first update for which `predicate` holds. */
+function waitFor(predicate) {
+  return new Promise((resolve) => {
+    const listener = (update) => {
+      if (predicate(update)) {
+        listeners.splice(listeners.indexOf(listener), 1);
+        resolve(update);
+      }
+    };
+    listeners.push(listener);
+  });
+}
+
+/** The error of a request that must fail, as `{code, message, data}`. */
+async function failing(promise) {
+  try {
+    const result = await promise;
+    return { unexpected: result };
+  } catch (error) {
+    return { code: error.code, message: error.message, data: error.data };
+  }
+}
+
+async function initialize(ctx) {
+  return ctx.request(methods.agent.initialize, {
+    protocolVersion: 1,
+    clientCapabilities: {
+      fs: { readTextFile: buffers !== null, writeTextFile: buffers !== null },
+      terminal: false,
+    },
+    clientInfo: { name: "warden-acp-test", version: "1.0.0" },
+  });
+}
+
+async function prompt(ctx, sessionId, text) {
+  const response = await ctx.request(methods.agent.session.prompt, {
+    sessionId,
+    prompt: [{ type: "text", text }],
+  });
+  seen.stops.push(response.stopReason);
+  return response;
+}
+
+const scenarios = {
+  // Initialize, a session with the client's MCP servers, one prompt that streams text and calls
+  // tools (the model's script decides which), then a slash command.
+  async tour(ctx) {
+    seen.initialize = await initialize(ctx);
+    const session = await ctx.request(methods.agent.session.new, { cwd, mcpServers });
+    seen.sessionId = session.sessionId;
+    await prompt(ctx, session.sessionId, "tidy up the notes");
+    if (process.env.WARDEN_ACP_SLASH) {
+      await prompt(ctx, session.sessionId, process.env.WARDEN_ACP_SLASH);
+    }
+  },
+  // A prompt whose tool runs long: cancelled at its first progress update; then the session
+  // takes the next prompt.
+  async cancel(ctx) {
+    await initialize(ctx);
+    const session = await ctx.request(methods.agent.session.new, { cwd, mcpServers });
+    seen.sessionId = session.sessionId;
+    const progressed = waitFor(
+      (update) =>
+        update.update.sessionUpdate === "tool_call_update" &&
+        update.update.status === "in_progress",
+    );
+    const running = prompt(ctx, session.sessionId, "run the long one");
+    await progressed;
+    await ctx.notify(methods.agent.session.cancel, { sessionId: session.sessionId });
+    await running;
+    await prompt(ctx, session.sessionId, "are you still there?");
+  },
+  // A saved session loaded: its conversation replayed, then one more prompt in it.
+  async load(ctx) {
+    seen.initialize = await initialize(ctx);
+    seen.sessionId = process.env.WARDEN_ACP_SESSION;
+    seen.loaded = await ctx.request(methods.agent.session.load, {
+      sessionId: seen.sessionId,
+      cwd,
+      mcpServers,
+    });
+    seen.replayed = seen.updates.length;
+    await prompt(ctx, seen.sessionId, "and once more");
+  },
+  // Bad input: a malformed line, an unknown session, a saved session that does not exist, a
+  // prompt while one runs; the agent answers each with the protocol's error and keeps going.
+  async bad(ctx) {
+    await initialize(ctx);
+    agent.stdin.write("{this is not json\n");
+    seen.unknownMethod = await failing(ctx.request("warden/no_such_method", {}));
+    seen.unknownSession = await failing(
+      ctx.request(methods.agent.session.prompt, {
+        sessionId: "no-such-session",
+        prompt: [{ type: "text", text: "hello" }],
+      }),
+    );
+    seen.unknownLoad = await failing(
+      ctx.request(methods.agent.session.load, {
+        sessionId: "00000000-no-such",
+        cwd,
+        mcpServers: [],
+      }),
+    );
+    seen.relativeCwd = await failing(
+      ctx.request(methods.agent.session.new, { cwd: "relative/dir", mcpServers: [] }),
+    );
+    const session = await ctx.request(methods.agent.session.new, { cwd, mcpServers });
+    seen.sessionId = session.sessionId;
+    const started = waitFor((update) => update.update.sessionUpdate === "tool_call");
+    const running = prompt(ctx, session.sessionId, "take your time");
+    await started;
+    seen.busy = await failing(
+      ctx.request(methods.agent.session.prompt, {
+        sessionId: session.sessionId,
+        prompt: [{ type: "text", text: "me too" }],
+      }),
+    );
+    await running;
+    seen.after = await initialize(ctx);
+  },
+};
+
+try {
+  await app.connectWith(stream, async (ctx) => {
+    await scenarios[scenario](ctx);
+  });
+} catch (error) {
+  seen.errors.push(String(error?.stack ?? error));
+}
+agent.stdin.end();
+const code = await new Promise((resolve) => agent.on("close", resolve));
+seen.exitCode = code;
+process.stdout.write(`${JSON.stringify(seen)}\n`);
