@@ -87,6 +87,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     FOREIGN KEY (collection, path) REFERENCES documents(collection, path) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(collection, path);
+CREATE INDEX IF NOT EXISTS chunks_collection_by_id ON chunks(id, collection);
 CREATE TABLE IF NOT EXISTS chunk_vectors (
     chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
     collection TEXT NOT NULL,
@@ -675,11 +676,16 @@ impl KnowledgeStore {
             return Ok(Vec::new());
         };
         let connection = self.lock();
+        // The best ids first, from the index and the small (id, collection) index alone; only
+        // those few rows are read whole.
         let mut statement = connection.prepare(
-            "SELECT c.path, c.headings, c.line_start, c.line_end, c.text, bm25(chunks_fts, 1.0, 0.5)
-             FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid
-             WHERE chunks_fts MATCH ?1 AND c.collection = ?2
-             ORDER BY bm25(chunks_fts, 1.0, 0.5) LIMIT ?3",
+            "SELECT c.path, c.headings, c.line_start, c.line_end, c.text, best.rank
+             FROM (SELECT f.rowid AS id, bm25(chunks_fts, 1.0, 0.5) AS rank
+                   FROM chunks_fts f JOIN chunks k INDEXED BY chunks_collection_by_id ON k.id = f.rowid
+                   WHERE chunks_fts MATCH ?1 AND k.collection = ?2
+                   ORDER BY rank LIMIT ?3) best
+             JOIN chunks c ON c.id = best.id
+             ORDER BY best.rank",
         )?;
         let rows = statement.query_map(
             params![
