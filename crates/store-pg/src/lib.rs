@@ -3,8 +3,11 @@
 //! with a small pool of connections, so any thread may call it, inside another runtime or not.
 //! Its schema is versioned like SQLite's and migrated at connect; a newer schema is refused.
 
+mod audit;
 mod pool;
 mod schema;
+
+pub use audit::{AUDIT_BATCH_MAX, PgAudit};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -27,8 +30,10 @@ pub const DEFAULT_POOL_SIZE: usize = 8;
 
 /// The PostgreSQL backend: every instance of the service pointed at one database shares it.
 pub struct PgStorage {
-    runtime: Option<tokio::runtime::Runtime>,
+    runtime: Arc<OwnedRuntime>,
     handle: tokio::runtime::Handle,
+    /// The URL with its password redacted (for messages).
+    target: String,
     pool: Arc<Pool>,
     /// In process for now: another instance learns of a change when it next looks at the
     /// store (waiters do so periodically), not at once.
@@ -41,11 +46,14 @@ impl std::fmt::Debug for PgStorage {
     }
 }
 
-impl Drop for PgStorage {
+/// The runtime the storage and its audit sink share; shut down when the last of them goes.
+pub(crate) struct OwnedRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnedRuntime {
     fn drop(&mut self) {
         // Dropping a runtime inside another one's task panics; this one is let go in the
         // background instead (its connections close as their clients drop).
-        if let Some(runtime) = self.runtime.take() {
+        if let Some(runtime) = self.0.take() {
             runtime.shutdown_background();
         }
     }
@@ -76,13 +84,14 @@ impl PgStorage {
             .enable_all()
             .build()
             .map_err(|error| StoreError::Backend(format!("a runtime for PostgreSQL: {error}")))?;
+        let where_to = redact_url(url);
         let storage = Self {
             handle: runtime.handle().clone(),
-            runtime: Some(runtime),
+            runtime: Arc::new(OwnedRuntime(Some(runtime))),
+            target: where_to.clone(),
             pool: Arc::new(Pool::new(config, pool_size.max(1))),
             signals: LocalSignals::default(),
         };
-        let where_to = redact_url(url);
         storage
             .run(|pool| async move {
                 let mut connection = pool.get().await?;
@@ -95,6 +104,17 @@ impl PgStorage {
                 other => other,
             })?;
         Ok(storage)
+    }
+
+    /// The gate's audit trail in this database, shared by every instance on it: records are
+    /// group-committed by a writer task with a connection of its own, and queries use the pool.
+    pub fn audit(&self) -> PgAudit {
+        PgAudit::start(
+            Arc::clone(&self.runtime),
+            self.handle.clone(),
+            Arc::clone(&self.pool),
+            self.target.clone(),
+        )
     }
 
     /// Runs `job` on the storage's own runtime and waits for its answer on this thread (never

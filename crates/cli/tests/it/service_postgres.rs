@@ -1,11 +1,13 @@
 //! `warden service` on PostgreSQL: `[service] database_url` in the user config sends the keys
 //! made with the CLI and the service's sessions and events to a throwaway PostgreSQL server (no
 //! SQLite file is made), two service processes on one database hand an approval to each other
-//! and refuse a cancel they cannot deliver, and a URL that cannot be reached fails in one line
+//! and refuse a cancel they cannot deliver, the gate's audit goes into the same database (either
+//! process's `GET /v1/audit` shows the other's records), and a URL that cannot be reached fails in one line
 //! without its password.
 
 use serde_json::json;
 use warden_mock_model::{MockModel, Turn};
+use warden_policy::AuditLog;
 use warden_service::{Role, ServiceStorage};
 use warden_store_pg::PgStorage;
 
@@ -94,6 +96,24 @@ async fn a_session_runs_through_the_service_on_postgresql() {
             .contains("The file says hello.")
     );
     assert!(!sandbox.state_dir().join("service.db").exists());
+    // The gate's record of the call is in the database too, and no audit file was made.
+    let records = store
+        .audit()
+        .query(&warden_policy::AuditQuery {
+            session: Some(id.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        (
+            records[0].public_name.as_str(),
+            records[0].decision.as_str()
+        ),
+        ("read_file", "allowed")
+    );
+    assert_eq!(records[0].tenant.as_deref(), Some("acme"));
+    assert!(!sandbox.state_dir().join("audit.db").exists());
 }
 
 #[test]
@@ -166,6 +186,21 @@ async fn two_service_processes_on_one_database_share_the_queue_and_refuse_a_canc
     assert_eq!(status, 200, "{decided}");
     let finished = wait_for_event(&second, &acme, &id, "run_finished").await;
     assert_eq!(finished["final_text"], "The file says hello.");
+    // The call ran on the first process; either process's audit shows its one record.
+    for service in [&first, &second] {
+        let (status, page) = send(
+            client()
+                .get(service.url(&format!("/audit?session={id}")))
+                .bearer_auth(&acme),
+        )
+        .await;
+        assert_eq!(status, 200, "{page}");
+        let records = page["records"].as_array().unwrap();
+        assert_eq!(records.len(), 1, "{page}");
+        assert_eq!(records[0]["public_name"], "read_file");
+        assert_eq!(records[0]["decision"], "allowed");
+        assert_eq!(records[0]["caller"], "web-app");
+    }
     assert!(
         mock.requests()[1]
             .body
