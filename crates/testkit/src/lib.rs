@@ -11,10 +11,12 @@
 
 pub mod conformance_server;
 pub mod fixtures;
+pub mod nginx;
 pub mod oauth_gate;
 pub mod postgres;
 pub mod requirement;
 
+pub use nginx::{Nginx, UPSTREAM_HEADER, nginx_bin};
 pub use postgres::{PgServer, postgres};
 pub use requirement::{Missing, running_in_ci};
 
