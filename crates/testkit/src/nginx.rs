@@ -122,10 +122,11 @@ fn config(dir: &Path, port: u16, backends: &[SocketAddr]) -> String {
     format!(
         "{user}daemon off;
 worker_processes 1;
+worker_rlimit_nofile 16384;
 pid {dir}/nginx.pid;
 error_log {dir}/error.log warn;
 events {{
-    worker_connections 1024;
+    worker_connections 8192;
 }}
 http {{
     access_log {dir}/access.log;
