@@ -6,8 +6,10 @@
 mod audit;
 mod pool;
 mod schema;
+mod signals;
 
 pub use audit::{AUDIT_BATCH_MAX, PgAudit};
+pub use signals::{PgSignals, SIGNAL_CHANNEL};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,9 +18,9 @@ use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 use warden_service::store_support::{now, random_id, secret_hash, session_owned};
 use warden_service::{
-    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, LocalSignals,
-    Principal, PromptRow, Role, ServerRow, ServiceSignals, ServiceStorage, SessionRow,
-    SessionState, SkillRow, StoreError, TenantRow, WidgetScope,
+    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,
+    PromptRow, Role, ServerRow, ServiceSignals, ServiceStorage, SessionRow, SessionState, SkillRow,
+    StoreError, TenantRow, WidgetScope,
 };
 
 use crate::pool::Pool;
@@ -35,9 +37,9 @@ pub struct PgStorage {
     /// The URL with its password redacted (for messages).
     target: String,
     pool: Arc<Pool>,
-    /// In process for now: another instance learns of a change when it next looks at the
-    /// store (waiters do so periodically), not at once.
-    signals: LocalSignals,
+    /// LISTEN/NOTIFY: every instance on the database hears of a change at once (and waiters
+    /// still look at the store periodically, should a notification be missed).
+    signals: PgSignals,
 }
 
 impl std::fmt::Debug for PgStorage {
@@ -85,12 +87,13 @@ impl PgStorage {
             .build()
             .map_err(|error| StoreError::Backend(format!("a runtime for PostgreSQL: {error}")))?;
         let where_to = redact_url(url);
+        let pool = Arc::new(Pool::new(config, pool_size.max(1)));
         let storage = Self {
             handle: runtime.handle().clone(),
+            signals: PgSignals::new(runtime.handle().clone(), Arc::clone(&pool)),
             runtime: Arc::new(OwnedRuntime(Some(runtime))),
             target: where_to.clone(),
-            pool: Arc::new(Pool::new(config, pool_size.max(1))),
-            signals: LocalSignals::default(),
+            pool,
         };
         storage
             .run(|pool| async move {
@@ -289,10 +292,9 @@ impl ServiceStorage for PgStorage {
         true
     }
 
-    /// Its signals stay in this process until they travel by LISTEN/NOTIFY: another instance
-    /// learns of a change only when it looks at the store, and a cancel does not reach it.
+    /// Its signals travel by LISTEN/NOTIFY to every instance on the database.
     fn signals_reach_every_instance(&self) -> bool {
-        false
+        true
     }
 
     fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError> {

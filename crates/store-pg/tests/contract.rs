@@ -1319,3 +1319,139 @@ fn postgres_audit_commits_records_arriving_together_in_one_transaction() {
     );
     assert_eq!(audit.query(&AuditQuery::default()).unwrap().len(), RECORDS);
 }
+
+/// The next signal `receiver` gets, or a failure after a generous bound.
+async fn next_signal(
+    receiver: &mut tokio::sync::broadcast::Receiver<warden_service::Signal>,
+) -> warden_service::Signal {
+    tokio::time::timeout(std::time::Duration::from_secs(30), receiver.recv())
+        .await
+        .expect("a signal within 30 s")
+        .expect("the channel is open")
+}
+
+/// Publishes markers from `from` until `receiver`, another instance's, hears one (its listener
+/// is then LISTENing).
+async fn until_listening(
+    from: &PgStorage,
+    receiver: &mut tokio::sync::broadcast::Receiver<warden_service::Signal>,
+) {
+    for attempt in 0..300 {
+        from.signals()
+            .publish(warden_service::Signal::EventsAppended {
+                session: format!("ready-{attempt}"),
+            });
+        if let Ok(Ok(_)) =
+            tokio::time::timeout(std::time::Duration::from_millis(100), receiver.recv()).await
+        {
+            return;
+        }
+    }
+    panic!("the listener never heard a signal");
+}
+
+/// Takes whatever is still arriving, until nothing has come for a while.
+async fn drain(receiver: &mut tokio::sync::broadcast::Receiver<warden_service::Signal>) {
+    while let Ok(Ok(_)) =
+        tokio::time::timeout(std::time::Duration::from_millis(500), receiver.recv()).await
+    {}
+}
+
+#[test]
+fn postgres_signals_reach_the_other_instance_once_and_its_own_subscribers_once() {
+    use warden_service::Signal;
+    let backend = warden_testkit::require_or_skip!(Postgres::new());
+    let (a, b) = (
+        PgStorage::connect(&backend.server.url()).unwrap(),
+        PgStorage::connect(&backend.server.url()).unwrap(),
+    );
+    assert!(a.signals_reach_every_instance());
+    audit_runtime().block_on(async {
+        let mut on_a = a.signals().subscribe();
+        let mut on_b = b.signals().subscribe();
+        until_listening(&a, &mut on_b).await;
+        until_listening(&b, &mut on_a).await;
+        drain(&mut on_a).await;
+        drain(&mut on_b).await;
+        let cancel = Signal::CancelRun {
+            session: "ses_1".to_owned(),
+        };
+        a.signals().publish(cancel.clone());
+        assert_eq!(
+            next_signal(&mut on_b).await,
+            cancel,
+            "the other instance hears it"
+        );
+        assert_eq!(
+            next_signal(&mut on_a).await,
+            cancel,
+            "its own subscribers at once"
+        );
+        // A marker from B comes next on A: A did not hear its own signal a second time.
+        let marker = Signal::EventsAppended {
+            session: "marker".to_owned(),
+        };
+        b.signals().publish(marker.clone());
+        assert_eq!(next_signal(&mut on_a).await, marker);
+    });
+}
+
+#[test]
+fn a_forged_notification_cannot_decide_an_approval() {
+    use warden_service::Signal;
+    let backend = warden_testkit::require_or_skip!(Postgres::new());
+    let (a, b) = (
+        PgStorage::connect(&backend.server.url()).unwrap(),
+        PgStorage::connect(&backend.server.url()).unwrap(),
+    );
+    a.ensure_tenant("acme").unwrap();
+    let session = a.create_session("acme", None).unwrap();
+    a.add_approval("acme", &approval("apr_1", &session.id, 1))
+        .unwrap();
+    audit_runtime().block_on(async {
+        let mut on_b = b.signals().subscribe();
+        until_listening(&a, &mut on_b).await;
+        drain(&mut on_b).await;
+        // Someone with the database's password claims the pending approval was allowed, and
+        // sends text that is not a signal at all.
+        let forged = json!({"from": "elsewhere", "signals": [{
+            "signal": "approval_decided", "tenant": "acme", "id": "apr_1",
+            "state": "allowed_once", "reason": null, "decided_by": "mallory"
+        }]});
+        let channel = warden_store_pg::SIGNAL_CHANNEL;
+        // On a thread of its own: `query` runs a runtime of its own.
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    backend.query(&format!("SELECT pg_notify('{channel}', '{forged}')"));
+                    backend.query(&format!("SELECT pg_notify('{channel}', 'not json')"));
+                })
+                .join()
+                .unwrap();
+        });
+        let marker = Signal::EventsAppended {
+            session: "after".to_owned(),
+        };
+        a.signals().publish(marker.clone());
+        assert_eq!(
+            next_signal(&mut on_b).await,
+            marker,
+            "the forged decision was not handed on"
+        );
+        // A decision the store holds is handed on.
+        assert!(a.decide_approval("acme", "apr_1", "denied", "ops").unwrap());
+        let decided = Signal::ApprovalDecided {
+            tenant: "acme".to_owned(),
+            id: "apr_1".to_owned(),
+            state: "denied".to_owned(),
+            reason: Some("not on a Friday".to_owned()),
+            decided_by: "ops".to_owned(),
+        };
+        a.signals().publish(decided.clone());
+        assert_eq!(next_signal(&mut on_b).await, decided);
+    });
+    assert_eq!(
+        b.approval("acme", "apr_1").unwrap().unwrap().state,
+        "denied"
+    );
+}
