@@ -46,6 +46,12 @@ struct Args {
     /// Internal: the service child's WARDEN_HOME and workspace, prepared by the parent.
     #[arg(long, hide = true, value_name = "DIR")]
     service_home: Option<PathBuf>,
+    /// Internal: the service child's PostgreSQL database (SQLite without it).
+    #[arg(long, hide = true, value_name = "URL")]
+    service_database: Option<String>,
+    /// Internal: how many API instances the service child serves (on PostgreSQL).
+    #[arg(long, hide = true, value_name = "N", default_value_t = 1)]
+    service_instances: usize,
 }
 
 /// The sections `--only` can name, in the order a run measures them.
@@ -71,6 +77,8 @@ struct Plan {
     surfaces: surfaces::SurfaceCounts,
     /// Concurrent sessions of the service row.
     service_sessions: usize,
+    /// Concurrent sessions of the load rows (2 instances on PostgreSQL beside 1 on SQLite).
+    service_load_sessions: usize,
     knowledge: knowledge::KnowledgePlan,
 }
 
@@ -99,6 +107,7 @@ impl Plan {
                 callers: 16,
             },
             service_sessions: 100,
+            service_load_sessions: 500,
             knowledge: knowledge::KnowledgePlan {
                 chunk_counts: &[10_000, 100_000],
                 queries: 200,
@@ -130,6 +139,7 @@ impl Plan {
                 callers: 16,
             },
             service_sessions: 20,
+            service_load_sessions: 100,
             knowledge: knowledge::KnowledgePlan {
                 chunk_counts: &[10_000],
                 queries: 50,
@@ -161,6 +171,7 @@ impl Plan {
                 callers: 16,
             },
             service_sessions: 4,
+            service_load_sessions: 6,
             knowledge: knowledge::KnowledgePlan {
                 chunk_counts: &[1_000],
                 queries: 10,
@@ -205,7 +216,13 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .service_home
                     .as_deref()
                     .context("the service child needs --service-home")?;
-                service::child(home).await.map(|()| ExitCode::SUCCESS)
+                service::child(
+                    home,
+                    args.service_database.as_deref(),
+                    args.service_instances,
+                )
+                .await
+                .map(|()| ExitCode::SUCCESS)
             }
             other => anyhow::bail!("unknown child measurement `{other}`"),
         };
@@ -296,6 +313,12 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         step(
             "service sessions",
             service::run(plan.service_sessions).await,
+            started,
+        );
+        let started = Instant::now();
+        step(
+            "service load (PostgreSQL, 2 instances, beside SQLite)",
+            service::run_load(plan.service_load_sessions).await,
             started,
         );
     }

@@ -2,11 +2,15 @@
 //! against its own mock model, driven over HTTP against an in-process `warden_service` API in a
 //! fresh child process (`warden-bench --child service`), so its peak RSS is the service's and its
 //! clients' alone. Every session's events and the tenant's audit records are counted: a lost one
-//! fails the section.
+//! fails the section. The load rows run the same sessions (500 by default) against two API
+//! instances on one PostgreSQL database (behind nginx when it is installed, else round-robin in
+//! the client) and against one instance on SQLite, in the same run, and count what the store
+//! kept.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -16,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use warden_config::{AgentProfile, ClientToolSpec, LoadRequest, LoadedConfig, Paths};
 use warden_host::{HostOptions, gate_policy};
 use warden_mock_model::{MockModel, Turn};
-use warden_policy::{AuditQuery, AuditRow, AuditStore};
+use warden_policy::{AuditLog, AuditQuery, AuditRow, AuditStore};
 use warden_service::{OpenRequest, Role, ServiceStorage, SessionOpener, SqliteStorage};
 use warden_session::{AgentSession, SessionRequest};
 
@@ -58,11 +62,42 @@ pub(crate) struct ServiceRun {
     pub rss_before: u64,
     /// Every lost or unexpected thing seen (empty when nothing was lost).
     pub problems: Vec<String>,
+    /// `sqlite` or `postgres`.
+    pub backend: String,
+    /// API instances served.
+    pub instances: usize,
+    /// What spread the requests over the instances (`nginx`, `client round-robin`, `none`).
+    pub balancer: String,
+    /// Sessions whose client got an error (an HTTP error, a stream cut short, a timeout).
+    pub errors: usize,
+    /// Events a client was streamed that the store does not hold.
+    pub lost_events: usize,
+    /// Calls made without their audit record in the store (counted from the store itself).
+    pub lost_audit: usize,
 }
 
 /// The parent's side: a mock model per session, a WARDEN_HOME whose agent profile `sNNN` uses
 /// model `mNNN`, the child's measurement, and the rows.
 pub(crate) async fn run(sessions: usize) -> anyhow::Result<Vec<Row>> {
+    let (measured, problems) = measure(sessions, None, 1).await?;
+    if !problems.is_empty() {
+        bail!(
+            "{} problem(s), the first: {}",
+            problems.len(),
+            problems.join("; ")
+        );
+    }
+    Ok(rows(&measured))
+}
+
+/// Runs `sessions` sessions in a fresh child (on `database`, SQLite without it, with
+/// `instances` API instances); what it measured, and every problem seen (the child's and the
+/// mock models').
+async fn measure(
+    sessions: usize,
+    database: Option<&str>,
+    instances: usize,
+) -> anyhow::Result<(ServiceRun, Vec<String>)> {
     let dir = tempfile::tempdir().context("creating the service's folder")?;
     let paths = Paths::under_root(&dir.path().join("home"));
     let workspace = dir.path().join("work");
@@ -93,9 +128,15 @@ pub(crate) async fn run(sessions: usize) -> anyhow::Result<Vec<Row>> {
     std::fs::write(&config_file, config)?;
 
     let me = std::env::current_exe().context("locating warden-bench")?;
-    let output = tokio::process::Command::new(&me)
+    let mut command = tokio::process::Command::new(&me);
+    command
         .args(["--child", "service", "--service-home"])
         .arg(dir.path())
+        .args(["--service-instances", &instances.to_string()]);
+    if let Some(url) = database {
+        command.args(["--service-database", url]);
+    }
+    let output = command
         .env_remove("RUST_LOG")
         .stdin(std::process::Stdio::null())
         .output()
@@ -119,29 +160,150 @@ pub(crate) async fn run(sessions: usize) -> anyhow::Result<Vec<Row>> {
             ));
         }
     }
-    if !problems.is_empty() {
-        bail!(
-            "{} problem(s), the first: {}",
-            problems.len(),
-            problems.join("; ")
-        );
-    }
-    Ok(rows(&measured))
+    Ok((measured, problems))
 }
 
-fn rows(run: &ServiceRun) -> Vec<Row> {
-    let ms = |samples: &[f64], p: f64| {
-        let durations: Vec<Duration> = samples
-            .iter()
-            .map(|ms| Duration::from_secs_f64(ms / 1000.0))
-            .collect();
-        percentile(&durations, p).as_secs_f64() * 1000.0
+const LOAD_KEY: &str = "service_load";
+
+/// The load rows: `sessions` sessions on two instances sharing a throwaway PostgreSQL server,
+/// beside the same load on one instance on SQLite, measured one after the other in this run.
+pub(crate) async fn run_load(sessions: usize) -> anyhow::Result<Vec<Row>> {
+    let what = format!("service load: {sessions} concurrent sessions, 2 instances on PostgreSQL");
+    let server = match warden_testkit::postgres() {
+        Ok(server) => server,
+        Err(missing) => {
+            return Ok(vec![Row::not_measured(
+                &format!("{LOAD_KEY}_runs_per_s"),
+                &what,
+                "runs/s",
+                Target::Report,
+                missing.reason(),
+            )]);
+        }
     };
-    let runs_per_second = if run.wall_seconds > 0.0 {
+    let (sqlite, sqlite_problems) = measure(sessions, None, 1).await?;
+    let (pg, pg_problems) = measure(sessions, Some(&server.url()), 2).await?;
+    drop(server);
+    Ok(load_rows(
+        sessions,
+        &sqlite,
+        &sqlite_problems,
+        &pg,
+        &pg_problems,
+    ))
+}
+
+fn ms(samples: &[f64], p: f64) -> f64 {
+    let durations: Vec<Duration> = samples
+        .iter()
+        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+        .collect();
+    percentile(&durations, p).as_secs_f64() * 1000.0
+}
+
+fn runs_per_second(run: &ServiceRun) -> f64 {
+    if run.wall_seconds > 0.0 {
         run.sessions as f64 / run.wall_seconds
     } else {
         0.0
+    }
+}
+
+fn load_rows(
+    sessions: usize,
+    sqlite: &ServiceRun,
+    sqlite_problems: &[String],
+    pg: &ServiceRun,
+    pg_problems: &[String],
+) -> Vec<Row> {
+    let baseline = "1 instance, SQLite";
+    let first = |problems: &[String]| {
+        problems.first().map_or_else(String::new, |problem| {
+            format!("; the first problem: {problem}")
+        })
     };
+    // A session whose model was not asked every turn failed too, even if its client saw no
+    // HTTP error (those problems come after the child's own).
+    let errors = |run: &ServiceRun, problems: &[String]| {
+        run.errors + problems.len().saturating_sub(run.problems.len())
+    };
+    vec![
+        Row::measured(
+            &format!("{LOAD_KEY}_runs_per_s"),
+            &format!(
+                "service load: {sessions} concurrent sessions ({TURNS} turns, {CALLS} calls each), 2 instances on PostgreSQL"
+            ),
+            "runs/s",
+            runs_per_second(pg),
+            Target::Report,
+        )
+        .against(baseline, runs_per_second(sqlite))
+        .with_note(format!(
+            "PostgreSQL: {} runs in {:.2} s through {}; SQLite: {:.2} s; run p50 {:.0} ms vs {:.0} ms, p99 {:.0} ms vs {:.0} ms; peak RSS {:.0} MiB vs {:.0} MiB (one process each, its clients included)",
+            pg.sessions,
+            pg.wall_seconds,
+            pg.balancer,
+            sqlite.wall_seconds,
+            ms(&pg.run_ms, 50.0),
+            ms(&sqlite.run_ms, 50.0),
+            ms(&pg.run_ms, 99.0),
+            ms(&sqlite.run_ms, 99.0),
+            pg.peak_rss as f64 / (1024.0 * 1024.0),
+            sqlite.peak_rss as f64 / (1024.0 * 1024.0),
+        )),
+        Row::measured(
+            &format!("{LOAD_KEY}_turn_p50_ms"),
+            "service load: one turn, p50 (2 instances on PostgreSQL)",
+            "ms",
+            ms(&pg.turn_ms, 50.0),
+            Target::Report,
+        )
+        .against(baseline, ms(&sqlite.turn_ms, 50.0))
+        .with_note(format!(
+            "{} turns vs {}; as each client reads its stream, which may be served by the instance not running the session",
+            pg.turn_ms.len(),
+            sqlite.turn_ms.len()
+        )),
+        Row::measured(
+            &format!("{LOAD_KEY}_turn_p99_ms"),
+            "service load: one turn, p99 (2 instances on PostgreSQL)",
+            "ms",
+            ms(&pg.turn_ms, 99.0),
+            Target::Report,
+        )
+        .against(baseline, ms(&sqlite.turn_ms, 99.0)),
+        Row::measured(
+            &format!("{LOAD_KEY}_errors"),
+            "service load: sessions that failed (2 instances on PostgreSQL)",
+            "sessions",
+            errors(pg, pg_problems) as f64,
+            Target::ValueAtMost(0.0),
+        )
+        .with_note(format!(
+            "SQLite: {}{}{}",
+            errors(sqlite, sqlite_problems),
+            first(pg_problems),
+            first(sqlite_problems)
+        )),
+        Row::measured(
+            &format!("{LOAD_KEY}_records_lost"),
+            "service load: events and audit records lost (2 instances on PostgreSQL)",
+            "records",
+            (pg.lost_events + pg.lost_audit) as f64,
+            Target::ValueAtMost(0.0),
+        )
+        .with_note(format!(
+            "counted from the store after the run: {} events streamed and {} audit records for {} calls on PostgreSQL; SQLite lost {}",
+            pg.events.iter().sum::<usize>(),
+            pg.audit_records,
+            pg.sessions * CALLS,
+            sqlite.lost_events + sqlite.lost_audit,
+        )),
+    ]
+}
+
+fn rows(run: &ServiceRun) -> Vec<Row> {
+    let runs_per_second = runs_per_second(run);
     let events: usize = run.events.iter().sum();
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     let sessions = run.sessions;
@@ -201,6 +363,8 @@ struct BenchOpener {
     paths: Paths,
     workspace: PathBuf,
     agents: BTreeMap<String, AgentProfile>,
+    /// The shared audit (PostgreSQL); `None`: `STATE/audit.db`.
+    audit: Option<Arc<dyn AuditLog>>,
 }
 
 impl BenchOpener {
@@ -224,14 +388,19 @@ impl SessionOpener for BenchOpener {
             approver,
             tools,
             servers: _,
-            session: _,
+            session,
         } = request;
         let config = self.load()?;
         let mut options = HostOptions::new(self.paths.clone(), self.workspace.clone());
         options.policy = gate_policy(&config.policy);
         options.approver = Some(approver);
         options.principal = principal;
+        // The host takes the service's session id, so the audit names it (as `warden service`).
+        options.session_id = Some(session);
         options.tools.extend(tools);
+        if let Some(audit) = &self.audit {
+            options.audit = Some(audit.clone() as Arc<dyn warden_policy::AuditSink>);
+        }
         AgentSession::open(SessionRequest {
             config,
             host: options,
@@ -245,6 +414,9 @@ impl SessionOpener for BenchOpener {
     }
 
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, String> {
+        if let Some(audit) = &self.audit {
+            return audit.query(query).map_err(|error| error.to_string());
+        }
         let path = self.paths.state_dir().join("audit.db");
         if !path.exists() {
             return Ok(Vec::new());
@@ -265,24 +437,34 @@ impl SessionOpener for BenchOpener {
 
 /// One session's run as its client saw it.
 struct SessionRun {
+    id: String,
+    /// The cursors of the events its stream delivered.
+    streamed: Vec<u64>,
     run: Duration,
     events: usize,
     turn_ms: Vec<f64>,
     problems: Vec<String>,
 }
 
-/// The API's base URL and a tenant key, shared by the clients.
+/// The API's base URLs (one per instance, or the balancer's) and a tenant key, shared by the
+/// clients; each request goes to the next base in turn.
 struct Api {
     client: reqwest::Client,
-    base: String,
+    bases: Vec<String>,
+    next: AtomicUsize,
     key: String,
 }
 
 impl Api {
+    fn base(&self) -> &str {
+        let turn = self.next.fetch_add(1, Ordering::Relaxed);
+        &self.bases[turn % self.bases.len()]
+    }
+
     async fn get(&self, path: &str) -> anyhow::Result<Value> {
         let response = self
             .client
-            .get(format!("{}/v1{path}", self.base))
+            .get(format!("{}/v1{path}", self.base()))
             .bearer_auth(&self.key)
             .send()
             .await?;
@@ -292,7 +474,7 @@ impl Api {
     async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
         let response = self
             .client
-            .post(format!("{}/v1{path}", self.base))
+            .post(format!("{}/v1{path}", self.base()))
             .bearer_auth(&self.key)
             .json(&body)
             .send()
@@ -324,11 +506,14 @@ impl Api {
             .client
             .get(format!(
                 "{}/v1/sessions/{id}/events/stream?after=0",
-                self.base
+                self.base()
             ))
             .bearer_auth(&self.key)
             .send()
             .await?;
+        if !stream.status().is_success() {
+            bail!("{agent}: the stream answered HTTP {}", stream.status());
+        }
         // Read as it arrives: a turn lasts from its `turn_started` to the next one's (or to
         // `run_finished`), as the client sees them.
         let mut pending = String::new();
@@ -392,8 +577,10 @@ impl Api {
             }
         }
         Ok(SessionRun {
-            run,
+            id,
             events: streamed.len(),
+            streamed,
+            run,
             turn_ms,
             problems,
         })
@@ -432,9 +619,15 @@ fn stream_frame(frame: &str) -> Option<(u64, String)> {
     Some((seq?, kind?))
 }
 
-/// The child's side: the API over `home` (the parent's WARDEN_HOME and workspace), a session
-/// per agent profile, all at once; one JSON object on stdout.
-pub(crate) async fn child(home: &Path) -> anyhow::Result<()> {
+/// The child's side: the API over `home` (the parent's WARDEN_HOME and workspace) — one
+/// instance on SQLite, or `instances` on the PostgreSQL database `database`, each with its own
+/// storage (pool, runtime) and audit writer as a process of its own would have — a session per
+/// agent profile, all at once; one JSON object on stdout.
+pub(crate) async fn child(
+    home: &Path,
+    database: Option<&str>,
+    instances: usize,
+) -> anyhow::Result<()> {
     let paths = Paths::under_root(&home.join("home"));
     let workspace = home.join("work");
     let config = warden_config::load(&LoadRequest {
@@ -444,33 +637,83 @@ pub(crate) async fn child(home: &Path) -> anyhow::Result<()> {
     })
     .context("loading the bench's config")?;
     let agents: Vec<String> = config.models.agents.keys().cloned().collect();
-    let store = SqliteStorage::open(&paths.state_dir().join("service.db"))
-        .context("opening the service database")?;
-    let key = store
+    let instances = if database.is_some() {
+        instances.max(1)
+    } else {
+        1
+    };
+    let mut stores: Vec<Arc<dyn ServiceStorage>> = Vec::new();
+    let mut audit: Option<Arc<dyn AuditLog>> = None;
+    let mut addresses = Vec::new();
+    let shutdown = CancellationToken::new();
+    let mut servers = Vec::new();
+    for _ in 0..instances {
+        let (storage, instance_audit): (Arc<dyn ServiceStorage>, Option<Arc<dyn AuditLog>>) =
+            match database {
+                Some(url) => {
+                    let storage = warden_store_pg::PgStorage::connect(url)
+                        .context("opening the service database")?;
+                    let instance_audit: Arc<dyn AuditLog> = Arc::new(storage.audit());
+                    (Arc::new(storage), Some(instance_audit))
+                }
+                None => (
+                    Arc::new(
+                        SqliteStorage::open(&paths.state_dir().join("service.db"))
+                            .context("opening the service database")?,
+                    ),
+                    None,
+                ),
+            };
+        if audit.is_none() {
+            audit.clone_from(&instance_audit);
+        }
+        let opener = Arc::new(BenchOpener {
+            paths: paths.clone(),
+            workspace: workspace.clone(),
+            agents: config.models.agents.clone(),
+            audit: instance_audit,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        addresses.push(listener.local_addr()?);
+        servers.push(tokio::spawn(warden_service::serve(
+            listener,
+            storage.clone(),
+            opener,
+            shutdown.clone(),
+        )));
+        stores.push(storage);
+    }
+    let key = stores[0]
         .issue_key("bench", "bench-client", Role::Tenant)
         .context("making a key")?
         .secret;
-    let storage: Arc<dyn ServiceStorage> = Arc::new(store);
-    let opener = Arc::new(BenchOpener {
-        paths,
-        workspace,
-        agents: config.models.agents,
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let shutdown = CancellationToken::new();
-    let server = tokio::spawn(warden_service::serve(
-        listener,
-        storage,
-        opener,
-        shutdown.clone(),
-    ));
+    // Two instances go behind nginx when it is installed, else the client takes turns.
+    let mut nginx = None;
+    let (bases, balancer) = if addresses.len() == 1 {
+        (vec![format!("http://{}", addresses[0])], "none".to_owned())
+    } else {
+        match warden_testkit::nginx_bin().map(|_| warden_testkit::Nginx::start(&addresses)) {
+            Ok(Ok(started)) => {
+                let base = started.base();
+                nginx = Some(started);
+                (vec![base], "nginx (round-robin)".to_owned())
+            }
+            _ => (
+                addresses
+                    .iter()
+                    .map(|address| format!("http://{address}"))
+                    .collect(),
+                "client round-robin (nginx not installed)".to_owned(),
+            ),
+        }
+    };
     let api = Arc::new(Api {
         client: warden_net::http_client()
             .loopback()
             .build()
             .context("building the HTTP client")?,
-        base,
+        bases,
+        next: AtomicUsize::new(0),
         key,
     });
     let (rss_before, _) = memory_of("self").context("reading /proc/self/status")?;
@@ -479,9 +722,10 @@ pub(crate) async fn child(home: &Path) -> anyhow::Result<()> {
     for agent in agents.clone() {
         let api = api.clone();
         runs.spawn(async move {
-            tokio::time::timeout(RUN_TIMEOUT, api.session(&agent))
+            let ran = tokio::time::timeout(RUN_TIMEOUT, api.session(&agent))
                 .await
-                .with_context(|| format!("{agent}: no end within {RUN_TIMEOUT:?}"))?
+                .with_context(|| format!("{agent}: no end within {RUN_TIMEOUT:?}"));
+            (agent, ran.and_then(|ran| ran))
         });
     }
     let mut measured = ServiceRun {
@@ -494,33 +738,103 @@ pub(crate) async fn child(home: &Path) -> anyhow::Result<()> {
         peak_rss: 0,
         rss_before,
         problems: Vec::new(),
+        backend: if database.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        }
+        .to_owned(),
+        instances,
+        balancer,
+        errors: 0,
+        lost_events: 0,
+        lost_audit: 0,
     };
+    let mut finished = Vec::new();
     while let Some(joined) = runs.join_next().await {
-        let session = joined.context("a session's client task")??;
-        measured.run_ms.push(session.run.as_secs_f64() * 1000.0);
-        measured.events.push(session.events);
-        measured.turn_ms.extend(session.turn_ms);
-        measured.problems.extend(session.problems);
+        let (agent, ran) = joined.context("a session's client task")?;
+        match ran {
+            Ok(session) => {
+                measured.run_ms.push(session.run.as_secs_f64() * 1000.0);
+                measured.events.push(session.events);
+                measured.turn_ms.extend(session.turn_ms.iter().copied());
+                if !session.problems.is_empty() {
+                    measured.errors += 1;
+                }
+                measured.problems.extend(session.problems.iter().cloned());
+                finished.push(session);
+            }
+            Err(error) => {
+                measured.errors += 1;
+                measured.problems.push(format!("{agent}: {error:#}"));
+            }
+        }
     }
     measured.wall_seconds = started.elapsed().as_secs_f64();
     let (_, peak) = memory_of("self").context("reading /proc/self/status")?;
     measured.peak_rss = peak;
-    let records = api.audit_records().await?;
+    // Lost is counted from the store itself: every event a client was streamed, and every
+    // call's audit record.
+    for session in &finished {
+        let stored: std::collections::BTreeSet<u64> = stores[0]
+            .events_after("bench", &session.id, 0, PAGE)
+            .context("reading a session's events from the store")?
+            .into_iter()
+            .map(|event| event.seq)
+            .collect();
+        measured.lost_events += session
+            .streamed
+            .iter()
+            .filter(|seq| !stored.contains(seq))
+            .count();
+    }
+    let query = AuditQuery {
+        tenant: Some("bench".to_owned()),
+        ..AuditQuery::default()
+    };
+    let records = match &audit {
+        Some(audit) => audit.query(&query),
+        None => AuditStore::open(&paths.state_dir().join("audit.db"))
+            .and_then(|store| store.query(&query)),
+    }
+    .context("reading the audit from the store")?;
     measured.audit_records = records.len();
+    let mut per_session: BTreeMap<&str, usize> = BTreeMap::new();
+    for record in &records {
+        if record.public_name == "read_file" && record.decision == "allowed" {
+            *per_session.entry(record.session_id.as_str()).or_default() += 1;
+        }
+    }
+    for session in &finished {
+        let found = per_session.get(session.id.as_str()).copied().unwrap_or(0);
+        measured.lost_audit += CALLS.saturating_sub(found);
+        if found > CALLS {
+            measured.problems.push(format!(
+                "session {}: {found} audit records of its {CALLS} calls",
+                session.id
+            ));
+        }
+    }
     let calls = agents.len() * CALLS;
-    let read_calls = records
-        .iter()
-        .filter(|record| record["public_name"] == "read_file" && record["decision"] == "allowed")
-        .count();
-    if records.len() != calls || read_calls != calls {
+    if records.len() != calls {
         measured.problems.push(format!(
-            "{} audit records ({read_calls} allowed read_file calls), not {calls}",
+            "{} audit records in the store, not {calls}",
+            records.len()
+        ));
+    }
+    // The API's own view agrees: every page of the tenant's audit.
+    let paged = api.audit_records().await?;
+    if paged.len() != records.len() {
+        measured.problems.push(format!(
+            "GET /v1/audit paged {} records, the store holds {}",
+            paged.len(),
             records.len()
         ));
     }
     // The process ends here: the API stops with it.
     shutdown.cancel();
-    drop(server);
+    drop(servers);
+    drop(nginx);
     println!("{}", serde_json::to_string(&measured)?);
     Ok(())
 }

@@ -27,8 +27,8 @@ use warden_hooks::HookRunner;
 use warden_mcp::{ArtifactStore, RetentionPolicy, apply_retention};
 use warden_mcp::{McpError, McpRuntime, McpTool, RuntimeOptions, ServerSpec};
 use warden_policy::{
-    Approver, AuditStore, CallRequest, CallSurface, Gate, GateOutcome, GateParts, GatePolicy,
-    NoApprover, ProgressSender, ToolDescriptor,
+    Approver, AuditSink, AuditStore, CallRequest, CallSurface, Gate, GateOutcome, GateParts,
+    GatePolicy, NoApprover, ProgressSender, ToolDescriptor,
 };
 /// What an embedding application implements to decide calls on its own terms.
 pub use warden_policy::{
@@ -111,6 +111,9 @@ pub struct HostOptions {
     /// The session's artifact store when the surface made it first (its built-in tools spill
     /// into it too); its root is `STATE/artifacts/<session id>`. `None`: the host makes it.
     pub artifacts: Option<ArtifactStore>,
+    /// Where the gate's audit goes; `None`: `STATE/audit.db` (SQLite). `warden service` on
+    /// PostgreSQL gives the database every instance shares.
+    pub audit: Option<Arc<dyn AuditSink>>,
     /// An agent session's defer mode (`None`: no agent, e.g. the command line): how an
     /// "unknown tool" answer tells the caller to reach a deferred server's tools.
     pub defer_mode: Option<warden_config::DeferMode>,
@@ -142,6 +145,7 @@ impl HostOptions {
             protocol: warden_mcp::ProtocolMode::Auto,
             defer_mode: None,
             artifacts: None,
+            audit: None,
         }
     }
 }
@@ -168,7 +172,7 @@ pub struct Host {
     host_tools: Arc<HostTools>,
     gate: Arc<Gate>,
     /// The audit trail the gate writes (also where a skill script's intent is recorded).
-    audit: Arc<AuditStore>,
+    audit: Arc<dyn AuditSink>,
     hooks: HookRunner,
     idle: Vec<IdleServer>,
     remote_skills: Arc<RemoteSkills>,
@@ -280,7 +284,9 @@ impl Host {
                 host_tools.insert(tool.name().to_owned(), tool);
             }
             let host_tools = Arc::new(host_tools);
-            let audit = Arc::new(AuditStore::open_lazily(&state_dir.join("audit.db")));
+            let audit = options.audit.unwrap_or_else(|| {
+                Arc::new(AuditStore::open_lazily(&state_dir.join("audit.db"))) as Arc<dyn AuditSink>
+            });
             let remote_skills = options.remote_skills.unwrap_or_else(|| {
                 Arc::new(RemoteSkills::new(RemoteSkillsSettings {
                     extension_enabled: options.skills_extension,

@@ -58,6 +58,15 @@ pub enum AuditError {
     /// The writer thread stopped before it answered (it panicked).
     #[error("audit database {0}: its writer thread stopped")]
     WriterStopped(PathBuf),
+    /// A database server (the service's PostgreSQL) refused or could not be reached; the
+    /// message names no password.
+    #[error("audit database {target}: {message}")]
+    Backend {
+        /// Where the records go (a URL with its password redacted).
+        target: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// One decision as the gate reports it.
@@ -171,6 +180,26 @@ pub struct AuditEntry(Option<i64>);
 impl AuditEntry {
     /// No intent was stored.
     pub const NONE: Self = Self(None);
+
+    /// The intent stored as record `id` (for a sink outside this crate).
+    pub fn stored(id: i64) -> Self {
+        Self(Some(id))
+    }
+
+    /// The id of the intent's record, if one was stored.
+    pub fn id(self) -> Option<i64> {
+        self.0
+    }
+}
+
+/// An audit trail that can be both written and read: what `warden service` queries for
+/// `GET /v1/audit` (the SQLite [`AuditStore`], or the shared PostgreSQL one of several
+/// instances).
+pub trait AuditLog: AuditSink {
+    /// Rows matching `query`, oldest first.
+    fn query(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, AuditError>;
+    /// The highest record id so far (None when empty).
+    fn last_id(&self) -> Result<Option<i64>, AuditError>;
 }
 
 /// A filter for [`AuditStore::query`] (`warden audit [--session ID] [--since T] [--denied]`).
@@ -525,6 +554,16 @@ impl AuditSink for AuditStore {
     }
 }
 
+impl AuditLog for AuditStore {
+    fn query(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, AuditError> {
+        AuditStore::query(self, query)
+    }
+
+    fn last_id(&self) -> Result<Option<i64>, AuditError> {
+        AuditStore::last_id(self)
+    }
+}
+
 impl AuditStore {
     /// Writes `row` — at once when alone and the connection is idle (one statement, cheaper
     /// than two thread hand-offs), else in the writer thread's next group commit so the async
@@ -545,37 +584,107 @@ impl AuditStore {
     }
 }
 
-/// A record as it is bound to the INSERT (its JSON parts already rendered by the caller).
-#[derive(Debug)]
-struct PendingRow {
-    time_unix_ms: i64,
-    session_id: String,
-    source: &'static str,
-    kind: &'static str,
-    effect: Option<&'static str>,
-    tenant: Option<String>,
-    caller: Option<String>,
-    server: Option<String>,
-    tool: Option<String>,
-    public_name: String,
-    annotations: Option<String>,
-    classes: String,
-    decision: &'static str,
-    layer: &'static str,
-    reason: Option<String>,
-    gate_ms: i64,
-    execution_ms: Option<i64>,
-    result_bytes: Option<i64>,
-    result_is_error: Option<bool>,
-    error: Option<String>,
-    arguments_digest: String,
-    arguments: Option<String>,
-    confinement: Option<String>,
-    /// The row this one completes (a call's intent), if any: written in its place.
-    replaces: Option<i64>,
+/// A record as its columns are stored (its JSON parts rendered, its times in ms): what every
+/// audit backend binds to its INSERT.
+#[derive(Debug, Clone)]
+pub struct AuditColumns {
+    /// When the call entered the gate (Unix ms).
+    pub time_unix_ms: i64,
+    /// The session.
+    pub session_id: String,
+    /// The calling surface.
+    pub source: &'static str,
+    /// What the call does.
+    pub kind: &'static str,
+    /// The declared effect class.
+    pub effect: Option<&'static str>,
+    /// The tenant.
+    pub tenant: Option<String>,
+    /// Who within the surface.
+    pub caller: Option<String>,
+    /// The server.
+    pub server: Option<String>,
+    /// The raw tool name.
+    pub tool: Option<String>,
+    /// The name that was called.
+    pub public_name: String,
+    /// The annotations as JSON text.
+    pub annotations: Option<String>,
+    /// The classes, comma-separated.
+    pub classes: String,
+    /// How it ended.
+    pub decision: &'static str,
+    /// Which layer decided.
+    pub layer: &'static str,
+    /// Why.
+    pub reason: Option<String>,
+    /// Gate time in ms.
+    pub gate_ms: i64,
+    /// Execution time in ms.
+    pub execution_ms: Option<i64>,
+    /// Result size in bytes.
+    pub result_bytes: Option<i64>,
+    /// Whether the tool reported an error.
+    pub result_is_error: Option<bool>,
+    /// Dispatch or timeout error.
+    pub error: Option<String>,
+    /// SHA-256 of the arguments.
+    pub arguments_digest: String,
+    /// Full arguments as JSON text (only when the operator opted in).
+    pub arguments: Option<String>,
+    /// What the kernel enforced.
+    pub confinement: Option<String>,
 }
 
-impl From<&AuditRecord> for PendingRow {
+impl AuditColumns {
+    /// The stored row these columns make under `id`, as a query returns it.
+    pub fn to_row(&self, id: i64) -> AuditRow {
+        AuditRow {
+            id,
+            time: rfc3339_millis(self.time_unix_ms),
+            time_unix_ms: self.time_unix_ms,
+            session_id: self.session_id.clone(),
+            source: self.source.to_owned(),
+            kind: Some(self.kind.to_owned()),
+            effect: self.effect.map(str::to_owned),
+            tenant: self.tenant.clone(),
+            caller: self.caller.clone(),
+            server: self.server.clone(),
+            tool: self.tool.clone(),
+            public_name: self.public_name.clone(),
+            annotations: self
+                .annotations
+                .as_deref()
+                .and_then(|text| serde_json::from_str(text).ok()),
+            classes: split_classes(&self.classes),
+            decision: self.decision.to_owned(),
+            layer: self.layer.to_owned(),
+            reason: self.reason.clone(),
+            gate_ms: self.gate_ms,
+            execution_ms: self.execution_ms,
+            result_bytes: self.result_bytes,
+            result_is_error: self.result_is_error,
+            error: self.error.clone(),
+            arguments_digest: self.arguments_digest.clone(),
+            arguments: self
+                .arguments
+                .as_deref()
+                .and_then(|text| serde_json::from_str(text).ok()),
+            confinement: self.confinement.clone(),
+        }
+    }
+}
+
+/// The classes column (`a,b`) as names.
+pub fn split_classes(classes: &str) -> Vec<String> {
+    classes
+        .split(',')
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+impl From<&AuditRecord> for AuditColumns {
     fn from(record: &AuditRecord) -> Self {
         Self {
             time_unix_ms: unix_millis(record.time),
@@ -606,6 +715,22 @@ impl From<&AuditRecord> for PendingRow {
             arguments_digest: record.arguments_digest.clone(),
             arguments: record.arguments.as_ref().map(Value::to_string),
             confinement: record.confinement.clone(),
+        }
+    }
+}
+
+/// A record as it is bound to the INSERT, and the intent it completes.
+#[derive(Debug)]
+struct PendingRow {
+    columns: AuditColumns,
+    /// The row this one completes (a call's intent), if any: written in its place.
+    replaces: Option<i64>,
+}
+
+impl From<&AuditRecord> for PendingRow {
+    fn from(record: &AuditRecord) -> Self {
+        Self {
+            columns: AuditColumns::from(record),
             replaces: None,
         }
     }
@@ -844,7 +969,8 @@ const COMPLETE: &str = "UPDATE audit SET time_unix_ms = ?1, session_id = ?2, sou
 
 /// Writes `row` — in place of the intent it completes, or as a new record (also when that
 /// intent is not there to complete) — and returns its id.
-fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<i64> {
+fn insert(connection: &Connection, pending: &PendingRow) -> rusqlite::Result<i64> {
+    let row = &pending.columns;
     let columns: [&dyn rusqlite::ToSql; 23] = [
         &row.time_unix_ms,
         &row.session_id,
@@ -871,7 +997,7 @@ fn insert(connection: &Connection, row: &PendingRow) -> rusqlite::Result<i64> {
         &row.tenant,
     ];
     // Prepared once per connection and reused (SQLite's statement cache).
-    if let Some(id) = row.replaces {
+    if let Some(id) = pending.replaces {
         let mut values = columns.to_vec();
         values.push(&id);
         let changed = connection
@@ -1017,11 +1143,7 @@ fn row_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
         tool: row.get(6)?,
         public_name: row.get(7)?,
         annotations: annotations.and_then(|text| serde_json::from_str(&text).ok()),
-        classes: classes
-            .split(',')
-            .filter(|name| !name.is_empty())
-            .map(str::to_owned)
-            .collect(),
+        classes: split_classes(&classes),
         decision: row.get(10)?,
         layer: row.get(11)?,
         reason: row.get(12)?,

@@ -74,8 +74,8 @@ pub use approval::{
     approval_need,
 };
 pub use audit::{
-    AuditEntry, AuditError, AuditQuery, AuditRecord, AuditRow, AuditSink, AuditStore,
-    arguments_digest,
+    AuditColumns, AuditEntry, AuditError, AuditLog, AuditQuery, AuditRecord, AuditRow, AuditSink,
+    AuditStore, arguments_digest, split_classes,
 };
 pub use authorize::{admitted_classes, check_ceiling, check_rules, first_matching_rule};
 pub use call::{

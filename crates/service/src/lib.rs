@@ -19,7 +19,8 @@ pub use client_tools::AnswerError;
 pub use knowledge::TenantKnowledge;
 pub use openapi::document as openapi_document;
 pub use runs::{
-    CancelOutcome, Inspection, OpenRequest, RunError, Runs, SessionOpener, TenantServer, UserInput,
+    CancelOutcome, Inspection, LEASE_TTL_ENV, OpenRequest, RunError, Runs, SessionOpener,
+    TenantServer, UserInput,
 };
 pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{

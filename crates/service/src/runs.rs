@@ -168,16 +168,47 @@ pub struct Runs {
     listening: std::sync::OnceLock<()>,
     /// This instance, as its runs' leases name it.
     instance: String,
+    /// How long its leases last (seconds).
+    lease_ttl: u64,
 }
 
-/// How long a run's lease lasts without renewal (a shared store's instances).
+/// How long a run's lease lasts without renewal (a shared store's instances), unless
+/// [`LEASE_TTL_ENV`] says otherwise.
 pub(crate) const LEASE_TTL_SECS: u64 = 60;
-/// How often an instance renews its runs' leases and looks for others' lapsed ones.
-const LEASE_RENEW: std::time::Duration = std::time::Duration::from_secs(10);
+/// Environment variable setting the lease's length in seconds (at least 2; default 60): an
+/// instance that died is noticed, and its runs marked interrupted, within this and a sixth of it.
+pub const LEASE_TTL_ENV: &str = "WARDEN_SERVICE_LEASE_TTL_SECS";
+
+/// The lease's length: [`LEASE_TTL_ENV`] when it holds a number of seconds (2 or more), else
+/// [`LEASE_TTL_SECS`].
+fn lease_ttl() -> u64 {
+    match std::env::var(LEASE_TTL_ENV) {
+        Ok(value) => match value.trim().parse::<u64>() {
+            Ok(seconds) if seconds >= 2 => seconds,
+            _ => {
+                tracing::warn!(
+                    "{LEASE_TTL_ENV}={value:?} is not a number of seconds of 2 or more; the lease lasts {LEASE_TTL_SECS} s"
+                );
+                LEASE_TTL_SECS
+            }
+        },
+        Err(_) => LEASE_TTL_SECS,
+    }
+}
+
+/// How often an instance renews its runs' leases and looks for others' lapsed ones: six times
+/// per lease (every 10 s by default).
+fn lease_renew(ttl: u64) -> std::time::Duration {
+    std::time::Duration::from_secs((ttl / 6).max(1))
+}
+
+/// What a call in flight when its instance died reads as, for the model and in its event.
+const OUTCOME_UNKNOWN: &str =
+    "warden stopped before this call's result was kept; it may or may not have run";
 
 impl Runs {
     pub fn new(store: Arc<dyn ServiceStorage>, opener: Arc<dyn SessionOpener>) -> Arc<Self> {
-        Arc::new(Self {
+        let runs = Arc::new(Self {
             store,
             going: Mutex::default(),
             wakeups: Mutex::default(),
@@ -187,8 +218,13 @@ impl Runs {
             tokens: TenantTokens::new(opener.oauth_lock_dir()),
             listening: std::sync::OnceLock::new(),
             instance: format!("inst_{}", warden_host::new_session_id()),
+            lease_ttl: lease_ttl(),
             opener,
-        })
+        });
+        // Inside a runtime (the service), the heartbeat starts now: an instance that has run
+        // nothing yet still notices another's runs whose lease lapsed.
+        runs.listen();
+        runs
     }
 
     /// The tenants' OAuth tokens and sign-ins.
@@ -242,8 +278,9 @@ impl Runs {
         let mut signals = self.store.signals().subscribe();
         if self.store.is_shared() {
             let runs = Arc::downgrade(self);
+            let ttl = self.lease_ttl;
             runtime.spawn(async move {
-                let mut ticks = tokio::time::interval(LEASE_RENEW);
+                let mut ticks = tokio::time::interval(lease_renew(ttl));
                 loop {
                     ticks.tick().await;
                     let Some(runs) = runs.upgrade() else { return };
@@ -279,11 +316,11 @@ impl Runs {
         let now = crate::store::now();
         if let Err(error) = self
             .store
-            .lease_runs(&self.instance, &going, now + LEASE_TTL_SECS)
+            .lease_runs(&self.instance, &going, now + self.lease_ttl)
         {
             tracing::warn!("the runs' leases could not be renewed: {error}");
         }
-        match self.store.interrupt_lapsed(now, LEASE_TTL_SECS) {
+        match self.store.interrupt_lapsed(now, self.lease_ttl) {
             Ok(0) => {}
             Ok(count) => tracing::warn!(
                 "{count} run(s) of a stopped instance were marked interrupted; their sessions resume with their next message"
@@ -409,7 +446,7 @@ impl Runs {
         if let Err(error) = self.store.lease_runs(
             &self.instance,
             &[session.to_owned()],
-            crate::store::now() + LEASE_TTL_SECS,
+            crate::store::now() + self.lease_ttl,
         ) {
             tracing::warn!("session {session}: its run's lease could not be written: {error}");
         }
@@ -485,11 +522,7 @@ impl Runs {
                     None => return Ok(false),
                     Some(answer) => crate::client_tools::answer_text(&answer),
                 },
-                None => (
-                    "warden stopped before this call's result was kept; it may or may not have run"
-                        .to_owned(),
-                    true,
-                ),
+                None => (OUTCOME_UNKNOWN.to_owned(), true),
             };
             results.push(Message::ToolResult {
                 call_id: call.id.clone(),
@@ -856,7 +889,18 @@ impl Runs {
         let mut conversation: Vec<Message> = serde_json::from_value(stored)
             .map_err(|error| format!("the session's stored messages are unreadable: {error}"))?;
         match continuation {
-            Continuation::Messages(messages) => conversation.extend(messages),
+            Continuation::Messages(messages) => {
+                // The last run stopped mid-turn (its instance died): its calls in flight are
+                // answered "outcome unknown", never run again.
+                for (id, name) in close_unanswered_calls(&mut conversation) {
+                    self.record(
+                        tenant,
+                        session,
+                        &json!({"type": "tool_call_outcome_unknown", "id": id, "name": name, "reason": OUTCOME_UNKNOWN}),
+                    );
+                }
+                conversation.extend(messages);
+            }
             Continuation::ToolResults(results) => conversation.extend(results),
         }
         // Kept before the model is asked: a crash meanwhile loses nothing the caller sent.
@@ -890,5 +934,104 @@ impl Runs {
             "turns": outcome.turns,
             "usage": outcome.usage,
         }))
+    }
+}
+
+/// Answers the calls of the conversation's last assistant turn that have no result (the run
+/// stopped while they were in flight) with an error saying their outcome is unknown; returns
+/// each such call's id and name.
+fn close_unanswered_calls(conversation: &mut Vec<Message>) -> Vec<(String, String)> {
+    let Some(last_turn) = conversation
+        .iter()
+        .rposition(|message| matches!(message, Message::Assistant { .. }))
+    else {
+        return Vec::new();
+    };
+    let Message::Assistant { tool_calls, .. } = &conversation[last_turn] else {
+        return Vec::new();
+    };
+    let answered: std::collections::HashSet<&str> = conversation[last_turn..]
+        .iter()
+        .filter_map(|message| match message {
+            Message::ToolResult { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let open: Vec<(String, String)> = tool_calls
+        .iter()
+        .filter(|call| !answered.contains(call.id.as_str()))
+        .map(|call| (call.id.clone(), call.name.clone()))
+        .collect();
+    for (id, name) in &open {
+        conversation.push(Message::ToolResult {
+            call_id: id.clone(),
+            name: name.clone(),
+            text: OUTCOME_UNKNOWN.to_owned(),
+            is_error: true,
+            elided: false,
+        });
+    }
+    open
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn call(id: &str, name: &str) -> warden_agent::ToolCall {
+        warden_agent::ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: "{}".to_owned(),
+        }
+    }
+
+    fn result(id: &str, name: &str) -> Message {
+        Message::ToolResult {
+            call_id: id.to_owned(),
+            name: name.to_owned(),
+            text: "done".to_owned(),
+            is_error: false,
+            elided: false,
+        }
+    }
+
+    #[test]
+    fn only_the_last_turn_s_calls_without_a_result_are_answered_outcome_unknown() {
+        let mut conversation = vec![
+            Message::user("go"),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("old", "read_file")],
+            },
+            result("old", "read_file"),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("kept", "read_file"), call("lost", "slow")],
+            },
+            result("kept", "read_file"),
+        ];
+        let open = close_unanswered_calls(&mut conversation);
+        assert_eq!(open, [("lost".to_owned(), "slow".to_owned())]);
+        let Some(Message::ToolResult {
+            call_id,
+            text,
+            is_error,
+            ..
+        }) = conversation.last()
+        else {
+            panic!("a result was added: {conversation:?}");
+        };
+        assert_eq!(call_id, "lost");
+        assert_eq!(text, OUTCOME_UNKNOWN);
+        assert!(is_error);
+        // Every call answered (a run that ended as it should): nothing is added.
+        let before = conversation.len();
+        assert!(close_unanswered_calls(&mut conversation).is_empty());
+        assert_eq!(conversation.len(), before);
+        let mut plain = vec![Message::user("hi")];
+        assert!(close_unanswered_calls(&mut plain).is_empty());
     }
 }

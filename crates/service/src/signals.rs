@@ -53,6 +53,13 @@ impl Default for LocalSignals {
     }
 }
 
+impl LocalSignals {
+    /// How many subscribers are listening now.
+    pub fn receiver_count(&self) -> usize {
+        self.sender.receiver_count()
+    }
+}
+
 impl ServiceSignals for LocalSignals {
     fn publish(&self, signal: Signal) {
         // Nobody listening is fine: whoever starts waiting later reads the store.

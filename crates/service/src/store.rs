@@ -288,7 +288,7 @@ pub enum StoreError {
 }
 
 /// The schema version this warden's backends write (each backend's migrations end at it).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The storage every instance of the service shares. SQLite is the embedded backend; a
 /// PostgreSQL one implements the same contract for several instances.
@@ -468,7 +468,11 @@ pub struct SqliteStorage {
 
 /// SQLite's migrations: entry `n` takes a database from version `n` to `n + 1`. Version 1 is
 /// written with `IF NOT EXISTS`, so a database made before versions were recorded takes it too.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2];
+
+/// Version 2 put the gate's audit in PostgreSQL's database; SQLite keeps it in `audit.db`, so
+/// nothing changes here.
+const SCHEMA_V2: &str = "";
 
 const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS tenants (

@@ -3,8 +3,13 @@
 //! with a small pool of connections, so any thread may call it, inside another runtime or not.
 //! Its schema is versioned like SQLite's and migrated at connect; a newer schema is refused.
 
+mod audit;
 mod pool;
 mod schema;
+mod signals;
+
+pub use audit::{AUDIT_BATCH_MAX, PgAudit};
+pub use signals::{PgSignals, SIGNAL_CHANNEL};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,9 +18,9 @@ use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 use warden_service::store_support::{now, random_id, secret_hash, session_owned};
 use warden_service::{
-    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, LocalSignals,
-    Principal, PromptRow, Role, ServerRow, ServiceSignals, ServiceStorage, SessionRow,
-    SessionState, SkillRow, StoreError, TenantRow, WidgetScope,
+    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,
+    PromptRow, Role, ServerRow, ServiceSignals, ServiceStorage, SessionRow, SessionState, SkillRow,
+    StoreError, TenantRow, WidgetScope,
 };
 
 use crate::pool::Pool;
@@ -27,12 +32,14 @@ pub const DEFAULT_POOL_SIZE: usize = 8;
 
 /// The PostgreSQL backend: every instance of the service pointed at one database shares it.
 pub struct PgStorage {
-    runtime: Option<tokio::runtime::Runtime>,
+    runtime: Arc<OwnedRuntime>,
     handle: tokio::runtime::Handle,
+    /// The URL with its password redacted (for messages).
+    target: String,
     pool: Arc<Pool>,
-    /// In process for now: another instance learns of a change when it next looks at the
-    /// store (waiters do so periodically), not at once.
-    signals: LocalSignals,
+    /// LISTEN/NOTIFY: every instance on the database hears of a change at once (and waiters
+    /// still look at the store periodically, should a notification be missed).
+    signals: PgSignals,
 }
 
 impl std::fmt::Debug for PgStorage {
@@ -41,11 +48,14 @@ impl std::fmt::Debug for PgStorage {
     }
 }
 
-impl Drop for PgStorage {
+/// The runtime the storage and its audit sink share; shut down when the last of them goes.
+pub(crate) struct OwnedRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnedRuntime {
     fn drop(&mut self) {
         // Dropping a runtime inside another one's task panics; this one is let go in the
         // background instead (its connections close as their clients drop).
-        if let Some(runtime) = self.runtime.take() {
+        if let Some(runtime) = self.0.take() {
             runtime.shutdown_background();
         }
     }
@@ -76,13 +86,15 @@ impl PgStorage {
             .enable_all()
             .build()
             .map_err(|error| StoreError::Backend(format!("a runtime for PostgreSQL: {error}")))?;
+        let where_to = redact_url(url);
+        let pool = Arc::new(Pool::new(config, pool_size.max(1)));
         let storage = Self {
             handle: runtime.handle().clone(),
-            runtime: Some(runtime),
-            pool: Arc::new(Pool::new(config, pool_size.max(1))),
-            signals: LocalSignals::default(),
+            signals: PgSignals::new(runtime.handle().clone(), Arc::clone(&pool)),
+            runtime: Arc::new(OwnedRuntime(Some(runtime))),
+            target: where_to.clone(),
+            pool,
         };
-        let where_to = redact_url(url);
         storage
             .run(|pool| async move {
                 let mut connection = pool.get().await?;
@@ -95,6 +107,17 @@ impl PgStorage {
                 other => other,
             })?;
         Ok(storage)
+    }
+
+    /// The gate's audit trail in this database, shared by every instance on it: records are
+    /// group-committed by a writer task with a connection of its own, and queries use the pool.
+    pub fn audit(&self) -> PgAudit {
+        PgAudit::start(
+            Arc::clone(&self.runtime),
+            self.handle.clone(),
+            Arc::clone(&self.pool),
+            self.target.clone(),
+        )
     }
 
     /// Runs `job` on the storage's own runtime and waits for its answer on this thread (never
@@ -269,10 +292,9 @@ impl ServiceStorage for PgStorage {
         true
     }
 
-    /// Its signals stay in this process until they travel by LISTEN/NOTIFY: another instance
-    /// learns of a change only when it looks at the store, and a cancel does not reach it.
+    /// Its signals travel by LISTEN/NOTIFY to every instance on the database.
     fn signals_reach_every_instance(&self) -> bool {
-        false
+        true
     }
 
     fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError> {

@@ -32,6 +32,11 @@ impl Pool {
         }
     }
 
+    /// How its connections connect (a writer that keeps a connection of its own uses it).
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// A connection: an idle one, or a new one while fewer than `size` are out.
     pub(crate) async fn get(&self) -> Result<Pooled<'_>, StoreError> {
         let permit =

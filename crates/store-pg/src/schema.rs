@@ -12,7 +12,7 @@ const MIGRATION_LOCK: i64 = 0x7761_7264_656e;
 /// Entry `n` takes a database from version `n` to `n + 1`; the last one ends at
 /// [`SCHEMA_VERSION`]. Texts are stored as `TEXT` (JSON included, kept byte for byte as SQLite
 /// keeps it) and times as seconds in `BIGINT`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 const V1: &str = "
 CREATE TABLE tenants (
@@ -120,6 +120,42 @@ CREATE TABLE events (
     event TEXT NOT NULL,
     PRIMARY KEY (session_id, seq)
 );
+";
+
+/// Version 2: the gate's audit, one table every instance writes. `id` grows in commit order
+/// (each writing transaction holds an advisory lock while it draws ids), so paging by id after
+/// a cursor never skips a record committed later. Indexed for the service's queries: a
+/// tenant's records by id (pages) and by time (a month's range), a session's by id.
+const V2: &str = "
+CREATE TABLE audit (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    time_unix_ms BIGINT NOT NULL,
+    session_id TEXT NOT NULL,
+    source TEXT NOT NULL,
+    caller TEXT,
+    server TEXT,
+    tool TEXT,
+    public_name TEXT NOT NULL,
+    annotations TEXT,
+    classes TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    layer TEXT NOT NULL,
+    reason TEXT,
+    gate_ms BIGINT NOT NULL,
+    execution_ms BIGINT,
+    result_bytes BIGINT,
+    result_is_error BOOLEAN,
+    error TEXT,
+    arguments_digest TEXT NOT NULL,
+    arguments TEXT,
+    confinement TEXT,
+    kind TEXT,
+    effect TEXT,
+    tenant TEXT
+);
+CREATE INDEX audit_by_tenant ON audit (tenant, id);
+CREATE INDEX audit_by_tenant_time ON audit (tenant, time_unix_ms);
+CREATE INDEX audit_by_session ON audit (session_id, id);
 ";
 
 /// Brings the database to [`SCHEMA_VERSION`]; refuses one whose version is newer.

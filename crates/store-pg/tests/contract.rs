@@ -8,6 +8,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::json;
+use warden_policy::{
+    AuditEntry, AuditLog, AuditQuery, AuditRecord, AuditSink, AuditStore, CallKind, CallSurface,
+    CapabilitySet, Decision, Layer,
+};
 use warden_service::store_support::{now, secret_hash};
 use warden_service::{
     ApprovalRow, ClientCallRow, PromptMessage, PromptRow, Role, SCHEMA_VERSION, ServerRow,
@@ -23,6 +27,8 @@ trait Backend {
     fn stored_secrets(&self) -> Vec<String>;
     fn version(&self) -> i64;
     fn stamp_version(&self, version: i64);
+    /// A new handle on the backend's audit trail, as another instance (or a restart) opens it.
+    fn audit(&self) -> Arc<dyn AuditLog>;
 }
 
 struct Sqlite {
@@ -72,6 +78,10 @@ impl Backend for Sqlite {
         self.raw()
             .execute("UPDATE schema_version SET version = ?1", [version])
             .unwrap();
+    }
+
+    fn audit(&self) -> Arc<dyn AuditLog> {
+        Arc::new(AuditStore::open(&self.path.with_file_name("audit.db")).unwrap())
     }
 }
 
@@ -133,6 +143,10 @@ impl Backend for Postgres {
     fn stamp_version(&self, version: i64) {
         self.query(&format!("UPDATE schema_version SET version = {version}"));
     }
+
+    fn audit(&self) -> Arc<dyn AuditLog> {
+        Arc::new(PgStorage::connect(&self.server.url()).unwrap().audit())
+    }
 }
 
 macro_rules! contract {
@@ -173,6 +187,11 @@ contract!(
     prompt_snapshots_round_trip,
     tenants_and_keys_are_listed_for_the_operator,
     a_new_database_gets_the_current_schema_version_and_reopening_keeps_its_rows,
+    audit_records_of_two_instances_are_stored_once_and_read_from_either,
+    a_call_s_outcome_completes_its_intent_in_place,
+    concurrent_audit_records_are_each_stored_once_and_a_cursor_skips_none,
+    an_audit_query_filters_and_never_reaches_another_tenant_s_records,
+    an_audit_record_handed_over_is_stored_though_its_waiter_left,
     a_database_of_a_newer_schema_is_refused_with_both_versions,
 );
 
@@ -995,4 +1014,444 @@ fn approval(id: &str, session: &str, created_at: u64) -> ApprovalRow {
         decided_by: None,
         created_at,
     }
+}
+
+/// A runtime for the audit cases (the gate writes its records from async code).
+fn audit_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn audit_record(tenant: &str, session: &str, name: &str) -> AuditRecord {
+    AuditRecord {
+        time: std::time::SystemTime::now(),
+        session_id: session.to_owned(),
+        surface: CallSurface::Agent,
+        kind: CallKind::Tool,
+        effect: None,
+        tenant: Some(tenant.to_owned()),
+        caller: Some("app".to_owned()),
+        server: Some("fx".to_owned()),
+        tool: Some(name.to_owned()),
+        public_name: name.to_owned(),
+        annotations: None,
+        classes: CapabilitySet::EMPTY,
+        decision: Decision::Allowed,
+        layer: Layer::Dispatch,
+        reason: None,
+        gate_duration: std::time::Duration::from_millis(3),
+        execution_duration: Some(std::time::Duration::from_millis(7)),
+        result_bytes: Some(12),
+        result_is_error: Some(false),
+        error: None,
+        arguments_digest: warden_policy::arguments_digest(&json!({"q": name})),
+        arguments: Some(json!({"q": name})),
+        confinement: None,
+    }
+}
+
+fn names(rows: &[warden_policy::AuditRow]) -> Vec<String> {
+    rows.iter().map(|row| row.public_name.clone()).collect()
+}
+
+fn audit_records_of_two_instances_are_stored_once_and_read_from_either(backend: &dyn Backend) {
+    drop(backend.open().unwrap());
+    let (first, second) = (backend.audit(), backend.audit());
+    let mut from_first = audit_record("acme", "s1", "first");
+    from_first.annotations = Some(warden_policy::ToolAnnotations {
+        read_only_hint: Some(true),
+        ..Default::default()
+    });
+    from_first.classes = CapabilitySet::EMPTY.with(warden_vocab::CapabilityClass::ReadOnly);
+    from_first.effect = Some(warden_vocab::CapabilityClass::ReadOnly);
+    let mut from_second = audit_record("acme", "s2", "second");
+    from_second.decision = Decision::Denied;
+    from_second.layer = Layer::Rule;
+    from_second.reason = Some("a rule denies it".to_owned());
+    from_second.result_is_error = Some(true);
+    audit_runtime().block_on(async {
+        first.record_async(from_first.clone(), true).await.unwrap();
+    });
+    second.record(&from_second).unwrap();
+    // Each record is committed before its writer heard back: a handle opened now sees both.
+    let third = backend.audit();
+    for log in [&first, &second, &third] {
+        let rows = log.query(&AuditQuery::default()).unwrap();
+        assert_eq!(names(&rows), ["first", "second"]);
+        assert!(rows[0].id < rows[1].id);
+        let expected = warden_policy::AuditColumns::from(&from_first).to_row(rows[0].id);
+        assert_eq!(rows[0], expected);
+        let expected = warden_policy::AuditColumns::from(&from_second).to_row(rows[1].id);
+        assert_eq!(rows[1], expected);
+        assert_eq!(log.last_id().unwrap(), Some(rows[1].id));
+    }
+}
+
+fn a_call_s_outcome_completes_its_intent_in_place(backend: &dyn Backend) {
+    drop(backend.open().unwrap());
+    let log = backend.audit();
+    let runtime = audit_runtime();
+    let mut intent = audit_record("acme", "s1", "slow");
+    intent.decision = Decision::Started;
+    intent.execution_duration = None;
+    intent.result_bytes = None;
+    intent.result_is_error = None;
+    let entry = runtime
+        .block_on(log.begin_async(intent.clone(), true))
+        .unwrap();
+    assert_ne!(entry, AuditEntry::NONE);
+    // Before the outcome (as after a crash mid-call): the intent says the call started.
+    let rows = log.query(&AuditQuery::default()).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].decision, "started");
+    assert_eq!(Some(rows[0].id), entry.id());
+    let outcome = audit_record("acme", "s1", "slow");
+    runtime
+        .block_on(log.complete_async(entry, outcome, true))
+        .unwrap();
+    let rows = log.query(&AuditQuery::default()).unwrap();
+    assert_eq!(rows.len(), 1, "one record per call");
+    assert_eq!(Some(rows[0].id), entry.id());
+    assert_eq!(rows[0].decision, "allowed");
+    assert_eq!(rows[0].execution_ms, Some(7));
+    // No intent, or one that is not there: the outcome is a record of its own.
+    runtime
+        .block_on(log.complete_async(AuditEntry::NONE, audit_record("acme", "s1", "b"), true))
+        .unwrap();
+    let missing = AuditEntry::stored(entry.id().unwrap() + 1_000_000);
+    runtime
+        .block_on(log.complete_async(missing, audit_record("acme", "s1", "c"), true))
+        .unwrap();
+    let rows = log.query(&AuditQuery::default()).unwrap();
+    assert_eq!(names(&rows), ["slow", "b", "c"]);
+}
+
+fn concurrent_audit_records_are_each_stored_once_and_a_cursor_skips_none(backend: &dyn Backend) {
+    const WRITERS: usize = 4;
+    const EACH: usize = 60;
+    drop(backend.open().unwrap());
+    let instances = [backend.audit(), backend.audit()];
+    let reader = backend.audit();
+    let runtime = audit_runtime();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A client paging after its cursor while the instances write.
+    let pager = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut cursor = 0;
+            loop {
+                let finished = done.load(std::sync::atomic::Ordering::Acquire);
+                let page = reader
+                    .query(&AuditQuery {
+                        after_id: Some(cursor),
+                        limit: Some(50),
+                        oldest_first: true,
+                        ..AuditQuery::default()
+                    })
+                    .unwrap();
+                if let Some(last) = page.last() {
+                    cursor = last.id;
+                }
+                let empty = page.is_empty();
+                seen.extend(page.into_iter().map(|row| row.public_name));
+                if finished && empty {
+                    return seen;
+                }
+            }
+        })
+    };
+    runtime.block_on(async {
+        let mut writes = Vec::new();
+        for (instance, log) in instances.iter().enumerate() {
+            for writer in 0..WRITERS {
+                for index in 0..EACH {
+                    let record =
+                        audit_record("acme", "s", &format!("i{instance}-w{writer}-{index}"));
+                    writes.push(log.record_async(record, false));
+                }
+            }
+        }
+        for written in futures::future::join_all(writes).await {
+            written.unwrap();
+        }
+    });
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let paged = pager.join().unwrap();
+    let rows = instances[0].query(&AuditQuery::default()).unwrap();
+    let total = 2 * WRITERS * EACH;
+    assert_eq!(rows.len(), total);
+    let unique: std::collections::BTreeSet<&String> =
+        rows.iter().map(|row| &row.public_name).collect();
+    assert_eq!(unique.len(), total, "each record exactly once");
+    let ids: std::collections::BTreeSet<i64> = rows.iter().map(|row| row.id).collect();
+    assert_eq!(ids.len(), total);
+    assert_eq!(
+        paged.len(),
+        total,
+        "the cursor neither skipped nor repeated a record"
+    );
+    let paged: std::collections::BTreeSet<&String> = paged.iter().collect();
+    assert_eq!(paged, unique);
+}
+
+fn an_audit_query_filters_and_never_reaches_another_tenant_s_records(backend: &dyn Backend) {
+    drop(backend.open().unwrap());
+    let log = backend.audit();
+    let hostile = "acme' OR 'x'='x";
+    let mut denied = audit_record("acme", "s1", "rm");
+    denied.decision = Decision::Denied;
+    denied.surface = CallSurface::CodeMode;
+    let records = [
+        audit_record("acme", "s1", "read"),
+        denied,
+        audit_record("acme", "s2", "read"),
+        audit_record("other", "s3", "read"),
+        audit_record(hostile, "s4", "'; DROP TABLE audit; --"),
+    ];
+    for record in &records {
+        log.record(record).unwrap();
+    }
+    let query = |query: AuditQuery| log.query(&query).unwrap();
+    let acme = query(AuditQuery {
+        tenant: Some("acme".to_owned()),
+        ..AuditQuery::default()
+    });
+    assert_eq!(acme.len(), 3);
+    assert!(acme.iter().all(|row| row.tenant.as_deref() == Some("acme")));
+    let other = query(AuditQuery {
+        tenant: Some("other".to_owned()),
+        ..AuditQuery::default()
+    });
+    assert_eq!(other.len(), 1);
+    assert_eq!(other[0].session_id, "s3");
+    // A tenant named like an injection matches itself only; its text is stored as written.
+    let injected = query(AuditQuery {
+        tenant: Some(hostile.to_owned()),
+        ..AuditQuery::default()
+    });
+    assert_eq!(names(&injected), ["'; DROP TABLE audit; --"]);
+    let by = |tenant: &str, edit: &dyn Fn(&mut AuditQuery)| {
+        let mut filter = AuditQuery {
+            tenant: Some(tenant.to_owned()),
+            ..AuditQuery::default()
+        };
+        edit(&mut filter);
+        query(filter)
+    };
+    assert_eq!(by("acme", &|q| q.session = Some("s1".into())).len(), 2);
+    assert_eq!(
+        by("acme", &|q| q.session = Some("s3".into())).len(),
+        0,
+        "another tenant's session"
+    );
+    assert_eq!(names(&by("acme", &|q| q.denied_only = true)), ["rm"]);
+    assert_eq!(
+        names(&by("acme", &|q| q.decision = Some("denied".into()))),
+        ["rm"]
+    );
+    assert_eq!(
+        names(&by("acme", &|q| q.source = Some("code-mode".into()))),
+        ["rm"]
+    );
+    assert_eq!(by("acme", &|q| q.tool = Some("read".into())).len(), 2);
+    let future = (now() + 3600) as i64 * 1000;
+    assert_eq!(by("acme", &|q| q.since_unix_ms = Some(future)).len(), 0);
+    assert_eq!(by("acme", &|q| q.until_unix_ms = Some(future)).len(), 3);
+    assert_eq!(by("acme", &|q| q.until_unix_ms = Some(0)).len(), 0);
+    // A limit takes the newest rows, or with oldest_first the oldest after the cursor.
+    let newest = by("acme", &|q| q.limit = Some(2));
+    assert_eq!(
+        newest.iter().map(|row| row.id).collect::<Vec<_>>(),
+        [acme[1].id, acme[2].id]
+    );
+    let first = acme[0].id;
+    let page = by("acme", &|q| {
+        q.limit = Some(1);
+        q.oldest_first = true;
+        q.after_id = Some(first);
+    });
+    assert_eq!(
+        page.iter().map(|row| row.id).collect::<Vec<_>>(),
+        [acme[1].id]
+    );
+}
+
+fn an_audit_record_handed_over_is_stored_though_its_waiter_left(backend: &dyn Backend) {
+    drop(backend.open().unwrap());
+    let log = backend.audit();
+    let runtime = audit_runtime();
+    runtime.block_on(async {
+        let abandoned = log.record_async(audit_record("acme", "s1", "left"), false);
+        drop(abandoned);
+        // A later record of the same writer commits after it.
+        log.record_async(audit_record("acme", "s1", "after"), false)
+            .await
+            .unwrap();
+    });
+    let rows = backend.audit().query(&AuditQuery::default()).unwrap();
+    assert_eq!(names(&rows), ["left", "after"]);
+}
+
+#[test]
+fn postgres_audit_commits_records_arriving_together_in_one_transaction() {
+    let backend = warden_testkit::require_or_skip!(Postgres::new());
+    let storage = PgStorage::connect(&backend.server.url()).unwrap();
+    let audit = storage.audit();
+    const RECORDS: usize = 200;
+    audit_runtime().block_on(async {
+        // Handed over together, before any is awaited.
+        let writes: Vec<_> = (0..RECORDS)
+            .map(|index| audit.record_async(audit_record("acme", "s", &format!("r{index}")), false))
+            .collect();
+        for written in futures::future::join_all(writes).await {
+            written.unwrap();
+        }
+    });
+    let commits = audit.commits();
+    assert!(commits >= 1);
+    assert!(
+        commits < RECORDS as u64,
+        "{commits} transactions for {RECORDS} records arriving together"
+    );
+    assert_eq!(audit.query(&AuditQuery::default()).unwrap().len(), RECORDS);
+}
+
+/// The next signal `receiver` gets, or a failure after a generous bound.
+async fn next_signal(
+    receiver: &mut tokio::sync::broadcast::Receiver<warden_service::Signal>,
+) -> warden_service::Signal {
+    tokio::time::timeout(std::time::Duration::from_secs(30), receiver.recv())
+        .await
+        .expect("a signal within 30 s")
+        .expect("the channel is open")
+}
+
+/// Publishes markers from `from` until `receiver`, another instance's, hears one (its listener
+/// is then LISTENing).
+async fn until_listening(
+    from: &PgStorage,
+    receiver: &mut tokio::sync::broadcast::Receiver<warden_service::Signal>,
+) {
+    for attempt in 0..300 {
+        from.signals()
+            .publish(warden_service::Signal::EventsAppended {
+                session: format!("ready-{attempt}"),
+            });
+        if let Ok(Ok(_)) =
+            tokio::time::timeout(std::time::Duration::from_millis(100), receiver.recv()).await
+        {
+            return;
+        }
+    }
+    panic!("the listener never heard a signal");
+}
+
+/// Takes whatever is still arriving, until nothing has come for a while.
+async fn drain(receiver: &mut tokio::sync::broadcast::Receiver<warden_service::Signal>) {
+    while let Ok(Ok(_)) =
+        tokio::time::timeout(std::time::Duration::from_millis(500), receiver.recv()).await
+    {}
+}
+
+#[test]
+fn postgres_signals_reach_the_other_instance_once_and_its_own_subscribers_once() {
+    use warden_service::Signal;
+    let backend = warden_testkit::require_or_skip!(Postgres::new());
+    let (a, b) = (
+        PgStorage::connect(&backend.server.url()).unwrap(),
+        PgStorage::connect(&backend.server.url()).unwrap(),
+    );
+    assert!(a.signals_reach_every_instance());
+    audit_runtime().block_on(async {
+        let mut on_a = a.signals().subscribe();
+        let mut on_b = b.signals().subscribe();
+        until_listening(&a, &mut on_b).await;
+        until_listening(&b, &mut on_a).await;
+        drain(&mut on_a).await;
+        drain(&mut on_b).await;
+        let cancel = Signal::CancelRun {
+            session: "ses_1".to_owned(),
+        };
+        a.signals().publish(cancel.clone());
+        assert_eq!(
+            next_signal(&mut on_b).await,
+            cancel,
+            "the other instance hears it"
+        );
+        assert_eq!(
+            next_signal(&mut on_a).await,
+            cancel,
+            "its own subscribers at once"
+        );
+        // A marker from B comes next on A: A did not hear its own signal a second time.
+        let marker = Signal::EventsAppended {
+            session: "marker".to_owned(),
+        };
+        b.signals().publish(marker.clone());
+        assert_eq!(next_signal(&mut on_a).await, marker);
+    });
+}
+
+#[test]
+fn a_forged_notification_cannot_decide_an_approval() {
+    use warden_service::Signal;
+    let backend = warden_testkit::require_or_skip!(Postgres::new());
+    let (a, b) = (
+        PgStorage::connect(&backend.server.url()).unwrap(),
+        PgStorage::connect(&backend.server.url()).unwrap(),
+    );
+    a.ensure_tenant("acme").unwrap();
+    let session = a.create_session("acme", None).unwrap();
+    a.add_approval("acme", &approval("apr_1", &session.id, 1))
+        .unwrap();
+    audit_runtime().block_on(async {
+        let mut on_b = b.signals().subscribe();
+        until_listening(&a, &mut on_b).await;
+        drain(&mut on_b).await;
+        // Someone with the database's password claims the pending approval was allowed, and
+        // sends text that is not a signal at all.
+        let forged = json!({"from": "elsewhere", "signals": [{
+            "signal": "approval_decided", "tenant": "acme", "id": "apr_1",
+            "state": "allowed_once", "reason": null, "decided_by": "mallory"
+        }]});
+        let channel = warden_store_pg::SIGNAL_CHANNEL;
+        // On a thread of its own: `query` runs a runtime of its own.
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    backend.query(&format!("SELECT pg_notify('{channel}', '{forged}')"));
+                    backend.query(&format!("SELECT pg_notify('{channel}', 'not json')"));
+                })
+                .join()
+                .unwrap();
+        });
+        let marker = Signal::EventsAppended {
+            session: "after".to_owned(),
+        };
+        a.signals().publish(marker.clone());
+        assert_eq!(
+            next_signal(&mut on_b).await,
+            marker,
+            "the forged decision was not handed on"
+        );
+        // A decision the store holds is handed on.
+        assert!(a.decide_approval("acme", "apr_1", "denied", "ops").unwrap());
+        let decided = Signal::ApprovalDecided {
+            tenant: "acme".to_owned(),
+            id: "apr_1".to_owned(),
+            state: "denied".to_owned(),
+            reason: Some("not on a Friday".to_owned()),
+            decided_by: "ops".to_owned(),
+        };
+        a.signals().publish(decided.clone());
+        assert_eq!(next_signal(&mut on_b).await, decided);
+    });
+    assert_eq!(
+        b.approval("acme", "apr_1").unwrap().unwrap().state,
+        "denied"
+    );
 }

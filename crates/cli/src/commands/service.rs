@@ -67,22 +67,27 @@ enum KeyCommand {
 
 pub(crate) fn run(globals: &Globals, args: ServiceArgs) -> anyhow::Result<ExitCode> {
     let (paths, _workspace, config) = load_config(globals)?;
-    let store: Arc<dyn ServiceStorage> =
-        match &config.service_database_url {
-            Some(url) => {
-                let resolved = url.resolve()?;
-                Arc::new(PgStorage::connect(&resolved).context("opening the service database")?)
-            }
-            None => {
-                let database = paths.state_dir().join("service.db");
-                Arc::new(SqliteStorage::open(&database).with_context(|| {
-                    format!("opening the service database {}", database.display())
-                })?)
-            }
-        };
+    // On PostgreSQL the gate's audit goes into the same database, for every instance.
+    let (store, audit): (
+        Arc<dyn ServiceStorage>,
+        Option<Arc<dyn warden_policy::AuditLog>>,
+    ) = match &config.service_database_url {
+        Some(url) => {
+            let resolved = url.resolve()?;
+            let storage = PgStorage::connect(&resolved).context("opening the service database")?;
+            let audit = Arc::new(storage.audit());
+            (Arc::new(storage), Some(audit))
+        }
+        None => {
+            let database = paths.state_dir().join("service.db");
+            let storage = SqliteStorage::open(&database)
+                .with_context(|| format!("opening the service database {}", database.display()))?;
+            (Arc::new(storage), None)
+        }
+    };
     match args.command {
         ServiceCommand::Key { command } => keys(store.as_ref(), command),
-        ServiceCommand::Run(run) => serve(globals, store, run),
+        ServiceCommand::Run(run) => serve(globals, store, audit, run),
     }
 }
 
@@ -145,6 +150,8 @@ struct RunOpener {
     policy: PolicyFlags,
     agents: BTreeMap<String, AgentProfile>,
     audit_path: std::path::PathBuf,
+    /// The shared audit (PostgreSQL); `None`: `audit_path`, this instance's own file.
+    audit: Option<Arc<dyn warden_policy::AuditLog>>,
     /// `STATE_DIR/service`: the tenants' skill folders.
     service_dir: std::path::PathBuf,
     /// `[service] widget_origins`: product pages that may call with a widget token.
@@ -218,6 +225,9 @@ impl SessionOpener for RunOpener {
                     .insert(0, self.tenant_knowledge_database(tenant));
             }
             options.approver = Some(approver);
+            if let Some(audit) = &self.audit {
+                options.audit = Some(audit.clone() as Arc<dyn warden_policy::AuditSink>);
+            }
             options.principal = principal;
             options.session_id = Some(session);
             options.tools.extend(tools);
@@ -238,6 +248,9 @@ impl SessionOpener for RunOpener {
         &self,
         query: &warden_policy::AuditQuery,
     ) -> Result<Vec<warden_policy::AuditRow>, String> {
+        if let Some(audit) = &self.audit {
+            return audit.query(query).map_err(|error| error.to_string());
+        }
         // No audit file yet: no records.
         if !self.audit_path.exists() {
             return Ok(Vec::new());
@@ -410,6 +423,7 @@ fn without_local_processes(config: &mut warden_config::LoadedConfig) -> Vec<Stri
 fn serve(
     globals: &Globals,
     store: Arc<dyn ServiceStorage>,
+    audit: Option<Arc<dyn warden_policy::AuditLog>>,
     args: RunArgs,
 ) -> anyhow::Result<ExitCode> {
     let (paths, _workspace, mut config) = load_config(globals)?;
@@ -427,6 +441,7 @@ fn serve(
         policy: args.policy,
         agents: config.models.agents.clone(),
         audit_path: paths.state_dir().join("audit.db"),
+        audit,
         service_dir: paths.state_dir().join("service"),
         widget_origins: config.service_widget_origins.clone(),
         state_dir: paths.state_dir().to_path_buf(),

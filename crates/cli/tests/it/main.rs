@@ -30,6 +30,7 @@ mod run_progress;
 mod serve_cli;
 mod service_api;
 mod service_inventory;
+mod service_nginx;
 mod service_postgres;
 mod skill_scripts;
 mod skills_cli;

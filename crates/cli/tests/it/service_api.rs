@@ -17,7 +17,13 @@ pub(crate) struct Service {
 
 impl Service {
     pub(crate) async fn start(sandbox: &Sandbox) -> Self {
+        Self::start_with(sandbox, &[]).await
+    }
+
+    /// Starts one with these environment variables set.
+    pub(crate) async fn start_with(sandbox: &Sandbox, env: &[(&str, &str)]) -> Self {
         let mut command = tokio::process::Command::from(sandbox.command());
+        command.envs(env.iter().copied());
         command
             .args(["service", "run", "--listen", "127.0.0.1:0"])
             .env_remove("OPENAI_API_KEY")
@@ -44,6 +50,21 @@ impl Service {
 
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// The address it listens on (`127.0.0.1:PORT`).
+    pub(crate) fn address(&self) -> std::net::SocketAddr {
+        self.base
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .parse()
+            .unwrap()
+    }
+
+    /// Kills the process with SIGKILL (nothing of it runs on) and waits for it.
+    pub(crate) async fn kill(&mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
     }
 
     /// A new session of the default agent, made with `key`; its id.

@@ -1,11 +1,13 @@
 //! `warden service` on PostgreSQL: `[service] database_url` in the user config sends the keys
 //! made with the CLI and the service's sessions and events to a throwaway PostgreSQL server (no
-//! SQLite file is made), two service processes on one database hand an approval to each other
-//! and refuse a cancel they cannot deliver, and a URL that cannot be reached fails in one line
+//! SQLite file is made), two service processes on one database hand an approval and a cancel to
+//! each other (LISTEN/NOTIFY), the gate's audit goes into the same database (either
+//! process's `GET /v1/audit` shows the other's records), and a URL that cannot be reached fails in one line
 //! without its password.
 
 use serde_json::json;
 use warden_mock_model::{MockModel, Turn};
+use warden_policy::AuditLog;
 use warden_service::{Role, ServiceStorage};
 use warden_store_pg::PgStorage;
 
@@ -94,6 +96,24 @@ async fn a_session_runs_through_the_service_on_postgresql() {
             .contains("The file says hello.")
     );
     assert!(!sandbox.state_dir().join("service.db").exists());
+    // The gate's record of the call is in the database too, and no audit file was made.
+    let records = store
+        .audit()
+        .query(&warden_policy::AuditQuery {
+            session: Some(id.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(
+        (
+            records[0].public_name.as_str(),
+            records[0].decision.as_str()
+        ),
+        ("read_file", "allowed")
+    );
+    assert_eq!(records[0].tenant.as_deref(), Some("acme"));
+    assert!(!sandbox.state_dir().join("audit.db").exists());
 }
 
 #[test]
@@ -114,8 +134,7 @@ fn an_unreachable_database_url_fails_in_one_line_without_its_password() {
 }
 
 #[tokio::test]
-async fn two_service_processes_on_one_database_share_the_queue_and_refuse_a_cancel_they_cannot_deliver()
- {
+async fn two_service_processes_on_one_database_share_the_queue_and_a_cancel_reaches_the_other() {
     let server = warden_testkit::require_or_skip!(warden_testkit::postgres());
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::tool_call(
@@ -124,6 +143,11 @@ async fn two_service_processes_on_one_database_share_the_queue_and_refuse_a_canc
         json!({"path": "hello.txt"}),
     ));
     mock.push_turn(Turn::text("The file says hello."));
+    mock.push_turn(Turn::tool_call(
+        "call_2",
+        "read_file",
+        json!({"path": "hello.txt"}),
+    ));
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
         "{}[tool_settings.read_file]\nrequires_approval = true\n[service]\ndatabase_url = {}\n",
@@ -135,26 +159,10 @@ async fn two_service_processes_on_one_database_share_the_queue_and_refuse_a_canc
     let first = Service::start(&sandbox).await;
     let second = Service::start(&sandbox).await;
 
-    // The run goes on the first process and waits for a person.
+    // The run goes on the first process and waits for a person; the second decides.
     let id = first.new_session(&acme).await;
     first.say(&acme, &id, "What does hello.txt say?").await;
     let needed = wait_for_event(&second, &acme, &id, "approval_needed").await;
-    // The second process cannot signal the first: its cancel is refused with the reason.
-    let (status, refused) = send(
-        client()
-            .post(second.url(&format!("/sessions/{id}/cancel")))
-            .bearer_auth(&acme),
-    )
-    .await;
-    assert_eq!(status, 409, "{refused}");
-    assert!(
-        refused["error"]
-            .as_str()
-            .unwrap()
-            .contains("another instance"),
-        "{refused}"
-    );
-    // It decides the approval, stored; the first process's run finds the decision and goes on.
     let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
     let (status, decided) = send(
         client()
@@ -172,4 +180,69 @@ async fn two_service_processes_on_one_database_share_the_queue_and_refuse_a_canc
             .to_string()
             .contains("hello from postgres")
     );
+    // The call ran on the first process; either process's audit shows its one record.
+    for service in [&first, &second] {
+        let (status, page) = send(
+            client()
+                .get(service.url(&format!("/audit?session={id}")))
+                .bearer_auth(&acme),
+        )
+        .await;
+        assert_eq!(status, 200, "{page}");
+        let records = page["records"].as_array().unwrap();
+        assert_eq!(records.len(), 1, "{page}");
+        assert_eq!(records[0]["public_name"], "read_file");
+        assert_eq!(records[0]["decision"], "allowed");
+        assert_eq!(records[0]["caller"], "web-app");
+    }
+
+    // A second run on the first process waits again; a cancel sent to the second stops it.
+    first.say(&acme, &id, "Read it once more.").await;
+    nth_event(&second, &acme, &id, "approval_needed", 2).await;
+    let (status, cancelled) = send(
+        client()
+            .post(second.url(&format!("/sessions/{id}/cancel")))
+            .bearer_auth(&acme),
+    )
+    .await;
+    assert_eq!(status, 202, "{cancelled}");
+    let finished = nth_event(&second, &acme, &id, "run_finished", 2).await;
+    assert_eq!(finished["stop"], "cancelled", "{finished}");
+    assert_eq!(
+        mock.requests().len(),
+        3,
+        "the cancelled run asked the model no more"
+    );
+}
+
+/// Polls the session's events on `service` until the `count`-th of `kind`; returns it.
+async fn nth_event(
+    service: &Service,
+    key: &str,
+    session: &str,
+    kind: &str,
+    count: usize,
+) -> serde_json::Value {
+    for _ in 0..1200 {
+        let (_, page) = send(
+            client()
+                .get(service.url(&format!("/sessions/{session}/events?after=0&limit=500")))
+                .bearer_auth(key),
+        )
+        .await;
+        let found: Vec<&serde_json::Value> = page["events"]
+            .as_array()
+            .map(|events| {
+                events
+                    .iter()
+                    .filter(|event| event["event"]["type"] == kind)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if found.len() >= count {
+            return found[count - 1]["event"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("fewer than {count} {kind} events in session {session}");
 }
