@@ -111,6 +111,7 @@ impl Plan {
             knowledge: knowledge::KnowledgePlan {
                 chunk_counts: &[10_000, 100_000],
                 queries: 200,
+                with_model: true,
             },
         }
     }
@@ -143,6 +144,7 @@ impl Plan {
             knowledge: knowledge::KnowledgePlan {
                 chunk_counts: &[10_000],
                 queries: 50,
+                with_model: true,
             },
         }
     }
@@ -175,6 +177,7 @@ impl Plan {
             knowledge: knowledge::KnowledgePlan {
                 chunk_counts: &[1_000],
                 queries: 10,
+                with_model: false,
             },
         }
     }
