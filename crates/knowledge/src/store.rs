@@ -328,6 +328,15 @@ impl KnowledgeStore {
     }
 
     fn require_collection(&self, name: &str) -> Result<(), KnowledgeError> {
+        if self.has_collection(name)? {
+            Ok(())
+        } else {
+            Err(KnowledgeError::UnknownCollection(name.to_owned()))
+        }
+    }
+
+    /// Whether a collection of this name exists (one indexed lookup; no counting).
+    pub fn has_collection(&self, name: &str) -> Result<bool, KnowledgeError> {
         let found = self
             .lock()
             .query_row(
@@ -336,7 +345,7 @@ impl KnowledgeStore {
                 |_| Ok(()),
             )
             .optional()?;
-        found.ok_or_else(|| KnowledgeError::UnknownCollection(name.to_owned()))
+        Ok(found.is_some())
     }
 
     /// Every collection with its counts.

@@ -44,9 +44,7 @@ pub fn embedder_for(
     named: Option<&str>,
 ) -> Result<(Option<EmbeddingsEndpoint>, Option<String>), RetrievalError> {
     let stored = store
-        .collections()?
-        .iter()
-        .any(|row| row.name == collection)
+        .has_collection(collection)?
         .then(|| store.collection_embedding(collection))
         .transpose()?
         .flatten();
@@ -115,13 +113,6 @@ pub fn retrieve(
     query: &str,
     limit: usize,
 ) -> Result<Retrieved, RetrievalError> {
-    if !store
-        .collections()?
-        .iter()
-        .any(|row| row.name == collection)
-    {
-        return Err(KnowledgeError::UnknownCollection(collection.to_owned()).into());
-    }
     let (embedder, note) = embedder_for(store, embeddings, collection, None)?;
     let hits = store.search(
         collection,
@@ -299,11 +290,7 @@ fn search_first_holding(
             continue;
         }
         let store = shared_store(database)?;
-        if store
-            .collections()?
-            .iter()
-            .any(|row| row.name == collection)
-        {
+        if store.has_collection(collection)? {
             return retrieve(&store, embeddings, collection, query, limit);
         }
     }
