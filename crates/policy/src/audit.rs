@@ -675,6 +675,48 @@ impl AuditColumns {
     }
 }
 
+/// Reads an [`AuditRow`] from a query row whose columns are `id` then the audit columns in
+/// their stored order (`SELECT id, time_unix_ms, session_id, …`), with the row type's own getter
+/// (`get` for rusqlite, `try_get` for tokio-postgres): one mapping for every audit store. The
+/// caller's crate needs `serde_json`.
+#[macro_export]
+macro_rules! audit_row_from {
+    ($row:expr, $get:ident) => {{
+        let row = $row;
+        let time_unix_ms: i64 = row.$get(1)?;
+        let annotations: Option<String> = row.$get(8)?;
+        let classes: String = row.$get(9)?;
+        let arguments: Option<String> = row.$get(19)?;
+        Ok($crate::AuditRow {
+            id: row.$get(0)?,
+            time: $crate::rfc3339_millis(time_unix_ms),
+            time_unix_ms,
+            session_id: row.$get(2)?,
+            source: row.$get(3)?,
+            caller: row.$get(4)?,
+            server: row.$get(5)?,
+            tool: row.$get(6)?,
+            public_name: row.$get(7)?,
+            annotations: annotations.and_then(|text| ::serde_json::from_str(&text).ok()),
+            classes: $crate::split_classes(&classes),
+            decision: row.$get(10)?,
+            layer: row.$get(11)?,
+            reason: row.$get(12)?,
+            gate_ms: row.$get(13)?,
+            execution_ms: row.$get(14)?,
+            result_bytes: row.$get(15)?,
+            result_is_error: row.$get(16)?,
+            error: row.$get(17)?,
+            arguments_digest: row.$get(18)?,
+            arguments: arguments.and_then(|text| ::serde_json::from_str(&text).ok()),
+            confinement: row.$get(20)?,
+            kind: row.$get(21)?,
+            effect: row.$get(22)?,
+            tenant: row.$get(23)?,
+        })
+    }};
+}
+
 /// The classes column (`a,b`) as names.
 pub fn split_classes(classes: &str) -> Vec<String> {
     classes
@@ -1128,37 +1170,7 @@ fn add_missing_columns(connection: &Connection) -> rusqlite::Result<()> {
 }
 
 fn row_from_sql(row: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRow> {
-    let time_unix_ms: i64 = row.get(1)?;
-    let annotations: Option<String> = row.get(8)?;
-    let classes: String = row.get(9)?;
-    let arguments: Option<String> = row.get(19)?;
-    Ok(AuditRow {
-        id: row.get(0)?,
-        time: rfc3339_millis(time_unix_ms),
-        time_unix_ms,
-        session_id: row.get(2)?,
-        source: row.get(3)?,
-        caller: row.get(4)?,
-        server: row.get(5)?,
-        tool: row.get(6)?,
-        public_name: row.get(7)?,
-        annotations: annotations.and_then(|text| serde_json::from_str(&text).ok()),
-        classes: split_classes(&classes),
-        decision: row.get(10)?,
-        layer: row.get(11)?,
-        reason: row.get(12)?,
-        gate_ms: row.get(13)?,
-        execution_ms: row.get(14)?,
-        result_bytes: row.get(15)?,
-        result_is_error: row.get(16)?,
-        error: row.get(17)?,
-        arguments_digest: row.get(18)?,
-        arguments: arguments.and_then(|text| serde_json::from_str(&text).ok()),
-        confinement: row.get(20)?,
-        kind: row.get(21)?,
-        effect: row.get(22)?,
-        tenant: row.get(23)?,
-    })
+    crate::audit_row_from!(row, get)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 use warden_policy::{
     AuditColumns, AuditEntry, AuditError, AuditLog, AuditQuery, AuditRecord, AuditRow, AuditSink,
-    BoxFuture, split_classes,
+    BoxFuture,
 };
 
 use crate::OwnedRuntime;
@@ -335,37 +335,7 @@ fn query_sql(query: &AuditQuery) -> (String, Vec<Value>) {
 }
 
 fn audit_row(row: &Row) -> Result<AuditRow, tokio_postgres::Error> {
-    let time_unix_ms: i64 = row.try_get(1)?;
-    let annotations: Option<String> = row.try_get(8)?;
-    let classes: String = row.try_get(9)?;
-    let arguments: Option<String> = row.try_get(19)?;
-    Ok(AuditRow {
-        id: row.try_get(0)?,
-        time: warden_policy::rfc3339_millis(time_unix_ms),
-        time_unix_ms,
-        session_id: row.try_get(2)?,
-        source: row.try_get(3)?,
-        caller: row.try_get(4)?,
-        server: row.try_get(5)?,
-        tool: row.try_get(6)?,
-        public_name: row.try_get(7)?,
-        annotations: annotations.and_then(|text| serde_json::from_str(&text).ok()),
-        classes: split_classes(&classes),
-        decision: row.try_get(10)?,
-        layer: row.try_get(11)?,
-        reason: row.try_get(12)?,
-        gate_ms: row.try_get(13)?,
-        execution_ms: row.try_get(14)?,
-        result_bytes: row.try_get(15)?,
-        result_is_error: row.try_get(16)?,
-        error: row.try_get(17)?,
-        arguments_digest: row.try_get(18)?,
-        arguments: arguments.and_then(|text| serde_json::from_str(&text).ok()),
-        confinement: row.try_get(20)?,
-        kind: row.try_get(21)?,
-        effect: row.try_get(22)?,
-        tenant: row.try_get(23)?,
-    })
+    warden_policy::audit_row_from!(row, try_get)
 }
 
 /// The writer's connection and its two statements, prepared once per connection.
