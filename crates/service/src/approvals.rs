@@ -178,6 +178,8 @@ pub(crate) struct RunApprover {
     pub(crate) runs: Arc<Runs>,
     pub(crate) tenant: String,
     pub(crate) session: String,
+    /// The run's name in its session's lease.
+    pub(crate) holder: String,
 }
 
 impl RunApprover {
@@ -254,9 +256,10 @@ impl Approver for RunApprover {
                 id: id.clone(),
                 armed: true,
             };
-            self.runs.record(
+            self.runs.record_held(
                 &self.tenant,
                 &self.session,
+                &self.holder,
                 &json!({"type": "approval_needed", "approval": row}),
             );
             let answer = tokio::select! {

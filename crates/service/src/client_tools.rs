@@ -122,6 +122,8 @@ pub(crate) struct ClientTool {
     pub(crate) runs: Arc<Runs>,
     pub(crate) tenant: String,
     pub(crate) session: String,
+    /// The run's name in its session's lease.
+    pub(crate) holder: String,
 }
 
 impl ClientTool {
@@ -153,9 +155,10 @@ impl ClientTool {
                 "the call could not be handed to the caller: {error}"
             )));
         }
-        self.runs.record(
+        self.runs.record_held(
             &self.tenant,
             &self.session,
+            &self.holder,
             &json!({"type": "client_call_pending", "call": row}),
         );
         let answer = tokio::select! {

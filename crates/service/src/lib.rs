@@ -25,7 +25,7 @@ pub use runs::{
 pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,
-    PromptMessage, PromptRow, Role, SCHEMA_VERSION, ServerRow, ServiceStorage, SessionRow,
+    PromptMessage, PromptRow, Role, RunHold, SCHEMA_VERSION, ServerRow, ServiceStorage, SessionRow,
     SessionState, SkillRow, SqliteStorage, StoreError, TenantRow, WidgetScope,
 };
 

@@ -1,6 +1,7 @@
 //! Runs of the service's sessions: one at a time per session, each an agent session opened from the session's profile, its events stored as they happen (so a client that reconnects misses nothing) and its messages kept when it ends.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use serde_json::json;
@@ -12,7 +13,7 @@ use warden_session::AgentSession;
 use crate::approvals::{RunApprover, Waiting};
 use crate::client_tools::{ClientTool, WaitingCalls};
 use crate::signals::Signal;
-use crate::store::{Principal, ServiceStorage, SessionState, StoreError};
+use crate::store::{Principal, RunHold, ServiceStorage, SessionState, StoreError};
 use crate::tenant_oauth::TenantTokens;
 
 /// The most model turns in one run.
@@ -155,7 +156,7 @@ pub enum RunError {
 pub struct Runs {
     store: Arc<dyn ServiceStorage>,
     opener: Arc<dyn SessionOpener>,
-    going: Mutex<HashMap<String, CancellationToken>>,
+    going: Mutex<HashMap<String, GoingRun>>,
     wakeups: Mutex<HashMap<String, Arc<Notify>>>,
     waiting: Waiting,
     waiting_calls: WaitingCalls,
@@ -170,6 +171,26 @@ pub struct Runs {
     instance: String,
     /// How long its leases last (seconds).
     lease_ttl: u64,
+    /// Numbers this instance's runs (a run's lease names its instance and its number).
+    run_numbers: AtomicU64,
+    /// When this instance last renewed its runs' leases.
+    renewed_at: Mutex<std::time::Instant>,
+}
+
+/// Which run a write comes from: its tenant, session, and its name in the session's lease.
+pub(crate) struct RunTicket {
+    pub(crate) tenant: String,
+    pub(crate) session: String,
+    pub(crate) holder: String,
+}
+
+/// A run going in this instance: how to stop it, and the lease it holds.
+struct GoingRun {
+    cancel: CancellationToken,
+    /// The run's name in its session's lease; its writes carry it (fencing).
+    holder: String,
+    /// Set once the run lost its lease: it is stopped and nothing it does is kept.
+    fenced: AtomicBool,
 }
 
 /// How long a run's lease lasts without renewal (a shared store's instances), unless
@@ -219,6 +240,8 @@ impl Runs {
             listening: std::sync::OnceLock::new(),
             instance: format!("inst_{}", warden_host::new_session_id()),
             lease_ttl: lease_ttl(),
+            run_numbers: AtomicU64::new(0),
+            renewed_at: Mutex::new(std::time::Instant::now()),
             opener,
         });
         // Inside a runtime (the service), the heartbeat starts now: an instance that has run
@@ -265,6 +288,48 @@ impl Runs {
         });
     }
 
+    /// Stores an event of the run `holder` of `session`, while the run holds the session's
+    /// lease; a run that lost it is stopped instead (fenced), and the event is not stored.
+    pub(crate) fn record_held(
+        &self,
+        tenant: &str,
+        session: &str,
+        holder: &str,
+        event: &serde_json::Value,
+    ) {
+        match self.store.append_run_event(tenant, session, holder, event) {
+            Ok(Some(_)) => {
+                self.wakeup(session).notify_waiters();
+                self.store.signals().publish(Signal::EventsAppended {
+                    session: session.to_owned(),
+                });
+            }
+            Ok(None) => self.fence(
+                session,
+                holder,
+                "another instance took it for dead and marked the session interrupted",
+            ),
+            Err(error) => {
+                tracing::warn!("session {session}: an event could not be stored: {error}");
+            }
+        }
+    }
+
+    /// Stops the run `holder` of `session`, which no longer holds the session's lease: its
+    /// session may be resumed elsewhere, so nothing more of it may run or be kept.
+    fn fence(&self, session: &str, holder: &str, why: &str) {
+        let going = self.going.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(run) = going.get(session).filter(|run| run.holder == holder) else {
+            return;
+        };
+        if !run.fenced.swap(true, Ordering::SeqCst) {
+            run.cancel.cancel();
+            tracing::warn!(
+                "session {session}: its run on this instance was stopped without keeping anything more: it lost its lease ({why})"
+            );
+        }
+    }
+
     /// Listens to the other instances' signals (once per `Runs`, from the first call inside a
     /// runtime on): a decision, an answer, new events or a cancellation reach the run or the
     /// stream this instance holds.
@@ -303,22 +368,57 @@ impl Runs {
         });
     }
 
-    /// Renews the leases of the runs going here, and interrupts the runs whose instance
-    /// stopped renewing theirs (it died): their sessions can be resumed through any instance.
+    /// Renews the leases of the runs going here (a run whose lease was taken is stopped; all
+    /// are, once the leases could not be renewed for nearly their length, before another
+    /// instance may take them for dead), and interrupts the runs whose instance stopped
+    /// renewing theirs (it died): their sessions can be resumed through any instance.
     fn renew_and_sweep(&self) {
-        let going: Vec<String> = self
+        let held: Vec<RunHold> = self
             .going
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .cloned()
+            .iter()
+            .filter(|(_, run)| !run.fenced.load(Ordering::SeqCst))
+            .map(|(session, run)| RunHold {
+                session: session.clone(),
+                holder: run.holder.clone(),
+            })
             .collect();
         let now = crate::store::now();
-        if let Err(error) = self
-            .store
-            .lease_runs(&self.instance, &going, now + self.lease_ttl)
-        {
-            tracing::warn!("the runs' leases could not be renewed: {error}");
+        match self.store.renew_runs(&held, now + self.lease_ttl) {
+            Ok(renewed) => {
+                *self
+                    .renewed_at
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = std::time::Instant::now();
+                for run in held.iter().filter(|run| !renewed.contains(&run.session)) {
+                    self.fence(
+                        &run.session,
+                        &run.holder,
+                        "another instance took it for dead and marked the session interrupted",
+                    );
+                }
+            }
+            Err(error) => {
+                tracing::warn!("the runs' leases could not be renewed: {error}");
+                let unrenewed = self
+                    .renewed_at
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .elapsed();
+                let safe = std::time::Duration::from_secs(self.lease_ttl)
+                    .saturating_sub(lease_renew(self.lease_ttl));
+                if unrenewed >= safe {
+                    let why = format!(
+                        "its lease could not be renewed for {} s, and lasts {} s",
+                        unrenewed.as_secs(),
+                        self.lease_ttl
+                    );
+                    for run in &held {
+                        self.fence(&run.session, &run.holder, &why);
+                    }
+                }
+            }
         }
         match self.store.interrupt_lapsed(now, self.lease_ttl) {
             Ok(0) => {}
@@ -436,39 +536,44 @@ impl Runs {
             .store
             .session(tenant, session)?
             .ok_or_else(|| RunError::UnknownSession(session.to_owned()))?;
-        if !self
-            .store
-            .transition(tenant, session, from, SessionState::Running)?
-        {
+        let holder = format!(
+            "{}/run_{}",
+            self.instance,
+            self.run_numbers.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        if !self.store.begin_run(
+            tenant,
+            session,
+            from,
+            &holder,
+            crate::store::now() + self.lease_ttl,
+        )? {
             return Err(RunError::Busy(session.to_owned()));
         }
         self.listen();
-        if let Err(error) = self.store.lease_runs(
-            &self.instance,
-            &[session.to_owned()],
-            crate::store::now() + self.lease_ttl,
-        ) {
-            tracing::warn!("session {session}: its run's lease could not be written: {error}");
-        }
         let cancel = CancellationToken::new();
         self.going
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(session.to_owned(), cancel.clone());
-        self.record(tenant, session, &started);
+            .insert(
+                session.to_owned(),
+                GoingRun {
+                    cancel: cancel.clone(),
+                    holder: holder.clone(),
+                    fenced: AtomicBool::new(false),
+                },
+            );
+        self.record_held(tenant, session, &holder, &started);
         let runs = self.clone();
-        let tenant = tenant.to_owned();
-        let session = session.to_owned();
+        let run = RunTicket {
+            tenant: tenant.to_owned(),
+            session: session.to_owned(),
+            holder,
+        };
         tokio::spawn(async move {
+            let (tenant, session, holder) = (&run.tenant, &run.session, &run.holder);
             let ended = runs
-                .run(
-                    &tenant,
-                    &session,
-                    row.agent.as_deref(),
-                    continuation,
-                    caller,
-                    cancel,
-                )
+                .run(&run, row.agent.as_deref(), continuation, caller, cancel)
                 .await;
             let (state, event) = match ended {
                 Ok(event) => (SessionState::Idle, event),
@@ -477,15 +582,21 @@ impl Runs {
                     json!({"type": "run_failed", "error": reason}),
                 ),
             };
-            runs.record(&tenant, &session, &event);
-            let _ = runs
-                .store
-                .transition(&tenant, &session, &[SessionState::Running], state);
-            runs.going
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&session);
-            runs.wakeup(&session).notify_waiters();
+            runs.record_held(tenant, session, holder, &event);
+            if let Err(error) = runs.store.end_run(tenant, session, holder, state) {
+                tracing::warn!("session {session}: the run's end could not be stored: {error}");
+            }
+            {
+                let mut going = runs.going.lock().unwrap_or_else(PoisonError::into_inner);
+                // A later run of the session on this instance is not this one's to remove.
+                if going
+                    .get(session)
+                    .is_some_and(|going| &going.holder == holder)
+                {
+                    going.remove(session);
+                }
+            }
+            runs.wakeup(session).notify_waiters();
         });
         Ok(())
     }
@@ -574,23 +685,42 @@ impl Runs {
         Ok(())
     }
 
-    /// Keeps a run's conversation in the store as it grows.
-    fn checkpoint(&self, tenant: &str, session: &str) -> warden_agent::Checkpoint {
-        let store = self.store.clone();
-        let tenant = tenant.to_owned();
-        let session = session.to_owned();
+    /// Keeps a run's conversation in the store as it grows, while the run holds its lease.
+    fn checkpoint(self: &Arc<Self>, run: &RunTicket) -> warden_agent::Checkpoint {
+        let runs = Arc::downgrade(self);
+        let (tenant, session, holder) =
+            (run.tenant.clone(), run.session.clone(), run.holder.clone());
         Arc::new(move |conversation: &[Message]| {
-            let saved = serde_json::to_value(conversation)
-                .map_err(|error| error.to_string())
-                .and_then(|messages| {
-                    store
-                        .save_messages(&tenant, &session, &messages)
-                        .map_err(|error| error.to_string())
-                });
-            if let Err(error) = saved {
+            let Some(runs) = runs.upgrade() else { return };
+            if let Err(error) = runs.keep_conversation(&tenant, &session, &holder, conversation) {
                 tracing::warn!("session {session}: the conversation could not be kept: {error}");
             }
         })
+    }
+
+    /// Stores the run's conversation, while the run holds its session's lease; a run that
+    /// lost it is stopped (fenced) and its conversation is not stored.
+    fn keep_conversation(
+        &self,
+        tenant: &str,
+        session: &str,
+        holder: &str,
+        conversation: &[Message],
+    ) -> Result<(), String> {
+        let messages = serde_json::to_value(conversation).map_err(|error| error.to_string())?;
+        let kept = self
+            .store
+            .save_run_messages(tenant, session, holder, &messages)
+            .map_err(|error| error.to_string())?;
+        if !kept {
+            self.fence(
+                session,
+                holder,
+                "another instance took it for dead and marked the session interrupted",
+            );
+            return Err("the run lost its session's lease".to_owned());
+        }
+        Ok(())
     }
 
     /// Cancels the run of `session`, if one is going; whether there was one.
@@ -599,7 +729,7 @@ impl Runs {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(session)
-            .inspect(|cancel| cancel.cancel())
+            .inspect(|run| run.cancel.cancel())
             .is_some()
     }
 
@@ -615,19 +745,20 @@ impl Runs {
     /// stored; `Ok` is the run's last event, `Err` why it failed.
     async fn run(
         self: &Arc<Self>,
-        tenant: &str,
-        session: &str,
+        run: &RunTicket,
         agent: Option<&str>,
         continuation: Continuation,
         caller: Option<String>,
         cancel: CancellationToken,
     ) -> Result<serde_json::Value, String> {
+        let (tenant, session) = (run.tenant.as_str(), run.session.as_str());
         let approver = Arc::new(RunApprover {
             runs: self.clone(),
             tenant: tenant.to_owned(),
             session: session.to_owned(),
+            holder: run.holder.clone(),
         });
-        let tools = self.client_tools(tenant, session, agent);
+        let tools = self.client_tools(tenant, session, &run.holder, agent);
         let mut opened = self.open_session(tenant, session, agent, caller, approver, tools)?;
         // "Allow for this session" outlives the run that asked: earlier runs' answers hold here.
         let allowed = self
@@ -642,9 +773,7 @@ impl Runs {
             .host
             .gate()
             .remember_for_session(opened.host.session_id(), identities);
-        let outcome = self
-            .converse(&mut opened, tenant, session, continuation, &cancel)
-            .await;
+        let outcome = self.converse(&mut opened, run, continuation, &cancel).await;
         opened.host.shutdown().await;
         outcome
     }
@@ -748,7 +877,7 @@ impl Runs {
         agent: Option<&str>,
     ) -> Result<Inspection, String> {
         let probe = format!("inspect-{}", warden_host::new_session_id());
-        let tools = self.client_tools(tenant, &probe, agent);
+        let tools = self.client_tools(tenant, &probe, "", agent);
         let opened = self.open_session(
             tenant,
             &probe,
@@ -839,6 +968,7 @@ impl Runs {
         self: &Arc<Self>,
         tenant: &str,
         session: &str,
+        holder: &str,
         agent: Option<&str>,
     ) -> Vec<Arc<dyn warden_host::HostTool>> {
         self.opener
@@ -850,6 +980,7 @@ impl Runs {
                     runs: self.clone(),
                     tenant: tenant.to_owned(),
                     session: session.to_owned(),
+                    holder: holder.to_owned(),
                 }) as Arc<dyn warden_host::HostTool>
             })
             .collect()
@@ -858,16 +989,21 @@ impl Runs {
     async fn converse(
         self: &Arc<Self>,
         opened: &mut AgentSession,
-        tenant: &str,
-        session: &str,
+        run: &RunTicket,
         continuation: Continuation,
         cancel: &CancellationToken,
     ) -> Result<serde_json::Value, String> {
+        let (tenant, session, holder) = (
+            run.tenant.as_str(),
+            run.session.as_str(),
+            run.holder.as_str(),
+        );
         let (tools, failures) = opened.tool_list().await;
         for failure in failures {
-            self.record(
+            self.record_held(
                 tenant,
                 session,
+                holder,
                 &json!({"type": "warning", "message": failure}),
             );
         }
@@ -881,7 +1017,7 @@ impl Runs {
                 ..AgentOptions::default()
             })
             .with_events(sender)
-            .with_checkpoint(self.checkpoint(tenant, session));
+            .with_checkpoint(self.checkpoint(run));
         let stored = self
             .store
             .messages(tenant, session)
@@ -893,9 +1029,10 @@ impl Runs {
                 // The last run stopped mid-turn (its instance died): its calls in flight are
                 // answered "outcome unknown", never run again.
                 for (id, name) in close_unanswered_calls(&mut conversation) {
-                    self.record(
+                    self.record_held(
                         tenant,
                         session,
+                        holder,
                         &json!({"type": "tool_call_outcome_unknown", "id": id, "name": name, "reason": OUTCOME_UNKNOWN}),
                     );
                 }
@@ -904,15 +1041,15 @@ impl Runs {
             Continuation::ToolResults(results) => conversation.extend(results),
         }
         // Kept before the model is asked: a crash meanwhile loses nothing the caller sent.
-        self.checkpoint(tenant, session)(&conversation);
+        self.keep_conversation(tenant, session, holder, &conversation)?;
         let recorder = {
             let runs = self.clone();
-            let tenant = tenant.to_owned();
-            let session = session.to_owned();
+            let (tenant, session, holder) =
+                (tenant.to_owned(), session.to_owned(), holder.to_owned());
             tokio::spawn(async move {
                 while let Some(event) = events.recv().await {
                     match serde_json::to_value(&event) {
-                        Ok(value) => runs.record(&tenant, &session, &value),
+                        Ok(value) => runs.record_held(&tenant, &session, &holder, &value),
                         Err(error) => tracing::warn!("an event could not be encoded: {error}"),
                     }
                 }
@@ -922,10 +1059,7 @@ impl Runs {
         drop(agent);
         // Every event of the run is stored before its end is.
         let _ = recorder.await;
-        let messages = serde_json::to_value(&conversation).map_err(|error| error.to_string())?;
-        self.store
-            .save_messages(tenant, session, &messages)
-            .map_err(|error| error.to_string())?;
+        self.keep_conversation(tenant, session, holder, &conversation)?;
         let outcome = result.map_err(|error| format!("the model request failed: {error}"))?;
         Ok(json!({
             "type": "run_finished",

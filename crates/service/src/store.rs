@@ -287,6 +287,14 @@ pub enum StoreError {
     NewerSchema { found: i64, known: i64 },
 }
 
+/// A run's claim on its session's lease: the session, and the run holding it (its instance and
+/// run, as [`ServiceStorage::begin_run`] was told).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunHold {
+    pub session: String,
+    pub holder: String,
+}
+
 /// The schema version this warden's backends write (each backend's migrations end at it).
 pub const SCHEMA_VERSION: i64 = 2;
 
@@ -378,9 +386,48 @@ pub trait ServiceStorage: Send + Sync + 'static {
     fn is_shared(&self) -> bool {
         false
     }
-    /// Marks `sessions` (running here) as held by instance `owner` until `until` (seconds since
-    /// the epoch); a heartbeat renews it.
-    fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError>;
+    /// Starts a run: moves the session to running from one of `from` (compare-and-set) and
+    /// leases it to `holder` (one run of one instance) until `until` (seconds since the epoch),
+    /// in one step; whether it moved. The run's own writes then name `holder`, and are refused
+    /// once the lease is no longer its own (fencing).
+    fn begin_run(
+        &self,
+        tenant: &str,
+        id: &str,
+        from: &[SessionState],
+        holder: &str,
+        until: u64,
+    ) -> Result<bool, StoreError>;
+    /// Renews the leases of `runs` (session, holder) until `until`, each only while its holder
+    /// still holds it; returns the sessions renewed. A run missing from the answer lost its
+    /// lease (its instance was taken for dead and the session interrupted) and must stop.
+    fn renew_runs(&self, runs: &[RunHold], until: u64) -> Result<Vec<String>, StoreError>;
+    /// Stores the next event of a run's session while `holder` holds its lease; `None` when it
+    /// does not (nothing is stored).
+    fn append_run_event(
+        &self,
+        tenant: &str,
+        id: &str,
+        holder: &str,
+        event: &serde_json::Value,
+    ) -> Result<Option<u64>, StoreError>;
+    /// Keeps a run's conversation while `holder` holds the session's lease; whether it did.
+    fn save_run_messages(
+        &self,
+        tenant: &str,
+        id: &str,
+        holder: &str,
+        messages: &serde_json::Value,
+    ) -> Result<bool, StoreError>;
+    /// Ends a run: moves its session from running to `to` and gives the lease back, only while
+    /// `holder` holds it; whether it did.
+    fn end_run(
+        &self,
+        tenant: &str,
+        id: &str,
+        holder: &str,
+        to: SessionState,
+    ) -> Result<bool, StoreError>;
     /// Marks interrupted, with a `run_interrupted` event and their pending approvals expired,
     /// the running sessions whose instance stopped renewing: a lease that lapsed before `now`,
     /// or none at all for `grace` seconds after the session last changed. Returns how many.
@@ -635,6 +682,52 @@ impl SqliteStorage {
         self.connection
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stores the next event of a session; with a `holder`, only while that run holds the
+    /// session's lease. `None`: no such session, or (with a holder) its lease is not held.
+    fn append_held(
+        &self,
+        tenant: &str,
+        id: &str,
+        holder: Option<&str>,
+        event: &serde_json::Value,
+    ) -> Result<Option<u64>, StoreError> {
+        let mut connection = self.lock();
+        let transaction = connection.transaction()?;
+        let allowed: bool = match holder {
+            None => transaction
+                .query_row(
+                    "SELECT 1 FROM sessions WHERE tenant_id = ?1 AND id = ?2",
+                    params![tenant, id],
+                    |_| Ok(true),
+                )
+                .optional()?
+                .unwrap_or(false),
+            Some(holder) => transaction
+                .query_row(
+                    "SELECT 1 FROM sessions s JOIN run_leases l ON l.session_id = s.id
+                     WHERE s.tenant_id = ?1 AND s.id = ?2 AND l.owner = ?3",
+                    params![tenant, id, holder],
+                    |_| Ok(true),
+                )
+                .optional()?
+                .unwrap_or(false),
+        };
+        if !allowed {
+            return Ok(None);
+        }
+        let seq: i64 = transaction.query_row(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session_id = ?1",
+            params![id],
+            |row| row.get(0),
+        )?;
+        transaction.execute(
+            "INSERT INTO events (session_id, seq, at, event) VALUES (?1, ?2, ?3, ?4)",
+            params![id, seq, to_i64(now()), event.to_string()],
+        )?;
+        transaction.commit()?;
+        Ok(Some(to_u64(seq)))
     }
 }
 
@@ -1011,32 +1104,9 @@ impl ServiceStorage for SqliteStorage {
         id: &str,
         event: &serde_json::Value,
     ) -> Result<u64, StoreError> {
-        let mut connection = self.lock();
-        let transaction = connection.transaction()?;
-        let owned: bool = transaction
-            .query_row(
-                "SELECT 1 FROM sessions WHERE tenant_id = ?1 AND id = ?2",
-                params![tenant, id],
-                |_| Ok(true),
-            )
-            .optional()?
-            .unwrap_or(false);
-        if !owned {
-            return Err(StoreError::Corrupt(format!(
-                "session {id} of tenant {tenant} does not exist"
-            )));
-        }
-        let seq: i64 = transaction.query_row(
-            "SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session_id = ?1",
-            params![id],
-            |row| row.get(0),
-        )?;
-        transaction.execute(
-            "INSERT INTO events (session_id, seq, at, event) VALUES (?1, ?2, ?3, ?4)",
-            params![id, seq, to_i64(now()), event.to_string()],
-        )?;
-        transaction.commit()?;
-        Ok(to_u64(seq))
+        self.append_held(tenant, id, None, event)?.ok_or_else(|| {
+            StoreError::Corrupt(format!("session {id} of tenant {tenant} does not exist"))
+        })
     }
 
     fn events_after(
@@ -1068,17 +1138,105 @@ impl ServiceStorage for SqliteStorage {
         Ok(events)
     }
 
-    fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError> {
-        let connection = self.lock();
-        for session in sessions {
-            connection.execute(
-                "INSERT INTO run_leases (session_id, owner, lease_until) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,
-                     lease_until = excluded.lease_until",
-                params![session, owner, to_i64(until)],
-            )?;
+    fn begin_run(
+        &self,
+        tenant: &str,
+        id: &str,
+        from: &[SessionState],
+        holder: &str,
+        until: u64,
+    ) -> Result<bool, StoreError> {
+        let mut connection = self.lock();
+        let transaction = connection.transaction()?;
+        let current: Option<String> = transaction
+            .query_row(
+                "SELECT state FROM sessions WHERE tenant_id = ?1 AND id = ?2",
+                params![tenant, id],
+                |row| row.get(0),
+            )
+            .optional()?;
+        let Some(current) = current else {
+            return Ok(false);
+        };
+        if !from.contains(&SessionState::parse(&current)) {
+            return Ok(false);
         }
-        Ok(())
+        transaction.execute(
+            "UPDATE sessions SET state = 'running', updated_at = ?3
+             WHERE tenant_id = ?1 AND id = ?2",
+            params![tenant, id, to_i64(now())],
+        )?;
+        transaction.execute(
+            "INSERT INTO run_leases (session_id, owner, lease_until) VALUES (?1, ?2, ?3)
+             ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,
+                 lease_until = excluded.lease_until",
+            params![id, holder, to_i64(until)],
+        )?;
+        transaction.commit()?;
+        Ok(true)
+    }
+
+    fn renew_runs(&self, runs: &[RunHold], until: u64) -> Result<Vec<String>, StoreError> {
+        let connection = self.lock();
+        let mut renewed = Vec::new();
+        for run in runs {
+            let changed = connection.execute(
+                "UPDATE run_leases SET lease_until = ?3 WHERE session_id = ?1 AND owner = ?2",
+                params![run.session, run.holder, to_i64(until)],
+            )?;
+            if changed > 0 {
+                renewed.push(run.session.clone());
+            }
+        }
+        Ok(renewed)
+    }
+
+    fn append_run_event(
+        &self,
+        tenant: &str,
+        id: &str,
+        holder: &str,
+        event: &serde_json::Value,
+    ) -> Result<Option<u64>, StoreError> {
+        self.append_held(tenant, id, Some(holder), event)
+    }
+
+    fn save_run_messages(
+        &self,
+        tenant: &str,
+        id: &str,
+        holder: &str,
+        messages: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        let changed = self.lock().execute(
+            "UPDATE sessions SET messages = ?4, updated_at = ?5
+             WHERE tenant_id = ?1 AND id = ?2 AND EXISTS
+                 (SELECT 1 FROM run_leases WHERE session_id = ?2 AND owner = ?3)",
+            params![tenant, id, holder, messages.to_string(), to_i64(now())],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn end_run(
+        &self,
+        tenant: &str,
+        id: &str,
+        holder: &str,
+        to: SessionState,
+    ) -> Result<bool, StoreError> {
+        let mut connection = self.lock();
+        let transaction = connection.transaction()?;
+        let changed = transaction.execute(
+            "UPDATE sessions SET state = ?4, updated_at = ?5
+             WHERE tenant_id = ?1 AND id = ?2 AND state = 'running' AND EXISTS
+                 (SELECT 1 FROM run_leases WHERE session_id = ?2 AND owner = ?3)",
+            params![tenant, id, holder, to.as_str(), to_i64(now())],
+        )?;
+        if changed > 0 {
+            transaction.execute("DELETE FROM run_leases WHERE session_id = ?1", params![id])?;
+        }
+        transaction.commit()?;
+        Ok(changed > 0)
     }
 
     fn interrupt_lapsed(&self, now: u64, grace: u64) -> Result<usize, StoreError> {

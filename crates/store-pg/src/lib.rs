@@ -19,8 +19,8 @@ use tokio_postgres::types::FromSql;
 use warden_service::store_support::{now, random_id, secret_hash, session_owned};
 use warden_service::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,
-    PromptRow, Role, ServerRow, ServiceSignals, ServiceStorage, SessionRow, SessionState, SkillRow,
-    StoreError, TenantRow, WidgetScope,
+    PromptRow, Role, RunHold, ServerRow, ServiceSignals, ServiceStorage, SessionRow, SessionState,
+    SkillRow, StoreError, TenantRow, WidgetScope,
 };
 
 use crate::pool::Pool;
@@ -262,6 +262,14 @@ async fn interrupt_in(
     id: &str,
     reason: &str,
 ) -> Result<bool, StoreError> {
+    // The lease first, as a run's fenced write takes it: the two never wait on each other.
+    transaction
+        .execute(
+            "SELECT 1 FROM run_leases WHERE session_id = $1 FOR UPDATE",
+            &[&id],
+        )
+        .await
+        .map_err(db)?;
     let moved = transaction
         .execute(
             "UPDATE sessions SET state = 'interrupted', updated_at = $3
@@ -297,25 +305,152 @@ impl ServiceStorage for PgStorage {
         true
     }
 
-    fn lease_runs(&self, owner: &str, sessions: &[String], until: u64) -> Result<(), StoreError> {
-        if sessions.is_empty() {
-            return Ok(());
-        }
-        let (owner, sessions) = (owner.to_owned(), sessions.to_vec());
-        // Only sessions that still exist (one deleted meanwhile is skipped, not an error).
+    fn begin_run(
+        &self,
+        tenant: &str,
+        id: &str,
+        from: &[SessionState],
+        holder: &str,
+        until: u64,
+    ) -> Result<bool, StoreError> {
+        let (tenant, id, holder) = (tenant.to_owned(), id.to_owned(), holder.to_owned());
+        let from: Vec<String> = from.iter().map(|state| state.as_str().to_owned()).collect();
         self.run(|pool| async move {
-            pool.get()
-                .await?
+            let mut connection = pool.get().await?;
+            let transaction = connection.transaction().await.map_err(db)?;
+            let changed = transaction
                 .execute(
-                    "INSERT INTO run_leases (session_id, owner, lease_until)
-                     SELECT id, $2, $3 FROM sessions WHERE id = ANY($1)
-                     ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,
-                         lease_until = excluded.lease_until",
-                    &[&sessions, &owner, &to_i64(until)],
+                    "UPDATE sessions SET state = 'running', updated_at = $3
+                     WHERE tenant_id = $1 AND id = $2 AND state = ANY($4)",
+                    &[&tenant, &id, &to_i64(now()), &from],
                 )
                 .await
                 .map_err(db)?;
-            Ok(())
+            if changed > 0 {
+                transaction
+                    .execute(
+                        "INSERT INTO run_leases (session_id, owner, lease_until) VALUES ($1, $2, $3)
+                         ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,
+                             lease_until = excluded.lease_until",
+                        &[&id, &holder, &to_i64(until)],
+                    )
+                    .await
+                    .map_err(db)?;
+            }
+            transaction.commit().await.map_err(db)?;
+            Ok(changed > 0)
+        })
+    }
+
+    fn renew_runs(&self, runs: &[RunHold], until: u64) -> Result<Vec<String>, StoreError> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sessions: Vec<String> = runs.iter().map(|run| run.session.clone()).collect();
+        let holders: Vec<String> = runs.iter().map(|run| run.holder.clone()).collect();
+        self.run(|pool| async move {
+            let rows = pool
+                .get()
+                .await?
+                .query(
+                    "UPDATE run_leases l SET lease_until = $3
+                     FROM UNNEST($1::text[], $2::text[]) AS held(session_id, owner)
+                     WHERE l.session_id = held.session_id AND l.owner = held.owner
+                     RETURNING l.session_id",
+                    &[&sessions, &holders, &to_i64(until)],
+                )
+                .await
+                .map_err(db)?;
+            rows.iter().map(|row| col::<String>(row, 0)).collect()
+        })
+    }
+
+    fn append_run_event(
+        &self,
+        tenant: &str,
+        id: &str,
+        holder: &str,
+        event: &serde_json::Value,
+    ) -> Result<Option<u64>, StoreError> {
+        let (tenant, id, holder) = (tenant.to_owned(), id.to_owned(), holder.to_owned());
+        let event = event.to_string();
+        self.run(|pool| async move {
+            let mut connection = pool.get().await?;
+            let transaction = connection.transaction().await.map_err(db)?;
+            // The lease row stays locked to the commit: an interruption waits for this event.
+            let held = transaction
+                .query_opt(
+                    "SELECT 1 FROM run_leases WHERE session_id = $1 AND owner = $2 FOR SHARE",
+                    &[&id, &holder],
+                )
+                .await
+                .map_err(db)?;
+            if held.is_none() {
+                return Ok(None);
+            }
+            let seq = append_in(&transaction, &tenant, &id, &event).await?;
+            transaction.commit().await.map_err(db)?;
+            Ok(Some(seq))
+        })
+    }
+
+    fn save_run_messages(
+        &self,
+        tenant: &str,
+        id: &str,
+        holder: &str,
+        messages: &serde_json::Value,
+    ) -> Result<bool, StoreError> {
+        let (tenant, id, holder) = (tenant.to_owned(), id.to_owned(), holder.to_owned());
+        let messages = messages.to_string();
+        self.run(|pool| async move {
+            let changed = pool
+                .get()
+                .await?
+                .execute(
+                    "UPDATE sessions SET messages = $4, updated_at = $5
+                     WHERE tenant_id = $1 AND id = $2 AND EXISTS
+                         (SELECT 1 FROM run_leases WHERE session_id = $2 AND owner = $3)",
+                    &[&tenant, &id, &holder, &messages, &to_i64(now())],
+                )
+                .await
+                .map_err(db)?;
+            Ok(changed > 0)
+        })
+    }
+
+    fn end_run(
+        &self,
+        tenant: &str,
+        id: &str,
+        holder: &str,
+        to: SessionState,
+    ) -> Result<bool, StoreError> {
+        let (tenant, id, holder) = (tenant.to_owned(), id.to_owned(), holder.to_owned());
+        self.run(|pool| async move {
+            let mut connection = pool.get().await?;
+            let transaction = connection.transaction().await.map_err(db)?;
+            let released = transaction
+                .execute(
+                    "DELETE FROM run_leases WHERE session_id = $1 AND owner = $2",
+                    &[&id, &holder],
+                )
+                .await
+                .map_err(db)?;
+            let changed = if released > 0 {
+                transaction
+                    .execute(
+                        "UPDATE sessions SET state = $3, updated_at = $4
+                         WHERE tenant_id = $1 AND id = $2 AND state = 'running'",
+                        &[&tenant, &id, &to.as_str(), &to_i64(now())],
+                    )
+                    .await
+                    .map_err(db)?
+            } else {
+                0
+            };
+            transaction.commit().await.map_err(db)?;
+            Ok(changed > 0)
         })
     }
 

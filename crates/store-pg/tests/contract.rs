@@ -14,7 +14,7 @@ use warden_policy::{
 };
 use warden_service::store_support::{now, secret_hash};
 use warden_service::{
-    ApprovalRow, ClientCallRow, PromptMessage, PromptRow, Role, SCHEMA_VERSION, ServerRow,
+    ApprovalRow, ClientCallRow, PromptMessage, PromptRow, Role, RunHold, SCHEMA_VERSION, ServerRow,
     ServiceStorage, SessionState, SqliteStorage, StoreError,
 };
 use warden_store_pg::PgStorage;
@@ -180,6 +180,7 @@ contract!(
     a_running_session_is_interrupted_at_start_and_its_approvals_expire,
     a_session_moves_only_from_the_states_it_is_asked_from,
     a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not,
+    a_run_that_lost_its_lease_can_write_nothing_more,
     an_approval_is_decided_once,
     a_client_call_is_answered_once,
     skills_are_put_listed_read_and_deleted,
@@ -521,33 +522,45 @@ fn a_running_session_is_interrupted_at_start_and_its_approvals_expire(backend: &
     );
 }
 
+fn hold(session: &str, holder: &str) -> RunHold {
+    RunHold {
+        session: session.to_owned(),
+        holder: holder.to_owned(),
+    }
+}
+
 fn a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not(backend: &dyn Backend) {
     let store = backend.open().unwrap();
     store.ensure_tenant("acme").unwrap();
     let at = now();
     let mut ids = Vec::new();
-    for _ in 0..3 {
+    // The first is leased far ahead, the second's lease lapsed already.
+    for (run, until) in [("inst_a/run_1", at + 60), ("inst_b/run_1", at - 1)] {
         let session = store.create_session("acme", None).unwrap();
         assert!(
             store
-                .transition(
-                    "acme",
-                    &session.id,
-                    &[SessionState::Idle],
-                    SessionState::Running
-                )
+                .begin_run("acme", &session.id, &[SessionState::Idle], run, until)
                 .unwrap()
         );
         ids.push(session.id);
     }
+    // The third is running with no lease at all (a run started before leases were kept).
+    let third = store.create_session("acme", None).unwrap();
+    assert!(
+        store
+            .transition(
+                "acme",
+                &third.id,
+                &[SessionState::Idle],
+                SessionState::Running
+            )
+            .unwrap()
+    );
+    ids.push(third.id);
     store
         .add_approval("acme", &approval("apr_1", &ids[1], 1))
         .unwrap();
-    // The first is renewed into the future, the second's lease lapsed, the third has none
-    // yet (its run just started): only the lapsed one is interrupted.
-    store.lease_runs("inst_a", &ids[..1], at + 60).unwrap();
-    store.lease_runs("inst_b", &ids[1..2], at - 1).unwrap();
-    store.lease_runs("inst_b", &[], at - 1).unwrap();
+    // Only the lapsed one is interrupted; the one without a lease is within its grace.
     assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 1);
     let state = |id: &str| store.session("acme", id).unwrap().unwrap().state;
     assert_eq!(state(&ids[0]), SessionState::Running);
@@ -559,31 +572,148 @@ fn a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not(backend: &dy
         store.approval("acme", "apr_1").unwrap().unwrap().state,
         "expired"
     );
-    // Past the grace, a run that never leased counts as lapsed too.
-    assert_eq!(store.interrupt_lapsed(at + 60, 30).unwrap(), 1);
+    // Renewed, the first outlives a sweep that would have found it lapsed.
+    assert_eq!(
+        store
+            .renew_runs(&[hold(&ids[0], "inst_a/run_1")], at + 120)
+            .unwrap(),
+        [ids[0].clone()]
+    );
+    assert_eq!(store.interrupt_lapsed(at + 61, 30).unwrap(), 1);
+    assert_eq!(state(&ids[0]), SessionState::Running);
+    // Past the grace, the run that never leased counted as lapsed.
     assert_eq!(state(&ids[2]), SessionState::Interrupted);
-    // A run that ended gave its lease back: a new run of it starts without one.
+    // A run that ended gave its lease back: a new run of it leases afresh.
     assert!(
         store
-            .transition(
-                "acme",
-                &ids[0],
-                &[SessionState::Running],
-                SessionState::Idle
-            )
+            .end_run("acme", &ids[0], "inst_a/run_1", SessionState::Idle)
             .unwrap()
     );
     assert!(
         store
-            .transition(
+            .begin_run(
                 "acme",
                 &ids[0],
                 &[SessionState::Idle],
-                SessionState::Running
+                "inst_a/run_2",
+                at + 60
             )
             .unwrap()
     );
     assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 0);
+}
+
+fn a_run_that_lost_its_lease_can_write_nothing_more(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("acme").unwrap();
+    let at = now();
+    let id = store.create_session("acme", None).unwrap().id;
+    let (first, second) = ("inst_a/run_1", "inst_b/run_1");
+    assert!(
+        store
+            .begin_run("acme", &id, &[SessionState::Idle], first, at + 5)
+            .unwrap()
+    );
+    // A second start while it runs is refused.
+    assert!(
+        !store
+            .begin_run("acme", &id, &[SessionState::Idle], second, at + 5)
+            .unwrap()
+    );
+    // While it holds the lease, its writes land; a stranger's do not.
+    assert_eq!(
+        store
+            .append_run_event("acme", &id, first, &json!({"type": "a"}))
+            .unwrap(),
+        Some(1)
+    );
+    assert!(
+        store
+            .save_run_messages("acme", &id, first, &json!(["first's"]))
+            .unwrap()
+    );
+    assert_eq!(
+        store
+            .append_run_event("acme", &id, second, &json!({"type": "x"}))
+            .unwrap(),
+        None
+    );
+    assert!(
+        store
+            .renew_runs(&[hold(&id, first), hold(&id, second)], at + 10)
+            .unwrap()
+            == [id.clone()]
+    );
+    // Its instance stops renewing: another instance interrupts the session.
+    assert_eq!(store.interrupt_lapsed(at + 11, 30).unwrap(), 1);
+    assert_eq!(
+        store.renew_runs(&[hold(&id, first)], at + 20).unwrap(),
+        Vec::<String>::new(),
+        "a lost lease is not renewed"
+    );
+    assert_eq!(
+        store
+            .append_run_event("acme", &id, first, &json!({"type": "late"}))
+            .unwrap(),
+        None
+    );
+    assert!(
+        !store
+            .save_run_messages("acme", &id, first, &json!(["late"]))
+            .unwrap()
+    );
+    assert!(
+        !store
+            .end_run("acme", &id, first, SessionState::Idle)
+            .unwrap()
+    );
+    // Resumed by another run: the first run's writes stay refused, the second's land.
+    assert!(
+        store
+            .begin_run("acme", &id, &[SessionState::Interrupted], second, at + 60)
+            .unwrap()
+    );
+    assert_eq!(
+        store
+            .append_run_event("acme", &id, first, &json!({"type": "late"}))
+            .unwrap(),
+        None
+    );
+    assert!(
+        !store
+            .end_run("acme", &id, first, SessionState::Idle)
+            .unwrap()
+    );
+    assert_eq!(
+        store
+            .append_run_event("acme", &id, second, &json!({"type": "b"}))
+            .unwrap(),
+        Some(3)
+    );
+    assert_eq!(store.messages("acme", &id).unwrap(), json!(["first's"]));
+    assert!(
+        store
+            .end_run("acme", &id, second, SessionState::Idle)
+            .unwrap()
+    );
+    assert_eq!(
+        store.session("acme", &id).unwrap().unwrap().state,
+        SessionState::Idle
+    );
+    let kinds: Vec<_> = store
+        .events_after("acme", &id, 0, 10)
+        .unwrap()
+        .into_iter()
+        .map(|row| row.event["type"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["a", "run_interrupted", "b"]);
+    // An ended run holds nothing.
+    assert_eq!(
+        store
+            .append_run_event("acme", &id, second, &json!({"type": "after"}))
+            .unwrap(),
+        None
+    );
 }
 
 fn a_session_moves_only_from_the_states_it_is_asked_from(backend: &dyn Backend) {

@@ -1,11 +1,11 @@
-//! `warden audit`: reads the audit trail — one record per gate decision — as a table or JSON.
+//! `warden audit`: reads the audit trail — one record per gate decision — as a table or JSON: this machine's (`STATE_DIR/audit.db`), or with `--service` the service's, which every instance writes into the PostgreSQL database `[service] database_url` names.
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use warden_policy::{AuditQuery, AuditRow, AuditStore, parse_since};
+use warden_policy::{AuditLog, AuditQuery, AuditRow, AuditStore, parse_since};
 
 use crate::Globals;
 
@@ -20,6 +20,13 @@ pub(crate) struct AuditArgs {
     /// Only denied calls.
     #[arg(long)]
     denied: bool,
+    /// Only calls of this tenant (the service's records).
+    #[arg(long, value_name = "TENANT")]
+    tenant: Option<String>,
+    /// The service's audit trail: every instance's records, from the PostgreSQL database
+    /// `[service] database_url` names (without one, the service writes this machine's trail).
+    #[arg(long)]
+    service: bool,
     /// One JSON object per line (a stable shape, documented in docs/CONFIG.md).
     #[arg(long)]
     json: bool,
@@ -35,15 +42,10 @@ const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
 /// it as it is: a process that died mid-call never completes its record.
 const FOLLOW_HOLD: Duration = Duration::from_secs(60);
 
-pub(crate) fn run(_globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode> {
-    let paths = crate::setup::paths()?;
-    let path = paths.state_dir().join("audit.db");
-    if !path.exists() && !args.follow {
-        eprintln!("no audit records yet ({} does not exist)", path.display());
+pub(crate) fn run(globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let Some(store) = open_trail(globals, &args)? else {
         return Ok(ExitCode::SUCCESS);
-    }
-    let store = AuditStore::open(&path)
-        .with_context(|| format!("opening the audit trail {}", path.display()))?;
+    };
     let since_unix_ms = args
         .since
         .as_deref()
@@ -54,6 +56,7 @@ pub(crate) fn run(_globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCod
         session: args.session.clone(),
         since_unix_ms,
         denied_only: args.denied,
+        tenant: args.tenant.clone(),
         ..AuditQuery::default()
     };
     let mut stdout = std::io::stdout().lock();
@@ -99,6 +102,27 @@ pub(crate) fn run(_globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCod
         }
         std::thread::sleep(FOLLOW_INTERVAL);
     }
+}
+
+/// The trail `args` asks for; `None` (said on stderr) when this machine has none yet.
+fn open_trail(globals: &Globals, args: &AuditArgs) -> anyhow::Result<Option<Box<dyn AuditLog>>> {
+    if args.service {
+        let (_paths, _workspace, config) = crate::setup::load_config(globals)?;
+        if let Some(url) = &config.service_database_url {
+            let storage = warden_store_pg::PgStorage::connect(&url.resolve()?)
+                .context("opening the service database")?;
+            return Ok(Some(Box::new(storage.audit())));
+        }
+    }
+    let paths = crate::setup::paths()?;
+    let path = paths.state_dir().join("audit.db");
+    if !path.exists() && !args.follow {
+        eprintln!("no audit records yet ({} does not exist)", path.display());
+        return Ok(None);
+    }
+    let store = AuditStore::open(&path)
+        .with_context(|| format!("opening the audit trail {}", path.display()))?;
+    Ok(Some(Box::new(store)))
 }
 
 fn print_row(out: &mut impl Write, row: &AuditRow, json: bool) -> anyhow::Result<()> {

@@ -29,6 +29,7 @@ mod run_agent;
 mod run_progress;
 mod serve_cli;
 mod service_api;
+mod service_fencing;
 mod service_inventory;
 mod service_nginx;
 mod service_postgres;

@@ -13,6 +13,8 @@ use crate::support::{Sandbox, mock_model_config};
 pub(crate) struct Service {
     child: tokio::process::Child,
     pub(crate) base: String,
+    /// Every line it wrote to standard error after it listened.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Service {
@@ -44,8 +46,14 @@ impl Service {
         })
         .await
         .expect("warden service listens");
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Self { child, base }
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = log.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                kept.lock().unwrap().push(line);
+            }
+        });
+        Self { child, base, log }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
@@ -65,6 +73,45 @@ impl Service {
     pub(crate) async fn kill(&mut self) {
         self.child.start_kill().unwrap();
         self.child.wait().await.unwrap();
+    }
+
+    /// Stops the process with SIGSTOP (alive, but running nothing) until [`Service::resume`].
+    pub(crate) fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused process go on (SIGCONT).
+    pub(crate) fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("the service runs").to_string();
+        let status = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
+    /// Waits until a line of its standard error contains `needle`; that line.
+    pub(crate) async fn wait_for_log(&self, needle: &str) -> String {
+        for _ in 0..1200 {
+            if let Some(line) = self
+                .log
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|line| line.contains(needle))
+            {
+                return line.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "no line with {needle:?} in the service's log: {:?}",
+            self.log.lock().unwrap()
+        );
     }
 
     /// A new session of the default agent, made with `key`; its id.

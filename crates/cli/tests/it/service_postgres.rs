@@ -114,6 +114,29 @@ async fn a_session_runs_through_the_service_on_postgresql() {
     );
     assert_eq!(records[0].tenant.as_deref(), Some("acme"));
     assert!(!sandbox.state_dir().join("audit.db").exists());
+    // `warden audit --service` reads them from the database, filtered by tenant.
+    let listed = sandbox.ok(&["audit", "--service", "--json", "--tenant", "acme"]);
+    let rows: Vec<serde_json::Value> = listed
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{listed}");
+    assert_eq!(rows[0]["public_name"], "read_file");
+    assert_eq!(rows[0]["session_id"], id.as_str());
+    assert_eq!(
+        sandbox.ok(&["audit", "--service", "--json", "--tenant", "globex"]),
+        ""
+    );
+    let table = sandbox.ok(&["audit", "--service"]);
+    assert!(table.contains("read_file"), "{table}");
+    // Without --service, this machine's trail, which holds none of them.
+    let local = sandbox.run(&["audit"]);
+    assert_eq!(local.code, 0, "{}", local.stderr);
+    assert!(
+        local.stderr.contains("no audit records yet"),
+        "{}",
+        local.stderr
+    );
 }
 
 #[test]
