@@ -6,6 +6,7 @@ mod support;
 
 mod acp;
 mod audit_cli;
+mod audit_durability;
 mod bridge;
 #[cfg(unix)]
 mod bridge_unix;
