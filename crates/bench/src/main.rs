@@ -6,6 +6,7 @@ mod code_mode;
 mod discovery;
 mod env;
 mod gate_calls;
+mod instructions;
 mod knowledge;
 mod report;
 mod service;
@@ -37,7 +38,7 @@ struct Args {
     #[arg(long, hide = true)]
     smoke: bool,
     /// Run only these sections (repeatable): discovery, gate, code-mode, big-result, startup,
-    /// surfaces, service. Every section runs when none is named.
+    /// surfaces, service, knowledge, instructions. Every section runs when none is named.
     #[arg(long, value_name = "SECTION", value_parser = SECTIONS)]
     only: Vec<String>,
     /// Internal: run one measurement in this fresh process and print its JSON.
@@ -49,13 +50,16 @@ struct Args {
     /// Internal: the service child's PostgreSQL database (SQLite without it).
     #[arg(long, hide = true, value_name = "URL")]
     service_database: Option<String>,
+    /// Internal: how many operations an instruction-count child performs.
+    #[arg(long, hide = true, value_name = "N", default_value_t = 0)]
+    calls: usize,
     /// Internal: how many API instances the service child serves (on PostgreSQL).
     #[arg(long, hide = true, value_name = "N", default_value_t = 1)]
     service_instances: usize,
 }
 
 /// The sections `--only` can name, in the order a run measures them.
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "discovery",
     "gate",
     "code-mode",
@@ -64,6 +68,7 @@ const SECTIONS: [&str; 8] = [
     "surfaces",
     "service",
     "knowledge",
+    "instructions",
 ];
 
 /// Iteration counts of one run.
@@ -80,6 +85,7 @@ struct Plan {
     /// Concurrent sessions of the load rows (2 instances on PostgreSQL beside 1 on SQLite).
     service_load_sessions: usize,
     knowledge: knowledge::KnowledgePlan,
+    instructions: instructions::InstructionCounts,
 }
 
 impl Plan {
@@ -112,6 +118,10 @@ impl Plan {
                 chunk_counts: &[10_000, 100_000],
                 queries: 200,
                 with_model: true,
+            },
+            instructions: instructions::InstructionCounts {
+                fewer: 100,
+                more: 600,
             },
         }
     }
@@ -146,6 +156,10 @@ impl Plan {
                 queries: 50,
                 with_model: true,
             },
+            instructions: instructions::InstructionCounts {
+                fewer: 50,
+                more: 250,
+            },
         }
     }
 
@@ -179,6 +193,7 @@ impl Plan {
                 queries: 10,
                 with_model: false,
             },
+            instructions: instructions::InstructionCounts { fewer: 5, more: 25 },
         }
     }
 }
@@ -227,7 +242,12 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .await
                 .map(|()| ExitCode::SUCCESS)
             }
-            other => anyhow::bail!("unknown child measurement `{other}`"),
+            other => match instructions::Measured::from_kind(other) {
+                Some(measured) => instructions::child(&env, measured, args.calls)
+                    .await
+                    .map(|()| ExitCode::SUCCESS),
+                None => anyhow::bail!("unknown child measurement `{other}`"),
+            },
         };
     }
     let (plan, mode) = if args.smoke {
@@ -310,6 +330,14 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("the knowledge measurement panicked")))
         });
         step("knowledge", measured, started);
+    }
+    if wanted("instructions") {
+        let started = Instant::now();
+        step(
+            "instruction counts (valgrind)",
+            instructions::run(plan.instructions),
+            started,
+        );
     }
     if wanted("service") {
         let started = Instant::now();

@@ -1,6 +1,7 @@
 //! The surfaces over the gate: `warden tool S T '{…}'` one-shot through a session's bridge
 //! (against a direct in-process call), and `warden serve --http` with concurrent clients
-//! (against the same clients calling the upstream server directly).
+//! (against the same clients calling the upstream server directly, and against the npm
+//! `mcp-proxy` gateway fronting the same stdio upstream).
 
 use std::path::Path;
 use std::process::Stdio;
@@ -38,6 +39,7 @@ pub(crate) struct SurfaceCounts {
 const TOOL_CLI_KEY: &str = "tool_cli_bridge_p50_ms";
 const TOOL_CLI_WHAT: &str = "`warden tool S T '{…}'` one-shot through a session's bridge, wall p50";
 const SERVE_KEY: &str = "serve_http_16_concurrent";
+const PROXY_KEY: &str = "serve_http_vs_mcp_proxy";
 
 pub(crate) async fn run(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Vec<Row>> {
     let tool_cli = match tool_cli(env, counts.tool_cli).await {
@@ -60,11 +62,147 @@ pub(crate) async fn run(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result
             SERVE_KEY,
             &serve_what,
             "calls/s",
-            Target::RatioAtLeast(0.80),
+            Target::Report,
             &format!("{error:#}"),
         ),
     };
-    Ok(vec![tool_cli, serve])
+    let proxy_what = format!(
+        "`warden serve --http` vs the npm mcp-proxy gateway, stdio upstream, {} concurrent clients",
+        counts.callers
+    );
+    let proxy = match against_mcp_proxy(env, counts).await {
+        Ok(row) => row,
+        Err(error) => Row::not_measured(
+            PROXY_KEY,
+            &proxy_what,
+            "calls/s",
+            Target::RatioAtLeast(3.0),
+            &format!("{error:#}"),
+        ),
+    };
+    Ok(vec![tool_cli, serve, proxy])
+}
+
+/// `tests/fixtures/bench/node_modules/.bin/mcp-proxy` (`scripts/bench` installs it, pinned).
+fn mcp_proxy_bin(env: &BenchEnv) -> anyhow::Result<std::path::PathBuf> {
+    let bin = env
+        .workspace_root
+        .join("tests/fixtures/bench/node_modules/.bin/mcp-proxy");
+    if !bin.is_file() {
+        bail!(
+            "mcp-proxy is not installed: run `npm ci` in tests/fixtures/bench (scripts/bench does)"
+        );
+    }
+    Ok(bin)
+}
+
+/// A loopback port free right now.
+fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Waits until something accepts connections on `port`.
+async fn accepting(port: u16, what: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + LISTEN_TIMEOUT;
+    while Instant::now() < deadline {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("{what} did not listen on port {port} within {LISTEN_TIMEOUT:?}")
+}
+
+/// `warden serve --http` and the npm `mcp-proxy`, each fronting the echo fixture over stdio,
+/// under the same concurrent clients, in alternating rounds.
+async fn against_mcp_proxy(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Row> {
+    warden_mcp::install_crypto_provider();
+    let proxy_bin = mcp_proxy_bin(env)?;
+    let port = free_port()?;
+    let mut proxy = Command::new(&proxy_bin)
+        .args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--server",
+            "stream",
+            "--",
+        ])
+        .arg(env.fixture())
+        .arg("echo")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting mcp-proxy")?;
+    accepting(port, "mcp-proxy").await?;
+    let proxy_url = format!("http://127.0.0.1:{port}/mcp");
+    let home = tempfile::tempdir()?;
+    let mut gateway = warden_command(env, home.path())?
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--insecure-no-auth",
+            "--expose",
+            "passthrough",
+            "--mcp",
+            &format!("{SERVER}={} echo", env.fixture().display()),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting warden serve")?;
+    let gateway_url = listening_url(&mut gateway, "warden serve").await?;
+
+    let mut proxy_clients = Vec::new();
+    let mut gateway_clients = Vec::new();
+    for _ in 0..counts.callers {
+        proxy_clients.push(Arc::new(http_client(&proxy_url).await?));
+        gateway_clients.push(Arc::new(http_client(&gateway_url).await?));
+    }
+    concurrent_clients(&proxy_clients, counts.callers * 10).await?;
+    concurrent_clients(&gateway_clients, counts.callers * 10).await?;
+    let mut through_proxy = Series::default();
+    let mut through_warden = Series::default();
+    let rounds = 2;
+    for _ in 0..rounds {
+        through_proxy.merge(concurrent_clients(&proxy_clients, counts.serve_calls / rounds).await?);
+        through_warden
+            .merge(concurrent_clients(&gateway_clients, counts.serve_calls / rounds).await?);
+    }
+    drop(proxy_clients);
+    drop(gateway_clients);
+    let _ = gateway.start_kill();
+    let _ = gateway.wait().await;
+    let _ = proxy.start_kill();
+    let _ = proxy.wait().await;
+    Ok(Row::measured(
+        PROXY_KEY,
+        &format!(
+            "`warden serve --http` vs the npm mcp-proxy gateway, stdio upstream, {} concurrent clients",
+            counts.callers
+        ),
+        "calls/s",
+        through_warden.per_second(),
+        Target::RatioAtLeast(3.0),
+    )
+    .against("mcp-proxy 6.7.19", through_proxy.per_second())
+    .with_note(format!(
+        "warden: {} calls, p50 {:.0} µs, p99 {:.0} µs; mcp-proxy: {} calls, p50 {:.0} µs, p99 {:.0} µs",
+        through_warden.latencies.len(),
+        through_warden.percentile_us(50.0),
+        through_warden.percentile_us(99.0),
+        through_proxy.latencies.len(),
+        through_proxy.percentile_us(50.0),
+        through_proxy.percentile_us(99.0),
+    )))
 }
 
 /// A throwaway WARDEN_HOME and working folder for a `warden` child.
@@ -280,7 +418,7 @@ async fn serve(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Row> {
         ),
         "calls/s",
         through.per_second(),
-        Target::RatioAtLeast(0.80),
+        Target::Report,
     )
     .against(
         "the upstream HTTP echo fixture directly",

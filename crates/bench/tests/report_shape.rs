@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Every row the suite reports, by JSON key.
-const ROWS: [&str; 27] = [
+const ROWS: [&str; 35] = [
     "manifest_tokens_everything",
     "manifest_tokens_github",
     "manifest_tokens_livemcpbench",
@@ -19,10 +19,12 @@ const ROWS: [&str; 27] = [
     "search_livemcpbench_step_hit_at_5",
     "search_livemcpbench_task_hit_at_5",
     "search_p95_ms_527_tools",
+    "search_p95_ms_1000_tools",
     "stdio_sequential_vs_rmcp",
     "stdio_sequential_p50_us",
     "stdio_sequential_p99_us",
     "stdio_sequential_vs_ts_sdk",
+    "stdio_sequential_vs_limit",
     "stdio_concurrent16_vs_rmcp",
     "code_mode_1000_calls",
     "code_mode_cold_start_p50_ms",
@@ -33,6 +35,12 @@ const ROWS: [&str; 27] = [
     "first_request_20_servers_ms",
     "tool_cli_bridge_p50_ms",
     "serve_http_16_concurrent",
+    "serve_http_vs_mcp_proxy",
+    "instructions_per_raw_rmcp_call",
+    "instructions_per_runtime_call",
+    "instructions_per_gated_call",
+    "instructions_warden_own_per_gated_call",
+    "instructions_per_search_527_tools",
     "service_100_sessions",
     "service_100_sessions_turn_p50_ms",
     "service_100_sessions_turn_p99_ms",
@@ -138,7 +146,9 @@ fn quick_json_has_every_row_with_the_five_keys() {
     for key in [
         "manifest_tokens_github",
         "search_p95_ms_527_tools",
+        "search_p95_ms_1000_tools",
         "stdio_sequential_vs_rmcp",
+        "stdio_sequential_vs_limit",
         "code_mode_cold_start_p50_ms",
         "startup_20_deferred_wall_ms",
         "service_100_sessions",

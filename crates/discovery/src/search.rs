@@ -252,6 +252,29 @@ impl Default for SearchWeights {
     }
 }
 
+impl SearchWeights {
+    /// A plain BM25 baseline over the same tokens: every text field weighted alike, none of the
+    /// extras (synonyms, typos, entities, name coverage, phrases, prefixes, server text), the
+    /// textbook `k1` and `b`. Benchmarks report it beside the tuned ranking, so a change that
+    /// only helps the labelled queries shows up against it.
+    pub fn plain_bm25() -> Self {
+        Self {
+            name: 1.0,
+            description: 1.0,
+            parameters: 1.0,
+            server: 0.0,
+            synonym: 0.0,
+            typo: 0.0,
+            entity: 0.0,
+            name_coverage: 0.0,
+            phrase: 0.0,
+            prefix: 0.0,
+            k1: 1.2,
+            b: 0.75,
+        }
+    }
+}
+
 const FIELDS: usize = 5;
 
 /// Joins the two terms of a phrase-field entry (no term contains it).

@@ -1,0 +1,263 @@
+//! Instruction counts that a shared, noisy machine cannot blur: each path runs in a fresh child
+//! of this binary under valgrind's cachegrind (no cache simulation; the child's own children are
+//! not traced, so an upstream server's work is never counted), twice with different numbers of
+//! calls; the difference in instructions over the difference in calls is one call's cost, start-up
+//! and shutdown excluded.
+
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::env::{BenchEnv, BenchSession, RawClient};
+use crate::gate_calls::{Breakdown, SERVER};
+use crate::report::{Row, Target};
+
+/// Warden's own instructions per gated call (a gated call less a raw rmcp call) as measured
+/// in release code when these rows were added (2026-12-02, the hot path as of commit 839cdca):
+/// what the "≤ 60%" target of docs/BENCHMARKS.md is measured against.
+const OWN_INSTRUCTIONS_BEFORE: f64 = 169_985.0;
+
+/// What a child measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Measured {
+    /// `Host::call` through the gate to the echo fixture, audit on.
+    Gate,
+    /// warden's MCP runtime alone: no gate, no result conversion.
+    Runtime,
+    /// A raw rmcp client.
+    Raw,
+    /// The tool-search index over LiveMCPBench's 527 tools, top 5.
+    Search,
+}
+
+impl Measured {
+    const ALL: [Measured; 4] = [
+        Measured::Raw,
+        Measured::Runtime,
+        Measured::Gate,
+        Measured::Search,
+    ];
+
+    /// The `--child` kind.
+    pub(crate) fn kind(self) -> &'static str {
+        match self {
+            Measured::Gate => "instructions-gate",
+            Measured::Runtime => "instructions-runtime",
+            Measured::Raw => "instructions-raw",
+            Measured::Search => "instructions-search",
+        }
+    }
+
+    pub(crate) fn from_kind(kind: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|measured| measured.kind() == kind)
+    }
+}
+
+/// Call counts of the two child runs per path (the difference is what is divided).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InstructionCounts {
+    pub fewer: usize,
+    pub more: usize,
+}
+
+/// The child: `calls` operations of `measured`, after one warm-up, then exit.
+pub(crate) async fn child(env: &BenchEnv, measured: Measured, calls: usize) -> anyhow::Result<()> {
+    match measured {
+        Measured::Gate => {
+            let session = BenchSession::open(vec![env.fixture_spec(SERVER, "echo", &[])])?;
+            session.connect(SERVER).await?;
+            let mut breakdown = Breakdown::default();
+            crate::gate_calls::gate_sequential(&session.host, 1 + calls, &mut breakdown).await?;
+            session.host.shutdown().await;
+        }
+        Measured::Runtime => {
+            let runtime = env.raw_runtime(env.fixture_spec(SERVER, "echo", &[]));
+            runtime
+                .connect(SERVER)
+                .await
+                .context("connecting the runtime")?;
+            crate::gate_calls::runtime_sequential(&runtime, 1 + calls).await?;
+            runtime.shutdown().await;
+        }
+        Measured::Raw => {
+            let raw = RawClient::start(&env.fixture(), &["echo".to_owned()]).await?;
+            crate::gate_calls::raw_sequential(&raw, 1 + calls).await?;
+        }
+        Measured::Search => {
+            let corpora = warden_discovery::Corpora::load(&env.corpora_dir)
+                .context("loading the tool corpora")?;
+            let index = corpora.livemcpbench.index();
+            let queries: Vec<&str> = corpora
+                .livemcpbench_step_queries
+                .iter()
+                .map(|query| query.query.as_str())
+                .collect();
+            if queries.is_empty() {
+                bail!("the LiveMCPBench corpus has no queries");
+            }
+            for query in queries.iter().cycle().take(1 + calls) {
+                std::hint::black_box(index.search(query, 5));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Instructions the child measuring `measured` with `calls` executed (cachegrind's `I refs`).
+fn instructions_of(measured: Measured, calls: usize) -> anyhow::Result<u64> {
+    let exe = std::env::current_exe().context("locating warden-bench")?;
+    let log = tempfile::NamedTempFile::new().context("a file for valgrind's summary")?;
+    let status = Command::new("valgrind")
+        .arg("--tool=cachegrind")
+        .arg("--cache-sim=no")
+        .arg("--cachegrind-out-file=/dev/null")
+        .arg(format!("--log-file={}", log.path().display()))
+        .arg(exe)
+        .args(["--child", measured.kind(), "--calls", &calls.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .context("starting valgrind (Debian's `valgrind` package)")?;
+    let summary = std::fs::read_to_string(log.path()).context("reading valgrind's summary")?;
+    if !status.success() {
+        bail!(
+            "the {} child under valgrind failed ({status}): {}",
+            measured.kind(),
+            summary
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    }
+    parse_instruction_refs(&summary)
+        .with_context(|| format!("no `I refs` line in valgrind's summary: {summary}"))
+}
+
+/// The `I refs:` figure of a cachegrind summary (`==123== I   refs:      1,234,567`).
+fn parse_instruction_refs(summary: &str) -> Option<u64> {
+    summary.lines().find_map(|line| {
+        let (_, rest) = line
+            .split_once("I   refs:")
+            .or_else(|| line.split_once("I refs:"))?;
+        rest.trim().replace(',', "").parse().ok()
+    })
+}
+
+/// Instructions per operation of `measured`.
+fn per_call(measured: Measured, counts: InstructionCounts) -> anyhow::Result<f64> {
+    let fewer = instructions_of(measured, counts.fewer)?;
+    let more = instructions_of(measured, counts.more)?;
+    let calls = counts.more.saturating_sub(counts.fewer).max(1) as f64;
+    Ok((more as f64 - fewer as f64) / calls)
+}
+
+/// The rows' keys and what each measures, in the order they are printed.
+const ROWS: [(&str, &str); 5] = [
+    (
+        "instructions_per_raw_rmcp_call",
+        "instructions per raw rmcp call",
+    ),
+    (
+        "instructions_per_runtime_call",
+        "instructions per warden runtime call (no gate)",
+    ),
+    (
+        "instructions_per_gated_call",
+        "instructions per gated call (gate, audit, conversion)",
+    ),
+    (
+        "instructions_warden_own_per_gated_call",
+        "warden's own instructions per gated call (gated − raw rmcp)",
+    ),
+    (
+        "instructions_per_search_527_tools",
+        "instructions per tool search (527 tools, top 5)",
+    ),
+];
+
+/// Every instruction row, each saying `why` it was not measured.
+fn not_measured(why: &str) -> Vec<Row> {
+    ROWS.iter()
+        .map(|(key, what)| {
+            let target = if *key == "instructions_warden_own_per_gated_call" {
+                Target::RatioAtMost(0.6)
+            } else {
+                Target::Report
+            };
+            Row::not_measured(key, what, "instr", target, why)
+        })
+        .collect()
+}
+
+/// The instruction rows (each "not measured", with the reason, when valgrind is missing or a
+/// child fails).
+pub(crate) fn run(counts: InstructionCounts) -> anyhow::Result<Vec<Row>> {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        return Ok(not_measured(
+            "valgrind is not installed (Debian's `valgrind`)",
+        ));
+    }
+    match measure(counts) {
+        Ok(rows) => Ok(rows),
+        Err(error) => Ok(not_measured(&format!("{error:#}"))),
+    }
+}
+
+fn measure(counts: InstructionCounts) -> anyhow::Result<Vec<Row>> {
+    let raw = per_call(Measured::Raw, counts)?;
+    let runtime = per_call(Measured::Runtime, counts)?;
+    let gate = per_call(Measured::Gate, counts)?;
+    let search = per_call(Measured::Search, counts)?;
+    let note = format!(
+        "valgrind cachegrind, ({} − {} calls) / {}; the upstream server not counted",
+        counts.more,
+        counts.fewer,
+        counts.more - counts.fewer
+    );
+    let own = gate - raw;
+    let [raw_what, runtime_what, gate_what, own_what, search_what] = ROWS.map(|(_, what)| what);
+    let own_row = Row::measured(ROWS[3].0, own_what, "instr", own, Target::RatioAtMost(0.6))
+        .against(
+            "before the hot-path work (recorded)",
+            OWN_INSTRUCTIONS_BEFORE,
+        );
+    Ok(vec![
+        Row::measured(ROWS[0].0, raw_what, "instr", raw, Target::Report).with_note(note.clone()),
+        Row::measured(ROWS[1].0, runtime_what, "instr", runtime, Target::Report)
+            .against("raw rmcp", raw)
+            .with_note(note.clone()),
+        Row::measured(ROWS[2].0, gate_what, "instr", gate, Target::Report)
+            .against("raw rmcp", raw)
+            .with_note(note.clone()),
+        own_row.with_note(format!(
+            "gate + audit + conversion + runtime; of which the runtime {:.0}",
+            runtime - raw
+        )),
+        Row::measured(ROWS[4].0, search_what, "instr", search, Target::Report).with_note(note),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_instruction_total_is_read_from_a_cachegrind_summary() {
+        let summary = "==4242== Cachegrind, a cache and branch-prediction profiler\n\
+                       ==4242== \n==4242== I   refs:      12,345,678\n";
+        assert_eq!(parse_instruction_refs(summary), Some(12_345_678));
+        assert_eq!(parse_instruction_refs("==1== no summary"), None);
+    }
+
+    #[test]
+    fn every_child_kind_names_its_measurement() {
+        for measured in Measured::ALL {
+            assert_eq!(Measured::from_kind(measured.kind()), Some(measured));
+        }
+        assert_eq!(Measured::from_kind("instructions-other"), None);
+    }
+}
