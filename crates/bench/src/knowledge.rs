@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde_json::Value;
 use warden_discovery::{Corpora, Corpus, LabelledQuery};
 use warden_knowledge::{
-    ChunkBudget, EmbedError, Embedder, EmbeddingsEndpoint, Hit, KnowledgeStore,
+    EmbedError, Embedder, EmbeddingsEndpoint, Hit, IngestOptions, KnowledgeStore,
 };
 
 use crate::env::BenchEnv;
@@ -157,8 +157,10 @@ fn quality(
             collection,
             &path,
             tool_document(&tool.definition).as_bytes(),
-            ChunkBudget::default(),
-            endpoint.map(|endpoint| endpoint as &dyn Embedder),
+            &IngestOptions {
+                embedder: endpoint.map(|endpoint| endpoint as &dyn Embedder),
+                ..IngestOptions::default()
+            },
         )?;
     }
     let mut sums = [(0.0, 0.0); 3];
@@ -341,8 +343,10 @@ fn ingestion(endpoint: Option<&EmbeddingsEndpoint>) -> anyhow::Result<Vec<Row>> 
             "plain",
             &format!("doc-{index}.md"),
             document.as_bytes(),
-            ChunkBudget::default(),
-            None,
+            &IngestOptions {
+                embedder: None,
+                ..IngestOptions::default()
+            },
         )?
         .chunks_written;
     }
@@ -364,8 +368,10 @@ fn ingestion(endpoint: Option<&EmbeddingsEndpoint>) -> anyhow::Result<Vec<Row>> 
                     "embedded",
                     &format!("doc-{index}.md"),
                     document.as_bytes(),
-                    ChunkBudget::default(),
-                    Some(endpoint),
+                    &IngestOptions {
+                        embedder: Some(endpoint),
+                        ..IngestOptions::default()
+                    },
                 )?
                 .chunks_written;
             }
@@ -406,8 +412,10 @@ fn latency(chunks: usize, queries: usize) -> anyhow::Result<Vec<Row>> {
             "large",
             &format!("doc-{index}.md"),
             words.document(per_document).as_bytes(),
-            ChunkBudget::default(),
-            Some(&SeededVectors),
+            &IngestOptions {
+                embedder: Some(&SeededVectors),
+                ..IngestOptions::default()
+            },
         )?;
     }
     let queries: Vec<String> = (0..queries)

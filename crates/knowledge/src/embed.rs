@@ -8,8 +8,18 @@ use serde_json::{Value, json};
 pub trait Embedder: Send + Sync {
     /// What the vectors come from (cached and recorded with the collection under this name).
     fn model(&self) -> &str;
-    /// One unit-length vector per text, in order, all of one dimension.
+    /// One unit-length vector per text (a passage: a chunk of a document), in order, all of one
+    /// dimension.
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// The vector of a search's query (models trained with roles embed it differently).
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        Ok(self.embed(&[query.to_owned()])?.pop().unwrap_or_default())
+    }
+    /// What a passage's cached vector is filed under besides its text: the model, and whatever
+    /// else changes the vector (the passage prefix).
+    fn cache_key(&self) -> String {
+        self.model().to_owned()
+    }
 }
 
 /// Why texts could not be embedded.
@@ -34,6 +44,8 @@ pub struct EmbeddingsEndpoint {
     base_url: String,
     model: String,
     api_key: Option<String>,
+    query_prefix: String,
+    passage_prefix: String,
     batch: usize,
     attempts: u32,
     first_backoff: Duration,
@@ -48,6 +60,8 @@ impl std::fmt::Debug for EmbeddingsEndpoint {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("batch", &self.batch)
+            .field("query_prefix", &self.query_prefix)
+            .field("passage_prefix", &self.passage_prefix)
             .finish()
     }
 }
@@ -88,12 +102,22 @@ impl EmbeddingsEndpoint {
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),
             api_key,
+            query_prefix: String::new(),
+            passage_prefix: String::new(),
             batch: DEFAULT_BATCH,
             attempts: DEFAULT_ATTEMPTS,
             first_backoff: Duration::from_millis(500),
             client,
             runtime,
         })
+    }
+
+    /// Puts `query` before each query and `passage` before each passage it embeds (e5-style
+    /// models: `"query: "` and `"passage: "`).
+    pub fn with_prefixes(mut self, query: &str, passage: &str) -> Self {
+        self.query_prefix = query.to_owned();
+        self.passage_prefix = passage.to_owned();
+        self
     }
 
     /// Sends at most `batch` texts a request.
@@ -234,8 +258,29 @@ impl Embedder for EmbeddingsEndpoint {
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut vectors = Vec::with_capacity(texts.len());
         for batch in texts.chunks(self.batch) {
-            vectors.extend(self.runtime.block_on(self.embed_batch(batch))?);
+            let batch: Vec<String> = batch
+                .iter()
+                .map(|text| format!("{}{text}", self.passage_prefix))
+                .collect();
+            vectors.extend(self.runtime.block_on(self.embed_batch(&batch))?);
         }
         Ok(vectors)
+    }
+
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        let text = format!("{}{query}", self.query_prefix);
+        Ok(self
+            .runtime
+            .block_on(self.embed_batch(&[text]))?
+            .pop()
+            .unwrap_or_default())
+    }
+
+    fn cache_key(&self) -> String {
+        if self.passage_prefix.is_empty() {
+            self.model.clone()
+        } else {
+            format!("{} passage_prefix={:?}", self.model, self.passage_prefix)
+        }
     }
 }
