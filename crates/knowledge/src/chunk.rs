@@ -28,7 +28,7 @@ pub struct Chunk {
     pub line_start: usize,
     pub line_end: usize,
     /// The first and last page it covers (1-based, inclusive), when the document has pages (a
-    /// converter's output split by form feeds).
+    /// converter's output split by form feeds; such a document is chunked page by page).
     pub pages: Option<(usize, usize)>,
 }
 

@@ -30,17 +30,23 @@ impl DocumentText {
         }
     }
 
-    /// The pages lines `first..=last` (1-based) span.
-    pub fn pages_of(&self, first: usize, last: usize) -> Option<(usize, usize)> {
-        let pages = self.line_pages.as_ref()?;
-        let page = |line: usize| {
-            pages
-                .get(line.saturating_sub(1))
-                .or(pages.last())
-                .copied()
-                .unwrap_or(1)
+    /// Each page with the line it starts on (1-based) and its text, in order; the whole text
+    /// as page 1 when the document has no pages.
+    pub fn pages(&self) -> Vec<(usize, usize, String)> {
+        let Some(line_pages) = &self.line_pages else {
+            return vec![(1, 1, self.text.clone())];
         };
-        Some((page(first), page(last.max(first))))
+        let mut pages: Vec<(usize, usize, String)> = Vec::new();
+        for (index, (line, page)) in self.text.split('\n').zip(line_pages).enumerate() {
+            match pages.last_mut() {
+                Some((current, _, text)) if current == page => {
+                    text.push('\n');
+                    text.push_str(line);
+                }
+                _ => pages.push((*page, index + 1, line.to_owned())),
+            }
+        }
+        pages
     }
 }
 
@@ -403,9 +409,14 @@ mod tests {
         // Page 3 is empty: two form feeds in a row.
         assert_eq!(document.text, "one\ntwo\nthree\nfour\nsix");
         assert_eq!(document.line_pages, Some(vec![1, 1, 2, 2, 4]));
-        assert_eq!(document.pages_of(2, 3), Some((1, 2)));
-        assert_eq!(document.pages_of(5, 5), Some((4, 4)));
-        assert_eq!(paged("plain").pages_of(1, 1), Some((1, 1)));
+        assert_eq!(
+            document.pages(),
+            vec![
+                (1, 1, "one\ntwo".to_owned()),
+                (2, 3, "three\nfour".to_owned()),
+                (4, 5, "six".to_owned())
+            ]
+        );
     }
 
     #[test]

@@ -300,10 +300,25 @@ fn ingest_bytes(
             return Ok(());
         }
     };
-    let mut chunks = chunk_text(&document.text, options.budget);
-    for chunk in &mut chunks {
-        chunk.pages = document.pages_of(chunk.line_start, chunk.line_end);
-    }
+    // A document with pages is chunked page by page, so each passage cites one page.
+    let chunks: Vec<Chunk> = if document.line_pages.is_none() {
+        chunk_text(&document.text, options.budget)
+    } else {
+        document
+            .pages()
+            .into_iter()
+            .flat_map(|(page, first_line, text)| {
+                chunk_text(&text, options.budget)
+                    .into_iter()
+                    .map(move |chunk| Chunk {
+                        line_start: chunk.line_start + first_line - 1,
+                        line_end: chunk.line_end + first_line - 1,
+                        pages: Some((page, page)),
+                        ..chunk
+                    })
+            })
+            .collect()
+    };
     let vectors = match embedder {
         None => None,
         Some(embedder) => match embed_chunks(store, collection, embedder, &chunks, summary) {

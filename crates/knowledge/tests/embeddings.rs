@@ -387,7 +387,14 @@ fn a_path_glob_and_tags_filter_both_halves_of_a_search_before_the_limit() {
     };
     static POLICY: std::sync::LazyLock<Vec<String>> =
         std::sync::LazyLock::new(|| vec!["policy".to_owned(), "lang:en".to_owned()]);
-    warden_knowledge::add(&store, "manuals", &[docs.clone()], &options(&[]), QUIET).unwrap();
+    warden_knowledge::add(
+        &store,
+        "manuals",
+        std::slice::from_ref(&docs),
+        &options(&[]),
+        QUIET,
+    )
+    .unwrap();
     warden_knowledge::add(
         &store,
         "manuals",
@@ -484,7 +491,13 @@ fn a_path_glob_and_tags_filter_both_halves_of_a_search_before_the_limit() {
     static BAD: std::sync::LazyLock<Vec<String>> =
         std::sync::LazyLock::new(|| vec!["../x".to_owned()]);
     assert!(matches!(
-        warden_knowledge::add(&store, "manuals", &[docs.clone()], &options(&BAD), QUIET),
+        warden_knowledge::add(
+            &store,
+            "manuals",
+            std::slice::from_ref(&docs),
+            &options(&BAD),
+            QUIET
+        ),
         Err(KnowledgeError::BadTag(_))
     ));
     // Tags survive a reindex, and adding again without tags keeps them.
