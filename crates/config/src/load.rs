@@ -281,6 +281,8 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
                     batch: raw.batch.and_then(|batch| usize::try_from(batch).ok()),
                     query_prefix: raw.query_prefix,
                     passage_prefix: raw.passage_prefix,
+                    query_input_type: raw.query_input_type,
+                    passage_input_type: raw.passage_input_type,
                 },
             ))
         })

@@ -734,6 +734,10 @@ pub struct EmbeddingsSpec {
     pub query_prefix: Option<String>,
     /// Put before a chunk's text when it is embedded (e5: `"passage: "`).
     pub passage_prefix: Option<String>,
+    /// Sent as `input_type` with a query.
+    pub query_input_type: Option<String>,
+    /// Sent as `input_type` with passages.
+    pub passage_input_type: Option<String>,
 }
 
 /// A reranker (`[rerankers.NAME]`): a `/v1/rerank` endpoint.

@@ -1263,7 +1263,7 @@ fn embeddings_entries_are_read_from_the_user_config_only_with_required_keys_name
 #[test]
 fn knowledge_converters_rerankers_and_prefixes_are_user_config_only_and_checked() {
     let parsed = parse_user(
-        "schema_version = 1\n[knowledge]\nreranker = \"local\"\nconverters = { PDF = [\"pdftotext\", \"-layout\", \"{path}\", \"-\"] }\n[rerankers.local]\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"bge-reranker\"\n[embeddings.e5]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"e5\"\nquery_prefix = \"query: \"\npassage_prefix = \"passage: \"\n",
+        "schema_version = 1\n[knowledge]\nreranker = \"local\"\nconverters = { PDF = [\"pdftotext\", \"-layout\", \"{path}\", \"-\"] }\n[rerankers.local]\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"bge-reranker\"\n[embeddings.e5]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"e5\"\nquery_prefix = \"query: \"\npassage_prefix = \"passage: \"\nquery_input_type = \"search_query\"\npassage_input_type = \"search_document\"\n",
     );
     assert_eq!(
         parsed.knowledge_converters.unwrap()["pdf"],
@@ -1278,6 +1278,10 @@ fn knowledge_converters_rerankers_and_prefixes_are_user_config_only_and_checked(
     assert_eq!(
         parsed.embeddings["e5"].passage_prefix.as_deref(),
         Some("passage: ")
+    );
+    assert_eq!(
+        parsed.embeddings["e5"].passage_input_type.as_deref(),
+        Some("search_document")
     );
 
     let no_path = only_problem(

@@ -46,6 +46,9 @@ pub struct EmbeddingsEndpoint {
     api_key: Option<String>,
     query_prefix: String,
     passage_prefix: String,
+    /// `input_type` sent with queries and with passages (none: not sent).
+    query_input_type: Option<String>,
+    passage_input_type: Option<String>,
     batch: usize,
     attempts: u32,
     first_backoff: Duration,
@@ -62,6 +65,8 @@ impl std::fmt::Debug for EmbeddingsEndpoint {
             .field("batch", &self.batch)
             .field("query_prefix", &self.query_prefix)
             .field("passage_prefix", &self.passage_prefix)
+            .field("query_input_type", &self.query_input_type)
+            .field("passage_input_type", &self.passage_input_type)
             .finish()
     }
 }
@@ -104,6 +109,8 @@ impl EmbeddingsEndpoint {
             api_key,
             query_prefix: String::new(),
             passage_prefix: String::new(),
+            query_input_type: None,
+            passage_input_type: None,
             batch: DEFAULT_BATCH,
             attempts: DEFAULT_ATTEMPTS,
             first_backoff: Duration::from_millis(500),
@@ -117,6 +124,14 @@ impl EmbeddingsEndpoint {
     pub fn with_prefixes(mut self, query: &str, passage: &str) -> Self {
         self.query_prefix = query.to_owned();
         self.passage_prefix = passage.to_owned();
+        self
+    }
+
+    /// Sends `input_type: query` with queries and `input_type: passage` with passages, for
+    /// endpoints that take the role as a field (none: the field is not sent).
+    pub fn with_input_types(mut self, query: Option<&str>, passage: Option<&str>) -> Self {
+        self.query_input_type = query.map(str::to_owned);
+        self.passage_input_type = passage.map(str::to_owned);
         self
     }
 
@@ -137,16 +152,21 @@ impl EmbeddingsEndpoint {
         format!("{}/embeddings", self.base_url)
     }
 
-    async fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    async fn embed_batch(
+        &self,
+        texts: &[String],
+        input_type: Option<&str>,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let url = self.url();
         let mut backoff = self.first_backoff;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut request = self
-                .client
-                .post(&url)
-                .json(&json!({"model": self.model, "input": texts}));
+            let mut body = json!({"model": self.model, "input": texts});
+            if let Some(input_type) = input_type {
+                body["input_type"] = json!(input_type);
+            }
+            let mut request = self.client.post(&url).json(&body);
             if let Some(key) = &self.api_key {
                 request = request.bearer_auth(key);
             }
@@ -262,7 +282,10 @@ impl Embedder for EmbeddingsEndpoint {
                 .iter()
                 .map(|text| format!("{}{text}", self.passage_prefix))
                 .collect();
-            vectors.extend(self.runtime.block_on(self.embed_batch(&batch))?);
+            vectors.extend(
+                self.runtime
+                    .block_on(self.embed_batch(&batch, self.passage_input_type.as_deref()))?,
+            );
         }
         Ok(vectors)
     }
@@ -271,16 +294,19 @@ impl Embedder for EmbeddingsEndpoint {
         let text = format!("{}{query}", self.query_prefix);
         Ok(self
             .runtime
-            .block_on(self.embed_batch(&[text]))?
+            .block_on(self.embed_batch(&[text], self.query_input_type.as_deref()))?
             .pop()
             .unwrap_or_default())
     }
 
     fn cache_key(&self) -> String {
-        if self.passage_prefix.is_empty() {
-            self.model.clone()
-        } else {
-            format!("{} passage_prefix={:?}", self.model, self.passage_prefix)
+        let mut key = self.model.clone();
+        if !self.passage_prefix.is_empty() {
+            key.push_str(&format!(" passage_prefix={:?}", self.passage_prefix));
         }
+        if let Some(input_type) = &self.passage_input_type {
+            key.push_str(&format!(" input_type={input_type:?}"));
+        }
+        key
     }
 }

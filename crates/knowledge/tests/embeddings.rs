@@ -16,6 +16,8 @@ use warden_knowledge::{EmbeddingsEndpoint, Filter, IngestOptions, KnowledgeError
 struct Endpoint {
     /// Texts embedded, in order.
     texts: Vec<String>,
+    /// The `input_type` of each request, in order.
+    input_types: Vec<Option<String>>,
     requests: usize,
     /// Statuses to answer with before answering well again.
     fail_with: Vec<u16>,
@@ -70,6 +72,9 @@ async fn embeddings(State(endpoint): State<Arc<Mutex<Endpoint>>>, body: String) 
         .map(|text| text.as_str().unwrap().to_owned())
         .collect();
     endpoint.texts.extend(inputs.iter().cloned());
+    endpoint
+        .input_types
+        .push(request["input_type"].as_str().map(str::to_owned));
     // Answered out of order, as some servers do: the index says where each belongs.
     let data: Vec<Value> = inputs
         .iter()
@@ -310,16 +315,18 @@ fn the_cache_spares_unchanged_chunks_and_other_embeddings_are_refused_with_the_f
     );
 }
 
-/// e5-style roles: every passage is embedded as `passage: …` and the query as `query: …`; the
-/// cache files a vector under its prefix, so the same text with another prefix is embedded
-/// again and with the same prefix is not.
+/// e5-style roles: every passage is embedded as `passage: …` and the query as `query: …` (or
+/// the role goes as `input_type`); the cache files a vector under its prefix and input type,
+/// so the same text with others is embedded again and with the same ones is not.
 #[test]
 fn passages_and_queries_are_embedded_with_their_prefixes_and_cached_by_them() {
     let (base, state) = start_endpoint(64);
     let dir = tempfile::tempdir().unwrap();
     let docs = write_docs(dir.path());
     let store = KnowledgeStore::in_memory().unwrap();
-    let e5 = endpoint(&base, "e5-small").with_prefixes("query: ", "passage: ");
+    let e5 = endpoint(&base, "e5-small")
+        .with_prefixes("query: ", "passage: ")
+        .with_input_types(Some("query"), Some("passage"));
     let add = |collection: &str, embedder: &EmbeddingsEndpoint| {
         warden_knowledge::add(
             &store,
@@ -348,6 +355,17 @@ fn passages_and_queries_are_embedded_with_their_prefixes_and_cached_by_them() {
     assert_eq!(
         state.lock().unwrap().texts.last().unwrap(),
         "query: reimbursement"
+    );
+    let input_types = state.lock().unwrap().input_types.clone();
+    let passage = Some("passage".to_owned());
+    assert_eq!(
+        input_types,
+        vec![
+            passage.clone(),
+            passage.clone(),
+            passage,
+            Some("query".to_owned())
+        ]
     );
 
     // Another collection of the same texts: the same prefix comes from the cache…

@@ -139,10 +139,15 @@ pub fn embedder_for(
     if let Some(batch) = spec.batch {
         endpoint = endpoint.with_batch(batch);
     }
-    endpoint = endpoint.with_prefixes(
-        spec.query_prefix.as_deref().unwrap_or(""),
-        spec.passage_prefix.as_deref().unwrap_or(""),
-    );
+    endpoint = endpoint
+        .with_prefixes(
+            spec.query_prefix.as_deref().unwrap_or(""),
+            spec.passage_prefix.as_deref().unwrap_or(""),
+        )
+        .with_input_types(
+            spec.query_input_type.as_deref(),
+            spec.passage_input_type.as_deref(),
+        );
     Ok((Some(endpoint), None))
 }
 

