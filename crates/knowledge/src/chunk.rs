@@ -27,6 +27,9 @@ pub struct Chunk {
     /// The first and last line of the document it covers (1-based, inclusive).
     pub line_start: usize,
     pub line_end: usize,
+    /// The first and last page it covers (1-based, inclusive), when the document has pages (a
+    /// converter's output split by form feeds; such a document is chunked page by page).
+    pub pages: Option<(usize, usize)>,
 }
 
 /// A token count estimate: about four characters a token, at least one per word.
@@ -238,6 +241,7 @@ pub fn chunk_text(text: &str, budget: ChunkBudget) -> Vec<Chunk> {
                 headings: open_headings.to_vec(),
                 line_start: open.first().map_or(0, |block| block.first_line),
                 line_end: open.last().map_or(0, Block::last_line),
+                pages: None,
             });
         }
         // The last block carries over when it is small enough, within the same section.

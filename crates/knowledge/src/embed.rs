@@ -8,8 +8,18 @@ use serde_json::{Value, json};
 pub trait Embedder: Send + Sync {
     /// What the vectors come from (cached and recorded with the collection under this name).
     fn model(&self) -> &str;
-    /// One unit-length vector per text, in order, all of one dimension.
+    /// One unit-length vector per text (a passage: a chunk of a document), in order, all of one
+    /// dimension.
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// The vector of a search's query (models trained with roles embed it differently).
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        Ok(self.embed(&[query.to_owned()])?.pop().unwrap_or_default())
+    }
+    /// What a passage's cached vector is filed under besides its text: the model, and whatever
+    /// else changes the vector (the passage prefix).
+    fn cache_key(&self) -> String {
+        self.model().to_owned()
+    }
 }
 
 /// Why texts could not be embedded.
@@ -34,6 +44,11 @@ pub struct EmbeddingsEndpoint {
     base_url: String,
     model: String,
     api_key: Option<String>,
+    query_prefix: String,
+    passage_prefix: String,
+    /// `input_type` sent with queries and with passages (none: not sent).
+    query_input_type: Option<String>,
+    passage_input_type: Option<String>,
     batch: usize,
     attempts: u32,
     first_backoff: Duration,
@@ -48,6 +63,10 @@ impl std::fmt::Debug for EmbeddingsEndpoint {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("batch", &self.batch)
+            .field("query_prefix", &self.query_prefix)
+            .field("passage_prefix", &self.passage_prefix)
+            .field("query_input_type", &self.query_input_type)
+            .field("passage_input_type", &self.passage_input_type)
             .finish()
     }
 }
@@ -88,12 +107,32 @@ impl EmbeddingsEndpoint {
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),
             api_key,
+            query_prefix: String::new(),
+            passage_prefix: String::new(),
+            query_input_type: None,
+            passage_input_type: None,
             batch: DEFAULT_BATCH,
             attempts: DEFAULT_ATTEMPTS,
             first_backoff: Duration::from_millis(500),
             client,
             runtime,
         })
+    }
+
+    /// Puts `query` before each query and `passage` before each passage it embeds (e5-style
+    /// models: `"query: "` and `"passage: "`).
+    pub fn with_prefixes(mut self, query: &str, passage: &str) -> Self {
+        self.query_prefix = query.to_owned();
+        self.passage_prefix = passage.to_owned();
+        self
+    }
+
+    /// Sends `input_type: query` with queries and `input_type: passage` with passages, for
+    /// endpoints that take the role as a field (none: the field is not sent).
+    pub fn with_input_types(mut self, query: Option<&str>, passage: Option<&str>) -> Self {
+        self.query_input_type = query.map(str::to_owned);
+        self.passage_input_type = passage.map(str::to_owned);
+        self
     }
 
     /// Sends at most `batch` texts a request.
@@ -113,16 +152,21 @@ impl EmbeddingsEndpoint {
         format!("{}/embeddings", self.base_url)
     }
 
-    async fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    async fn embed_batch(
+        &self,
+        texts: &[String],
+        input_type: Option<&str>,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let url = self.url();
         let mut backoff = self.first_backoff;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let mut request = self
-                .client
-                .post(&url)
-                .json(&json!({"model": self.model, "input": texts}));
+            let mut body = json!({"model": self.model, "input": texts});
+            if let Some(input_type) = input_type {
+                body["input_type"] = json!(input_type);
+            }
+            let mut request = self.client.post(&url).json(&body);
             if let Some(key) = &self.api_key {
                 request = request.bearer_auth(key);
             }
@@ -234,8 +278,35 @@ impl Embedder for EmbeddingsEndpoint {
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut vectors = Vec::with_capacity(texts.len());
         for batch in texts.chunks(self.batch) {
-            vectors.extend(self.runtime.block_on(self.embed_batch(batch))?);
+            let batch: Vec<String> = batch
+                .iter()
+                .map(|text| format!("{}{text}", self.passage_prefix))
+                .collect();
+            vectors.extend(
+                self.runtime
+                    .block_on(self.embed_batch(&batch, self.passage_input_type.as_deref()))?,
+            );
         }
         Ok(vectors)
+    }
+
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        let text = format!("{}{query}", self.query_prefix);
+        Ok(self
+            .runtime
+            .block_on(self.embed_batch(&[text], self.query_input_type.as_deref()))?
+            .pop()
+            .unwrap_or_default())
+    }
+
+    fn cache_key(&self) -> String {
+        let mut key = self.model.clone();
+        if !self.passage_prefix.is_empty() {
+            key.push_str(&format!(" passage_prefix={:?}", self.passage_prefix));
+        }
+        if let Some(input_type) = &self.passage_input_type {
+            key.push_str(&format!(" input_type={input_type:?}"));
+        }
+        key
     }
 }

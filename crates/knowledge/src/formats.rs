@@ -1,35 +1,205 @@
 //! What a file becomes before chunking: Markdown and plain text as they are, HTML turned into Markdown-shaped text (headings, paragraphs, list items, preformatted blocks; scripts and styles dropped); anything else, binary, or not UTF-8 is refused with the reason the ingestion summary shows.
 
+use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-/// The text of a file ready to chunk, or why it is skipped.
-pub fn document_text(path: &Path, bytes: &[u8]) -> Result<String, String> {
+/// Commands that turn a file into text, by lowercase extension: the program and its arguments,
+/// `{path}` standing for the file (`[knowledge] converters` of the user config).
+pub type Converters = BTreeMap<String, Vec<String>>;
+
+/// How long a converter may run on one file.
+const CONVERTER_TIMEOUT: Duration = Duration::from_secs(120);
+/// The most text a converter may print for one file.
+const MAX_CONVERTED_BYTES: usize = 64 * 1024 * 1024;
+
+/// A file's text ready to chunk, and the page each of its lines is on when it has pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentText {
+    pub text: String,
+    /// `line_pages[i]` is the page (1-based) of line `i + 1`; `None` for a document without pages.
+    pub line_pages: Option<Vec<usize>>,
+}
+
+impl DocumentText {
+    fn plain(text: String) -> Self {
+        Self {
+            text,
+            line_pages: None,
+        }
+    }
+
+    /// Each page with the line it starts on (1-based) and its text, in order; the whole text
+    /// as page 1 when the document has no pages.
+    pub fn pages(&self) -> Vec<(usize, usize, String)> {
+        let Some(line_pages) = &self.line_pages else {
+            return vec![(1, 1, self.text.clone())];
+        };
+        let mut pages: Vec<(usize, usize, String)> = Vec::new();
+        for (index, (line, page)) in self.text.split('\n').zip(line_pages).enumerate() {
+            match pages.last_mut() {
+                Some((current, _, text)) if current == page => {
+                    text.push('\n');
+                    text.push_str(line);
+                }
+                _ => pages.push((*page, index + 1, line.to_owned())),
+            }
+        }
+        pages
+    }
+}
+
+/// The text of a file ready to chunk, or why it is skipped. A converter for the file's extension
+/// runs on `path` (which must then be the file on disk) and wins over the built-in formats.
+pub fn document_text(
+    path: &Path,
+    bytes: &[u8],
+    converters: &Converters,
+) -> Result<DocumentText, String> {
     let extension = path
         .extension()
         .and_then(|extension| extension.to_str())
         .map(str::to_ascii_lowercase)
         .unwrap_or_default();
+    if let Some(command) = converters.get(&extension) {
+        return convert(path, &extension, command);
+    }
     let kind = match extension.as_str() {
         "md" | "markdown" | "mdx" => Kind::Markdown,
         "txt" | "text" | "rst" => Kind::Text,
         "html" | "htm" | "xhtml" => Kind::Html,
         "pdf" => {
             return Err(
-                "PDF is read through a converter command (see docs/KNOWLEDGE.md); none is set"
+                "a PDF is read by a converter command, and none is set: add [knowledge] converters = { pdf = [\"pdftotext\", \"-layout\", \"{path}\", \"-\"] } to your user config (docs/KNOWLEDGE.md)"
                     .to_owned(),
             );
         }
         "" => Kind::Text,
-        other => return Err(format!("not a document warden reads (.{other})")),
+        other => {
+            return Err(format!(
+                "not a document warden reads (.{other}); a [knowledge] converters.{other} command can make it text"
+            ));
+        }
     };
     if bytes.contains(&0) {
         return Err("binary content (a NUL byte)".to_owned());
     }
     let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())?;
-    Ok(match kind {
+    Ok(DocumentText::plain(match kind {
         Kind::Markdown | Kind::Text => text.replace("\r\n", "\n"),
         Kind::Html => html_to_text(text),
-    })
+    }))
+}
+
+/// Runs `command` (`{path}` replaced by the file) and reads its standard output as the text, a
+/// form feed starting a new page. No shell is involved; standard input is empty.
+fn convert(path: &Path, extension: &str, command: &[String]) -> Result<DocumentText, String> {
+    let Some((program, arguments)) = command.split_first() else {
+        return Err(format!("[knowledge] converters.{extension} is empty"));
+    };
+    let file = path.display().to_string();
+    let mut child = std::process::Command::new(program)
+        .args(arguments.iter().map(|argument| argument.replace("{path}", &file)))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|error| {
+            format!(
+                "the converter `{program}` could not start ({error}): install it (pdftotext is in poppler-utils) or change [knowledge] converters.{extension}"
+            )
+        })?;
+    let read_all = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            if let Some(pipe) = pipe {
+                let _ = pipe
+                    .take(MAX_CONVERTED_BYTES as u64 + 1)
+                    .read_to_end(&mut out);
+            }
+            out
+        })
+    };
+    let stdout = read_all(
+        child
+            .stdout
+            .take()
+            .map(|pipe| Box::new(pipe) as Box<dyn Read + Send>),
+    );
+    let stderr = read_all(
+        child
+            .stderr
+            .take()
+            .map(|pipe| Box::new(pipe) as Box<dyn Read + Send>),
+    );
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() > CONVERTER_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "the converter `{program}` ran longer than {} s and was stopped",
+                    CONVERTER_TIMEOUT.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(error) => return Err(format!("the converter `{program}` failed: {error}")),
+        }
+    };
+    let output = stdout.join().unwrap_or_default();
+    let errors = stderr.join().unwrap_or_default();
+    if !status.success() {
+        let said: String = String::from_utf8_lossy(&errors)
+            .lines()
+            .find(|line| !line.trim().is_empty())
+            .unwrap_or("")
+            .chars()
+            .take(200)
+            .collect();
+        return Err(format!(
+            "the converter `{program}` failed ({status}): {said}"
+        ));
+    }
+    if output.len() > MAX_CONVERTED_BYTES {
+        return Err(format!(
+            "the converter `{program}` printed more than {} MiB",
+            MAX_CONVERTED_BYTES / (1024 * 1024)
+        ));
+    }
+    let text = String::from_utf8_lossy(&output).replace("\r\n", "\n");
+    if text.chars().all(|c| c.is_whitespace() || c == '\u{c}') {
+        return Err(if extension == "pdf" {
+            "no text layer (a scanned PDF?): run OCR first, e.g. `ocrmypdf in.pdf out.pdf`, and add the result".to_owned()
+        } else {
+            format!("the converter `{program}` printed no text")
+        });
+    }
+    Ok(paged(&text))
+}
+
+/// Text whose form feeds separate pages, as lines each knowing its page (the form feeds
+/// dropped; a page break inside a line counts from that line on).
+pub fn paged(text: &str) -> DocumentText {
+    let mut page = 1;
+    let mut line_pages = Vec::new();
+    let mut out = String::with_capacity(text.len());
+    for (index, line) in text.split('\n').enumerate() {
+        if index > 0 {
+            out.push('\n');
+        }
+        let rest = line.trim_start_matches('\u{c}');
+        page += line.len() - rest.len();
+        line_pages.push(page);
+        page += rest.matches('\u{c}').count();
+        out.push_str(&rest.replace('\u{c}', ""));
+    }
+    DocumentText {
+        text: out,
+        line_pages: Some(line_pages),
+    }
 }
 
 enum Kind {
@@ -209,22 +379,77 @@ mod tests {
     #[test]
     fn a_file_warden_cannot_read_says_why() {
         let path = Path::new("manual.md");
-        assert!(document_text(path, b"# Hi\r\n").unwrap() == "# Hi\n");
-        assert!(document_text(path, b"a\0b").unwrap_err().contains("binary"));
+        let none = Converters::new();
+        assert!(document_text(path, b"# Hi\r\n", &none).unwrap().text == "# Hi\n");
         assert!(
-            document_text(path, &[0xff, 0xfe])
+            document_text(path, b"a\0b", &none)
+                .unwrap_err()
+                .contains("binary")
+        );
+        assert!(
+            document_text(path, &[0xff, 0xfe], &none)
                 .unwrap_err()
                 .contains("UTF-8")
         );
         assert!(
-            document_text(Path::new("photo.png"), b"x")
+            document_text(Path::new("photo.png"), b"x", &none)
                 .unwrap_err()
                 .contains(".png")
         );
         assert!(
-            document_text(Path::new("scan.pdf"), b"%PDF")
+            document_text(Path::new("scan.pdf"), b"%PDF", &none)
                 .unwrap_err()
-                .contains("converter")
+                .contains("[knowledge] converters")
+        );
+    }
+
+    #[test]
+    fn form_feeds_split_pages_and_each_line_knows_its_page() {
+        let document = paged("one\ntwo\n\u{c}three\nfour\u{c}\n\u{c}six");
+        // Page 3 is empty: two form feeds in a row.
+        assert_eq!(document.text, "one\ntwo\nthree\nfour\nsix");
+        assert_eq!(document.line_pages, Some(vec![1, 1, 2, 2, 4]));
+        assert_eq!(
+            document.pages(),
+            vec![
+                (1, 1, "one\ntwo".to_owned()),
+                (2, 3, "three\nfour".to_owned()),
+                (4, 5, "six".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_converter_that_fails_or_prints_nothing_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a b.pdf");
+        std::fs::write(&file, "x").unwrap();
+        let with = |command: &[&str]| {
+            let mut converters = Converters::new();
+            converters.insert(
+                "pdf".to_owned(),
+                command.iter().map(|part| (*part).to_owned()).collect(),
+            );
+            document_text(&file, b"", &converters)
+        };
+        // `{path}` is one argument, spaces and all: no shell splits it.
+        let read = with(&["cat", "{path}"]).unwrap();
+        assert_eq!(read.text, "x");
+        assert_eq!(read.line_pages, Some(vec![1]));
+        assert!(
+            with(&["sh", "-c", "echo broken >&2; exit 3", "{path}"])
+                .unwrap_err()
+                .contains("failed (exit status: 3): broken")
+        );
+        assert!(
+            with(&["printf", "\\f\\f", "{path}"])
+                .unwrap_err()
+                .contains("no text layer")
+        );
+        assert!(
+            with(&["warden-no-such-converter", "{path}"])
+                .unwrap_err()
+                .contains("could not start")
         );
     }
 }

@@ -6,8 +6,8 @@ use sha2::{Digest, Sha256};
 
 use crate::chunk::{Chunk, ChunkBudget, chunk_text};
 use crate::embed::Embedder;
-use crate::formats::document_text;
-use crate::store::{KnowledgeError, KnowledgeStore};
+use crate::formats::{Converters, document_text};
+use crate::store::{KnowledgeError, KnowledgeStore, check_tag};
 
 /// Files larger than this are skipped.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -29,6 +29,26 @@ pub struct IngestSummary {
 
 /// Where an ingestion stands, for a progress line: files done of all found.
 pub type Progress<'a> = &'a dyn Fn(usize, usize);
+
+/// How files become chunks: the budget, the embeddings (none: BM25 alone), the commands that
+/// turn other formats into text, and the tags the documents get.
+#[derive(Clone, Copy, Default)]
+pub struct IngestOptions<'a> {
+    pub budget: ChunkBudget,
+    pub embedder: Option<&'a dyn Embedder>,
+    /// `[knowledge] converters` (none: the built-in formats only).
+    pub converters: Option<&'a Converters>,
+    /// Tags every document added gets, replacing the ones it had (none: its tags stay).
+    pub tags: &'a [String],
+}
+
+static NO_CONVERTERS: std::sync::LazyLock<Converters> = std::sync::LazyLock::new(Converters::new);
+
+impl IngestOptions<'_> {
+    fn converters(&self) -> &Converters {
+        self.converters.unwrap_or(&NO_CONVERTERS)
+    }
+}
 
 /// Every file under `path` (itself, when it is a file), hidden entries skipped, sorted.
 fn files_under(path: &Path, found: &mut Vec<PathBuf>) {
@@ -85,12 +105,12 @@ pub fn add(
     store: &KnowledgeStore,
     collection: &str,
     paths: &[PathBuf],
-    budget: ChunkBudget,
-    embedder: Option<&dyn Embedder>,
+    options: &IngestOptions<'_>,
     progress: Progress<'_>,
 ) -> Result<IngestSummary, KnowledgeError> {
+    options.tags.iter().try_for_each(|tag| check_tag(tag))?;
     store.ensure_collection(collection)?;
-    check_embeddings(store, collection, embedder)?;
+    check_embeddings(store, collection, options.embedder)?;
     let mut summary = IngestSummary::default();
     let mut files = Vec::new();
     let mut folders = Vec::new();
@@ -113,15 +133,10 @@ pub fn add(
         progress(done, total);
         let name = file.display().to_string();
         seen.push(name.clone());
-        ingest_file(
-            store,
-            collection,
-            file,
-            &name,
-            (budget, embedder),
-            false,
-            &mut summary,
-        )?;
+        ingest_file(store, collection, file, &name, options, false, &mut summary)?;
+        if !options.tags.is_empty() {
+            store.set_tags(collection, &name, options.tags)?;
+        }
     }
     progress(total, total);
     // A file gone from a folder that was added again loses its chunks.
@@ -143,10 +158,10 @@ pub fn add(
 pub fn reindex(
     store: &KnowledgeStore,
     collection: &str,
-    budget: ChunkBudget,
-    embedder: Option<&dyn Embedder>,
+    options: &IngestOptions<'_>,
     progress: Progress<'_>,
 ) -> Result<IngestSummary, KnowledgeError> {
+    let embedder = options.embedder;
     let documents = store.documents(collection)?;
     let stored = store.collection_embedding(collection)?;
     if stored.as_ref().map(|(model, _)| model.as_str()) != embedder.map(|embedder| embedder.model())
@@ -168,7 +183,7 @@ pub fn reindex(
             collection,
             &path,
             &document.path,
-            (budget, embedder),
+            options,
             true,
             &mut summary,
         )?;
@@ -182,7 +197,7 @@ fn ingest_file(
     collection: &str,
     file: &Path,
     name: &str,
-    (budget, embedder): (ChunkBudget, Option<&dyn Embedder>),
+    options: &IngestOptions<'_>,
     force: bool,
     summary: &mut IngestSummary,
 ) -> Result<(), KnowledgeError> {
@@ -213,7 +228,7 @@ fn ingest_file(
         collection,
         (file, name),
         &bytes,
-        (budget, embedder),
+        options,
         force,
         summary,
     )
@@ -221,17 +236,22 @@ fn ingest_file(
 
 /// Adds one document given as bytes (a service's tenant uploads it): `name` is its path in the
 /// collection and its extension picks the format, as a file's does. An unchanged document does
-/// no work; a changed one has its chunks replaced at once.
+/// no work; a changed one has its chunks replaced at once. Converters are not run (there is
+/// no file to run them on).
 pub fn add_document(
     store: &KnowledgeStore,
     collection: &str,
     name: &str,
     bytes: &[u8],
-    budget: ChunkBudget,
-    embedder: Option<&dyn Embedder>,
+    options: &IngestOptions<'_>,
 ) -> Result<IngestSummary, KnowledgeError> {
+    options.tags.iter().try_for_each(|tag| check_tag(tag))?;
     store.ensure_collection(collection)?;
-    check_embeddings(store, collection, embedder)?;
+    check_embeddings(store, collection, options.embedder)?;
+    let options = IngestOptions {
+        converters: None,
+        ..*options
+    };
     let mut summary = IngestSummary::default();
     if bytes.len() as u64 > MAX_FILE_BYTES {
         summary.skipped.push((
@@ -245,10 +265,13 @@ pub fn add_document(
         collection,
         (Path::new(name), name),
         bytes,
-        (budget, embedder),
+        &options,
         false,
         &mut summary,
     )?;
+    if !options.tags.is_empty() {
+        store.set_tags(collection, name, options.tags)?;
+    }
     Ok(summary)
 }
 
@@ -259,24 +282,43 @@ fn ingest_bytes(
     collection: &str,
     (file, name): (&Path, &str),
     bytes: &[u8],
-    (budget, embedder): (ChunkBudget, Option<&dyn Embedder>),
+    options: &IngestOptions<'_>,
     force: bool,
     summary: &mut IngestSummary,
 ) -> Result<(), KnowledgeError> {
+    let embedder = options.embedder;
     let hash = content_hash(bytes);
     let stored = store.content_hash(collection, name)?;
     if !force && stored.as_deref() == Some(hash.as_str()) {
         summary.unchanged += 1;
         return Ok(());
     }
-    let text = match document_text(file, bytes) {
-        Ok(text) => text,
+    let document = match document_text(file, bytes, options.converters()) {
+        Ok(document) => document,
         Err(reason) => {
             summary.skipped.push((name.to_owned(), reason));
             return Ok(());
         }
     };
-    let chunks = chunk_text(&text, budget);
+    // A document with pages is chunked page by page, so each passage cites one page.
+    let chunks: Vec<Chunk> = if document.line_pages.is_none() {
+        chunk_text(&document.text, options.budget)
+    } else {
+        document
+            .pages()
+            .into_iter()
+            .flat_map(|(page, first_line, text)| {
+                chunk_text(&text, options.budget)
+                    .into_iter()
+                    .map(move |chunk| Chunk {
+                        line_start: chunk.line_start + first_line - 1,
+                        line_end: chunk.line_end + first_line - 1,
+                        pages: Some((page, page)),
+                        ..chunk
+                    })
+            })
+            .collect()
+    };
     let vectors = match embedder {
         None => None,
         Some(embedder) => match embed_chunks(store, collection, embedder, &chunks, summary) {
@@ -316,7 +358,8 @@ fn embed_chunks(
         .iter()
         .map(|chunk| content_hash(chunk.text.as_bytes()))
         .collect();
-    let cached = store.cached_vectors(embedder.model(), &hashes)?;
+    let cache_key = embedder.cache_key();
+    let cached = store.cached_vectors(&cache_key, &hashes)?;
     let missing: Vec<usize> = (0..chunks.len())
         .filter(|index| !cached.contains_key(&hashes[*index]))
         .collect();
@@ -334,7 +377,7 @@ fn embed_chunks(
         .zip(fresh)
         .map(|(index, vector)| (hashes[*index].clone(), vector))
         .collect();
-    store.cache_vectors(embedder.model(), &fresh_by_hash)?;
+    store.cache_vectors(&cache_key, &fresh_by_hash)?;
     summary.embedded += fresh_by_hash.len();
     summary.cached += chunks.len() - fresh_by_hash.len();
     let mut vectors = Vec::with_capacity(chunks.len());
@@ -381,8 +424,7 @@ mod tests {
             &store,
             "manuals",
             std::slice::from_ref(&docs),
-            ChunkBudget::default(),
-            None,
+            &IngestOptions::default(),
             &quiet,
         )
         .unwrap();
@@ -394,8 +436,7 @@ mod tests {
             &store,
             "manuals",
             std::slice::from_ref(&docs),
-            ChunkBudget::default(),
-            None,
+            &IngestOptions::default(),
             &quiet,
         )
         .unwrap();
@@ -411,8 +452,7 @@ mod tests {
             &store,
             "manuals",
             std::slice::from_ref(&docs),
-            ChunkBudget::default(),
-            None,
+            &IngestOptions::default(),
             &quiet,
         )
         .unwrap();

@@ -30,6 +30,14 @@ pub enum KnowledgeError {
     EmbeddingsNeeded { collection: String, model: String },
     #[error(transparent)]
     Embed(#[from] crate::embed::EmbedError),
+    #[error(
+        "tag {0:?}: letters, digits, `_`, `-`, `.` and `:`, starting with a letter or digit, at most 64"
+    )]
+    BadTag(String),
+    #[error(
+        "path filter {0:?}: a glob of at most 512 characters (`*`, `?`, `[…]`), e.g. \"policies/*.md\""
+    )]
+    BadGlob(String),
 }
 
 /// A collection as listed.
@@ -48,6 +56,74 @@ pub struct DocumentRow {
     pub content_hash: String,
     pub chunks: u64,
     pub updated_at: u64,
+    /// Its tags (`warden knowledge add … --tag T`), sorted.
+    pub tags: Vec<String>,
+}
+
+/// Which documents a search looks in: their path matches a glob, and they carry every tag.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// A glob (`*` any characters, `/` too; `?` one; `[…]` a set), matched against the whole
+    /// stored path or any tail of it after a `/` (`policies/*.md` matches
+    /// `/home/me/docs/policies/refunds.md`).
+    pub path: Option<String>,
+    /// Tags a document must all carry.
+    pub tags: Vec<String>,
+}
+
+impl Filter {
+    /// Whether it lets every document through.
+    pub fn is_empty(&self) -> bool {
+        self.path.is_none() && self.tags.is_empty()
+    }
+
+    /// Checks the glob and the tags.
+    pub fn check(&self) -> Result<(), KnowledgeError> {
+        if let Some(glob) = &self.path
+            && (glob.is_empty() || glob.chars().count() > 512)
+        {
+            return Err(KnowledgeError::BadGlob(glob.clone()));
+        }
+        self.tags.iter().try_for_each(|tag| check_tag(tag))
+    }
+
+    /// The SQL condition on chunks aliased `k` and its values, appended after `values`.
+    fn clause(&self, values: &mut Vec<rusqlite::types::Value>) -> String {
+        let mut clause = String::new();
+        if let Some(glob) = &self.path {
+            values.push(glob.clone().into());
+            let n = values.len();
+            clause.push_str(&format!(
+                " AND (k.path GLOB ?{n} OR k.path GLOB '*/' || ?{n})"
+            ));
+        }
+        for tag in &self.tags {
+            values.push(tag.clone().into());
+            clause.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM document_tags t WHERE t.collection = k.collection AND t.path = k.path AND t.tag = ?{})",
+                values.len()
+            ));
+        }
+        clause
+    }
+}
+
+/// Whether `tag` may tag a document.
+pub fn check_tag(tag: &str) -> Result<(), KnowledgeError> {
+    let valid = !tag.is_empty()
+        && tag.len() <= 64
+        && tag
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
+    if valid {
+        Ok(())
+    } else {
+        Err(KnowledgeError::BadTag(tag.to_owned()))
+    }
 }
 
 /// One retrieved chunk with its provenance and score (higher is better).
@@ -57,6 +133,11 @@ pub struct Hit {
     pub headings: Vec<String>,
     pub line_start: u64,
     pub line_end: u64,
+    /// The pages it spans, when its document has pages (a PDF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_start: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_end: Option<u64>,
     pub text: String,
     pub score: f64,
 }
@@ -87,6 +168,13 @@ CREATE TABLE IF NOT EXISTS chunks (
     FOREIGN KEY (collection, path) REFERENCES documents(collection, path) ON DELETE CASCADE
 );
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(collection, path);
+CREATE TABLE IF NOT EXISTS document_tags (
+    collection TEXT NOT NULL,
+    path TEXT NOT NULL,
+    tag TEXT NOT NULL,
+    PRIMARY KEY (collection, path, tag),
+    FOREIGN KEY (collection, path) REFERENCES documents(collection, path) ON DELETE CASCADE
+);
 CREATE INDEX IF NOT EXISTS chunks_collection_by_id ON chunks(id, collection);
 CREATE TABLE IF NOT EXISTS chunk_vectors (
     chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
@@ -220,6 +308,8 @@ fn hit_of(row: &rusqlite::Row<'_>, score: f64) -> rusqlite::Result<Hit> {
         line_start: to_u64(row.get(2)?),
         line_end: to_u64(row.get(3)?),
         text: row.get(4)?,
+        page_start: row.get::<_, Option<i64>>(5)?.map(to_u64),
+        page_end: row.get::<_, Option<i64>>(6)?.map(to_u64),
         score,
     })
 }
@@ -254,6 +344,18 @@ impl KnowledgeStore {
         connection.pragma_update(None, "foreign_keys", "ON")?;
         connection.busy_timeout(std::time::Duration::from_secs(5))?;
         connection.execute_batch(SCHEMA)?;
+        // Databases made before chunks had pages get the columns.
+        let paged: i64 = connection.query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('chunks') WHERE name = 'page_start'",
+            [],
+            |row| row.get(0),
+        )?;
+        if paged == 0 {
+            connection.execute_batch(
+                "ALTER TABLE chunks ADD COLUMN page_start INTEGER;
+                 ALTER TABLE chunks ADD COLUMN page_end INTEGER;",
+            )?;
+        }
         Ok(Self {
             connection: Mutex::new(connection),
             vectors: Mutex::default(),
@@ -374,18 +476,61 @@ impl KnowledgeStore {
         let connection = self.lock();
         let mut statement = connection.prepare(
             "SELECT d.path, d.content_hash, d.updated_at,
-                (SELECT COUNT(*) FROM chunks k WHERE k.collection = d.collection AND k.path = d.path)
+                (SELECT COUNT(*) FROM chunks k WHERE k.collection = d.collection AND k.path = d.path),
+                (SELECT group_concat(tag, ' ') FROM (SELECT tag FROM document_tags t
+                    WHERE t.collection = d.collection AND t.path = d.path ORDER BY tag))
              FROM documents d WHERE d.collection = ?1 ORDER BY d.path",
         )?;
         let rows = statement.query_map(params![collection], |row| {
+            let tags: Option<String> = row.get(4)?;
             Ok(DocumentRow {
                 path: row.get(0)?,
                 content_hash: row.get(1)?,
                 updated_at: to_u64(row.get(2)?),
                 chunks: to_u64(row.get(3)?),
+                tags: tags
+                    .unwrap_or_default()
+                    .split(' ')
+                    .filter(|tag| !tag.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Gives a stored document exactly these tags (each checked); whether it is stored.
+    pub fn set_tags(
+        &self,
+        collection: &str,
+        path: &str,
+        tags: &[String],
+    ) -> Result<bool, KnowledgeError> {
+        tags.iter().try_for_each(|tag| check_tag(tag))?;
+        let mut connection = self.lock();
+        let transaction = connection.transaction()?;
+        let stored = transaction
+            .query_row(
+                "SELECT 1 FROM documents WHERE collection = ?1 AND path = ?2",
+                params![collection, path],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if stored {
+            transaction.execute(
+                "DELETE FROM document_tags WHERE collection = ?1 AND path = ?2",
+                params![collection, path],
+            )?;
+            for tag in tags {
+                transaction.execute(
+                    "INSERT OR IGNORE INTO document_tags (collection, path, tag) VALUES (?1, ?2, ?3)",
+                    params![collection, path, tag],
+                )?;
+            }
+        }
+        transaction.commit()?;
+        Ok(stored)
     }
 
     /// The stored content hash of a document, if it is stored.
@@ -430,8 +575,9 @@ impl KnowledgeStore {
         )?;
         {
             let mut insert = transaction.prepare(
-                "INSERT INTO chunks (collection, path, ordinal, headings, line_start, line_end, text)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO chunks (collection, path, ordinal, headings, line_start, line_end, text,
+                     page_start, page_end)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?;
             let mut insert_vector = transaction.prepare(
                 "INSERT INTO chunk_vectors (chunk_id, collection, vector) VALUES (?1, ?2, ?3)",
@@ -445,6 +591,12 @@ impl KnowledgeStore {
                     i64::try_from(chunk.line_start).unwrap_or(0),
                     i64::try_from(chunk.line_end).unwrap_or(0),
                     chunk.text,
+                    chunk
+                        .pages
+                        .map(|(first, _)| i64::try_from(first).unwrap_or(0)),
+                    chunk
+                        .pages
+                        .map(|(_, last)| i64::try_from(last).unwrap_or(0)),
                 ])?;
                 if let Some(vector) = vectors.and_then(|vectors| vectors.get(ordinal)) {
                     insert_vector.execute(params![
@@ -576,14 +728,41 @@ impl KnowledgeStore {
         query: &[f32],
         limit: usize,
     ) -> Result<Vec<Hit>, KnowledgeError> {
+        self.search_vectors_in(collection, query, limit, &Filter::default())
+    }
+
+    /// [`Self::search_vectors`] over the chunks of the documents `filter` lets through.
+    pub fn search_vectors_in(
+        &self,
+        collection: &str,
+        query: &[f32],
+        limit: usize,
+        filter: &Filter,
+    ) -> Result<Vec<Hit>, KnowledgeError> {
         self.require_collection(collection)?;
+        filter.check()?;
         let connection = self.lock();
         let block = self.vector_block(&connection, collection)?;
+        // The chunks a filter lets through, as ids (from the documents' rows, never the vectors).
+        let allowed: Option<std::collections::HashSet<i64>> = if filter.is_empty() {
+            None
+        } else {
+            let mut values: Vec<rusqlite::types::Value> = vec![collection.to_owned().into()];
+            let clause = filter.clause(&mut values);
+            let mut statement = connection.prepare(&format!(
+                "SELECT k.id FROM chunks k WHERE k.collection = ?1{clause}"
+            ))?;
+            let ids = statement
+                .query_map(rusqlite::params_from_iter(values), |row| row.get(0))?
+                .collect::<Result<_, _>>()?;
+            Some(ids)
+        };
         let mut scored: Vec<(f32, i64)> = if block.dimension == query.len() && block.dimension > 0 {
             block
                 .values
                 .chunks_exact(block.dimension)
                 .zip(&block.ids)
+                .filter(|(_, id)| allowed.as_ref().is_none_or(|allowed| allowed.contains(id)))
                 .map(|(vector, id)| (dot(query, vector), *id))
                 .collect()
         } else {
@@ -596,7 +775,8 @@ impl KnowledgeStore {
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.truncate(limit);
         let mut statement = connection.prepare(
-            "SELECT path, headings, line_start, line_end, text FROM chunks WHERE id = ?1",
+            "SELECT path, headings, line_start, line_end, text, page_start, page_end
+             FROM chunks WHERE id = ?1",
         )?;
         let mut hits = Vec::with_capacity(scored.len());
         for (score, id) in scored {
@@ -615,15 +795,26 @@ impl KnowledgeStore {
         limit: usize,
         embedder: Option<&dyn crate::embed::Embedder>,
     ) -> Result<Vec<Hit>, KnowledgeError> {
-        let lexical = self.search_lexical(collection, query, CANDIDATES.max(limit))?;
+        self.search_in(collection, query, limit, embedder, &Filter::default())
+    }
+
+    /// [`Self::search`] over the documents `filter` lets through: both halves are filtered
+    /// before they are cut to their candidates, so a filter never empties a search that has
+    /// matching chunks further down.
+    pub fn search_in(
+        &self,
+        collection: &str,
+        query: &str,
+        limit: usize,
+        embedder: Option<&dyn crate::embed::Embedder>,
+        filter: &Filter,
+    ) -> Result<Vec<Hit>, KnowledgeError> {
+        let lexical = self.search_lexical_in(collection, query, CANDIDATES.max(limit), filter)?;
         let embedded = self.collection_embedding(collection)?;
         let (Some(embedder), Some((model, dimension))) = (embedder, embedded) else {
             return Ok(lexical.into_iter().take(limit).collect());
         };
-        let query_vector = embedder
-            .embed(&[query.to_owned()])?
-            .pop()
-            .unwrap_or_default();
+        let query_vector = embedder.embed_query(query)?;
         if embedder.model() != model || query_vector.len() != dimension {
             return Err(KnowledgeError::EmbeddingMismatch {
                 collection: collection.to_owned(),
@@ -631,7 +822,8 @@ impl KnowledgeStore {
                 offered: format!("{} ({} dimensions)", embedder.model(), query_vector.len()),
             });
         }
-        let nearest = self.search_vectors(collection, &query_vector, CANDIDATES.max(limit))?;
+        let nearest =
+            self.search_vectors_in(collection, &query_vector, CANDIDATES.max(limit), filter)?;
         Ok(fuse(&[lexical, nearest], limit))
     }
 
@@ -680,34 +872,51 @@ impl KnowledgeStore {
         query: &str,
         limit: usize,
     ) -> Result<Vec<Hit>, KnowledgeError> {
+        self.search_lexical_in(collection, query, limit, &Filter::default())
+    }
+
+    /// [`Self::search_lexical`] over the chunks of the documents `filter` lets through.
+    pub fn search_lexical_in(
+        &self,
+        collection: &str,
+        query: &str,
+        limit: usize,
+        filter: &Filter,
+    ) -> Result<Vec<Hit>, KnowledgeError> {
         self.require_collection(collection)?;
+        filter.check()?;
         let Some(expression) = match_expression(query) else {
             return Ok(Vec::new());
         };
         let connection = self.lock();
-        // The best ids first, from the index and the small (id, collection) index alone; only
-        // those few rows are read whole.
-        let mut statement = connection.prepare(
-            "SELECT c.path, c.headings, c.line_start, c.line_end, c.text, best.rank
+        let mut values: Vec<rusqlite::types::Value> = vec![
+            expression.into(),
+            collection.to_owned().into(),
+            i64::try_from(limit).unwrap_or(i64::MAX).into(),
+        ];
+        let clause = filter.clause(&mut values);
+        // The best ids first, from the index and the small (id, collection) index alone (a
+        // filter reads the candidates' paths too); only those few rows are read whole.
+        let mut statement = connection.prepare(&format!(
+            "SELECT c.path, c.headings, c.line_start, c.line_end, c.text, c.page_start, c.page_end,
+                    best.rank
              FROM (SELECT f.rowid AS id, bm25(chunks_fts, 1.0, 0.5) AS rank
-                   FROM chunks_fts f JOIN chunks k INDEXED BY chunks_collection_by_id ON k.id = f.rowid
-                   WHERE chunks_fts MATCH ?1 AND k.collection = ?2
+                   FROM chunks_fts f JOIN chunks k {} ON k.id = f.rowid
+                   WHERE chunks_fts MATCH ?1 AND k.collection = ?2{clause}
                    ORDER BY rank LIMIT ?3) best
              JOIN chunks c ON c.id = best.id
              ORDER BY best.rank",
-        )?;
-        let rows = statement.query_map(
-            params![
-                expression,
-                collection,
-                i64::try_from(limit).unwrap_or(i64::MAX)
-            ],
-            |row| {
-                // FTS5's bm25() is lower for better matches; a score reads higher-is-better.
-                let rank: f64 = row.get(5)?;
-                hit_of(row, -rank)
-            },
-        )?;
+            if filter.is_empty() {
+                "INDEXED BY chunks_collection_by_id"
+            } else {
+                ""
+            }
+        ))?;
+        let rows = statement.query_map(rusqlite::params_from_iter(values), |row| {
+            // FTS5's bm25() is lower for better matches; a score reads higher-is-better.
+            let rank: f64 = row.get(7)?;
+            hit_of(row, -rank)
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 }
@@ -749,6 +958,7 @@ mod tests {
             headings: vec![heading.to_owned()],
             line_start: 1,
             line_end: 2,
+            pages: None,
         }
     }
 

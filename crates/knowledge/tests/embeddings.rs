@@ -9,13 +9,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
-use warden_knowledge::{ChunkBudget, EmbeddingsEndpoint, KnowledgeError, KnowledgeStore};
+use warden_knowledge::{EmbeddingsEndpoint, Filter, IngestOptions, KnowledgeError, KnowledgeStore};
 
 /// What the endpoint was asked, and how it should answer next.
 #[derive(Default)]
 struct Endpoint {
     /// Texts embedded, in order.
     texts: Vec<String>,
+    /// The `input_type` of each request, in order.
+    input_types: Vec<Option<String>>,
     requests: usize,
     /// Statuses to answer with before answering well again.
     fail_with: Vec<u16>,
@@ -70,6 +72,9 @@ async fn embeddings(State(endpoint): State<Arc<Mutex<Endpoint>>>, body: String) 
         .map(|text| text.as_str().unwrap().to_owned())
         .collect();
     endpoint.texts.extend(inputs.iter().cloned());
+    endpoint
+        .input_types
+        .push(request["input_type"].as_str().map(str::to_owned));
     // Answered out of order, as some servers do: the index says where each belongs.
     let data: Vec<Value> = inputs
         .iter()
@@ -148,8 +153,10 @@ fn hybrid_retrieval_finds_by_meaning_what_bm25_misses_and_keeps_what_it_finds() 
         &store,
         "manuals",
         &[docs],
-        ChunkBudget::default(),
-        Some(&embedder),
+        &IngestOptions {
+            embedder: Some(&embedder),
+            ..IngestOptions::default()
+        },
         QUIET,
     )
     .unwrap();
@@ -197,8 +204,10 @@ fn a_busy_endpoint_is_retried_and_a_failing_one_leaves_the_document_as_it_was() 
         &store,
         "manuals",
         std::slice::from_ref(&docs),
-        ChunkBudget::default(),
-        Some(&embedder),
+        &IngestOptions {
+            embedder: Some(&embedder),
+            ..IngestOptions::default()
+        },
         QUIET,
     )
     .unwrap();
@@ -217,8 +226,10 @@ fn a_busy_endpoint_is_retried_and_a_failing_one_leaves_the_document_as_it_was() 
         &store,
         "manuals",
         std::slice::from_ref(&docs),
-        ChunkBudget::default(),
-        Some(&embedder),
+        &IngestOptions {
+            embedder: Some(&embedder),
+            ..IngestOptions::default()
+        },
         QUIET,
     )
     .unwrap();
@@ -246,8 +257,10 @@ fn the_cache_spares_unchanged_chunks_and_other_embeddings_are_refused_with_the_f
             &store,
             "manuals",
             std::slice::from_ref(&docs),
-            ChunkBudget::default(),
-            embedder.map(|embedder| embedder as &dyn warden_knowledge::Embedder),
+            &IngestOptions {
+                embedder: embedder.map(|embedder| embedder as &dyn warden_knowledge::Embedder),
+                ..IngestOptions::default()
+            },
             QUIET,
         )
     };
@@ -257,8 +270,10 @@ fn the_cache_spares_unchanged_chunks_and_other_embeddings_are_refused_with_the_f
     let again = warden_knowledge::reindex(
         &store,
         "manuals",
-        ChunkBudget::default(),
-        Some(&embedder),
+        &IngestOptions {
+            embedder: Some(&embedder),
+            ..IngestOptions::default()
+        },
         QUIET,
     )
     .unwrap();
@@ -286,8 +301,10 @@ fn the_cache_spares_unchanged_chunks_and_other_embeddings_are_refused_with_the_f
     let moved = warden_knowledge::reindex(
         &store,
         "manuals",
-        ChunkBudget::default(),
-        Some(&other),
+        &IngestOptions {
+            embedder: Some(&other),
+            ..IngestOptions::default()
+        },
         QUIET,
     )
     .unwrap();
@@ -295,5 +312,222 @@ fn the_cache_spares_unchanged_chunks_and_other_embeddings_are_refused_with_the_f
     assert_eq!(
         store.collection_embedding("manuals").unwrap(),
         Some(("bge-large".to_owned(), 48))
+    );
+}
+
+/// e5-style roles: every passage is embedded as `passage: …` and the query as `query: …` (or
+/// the role goes as `input_type`); the cache files a vector under its prefix and input type,
+/// so the same text with others is embedded again and with the same ones is not.
+#[test]
+fn passages_and_queries_are_embedded_with_their_prefixes_and_cached_by_them() {
+    let (base, state) = start_endpoint(64);
+    let dir = tempfile::tempdir().unwrap();
+    let docs = write_docs(dir.path());
+    let store = KnowledgeStore::in_memory().unwrap();
+    let e5 = endpoint(&base, "e5-small")
+        .with_prefixes("query: ", "passage: ")
+        .with_input_types(Some("query"), Some("passage"));
+    let add = |collection: &str, embedder: &EmbeddingsEndpoint| {
+        warden_knowledge::add(
+            &store,
+            collection,
+            std::slice::from_ref(&docs),
+            &IngestOptions {
+                embedder: Some(embedder),
+                ..IngestOptions::default()
+            },
+            QUIET,
+        )
+        .unwrap()
+    };
+    let first = add("manuals", &e5);
+    assert_eq!(first.embedded, 3, "{first:?}");
+    let texts = state.lock().unwrap().texts.clone();
+    assert_eq!(texts.len(), 3);
+    assert!(
+        texts.iter().all(|text| text.starts_with("passage: # ")),
+        "{texts:?}"
+    );
+    let hits = store
+        .search("manuals", "reimbursement", 2, Some(&e5))
+        .unwrap();
+    assert!(hits[0].text.contains("refund"), "{hits:#?}");
+    assert_eq!(
+        state.lock().unwrap().texts.last().unwrap(),
+        "query: reimbursement"
+    );
+    let input_types = state.lock().unwrap().input_types.clone();
+    let passage = Some("passage".to_owned());
+    assert_eq!(
+        input_types,
+        vec![
+            passage.clone(),
+            passage.clone(),
+            passage,
+            Some("query".to_owned())
+        ]
+    );
+
+    // Another collection of the same texts: the same prefix comes from the cache…
+    let cached = add("copy", &e5);
+    assert_eq!((cached.embedded, cached.cached), (0, 3), "{cached:?}");
+    // …and no prefix is another vector, embedded afresh.
+    let plain = endpoint(&base, "e5-small");
+    let fresh = add("plain", &plain);
+    assert_eq!((fresh.embedded, fresh.cached), (3, 0), "{fresh:?}");
+    assert!(
+        !state.lock().unwrap().texts[4..]
+            .iter()
+            .any(|text| text.starts_with("passage: ")),
+    );
+}
+
+/// A path glob and tags choose the documents before either half of a search is cut to its
+/// candidates: a filtered search finds its chunk even when better ones elsewhere would fill
+/// the limit, by words and by meaning alike.
+#[test]
+fn a_path_glob_and_tags_filter_both_halves_of_a_search_before_the_limit() {
+    let (base, _state) = start_endpoint(64);
+    let dir = tempfile::tempdir().unwrap();
+    let docs = write_docs(dir.path());
+    std::fs::create_dir_all(docs.join("policies")).unwrap();
+    std::fs::write(
+        docs.join("policies/refunds.md"),
+        "# Refund policy\n\nA refund of a refund is never refunded twice: refund once.\n",
+    )
+    .unwrap();
+    let store = KnowledgeStore::in_memory().unwrap();
+    let embedder = endpoint(&base, "e5-small");
+    let options = |tags: &'static [String]| IngestOptions {
+        embedder: Some(&embedder),
+        tags,
+        ..IngestOptions::default()
+    };
+    static POLICY: std::sync::LazyLock<Vec<String>> =
+        std::sync::LazyLock::new(|| vec!["policy".to_owned(), "lang:en".to_owned()]);
+    warden_knowledge::add(
+        &store,
+        "manuals",
+        std::slice::from_ref(&docs),
+        &options(&[]),
+        QUIET,
+    )
+    .unwrap();
+    warden_knowledge::add(
+        &store,
+        "manuals",
+        &[docs.join("policies")],
+        &options(&POLICY),
+        QUIET,
+    )
+    .unwrap();
+    let documents = store.documents("manuals").unwrap();
+    let tagged: Vec<_> = documents
+        .iter()
+        .filter(|document| !document.tags.is_empty())
+        .collect();
+    assert_eq!(tagged.len(), 1, "{documents:#?}");
+    assert_eq!(tagged[0].tags, vec!["lang:en", "policy"]);
+
+    // Unfiltered, the policy (four refunds) wins a one-hit search for "refund"…
+    let filter = |path: Option<&str>, tags: &[&str]| Filter {
+        path: path.map(str::to_owned),
+        tags: tags.iter().map(|tag| (*tag).to_owned()).collect(),
+    };
+    let top = store
+        .search_in("manuals", "refund", 1, Some(&embedder), &Filter::default())
+        .unwrap();
+    assert!(top[0].path.ends_with("policies/refunds.md"), "{top:#?}");
+    // …and a glob on the other file finds that file's chunk, lexically and by vector.
+    let money = filter(Some("money.md"), &[]);
+    let lexical = store
+        .search_lexical_in("manuals", "refund", 1, &money)
+        .unwrap();
+    assert!(lexical[0].path.ends_with("docs/money.md"), "{lexical:#?}");
+    let hybrid = store
+        .search_in("manuals", "reimbursement", 1, Some(&embedder), &money)
+        .unwrap();
+    assert!(hybrid[0].path.ends_with("docs/money.md"), "{hybrid:#?}");
+    // Vectors alone, where no word matches: the glob still holds.
+    let nearest = store
+        .search_in(
+            "manuals",
+            "reimbursement",
+            5,
+            Some(&embedder),
+            &filter(Some("*/docs/s*.md"), &[]),
+        )
+        .unwrap();
+    assert!(
+        !nearest.is_empty() && nearest.iter().all(|hit| hit.path.ends_with("shipping.md")),
+        "{nearest:#?}"
+    );
+    // Tags: every one asked for; none carries an unknown tag.
+    let policy = store
+        .search_in(
+            "manuals",
+            "refund",
+            5,
+            Some(&embedder),
+            &filter(None, &["policy", "lang:en"]),
+        )
+        .unwrap();
+    assert!(
+        !policy.is_empty() && policy.iter().all(|hit| hit.path.ends_with("refunds.md")),
+        "{policy:#?}"
+    );
+    assert!(
+        store
+            .search_in(
+                "manuals",
+                "refund",
+                5,
+                Some(&embedder),
+                &filter(None, &["policy", "lang:fr"])
+            )
+            .unwrap()
+            .is_empty()
+    );
+    // A hostile glob is only a glob: quotes and SQL match no path and reach no other row.
+    assert!(
+        store
+            .search_in(
+                "manuals",
+                "refund",
+                5,
+                Some(&embedder),
+                &filter(Some("x' OR 1=1 --"), &[])
+            )
+            .unwrap()
+            .is_empty()
+    );
+    // Bad tags are refused with what a tag may be, at search and at add.
+    let error = store
+        .search_lexical_in("manuals", "refund", 5, &filter(None, &["a b"]))
+        .unwrap_err();
+    assert!(error.to_string().contains("letters, digits"), "{error}");
+    static BAD: std::sync::LazyLock<Vec<String>> =
+        std::sync::LazyLock::new(|| vec!["../x".to_owned()]);
+    assert!(matches!(
+        warden_knowledge::add(
+            &store,
+            "manuals",
+            std::slice::from_ref(&docs),
+            &options(&BAD),
+            QUIET
+        ),
+        Err(KnowledgeError::BadTag(_))
+    ));
+    // Tags survive a reindex, and adding again without tags keeps them.
+    warden_knowledge::reindex(&store, "manuals", &options(&[]), QUIET).unwrap();
+    warden_knowledge::add(&store, "manuals", &[docs], &options(&[]), QUIET).unwrap();
+    let after = store.documents("manuals").unwrap();
+    assert_eq!(
+        after
+            .iter()
+            .filter(|document| document.tags == ["lang:en", "policy"])
+            .count(),
+        1,
+        "{after:#?}"
     );
 }

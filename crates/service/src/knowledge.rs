@@ -1,6 +1,4 @@
-//! A tenant's knowledge over the API: its collections listed, documents added (chunked, and embedded when the collection is) and removed, and the search its agents' `search_knowledge` tool runs, the same retrieval, on its own collections only.
-
-use std::collections::BTreeMap;
+//! A tenant's knowledge over the API: its collections listed, documents added (chunked, tagged, and embedded when the collection is) and removed, and the search its agents' `search_knowledge` tool runs — the same retrieval, filtered by path glob and tags, reranked when the operator set a reranker — on its own collections only.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -8,17 +6,21 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use warden_knowledge::{ChunkBudget, Embedder, KnowledgeError, KnowledgeStore};
-use warden_session::knowledge::{MAX_HITS, RetrievalError, Retrieved, embedder_for, retrieve};
+use warden_knowledge::{
+    ChunkBudget, Embedder, Filter, IngestOptions, KnowledgeError, KnowledgeStore,
+};
+use warden_session::knowledge::{
+    MAX_HITS, RetrievalConfig, RetrievalError, Retrieved, Search, embedder_for, retrieve,
+};
 
 use crate::api::{ApiError, ServiceState, body, principal};
 
-/// Where a tenant's collections live and the operator's `[embeddings]` entries they are
-/// embedded and searched with.
+/// Where a tenant's collections live and the operator's `[embeddings]` entries and reranker
+/// they are embedded and searched with.
 pub struct TenantKnowledge {
     /// The tenant's own knowledge database (made on first use).
     pub database: std::path::PathBuf,
-    pub embeddings: BTreeMap<String, warden_config::EmbeddingsSpec>,
+    pub retrieval: RetrievalConfig,
 }
 
 /// `POST /v1/knowledge/{collection}/search`.
@@ -31,6 +33,16 @@ pub(crate) struct KnowledgeQuery {
     /// Passages to return, a whole number from 1 to 20 (default 5; `5.0` is whole).
     #[schemars(with = "Option<u64>", range(min = 1, max = 20))]
     limit: Option<f64>,
+    /// Only documents whose path matches this glob (`*` any characters, `/` too; `?` one;
+    /// `[…]` a set), whole or after any `/`: `"policies/*.md"`.
+    #[schemars(length(min = 1, max = 512))]
+    path: Option<String>,
+    /// Only documents that carry every one of these tags.
+    #[schemars(
+        length(max = 8),
+        inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"))
+    )]
+    tags: Option<Vec<String>>,
 }
 
 /// `PUT /v1/knowledge/{collection}/documents`.
@@ -50,6 +62,12 @@ pub(crate) struct NewDocument {
     /// the one it was embedded with, or none); a name with no entry is a 404.
     #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"))]
     embeddings: Option<String>,
+    /// Tags the document gets, replacing the ones it had (none: its tags stay).
+    #[schemars(
+        length(max = 8),
+        inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"))
+    )]
+    tags: Option<Vec<String>>,
 }
 
 /// `DELETE /v1/knowledge/{collection}/documents` (the name goes in the body: it may hold `/`).
@@ -67,18 +85,27 @@ pub(crate) struct Passage {
     headings: Vec<String>,
     line_start: u64,
     line_end: u64,
+    /// The pages it spans, when its document has pages (a converted PDF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page_start: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page_end: Option<u64>,
     text: String,
-    /// Higher is better (BM25, or the fused rank when the collection is embedded).
+    /// Higher is better (BM25, the fused rank when the collection is embedded, or the
+    /// reranker's relevance when `reranked_by` is set).
     score: f64,
 }
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub(crate) struct SearchResult {
     passages: Vec<Passage>,
-    /// How the search ran when it could not use vectors (the collection's embeddings are not
-    /// configured).
+    /// How the search ran when it could not do all it was set to: no vectors (the collection's
+    /// embeddings are not configured), or the reranker failed (the fused order stands).
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
+    /// The operator's reranker that ordered the passages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reranked_by: Option<String>,
 }
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -118,6 +145,9 @@ fn knowledge_error(error: RetrievalError) -> ApiError {
     match error {
         RetrievalError::Store(KnowledgeError::UnknownCollection(name)) => {
             ApiError::not_found(&format!("knowledge collection named {name}"))
+        }
+        RetrievalError::Store(error @ (KnowledgeError::BadTag(_) | KnowledgeError::BadGlob(_))) => {
+            ApiError::new(StatusCode::BAD_REQUEST, error.to_string())
         }
         RetrievalError::Store(KnowledgeError::BadName(name)) => ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -219,14 +249,28 @@ pub(crate) async fn search(
             ));
         }
     };
+    let filter = Filter {
+        path: request.path,
+        tags: request.tags.unwrap_or_default(),
+    };
+    filter
+        .check()
+        .map_err(|error| ApiError::new(StatusCode::BAD_REQUEST, error.to_string()))?;
     let knowledge = tenant_knowledge(&state, &principal.tenant)?;
-    let Retrieved { hits, note } = with_store(knowledge, move |store, knowledge| {
+    let Retrieved {
+        hits,
+        note,
+        reranked_by,
+    } = with_store(knowledge, move |store, knowledge| {
         retrieve(
             store,
-            &knowledge.embeddings,
+            &knowledge.retrieval,
             &collection,
-            &request.query,
-            limit,
+            &Search {
+                query: &request.query,
+                limit,
+                filter: &filter,
+            },
         )
     })
     .await?;
@@ -238,11 +282,14 @@ pub(crate) async fn search(
                 headings: hit.headings,
                 line_start: hit.line_start,
                 line_end: hit.line_end,
+                page_start: hit.page_start,
+                page_end: hit.page_end,
                 text: hit.text,
                 score: hit.score,
             })
             .collect(),
         note,
+        reranked_by,
     })
     .into_response())
 }
@@ -263,7 +310,7 @@ pub(crate) async fn put_document(
         warden_knowledge::check_collection_name(&collection)?;
         let (embedder, _) = embedder_for(
             store,
-            &knowledge.embeddings,
+            &knowledge.retrieval.embeddings,
             &collection,
             request.embeddings.as_deref(),
         )?;
@@ -272,8 +319,12 @@ pub(crate) async fn put_document(
             &collection,
             &request.name,
             request.text.as_bytes(),
-            ChunkBudget::default(),
-            embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+            &IngestOptions {
+                budget: ChunkBudget::default(),
+                embedder: embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                converters: None,
+                tags: request.tags.as_deref().unwrap_or_default(),
+            },
         )?)
     })
     .await?;

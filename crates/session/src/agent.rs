@@ -249,7 +249,7 @@ impl AgentSession {
             host_tools.push(Arc::new(crate::knowledge::SearchKnowledge::new(
                 profile.knowledge.clone(),
                 options.knowledge_databases.clone(),
-                config.embeddings.clone(),
+                crate::knowledge::RetrievalConfig::of(&config),
             )));
         }
         let offered = ToolList::default();

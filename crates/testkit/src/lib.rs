@@ -14,11 +14,13 @@ pub mod embedding_model;
 pub mod fixtures;
 pub mod nginx;
 pub mod oauth_gate;
+pub mod pdf;
 pub mod postgres;
 pub mod requirement;
 
 pub use embedding_model::{EmbeddingModel, embedding_model};
 pub use nginx::{Nginx, UPSTREAM_HEADER, nginx_bin};
+pub use pdf::{PdfPage, pdf, pdftotext};
 pub use postgres::{PgServer, postgres};
 pub use requirement::{Missing, running_in_ci};
 

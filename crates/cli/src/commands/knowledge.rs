@@ -1,11 +1,13 @@
-//! `warden knowledge`: document collections in `STATE_DIR/knowledge.db` — `add` files and folders, `list`, `show`, `remove`, `search` (the same retrieval an agent gets, to tell a retrieval problem from a prompt problem) and `reindex`.
+//! `warden knowledge`: document collections in `STATE_DIR/knowledge.db` — `add` files and folders (tagged, other formats through `[knowledge] converters`), `list`, `show`, `remove`, `search` (the same retrieval an agent gets, filtered by path and tags, to tell a retrieval problem from a prompt problem) and `reindex`.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use warden_knowledge::{ChunkBudget, Embedder, EmbeddingsEndpoint, IngestSummary, KnowledgeStore};
+use warden_knowledge::{
+    ChunkBudget, Embedder, EmbeddingsEndpoint, Filter, IngestOptions, IngestSummary, KnowledgeStore,
+};
 
 use crate::Globals;
 
@@ -17,13 +19,17 @@ pub(crate) struct KnowledgeArgs {
 
 #[derive(Debug, clap::Subcommand)]
 enum KnowledgeCommand {
-    /// Add files or folders (Markdown, plain text, HTML) to a collection, made when new. An
-    /// unchanged file does no work; a changed one is replaced; a file gone from an added folder
-    /// is removed.
+    /// Add files or folders (Markdown, plain text, HTML; PDF and others through `[knowledge]
+    /// converters`) to a collection, made when new. An unchanged file does no work; a changed one
+    /// is replaced; a file gone from an added folder is removed.
     Add {
         collection: String,
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Tag every document added (repeat for more; replaces the tags they had). Searches can
+        /// then ask for documents with a tag.
+        #[arg(long = "tag", value_name = "TAG")]
+        tags: Vec<String>,
         /// Embed each chunk with `[embeddings.NAME]` (the collection then takes only those;
         /// later adds use them without this flag).
         #[arg(long, value_name = "NAME")]
@@ -54,6 +60,13 @@ enum KnowledgeCommand {
         /// How many chunks (default 5).
         #[arg(long, default_value_t = 5)]
         limit: usize,
+        /// Only documents whose path matches this glob (`*` any characters, `/` too), whole or
+        /// after any `/`: `--path 'policies/*.md'`.
+        #[arg(long, value_name = "GLOB")]
+        path: Option<String>,
+        /// Only documents that carry this tag (repeat: every one of them).
+        #[arg(long = "tag", value_name = "TAG")]
+        tags: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -76,6 +89,7 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
         KnowledgeCommand::Add {
             collection,
             paths,
+            tags,
             embeddings,
         } => {
             let embedder = embedder_for(&store, &config, &collection, embeddings.as_deref())?;
@@ -83,8 +97,12 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
                 &store,
                 &collection,
                 &paths,
-                ChunkBudget::default(),
-                embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                &IngestOptions {
+                    budget: ChunkBudget::default(),
+                    embedder: embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                    converters: Some(&config.knowledge.converters),
+                    tags: &tags,
+                },
                 &progress_line,
             )?;
             report(&collection, &summary);
@@ -97,8 +115,12 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
             let summary = warden_knowledge::reindex(
                 &store,
                 &collection,
-                ChunkBudget::default(),
-                embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                &IngestOptions {
+                    budget: ChunkBudget::default(),
+                    embedder: embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                    converters: Some(&config.knowledge.converters),
+                    tags: &[],
+                },
                 &progress_line,
             )?;
             report(&collection, &summary);
@@ -128,7 +150,12 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
                 writeln!(out, "{}", serde_json::to_string(&documents)?)?;
             } else {
                 for row in documents {
-                    writeln!(out, "{}  {} chunks", row.path, row.chunks)?;
+                    let tags = if row.tags.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  tags: {}", row.tags.join(", "))
+                    };
+                    writeln!(out, "{}  {} chunks{tags}", row.path, row.chunks)?;
                 }
             }
         }
@@ -152,14 +179,20 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
             collection,
             query,
             limit,
+            path,
+            tags,
             json,
         } => {
+            let filter = Filter { path, tags };
             let found = warden_session::knowledge::retrieve(
                 &store,
-                &config.embeddings,
+                &warden_session::knowledge::RetrievalConfig::of(&config),
                 &collection,
-                &query,
-                limit.clamp(1, 100),
+                &warden_session::knowledge::Search {
+                    query: &query,
+                    limit: limit.clamp(1, 100),
+                    filter: &filter,
+                },
             )?;
             if let Some(note) = &found.note {
                 eprintln!("warden: {note}");

@@ -271,16 +271,18 @@ impl SessionOpener for RunOpener {
     }
 
     fn tenant_knowledge(&self, tenant: &str) -> Option<warden_service::TenantKnowledge> {
-        let embeddings = match load_config(&self.globals) {
-            Ok((_, _, config)) => config.embeddings,
+        let retrieval = match load_config(&self.globals) {
+            Ok((_, _, config)) => warden_session::knowledge::RetrievalConfig::of(&config),
             Err(error) => {
-                tracing::warn!("the config could not be read for [embeddings]: {error:#}");
+                tracing::warn!(
+                    "the config could not be read for [embeddings] and [knowledge]: {error:#}"
+                );
                 Default::default()
             }
         };
         Some(warden_service::TenantKnowledge {
             database: self.tenant_knowledge_database(tenant),
-            embeddings,
+            retrieval,
         })
     }
 

@@ -19,6 +19,7 @@ mod defer_modes;
 mod followups;
 mod gate_hooks;
 mod knowledge_cli;
+mod knowledge_filters;
 mod mcp_flag;
 mod mcp_login_cli;
 mod mcp_manage_cli;

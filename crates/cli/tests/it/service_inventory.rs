@@ -673,6 +673,44 @@ async fn a_tenant_s_documents_are_searched_by_the_endpoint_and_its_agents_and_by
     assert_eq!(listed["collections"][0]["name"], "policies");
     assert_eq!(listed["collections"][0]["documents"], 1);
 
+    // Tags and a path glob choose the documents a search looks in; a tag that is no tag is
+    // refused.
+    let faq = json!({"name": "faq/cards.md", "text": "# Cards\n\nA refund to a card shows within a week.\n", "tags": ["faq", "lang:en"]});
+    let (status, added) = send(put(&member, "policies", faq)).await;
+    assert_eq!(status, 201, "{added}");
+    for (filter, expected) in [
+        (json!({"tags": ["faq"]}), vec!["faq/cards.md"]),
+        (json!({"path": "policies/*"}), vec!["policies/refunds.md"]),
+        (json!({"tags": ["faq"], "path": "policies/*"}), vec![]),
+    ] {
+        let mut body = json!({"query": "refund card"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(filter.as_object().unwrap().clone());
+        let (status, found) = send(search(&member, "policies", body.clone())).await;
+        assert_eq!(status, 200, "{body}: {found}");
+        let mut paths: Vec<&str> = found["passages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|passage| passage["path"].as_str().unwrap())
+            .collect();
+        paths.dedup();
+        assert_eq!(paths, expected, "{body}");
+    }
+    let (status, refused) = send(search(
+        &member,
+        "policies",
+        json!({"query": "refund", "tags": ["' OR 1=1 --"]}),
+    ))
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    let remove_faq = client()
+        .delete(service.url("/knowledge/policies/documents"))
+        .bearer_auth(&member)
+        .json(&json!({"name": "faq/cards.md"}));
+    assert_eq!(send(remove_faq).await.0, 204);
+
     // The support agent names the collection: its session's tool finds the tenant's passage.
     let support_session = |key: &str| {
         client()

