@@ -320,7 +320,7 @@ impl State {
         }
         let routing = session.execution_routing().await;
         let system_prompt = session.system_prompt(routing);
-        let (transcript, conversation) = open_transcript(&mut session).map_err(|error| {
+        let (transcript, conversation) = session.open_transcript().map_err(|error| {
             Error::internal_error().data(json!({ "message": format!("the transcript: {error}") }))
         })?;
         let id = session.host.session_id().to_owned();
@@ -667,26 +667,6 @@ async fn slash_commands(session: &AgentSession) -> Vec<(AvailableCommand, Comman
         ));
     }
     commands
-}
-
-/// Opens the session's transcript: the loaded one, or a new one under the session's id.
-fn open_transcript(
-    session: &mut AgentSession,
-) -> Result<(Transcript, Vec<Message>), warden_agent::SessionError> {
-    match session.resumed.take() {
-        Some((id, messages)) => {
-            let (transcript, _) = session.store.resume(&id)?;
-            Ok((transcript, messages))
-        }
-        None => Ok((
-            session.store.create_with_id(
-                session.host.session_id(),
-                &session.workspace,
-                Some(&session.model.name),
-            )?,
-            Vec::new(),
-        )),
-    }
 }
 
 fn send(connection: &ConnectionTo<Client>, session_id: &str, update: SessionUpdate) {
