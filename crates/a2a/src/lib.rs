@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use warden_policy::Approver;
 use warden_session::AgentSession;
+pub use warden_session::OpenError;
 
 pub use http::{A2A_PATH, A2aSettings, CARD_PATH, serve_a2a};
 pub use protocol::{PROTOCOL_VERSION, TaskState};
@@ -34,17 +35,6 @@ pub struct Profile {
     /// The `[agents.NAME]` name, or `default`.
     pub id: String,
     pub description: String,
-}
-
-/// Why a context could not be opened: said to the client as the request's error.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// The message names something that does not exist (invalid params).
-    #[error("{0}")]
-    Usage(String),
-    /// Anything else (internal error).
-    #[error("{0}")]
-    Failed(String),
 }
 
 /// Opens the agent sessions clients ask for: the binary supplies it, with the configuration,

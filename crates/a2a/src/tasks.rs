@@ -13,19 +13,15 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
-    AgentEvent, AgentOptions, Message, Session as Transcript, ToolCallRequest, ToolCallResult,
-    ToolExecutor, ToolList, ToolRefresh,
+    AgentEvent, Message, Session as Transcript, ToolCallRequest, ToolCallResult, ToolExecutor,
+    ToolList, ToolRefresh,
 };
 use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, CallSurface};
-use warden_session::AgentSession;
+use warden_session::{AgentSession, Turn, clip_result};
 
 use crate::protocol::{self, Incoming, RpcError, TaskState, code};
 use crate::{OpenError, OpenRequest, SessionOpener};
 
-/// Model turns one task may take (as `warden run`'s default).
-const MAX_TURNS: u32 = 100;
-/// The most text of one tool result put in a status update.
-const RESULT_LIMIT: usize = 16 * 1024;
 /// Events kept for a slow stream reader before it skips some.
 const EVENT_BUFFER: usize = 1024;
 /// How long `CancelTask` waits for the turn to stop before it answers with the task as it is.
@@ -605,70 +601,36 @@ enum Ended {
     Canceled,
 }
 
-/// One agent turn on the context's conversation.
+/// One agent turn on the context's conversation: the agent's text of it, or why it failed.
 async fn turn(open: &mut Open, task: &TaskEntry, text: String) -> Result<Ended, String> {
-    let workspace = open.session.workspace.clone();
-    let verdict = open
+    let ended = open
         .session
-        .host
-        .session_event(
-            warden_hooks::HookEvent::UserPromptSubmit,
-            &workspace,
-            Some(text.clone()),
+        .run_turn(
+            Turn {
+                conversation: &mut open.conversation,
+                transcript: &mut open.transcript,
+                executor: open.executor.clone(),
+                system_prompt: &open.system_prompt,
+                tools: &open.tools,
+                events: Some(open.sender.clone()),
+                cancel: &task.cancel,
+                tick: None,
+            },
+            text,
         )
-        .await;
-    if let Some(reason) = verdict.block_reason() {
-        return Err(format!(
-            "a UserPromptSubmit hook blocked the message: {reason}"
-        ));
+        .await
+        .map_err(|error| error.to_string())?;
+    if ended.outcome.stop == warden_agent::StopReason::Cancelled {
+        return Ok(Ended::Canceled);
     }
-    let user = Message::user(text);
-    if let Err(error) = open.transcript.append_message(&user) {
-        tracing::warn!("writing the transcript: {error}");
-    }
-    open.conversation.push(user);
-    let already = open.conversation.len();
-    let agent = warden_agent::Agent::new(
-        open.session.client.clone(),
-        open.executor.clone(),
-        open.system_prompt.clone(),
-        open.tools.clone(),
-    )
-    .with_options(AgentOptions {
-        max_turns: Some(MAX_TURNS),
-        ..AgentOptions::default()
-    })
-    .with_events(open.sender.clone());
-    let result = agent.run(&mut open.conversation, &task.cancel).await;
-    drop(agent);
-    let mut said = Vec::new();
-    for message in &open.conversation[already..] {
-        if let Err(error) = open.transcript.append_message(message) {
-            tracing::warn!("writing the transcript: {error}");
-        }
-        if let Message::Assistant { text, .. } = message
-            && !text.trim().is_empty()
-        {
-            said.push(text.trim().to_owned());
-        }
-    }
-    let outcome = result.map_err(|error| format!("the model request failed: {error}"))?;
-    if let Err(error) = open
-        .transcript
-        .append_event(&json!({"type": "run_finished", "outcome": &outcome}))
-    {
-        tracing::warn!("writing the transcript: {error}");
-    }
-    open.session
-        .host
-        .session_event(warden_hooks::HookEvent::Stop, &workspace, None)
-        .await;
-    Ok(match outcome.stop {
-        warden_agent::StopReason::Cancelled => Ended::Canceled,
-        warden_agent::StopReason::Completed | warden_agent::StopReason::MaxTurns => {
-            Ended::Answered(said.join("\n\n"))
-        }
-    })
+    let said: Vec<&str> = open.conversation[ended.first_new..]
+        .iter()
+        .filter_map(|message| match message {
+            Message::Assistant { text, .. } if !text.trim().is_empty() => Some(text.trim()),
+            _ => None,
+        })
+        .collect();
+    Ok(Ended::Answered(said.join("\n\n")))
 }
 
 /// Sends MCP progress of the running calls to the running task's streams.
@@ -694,17 +656,6 @@ async fn forward_progress(
             }}));
         }
     }
-}
-
-fn clip(text: &str) -> String {
-    if text.len() <= RESULT_LIMIT {
-        return text.to_owned();
-    }
-    let mut end = RESULT_LIMIT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n… ({} bytes in all)", &text[..end], text.len())
 }
 
 /// The gate's executor with each call announced to the running task as it starts and as it
@@ -761,7 +712,7 @@ impl ToolExecutor for Tracking {
                 "status": status,
                 "decision": result.decision,
                 "denial": result.denial,
-                "result": clip(&result.text),
+                "result": clip_result(&result.text),
             }));
             result
         })

@@ -24,12 +24,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
-    AgentEvent, AgentOptions, Message, Session as Transcript, ToolCallRequest, ToolCallResult,
-    ToolExecutor, ToolList, ToolRefresh,
+    AgentEvent, Message, Session as Transcript, ToolCallRequest, ToolCallResult, ToolExecutor,
+    ToolList, ToolRefresh,
 };
 use warden_host::CallContext;
 use warden_policy::{BoxFuture, CallSurface};
-use warden_session::AgentSession;
+use warden_session::{AgentSession, Turn, TurnError, clip_result};
 
 use crate::approver::{EditorApprover, Live};
 use crate::convert::{
@@ -37,12 +37,6 @@ use crate::convert::{
 };
 use crate::files::EditorFiles;
 use crate::{AcpError, OpenError, OpenRequest, SessionOpener};
-
-/// Model turns one prompt may take (as `warden run`'s default).
-const MAX_TURNS: u32 = 100;
-
-/// The most text of one tool result sent to the editor.
-const RESULT_LIMIT: usize = 16 * 1024;
 
 /// How often a running turn's streamed text is sent on while the model answers.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
@@ -397,76 +391,42 @@ impl State {
                 return Ok(StopReason::Refusal);
             }
         };
-        let workspace = open.session.workspace.clone();
-        let verdict = open
+        let events = open.events.clone();
+        let tick = move || events.flush();
+        let ended = open
             .session
-            .host
-            .session_event(
-                warden_hooks::HookEvent::UserPromptSubmit,
-                &workspace,
-                Some(text.clone()),
+            .run_turn(
+                Turn {
+                    conversation: &mut open.conversation,
+                    transcript: &mut open.transcript,
+                    executor: open.executor.clone(),
+                    system_prompt: &open.system_prompt,
+                    tools: &open.tools,
+                    events: Some(open.sender.clone()),
+                    cancel: &cancel,
+                    tick: Some((FLUSH_INTERVAL, &tick)),
+                },
+                text,
             )
             .await;
-        if let Some(reason) = verdict.block_reason() {
-            send(
-                connection,
-                &entry.id,
-                agent_text(&format!(
-                    "a UserPromptSubmit hook blocked the prompt: {reason}"
-                )),
-            );
-            return Ok(StopReason::Refusal);
-        }
-        let user = Message::user(text);
-        if let Err(error) = open.transcript.append_message(&user) {
-            tracing::warn!("writing the transcript: {error}");
-        }
-        open.conversation.push(user);
-        let already = open.conversation.len();
-        let agent = warden_agent::Agent::new(
-            open.session.client.clone(),
-            open.executor.clone(),
-            open.system_prompt.clone(),
-            open.tools.clone(),
-        )
-        .with_options(AgentOptions {
-            max_turns: Some(MAX_TURNS),
-            ..AgentOptions::default()
-        })
-        .with_events(open.sender.clone());
-        let result = {
-            let run = agent.run(&mut open.conversation, &cancel);
-            tokio::pin!(run);
-            loop {
-                tokio::select! {
-                    result = &mut run => break result,
-                    () = tokio::time::sleep(FLUSH_INTERVAL) => open.events.flush(),
-                }
+        open.events.flush();
+        let ended = match ended {
+            Ok(ended) => ended,
+            Err(TurnError::Blocked(reason)) => {
+                send(
+                    connection,
+                    &entry.id,
+                    agent_text(&format!(
+                        "a UserPromptSubmit hook blocked the prompt: {reason}"
+                    )),
+                );
+                return Ok(StopReason::Refusal);
+            }
+            Err(error) => {
+                return Err(Error::internal_error().data(json!({ "message": error.to_string() })));
             }
         };
-        drop(agent);
-        open.events.flush();
-        for message in &open.conversation[already..] {
-            if let Err(error) = open.transcript.append_message(message) {
-                tracing::warn!("writing the transcript: {error}");
-            }
-        }
-        let outcome = result.map_err(|error| {
-            Error::internal_error().data(json!({
-                "message": format!("the model request failed: {error}")
-            }))
-        })?;
-        if let Err(error) = open
-            .transcript
-            .append_event(&json!({"type": "run_finished", "outcome": &outcome}))
-        {
-            tracing::warn!("writing the transcript: {error}");
-        }
-        open.session
-            .host
-            .session_event(warden_hooks::HookEvent::Stop, &workspace, None)
-            .await;
-        Ok(match outcome.stop {
+        Ok(match ended.outcome.stop {
             warden_agent::StopReason::Completed => StopReason::EndTurn,
             warden_agent::StopReason::MaxTurns => StopReason::MaxTurnRequests,
             warden_agent::StopReason::Cancelled => StopReason::Cancelled,
@@ -602,7 +562,7 @@ impl Entry {
                             } else {
                                 ToolCallStatus::Completed
                             })
-                            .content(vec![text_content(&clip(text))]),
+                            .content(vec![text_content(&clip_result(text))]),
                     )),
                 ),
                 _ => {}
@@ -686,17 +646,6 @@ fn text_content(text: &str) -> ToolCallContent {
 
 fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(text)))
-}
-
-fn clip(text: &str) -> String {
-    if text.len() <= RESULT_LIMIT {
-        return text.to_owned();
-    }
-    let mut end = RESULT_LIMIT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n… ({} bytes in all)", &text[..end], text.len())
 }
 
 fn tool_call(id: &str, public_name: &str, arguments: &Value, workspace: &Path) -> ToolCall {
@@ -812,7 +761,7 @@ impl ToolExecutor for Tracking {
             let text = if result.text.is_empty() && cancel.is_cancelled() {
                 "cancelled".to_owned()
             } else {
-                clip(&result.text)
+                clip_result(&result.text)
             };
             let mut content = vec![text_content(&text)];
             if status == ToolCallStatus::Completed

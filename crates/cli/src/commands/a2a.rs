@@ -13,9 +13,7 @@ use warden_session::{AgentSession, SessionRequest};
 
 use crate::Globals;
 use crate::commands::serve::bind_with_auth;
-use crate::setup::{
-    PolicyFlags, async_runtime, error_line, host_options, is_usage_error, load_config,
-};
+use crate::setup::{PolicyFlags, async_runtime, host_options, load_config, open_failure};
 
 /// Serves A2A at `addr` until a stop signal.
 pub(crate) fn run(
@@ -86,15 +84,9 @@ impl SessionOpener for CliOpener {
     }
 
     fn open(&self, request: OpenRequest) -> Result<AgentSession, OpenError> {
-        let failed = |error: anyhow::Error| {
-            if is_usage_error(&error) {
-                OpenError::Usage(error_line(&error))
-            } else {
-                OpenError::Failed(error_line(&error))
-            }
-        };
-        let (paths, workspace, config) = load_config(&self.globals).map_err(failed)?;
-        let mut options = host_options(paths, workspace, &config, &self.policy).map_err(failed)?;
+        let (paths, workspace, config) = load_config(&self.globals).map_err(open_failure)?;
+        let mut options =
+            host_options(paths, workspace, &config, &self.policy).map_err(open_failure)?;
         options.approver = Some(request.approver);
         options.principal.caller = Some(request.caller);
         AgentSession::open(SessionRequest {
@@ -106,12 +98,6 @@ impl SessionOpener for CliOpener {
             resume: None,
             continue_latest: false,
         })
-        .map_err(|error| {
-            if error.is_usage() {
-                OpenError::Usage(error.to_string())
-            } else {
-                OpenError::Failed(error.to_string())
-            }
-        })
+        .map_err(OpenError::from)
     }
 }
