@@ -6,7 +6,8 @@
 //
 // WARDEN_A2A_URL is the server's base URL (http://127.0.0.1:PORT); WARDEN_A2A_TOKEN its bearer
 // token. Scenarios: tour (card, send, stream with tool progress, approvals allowed and denied),
-// cancel, refusals (raw bad requests, then a good one), hostile (answers `allow` to anything
+// cancel, refusals (raw bad requests, then good ones and one context too many), idle (an idle
+// context closed to make room), hostile (answers `allow` to anything
 // warden asks).
 import http from "node:http";
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from "@a2a-js/sdk/client";
@@ -190,7 +191,21 @@ async function refusals() {
   seen.noMessage = await raw({ headers: { ...bearer, host }, body: rpc("SendMessage", {}) });
   const client = await factory.createFromUrl(base);
   seen.unknownTask = await expectError(() => client.getTask({ id: "no-such-task" }));
-  seen.after = Task.toJSON(await client.sendMessage(message("Still there?")));
+  const after = await client.sendMessage(message("Still there?"));
+  seen.after = Task.toJSON(after);
+  seen.crowded = await expectError(() => client.sendMessage(message("Another context?")));
+  seen.sameContext = Task.toJSON(await client.sendMessage(message("Again?", { contextId: after.contextId })));
+}
+
+/** Two contexts one after the other on a server that keeps one: the first, once idle, makes room. */
+async function idle() {
+  const client = await factory.createFromUrl(base);
+  const first = await client.sendMessage(message("First."));
+  seen.first = Task.toJSON(first);
+  // Longer than the server's --session-idle-timeout of one second.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  seen.second = Task.toJSON(await client.sendMessage(message("Second.")));
+  seen.firstTask = Task.toJSON(await client.getTask({ id: first.id }));
 }
 
 /** Sends `text` and answers `allow` to whatever warden asks, until the task ends. */
@@ -207,7 +222,7 @@ async function hostile() {
   seen.task = Task.toJSON(await client.getTask({ id: taskId }));
 }
 
-const scenarios = { tour, cancel, refusals, hostile };
+const scenarios = { tour, cancel, refusals, idle, hostile };
 try {
   await scenarios[scenario]();
 } catch (error) {

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use warden_serve::{HttpAuth, json_rpc_error, read_body, require_bearer};
 
 use crate::protocol::{self, RpcError, code};
-use crate::tasks::Agent;
+use crate::tasks::{Agent, Limits};
 use crate::{A2aError, SessionOpener};
 
 /// Where the JSON-RPC endpoint is mounted.
@@ -28,12 +28,23 @@ pub const A2A_PATH: &str = "/a2a";
 /// Where the agent card is published (A2A's well-known path).
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
+/// The most contexts open at once unless the operator says otherwise: each is an agent session
+/// with its own MCP server processes.
+pub const DEFAULT_MAX_CONTEXTS: usize = 32;
+
 /// The A2A server's settings.
 #[derive(Debug, Clone)]
 pub struct A2aSettings {
     pub auth: HttpAuth,
     /// The largest request body accepted (larger: 413).
     pub max_body_bytes: usize,
+    /// The most contexts (agent sessions, each with its MCP servers) open at once; a message
+    /// that would open one more closes the context idle longest if it has been idle for
+    /// `idle_timeout`, else is refused ([`DEFAULT_MAX_CONTEXTS`]).
+    pub max_contexts: usize,
+    /// How long a context must have been idle before it may be closed to make room
+    /// (`warden_serve::DEFAULT_SESSION_IDLE_TIMEOUT`, 30 minutes).
+    pub idle_timeout: std::time::Duration,
     /// Stops the server (running tasks are cancelled, sessions end).
     pub shutdown: CancellationToken,
 }
@@ -43,6 +54,8 @@ impl A2aSettings {
         Self {
             auth,
             max_body_bytes: warden_serve::DEFAULT_MAX_BODY_BYTES,
+            max_contexts: DEFAULT_MAX_CONTEXTS,
+            idle_timeout: warden_serve::DEFAULT_SESSION_IDLE_TIMEOUT,
             shutdown: CancellationToken::new(),
         }
     }
@@ -69,7 +82,14 @@ pub async fn serve_a2a(
         HttpAuth::InsecureNone => return Err(A2aError::InsecureOffLoopback(bound)),
     };
     let shared = Arc::new(Shared {
-        agent: Agent::new(opener, identity),
+        agent: Agent::new(
+            opener,
+            identity,
+            Limits {
+                max_contexts: settings.max_contexts,
+                idle: settings.idle_timeout,
+            },
+        ),
         bound,
         bearer: matches!(settings.auth, HttpAuth::Bearer(_)),
         max_body_bytes: settings.max_body_bytes,

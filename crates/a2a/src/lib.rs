@@ -15,7 +15,7 @@ use warden_policy::Approver;
 use warden_session::AgentSession;
 pub use warden_session::OpenError;
 
-pub use http::{A2A_PATH, A2aSettings, CARD_PATH, serve_a2a};
+pub use http::{A2A_PATH, A2aSettings, CARD_PATH, DEFAULT_MAX_CONTEXTS, serve_a2a};
 pub use protocol::{PROTOCOL_VERSION, TaskState};
 
 /// What the server asks the binary when a client's first message opens a context.

@@ -5,8 +5,9 @@
 //! client's next message in the task answers.
 
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::Stream;
 use serde_json::{Map, Value, json};
@@ -26,6 +27,8 @@ use crate::{OpenError, OpenRequest, SessionOpener};
 const EVENT_BUFFER: usize = 1024;
 /// How long `CancelTask` waits for the turn to stop before it answers with the task as it is.
 const CANCEL_WAIT: Duration = Duration::from_secs(30);
+/// Finished tasks kept for `GetTask` beyond which the oldest are forgotten.
+const KEPT_TASKS: usize = 1000;
 /// The metadata key that picks an agent profile in a context's first message.
 pub(crate) const AGENT_KEY: &str = "warden/agent";
 /// The answers to an approval question.
@@ -54,6 +57,16 @@ pub(crate) struct Agent {
     tasks: Mutex<HashMap<String, Arc<TaskEntry>>>,
     /// Held while a context opens, so two first messages of one context open it once.
     opening: tokio::sync::Mutex<()>,
+    limits: Limits,
+    /// Task ids, oldest first, for forgetting finished tasks beyond [`KEPT_TASKS`].
+    order: Mutex<VecDeque<String>>,
+}
+
+/// How many contexts a server keeps open, and when an idle one may be closed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub(crate) max_contexts: usize,
+    pub(crate) idle: Duration,
 }
 
 /// One context: an agent session and its conversation.
@@ -61,6 +74,8 @@ struct Context {
     id: String,
     agent: Option<String>,
     live: Arc<Live>,
+    /// When its last task ended (or it opened).
+    last_used: Mutex<Instant>,
     open: tokio::sync::Mutex<Open>,
 }
 
@@ -240,10 +255,12 @@ pub(crate) struct Started {
 }
 
 impl Agent {
-    pub(crate) fn new(opener: Arc<dyn SessionOpener>, identity: String) -> Self {
+    pub(crate) fn new(opener: Arc<dyn SessionOpener>, identity: String, limits: Limits) -> Self {
         Self {
             opener,
             identity,
+            limits,
+            order: Mutex::new(VecDeque::new()),
             contexts: Mutex::new(HashMap::new()),
             tasks: Mutex::new(HashMap::new()),
             opening: tokio::sync::Mutex::new(()),
@@ -365,10 +382,54 @@ impl Agent {
                 ),
             ));
         }
-        lock(&self.tasks).insert(task.id.clone(), task.clone());
+        self.remember(&task);
         let events = task.events.subscribe();
         tokio::spawn(run_task(context, task.clone(), incoming.text));
         Ok(Started { task, events })
+    }
+
+    /// Keeps `task` for `GetTask`, forgetting the oldest finished tasks beyond [`KEPT_TASKS`].
+    fn remember(&self, task: &Arc<TaskEntry>) {
+        let mut tasks = lock(&self.tasks);
+        let mut order = lock(&self.order);
+        tasks.insert(task.id.clone(), task.clone());
+        order.push_back(task.id.clone());
+        while tasks.len() > KEPT_TASKS {
+            let Some(position) = order
+                .iter()
+                .position(|id| tasks.get(id).is_none_or(|task| task.state().is_terminal()))
+            else {
+                break;
+            };
+            if let Some(id) = order.remove(position) {
+                tasks.remove(&id);
+            }
+        }
+    }
+
+    /// At the cap of contexts, closes the one idle longest if it has been idle for the idle
+    /// timeout; how many are open then.
+    fn make_room(&self) -> usize {
+        let closed = {
+            let mut contexts = lock(&self.contexts);
+            if contexts.len() < self.limits.max_contexts {
+                return contexts.len();
+            }
+            let idlest = contexts
+                .values()
+                .filter(|context| context.live.current().is_none())
+                .map(|context| (*lock(&context.last_used), context.id.clone()))
+                .min();
+            match idlest {
+                Some((since, id)) if since.elapsed() >= self.limits.idle => contexts.remove(&id),
+                _ => None,
+            }
+        };
+        if let Some(context) = closed {
+            tracing::info!("closing the A2A context {} (idle)", context.id);
+            tokio::spawn(close(context));
+        }
+        lock(&self.contexts).len()
     }
 
     /// The client's answer to the question `task_id` waits on.
@@ -447,6 +508,17 @@ impl Agent {
             }
             return Ok(context);
         }
+        let open = self.make_room();
+        if open >= self.limits.max_contexts {
+            return Err(RpcError::new(
+                code::UNSUPPORTED_OPERATION,
+                format!(
+                    "{open} contexts are open, the most this server keeps (--max-sessions), and \
+                     none has been idle for --session-idle-timeout: continue one of them (its \
+                     contextId), or try again later"
+                ),
+            ));
+        }
         let id = match &incoming.context_id {
             Some(id) if valid_id(id) => id.clone(),
             Some(id) => {
@@ -497,6 +569,7 @@ impl Agent {
             id,
             agent,
             live,
+            last_used: Mutex::new(Instant::now()),
             open: tokio::sync::Mutex::new(Open {
                 session,
                 tools,
@@ -514,18 +587,24 @@ impl Agent {
     pub(crate) async fn shutdown(&self) {
         let contexts: Vec<Arc<Context>> = lock(&self.contexts).drain().map(|(_, c)| c).collect();
         for context in contexts {
-            if let Some(task) = context.live.current() {
-                task.cancel.cancel();
-            }
-            let open = context.open.lock().await;
-            let workspace = open.session.workspace.clone();
-            open.session
-                .host
-                .session_event(warden_hooks::HookEvent::SessionEnd, &workspace, None)
-                .await;
-            open.session.host.shutdown().await;
+            close(context).await;
         }
     }
+}
+
+/// Ends a context: its running task is cancelled, its session's SessionEnd hooks run and its
+/// servers stop.
+async fn close(context: Arc<Context>) {
+    if let Some(task) = context.live.current() {
+        task.cancel.cancel();
+    }
+    let open = context.open.lock().await;
+    let workspace = open.session.workspace.clone();
+    open.session
+        .host
+        .session_event(warden_hooks::HookEvent::SessionEnd, &workspace, None)
+        .await;
+    open.session.host.shutdown().await;
 }
 
 /// `historyLength` of the request, if given.
@@ -578,6 +657,7 @@ async fn run_task(context: Arc<Context>, task: Arc<TaskEntry>, text: String) {
     task.set_state(TaskState::Working, None, None);
     let result = turn(&mut open, &task, text).await;
     drop(open);
+    *lock(&context.last_used) = Instant::now();
     context.live.release();
     match result {
         Ok(Ended::Answered(answer)) => {
@@ -733,6 +813,11 @@ impl Approver for ClientApprover {
                     reason: "no A2A task is running in this context to ask".to_owned(),
                 };
             };
+            if task.cancel.is_cancelled() {
+                return ApprovalAnswer::Deny {
+                    reason: Some("the task was canceled".to_owned()),
+                };
+            }
             let (sender, receiver) = oneshot::channel();
             *lock(&task.question) = Some(Question {
                 answer: sender,

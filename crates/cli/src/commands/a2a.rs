@@ -15,14 +15,30 @@ use crate::Globals;
 use crate::commands::serve::bind_with_auth;
 use crate::setup::{PolicyFlags, async_runtime, host_options, load_config, open_failure};
 
+/// What `warden serve` passes on to `--a2a`.
+pub(crate) struct A2aFlags {
+    pub(crate) insecure_no_auth: bool,
+    /// `--max-sessions`: the most contexts open at once.
+    pub(crate) max_contexts: Option<u32>,
+    /// `--session-idle-timeout`: how long a context must be idle before it may be closed.
+    pub(crate) idle_timeout: Option<std::time::Duration>,
+    pub(crate) model: Option<String>,
+    pub(crate) policy: PolicyFlags,
+}
+
 /// Serves A2A at `addr` until a stop signal.
 pub(crate) fn run(
     globals: &Globals,
     addr: SocketAddr,
-    insecure_no_auth: bool,
-    model: Option<String>,
-    policy: PolicyFlags,
+    flags: A2aFlags,
 ) -> anyhow::Result<std::process::ExitCode> {
+    let A2aFlags {
+        insecure_no_auth,
+        max_contexts,
+        idle_timeout,
+        model,
+        policy,
+    } = flags;
     // The configuration and the policy flags are checked before anything listens.
     let (_, _, config) = load_config(globals)?;
     policy.policy(&config.policy)?;
@@ -57,7 +73,13 @@ pub(crate) fn run(
         eprintln!(
             "warden serve: A2A agent listening on http://{bound}{A2A_PATH} (card at http://{bound}{CARD_PATH})"
         );
-        let settings = A2aSettings::new(auth);
+        let mut settings = A2aSettings::new(auth);
+        if let Some(max) = max_contexts {
+            settings.max_contexts = max as usize;
+        }
+        if let Some(idle) = idle_timeout {
+            settings.idle_timeout = idle;
+        }
         let shutdown = settings.shutdown.clone();
         tokio::spawn(async move {
             crate::setup::stop_signal().await;

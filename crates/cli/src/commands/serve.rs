@@ -81,9 +81,11 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     insecure_no_auth: bool,
     /// With --http: close an MCP session after this many seconds without a request (default 1800).
+    /// With --a2a: a context idle this long may be closed to make room for a new one.
     #[arg(long, value_name = "SECS", value_parser = session_idle_timeout)]
     session_idle_timeout: Option<std::time::Duration>,
-    /// With --http: the most MCP sessions open at once; an initialize beyond it gets 503 (default 1000).
+    /// With --http: the most MCP sessions open at once; an initialize beyond it gets 503 (default
+    /// 1000). With --a2a: the most A2A contexts (agent sessions) open at once (default 32).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_sessions: Option<u32>,
     #[command(flatten)]
@@ -95,9 +97,13 @@ pub(crate) fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode
         return crate::commands::a2a::run(
             globals,
             addr,
-            args.insecure_no_auth,
-            args.model,
-            args.policy,
+            crate::commands::a2a::A2aFlags {
+                insecure_no_auth: args.insecure_no_auth,
+                max_contexts: args.max_sessions,
+                idle_timeout: args.session_idle_timeout,
+                model: args.model,
+                policy: args.policy,
+            },
         );
     }
     let (paths, workspace, config) = load_config(globals)?;

@@ -26,12 +26,13 @@ struct Served {
 }
 
 /// Writes the user config (the mock model, then `servers`) and starts
-/// `warden serve --a2a 127.0.0.1:0` in the sandbox, with `env` added.
+/// `warden serve --a2a 127.0.0.1:0 ARGS…` in the sandbox, with `env` added.
 async fn serve_with(
     sandbox: &Sandbox,
     mock: &MockModel,
     servers: &str,
     env: &[(&str, String)],
+    args: &[&str],
 ) -> Served {
     sandbox.user_config(&format!(
         "{}{servers}",
@@ -40,6 +41,7 @@ async fn serve_with(
     let mut command = sandbox.command();
     command
         .args(["serve", "--a2a", "127.0.0.1:0"])
+        .args(args)
         .env("WARDEN_SERVE_TOKEN", TOKEN)
         .env_remove("OPENAI_API_KEY")
         .env_remove("ANTHROPIC_API_KEY")
@@ -174,7 +176,7 @@ async fn an_agent_sends_streams_and_answers_approvals_in_the_task() {
     ));
     mock.push_turn(Turn::text("Understood, I did not run it."));
     let sandbox = Sandbox::new();
-    let served = serve_with(&sandbox, &mock, &everything_server(), &[]).await;
+    let served = serve_with(&sandbox, &mock, &everything_server(), &[], &[]).await;
 
     let seen = drive(&driver, &served, "tour").await;
 
@@ -367,7 +369,7 @@ async fn cancel_stops_the_running_tool_and_the_context_takes_the_next_message() 
     ));
     mock.push_turn(Turn::text("Still here."));
     let sandbox = Sandbox::new();
-    let served = serve_with(&sandbox, &mock, &everything_server(), &[]).await;
+    let served = serve_with(&sandbox, &mock, &everything_server(), &[], &[]).await;
 
     let seen = drive(&driver, &served, "cancel").await;
 
@@ -401,12 +403,14 @@ async fn cancel_stops_the_running_tool_and_the_context_takes_the_next_message() 
 }
 
 #[tokio::test]
-async fn bad_requests_are_refused_and_the_server_keeps_serving() {
+async fn bad_requests_and_contexts_beyond_the_cap_are_refused_and_the_server_keeps_serving() {
     let driver = warden_testkit::require_or_skip!(warden_testkit::a2a_client());
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::text("Still serving."));
+    mock.push_turn(Turn::text("Same context."));
     let sandbox = Sandbox::new();
-    let served = serve_with(&sandbox, &mock, "", &[]).await;
+    // One context at most: a second one is refused, the first goes on.
+    let served = serve_with(&sandbox, &mock, "", &[], &["--max-sessions", "1"]).await;
 
     let seen = drive(&driver, &served, "refusals").await;
 
@@ -429,6 +433,43 @@ async fn bad_requests_are_refused_and_the_server_keeps_serving() {
     assert_eq!(seen["unknownTask"]["name"], "TaskNotFoundError");
     assert_eq!(seen["after"]["status"]["state"], "TASK_STATE_COMPLETED");
     assert_eq!(artifact_text(&seen["after"]), "Still serving.");
+    assert_eq!(seen["crowded"]["code"], -32004, "{seen:#}");
+    assert!(
+        seen["crowded"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-sessions"),
+        "{seen:#}"
+    );
+    assert_eq!(artifact_text(&seen["sameContext"]), "Same context.");
+}
+
+#[tokio::test]
+async fn an_idle_context_is_closed_to_make_room_for_a_new_one() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::a2a_client());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("One."));
+    mock.push_turn(Turn::text("Two."));
+    let sandbox = Sandbox::new();
+    let served = serve_with(
+        &sandbox,
+        &mock,
+        "",
+        &[],
+        &["--max-sessions", "1", "--session-idle-timeout", "1"],
+    )
+    .await;
+
+    let seen = drive(&driver, &served, "idle").await;
+
+    assert_eq!(artifact_text(&seen["first"]), "One.");
+    assert_eq!(artifact_text(&seen["second"]), "Two.", "{seen:#}");
+    assert_ne!(seen["second"]["contextId"], seen["first"]["contextId"]);
+    // The closed context's tasks are still there to read.
+    assert_eq!(seen["firstTask"]["status"]["state"], "TASK_STATE_COMPLETED");
+    // The new context is a conversation of its own.
+    let last = mock.requests().last().unwrap().body.to_string();
+    assert!(!last.contains("First."), "{last}");
 }
 
 #[tokio::test]
@@ -444,6 +485,7 @@ async fn a_tool_result_that_asks_for_the_ssh_key_is_still_refused_by_the_gate() 
         &mock,
         &echo_server("fx", ""),
         &[("HOME", home.display().to_string())],
+        &[],
     )
     .await;
 
