@@ -55,7 +55,8 @@ pub(crate) struct Agent {
     identity: String,
     contexts: Mutex<HashMap<String, Arc<Context>>>,
     tasks: Mutex<HashMap<String, Arc<TaskEntry>>>,
-    /// Held while a context opens, so two first messages of one context open it once.
+    /// Held while a message finds or opens its context and claims it, so two first messages of
+    /// one context open it once and no context is closed between being found and claimed.
     opening: tokio::sync::Mutex<()>,
     limits: Limits,
     /// Task ids, oldest first, for forgetting finished tasks beyond [`KEPT_TASKS`].
@@ -370,9 +371,14 @@ impl Agent {
         if let Some(task_id) = &incoming.task_id {
             return self.answer(task_id, &incoming, original);
         }
+        // Held until the task has claimed its context, so no other message closes the context
+        // (to make room) in between.
+        let opening = self.opening.lock().await;
         let context = self.context(&incoming).await?;
         let task = TaskEntry::new(&context.id, original);
-        if let Err(running) = context.live.claim(&task) {
+        let claimed = context.live.claim(&task);
+        drop(opening);
+        if let Err(running) = claimed {
             return Err(RpcError::new(
                 code::UNSUPPORTED_OPERATION,
                 format!(
@@ -484,7 +490,7 @@ impl Agent {
     }
 
     /// The message's context: an open one, or one opened now (under the id the client chose,
-    /// or a new one).
+    /// or a new one). The caller holds `opening`.
     async fn context(&self, incoming: &Incoming) -> Result<Arc<Context>, RpcError> {
         let agent = match incoming.metadata.get(AGENT_KEY) {
             None | Some(Value::Null) => None,
@@ -495,7 +501,6 @@ impl Agent {
                 )));
             }
         };
-        let _opening = self.opening.lock().await;
         if let Some(id) = &incoming.context_id
             && let Some(context) = lock(&self.contexts).get(id).cloned()
         {
