@@ -3,7 +3,7 @@
 //! `session/request_permission`. Each request that waits on the model, a server or the editor
 //! runs on its own task, so the connection keeps reading (a cancel reaches a running turn).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -46,6 +46,7 @@ pub async fn serve_stdio(opener: Arc<dyn SessionOpener>) -> Result<(), AcpError>
     let state = Arc::new(State {
         opener,
         sessions: Mutex::new(HashMap::new()),
+        loading: Mutex::new(HashSet::new()),
         editor_files: std::sync::atomic::AtomicBool::new(false),
     });
     let on_initialize = state.clone();
@@ -202,6 +203,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct State {
     opener: Arc<dyn SessionOpener>,
     sessions: Mutex<HashMap<String, Arc<Entry>>>,
+    /// Saved sessions being loaded now: a second `session/load` of one is refused, as of an
+    /// open one.
+    loading: Mutex<HashSet<String>>,
     /// The editor offered to read and write files (`initialize`): the file tools use them.
     editor_files: std::sync::atomic::AtomicBool,
 }
@@ -240,7 +244,34 @@ fn invalid_params(message: impl Into<String>) -> Error {
     Error::invalid_params().data(json!({ "message": message.into() }))
 }
 
+/// A saved session being loaded; dropped once it is open (or failed to open).
+struct Loading<'a> {
+    state: &'a State,
+    id: String,
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        lock(&self.state.loading).remove(&self.id);
+    }
+}
+
 impl State {
+    /// Marks the saved session `id` as being loaded, unless it is open or being loaded already.
+    fn reserve(&self, id: &str) -> Result<Loading<'_>, Error> {
+        let sessions = lock(&self.sessions);
+        let mut loading = lock(&self.loading);
+        if sessions.contains_key(id) || !loading.insert(id.to_owned()) {
+            return Err(Error::invalid_request().data(json!({
+                "message": format!("session {id} is open already on this connection")
+            })));
+        }
+        Ok(Loading {
+            state: self,
+            id: id.to_owned(),
+        })
+    }
+
     fn session(&self, id: &SessionId) -> Option<Arc<Entry>> {
         lock(&self.sessions).get(&*id.0).cloned()
     }
@@ -266,13 +297,10 @@ impl State {
                 cwd.display()
             )));
         }
-        if let Some(id) = &resume
-            && lock(&self.sessions).contains_key(id)
-        {
-            return Err(Error::invalid_request().data(json!({
-                "message": format!("session {id} is open already on this connection")
-            })));
-        }
+        let _loading = match &resume {
+            Some(id) => Some(self.reserve(id)?),
+            None => None,
+        };
         let specs = servers
             .iter()
             .map(mcp_server_spec)

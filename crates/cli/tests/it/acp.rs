@@ -334,6 +334,50 @@ async fn a_saved_session_is_loaded_replayed_and_continued() {
 }
 
 #[tokio::test]
+async fn a_saved_session_loaded_twice_at_once_opens_once() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("Noted: heron."));
+    mock.push_turn(Turn::text("Again."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
+    let run = warden_without_model_keys(
+        &sandbox,
+        &["run", "--output-format", "json", "remember the word heron"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let id = summary["session_id"].as_str().unwrap().to_owned();
+
+    let seen = drive(
+        &driver,
+        &sandbox,
+        "loadTwice",
+        &[("WARDEN_ACP_SESSION", id.clone())],
+    )
+    .await;
+
+    let loads = seen["loads"].as_array().unwrap();
+    let opened = loads
+        .iter()
+        .filter(|load| load["result"] == json!({}))
+        .count();
+    let refused: Vec<&Value> = loads.iter().filter(|load| load["code"] == -32600).collect();
+    assert_eq!((opened, refused.len()), (1, 1), "{seen:#}");
+    assert!(
+        refused[0]["data"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("open already"),
+        "{seen:#}"
+    );
+    // The one session goes on, once.
+    assert_eq!(seen["stops"], json!(["end_turn"]));
+    assert_eq!(mock.requests().len(), 2);
+}
+
+#[tokio::test]
 async fn bad_input_gets_the_protocols_errors_and_the_agent_keeps_running() {
     let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
     let mock = MockModel::start().await.unwrap();
