@@ -275,15 +275,14 @@ async fn cancel_stops_the_running_tool_and_the_session_takes_the_next_prompt() {
     assert_eq!(text, "Still here.");
 }
 
-#[tokio::test]
-async fn a_saved_session_is_loaded_replayed_and_continued() {
-    let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
+/// A session saved by `warden run` in the sandbox's folder (the model answered "Noted: heron."
+/// and will answer "Again." next): the model, the sandbox and the session's id.
+async fn saved_session() -> (MockModel, Sandbox, String) {
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::text("Noted: heron."));
     mock.push_turn(Turn::text("Again."));
     let sandbox = Sandbox::new();
     sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
-    // A session saved by `warden run` in the same folder.
     let run = warden_without_model_keys(
         &sandbox,
         &["run", "--output-format", "json", "remember the word heron"],
@@ -292,6 +291,13 @@ async fn a_saved_session_is_loaded_replayed_and_continued() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
     let id = summary["session_id"].as_str().unwrap().to_owned();
+    (mock, sandbox, id)
+}
+
+#[tokio::test]
+async fn a_saved_session_is_loaded_replayed_and_continued() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
+    let (mock, sandbox, id) = saved_session().await;
 
     let seen = drive(
         &driver,
@@ -336,19 +342,7 @@ async fn a_saved_session_is_loaded_replayed_and_continued() {
 #[tokio::test]
 async fn a_saved_session_loaded_twice_at_once_opens_once() {
     let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
-    let mock = MockModel::start().await.unwrap();
-    mock.push_turn(Turn::text("Noted: heron."));
-    mock.push_turn(Turn::text("Again."));
-    let sandbox = Sandbox::new();
-    sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
-    let run = warden_without_model_keys(
-        &sandbox,
-        &["run", "--output-format", "json", "remember the word heron"],
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
-    let id = summary["session_id"].as_str().unwrap().to_owned();
+    let (mock, sandbox, id) = saved_session().await;
 
     let seen = drive(
         &driver,
