@@ -154,6 +154,18 @@ const scenarios = {
     seen.replayed = seen.updates.length;
     await prompt(ctx, seen.sessionId, "and once more");
   },
+  // The same saved session loaded twice at once: one load opens it, the other is refused; the
+  // session then takes a prompt.
+  async loadTwice(ctx) {
+    await initialize(ctx);
+    seen.sessionId = process.env.WARDEN_ACP_SESSION;
+    const load = () =>
+      ctx
+        .request(methods.agent.session.load, { sessionId: seen.sessionId, cwd, mcpServers })
+        .then((result) => ({ result }), (error) => ({ code: error.code, message: error.message, data: error.data }));
+    seen.loads = await Promise.all([load(), load()]);
+    await prompt(ctx, seen.sessionId, "and once more");
+  },
   // Bad input: a malformed line, an unknown session, a saved session that does not exist, a
   // prompt while one runs; the agent answers each with the protocol's error and keeps going.
   async bad(ctx) {

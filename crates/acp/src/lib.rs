@@ -15,6 +15,7 @@ use std::sync::Arc;
 use warden_mcp::ServerSpec;
 use warden_policy::Approver;
 use warden_session::AgentSession;
+pub use warden_session::OpenError;
 
 pub use convert::{edit_diff, mcp_server_spec, prompt_text, tool_kind, tool_locations, tool_title};
 pub use server::serve_stdio;
@@ -34,17 +35,6 @@ pub struct OpenRequest {
     /// The editor's files, when it offers to read and write them: the file tools go through
     /// them (open the session with [`AgentSession::open_with_text_files`]).
     pub text_files: Option<Arc<dyn warden_agent::TextFiles>>,
-}
-
-/// Why a session could not be opened: said to the editor as the request's error.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// The request names something that does not exist or cannot work (invalid params).
-    #[error("{0}")]
-    Usage(String),
-    /// Anything else (internal error).
-    #[error("{0}")]
-    Failed(String),
 }
 
 /// Opens the agent sessions the editor asks for: the binary supplies it, with the configuration

@@ -3,7 +3,7 @@
 //! `session/request_permission`. Each request that waits on the model, a server or the editor
 //! runs on its own task, so the connection keeps reading (a cancel reaches a running turn).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -24,12 +24,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
-    AgentEvent, AgentOptions, Message, Session as Transcript, ToolCallRequest, ToolCallResult,
-    ToolExecutor, ToolList, ToolRefresh,
+    AgentEvent, Message, Session as Transcript, ToolCallRequest, ToolCallResult, ToolExecutor,
+    ToolList, ToolRefresh,
 };
 use warden_host::CallContext;
 use warden_policy::{BoxFuture, CallSurface};
-use warden_session::AgentSession;
+use warden_session::{AgentSession, Turn, TurnError, clip_result};
 
 use crate::approver::{EditorApprover, Live};
 use crate::convert::{
@@ -37,12 +37,6 @@ use crate::convert::{
 };
 use crate::files::EditorFiles;
 use crate::{AcpError, OpenError, OpenRequest, SessionOpener};
-
-/// Model turns one prompt may take (as `warden run`'s default).
-const MAX_TURNS: u32 = 100;
-
-/// The most text of one tool result sent to the editor.
-const RESULT_LIMIT: usize = 16 * 1024;
 
 /// How often a running turn's streamed text is sent on while the model answers.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
@@ -52,6 +46,7 @@ pub async fn serve_stdio(opener: Arc<dyn SessionOpener>) -> Result<(), AcpError>
     let state = Arc::new(State {
         opener,
         sessions: Mutex::new(HashMap::new()),
+        loading: Mutex::new(HashSet::new()),
         editor_files: std::sync::atomic::AtomicBool::new(false),
     });
     let on_initialize = state.clone();
@@ -208,6 +203,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct State {
     opener: Arc<dyn SessionOpener>,
     sessions: Mutex<HashMap<String, Arc<Entry>>>,
+    /// Saved sessions being loaded now: a second `session/load` of one is refused, as of an
+    /// open one.
+    loading: Mutex<HashSet<String>>,
     /// The editor offered to read and write files (`initialize`): the file tools use them.
     editor_files: std::sync::atomic::AtomicBool,
 }
@@ -246,7 +244,34 @@ fn invalid_params(message: impl Into<String>) -> Error {
     Error::invalid_params().data(json!({ "message": message.into() }))
 }
 
+/// A saved session being loaded; dropped once it is open (or failed to open).
+struct Loading<'a> {
+    state: &'a State,
+    id: String,
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        lock(&self.state.loading).remove(&self.id);
+    }
+}
+
 impl State {
+    /// Marks the saved session `id` as being loaded, unless it is open or being loaded already.
+    fn reserve(&self, id: &str) -> Result<Loading<'_>, Error> {
+        let sessions = lock(&self.sessions);
+        let mut loading = lock(&self.loading);
+        if sessions.contains_key(id) || !loading.insert(id.to_owned()) {
+            return Err(Error::invalid_request().data(json!({
+                "message": format!("session {id} is open already on this connection")
+            })));
+        }
+        Ok(Loading {
+            state: self,
+            id: id.to_owned(),
+        })
+    }
+
     fn session(&self, id: &SessionId) -> Option<Arc<Entry>> {
         lock(&self.sessions).get(&*id.0).cloned()
     }
@@ -272,13 +297,10 @@ impl State {
                 cwd.display()
             )));
         }
-        if let Some(id) = &resume
-            && lock(&self.sessions).contains_key(id)
-        {
-            return Err(Error::invalid_request().data(json!({
-                "message": format!("session {id} is open already on this connection")
-            })));
-        }
+        let _loading = match &resume {
+            Some(id) => Some(self.reserve(id)?),
+            None => None,
+        };
         let specs = servers
             .iter()
             .map(mcp_server_spec)
@@ -320,7 +342,7 @@ impl State {
         }
         let routing = session.execution_routing().await;
         let system_prompt = session.system_prompt(routing);
-        let (transcript, conversation) = open_transcript(&mut session).map_err(|error| {
+        let (transcript, conversation) = session.open_transcript().map_err(|error| {
             Error::internal_error().data(json!({ "message": format!("the transcript: {error}") }))
         })?;
         let id = session.host.session_id().to_owned();
@@ -397,76 +419,42 @@ impl State {
                 return Ok(StopReason::Refusal);
             }
         };
-        let workspace = open.session.workspace.clone();
-        let verdict = open
+        let events = open.events.clone();
+        let tick = move || events.flush();
+        let ended = open
             .session
-            .host
-            .session_event(
-                warden_hooks::HookEvent::UserPromptSubmit,
-                &workspace,
-                Some(text.clone()),
+            .run_turn(
+                Turn {
+                    conversation: &mut open.conversation,
+                    transcript: &mut open.transcript,
+                    executor: open.executor.clone(),
+                    system_prompt: &open.system_prompt,
+                    tools: &open.tools,
+                    events: Some(open.sender.clone()),
+                    cancel: &cancel,
+                    tick: Some((FLUSH_INTERVAL, &tick)),
+                },
+                text,
             )
             .await;
-        if let Some(reason) = verdict.block_reason() {
-            send(
-                connection,
-                &entry.id,
-                agent_text(&format!(
-                    "a UserPromptSubmit hook blocked the prompt: {reason}"
-                )),
-            );
-            return Ok(StopReason::Refusal);
-        }
-        let user = Message::user(text);
-        if let Err(error) = open.transcript.append_message(&user) {
-            tracing::warn!("writing the transcript: {error}");
-        }
-        open.conversation.push(user);
-        let already = open.conversation.len();
-        let agent = warden_agent::Agent::new(
-            open.session.client.clone(),
-            open.executor.clone(),
-            open.system_prompt.clone(),
-            open.tools.clone(),
-        )
-        .with_options(AgentOptions {
-            max_turns: Some(MAX_TURNS),
-            ..AgentOptions::default()
-        })
-        .with_events(open.sender.clone());
-        let result = {
-            let run = agent.run(&mut open.conversation, &cancel);
-            tokio::pin!(run);
-            loop {
-                tokio::select! {
-                    result = &mut run => break result,
-                    () = tokio::time::sleep(FLUSH_INTERVAL) => open.events.flush(),
-                }
+        open.events.flush();
+        let ended = match ended {
+            Ok(ended) => ended,
+            Err(TurnError::Blocked(reason)) => {
+                send(
+                    connection,
+                    &entry.id,
+                    agent_text(&format!(
+                        "a UserPromptSubmit hook blocked the prompt: {reason}"
+                    )),
+                );
+                return Ok(StopReason::Refusal);
+            }
+            Err(error) => {
+                return Err(Error::internal_error().data(json!({ "message": error.to_string() })));
             }
         };
-        drop(agent);
-        open.events.flush();
-        for message in &open.conversation[already..] {
-            if let Err(error) = open.transcript.append_message(message) {
-                tracing::warn!("writing the transcript: {error}");
-            }
-        }
-        let outcome = result.map_err(|error| {
-            Error::internal_error().data(json!({
-                "message": format!("the model request failed: {error}")
-            }))
-        })?;
-        if let Err(error) = open
-            .transcript
-            .append_event(&json!({"type": "run_finished", "outcome": &outcome}))
-        {
-            tracing::warn!("writing the transcript: {error}");
-        }
-        open.session
-            .host
-            .session_event(warden_hooks::HookEvent::Stop, &workspace, None)
-            .await;
-        Ok(match outcome.stop {
+        Ok(match ended.outcome.stop {
             warden_agent::StopReason::Completed => StopReason::EndTurn,
             warden_agent::StopReason::MaxTurns => StopReason::MaxTurnRequests,
             warden_agent::StopReason::Cancelled => StopReason::Cancelled,
@@ -602,7 +590,7 @@ impl Entry {
                             } else {
                                 ToolCallStatus::Completed
                             })
-                            .content(vec![text_content(&clip(text))]),
+                            .content(vec![text_content(&clip_result(text))]),
                     )),
                 ),
                 _ => {}
@@ -669,26 +657,6 @@ async fn slash_commands(session: &AgentSession) -> Vec<(AvailableCommand, Comman
     commands
 }
 
-/// Opens the session's transcript: the loaded one, or a new one under the session's id.
-fn open_transcript(
-    session: &mut AgentSession,
-) -> Result<(Transcript, Vec<Message>), warden_agent::SessionError> {
-    match session.resumed.take() {
-        Some((id, messages)) => {
-            let (transcript, _) = session.store.resume(&id)?;
-            Ok((transcript, messages))
-        }
-        None => Ok((
-            session.store.create_with_id(
-                session.host.session_id(),
-                &session.workspace,
-                Some(&session.model.name),
-            )?,
-            Vec::new(),
-        )),
-    }
-}
-
 fn send(connection: &ConnectionTo<Client>, session_id: &str, update: SessionUpdate) {
     let notification = SessionNotification::new(session_id.to_owned(), update);
     if let Err(error) = connection.send_notification(notification) {
@@ -706,17 +674,6 @@ fn text_content(text: &str) -> ToolCallContent {
 
 fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(text)))
-}
-
-fn clip(text: &str) -> String {
-    if text.len() <= RESULT_LIMIT {
-        return text.to_owned();
-    }
-    let mut end = RESULT_LIMIT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n… ({} bytes in all)", &text[..end], text.len())
 }
 
 fn tool_call(id: &str, public_name: &str, arguments: &Value, workspace: &Path) -> ToolCall {
@@ -832,7 +789,7 @@ impl ToolExecutor for Tracking {
             let text = if result.text.is_empty() && cancel.is_cancelled() {
                 "cancelled".to_owned()
             } else {
-                clip(&result.text)
+                clip_result(&result.text)
             };
             let mut content = vec![text_content(&text)];
             if status == ToolCallStatus::Completed

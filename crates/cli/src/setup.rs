@@ -114,6 +114,16 @@ pub(crate) fn open_agent_session(
     })?)
 }
 
+/// An error of loading the configuration for a frontend's session (ACP, A2A), as its opener
+/// reports it: a usage problem as the client's mistake, anything else as a failure.
+pub(crate) fn open_failure(error: anyhow::Error) -> warden_session::OpenError {
+    if is_usage_error(&error) {
+        warden_session::OpenError::Usage(error_line(&error))
+    } else {
+        warden_session::OpenError::Failed(error_line(&error))
+    }
+}
+
 /// Whether `error` is a usage or configuration problem (exit code 2) rather than a failure.
 pub(crate) fn is_usage_error(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {

@@ -69,6 +69,13 @@ impl BearerToken {
         scheme.eq_ignore_ascii_case("bearer") && self.matches(presented.trim())
     }
 
+    /// A name for the token that does not reveal it, for audit records: `sha256:` and the first
+    /// 12 hex digits of its SHA-256 digest.
+    pub fn fingerprint(&self) -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, self.0.as_bytes());
+        format!("sha256:{}", &hex::encode(digest.as_ref())[..12])
+    }
+
     /// Whether `presented` is this token, in time independent of where they differ.
     pub fn matches(&self, presented: &str) -> bool {
         constant_time_eq(self.0.as_bytes(), presented.as_bytes())
@@ -114,6 +121,17 @@ mod tests {
         assert_eq!(first.expose().len(), 2 * TOKEN_BYTES);
         assert!(first.expose().bytes().all(|b| b.is_ascii_hexdigit()));
         assert_ne!(first, second);
+    }
+
+    #[test]
+    fn a_fingerprint_names_the_token_without_revealing_it() {
+        let token = BearerToken::new("b".repeat(64));
+        let fingerprint = token.fingerprint();
+        assert_eq!(fingerprint, token.clone().fingerprint());
+        assert!(fingerprint.starts_with("sha256:"), "{fingerprint}");
+        assert_eq!(fingerprint.len(), "sha256:".len() + 12);
+        assert!(!fingerprint.contains("bbbb"), "{fingerprint}");
+        assert_ne!(fingerprint, BearerToken::new("c".repeat(64)).fingerprint());
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub enum CallSurface {
     ToolCli,
     /// An MCP client of `warden serve`.
     Gateway,
+    /// An A2A client of `warden serve --a2a`: the model's tool calls in a task it sent.
+    A2a,
     /// The person at the terminal: a slash command, `warden mcp prompt`.
     User,
     /// An MCP server's own request (sampling) answered by the session.
@@ -31,11 +33,12 @@ pub enum CallSurface {
 
 impl CallSurface {
     /// Every surface.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Agent,
         Self::CodeMode,
         Self::ToolCli,
         Self::Gateway,
+        Self::A2a,
         Self::User,
         Self::Server,
         Self::Host,
@@ -48,6 +51,7 @@ impl CallSurface {
             Self::CodeMode => "code-mode",
             Self::ToolCli => "tool-cli",
             Self::Gateway => "gateway",
+            Self::A2a => "a2a",
             Self::User => "user",
             Self::Server => "server",
             Self::Host => "host",
@@ -84,6 +88,7 @@ impl SurfaceSet {
         CallSurface::CodeMode,
         CallSurface::ToolCli,
         CallSurface::Gateway,
+        CallSurface::A2a,
         CallSurface::User,
     ]);
 

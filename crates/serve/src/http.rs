@@ -44,8 +44,8 @@ pub const DEFAULT_MAX_SESSIONS: usize = 1000;
 /// The session header of Streamable HTTP.
 const SESSION_HEADER: &str = "mcp-session-id";
 /// JSON-RPC's error codes used here.
-const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
 const SERVER_BUSY: i64 = -32000;
 
 /// How clients authenticate.
@@ -176,8 +176,9 @@ pub async fn serve_http(
     Ok(())
 }
 
-/// Refuses a request without the right bearer token (401, `WWW-Authenticate: Bearer`).
-async fn require_bearer(
+/// Refuses a request without the right bearer token (401, `WWW-Authenticate: Bearer`): the
+/// middleware of every warden HTTP server that takes `WARDEN_SERVE_TOKEN`.
+pub async fn require_bearer(
     State(token): State<Arc<BearerToken>>,
     request: Request,
     next: Next,
@@ -310,7 +311,7 @@ async fn admit(State(admission): State<Arc<Admission>>, request: Request, next: 
 }
 
 /// The whole body, or the answer when it is larger than `max` (413) or cannot be read.
-async fn read_body(body: Body, max: usize) -> Result<Vec<u8>, Response> {
+pub async fn read_body(body: Body, max: usize) -> Result<Vec<u8>, Response> {
     let mut bytes = Vec::new();
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
@@ -369,7 +370,7 @@ fn hold_until_sent(response: Response, in_flight: Option<InFlight>) -> Response 
 }
 
 /// A JSON-RPC error answer with this HTTP status.
-fn json_rpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
+pub fn json_rpc_error(status: StatusCode, id: Value, code: i64, message: String) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
     let mut response = (status, body.to_string()).into_response();
     response.headers_mut().insert(

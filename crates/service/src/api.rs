@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use warden_net::{host_allowed, origin_is_loopback};
 
 use crate::approvals::{DecideError, Decision};
 use crate::client_tools::AnswerError;
@@ -681,30 +682,6 @@ fn widget_route<'a>(method: &http::Method, path: &'a str) -> Option<Option<&'a s
     };
     let session = segments.first().copied().filter(|id| !id.is_empty())?;
     allowed.then_some(Some(session))
-}
-
-/// The host part of a `Host` header (without the port; brackets of an IPv6 address removed).
-fn host_name(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or_default();
-    }
-    host.rsplit_once(':').map_or(host, |(name, _port)| name)
-}
-
-fn host_allowed(host: &str, bound: &SocketAddr) -> bool {
-    let name = host_name(host);
-    matches!(name, "localhost" | "127.0.0.1" | "::1")
-        || (!bound.ip().is_unspecified() && name == bound.ip().to_string())
-}
-
-fn origin_is_loopback(origin: &str) -> bool {
-    ["http://localhost", "http://127.0.0.1", "http://[::1]"]
-        .iter()
-        .any(|allowed| {
-            origin
-                .strip_prefix(allowed)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
-        })
 }
 
 /// Resolves `Authorization: Bearer KEY` to its tenant and caller (401 otherwise).
@@ -1724,19 +1701,6 @@ mod tests {
         ] {
             assert_eq!(widget_route(&method, path), None, "{method} {path}");
         }
-    }
-
-    #[test]
-    fn hosts_and_origins_are_loopback_or_the_bound_address() {
-        let loopback: SocketAddr = "127.0.0.1:8080".parse().unwrap_or_else(|_| unreachable!());
-        assert!(host_allowed("localhost:8080", &loopback));
-        assert!(host_allowed("[::1]:8080", &loopback));
-        assert!(!host_allowed("evil.example:8080", &loopback));
-        let public: SocketAddr = "10.0.0.5:80".parse().unwrap_or_else(|_| unreachable!());
-        assert!(host_allowed("10.0.0.5", &public));
-        assert!(origin_is_loopback("http://localhost:3000"));
-        assert!(!origin_is_loopback("http://localhost.evil.example"));
-        assert!(!origin_is_loopback("https://evil.example"));
     }
 
     #[test]

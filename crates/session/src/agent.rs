@@ -462,9 +462,42 @@ impl AgentSession {
         prompt
     }
 
+    /// Opens the session's transcript for a frontend that keeps the conversation itself (ACP,
+    /// A2A): the resumed one with its messages, or a new one under the session's id.
+    pub fn open_transcript(
+        &mut self,
+    ) -> Result<(warden_agent::Session, Vec<warden_agent::Message>), warden_agent::SessionError>
+    {
+        match self.resumed.take() {
+            Some((id, messages)) => {
+                let (transcript, _) = self.store.resume(&id)?;
+                Ok((transcript, messages))
+            }
+            None => Ok((
+                self.store.create_with_id(
+                    self.host.session_id(),
+                    &self.workspace,
+                    Some(&self.model.name),
+                )?,
+                Vec::new(),
+            )),
+        }
+    }
+
     /// The executor the loop calls: every call goes through the gate with source `agent`.
     pub fn executor(&self, events: Option<UnboundedSender<AgentEvent>>) -> Arc<GateExecutor> {
+        self.executor_as(CallSurface::Agent, events)
+    }
+
+    /// [`AgentSession::executor`] for a frontend that is its own call source (`a2a`): every call
+    /// goes through the gate with source `surface`.
+    pub fn executor_as(
+        &self,
+        surface: CallSurface,
+        events: Option<UnboundedSender<AgentEvent>>,
+    ) -> Arc<GateExecutor> {
         Arc::new(GateExecutor {
+            surface,
             host: self.host.clone(),
             read_only: self.read_only.clone(),
             events,
@@ -631,6 +664,7 @@ impl HostTool for BuiltinHostTool {
 
 /// The loop's executor: the gate, with MCP progress turned into agent events.
 pub struct GateExecutor {
+    surface: CallSurface,
     host: Arc<Host>,
     read_only: BTreeSet<String>,
     events: Option<UnboundedSender<AgentEvent>>,
@@ -653,7 +687,7 @@ impl ToolExecutor for GateExecutor {
         cancel: CancellationToken,
     ) -> BoxFuture<'a, ToolCallResult> {
         Box::pin(async move {
-            let mut context = CallContext::new(CallSurface::Agent, cancel);
+            let mut context = CallContext::new(self.surface, cancel);
             let forwarder = self.events.clone().map(|events| {
                 let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
                 context.progress = Some(sender);

@@ -13,6 +13,7 @@ mod sampling;
 mod skill_scripts;
 mod skill_tools;
 mod tool_cli;
+mod turn;
 
 pub use agent::{
     AgentSession, GateExecutor, SessionError, SessionRequest, UsageError, ad_hoc_servers,
@@ -27,3 +28,4 @@ pub use sampling::SamplingModel;
 pub use skill_scripts::{RUN_SKILL_SCRIPT, RunSkillScript, ScriptQuota, SkillScripts};
 pub use skill_tools::{READ_SKILL_FILE, USE_SKILL, skill_tools};
 pub use tool_cli::{TOOL_CLI_USAGE, bridge_listen, settle_tool_cli, with_tool_cli_usage};
+pub use turn::{MAX_TURNS, OpenError, RESULT_LIMIT, Turn, TurnEnd, TurnError, clip_result};

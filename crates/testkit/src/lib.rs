@@ -555,6 +555,25 @@ pub fn acp_client() -> Result<PathBuf, Missing> {
     Ok(folder.join("driver.mjs"))
 }
 
+/// The A2A test driver (tests/a2a/driver.mjs) with the official A2A JavaScript SDK installed.
+pub fn a2a_client() -> Result<PathBuf, Missing> {
+    let hint = "`scripts/setup-test-deps` installs it (`npm ci` in tests/a2a)";
+    requirement::command_on_path("node", &["--version"], hint)?;
+    let folder = workspace_root().join("tests/a2a");
+    Missing::unless(
+        folder
+            .join("node_modules/@a2a-js/sdk/package.json")
+            .is_file(),
+        || {
+            format!(
+                "the A2A JavaScript SDK is not installed in {}: {hint}",
+                folder.display()
+            )
+        },
+    )?;
+    Ok(folder.join("driver.mjs"))
+}
+
 /// tmux on PATH (the chat tests drive `warden chat` in it).
 pub fn tmux() -> Result<(), Missing> {
     requirement::command_on_path(

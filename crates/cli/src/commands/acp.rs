@@ -10,9 +10,7 @@ use warden_acp::{OpenError, OpenRequest, SessionOpener, serve_stdio};
 use warden_session::{AgentSession, SessionRequest};
 
 use crate::Globals;
-use crate::setup::{
-    PolicyFlags, async_runtime, error_line, host_options, is_usage_error, load_config_in,
-};
+use crate::setup::{PolicyFlags, async_runtime, host_options, load_config_in, open_failure};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct AcpArgs {
@@ -48,17 +46,10 @@ struct CliOpener {
 
 impl SessionOpener for CliOpener {
     fn open(&self, request: OpenRequest) -> Result<AgentSession, OpenError> {
-        let failed = |error: anyhow::Error| {
-            if is_usage_error(&error) {
-                OpenError::Usage(error_line(&error))
-            } else {
-                OpenError::Failed(error_line(&error))
-            }
-        };
         let (paths, workspace, config) =
-            load_config_in(&self.globals, request.workspace).map_err(failed)?;
+            load_config_in(&self.globals, request.workspace).map_err(open_failure)?;
         let mut options =
-            host_options(paths, workspace, &config, &self.args.policy).map_err(failed)?;
+            host_options(paths, workspace, &config, &self.args.policy).map_err(open_failure)?;
         options.extra_servers = request.servers;
         options.approver = Some(request.approver);
         let session = SessionRequest {
@@ -74,13 +65,10 @@ impl SessionOpener for CliOpener {
             Some(files) => AgentSession::open_with_text_files(session, files),
             None => AgentSession::open(session),
         }
-        .map_err(|error| {
+        .map_err(|error| match error {
             // An id that names no saved session is the editor's mistake, said as such.
-            if error.is_usage() || matches!(error, warden_session::SessionError::Resume(_)) {
-                OpenError::Usage(error.to_string())
-            } else {
-                OpenError::Failed(error.to_string())
-            }
+            warden_session::SessionError::Resume(_) => OpenError::Usage(error.to_string()),
+            error => OpenError::from(error),
         })
     }
 }

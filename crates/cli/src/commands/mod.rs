@@ -1,5 +1,6 @@
 //! One module per `warden` subcommand.
 
+pub(crate) mod a2a;
 pub(crate) mod acp;
 pub(crate) mod audit;
 pub(crate) mod chat;

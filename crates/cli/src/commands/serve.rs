@@ -1,5 +1,6 @@
 //! `warden serve`: serves warden's gated tool surface as an MCP server over stdio or Streamable
 //! HTTP (see the `warden-serve` crate); every call goes through the gate as source `gateway`.
+//! With `--a2a ADDR` it serves warden's agents to other agents instead (see `commands::a2a`).
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -50,6 +51,14 @@ pub(crate) struct ServeArgs {
     /// Serve one client over standard input and output (the default).
     #[arg(long, conflicts_with = "http")]
     stdio: bool,
+    /// Serve warden's agents over A2A at ADDR (card at /.well-known/agent-card.json, JSON-RPC
+    /// at /a2a) instead of its tools over MCP; without ADDR, 127.0.0.1:8766 (loopback).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8766",
+          value_parser = listen_address, conflicts_with_all = ["stdio", "http", "server", "mcp"])]
+    a2a: Option<SocketAddr>,
+    /// With --a2a: a `[models.NAME]` entry for the agents instead of the default.
+    #[arg(long, value_name = "NAME", requires = "a2a")]
+    model: Option<String>,
     /// Serve Streamable HTTP at ADDR (path /mcp); without ADDR, 127.0.0.1:8765 (loopback).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8765",
           value_parser = listen_address)]
@@ -68,13 +77,15 @@ pub(crate) struct ServeArgs {
     /// relays to the client whose call is running.
     #[arg(long, value_enum, default_value = "auto", value_name = "REVISION")]
     upstream_protocol: UpstreamProtocolArg,
-    /// Accept HTTP clients without a bearer token (loopback addresses only).
+    /// Accept HTTP (or A2A) clients without a bearer token (loopback addresses only).
     #[arg(long)]
     insecure_no_auth: bool,
     /// With --http: close an MCP session after this many seconds without a request (default 1800).
+    /// With --a2a: a context idle this long may be closed to make room for a new one.
     #[arg(long, value_name = "SECS", value_parser = session_idle_timeout)]
     session_idle_timeout: Option<std::time::Duration>,
-    /// With --http: the most MCP sessions open at once; an initialize beyond it gets 503 (default 1000).
+    /// With --http: the most MCP sessions open at once; an initialize beyond it gets 503 (default
+    /// 1000). With --a2a: the most A2A contexts (agent sessions) open at once (default 32).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_sessions: Option<u32>,
     #[command(flatten)]
@@ -82,6 +93,19 @@ pub(crate) struct ServeArgs {
 }
 
 pub(crate) fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if let Some(addr) = args.a2a {
+        return crate::commands::a2a::run(
+            globals,
+            addr,
+            crate::commands::a2a::A2aFlags {
+                insecure_no_auth: args.insecure_no_auth,
+                max_contexts: args.max_sessions,
+                idle_timeout: args.session_idle_timeout,
+                model: args.model,
+                policy: args.policy,
+            },
+        );
+    }
     let (paths, workspace, config) = load_config(globals)?;
     let approver = ElicitingApprover::new();
     // Local skills, published as prompts and resources in progressive exposure; loading one
@@ -119,7 +143,7 @@ pub(crate) fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode
         bail!("--server names the upstream of --expose passthrough");
     }
     if args.insecure_no_auth && args.http.is_none() {
-        bail!("--insecure-no-auth applies to --http only");
+        bail!("--insecure-no-auth applies to --http and --a2a only");
     }
     let host = Host::open(&config, options).context("opening the session")?;
     let summaries = skills
@@ -164,35 +188,9 @@ async fn serve_over_http(
     addr: SocketAddr,
     args: &ServeArgs,
 ) -> anyhow::Result<()> {
-    let insecure_no_auth = args.insecure_no_auth;
-    let mut generated = None;
-    let auth = if insecure_no_auth {
-        HttpAuth::InsecureNone
-    } else {
-        match token_from_env() {
-            Some(Err(too_short)) => return Err(UsageError(too_short_message(&too_short)).into()),
-            Some(Ok(token)) => HttpAuth::Bearer(token),
-            None => {
-                let token = BearerToken::generate()?;
-                generated = Some(token.expose().to_owned());
-                HttpAuth::Bearer(token)
-            }
-        }
-    };
-    let listener = bind_http(addr, &auth)
-        .await
-        .with_context(|| format!("listening on {addr}"))?;
+    let (listener, auth) = bind_with_auth(addr, args.insecure_no_auth).await?;
     let bound = listener.local_addr()?;
-    // Only once the address is ours: a failed bind writes no token. The token goes to a private
-    // file, never to stderr (which logs and terminals keep).
-    if let Some(token) = generated {
-        let file = write_token_file(&token)?;
-        eprintln!(
-            "warden serve: bearer token written to {} (mode 0600; set {TOKEN_ENV} to choose one)",
-            file.display()
-        );
-    }
-    if insecure_no_auth {
+    if args.insecure_no_auth {
         tracing::warn!(
             "--insecure-no-auth: any process on this machine that can reach http://{bound}{MCP_PATH} \
              may list and call every tool this gateway exposes, with no token"
@@ -214,6 +212,42 @@ async fn serve_over_http(
     serve_http(gateway, listener, settings)
         .await
         .context("serving over HTTP")
+}
+
+/// The authentication of `--http` and `--a2a` and the listener: the operator's token from
+/// `WARDEN_SERVE_TOKEN`, or a fresh one written to a private file once the address is bound
+/// (never printed), or none (`--insecure-no-auth`, loopback only).
+pub(crate) async fn bind_with_auth(
+    addr: SocketAddr,
+    insecure_no_auth: bool,
+) -> anyhow::Result<(tokio::net::TcpListener, HttpAuth)> {
+    let mut generated = None;
+    let auth = if insecure_no_auth {
+        HttpAuth::InsecureNone
+    } else {
+        match token_from_env() {
+            Some(Err(too_short)) => return Err(UsageError(too_short_message(&too_short)).into()),
+            Some(Ok(token)) => HttpAuth::Bearer(token),
+            None => {
+                let token = BearerToken::generate()?;
+                generated = Some(token.expose().to_owned());
+                HttpAuth::Bearer(token)
+            }
+        }
+    };
+    let listener = bind_http(addr, &auth)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    // Only once the address is ours: a failed bind writes no token. The token goes to a private
+    // file, never to stderr (which logs and terminals keep).
+    if let Some(token) = generated {
+        let file = write_token_file(&token)?;
+        eprintln!(
+            "warden serve: bearer token written to {} (mode 0600; set {TOKEN_ENV} to choose one)",
+            file.display()
+        );
+    }
+    Ok((listener, auth))
 }
 
 /// Ctrl-C, SIGTERM or SIGHUP: the HTTP server stops and the session's servers are shut down.

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod a2a;
 mod acp;
 mod audit_cli;
 mod audit_durability;

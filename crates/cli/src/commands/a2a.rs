@@ -1,0 +1,125 @@
+//! `warden serve --a2a ADDR`: warden as an A2A agent (see the `warden-a2a` crate). Each A2A
+//! context a client opens is an agent session in the folder warden was started in, with the
+//! profile its first message picks; every tool call goes through the gate as source `a2a`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use warden_a2a::{
+    A2A_PATH, A2aSettings, CARD_PATH, OpenError, OpenRequest, Profile, SessionOpener,
+};
+use warden_session::{AgentSession, SessionRequest};
+
+use crate::Globals;
+use crate::commands::serve::bind_with_auth;
+use crate::setup::{PolicyFlags, async_runtime, host_options, load_config, open_failure};
+
+/// What `warden serve` passes on to `--a2a`.
+pub(crate) struct A2aFlags {
+    pub(crate) insecure_no_auth: bool,
+    /// `--max-sessions`: the most contexts open at once.
+    pub(crate) max_contexts: Option<u32>,
+    /// `--session-idle-timeout`: how long a context must be idle before it may be closed.
+    pub(crate) idle_timeout: Option<std::time::Duration>,
+    pub(crate) model: Option<String>,
+    pub(crate) policy: PolicyFlags,
+}
+
+/// Serves A2A at `addr` until a stop signal.
+pub(crate) fn run(
+    globals: &Globals,
+    addr: SocketAddr,
+    flags: A2aFlags,
+) -> anyhow::Result<std::process::ExitCode> {
+    let A2aFlags {
+        insecure_no_auth,
+        max_contexts,
+        idle_timeout,
+        model,
+        policy,
+    } = flags;
+    // The configuration and the policy flags are checked before anything listens.
+    let (_, _, config) = load_config(globals)?;
+    policy.policy(&config.policy)?;
+    let profiles = std::iter::once(Profile {
+        id: "default".to_owned(),
+        description: "The default agent: the configured model with every configured MCP server"
+            .to_owned(),
+    })
+    .chain(config.models.agents.values().map(|profile| {
+        Profile {
+            id: profile.name.clone(),
+            description: profile
+                .instructions
+                .as_deref()
+                .and_then(|text| text.lines().find(|line| !line.trim().is_empty()))
+                .map_or_else(
+                    || format!("The [agents.{}] profile", profile.name),
+                    |line| line.trim().to_owned(),
+                ),
+        }
+    }))
+    .collect();
+    let opener = Arc::new(CliOpener {
+        globals: globals.clone(),
+        model,
+        policy,
+        profiles,
+    });
+    async_runtime()?.block_on(async {
+        let (listener, auth) = bind_with_auth(addr, insecure_no_auth).await?;
+        let bound = listener.local_addr()?;
+        eprintln!(
+            "warden serve: A2A agent listening on http://{bound}{A2A_PATH} (card at http://{bound}{CARD_PATH})"
+        );
+        let mut settings = A2aSettings::new(auth);
+        if let Some(max) = max_contexts {
+            settings.max_contexts = max as usize;
+        }
+        if let Some(idle) = idle_timeout {
+            settings.idle_timeout = idle;
+        }
+        let shutdown = settings.shutdown.clone();
+        tokio::spawn(async move {
+            crate::setup::stop_signal().await;
+            shutdown.cancel();
+        });
+        warden_a2a::serve_a2a(opener, listener, settings)
+            .await
+            .context("serving A2A")?;
+        Ok(std::process::ExitCode::SUCCESS)
+    })
+}
+
+/// Opens a context's session as `warden run` opens its own, in the folder warden serves from.
+struct CliOpener {
+    globals: Globals,
+    model: Option<String>,
+    policy: PolicyFlags,
+    profiles: Vec<Profile>,
+}
+
+impl SessionOpener for CliOpener {
+    fn profiles(&self) -> Vec<Profile> {
+        self.profiles.clone()
+    }
+
+    fn open(&self, request: OpenRequest) -> Result<AgentSession, OpenError> {
+        let (paths, workspace, config) = load_config(&self.globals).map_err(open_failure)?;
+        let mut options =
+            host_options(paths, workspace, &config, &self.policy).map_err(open_failure)?;
+        options.approver = Some(request.approver);
+        options.principal.caller = Some(request.caller);
+        AgentSession::open(SessionRequest {
+            config,
+            host: options,
+            model: self.model.as_deref(),
+            agent: request.agent.as_deref(),
+            add_dirs: &[],
+            resume: None,
+            continue_latest: false,
+        })
+        .map_err(OpenError::from)
+    }
+}
