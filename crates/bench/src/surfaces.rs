@@ -83,6 +83,58 @@ pub(crate) async fn run(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result
     Ok(vec![tool_cli, serve, proxy])
 }
 
+/// `warden serve --http` (passthrough, no auth, loopback) fronting the `--mcp` server `server`;
+/// the child and the URL it listens on.
+async fn start_gateway(
+    env: &BenchEnv,
+    home: &Path,
+    server: &str,
+) -> anyhow::Result<(Child, String)> {
+    let mut gateway = warden_command(env, home)?
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--insecure-no-auth",
+            "--expose",
+            "passthrough",
+            "--mcp",
+            server,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting warden serve")?;
+    let url = listening_url(&mut gateway, "warden serve").await?;
+    Ok((gateway, url))
+}
+
+/// The same concurrent clients against `baseline_url` and `warden_url`, warmed up, then in
+/// alternating rounds: (the baseline's series, warden's).
+async fn side_by_side(
+    baseline_url: &str,
+    warden_url: &str,
+    counts: SurfaceCounts,
+) -> anyhow::Result<(Series, Series)> {
+    let mut baseline_clients = Vec::new();
+    let mut warden_clients = Vec::new();
+    for _ in 0..counts.callers {
+        baseline_clients.push(Arc::new(http_client(baseline_url).await?));
+        warden_clients.push(Arc::new(http_client(warden_url).await?));
+    }
+    concurrent_clients(&baseline_clients, counts.callers * 10).await?;
+    concurrent_clients(&warden_clients, counts.callers * 10).await?;
+    let mut baseline = Series::default();
+    let mut through_warden = Series::default();
+    let rounds = 2;
+    for _ in 0..rounds {
+        baseline.merge(concurrent_clients(&baseline_clients, counts.serve_calls / rounds).await?);
+        through_warden
+            .merge(concurrent_clients(&warden_clients, counts.serve_calls / rounds).await?);
+    }
+    Ok((baseline, through_warden))
+}
+
 /// `tests/fixtures/bench/node_modules/.bin/mcp-proxy` (`scripts/bench` installs it, pinned).
 fn mcp_proxy_bin(env: &BenchEnv) -> anyhow::Result<std::path::PathBuf> {
     let bin = env
@@ -144,41 +196,13 @@ async fn against_mcp_proxy(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Res
     accepting(port, "mcp-proxy").await?;
     let proxy_url = format!("http://127.0.0.1:{port}/mcp");
     let home = tempfile::tempdir()?;
-    let mut gateway = warden_command(env, home.path())?
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--insecure-no-auth",
-            "--expose",
-            "passthrough",
-            "--mcp",
-            &format!("{SERVER}={} echo", env.fixture().display()),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting warden serve")?;
-    let gateway_url = listening_url(&mut gateway, "warden serve").await?;
-
-    let mut proxy_clients = Vec::new();
-    let mut gateway_clients = Vec::new();
-    for _ in 0..counts.callers {
-        proxy_clients.push(Arc::new(http_client(&proxy_url).await?));
-        gateway_clients.push(Arc::new(http_client(&gateway_url).await?));
-    }
-    concurrent_clients(&proxy_clients, counts.callers * 10).await?;
-    concurrent_clients(&gateway_clients, counts.callers * 10).await?;
-    let mut through_proxy = Series::default();
-    let mut through_warden = Series::default();
-    let rounds = 2;
-    for _ in 0..rounds {
-        through_proxy.merge(concurrent_clients(&proxy_clients, counts.serve_calls / rounds).await?);
-        through_warden
-            .merge(concurrent_clients(&gateway_clients, counts.serve_calls / rounds).await?);
-    }
-    drop(proxy_clients);
-    drop(gateway_clients);
+    let (mut gateway, gateway_url) = start_gateway(
+        env,
+        home.path(),
+        &format!("{SERVER}={} echo", env.fixture().display()),
+    )
+    .await?;
+    let (through_proxy, through_warden) = side_by_side(&proxy_url, &gateway_url, counts).await?;
     let _ = gateway.start_kill();
     let _ = gateway.wait().await;
     let _ = proxy.start_kill();
@@ -365,40 +389,9 @@ async fn serve(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Row> {
         .context("starting the HTTP echo fixture")?;
     let upstream_url = listening_url(&mut upstream, "the HTTP echo fixture").await?;
     let home = tempfile::tempdir()?;
-    let mut gateway = warden_command(env, home.path())?
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--insecure-no-auth",
-            "--expose",
-            "passthrough",
-            "--mcp",
-            &format!("{SERVER}={upstream_url}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting warden serve")?;
-    let gateway_url = listening_url(&mut gateway, "warden serve").await?;
-
-    let mut direct_clients = Vec::new();
-    let mut gateway_clients = Vec::new();
-    for _ in 0..counts.callers {
-        direct_clients.push(Arc::new(http_client(&upstream_url).await?));
-        gateway_clients.push(Arc::new(http_client(&gateway_url).await?));
-    }
-    concurrent_clients(&direct_clients, counts.callers * 10).await?;
-    concurrent_clients(&gateway_clients, counts.callers * 10).await?;
-    let mut direct = Series::default();
-    let mut through = Series::default();
-    let rounds = 2;
-    for _ in 0..rounds {
-        direct.merge(concurrent_clients(&direct_clients, counts.serve_calls / rounds).await?);
-        through.merge(concurrent_clients(&gateway_clients, counts.serve_calls / rounds).await?);
-    }
-    drop(direct_clients);
-    drop(gateway_clients);
+    let (mut gateway, gateway_url) =
+        start_gateway(env, home.path(), &format!("{SERVER}={upstream_url}")).await?;
+    let (direct, through) = side_by_side(&upstream_url, &gateway_url, counts).await?;
     let _ = gateway.start_kill();
     let _ = gateway.wait().await;
     let _ = upstream.start_kill();

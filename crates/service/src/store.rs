@@ -651,6 +651,36 @@ fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
+/// Moves a session to `to` only from one of `from` (compare-and-set on `connection`, which the
+/// caller holds); whether it moved.
+fn move_state(
+    connection: &Connection,
+    tenant: &str,
+    id: &str,
+    from: &[SessionState],
+    to: SessionState,
+) -> Result<bool, StoreError> {
+    let current: Option<String> = connection
+        .query_row(
+            "SELECT state FROM sessions WHERE tenant_id = ?1 AND id = ?2",
+            params![tenant, id],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let Some(current) = current else {
+        return Ok(false);
+    };
+    if !from.contains(&SessionState::parse(&current)) {
+        return Ok(false);
+    }
+    let changed = connection.execute(
+        "UPDATE sessions SET state = ?3, updated_at = ?4
+         WHERE tenant_id = ?1 AND id = ?2 AND state = ?5",
+        params![tenant, id, to.as_str(), to_i64(now()), current],
+    )?;
+    Ok(changed > 0)
+}
+
 impl SqliteStorage {
     /// Opens (creating) the database at `path`; its file is private to the user.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
@@ -1043,29 +1073,12 @@ impl ServiceStorage for SqliteStorage {
         to: SessionState,
     ) -> Result<bool, StoreError> {
         let connection = self.lock();
-        let current: Option<String> = connection
-            .query_row(
-                "SELECT state FROM sessions WHERE tenant_id = ?1 AND id = ?2",
-                params![tenant, id],
-                |row| row.get(0),
-            )
-            .optional()?;
-        let Some(current) = current else {
-            return Ok(false);
-        };
-        if !from.contains(&SessionState::parse(&current)) {
-            return Ok(false);
-        }
-        let changed = connection.execute(
-            "UPDATE sessions SET state = ?3, updated_at = ?4
-             WHERE tenant_id = ?1 AND id = ?2 AND state = ?5",
-            params![tenant, id, to.as_str(), to_i64(now()), current],
-        )?;
+        let moved = move_state(&connection, tenant, id, from, to)?;
         // A run's lease ends with it; the next run leases afresh.
-        if changed > 0 && to != SessionState::Running {
+        if moved && to != SessionState::Running {
             connection.execute("DELETE FROM run_leases WHERE session_id = ?1", params![id])?;
         }
-        Ok(changed > 0)
+        Ok(moved)
     }
 
     fn messages(&self, tenant: &str, id: &str) -> Result<serde_json::Value, StoreError> {
@@ -1148,24 +1161,9 @@ impl ServiceStorage for SqliteStorage {
     ) -> Result<bool, StoreError> {
         let mut connection = self.lock();
         let transaction = connection.transaction()?;
-        let current: Option<String> = transaction
-            .query_row(
-                "SELECT state FROM sessions WHERE tenant_id = ?1 AND id = ?2",
-                params![tenant, id],
-                |row| row.get(0),
-            )
-            .optional()?;
-        let Some(current) = current else {
-            return Ok(false);
-        };
-        if !from.contains(&SessionState::parse(&current)) {
+        if !move_state(&transaction, tenant, id, from, SessionState::Running)? {
             return Ok(false);
         }
-        transaction.execute(
-            "UPDATE sessions SET state = 'running', updated_at = ?3
-             WHERE tenant_id = ?1 AND id = ?2",
-            params![tenant, id, to_i64(now())],
-        )?;
         transaction.execute(
             "INSERT INTO run_leases (session_id, owner, lease_until) VALUES (?1, ?2, ?3)
              ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner,
