@@ -80,6 +80,33 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// The longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// The HTTP client (with `timeout` per request) and the one-thread runtime that drive a model
+/// endpoint at `base_url`, which must be https, or plain http on this machine only (`sent` says
+/// what goes to it); `Err` is the reason it cannot be used.
+pub(crate) fn endpoint_client(
+    base_url: &str,
+    timeout: Duration,
+    sent: &str,
+) -> Result<(reqwest::Client, tokio::runtime::Runtime), String> {
+    let url = url::Url::parse(base_url).map_err(|error| error.to_string())?;
+    let loopback = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+    if url.scheme() != "https" && !(url.scheme() == "http" && loopback) {
+        return Err(format!(
+            "the endpoint must be https (plain http only on this machine): {sent} is sent to it"
+        ));
+    }
+    let mut builder = warden_net::http_client().request_timeout(timeout);
+    if loopback {
+        builder = builder.loopback();
+    }
+    let client = builder.build().map_err(|error| error.to_string())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| error.to_string())?;
+    Ok((client, runtime))
+}
+
 impl EmbeddingsEndpoint {
     /// An endpoint at `base_url` (e.g. `http://127.0.0.1:11434/v1`) serving `model`.
     pub fn new(base_url: &str, model: &str, api_key: Option<String>) -> Result<Self, EmbedError> {
@@ -87,22 +114,8 @@ impl EmbeddingsEndpoint {
             url: base_url.to_owned(),
             reason,
         };
-        let url = url::Url::parse(base_url).map_err(|error| failed(error.to_string()))?;
-        let loopback = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
-        if url.scheme() != "https" && !(url.scheme() == "http" && loopback) {
-            return Err(failed(
-                "the endpoint must be https (plain http only on this machine): every document's text is sent to it".to_owned(),
-            ));
-        }
-        let mut builder = warden_net::http_client().request_timeout(REQUEST_TIMEOUT);
-        if loopback {
-            builder = builder.loopback();
-        }
-        let client = builder.build().map_err(|error| failed(error.to_string()))?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|error| failed(error.to_string()))?;
+        let (client, runtime) =
+            endpoint_client(base_url, REQUEST_TIMEOUT, "every document's text").map_err(failed)?;
         Ok(Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),

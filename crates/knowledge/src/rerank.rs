@@ -50,22 +50,12 @@ impl RerankEndpoint {
             url: base_url.to_owned(),
             reason,
         };
-        let url = url::Url::parse(base_url).map_err(|error| failed(error.to_string()))?;
-        let loopback = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
-        if url.scheme() != "https" && !(url.scheme() == "http" && loopback) {
-            return Err(failed(
-                "the endpoint must be https (plain http only on this machine): the passages a search finds are sent to it".to_owned(),
-            ));
-        }
-        let mut builder = warden_net::http_client().request_timeout(REQUEST_TIMEOUT);
-        if loopback {
-            builder = builder.loopback();
-        }
-        let client = builder.build().map_err(|error| failed(error.to_string()))?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|error| failed(error.to_string()))?;
+        let (client, runtime) = crate::embed::endpoint_client(
+            base_url,
+            REQUEST_TIMEOUT,
+            "every passage a search finds",
+        )
+        .map_err(failed)?;
         Ok(Self {
             base_url: base_url.trim_end_matches('/').to_owned(),
             model: model.to_owned(),

@@ -421,48 +421,37 @@ impl<'a> Walk<'a> {
                 widget_origins,
             }
         });
-        let mut embeddings = BTreeMap::new();
-        if let Some(table) = self.table(root, "", "embeddings") {
-            for (name, value) in table {
-                let path = key_path("embeddings", name);
-                match value {
-                    Value::Table(entry) => {
-                        let before = self.diagnostics.len();
-                        self.unknown_keys(entry, &path, RawEmbeddings::KEYS);
-                        let parsed = RawEmbeddings {
-                            base_url: self.string(entry, &path, "base_url"),
-                            model: self.string(entry, &path, "model"),
-                            api_key_env: self.string(entry, &path, "api_key_env"),
-                            batch: self.unsigned(entry, &path, "batch", "a whole number of texts"),
-                            query_prefix: self.string(entry, &path, "query_prefix"),
-                            passage_prefix: self.string(entry, &path, "passage_prefix"),
-                            query_input_type: self.string(entry, &path, "query_input_type"),
-                            passage_input_type: self.string(entry, &path, "passage_input_type"),
-                        };
-                        if parsed.base_url.is_none() {
-                            self.report(
-                                key_path(&path, "base_url"),
-                                Problem::Missing {
-                                    expected: "base_url = \"http://127.0.0.1:11434/v1\" (the endpoint's API base)",
-                                },
-                            );
-                        }
-                        if parsed.model.is_none() {
-                            self.report(
-                                key_path(&path, "model"),
-                                Problem::Missing {
-                                    expected: "model = \"…\" (the embedding model's id)",
-                                },
-                            );
-                        }
-                        if self.diagnostics.len() == before {
-                            embeddings.insert(name.clone(), parsed);
-                        }
-                    }
-                    other => self.wrong_type(path, "a table (an embeddings entry)", other),
-                }
-            }
-        }
+        let embeddings = self.named_tables(
+            root,
+            "embeddings",
+            "a table (an embeddings entry)",
+            |walk, entry, path| {
+                walk.unknown_keys(entry, path, RawEmbeddings::KEYS);
+                let parsed = RawEmbeddings {
+                    base_url: walk.string(entry, path, "base_url"),
+                    model: walk.string(entry, path, "model"),
+                    api_key_env: walk.string(entry, path, "api_key_env"),
+                    batch: walk.unsigned(entry, path, "batch", "a whole number of texts"),
+                    query_prefix: walk.string(entry, path, "query_prefix"),
+                    passage_prefix: walk.string(entry, path, "passage_prefix"),
+                    query_input_type: walk.string(entry, path, "query_input_type"),
+                    passage_input_type: walk.string(entry, path, "passage_input_type"),
+                };
+                walk.require(
+                    parsed.base_url.is_some(),
+                    path,
+                    "base_url",
+                    "base_url = \"http://127.0.0.1:11434/v1\" (the endpoint's API base)",
+                );
+                walk.require(
+                    parsed.model.is_some(),
+                    path,
+                    "model",
+                    "model = \"…\" (the embedding model's id)",
+                );
+                parsed
+            },
+        );
         let knowledge = self.section(root, "knowledge", |walk, t, p| {
             walk.unknown_keys(t, p, RawKnowledge::KEYS);
             let mut converters = None;
@@ -522,43 +511,32 @@ impl<'a> Walk<'a> {
                 reranker,
             }
         });
-        let mut rerankers = BTreeMap::new();
-        if let Some(table) = self.table(root, "", "rerankers") {
-            for (name, value) in table {
-                let path = key_path("rerankers", name);
-                match value {
-                    Value::Table(entry) => {
-                        let before = self.diagnostics.len();
-                        self.unknown_keys(entry, &path, RawReranker::KEYS);
-                        let parsed = RawReranker {
-                            base_url: self.string(entry, &path, "base_url"),
-                            model: self.string(entry, &path, "model"),
-                            api_key_env: self.string(entry, &path, "api_key_env"),
-                        };
-                        if parsed.base_url.is_none() {
-                            self.report(
-                                key_path(&path, "base_url"),
-                                Problem::Missing {
-                                    expected: "base_url = \"http://127.0.0.1:8080/v1\" (the endpoint's API base; it serves {base_url}/rerank)",
-                                },
-                            );
-                        }
-                        if parsed.model.is_none() {
-                            self.report(
-                                key_path(&path, "model"),
-                                Problem::Missing {
-                                    expected: "model = \"…\" (the reranking model's id)",
-                                },
-                            );
-                        }
-                        if self.diagnostics.len() == before {
-                            rerankers.insert(name.clone(), parsed);
-                        }
-                    }
-                    other => self.wrong_type(path, "a table (a reranker entry)", other),
-                }
-            }
-        }
+        let rerankers = self.named_tables(
+            root,
+            "rerankers",
+            "a table (a reranker entry)",
+            |walk, entry, path| {
+                walk.unknown_keys(entry, path, RawReranker::KEYS);
+                let parsed = RawReranker {
+                    base_url: walk.string(entry, path, "base_url"),
+                    model: walk.string(entry, path, "model"),
+                    api_key_env: walk.string(entry, path, "api_key_env"),
+                };
+                walk.require(
+                    parsed.base_url.is_some(),
+                    path,
+                    "base_url",
+                    "base_url = \"http://127.0.0.1:8080/v1\" (the endpoint's API base; it serves {base_url}/rerank)",
+                );
+                walk.require(
+                    parsed.model.is_some(),
+                    path,
+                    "model",
+                    "model = \"…\" (the reranking model's id)",
+                );
+                parsed
+            },
+        );
         Some(RawConfig {
             embeddings,
             knowledge,

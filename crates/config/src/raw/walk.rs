@@ -65,6 +65,43 @@ impl<'a> Walk<'a> {
         );
     }
 
+    /// Each `[SECTION.NAME]` table of `root`, read by `parse` (given its key path); an entry
+    /// whose reading reported a problem is left out, and a value that is not a table is a wrong
+    /// type (`what`).
+    pub(super) fn named_tables<T>(
+        &mut self,
+        root: &Table,
+        section: &str,
+        what: &'static str,
+        mut parse: impl FnMut(&mut Self, &Table, &str) -> T,
+    ) -> BTreeMap<String, T> {
+        let mut entries = BTreeMap::new();
+        let Some(table) = self.table(root, "", section) else {
+            return entries;
+        };
+        for (name, value) in table {
+            let path = key_path(section, name);
+            match value {
+                Value::Table(entry) => {
+                    let before = self.diagnostics.len();
+                    let parsed = parse(self, entry, &path);
+                    if self.diagnostics.len() == before {
+                        entries.insert(name.clone(), parsed);
+                    }
+                }
+                other => self.wrong_type(path, what, other),
+            }
+        }
+        entries
+    }
+
+    /// Reports `key` of the table at `path` as missing when `present` is false.
+    pub(super) fn require(&mut self, present: bool, path: &str, key: &str, expected: &'static str) {
+        if !present {
+            self.report(key_path(path, key), Problem::Missing { expected });
+        }
+    }
+
     pub(super) fn string(&mut self, table: &Table, path: &str, key: &str) -> Option<String> {
         match table.get(key)? {
             Value::String(s) => Some(s.clone()),
