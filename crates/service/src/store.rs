@@ -356,12 +356,6 @@ pub trait ServiceStorage: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     /// The session's conversation (a JSON array of messages).
     fn messages(&self, tenant: &str, id: &str) -> Result<serde_json::Value, StoreError>;
-    fn save_messages(
-        &self,
-        tenant: &str,
-        id: &str,
-        messages: &serde_json::Value,
-    ) -> Result<(), StoreError>;
     /// Stores the next event of a session; returns its cursor.
     fn append_event(
         &self,
@@ -1096,19 +1090,6 @@ impl ServiceStorage for SqliteStorage {
                 serde_json::from_str(&text).map_err(|error| StoreError::Corrupt(error.to_string()))
             }
         }
-    }
-
-    fn save_messages(
-        &self,
-        tenant: &str,
-        id: &str,
-        messages: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        self.lock().execute(
-            "UPDATE sessions SET messages = ?3, updated_at = ?4 WHERE tenant_id = ?1 AND id = ?2",
-            params![tenant, id, messages.to_string(), to_i64(now())],
-        )?;
-        Ok(())
     }
 
     fn append_event(

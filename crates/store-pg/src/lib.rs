@@ -830,27 +830,6 @@ impl ServiceStorage for PgStorage {
         })
     }
 
-    fn save_messages(
-        &self,
-        tenant: &str,
-        id: &str,
-        messages: &serde_json::Value,
-    ) -> Result<(), StoreError> {
-        let (tenant, id, messages) = (tenant.to_owned(), id.to_owned(), messages.to_string());
-        self.run(|pool| async move {
-            pool.get()
-                .await?
-                .execute(
-                    "UPDATE sessions SET messages = $3, updated_at = $4
-                     WHERE tenant_id = $1 AND id = $2",
-                    &[&tenant, &id, &messages, &to_i64(now())],
-                )
-                .await
-                .map_err(db)?;
-            Ok(())
-        })
-    }
-
     fn append_event(
         &self,
         tenant: &str,

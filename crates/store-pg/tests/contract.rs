@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use warden_policy::{
     AuditEntry, AuditLog, AuditQuery, AuditRecord, AuditSink, AuditStore, CallKind, CallSurface,
     CapabilitySet, Decision, Layer,
@@ -285,9 +285,7 @@ fn a_tenant_never_reaches_another_tenant_s_rows(backend: &dyn Backend) {
     let session = store.create_session("a", None).unwrap();
     let id = session.id.as_str();
     store.append_event("a", id, &json!({"type": "x"})).unwrap();
-    store
-        .save_messages("a", id, &json!([{"role": "user"}]))
-        .unwrap();
+    keep_messages(store.as_ref(), "a", id, &json!([{"role": "user"}]));
     store.put_skill("a", "s", "d", "text").unwrap();
     store
         .put_server("a", &server("srv", "https://a.example"))
@@ -305,7 +303,7 @@ fn a_tenant_never_reaches_another_tenant_s_rows(backend: &dyn Backend) {
     assert!(store.append_event("b", id, &json!({})).is_err());
     assert_eq!(store.messages("b", id).unwrap(), json!([]));
     store
-        .save_messages("b", id, &json!(["overwritten"]))
+        .save_run_messages("b", id, "inst_b/run_1", &json!(["overwritten"]))
         .unwrap();
     assert_eq!(store.messages("a", id).unwrap(), json!([{"role": "user"}]));
     assert!(!store.delete_session("b", id).unwrap());
@@ -396,7 +394,7 @@ fn events_come_in_order_and_page_after_a_cursor(backend: &dyn Backend) {
 
     assert_eq!(store.messages("a", &session.id).unwrap(), json!([]));
     let messages = json!([{"role": "user", "content": "hi"}, {"role": "assistant"}]);
-    store.save_messages("a", &session.id, &messages).unwrap();
+    keep_messages(store.as_ref(), "a", &session.id, &messages);
     assert_eq!(store.messages("a", &session.id).unwrap(), messages);
 
     let other = store.create_session("a", None).unwrap();
@@ -519,6 +517,26 @@ fn a_running_session_is_interrupted_at_start_and_its_approvals_expire(backend: &
             )
             .unwrap(),
         "an interrupted session takes a new message"
+    );
+}
+
+/// Stores `messages` as an idle session's run does: the run begins, keeps them, and ends.
+fn keep_messages(store: &dyn ServiceStorage, tenant: &str, id: &str, messages: &Value) {
+    let holder = "inst_a/run_keep";
+    assert!(
+        store
+            .begin_run(tenant, id, &[SessionState::Idle], holder, now() + 60)
+            .unwrap()
+    );
+    assert!(
+        store
+            .save_run_messages(tenant, id, holder, messages)
+            .unwrap()
+    );
+    assert!(
+        store
+            .end_run(tenant, id, holder, SessionState::Idle)
+            .unwrap()
     );
 }
 
