@@ -1,6 +1,7 @@
 //! The A2A server over HTTP: the agent card at `/.well-known/agent-card.json` and the JSON-RPC
 //! endpoint at `/a2a` (`SendMessage`, `SendStreamingMessage` as server-sent events, `GetTask`,
-//! `CancelTask`), behind the `Host`/`Origin` checks against DNS rebinding, the bearer token of
+//! `CancelTask`, and their v0.3 names `message/send`, `message/stream`, `tasks/get`,
+//! `tasks/cancel`, converted at this edge), behind the `Host`/`Origin` checks against DNS rebinding, the bearer token of
 //! `warden serve` and its request body limit.
 
 use std::net::SocketAddr;
@@ -21,6 +22,7 @@ use warden_serve::{HttpAuth, json_rpc_error, read_body, require_bearer};
 
 use crate::protocol::{self, RpcError, code};
 use crate::tasks::{Agent, Limits};
+use crate::v03;
 use crate::{A2aError, SessionOpener};
 
 /// Where the JSON-RPC endpoint is mounted.
@@ -158,16 +160,79 @@ async fn check_host(State(shared): State<Arc<Shared>>, request: Request, next: N
     next.run(request).await
 }
 
-/// The agent card, with the endpoint at the address the client used.
+/// The agent card, with the endpoint at the address the client used: in v1.0's shapes for a
+/// client that asks for `A2A-Version: 1.x`, else in v0.3's (a request without the header is a
+/// v0.3 request, as A2A v1.0 says).
 async fn card(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let host = request
-        .headers()
+    let headers = request.headers();
+    let host = headers
         .get(header::HOST)
         .and_then(|value| value.to_str().ok())
         .map_or_else(|| shared.bound.to_string(), str::to_owned);
+    let wants_v1 = headers
+        .get("a2a-version")
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|version| is_v1(version.trim()));
     let url = format!("http://{host}{A2A_PATH}");
     let card = protocol::agent_card(&url, &shared.agent.skills(), shared.bearer);
-    axum::Json(card).into_response()
+    let card = if wants_v1 { card } else { v03::card_out(&card) };
+    let mut response = axum::Json(card).into_response();
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("A2A-Version"));
+    response
+}
+
+/// `1`, `1.0`, `1.1`…
+fn is_v1(version: &str) -> bool {
+    version == "1" || version.starts_with("1.")
+}
+
+/// `0.3`, `0.3.0`…
+fn is_v03(version: &str) -> bool {
+    version == "0.3" || version.starts_with("0.3.")
+}
+
+/// The protocol version a JSON-RPC method belongs to, and what it asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V03,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Send,
+    Stream,
+    Get,
+    Cancel,
+    /// A method warden does not offer.
+    Unsupported,
+    /// A push notification method.
+    Push,
+}
+
+fn call_of(method: &str) -> Option<(Version, Call)> {
+    let call = match method {
+        "SendMessage" => (Version::V1, Call::Send),
+        "SendStreamingMessage" => (Version::V1, Call::Stream),
+        "GetTask" => (Version::V1, Call::Get),
+        "CancelTask" => (Version::V1, Call::Cancel),
+        "SubscribeToTask" | "ListTasks" | "GetExtendedAgentCard" => {
+            (Version::V1, Call::Unsupported)
+        }
+        "message/send" => (Version::V03, Call::Send),
+        "message/stream" => (Version::V03, Call::Stream),
+        "tasks/get" => (Version::V03, Call::Get),
+        "tasks/cancel" => (Version::V03, Call::Cancel),
+        "tasks/resubscribe" | "agent/getAuthenticatedExtendedCard" => {
+            (Version::V03, Call::Unsupported)
+        }
+        method if method.starts_with("tasks/pushNotificationConfig/") => (Version::V03, Call::Push),
+        method if method.contains("PushNotificationConfig") => (Version::V1, Call::Push),
+        _ => return None,
+    };
+    Some(call)
 }
 
 /// One JSON-RPC request: parse and protocol errors are answered as JSON-RPC errors and the
@@ -178,15 +243,15 @@ async fn rpc(State(shared): State<Arc<Shared>>, request: Request) -> Response {
         .get("a2a-version")
         .and_then(|value| value.to_str().ok())
         && !version.trim().is_empty()
-        && !version.trim().starts_with("1.")
-        && version.trim() != "1"
+        && !is_v1(version.trim())
+        && !is_v03(version.trim())
     {
         return rpc_error(
             Value::Null,
             &RpcError::new(
                 code::VERSION_NOT_SUPPORTED,
                 format!(
-                    "A2A-Version {version} is not served here; warden speaks A2A {}",
+                    "A2A-Version {version} is not served here; warden speaks A2A {} and 0.3",
                     protocol::PROTOCOL_VERSION
                 ),
             ),
@@ -241,41 +306,63 @@ async fn rpc(State(shared): State<Arc<Shared>>, request: Request) -> Response {
         );
     };
     let params = message.get("params").cloned().unwrap_or_else(|| json!({}));
+    let Some((version, call)) = call_of(method) else {
+        return rpc_error(
+            id,
+            &RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!(
+                    "Method not found: {method}; warden serves SendMessage, \
+                     SendStreamingMessage, GetTask and CancelTask (A2A {}), and message/send, \
+                     message/stream, tasks/get and tasks/cancel (A2A 0.3)",
+                    protocol::PROTOCOL_VERSION
+                ),
+            ),
+        );
+    };
+    // v0.3 is converted to v1.0's shapes here, and the answer back below: everything else
+    // sees one version.
+    let params = match version {
+        Version::V1 => params,
+        Version::V03 => match v03::request_in(params) {
+            Ok(params) => params,
+            Err(error) => return rpc_error(id, &error),
+        },
+    };
     let agent = &shared.agent;
-    let result = match method {
-        "SendMessage" => agent.send(&params).await,
-        "SendStreamingMessage" => {
+    let result = match call {
+        Call::Send => agent.send(&params).await.map(|task| match version {
+            Version::V1 => json!({ "task": task }),
+            Version::V03 => v03::task_out(&task),
+        }),
+        Call::Stream => {
             return match agent.stream(&params).await {
-                Ok(events) => event_stream(id, events),
+                Ok(events) => event_stream(id, events, version),
                 Err(error) => rpc_error(id, &error),
             };
         }
-        "GetTask" => agent.get(&params),
-        "CancelTask" => agent.cancel(&params).await,
-        "SubscribeToTask" | "ListTasks" | "GetExtendedAgentCard" => Err(RpcError::new(
+        Call::Get | Call::Cancel => {
+            let task = if call == Call::Get {
+                agent.get(&params)
+            } else {
+                agent.cancel(&params).await
+            };
+            task.map(|task| match version {
+                Version::V1 => task,
+                Version::V03 => v03::task_out(&task),
+            })
+        }
+        Call::Unsupported => Err(RpcError::new(
             code::UNSUPPORTED_OPERATION,
             format!("{method} is not offered by warden; see its agent card"),
         )),
-        method if method.contains("PushNotificationConfig") => Err(RpcError::new(
+        Call::Push => Err(RpcError::new(
             code::PUSH_NOTIFICATION_NOT_SUPPORTED,
-            "warden sends no push notifications; stream the task or poll GetTask",
-        )),
-        method => Err(RpcError::new(
-            code::METHOD_NOT_FOUND,
-            format!(
-                "Method not found: {method}; warden serves SendMessage, SendStreamingMessage, \
-                 GetTask and CancelTask (A2A {})",
-                protocol::PROTOCOL_VERSION
-            ),
+            "warden sends no push notifications; stream the task or poll it",
         )),
     };
     match result {
         Ok(result) => {
-            let result = if method == "SendMessage" {
-                json!({ "task": result })
-            } else {
-                result
-            };
             axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
         }
         Err(error) => rpc_error(id, &error),
@@ -287,12 +374,18 @@ fn rpc_error(id: Value, error: &RpcError) -> Response {
     axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()})).into_response()
 }
 
-/// The stream's events as server-sent events, each a JSON-RPC response to `id`.
+/// The stream's events (each with whether the stream ends after it) as server-sent events, each
+/// a JSON-RPC response to `id` in the request's protocol version.
 fn event_stream(
     id: Value,
-    events: impl futures::Stream<Item = Value> + Send + 'static,
+    events: impl futures::Stream<Item = (Value, bool)> + Send + 'static,
+    version: Version,
 ) -> Response {
-    let body = events.map(move |event| {
+    let body = events.map(move |(event, last)| {
+        let event = match version {
+            Version::V1 => event,
+            Version::V03 => v03::event_out(&event, last),
+        };
         let response = json!({"jsonrpc": "2.0", "id": id, "result": event});
         Ok::<_, std::convert::Infallible>(format!("data: {response}\n\n"))
     });

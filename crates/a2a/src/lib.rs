@@ -1,5 +1,6 @@
 //! warden as an A2A agent (`warden serve --a2a ADDR`): other agents and A2A platforms fetch its
-//! card, send it messages and follow its tasks over A2A v1.0's JSON-RPC binding. One A2A
+//! card, send it messages and follow its tasks over A2A's JSON-RPC binding, v1.0 (`SendMessage`
+//! …) and v0.3 (`message/send` …) on the same endpoint. One A2A
 //! context is one `warden_session` agent session (a follow-up message continues its
 //! conversation); one task is one agent turn. Every tool call goes through the gate with source
 //! `a2a` and the client's identity; a call that needs a person turns the task
@@ -8,6 +9,7 @@
 mod http;
 mod protocol;
 mod tasks;
+mod v03;
 
 use std::sync::Arc;
 

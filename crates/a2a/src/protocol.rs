@@ -1,6 +1,7 @@
 //! A2A v1.0's JSON shapes as warden reads and writes them (the JSON-RPC binding, protobuf JSON
 //! names): task states, messages and their parts, tasks, stream events, the agent card, and the
-//! protocol's error codes.
+//! protocol's error codes. v0.3 requests and answers are converted to and from these shapes at
+//! the edge (`v03`).
 
 use serde_json::{Map, Value, json};
 
@@ -175,19 +176,19 @@ pub(crate) fn status(state: TaskState, message: Option<&Value>) -> Value {
     status
 }
 
-/// The agent card: warden's profiles as skills, the JSON-RPC interface at `url`, streaming, and
-/// bearer authentication when the server takes a token.
+/// The agent card (v1.0 shapes): warden's profiles as skills, the JSON-RPC interface at `url`
+/// for v1.0 and v0.3, streaming, and bearer authentication when the server takes a token.
 pub(crate) fn agent_card(url: &str, skills: &[Value], bearer: bool) -> Value {
     let mut card = json!({
         "name": "warden",
         "description": "An agent host: each task is a turn of a warden agent session, every \
                         tool call behind warden's gate (policy, approvals, audit).",
         "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [{
-            "url": url,
-            "protocolBinding": "JSONRPC",
-            "protocolVersion": PROTOCOL_VERSION,
-        }],
+        // One endpoint speaks both versions: the method names tell them apart.
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": crate::v03::INTERFACE_VERSION},
+        ],
         "capabilities": {"streaming": true, "pushNotifications": false},
         "defaultInputModes": ["text/plain", "application/json"],
         "defaultOutputModes": ["text/plain"],

@@ -300,14 +300,14 @@ impl Agent {
     }
 
     /// `SendStreamingMessage`: the task, then its status and artifact updates until it is done
-    /// or waits for the client.
+    /// or waits for the client; each with whether the stream ends after it.
     pub(crate) async fn stream(
         &self,
         params: &Value,
-    ) -> Result<impl Stream<Item = Value> + Send + 'static, RpcError> {
+    ) -> Result<impl Stream<Item = (Value, bool)> + Send + 'static, RpcError> {
         let Started { task, events } = self.start(params).await?;
-        let first = json!({ "task": task.snapshot(None) });
         let done = task.state().ends_a_request();
+        let first = (json!({ "task": task.snapshot(None) }), done);
         Ok(futures::stream::unfold(
             (Some(first), events, done),
             |(first, mut events, done)| async move {
@@ -319,7 +319,7 @@ impl Agent {
                 }
                 loop {
                     match events.recv().await {
-                        Ok((event, last)) => return Some((event, (None, events, last))),
+                        Ok((event, last)) => return Some(((event, last), (None, events, last))),
                         Err(broadcast::error::RecvError::Lagged(skipped)) => {
                             tracing::debug!("an A2A stream skipped {skipped} events");
                         }

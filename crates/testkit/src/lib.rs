@@ -574,6 +574,26 @@ pub fn a2a_client() -> Result<PathBuf, Missing> {
     Ok(folder.join("driver.mjs"))
 }
 
+/// The A2A v0.3 test driver (tests/a2a/driver-v03.mjs) with the official A2A JavaScript SDK of
+/// that protocol version installed (`@a2a-js/sdk` 0.3.x under the name `a2a-sdk-v03`).
+pub fn a2a_v03_client() -> Result<PathBuf, Missing> {
+    let driver = a2a_client()?;
+    let folder = workspace_root().join("tests/a2a");
+    Missing::unless(
+        folder
+            .join("node_modules/a2a-sdk-v03/package.json")
+            .is_file(),
+        || {
+            format!(
+                "the A2A v0.3 JavaScript SDK is not installed in {}: `scripts/setup-test-deps` \
+                 installs it (`npm ci` in tests/a2a)",
+                folder.display()
+            )
+        },
+    )?;
+    Ok(driver.with_file_name("driver-v03.mjs"))
+}
+
 /// tmux on PATH (the chat tests drive `warden chat` in it).
 pub fn tmux() -> Result<(), Missing> {
     requirement::command_on_path(

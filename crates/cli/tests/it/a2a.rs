@@ -188,6 +188,13 @@ async fn an_agent_sends_streams_and_answers_approvals_in_the_task() {
         format!("{}/a2a", served.base)
     );
     assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
+    assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "1.0");
+    // The same endpoint serves A2A v0.3 too (the v0.3 methods and shapes).
+    assert_eq!(
+        card["supportedInterfaces"][1]["url"],
+        card["supportedInterfaces"][0]["url"]
+    );
+    assert_eq!(card["supportedInterfaces"][1]["protocolVersion"], "0.3");
     assert_eq!(card["capabilities"]["streaming"], true);
     assert_eq!(card["skills"][0]["id"], "default", "{card:#}");
     assert_eq!(
@@ -521,4 +528,262 @@ async fn a_tool_result_that_asks_for_the_ssh_key_is_still_refused_by_the_gate() 
             .any(|record| record["public_name"] == "read_file" && record["decision"] == "denied"),
         "{records:#?}"
     );
+}
+
+/// The states a v0.3 stream's task and status events went through, in order, without repeats.
+fn v03_states(events: &Value) -> Vec<String> {
+    let mut states: Vec<String> = Vec::new();
+    for event in events.as_array().unwrap() {
+        let Some(state) = event
+            .pointer("/status/state")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        if states.last() != Some(&state) {
+            states.push(state);
+        }
+    }
+    states
+}
+
+/// A v0.3 stream's status updates.
+fn v03_statuses(events: &Value) -> Vec<&Value> {
+    events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["kind"] == "status-update")
+        .collect()
+}
+
+/// The text of a v0.3 task's artifacts.
+fn v03_artifact_text(task: &Value) -> String {
+    task["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|artifact| artifact["parts"].as_array().unwrap())
+        .filter(|part| part["kind"] == "text")
+        .filter_map(|part| part["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn a_v03_agent_sends_streams_and_answers_approvals_in_the_task() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::a2a_v03_client());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("Hello back."));
+    mock.push_turn(Turn::tool_call(
+        "call_long",
+        "mcp__everything__trigger-long-running-operation",
+        json!({"duration": 2, "steps": 4}),
+    ));
+    mock.push_turn(Turn::text("The long operation is done."));
+    mock.push_turn(Turn::tool_call(
+        "call_write",
+        "write_file",
+        json!({"path": "notes.txt", "content": "tidy"}),
+    ));
+    mock.push_turn(Turn::text("Wrote the note."));
+    mock.push_turn(Turn::tool_call(
+        "call_bash",
+        "bash",
+        json!({"command": "touch denied.txt"}),
+    ));
+    mock.push_turn(Turn::text("Understood, I did not run it."));
+    let sandbox = Sandbox::new();
+    let served = serve_with(&sandbox, &mock, &everything_server(), &[], &[]).await;
+
+    let seen = drive(&driver, &served, "tour").await;
+
+    // The card in v0.3's shape (the SDK sends no A2A-Version): the endpoint, the transport,
+    // the protocol version, the bearer scheme as v0.3 spells it; the v1.0 interfaces alongside.
+    let card = &seen["card"];
+    assert_eq!(card["protocolVersion"], "0.3.0", "{card:#}");
+    assert_eq!(card["url"], format!("{}/a2a", served.base));
+    assert_eq!(card["preferredTransport"], "JSONRPC");
+    assert_eq!(card["securitySchemes"]["bearer"]["type"], "http");
+    assert_eq!(card["security"], json!([{"bearer": []}]));
+    let versions: Vec<&str> = card["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|interface| interface["protocolVersion"].as_str())
+        .collect();
+    assert_eq!(versions, ["1.0", "0.3"]);
+    assert_eq!(card["skills"][0]["id"], "default");
+
+    // A blocking send: the completed task, kinds and kebab-case states.
+    let sent = &seen["sent"];
+    assert_eq!(sent["kind"], "task", "{sent:#}");
+    assert_eq!(sent["status"]["state"], "completed");
+    assert_eq!(v03_artifact_text(sent), "Hello back.");
+    assert_eq!(sent["history"][0]["kind"], "message");
+    assert_eq!(sent["history"][0]["role"], "user");
+    assert_eq!(
+        sent["history"][0]["parts"][0],
+        json!({"kind": "text", "text": "Say hello."})
+    );
+
+    // The stream: task, status updates with the tool's start, progress and end, the answer.
+    let streamed = &seen["streamed"];
+    assert_eq!(streamed[0]["kind"], "task", "{streamed:#}");
+    assert_eq!(
+        v03_states(streamed),
+        ["submitted", "working", "completed"],
+        "{streamed:#}"
+    );
+    let updates = v03_statuses(streamed);
+    let tool: Vec<&Value> = updates
+        .iter()
+        .filter_map(|update| update.pointer("/metadata/warden~1tool"))
+        .collect();
+    assert_eq!(tool.first().unwrap()["status"], "running", "{tool:#?}");
+    assert_eq!(tool.last().unwrap()["status"], "completed", "{tool:#?}");
+    assert!(
+        updates.iter().any(|update| update
+            .pointer("/metadata/warden~1progress/total")
+            .and_then(Value::as_f64)
+            == Some(4.0)),
+        "{streamed:#}"
+    );
+    // Only the last status update is final.
+    let finals: Vec<bool> = updates
+        .iter()
+        .map(|update| update["final"].as_bool().unwrap())
+        .collect();
+    assert_eq!(finals.iter().filter(|last| **last).count(), 1, "{finals:?}");
+    assert!(finals.last().unwrap());
+    let artifact = streamed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|event| event["kind"] == "artifact-update")
+        .unwrap();
+    assert_eq!(
+        artifact["artifact"]["parts"][0],
+        json!({"kind": "text", "text": "The long operation is done."})
+    );
+
+    // The write: input-required (final) with the question; allowed by the next message.
+    let asked = &seen["asked"];
+    assert_eq!(
+        v03_states(asked).last().unwrap(),
+        "input-required",
+        "{asked:#}"
+    );
+    let question = *v03_statuses(asked).last().unwrap();
+    assert_eq!(question["final"], true);
+    assert_eq!(
+        question["metadata"]["warden/approval"]["tool"],
+        "write_file"
+    );
+    assert_eq!(question["status"]["message"]["role"], "agent");
+    assert_eq!(question["status"]["message"]["parts"][0]["kind"], "text");
+    assert_eq!(
+        v03_states(&seen["allowed"]),
+        ["working", "completed"],
+        "{:#}",
+        seen["allowed"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.work().join("notes.txt")).unwrap(),
+        "tidy"
+    );
+    let write_task = &seen["writeTask"];
+    assert_eq!(write_task["kind"], "task");
+    assert_eq!(write_task["status"]["state"], "completed");
+    let roles: Vec<&str> = write_task["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "agent", "user"]);
+
+    // The command: words that are no answer are refused; then denied with a reason.
+    assert_eq!(seen["badAnswer"]["code"], -32602, "{seen:#}");
+    let denied = &seen["denied"];
+    assert_eq!(denied["status"]["state"], "completed", "{denied:#}");
+    assert_eq!(v03_artifact_text(denied), "Understood, I did not run it.");
+    assert!(!sandbox.work().join("denied.txt").exists());
+    assert!(mock.requests()[6].body.to_string().contains("not today"));
+    assert_eq!(seen["unknownTask"]["code"], -32001, "{seen:#}");
+
+    // The same gate: source a2a, the token's identity, the answers as decisions.
+    let records = a2a_records(&sandbox);
+    let decision = |tool: &str| {
+        records
+            .iter()
+            .find(|record| record["public_name"] == tool)
+            .map(|record| record["decision"].clone())
+    };
+    assert_eq!(decision("write_file"), Some(json!("allowed")));
+    assert_eq!(decision("bash"), Some(json!("denied")));
+}
+
+#[tokio::test]
+async fn a_v03_agent_cancels_a_running_tool() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::a2a_v03_client());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_long",
+        "mcp__everything__trigger-long-running-operation",
+        json!({"duration": 60, "steps": 60}),
+    ));
+    mock.push_turn(Turn::text("Still here."));
+    let sandbox = Sandbox::new();
+    let served = serve_with(&sandbox, &mock, &everything_server(), &[], &[]).await;
+
+    let seen = drive(&driver, &served, "cancel").await;
+
+    assert_eq!(seen["cancelled"]["kind"], "task", "{seen:#}");
+    assert_eq!(seen["cancelled"]["status"]["state"], "canceled");
+    let streamed = &seen["streamed"];
+    assert_eq!(
+        v03_states(streamed).last().unwrap(),
+        "canceled",
+        "{streamed:#}"
+    );
+    let end = v03_statuses(streamed)
+        .into_iter()
+        .filter_map(|update| update.pointer("/metadata/warden~1tool"))
+        .next_back()
+        .unwrap();
+    assert_eq!(end["status"], "canceled", "{end:#}");
+    assert_eq!(seen["afterCancel"]["status"]["state"], "canceled");
+    assert_eq!(seen["cancelAgain"]["code"], -32002, "{seen:#}");
+    assert_eq!(seen["next"]["status"]["state"], "completed");
+    assert_eq!(v03_artifact_text(&seen["next"]), "Still here.");
+    assert_eq!(seen["next"]["contextId"], seen["cancelled"]["contextId"]);
+}
+
+#[tokio::test]
+async fn v03_requests_without_the_token_or_from_a_rebound_host_are_refused() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::a2a_v03_client());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("Still serving."));
+    let sandbox = Sandbox::new();
+    let served = serve_with(&sandbox, &mock, "", &[], &[]).await;
+
+    let seen = drive(&driver, &served, "refusals").await;
+
+    assert_eq!(seen["noToken"]["status"], 401, "{seen:#}");
+    assert_eq!(seen["wrongToken"]["status"], 401);
+    assert_eq!(seen["reboundHost"]["status"], 403);
+    assert_eq!(seen["reboundCard"]["status"], 403);
+    assert_eq!(seen["foreignOrigin"]["status"], 403);
+    let bad_part = &seen["badPart"]["json"]["error"];
+    assert_eq!(bad_part["code"], -32602, "{seen:#}");
+    assert!(bad_part["message"].as_str().unwrap().contains("\"video\""));
+    assert_eq!(seen["resubscribe"]["json"]["error"]["code"], -32004);
+    assert_eq!(seen["pushConfig"]["json"]["error"]["code"], -32003);
+    // None of the refused messages reached the model; the SDK's own one did.
+    assert_eq!(seen["after"]["status"]["state"], "completed", "{seen:#}");
+    assert_eq!(v03_artifact_text(&seen["after"]), "Still serving.");
+    assert_eq!(mock.requests().len(), 1);
+    assert!(!sent_text(&mock).contains("Let me in."));
 }
