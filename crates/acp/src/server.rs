@@ -574,6 +574,17 @@ impl Entry {
                         );
                     }
                 }
+                // The model's thoughts of that turn (Anthropic thinking blocks).
+                Message::ProviderBlocks { blocks, .. } => {
+                    for block in blocks {
+                        if block["type"] == "thinking"
+                            && let Some(thought) = block["thinking"].as_str()
+                            && !thought.is_empty()
+                        {
+                            send(connection, &self.id, agent_thought(thought));
+                        }
+                    }
+                }
                 Message::ToolResult {
                     call_id,
                     text,
@@ -676,6 +687,10 @@ fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(text)))
 }
 
+fn agent_thought(text: &str) -> SessionUpdate {
+    SessionUpdate::AgentThoughtChunk(ContentChunk::new(text_block(text)))
+}
+
 fn tool_call(id: &str, public_name: &str, arguments: &Value, workspace: &Path) -> ToolCall {
     ToolCall::new(id.to_owned(), tool_title(public_name, arguments))
         .kind(tool_kind(public_name))
@@ -702,6 +717,9 @@ impl Forwarder {
             match event {
                 AgentEvent::TextDelta { text } => {
                     send(&self.connection, &self.session_id, agent_text(&text));
+                }
+                AgentEvent::ThinkingDelta { text } => {
+                    send(&self.connection, &self.session_id, agent_thought(&text));
                 }
                 AgentEvent::ToolProgress {
                     id,

@@ -243,6 +243,10 @@ pub enum AgentEvent {
     TextDelta {
         text: String,
     },
+    /// The model's reasoning as it streams (where the provider gives it): not the answer.
+    ThinkingDelta {
+        text: String,
+    },
     /// The model began a tool call (arguments still streaming).
     ToolCallStreaming {
         id: String,
@@ -453,6 +457,7 @@ impl Agent {
                 if let Some(tx) = &events {
                     let _ = tx.send(match delta {
                         ModelDelta::Text { text } => AgentEvent::TextDelta { text },
+                        ModelDelta::Thinking { text } => AgentEvent::ThinkingDelta { text },
                         ModelDelta::ToolCallStarted { id, name } => {
                             AgentEvent::ToolCallStreaming { id, name }
                         }

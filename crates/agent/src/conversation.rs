@@ -44,11 +44,12 @@ pub enum Message {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         elided: bool,
     },
-    /// Blocks the provider produced and ran itself in the assistant's turn (its native tool
-    /// search: Anthropic `server_tool_use` and `tool_search_tool_result`, OpenAI
-    /// `tool_search_call` and `tool_search_output`). Sent back unchanged, before that turn's
-    /// assistant message, and only to the provider that made them (`provider` is its config
-    /// name, e.g. `anthropic`).
+    /// Blocks the provider produced in the assistant's turn and wants back as they were: its
+    /// reasoning (Anthropic `thinking` blocks with their `signature`, `redacted_thinking`) and
+    /// what it ran itself (its native tool search: Anthropic `server_tool_use` and
+    /// `tool_search_tool_result`, OpenAI `tool_search_call` and `tool_search_output`). Sent
+    /// back unchanged, before that turn's assistant message, and only to the provider that
+    /// made them (`provider` is its config name, e.g. `anthropic`).
     ProviderBlocks {
         provider: String,
         blocks: Vec<serde_json::Value>,

@@ -207,6 +207,8 @@ pub struct ModelEntry {
     /// Context window in tokens; `None`: the provider default the agent assumes.
     pub context_window: Option<u64>,
     pub defer_mode: DeferMode,
+    /// Anthropic's extended thinking budget in tokens; `None`: no extended thinking.
+    pub thinking_budget: Option<u32>,
 }
 
 /// One validated `[agents.NAME]` profile.
@@ -425,6 +427,7 @@ impl TryFrom<ScopedRawModel> for ModelEntry {
             context_window,
             defer_mode,
             allow_plain_http,
+            thinking_budget,
         } = raw;
         if provider.is_none() {
             report(
@@ -496,6 +499,37 @@ impl TryFrom<ScopedRawModel> for ModelEntry {
                 },
             );
         }
+        let thinking_budget = match thinking_budget {
+            None => None,
+            Some(_) if provider.is_some_and(|p| p != ModelProvider::Anthropic) => {
+                report(
+                    "thinking_budget",
+                    Problem::InvalidValue {
+                        expected: format!(
+                            "no thinking_budget for provider \"{}\": only \"anthropic\" takes \
+                             one (other providers' reasoning is shown when they stream it)",
+                            provider.map_or("", ModelProvider::as_str)
+                        ),
+                    },
+                );
+                None
+            }
+            Some(budget) => match u32::try_from(budget) {
+                Ok(budget) if (1024..=1_000_000).contains(&budget) => Some(budget),
+                _ => {
+                    report(
+                        "thinking_budget",
+                        Problem::InvalidValue {
+                            expected: format!(
+                                "between 1024 and 1000000 tokens (Anthropic's least budget is \
+                                 1024), not {budget}"
+                            ),
+                        },
+                    );
+                    None
+                }
+            },
+        };
         let defer_mode = defer_mode.unwrap_or_default();
         if let Some(provider) = provider
             && !provider.supports(defer_mode)
@@ -526,6 +560,7 @@ impl TryFrom<ScopedRawModel> for ModelEntry {
                 api_key_env,
                 context_window,
                 defer_mode,
+                thinking_budget,
             }),
             _ => Err(diagnostics),
         }

@@ -481,6 +481,7 @@ provider = "anthropic"
 id = "claude-sonnet-4-5"
 api_key_env = "MY_ANTHROPIC_KEY"
 defer_mode = "tool-search"
+thinking_budget = 4096
 [agents.reviewer]
 model = "claude"
 instructions = "Review carefully."
@@ -498,6 +499,8 @@ mcp_servers = []
     assert_eq!(local.api_key_env, None);
     let claude = &settings.models["claude"];
     assert_eq!(claude.defer_mode, DeferMode::ToolSearch);
+    assert_eq!(claude.thinking_budget, Some(4096));
+    assert_eq!(local.thinking_budget, None);
     assert_eq!(claude.api_key_env.as_deref(), Some("MY_ANTHROPIC_KEY"));
     let reviewer = &settings.agents["reviewer"];
     assert_eq!(reviewer.skills, vec!["review".to_string()]);
@@ -718,6 +721,18 @@ context_window = 0
             "models.m.api_key_env",
             "models.m.context_window"
         ]
+    );
+    // Extended thinking: Anthropic only, and at least Anthropic's least budget.
+    let thinking = problems(
+        "schema_version = 1\n[models.o]\nprovider = \"openai\"\nid = \"x\"\nthinking_budget = 4096\n\
+         [models.a]\nprovider = \"anthropic\"\nid = \"y\"\nthinking_budget = 100\n",
+        Scope::User,
+    );
+    let keys: Vec<&str> = thinking.iter().map(|d| d.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        vec!["models.a.thinking_budget", "models.o.thinking_budget"],
+        "{thinking:#?}"
     );
     let missing = problems("schema_version = 1\n[models.m]\n", Scope::User);
     let keys: Vec<&str> = missing.iter().map(|d| d.key.as_str()).collect();

@@ -77,9 +77,15 @@ pub struct ScriptedToolSearch {
     pub tool_names: Vec<String>,
 }
 
-/// One model turn: a provider-side tool search, text, then tool calls, then usage.
+/// One model turn: its thinking, a provider-side tool search, text, then tool calls, then
+/// usage.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Turn {
+    /// Messages and Chat Completions only: the model's reasoning, streamed first — a `thinking`
+    /// block with a signature ([`thinking_signature`]) on Messages, `reasoning_content`
+    /// deltas on Chat Completions.
+    #[serde(default)]
+    pub thinking: Option<String>,
     /// Messages and Responses only: server-run search blocks sent first.
     #[serde(default)]
     pub tool_search: Option<ScriptedToolSearch>,
@@ -144,10 +150,26 @@ impl Turn {
         self
     }
 
+    /// Adds the model's reasoning before the rest of the turn.
+    pub fn with_thinking(mut self, thinking: impl Into<String>) -> Self {
+        self.thinking = Some(thinking.into());
+        self
+    }
+
     pub fn with_cut(mut self, cut: Cut) -> Self {
         self.cut = Some(cut);
         self
     }
+}
+
+/// The signature the mock gives a thinking block on the Messages wire: a client must send it
+/// back with the block unchanged.
+pub fn thinking_signature(thinking: &str) -> String {
+    format!(
+        "mock-signature-{}-{}",
+        thinking.len(),
+        thinking.split_whitespace().count()
+    )
 }
 
 /// One scripted answer: a turn or an HTTP failure.

@@ -173,6 +173,11 @@ fn chat_frames(turn: &Turn, model: &str, fragment: usize, include_usage: bool) -
         Value::Null,
     )];
     let after_start = frames.len();
+    if let Some(thinking) = &turn.thinking {
+        for piece in chunks(thinking, fragment) {
+            frames.push(chunk(json!({"reasoning_content": piece}), Value::Null));
+        }
+    }
     if let Some(text) = &turn.text {
         for piece in chunks(text, fragment) {
             frames.push(chunk(json!({"content": piece}), Value::Null));
@@ -389,6 +394,31 @@ fn messages_frames(turn: &Turn, model: &str, fragment: usize) -> Frames {
     frames.push(event("ping", &json!({"type": "ping"})));
     let after_start = frames.len();
     let mut index = 0usize;
+    if let Some(thinking) = &turn.thinking {
+        frames.push(event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        ));
+        for piece in chunks(thinking, fragment) {
+            frames.push(event(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": piece}}),
+            ));
+        }
+        frames.push(event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index,
+                "delta": {"type": "signature_delta",
+                    "signature": crate::thinking_signature(thinking)}}),
+        ));
+        frames.push(event(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
     if let Some((call, result)) = anthropic_search_blocks(turn) {
         let mut opening = call.clone();
         opening["input"] = json!({});
@@ -477,6 +507,9 @@ pub(crate) fn complete_body(api: Api, turn: &Turn, model: &str, request: &Value)
     match api {
         Api::ChatCompletions => {
             let mut message = json!({"role": "assistant", "content": turn.text});
+            if let Some(thinking) = &turn.thinking {
+                message["reasoning_content"] = json!(thinking);
+            }
             if !turn.tool_calls.is_empty() {
                 message["tool_calls"] = Value::Array(
                     turn.tool_calls
@@ -502,6 +535,10 @@ pub(crate) fn complete_body(api: Api, turn: &Turn, model: &str, request: &Value)
         }
         Api::Messages => {
             let mut content = Vec::new();
+            if let Some(thinking) = &turn.thinking {
+                content.push(json!({"type": "thinking", "thinking": thinking,
+                    "signature": crate::thinking_signature(thinking)}));
+            }
             if let Some((call, result)) = anthropic_search_blocks(turn) {
                 content.push(call);
                 content.push(result);

@@ -1,5 +1,7 @@
 //! Anthropic Messages: request body (content blocks, merged roles, deferred tools with
-//! `defer_loading`, `tool_reference` results, the server tool search) and stream decoder.
+//! `defer_loading`, `tool_reference` results, the server tool search, extended thinking) and
+//! stream decoder (thinking blocks kept with their signatures to be sent back, their text
+//! streamed as thoughts).
 
 use serde_json::{Value, json};
 use warden_config::Secret;
@@ -91,7 +93,9 @@ impl WireFormat for Messages {
                     json!({"type": "tool_result", "tool_use_id": call_id,
                         "content": text, "is_error": is_error}),
                 ),
-                // The server tool search's own blocks, replayed unchanged in the assistant turn.
+                // Thinking blocks (with their signatures) and the server tool search's own
+                // blocks, replayed unchanged at the start of the assistant turn, as the API
+                // requires for thinking before a tool_use.
                 Message::ProviderBlocks { provider, blocks }
                     if provider == ModelProvider::Anthropic.as_str() =>
                 {
@@ -133,6 +137,11 @@ impl WireFormat for Messages {
             "messages": messages,
             "stream": true,
         });
+        if let Some(budget) = config.thinking_budget {
+            // The budget is part of `max_tokens`, which must exceed it.
+            body["max_tokens"] = json!(config.max_output_tokens.saturating_add(budget));
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        }
         if !request.system.is_empty() {
             body["system"] = json!(request.system);
         }
@@ -166,7 +175,9 @@ impl WireFormat for Messages {
 #[derive(Default)]
 struct MessagesDecoder {
     state: StreamState,
-    /// Server-run blocks by stream index, with the streamed JSON of a `server_tool_use` input.
+    /// Blocks sent back verbatim, by stream index: thinking blocks (their text and signature
+    /// accumulated from the deltas) and server-run blocks, with the streamed JSON of a
+    /// `server_tool_use` input.
     server_blocks: Vec<(String, Value, String)>,
 }
 
@@ -205,8 +216,18 @@ impl StreamDecoder for MessagesDecoder {
                         str_at("/content_block/id"),
                         str_at("/content_block/name"),
                     )),
-                    "text" | "thinking" | "redacted_thinking" => {}
-                    // `server_tool_use` and its `*_tool_result`: run by the API, kept verbatim.
+                    "text" => {}
+                    "thinking" => {
+                        let mut block = value.get("content_block").cloned().unwrap_or_default();
+                        for key in ["thinking", "signature"] {
+                            if !block.get(key).is_some_and(Value::is_string) {
+                                block[key] = json!("");
+                            }
+                        }
+                        self.server_blocks.push((index, block, String::new()));
+                    }
+                    // `redacted_thinking` (its encrypted `data`), `server_tool_use` and its
+                    // `*_tool_result`: kept verbatim.
                     _ => {
                         let block = value.get("content_block").cloned().unwrap_or_default();
                         self.server_blocks.push((index, block, String::new()));
@@ -246,6 +267,21 @@ impl StreamDecoder for MessagesDecoder {
                     self.state
                         .calls
                         .append(&index, &str_at("/delta/partial_json"))?;
+                }
+                Some(kind @ ("thinking_delta" | "signature_delta")) => {
+                    let (key, piece) = if kind == "thinking_delta" {
+                        ("thinking", str_at("/delta/thinking"))
+                    } else {
+                        ("signature", str_at("/delta/signature"))
+                    };
+                    if let Some((_, block, _)) = self.server_block(&index) {
+                        let mut joined = block[key].as_str().unwrap_or_default().to_owned();
+                        joined.push_str(&piece);
+                        block[key] = json!(joined);
+                    }
+                    if key == "thinking" && !piece.is_empty() {
+                        deltas.push(ModelDelta::Thinking { text: piece });
+                    }
                 }
                 _ => {}
             },

@@ -162,6 +162,8 @@ pub struct ModelConfig {
     pub context_window: u64,
     pub defer_mode: DeferMode,
     pub max_output_tokens: u32,
+    /// Anthropic's extended thinking budget (`thinking.budget_tokens`); `None`: none asked.
+    pub thinking_budget: Option<u32>,
     pub retry: RetryPolicy,
     pub timeouts: Timeouts,
 }
@@ -182,6 +184,7 @@ impl ModelConfig {
             context_window: DEFAULT_CONTEXT_WINDOW,
             defer_mode: DeferMode::Normal,
             max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+            thinking_budget: None,
             retry: RetryPolicy::default(),
             timeouts: Timeouts::default(),
         }
@@ -227,6 +230,7 @@ pub fn select_model(
                 context_window: entry.context_window.unwrap_or(DEFAULT_CONTEXT_WINDOW),
                 defer_mode: entry.defer_mode,
                 max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+                thinking_budget: entry.thinking_budget,
                 retry: RetryPolicy::default(),
                 timeouts: Timeouts::default(),
             })
@@ -335,6 +339,11 @@ impl DeferredTools<'_> {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ModelDelta {
     Text {
+        text: String,
+    },
+    /// The model's reasoning, where the provider streams it (Anthropic thinking blocks,
+    /// `reasoning_content` of OpenAI-compatible servers): not part of the answer's text.
+    Thinking {
         text: String,
     },
     ToolCallStarted {

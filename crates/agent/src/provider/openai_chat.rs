@@ -1,4 +1,5 @@
-//! OpenAI Chat Completions (and compatible servers): request body and stream decoder.
+//! OpenAI Chat Completions (and compatible servers): request body and stream decoder (the
+//! reasoning some servers stream as `reasoning_content` becomes thoughts).
 
 use serde_json::{Value, json};
 use warden_config::Secret;
@@ -120,6 +121,18 @@ impl StreamDecoder for ChatDecoder {
             let Some(delta) = choice.get("delta") else {
                 continue;
             };
+            // Reasoning of OpenAI-compatible servers (DeepSeek, vLLM: `reasoning_content`;
+            // some others: `reasoning`): shown as thoughts, neither answer text nor sent back
+            // (DeepSeek refuses it in a request).
+            if let Some(thought) = ["reasoning_content", "reasoning"]
+                .iter()
+                .find_map(|key| delta.get(*key).and_then(Value::as_str))
+                && !thought.is_empty()
+            {
+                deltas.push(ModelDelta::Thinking {
+                    text: thought.to_string(),
+                });
+            }
             if let Some(text) = delta.get("content").and_then(Value::as_str)
                 && !text.is_empty()
             {

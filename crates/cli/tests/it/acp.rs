@@ -560,3 +560,115 @@ fn a_typo_in_a_policy_flag_stops_warden_acp_before_it_serves() {
     );
     assert!(run.stdout.is_empty(), "{}", run.stdout);
 }
+
+/// The text of the updates of one kind, joined.
+fn streamed_text(seen: &Value, kind: &str) -> String {
+    updates(seen, kind)
+        .iter()
+        .filter_map(|update| update["content"]["text"].as_str())
+        .collect()
+}
+
+#[tokio::test]
+async fn anthropic_thinking_streams_as_thoughts_and_goes_back_to_the_model() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
+    const THOUGHT: &str = "The notes folder first; listing it is harmless.";
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(
+        Turn::text("Looking.")
+            .with_thinking(THOUGHT)
+            .with_tool_call("call_list", "list_dir", json!({"path": "."})),
+    );
+    mock.push_turn(Turn::text("Nothing to tidy."));
+    mock.push_turn(Turn::text("Again."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}thinking_budget = 2048\n",
+        mock_model_config(&mock.base_url(), "anthropic", None)
+    ));
+
+    let seen = drive(&driver, &sandbox, "tour", &[]).await;
+
+    // The thinking reached the editor as thoughts, and only as thoughts.
+    assert_eq!(
+        streamed_text(&seen, "agent_thought_chunk"),
+        THOUGHT,
+        "{seen:#}"
+    );
+    let said = streamed_text(&seen, "agent_message_chunk");
+    assert_eq!(said, "Looking.Nothing to tidy.");
+    // Extended thinking was asked for, within max_tokens.
+    let requests = mock.requests();
+    let first = &requests[0].body;
+    assert_eq!(
+        first["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+    assert!(first["max_tokens"].as_u64().unwrap() > 2048, "{first:#}");
+    // The next request carries the thinking block back, signed, before the text and tool use.
+    let assistant = |body: &Value| {
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|message| message["role"] == "assistant")
+            .cloned()
+            .unwrap_or_else(|| panic!("no assistant turn: {body:#}"))
+    };
+    let turn = assistant(&requests[1].body);
+    let kinds: Vec<&str> = turn["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|block| block["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["thinking", "text", "tool_use"], "{turn:#}");
+    assert_eq!(
+        turn["content"][0],
+        json!({"type": "thinking", "thinking": THOUGHT,
+            "signature": warden_mock_model::thinking_signature(THOUGHT)})
+    );
+
+    // Loaded again, the session replays the thought, and its next request still carries it.
+    let id = seen["sessionId"].as_str().unwrap().to_owned();
+    let loaded = drive(&driver, &sandbox, "load", &[("WARDEN_ACP_SESSION", id)]).await;
+    let replayed =
+        &loaded["updates"].as_array().unwrap()[..loaded["replayed"].as_u64().unwrap() as usize];
+    assert!(
+        replayed.iter().any(|notification| {
+            notification["update"]["sessionUpdate"] == "agent_thought_chunk"
+                && notification["update"]["content"]["text"] == THOUGHT
+        }),
+        "{replayed:#?}"
+    );
+    let again = assistant(&mock.requests()[2].body);
+    assert_eq!(
+        again["content"][0]["signature"],
+        turn["content"][0]["signature"]
+    );
+}
+
+#[tokio::test]
+async fn reasoning_content_of_a_compatible_server_becomes_thoughts_not_text() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
+    const REASONING: &str = "Weighing whether a listing is needed.";
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(
+        Turn::tool_call("call_list", "list_dir", json!({"path": "."})).with_thinking(REASONING),
+    );
+    mock.push_turn(Turn::text("Listed."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
+
+    let seen = drive(&driver, &sandbox, "tour", &[]).await;
+
+    assert_eq!(
+        streamed_text(&seen, "agent_thought_chunk"),
+        REASONING,
+        "{seen:#}"
+    );
+    assert_eq!(streamed_text(&seen, "agent_message_chunk"), "Listed.");
+    // Not sent back: DeepSeek refuses reasoning_content in a request.
+    let next = mock.requests()[1].body.to_string();
+    assert!(!next.contains(REASONING), "{next}");
+}

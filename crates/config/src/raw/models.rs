@@ -33,6 +33,10 @@ pub struct RawModel {
     /// Allow a plain `http://` base_url to a host that is not this machine (a LAN server you trust): the API key and every prompt then cross the network unencrypted. Default false.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_plain_http: Option<bool>,
+    /// Anthropic only: the model thinks before it answers, with up to this many tokens (at least 1024; sent as `thinking.budget_tokens`). Its thoughts are kept in the conversation and shown where the frontend shows them (`warden acp`). Default: no extended thinking.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1024))]
+    pub thinking_budget: Option<u64>,
 }
 
 impl RawModel {
@@ -44,6 +48,7 @@ impl RawModel {
         "context_window",
         "defer_mode",
         "allow_plain_http",
+        "thinking_budget",
     ];
 }
 
@@ -111,6 +116,7 @@ impl<'a> Walk<'a> {
             context_window: self.unsigned(t, p, "context_window", "a whole number of tokens"),
             defer_mode: self.known(t, p, "defer_mode"),
             allow_plain_http: self.boolean(t, p, "allow_plain_http"),
+            thinking_budget: self.unsigned(t, p, "thinking_budget", "a whole number of tokens"),
         }
     }
 
