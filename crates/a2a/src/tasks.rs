@@ -782,8 +782,18 @@ impl ToolExecutor for Tracking {
                 "arguments": call.arguments,
                 "status": "running",
             }));
+            let plan = (name == "update_plan")
+                .then(|| warden_agent::plan_entries(&call.arguments))
+                .flatten();
             let result = self.inner.execute(call, cancel.clone()).await;
             lock(&self.live.calls).retain(|running| *running != id);
+            // The model's plan, once the gate let the call through.
+            if let Some(entries) = plan
+                && !result.is_error
+                && let Some(task) = self.live.current()
+            {
+                task.publish_activity(json!({"warden/plan": {"entries": entries}}));
+            }
             let status = if cancel.is_cancelled() {
                 "canceled"
             } else if result.is_error {

@@ -1,11 +1,12 @@
 //! Translations between ACP's messages and warden's: the editor's MCP servers as ad-hoc server
-//! specs, a prompt's content blocks as the user's text, and a tool call's kind, title and the
-//! paths it touches as the editor shows them.
+//! specs, a prompt's content blocks as the user's text, a tool call's kind, title and the
+//! paths it touches as the editor shows them, and the model's plan as the editor's.
 
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, Diff, EmbeddedResourceResource, McpServer, ToolCallLocation, ToolKind,
+    ContentBlock, Diff, EmbeddedResourceResource, McpServer, Plan, PlanEntryPriority,
+    PlanEntryStatus, SessionUpdate, ToolCallLocation, ToolKind,
 };
 use serde_json::Value;
 use warden_mcp::ServerSpec;
@@ -305,4 +306,28 @@ mod tests {
         assert_eq!((write.old_text, write.new_text.as_str()), (None, "new"));
         assert!(edit_diff("read_file", &json!({"path": "a.rs"}), Path::new("/w")).is_none());
     }
+}
+
+/// The plan an `update_plan` call stated, as ACP's `plan` update (the whole plan each time).
+pub(crate) fn plan_update(entries: &[warden_agent::PlanEntry]) -> SessionUpdate {
+    use warden_agent::{PlanPriority, PlanStatus};
+    let entries = entries
+        .iter()
+        .map(|entry| {
+            agent_client_protocol::v1::schema::PlanEntry::new(
+                entry.content.trim(),
+                match entry.priority {
+                    PlanPriority::High => PlanEntryPriority::High,
+                    PlanPriority::Medium => PlanEntryPriority::Medium,
+                    PlanPriority::Low => PlanEntryPriority::Low,
+                },
+                match entry.status {
+                    PlanStatus::Pending => PlanEntryStatus::Pending,
+                    PlanStatus::InProgress => PlanEntryStatus::InProgress,
+                    PlanStatus::Completed => PlanEntryStatus::Completed,
+                },
+            )
+        })
+        .collect();
+    SessionUpdate::Plan(Plan::new(entries))
 }

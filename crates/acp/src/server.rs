@@ -687,6 +687,9 @@ fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(text)))
 }
 
+/// The built-in with which the model states its plan.
+const PLAN_TOOL: &str = "update_plan";
+
 fn agent_thought(text: &str) -> SessionUpdate {
     SessionUpdate::AgentThoughtChunk(ContentChunk::new(text_block(text)))
 }
@@ -790,6 +793,44 @@ impl ToolExecutor for Tracking {
             let id = call.id.clone();
             let name = call.public_name.clone();
             self.live.call_started(&id, &name, &call.arguments);
+            // The model's plan: shown as the editor's plan, not as a tool call, once the gate
+            // let it through.
+            if name == PLAN_TOOL {
+                let entries = warden_agent::plan_entries(&call.arguments);
+                let arguments = call.arguments.clone();
+                let result = self.inner.execute(call, cancel).await;
+                self.live.call_finished(&id);
+                match entries {
+                    Some(entries) if !result.is_error => send(
+                        &self.events.connection,
+                        &self.events.session_id,
+                        crate::convert::plan_update(&entries),
+                    ),
+                    _ => {
+                        send(
+                            &self.events.connection,
+                            &self.events.session_id,
+                            SessionUpdate::ToolCall(tool_call(
+                                &id,
+                                &name,
+                                &arguments,
+                                &self.workspace,
+                            )),
+                        );
+                        send(
+                            &self.events.connection,
+                            &self.events.session_id,
+                            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                                id,
+                                ToolCallUpdateFields::new()
+                                    .status(ToolCallStatus::Failed)
+                                    .content(vec![text_content(&clip_result(&result.text))]),
+                            )),
+                        );
+                    }
+                }
+                return result;
+            }
             send(
                 &self.events.connection,
                 &self.events.session_id,

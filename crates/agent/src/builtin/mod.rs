@@ -1,11 +1,15 @@
-//! The built-in tools (bash, read_file, write_file, edit_file, list_dir, glob, grep): the tool set that runs them in a workspace, what each call reaches, and dispatch by name.
+//! The built-in tools (bash, read_file, write_file, edit_file, list_dir, glob, grep,
+//! update_plan): the tool set that runs them in a workspace, what each call reaches, and
+//! dispatch by name.
 //!
 //! Each tool reads its arguments as a typed struct whose JSON Schema is the tool's input schema
-//! (`spec.rs`); `bash.rs`, `files.rs` and `search.rs` hold the tools, `output.rs` what they return.
+//! (`spec.rs`); `bash.rs`, `files.rs`, `search.rs` and `plan.rs` hold the tools, `output.rs`
+//! what they return.
 
 mod bash;
 mod files;
 mod output;
+mod plan;
 mod search;
 mod spec;
 
@@ -21,6 +25,7 @@ pub use bash::{BashEnv, ConfinementReport};
 pub use files::MAX_READ_BYTES;
 pub(crate) use output::DEFAULT_OUTPUT_CAP;
 pub use output::{ArtifactSink, BuiltinResult, DirArtifacts, cap_output};
+pub use plan::{PlanEntry, PlanPriority, PlanStatus, plan_entries};
 pub use spec::{BuiltinToolSpec, Capability, builtin_specs};
 
 use crate::confine::{BashConfinement, PrivateTmp};
@@ -207,6 +212,7 @@ impl BuiltinTools {
             "list_dir" => self.list_dir(&args),
             "glob" => self.glob(&args, cancel).await,
             "grep" => self.grep(&args, cancel).await,
+            "update_plan" => self.update_plan(&args),
             other => Err(BuiltinResult::error(format!(
                 "no built-in tool named `{other}`"
             ))),

@@ -8,6 +8,7 @@ use warden_vocab::arguments_schema as input_schema;
 use super::bash::BashArgs;
 use super::files::{EditFileArgs, ListDirArgs, ReadFileArgs, WriteFileArgs};
 use super::output::BuiltinResult;
+use super::plan::UpdatePlanArgs;
 use super::search::{GlobArgs, GrepArgs};
 use crate::conversation::ToolSpec;
 
@@ -80,6 +81,12 @@ pub fn builtin_specs() -> Vec<BuiltinToolSpec> {
             name: "grep",
             description: "Search file contents with a regular expression (Rust regex syntax). Prints `path:line:text`. `path` is a file or directory (default: the working directory); `glob` filters file paths; binary files and `.git` are skipped.",
             input_schema: input_schema::<GrepArgs>(),
+            capabilities: vec![ReadOnly],
+        },
+        BuiltinToolSpec {
+            name: "update_plan",
+            description: "State your plan for the task, or update it as you go: the whole list each time, every entry with `content` (one line), `priority` (`high`, `medium`, `low`) and `status` (`pending`, `in_progress`, `completed`). Use it for work of several steps; it touches nothing, the user sees the plan.",
+            input_schema: input_schema::<UpdatePlanArgs>(),
             capabilities: vec![ReadOnly],
         },
     ]
@@ -187,6 +194,34 @@ mod tests {
                         "ignore_case": {"type": "boolean"}
                     },
                     "required": ["pattern"],
+                    "additionalProperties": false
+                }),
+            ),
+            (
+                "update_plan",
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "entries": {
+                            "type": "array",
+                            "items": {
+                                "description": "One step of the plan.",
+                                "type": "object",
+                                "properties": {
+                                    "content": {"description": "What the step does, in a line.",
+                                        "type": "string"},
+                                    "priority": {"description": "How much an entry matters.",
+                                        "type": "string", "enum": ["high", "medium", "low"]},
+                                    "status": {"description": "Where an entry stands.",
+                                        "type": "string",
+                                        "enum": ["pending", "in_progress", "completed"]}
+                                },
+                                "additionalProperties": false,
+                                "required": ["content", "priority", "status"]
+                            }
+                        }
+                    },
+                    "required": ["entries"],
                     "additionalProperties": false
                 }),
             ),

@@ -46,7 +46,8 @@ fn every_tool_has_an_object_schema_and_capabilities() {
             "edit_file",
             "list_dir",
             "glob",
-            "grep"
+            "grep",
+            "update_plan"
         ]
     );
     for spec in &specs {
@@ -59,7 +60,10 @@ fn every_tool_has_an_object_schema_and_capabilities() {
         .filter(|s| s.is_read_only())
         .map(|s| s.name)
         .collect();
-    assert_eq!(read_only, vec!["read_file", "list_dir", "glob", "grep"]);
+    assert_eq!(
+        read_only,
+        vec!["read_file", "list_dir", "glob", "grep", "update_plan"]
+    );
     let bash = &specs[0];
     assert!(bash.capabilities.contains(&Capability::Destructive));
     assert!(BuiltinTools::is_builtin("grep") && !BuiltinTools::is_builtin("rm"));

@@ -577,6 +577,11 @@ async fn a_v03_agent_sends_streams_and_answers_approvals_in_the_task() {
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::text("Hello back."));
     mock.push_turn(Turn::tool_call(
+        "call_plan",
+        "update_plan",
+        json!({"entries": [{"content": "Run it", "priority": "high", "status": "in_progress"}]}),
+    ));
+    mock.push_turn(Turn::tool_call(
         "call_long",
         "mcp__everything__trigger-long-running-operation",
         json!({"duration": 2, "steps": 4}),
@@ -643,6 +648,16 @@ async fn a_v03_agent_sends_streams_and_answers_approvals_in_the_task() {
         .collect();
     assert_eq!(tool.first().unwrap()["status"], "running", "{tool:#?}");
     assert_eq!(tool.last().unwrap()["status"], "completed", "{tool:#?}");
+    // The model's plan, in the status metadata once the gate let it through.
+    let plans: Vec<&Value> = updates
+        .iter()
+        .filter_map(|update| update.pointer("/metadata/warden~1plan/entries"))
+        .collect();
+    assert_eq!(
+        plans,
+        [&json!([{"content": "Run it", "priority": "high", "status": "in_progress"}])],
+        "{streamed:#}"
+    );
     assert!(
         updates.iter().any(|update| update
             .pointer("/metadata/warden~1progress/total")
@@ -710,7 +725,7 @@ async fn a_v03_agent_sends_streams_and_answers_approvals_in_the_task() {
     assert_eq!(denied["status"]["state"], "completed", "{denied:#}");
     assert_eq!(v03_artifact_text(denied), "Understood, I did not run it.");
     assert!(!sandbox.work().join("denied.txt").exists());
-    assert!(mock.requests()[6].body.to_string().contains("not today"));
+    assert!(mock.requests()[7].body.to_string().contains("not today"));
     assert_eq!(seen["unknownTask"]["code"], -32001, "{seen:#}");
 
     // The same gate: source a2a, the token's identity, the answers as decisions.

@@ -672,3 +672,62 @@ async fn reasoning_content_of_a_compatible_server_becomes_thoughts_not_text() {
     let next = mock.requests()[1].body.to_string();
     assert!(!next.contains(REASONING), "{next}");
 }
+
+#[tokio::test]
+async fn the_models_plan_reaches_the_editor_as_a_plan_through_the_gate() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_plan",
+        "update_plan",
+        json!({"entries": [
+            {"content": "Read the notes", "priority": "high", "status": "in_progress"},
+            {"content": "Tidy them", "priority": "medium", "status": "pending"}
+        ]}),
+    ));
+    // A plan that is none: refused with the reason, shown as a failed call, no plan sent.
+    mock.push_turn(Turn::tool_call(
+        "call_bad_plan",
+        "update_plan",
+        json!({"entries": [{"content": "Panic", "priority": "urgent", "status": "pending"}]}),
+    ));
+    mock.push_turn(Turn::text("Planned."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
+
+    let seen = drive(&driver, &sandbox, "tour", &[]).await;
+
+    let plans = updates(&seen, "plan");
+    assert_eq!(plans.len(), 1, "{seen:#}");
+    assert_eq!(
+        plans[0]["entries"],
+        json!([
+            {"content": "Read the notes", "priority": "high", "status": "in_progress"},
+            {"content": "Tidy them", "priority": "medium", "status": "pending"}
+        ])
+    );
+    // The plan is no tool call in the editor; the bad one is, failed, with the reason.
+    let calls: Vec<&str> = updates(&seen, "tool_call")
+        .iter()
+        .map(|call| call["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(calls, ["call_bad_plan"], "{seen:#}");
+    let bad = call_updates(&seen, "call_bad_plan");
+    assert_eq!(bad.last().unwrap()["status"], "failed");
+    assert!(
+        content_text(bad.last().unwrap()).contains("urgent"),
+        "{bad:#?}"
+    );
+    assert!(seen["permissions"].as_array().unwrap().is_empty());
+    // The model reads its plan back as a checklist.
+    let next = mock.requests()[1].body.to_string();
+    assert!(next.contains("[>] Read the notes (high)"), "{next}");
+    // Through the gate like every built-in: audited, read-only, allowed without asking.
+    let audit = sandbox.call_records();
+    let plan_calls: Vec<&Value> = audit
+        .iter()
+        .filter(|record| record["tool"] == "update_plan")
+        .collect();
+    assert_eq!(plan_calls.len(), 2, "{audit:#?}");
+    assert_eq!(plan_calls[0]["decision"], "allowed");
+}
