@@ -8,8 +8,12 @@
 // MCP servers to pass to session/new; WARDEN_ACP_REJECT a title prefix whose permission requests
 // are rejected (all others are allowed once); WARDEN_ACP_SESSION a saved session id to load;
 // WARDEN_ACP_BUFFERS a JSON object of path → text: when set, the client offers its file system,
-// answers reads of those paths from it (an unsaved buffer) and keeps the writes.
+// answers reads of those paths from it (an unsaved buffer) and keeps the writes;
+// WARDEN_ACP_TERMINAL=1: the client offers its terminal and runs `terminal/create` commands for
+// real (recording every terminal request); WARDEN_ACP_INSIST_ALWAYS=1: permission requests it
+// allows are answered `allow_always`, offered or not.
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { Readable, Writable } from "node:stream";
 import { RequestError, client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
 
@@ -18,6 +22,8 @@ const cwd = process.env.WARDEN_ACP_CWD;
 const mcpServers = JSON.parse(process.env.WARDEN_ACP_MCP ?? "[]");
 const reject = process.env.WARDEN_ACP_REJECT ?? "\u0000";
 const buffers = process.env.WARDEN_ACP_BUFFERS ? JSON.parse(process.env.WARDEN_ACP_BUFFERS) : null;
+const offersTerminal = process.env.WARDEN_ACP_TERMINAL === "1";
+const insistAlways = process.env.WARDEN_ACP_INSIST_ALWAYS === "1";
 
 const agent = spawn(process.env.WARDEN_BIN, ["acp"], {
   cwd,
@@ -32,7 +38,10 @@ const seen = {
   lines: [],
   reads: [],
   writes: [],
+  terminals: [],
 };
+/** The editor's terminals: a real child process each, its output and how it ended. */
+const terminals = new Map();
 // Every line the agent writes is kept as well, for answers the SDK does not surface (the
 // response to a malformed line has no id).
 let pending = "";
@@ -55,7 +64,7 @@ const app = client({ name: "warden-acp-test" })
   .onRequest(methods.client.session.requestPermission, ({ params }) => {
     seen.permissions.push(params);
     const title = params.toolCall.title ?? "";
-    const option = title.startsWith(reject) ? "reject_once" : "allow_once";
+    const option = title.startsWith(reject) ? "reject_once" : insistAlways ? "allow_always" : "allow_once";
     return { outcome: { outcome: "selected", optionId: option } };
   })
   .onRequest(methods.client.fs.readTextFile, ({ params }) => {
@@ -67,6 +76,51 @@ const app = client({ name: "warden-acp-test" })
   })
   .onRequest(methods.client.fs.writeTextFile, ({ params }) => {
     seen.writes.push(params);
+    return {};
+  })
+  .onRequest(methods.client.terminal.create, ({ params }) => {
+    const terminalId = randomUUID();
+    seen.terminals.push({ request: "create", terminalId, ...params });
+    // A process group of its own, so a kill ends the command's children too.
+    const child = spawn(params.command, params.args ?? [], {
+      cwd: params.cwd,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
+    const terminal = { child, output: "", exit: null };
+    terminal.exited = new Promise((resolve) => {
+      child.on("exit", (code, signal) => {
+        terminal.exit = { exitCode: code, signal: signal ?? null };
+        resolve(terminal.exit);
+      });
+    });
+    const keep = (chunk) => (terminal.output += chunk.toString("utf8"));
+    child.stdout.on("data", keep);
+    child.stderr.on("data", keep);
+    terminals.set(terminalId, terminal);
+    return { terminalId };
+  })
+  .onRequest(methods.client.terminal.waitForExit, async ({ params }) => {
+    seen.terminals.push({ request: "wait_for_exit", terminalId: params.terminalId });
+    return await terminals.get(params.terminalId).exited;
+  })
+  .onRequest(methods.client.terminal.output, ({ params }) => {
+    seen.terminals.push({ request: "output", terminalId: params.terminalId });
+    const terminal = terminals.get(params.terminalId);
+    return { output: terminal.output, truncated: false, exitStatus: terminal.exit };
+  })
+  .onRequest(methods.client.terminal.kill, async ({ params }) => {
+    seen.terminals.push({ request: "kill", terminalId: params.terminalId });
+    const terminal = terminals.get(params.terminalId);
+    if (terminal.exit === null) process.kill(-terminal.child.pid, "SIGKILL");
+    await terminal.exited;
+    return {};
+  })
+  .onRequest(methods.client.terminal.release, ({ params }) => {
+    seen.terminals.push({ request: "release", terminalId: params.terminalId });
+    const terminal = terminals.get(params.terminalId);
+    if (terminal.exit === null) process.kill(-terminal.child.pid, "SIGKILL");
+    terminals.delete(params.terminalId);
     return {};
   });
 
@@ -98,7 +152,7 @@ async function initialize(ctx) {
     protocolVersion: 1,
     clientCapabilities: {
       fs: { readTextFile: buffers !== null, writeTextFile: buffers !== null },
-      terminal: false,
+      terminal: offersTerminal,
     },
     clientInfo: { name: "warden-acp-test", version: "1.0.0" },
   });

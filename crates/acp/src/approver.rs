@@ -36,6 +36,16 @@ impl Live {
         lock(&self.calls).push((id.to_owned(), public_name.to_owned(), arguments.clone()));
     }
 
+    /// The running `bash` call that runs `command` (to show the editor's terminal in it).
+    pub(crate) fn bash_call(&self, command: &str) -> Option<String> {
+        lock(&self.calls)
+            .iter()
+            .find(|(_, name, arguments)| {
+                name == "bash" && arguments.get("command").and_then(Value::as_str) == Some(command)
+            })
+            .map(|(id, _, _)| id.clone())
+    }
+
     /// Whether the call is still running (progress after its end is not sent).
     pub(crate) fn is_running(&self, id: &str) -> bool {
         lock(&self.calls)
@@ -102,18 +112,32 @@ pub(crate) struct EditorApprover {
 }
 
 /// The options of one question: "always" is remembered for this session only unless the gate
-/// offers more (a skill's tool grant).
-pub(crate) fn permission_options(offers_always: bool) -> Vec<PermissionOption> {
+/// offers more (a skill's tool grant), and not offered at all for a call that may be allowed
+/// once only (a command in the editor's terminal).
+pub(crate) fn permission_options(offers_always: bool, once_only: bool) -> Vec<PermissionOption> {
     let always = if offers_always {
         "Always allow"
     } else {
         "Allow for this session"
     };
-    vec![
-        PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
-        PermissionOption::new(ALLOW_ALWAYS, always, PermissionOptionKind::AllowAlways),
-        PermissionOption::new(REJECT, "Reject", PermissionOptionKind::RejectOnce),
-    ]
+    let mut options = vec![PermissionOption::new(
+        ALLOW_ONCE,
+        "Allow once",
+        PermissionOptionKind::AllowOnce,
+    )];
+    if !once_only {
+        options.push(PermissionOption::new(
+            ALLOW_ALWAYS,
+            always,
+            PermissionOptionKind::AllowAlways,
+        ));
+    }
+    options.push(PermissionOption::new(
+        REJECT,
+        "Reject",
+        PermissionOptionKind::RejectOnce,
+    ));
+    options
 }
 
 /// The gate's answer for the editor's outcome.
@@ -163,7 +187,7 @@ impl Approver for EditorApprover {
             let question = RequestPermissionRequest::new(
                 request.session_id.clone(),
                 ToolCallUpdate::new(call_id, fields),
-                permission_options(request.offers_always),
+                permission_options(request.offers_always, request.once_only),
             );
             let cancelled = self.live.turn_token().unwrap_or_default();
             let sent = self.connection.send_request(question);
@@ -222,7 +246,18 @@ mod tests {
             answer_for(&RequestPermissionOutcome::Cancelled, false),
             ApprovalAnswer::Deny { .. }
         ));
-        let kinds: Vec<_> = permission_options(false)
+        let once: Vec<_> = permission_options(false, true)
+            .into_iter()
+            .map(|option| option.kind)
+            .collect();
+        assert_eq!(
+            once,
+            [
+                PermissionOptionKind::AllowOnce,
+                PermissionOptionKind::RejectOnce
+            ]
+        );
+        let kinds: Vec<_> = permission_options(false, false)
             .into_iter()
             .map(|option| option.kind)
             .collect();

@@ -8,6 +8,7 @@ mod approver;
 mod convert;
 mod files;
 mod server;
+mod terminal;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,6 +36,10 @@ pub struct OpenRequest {
     /// The editor's files, when it offers to read and write them: the file tools go through
     /// them (open the session with [`AgentSession::open_with_text_files`]).
     pub text_files: Option<Arc<dyn warden_agent::TextFiles>>,
+    /// The editor's terminal, when it offers one. Used only when the operator chose it
+    /// (`[acp] terminal = "editor"`): `bash` then runs there, unconfined, asked every time
+    /// (open the session with [`AgentSession::open_for_editor`]).
+    pub terminal: Option<Arc<dyn warden_agent::CommandTerminal>>,
 }
 
 /// Opens the agent sessions the editor asks for: the binary supplies it, with the configuration

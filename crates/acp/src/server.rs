@@ -48,6 +48,7 @@ pub async fn serve_stdio(opener: Arc<dyn SessionOpener>) -> Result<(), AcpError>
         sessions: Mutex::new(HashMap::new()),
         loading: Mutex::new(HashSet::new()),
         editor_files: std::sync::atomic::AtomicBool::new(false),
+        editor_terminal: std::sync::atomic::AtomicBool::new(false),
     });
     let on_initialize = state.clone();
     let on_new = state.clone();
@@ -64,6 +65,10 @@ pub async fn serve_stdio(opener: Arc<dyn SessionOpener>) -> Result<(), AcpError>
                 let fs = &request.client_capabilities.fs;
                 on_initialize.editor_files.store(
                     fs.read_text_file && fs.write_text_file,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
+                on_initialize.editor_terminal.store(
+                    request.client_capabilities.terminal,
                     std::sync::atomic::Ordering::SeqCst,
                 );
                 responder.respond(initialize_response())
@@ -208,6 +213,8 @@ struct State {
     loading: Mutex<HashSet<String>>,
     /// The editor offered to read and write files (`initialize`): the file tools use them.
     editor_files: std::sync::atomic::AtomicBool,
+    /// The editor offers `terminal/*` (used for `bash` only when the operator chose it).
+    editor_terminal: std::sync::atomic::AtomicBool,
 }
 
 /// One open session.
@@ -320,6 +327,16 @@ impl State {
                     session_id: std::sync::OnceLock::new(),
                 })
             });
+        let terminal = self
+            .editor_terminal
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| {
+                Arc::new(crate::terminal::EditorTerminal {
+                    connection: connection.clone(),
+                    session_id: std::sync::OnceLock::new(),
+                    live: live.clone(),
+                })
+            });
         let request = OpenRequest {
             workspace: cwd.to_path_buf(),
             add_dirs: add_dirs.to_vec(),
@@ -329,6 +346,9 @@ impl State {
             text_files: files
                 .clone()
                 .map(|files| files as Arc<dyn warden_agent::TextFiles>),
+            terminal: terminal
+                .clone()
+                .map(|terminal| terminal as Arc<dyn warden_agent::CommandTerminal>),
         };
         let mut session = self.opener.open(request).map_err(|error| match error {
             OpenError::Usage(message) => invalid_params(message),
@@ -348,6 +368,9 @@ impl State {
         let id = session.host.session_id().to_owned();
         if let Some(files) = &files {
             let _ = files.session_id.set(id.clone());
+        }
+        if let Some(terminal) = &terminal {
+            let _ = terminal.session_id.set(id.clone());
         }
         let (sender, receiver) = unbounded_channel();
         let events = Arc::new(Forwarder {

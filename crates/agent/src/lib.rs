@@ -17,8 +17,9 @@ pub use agent::{
 };
 pub use builtin::{
     ArtifactSink, BashEnv, BuiltinOptions, BuiltinReach, BuiltinResult, BuiltinToolSpec,
-    BuiltinTools, Capability, ConfinementReport, DirArtifacts, MAX_READ_BYTES, PlanEntry,
-    PlanPriority, PlanStatus, TextFiles, builtin_specs, cap_output, plan_entries,
+    BuiltinTools, Capability, CommandTerminal, ConfinementReport, DirArtifacts, MAX_READ_BYTES,
+    PlanEntry, PlanPriority, PlanStatus, TerminalRun, TextFiles, builtin_specs, cap_output,
+    plan_entries,
 };
 pub use confine::{BashConfinement, clean_environment, prepare_script};
 pub use conversation::{Message, ToolCall, ToolSpec, Usage};

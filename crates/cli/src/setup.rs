@@ -368,6 +368,7 @@ mod tests {
             outside: None,
             requires_approval: false,
             offers_always: false,
+            once_only: false,
         }
     }
 

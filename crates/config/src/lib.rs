@@ -1,5 +1,6 @@
 //! warden configuration: files, scopes, layering, variable expansion, validation, trust and comment-preserving edits.
 
+mod acp;
 mod describe;
 mod edit;
 mod entry;
@@ -22,6 +23,7 @@ mod policy_tests;
 #[cfg(test)]
 mod tests;
 
+pub use acp::{AcpTerminal, RawAcp};
 pub use describe::{READS_ENV_LABEL, TrustLine};
 pub use edit::{
     EditError, add_server, add_servers, add_servers_to_file, atomic_write, declares_server,

@@ -33,6 +33,8 @@ pub struct ConfigFile {
     pub oauth: Option<crate::raw::RawOAuth>,
     /// `[sandbox]` of this file (a user-scope file only).
     pub sandbox: Option<crate::sandbox::SandboxSettings>,
+    /// `[acp] terminal` of this file (a user-scope file only).
+    pub acp_terminal: Option<crate::acp::AcpTerminal>,
     /// `[skill_scripts]` of this file (a user-scope file only).
     pub skill_scripts: Option<crate::skill_scripts::SkillScriptSettings>,
     /// `[service] allow_stdio` of this file (a user-scope file only).
@@ -86,6 +88,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
         experimental,
         oauth,
         sandbox,
+        acp,
         skill_scripts,
         service,
         embeddings,
@@ -172,6 +175,18 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             problem: Problem::NotAllowed {
                 reason: "the sandbox is read from your user config only: a project file is shared, \
                          and [sandbox] decides what the agent's commands may reach on your machine; \
+                         move it to your user config (`warden config paths` shows where it is)"
+                    .into(),
+            },
+        });
+    }
+    if scope == Scope::Project && acp.is_some() {
+        diagnostics.push(Diagnostic {
+            file: path.to_path_buf(),
+            key: "acp".into(),
+            problem: Problem::NotAllowed {
+                reason: "[acp] is read from your user config only: a project file is shared, and \
+                         [acp] terminal decides whether commands run outside warden's sandbox; \
                          move it to your user config (`warden config paths` shows where it is)"
                     .into(),
             },
@@ -303,6 +318,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             experimental,
             oauth,
             sandbox: sandbox.map(crate::sandbox::SandboxSettings::from),
+            acp_terminal: acp.and_then(|acp| acp.terminal),
             skill_scripts,
             service_allows_stdio: service.as_ref().and_then(|service| service.allow_stdio),
             service_database_url: service
@@ -462,6 +478,9 @@ pub struct LoadedConfig {
     pub client_metadata_url: Option<String>,
     /// `[sandbox]`, from the user config (a later user-authority file wins).
     pub sandbox: crate::sandbox::SandboxSettings,
+    /// `[acp] terminal`, from the user config (a later user-authority file wins); `warden`
+    /// unless set.
+    pub acp_terminal: crate::acp::AcpTerminal,
     /// `[skill_scripts]`, from the user config (a later user-authority file wins).
     pub skill_scripts: crate::skill_scripts::SkillScriptSettings,
     /// `[service] allow_stdio` (user config only; false unless set): whether `warden service`'s
@@ -561,6 +580,9 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                 loaded.experimental.merge(file.experimental);
                 if let Some(sandbox) = file.sandbox {
                     loaded.sandbox = sandbox;
+                }
+                if let Some(terminal) = file.acp_terminal {
+                    loaded.acp_terminal = terminal;
                 }
                 if let Some(skill_scripts) = file.skill_scripts {
                     loaded.skill_scripts = skill_scripts;

@@ -1358,3 +1358,26 @@ fn widget_origins_are_web_origins_without_a_path() {
     assert!(crate::is_web_origin("http://[::1]:8080"));
     assert!(!crate::is_web_origin("http://[::1]x"));
 }
+
+#[test]
+fn acp_terminal_is_the_users_choice_only() {
+    let parsed = parse_user("schema_version = 1\n[acp]\nterminal = \"editor\"\n");
+    assert_eq!(parsed.acp_terminal, Some(crate::AcpTerminal::Editor));
+    let none = parse_user("schema_version = 1\n");
+    assert_eq!(none.acp_terminal, None);
+    // A shared project file cannot make commands run unconfined.
+    let project = only_problem(
+        "schema_version = 1\n[acp]\nterminal = \"editor\"\n",
+        Scope::Project,
+    );
+    assert_eq!(project.key, "acp");
+    assert!(
+        project.to_string().contains("user config only"),
+        "{project}"
+    );
+    let typo = only_problem(
+        "schema_version = 1\n[acp]\nterminal = \"vim\"\n",
+        Scope::User,
+    );
+    assert_eq!(typo.key, "acp.terminal");
+}

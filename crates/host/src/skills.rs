@@ -713,6 +713,7 @@ impl RemoteSkills {
             outside: None,
             requires_approval: false,
             offers_always: store.is_some(),
+            once_only: false,
         };
         match bound.approver.approve(&request).await {
             // Once or for this session: the tools are unlocked for this session only, and the

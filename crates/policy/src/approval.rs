@@ -49,12 +49,17 @@ pub struct ApprovalFacts<'a> {
     pub requires_approval: bool,
     /// The path outside the workspace roots this call reaches, if any.
     pub outside: Option<&'a OutsidePath>,
+    /// Why the call runs outside warden's confinement, if it does (see
+    /// [`crate::CallReach::unconfined`]).
+    pub unconfined: Option<&'a str>,
 }
 
 /// Decides, in this order:
 /// 1. a deny-list match (`[permissions] deny`, `--disallowed-tools`) denies — deny always wins;
 /// 2. code mode refuses any tool that is not read-only;
 /// 3. `read-only` mode refuses any tool that is not read-only;
+/// 3a. a call that runs outside warden's confinement (in an editor's terminal) asks — in every
+///    mode, whatever the allow list, grants and earlier answers say;
 /// 4. a call that reaches outside the workspace roots asks — in every mode, whatever the allow
 ///    list and grants say (they name tools, not paths) — unless the user allowed this tool in a
 ///    folder holding the path for this session;
@@ -77,6 +82,7 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
         granted,
         requires_approval,
         outside,
+        unconfined,
     } = facts;
     if let Some(pattern) = first_match(&permissions.deny, names) {
         return ApprovalNeed::Deny(format!(
@@ -93,7 +99,11 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
             "{public_name} is {classes}, and the permission mode is read-only"
         ));
     }
-    let need = if let Some(outside) = outside {
+    let need = if let Some(why) = unconfined {
+        ApprovalNeed::Ask(format!(
+            "{public_name} {why}; warden asks before every such call"
+        ))
+    } else if let Some(outside) = outside {
         if remembered {
             ApprovalNeed::Run(format!(
                 "approved earlier for this session in {}",
@@ -190,6 +200,9 @@ pub struct ApprovalRequest {
     /// Whether the question may be answered "always" (remembered beyond this session): only a
     /// skill's tool grant offers it. Everywhere else the longest answer is "for this session".
     pub offers_always: bool,
+    /// Only this call may be allowed (it runs outside warden's confinement): an answer for the
+    /// session or beyond counts as "allow once", so a frontend offers only once and reject.
+    pub once_only: bool,
 }
 
 /// A person's answer.

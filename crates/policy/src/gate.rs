@@ -549,6 +549,7 @@ impl Gate {
             granted: self.session_has(&self.granted, request.scope(), &descriptor.identity),
             requires_approval: descriptor.requires_approval,
             outside: reach.outside.as_ref(),
+            unconfined: reach.unconfined.as_deref(),
         });
         let approved_because = match need {
             ApprovalNeed::Run(why) => why,
@@ -569,6 +570,7 @@ impl Gate {
                     outside: reach.outside.clone(),
                     requires_approval: descriptor.requires_approval,
                     offers_always: false,
+                    once_only: reach.unconfined.is_some(),
                 };
                 let (answer, answered_by) = tokio::select! {
                     answer = self.approver.approve_naming(&approval) => answer,
@@ -580,6 +582,13 @@ impl Gate {
                 let who = answered_by.unwrap_or_else(|| "the user".to_owned());
                 match answer {
                     ApprovalAnswer::AllowOnce => format!("approved by {who}"),
+                    // An unconfined call is allowed once, whatever the answer offered more:
+                    // nothing is remembered, the next one asks again.
+                    ApprovalAnswer::AllowForSession | ApprovalAnswer::AllowAlways
+                        if reach.unconfined.is_some() =>
+                    {
+                        format!("approved by {who} for this call only (it runs unconfined)")
+                    }
                     ApprovalAnswer::AllowForSession | ApprovalAnswer::AllowAlways => {
                         match &reach.outside {
                             Some(outside) => {

@@ -1,6 +1,8 @@
 //! What one call's arguments reach, as its tool assesses them before approval: a path outside the
 //! session's workspace roots (a stronger class that always asks), a protected path (refused), or
-//! classes the call adds to its tool's own (a write that replaces a file is destructive).
+//! classes the call adds to its tool's own (a write that replaces a file is destructive), or
+//! that it runs outside warden's confinement (a command in an editor's terminal: asked every
+//! time).
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +45,11 @@ pub struct CallReach {
     /// Why the call is refused before anyone is asked (a protected path no user rule allows),
     /// and the layer that refuses it. The reason names the rule that would allow it.
     pub refused: Option<(Layer, String)>,
+    /// Why the call runs outside warden's confinement (a command run by the editor, in its
+    /// terminal): it asks a person before every call, whatever the mode, an allow list, a grant
+    /// or an earlier answer say, an answer for the session counts for this call only, and
+    /// headless runs deny it.
+    pub unconfined: Option<String>,
 }
 
 impl CallReach {

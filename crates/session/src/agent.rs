@@ -121,7 +121,7 @@ impl SessionError {
 impl AgentSession {
     /// Loads the config, picks the model and agent profile, and opens the session host.
     pub fn open(request: SessionRequest<'_>) -> Result<Self, SessionError> {
-        Self::open_with(request, None)
+        Self::open_with(request, None, None)
     }
 
     /// [`AgentSession::open`] with the file tools reading and writing text through `files`
@@ -130,12 +130,24 @@ impl AgentSession {
         request: SessionRequest<'_>,
         files: Arc<dyn warden_agent::TextFiles>,
     ) -> Result<Self, SessionError> {
-        Self::open_with(request, Some(files))
+        Self::open_with(request, Some(files), None)
+    }
+
+    /// [`AgentSession::open`] for an editor: the file tools through its `files` when given,
+    /// and `bash` in its `terminal` when given — unconfined, so the gate asks a person before
+    /// every command (the operator's choice, `[acp] terminal = "editor"`).
+    pub fn open_for_editor(
+        request: SessionRequest<'_>,
+        files: Option<Arc<dyn warden_agent::TextFiles>>,
+        terminal: Option<Arc<dyn warden_agent::CommandTerminal>>,
+    ) -> Result<Self, SessionError> {
+        Self::open_with(request, files, terminal)
     }
 
     fn open_with(
         request: SessionRequest<'_>,
         text_files: Option<Arc<dyn warden_agent::TextFiles>>,
+        terminal: Option<Arc<dyn warden_agent::CommandTerminal>>,
     ) -> Result<Self, SessionError> {
         let SessionRequest {
             mut config,
@@ -203,6 +215,9 @@ impl AgentSession {
         .with_confinement(bash_confinement(&config.sandbox));
         if let Some(files) = text_files {
             builtins = builtins.with_text_files(files);
+        }
+        if let Some(terminal) = terminal {
+            builtins = builtins.with_terminal(terminal);
         }
         let builtins = Arc::new(builtins);
         if builtins.confinement().mode != SandboxMode::Off {
@@ -620,6 +635,13 @@ impl HostTool for BuiltinHostTool {
     }
 
     fn assess(&self, arguments: &Value) -> CallReach {
+        // A command the editor runs in its terminal: outside the sandbox, asked every time.
+        if let Some(why) = self.tools.runs_unconfined(self.spec.name) {
+            return CallReach {
+                unconfined: Some(why.to_owned()),
+                ..CallReach::default()
+            };
+        }
         let Some(reach) = self.tools.reach(self.spec.name, arguments) else {
             return CallReach::default();
         };

@@ -23,6 +23,8 @@ pub(crate) const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
 pub(super) const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(600);
 /// Output kept in memory per command (beyond it, output is counted but dropped).
 const BASH_MEMORY_LIMIT: usize = 16 * 1024 * 1024;
+/// Output an editor's terminal keeps of one command (its tail).
+const TERMINAL_OUTPUT_LIMIT: usize = 1024 * 1024;
 
 /// The arguments of `bash`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -176,6 +178,35 @@ impl BuiltinTools {
             Some(secs) => Duration::from_secs(secs).min(MAX_BASH_TIMEOUT),
             None => self.options.default_bash_timeout,
         };
+        if let Some(terminal) = &self.terminal {
+            let run = terminal
+                .run(
+                    &command_line,
+                    self.workspace.workdir(),
+                    timeout,
+                    TERMINAL_OUTPUT_LIMIT,
+                    cancel,
+                )
+                .await
+                .map_err(|e| {
+                    BuiltinResult::error(format!("the editor's terminal could not run it: {e}"))
+                })?;
+            let (note, is_error) = super::terminal::describe(&run);
+            let mut result = self.finish("bash", run.output, is_error);
+            if !note.is_empty() {
+                if !result.text.is_empty() && !result.text.ends_with('\n') {
+                    result.text.push('\n');
+                }
+                result.text.push_str(&note);
+            }
+            if result.text.is_empty() {
+                result.text = "(no output)".into();
+            }
+            result.confinement = Some(
+                "none: run by the editor in its terminal ([acp] terminal = \"editor\")".into(),
+            );
+            return Ok(result);
+        }
         let sandboxed = self.confinement.mode != warden_sandbox::SandboxMode::Off;
         let tmpdir = if sandboxed {
             Some(self.private_tmp.path().map_err(BuiltinResult::error)?)

@@ -12,6 +12,7 @@ mod output;
 mod plan;
 mod search;
 mod spec;
+mod terminal;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,6 +28,7 @@ pub(crate) use output::DEFAULT_OUTPUT_CAP;
 pub use output::{ArtifactSink, BuiltinResult, DirArtifacts, cap_output};
 pub use plan::{PlanEntry, PlanPriority, PlanStatus, plan_entries};
 pub use spec::{BuiltinToolSpec, Capability, builtin_specs};
+pub use terminal::{CommandTerminal, TerminalRun};
 
 use crate::confine::{BashConfinement, PrivateTmp};
 use crate::workspace::{Access, Placement, Workspace};
@@ -73,6 +75,9 @@ pub struct BuiltinTools {
     private_tmp: Arc<PrivateTmp>,
     /// The frontend's files, when it offers them; else the disk.
     text_files: Option<Arc<dyn TextFiles>>,
+    /// The frontend's terminal `bash` runs in, when the operator chose it; else warden's own
+    /// confined process.
+    terminal: Option<Arc<dyn CommandTerminal>>,
 }
 
 impl std::fmt::Debug for BuiltinTools {
@@ -108,7 +113,22 @@ impl BuiltinTools {
             confinement: BashConfinement::default(),
             private_tmp: Arc::new(PrivateTmp::new()),
             text_files: None,
+            terminal: None,
         }
+    }
+
+    /// Runs `bash` in `terminal` (an editor's) instead of warden's confined process: the
+    /// commands run unconfined, and [`BuiltinTools::runs_unconfined`] says so to the gate.
+    pub fn with_terminal(mut self, terminal: Arc<dyn CommandTerminal>) -> Self {
+        self.terminal = Some(terminal);
+        self
+    }
+
+    /// Why a call of `name` runs outside warden's confinement, when it does (`bash` in a
+    /// frontend's terminal).
+    pub fn runs_unconfined(&self, name: &str) -> Option<&'static str> {
+        (name == "bash" && self.terminal.is_some())
+            .then_some("runs in the editor's terminal, outside warden's sandbox")
     }
 
     /// Reads and writes the file tools' text through `files` (an editor's) instead of the disk.

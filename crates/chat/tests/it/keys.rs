@@ -43,6 +43,7 @@ fn request() -> ApprovalRequest {
         outside: None,
         requires_approval: false,
         offers_always: false,
+        once_only: false,
     }
 }
 
@@ -90,6 +91,7 @@ fn always_is_an_answer_only_where_it_is_offered() {
 
     let grant = ApprovalRequest {
         offers_always: true,
+        once_only: false,
         ..request()
     };
     let (sender, mut receiver) = oneshot::channel();

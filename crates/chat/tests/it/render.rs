@@ -91,6 +91,7 @@ fn approval_request() -> ApprovalRequest {
         outside: None,
         requires_approval: false,
         offers_always: false,
+        once_only: false,
     }
 }
 

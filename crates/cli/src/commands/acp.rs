@@ -48,6 +48,7 @@ impl SessionOpener for CliOpener {
     fn open(&self, request: OpenRequest) -> Result<AgentSession, OpenError> {
         let (paths, workspace, config) =
             load_config_in(&self.globals, request.workspace).map_err(open_failure)?;
+        let terminal_choice = config.acp_terminal;
         let mut options =
             host_options(paths, workspace, &config, &self.args.policy).map_err(open_failure)?;
         options.extra_servers = request.servers;
@@ -61,14 +62,17 @@ impl SessionOpener for CliOpener {
             resume: request.resume.as_deref(),
             continue_latest: false,
         };
-        match request.text_files {
-            Some(files) => AgentSession::open_with_text_files(session, files),
-            None => AgentSession::open(session),
-        }
-        .map_err(|error| match error {
-            // An id that names no saved session is the editor's mistake, said as such.
-            warden_session::SessionError::Resume(_) => OpenError::Usage(error.to_string()),
-            error => OpenError::from(error),
+        // The editor's terminal runs commands outside warden's sandbox: only when the
+        // operator chose it in the user config.
+        let terminal = request
+            .terminal
+            .filter(|_| terminal_choice == warden_config::AcpTerminal::Editor);
+        AgentSession::open_for_editor(session, request.text_files, terminal).map_err(|error| {
+            match error {
+                // An id that names no saved session is the editor's mistake, said as such.
+                warden_session::SessionError::Resume(_) => OpenError::Usage(error.to_string()),
+                error => OpenError::from(error),
+            }
         })
     }
 }

@@ -88,6 +88,9 @@ pub struct RawConfig {
     /// How the agent's bash commands are confined by the kernel (user config only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::RawSandbox>,
+    /// How `warden acp` uses the editor's terminal (user config only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acp: Option<crate::acp::RawAcp>,
     /// Whether skills may run the scripts they carry, and within which bounds (user config only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skill_scripts: Option<crate::skill_scripts::RawSkillScripts>,
@@ -223,6 +226,7 @@ impl RawConfig {
         "experimental",
         "oauth",
         "sandbox",
+        "acp",
         "skill_scripts",
         "service",
         "embeddings",
@@ -350,6 +354,12 @@ impl<'a> Walk<'a> {
                 memory_mb: walk.unsigned(t, p, "memory_mb", "a whole number of MiB"),
                 max_processes: walk.unsigned(t, p, "max_processes", "a whole number of processes"),
                 cpu_sec: walk.unsigned(t, p, "cpu_sec", "a whole number of seconds"),
+            }
+        });
+        let acp = self.section(root, "acp", |walk, t, p| {
+            walk.unknown_keys(t, p, crate::acp::RawAcp::KEYS);
+            crate::acp::RawAcp {
+                terminal: walk.known(t, p, "terminal"),
             }
         });
         let skill_scripts = self.section(root, "skill_scripts", |walk, t, p| {
@@ -544,6 +554,7 @@ impl<'a> Walk<'a> {
             service,
             skill_scripts,
             sandbox,
+            acp,
             oauth,
             schema_version,
             mcp_servers,

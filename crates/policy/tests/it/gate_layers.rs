@@ -653,6 +653,54 @@ async fn a_path_outside_the_workspace_asks_in_every_mode_and_is_remembered_per_f
 }
 
 #[tokio::test]
+async fn an_unconfined_call_asks_every_time_whatever_the_mode_lists_and_answers() {
+    // Auto mode, the tool on the allow list, and a person who answers "for this session":
+    // none lets a call that runs outside warden's confinement go unasked.
+    let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowForSession));
+    let policy = GatePolicy {
+        permissions: Permissions {
+            mode: PermissionMode::Auto,
+            allow: vec![warden_policy::ToolGlob::parse("mcp__fs__*").unwrap()],
+            ..Permissions::default()
+        },
+        ..GatePolicy::default()
+    };
+    let h = harness_in_workspace(vec![fs_read_file()], policy.clone(), approver.clone());
+    let read = |path: &str| {
+        request(
+            CallSurface::Agent,
+            "mcp__fs__read_file",
+            json!({ "path": path }),
+        )
+    };
+    for _ in 0..3 {
+        h.gate.call(read("/work/unconfined/a.txt")).await;
+    }
+    assert_eq!(approver.asked(), 3, "asked before every call");
+    let asked = approver.requests.lock().unwrap()[0].clone();
+    assert!(asked.once_only, "only this call may be allowed");
+    assert!(
+        asked.reason.contains("editor's terminal"),
+        "{}",
+        asked.reason
+    );
+    assert_eq!(h.dispatcher.count(), 3);
+    // The answers for the session were not remembered for confined calls either way: a plain
+    // call still runs by the allow list without asking.
+    h.gate.call(read("/work/a.txt")).await;
+    assert_eq!(approver.asked(), 3);
+
+    // Headless: denied, nothing run.
+    let h = harness_in_workspace(vec![fs_read_file()], policy, Arc::new(NoApprover));
+    let outcome = h.gate.call(read("/work/unconfined/a.txt")).await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Denied, Layer::Approval)
+    );
+    assert_eq!(h.dispatcher.count(), 0);
+}
+
+#[tokio::test]
 async fn a_protected_path_is_refused_before_hooks_and_approval_and_added_classes_are_audited() {
     let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowOnce));
     let policy = GatePolicy {

@@ -40,7 +40,9 @@ impl StaticCatalog {
 }
 
 /// The reach of a `path` argument in a workspace at `/work`: outside it is outside, under
-/// `/work/.secret` is refused, and writing `/work/existing` replaces a file.
+/// `/work/.secret` is refused, writing `/work/existing` replaces a file, and a call on a path
+/// under `/work/unconfined` runs outside warden's confinement (as an editor's terminal runs
+/// `bash`).
 pub(crate) fn workspace_reach(descriptor: &ToolDescriptor, arguments: &Value) -> CallReach {
     let Some(path) = arguments.get("path").and_then(Value::as_str) else {
         return CallReach::default();
@@ -50,6 +52,9 @@ pub(crate) fn workspace_reach(descriptor: &ToolDescriptor, arguments: &Value) ->
     }
     let writes = descriptor.identity.tool.contains("write");
     let mut reach = CallReach::default();
+    if path.starts_with("/work/unconfined") {
+        reach.unconfined = Some("runs in the editor's terminal".to_owned());
+    }
     if path == "/work/existing" && writes {
         reach.added_classes = CapabilitySet::of(&[CapabilityClass::Destructive]);
     }
