@@ -11,7 +11,9 @@
 // answers reads of those paths from it (an unsaved buffer) and keeps the writes;
 // WARDEN_ACP_TERMINAL=1: the client offers its terminal and runs `terminal/create` commands for
 // real (recording every terminal request); WARDEN_ACP_INSIST_ALWAYS=1: permission requests it
-// allows are answered `allow_always`, offered or not.
+// allows are answered `allow_always`, offered or not; WARDEN_ACP_HOLD a title prefix whose
+// permission requests are not answered until warden withdraws them (`$/cancel_request`) or 5 s
+// pass.
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { Readable, Writable } from "node:stream";
@@ -24,6 +26,9 @@ const reject = process.env.WARDEN_ACP_REJECT ?? "\u0000";
 const buffers = process.env.WARDEN_ACP_BUFFERS ? JSON.parse(process.env.WARDEN_ACP_BUFFERS) : null;
 const offersTerminal = process.env.WARDEN_ACP_TERMINAL === "1";
 const insistAlways = process.env.WARDEN_ACP_INSIST_ALWAYS === "1";
+const hold = process.env.WARDEN_ACP_HOLD ?? "\u0000";
+/** Called when a held permission request arrives. */
+let onHeld = () => {};
 
 const agent = spawn(process.env.WARDEN_BIN, ["acp"], {
   cwd,
@@ -61,9 +66,23 @@ const app = client({ name: "warden-acp-test" })
     seen.updates.push(params);
     for (const listener of listeners) listener(params);
   })
-  .onRequest(methods.client.session.requestPermission, ({ params }) => {
+  .onRequest(methods.client.session.requestPermission, async ({ params, signal }) => {
     seen.permissions.push(params);
     const title = params.toolCall.title ?? "";
+    if (title.startsWith(hold)) {
+      onHeld(params);
+      // The dialog stays open until warden withdraws the question, as an editor's would.
+      const withdrawn = await new Promise((resolve) => {
+        if (signal.aborted) return resolve(true);
+        const timer = setTimeout(() => resolve(false), 5000);
+        signal.addEventListener("abort", () => {
+          clearTimeout(timer);
+          resolve(true);
+        }, { once: true });
+      });
+      seen.withdrawn = withdrawn;
+      return { outcome: withdrawn ? { outcome: "cancelled" } : { outcome: "selected", optionId: "allow_once" } };
+    }
     const option = title.startsWith(reject) ? "reject_once" : insistAlways ? "allow_always" : "allow_once";
     return { outcome: { outcome: "selected", optionId: option } };
   })
@@ -192,6 +211,19 @@ const scenarios = {
     );
     const running = prompt(ctx, session.sessionId, "run the long one");
     await progressed;
+    await ctx.notify(methods.agent.session.cancel, { sessionId: session.sessionId });
+    await running;
+    await prompt(ctx, session.sessionId, "are you still there?");
+  },
+  // A prompt whose tool call waits for the person's answer: the turn is cancelled while the
+  // question is open; then the session takes the next prompt.
+  async cancelAsk(ctx) {
+    await initialize(ctx);
+    const session = await ctx.request(methods.agent.session.new, { cwd, mcpServers });
+    seen.sessionId = session.sessionId;
+    const held = new Promise((resolve) => (onHeld = resolve));
+    const running = prompt(ctx, session.sessionId, "write the note");
+    await held;
     await ctx.notify(methods.agent.session.cancel, { sessionId: session.sessionId });
     await running;
     await prompt(ctx, session.sessionId, "are you still there?");

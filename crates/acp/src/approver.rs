@@ -190,6 +190,8 @@ impl Approver for EditorApprover {
                 permission_options(request.offers_always, request.once_only),
             );
             let cancelled = self.live.turn_token().unwrap_or_default();
+            // Dropped unanswered (the turn was cancelled), the request is withdrawn: the SDK
+            // sends `$/cancel_request` for it, and the editor can close its dialog.
             let sent = self.connection.send_request(question);
             let response = tokio::select! {
                 response = sent.block_task() => response,

@@ -200,6 +200,30 @@ pub fn edit_diff(public_name: &str, arguments: &Value, workspace: &Path) -> Opti
     }
 }
 
+/// The plan an `update_plan` call stated, as ACP's `plan` update (the whole plan each time).
+pub(crate) fn plan_update(entries: &[warden_agent::PlanEntry]) -> SessionUpdate {
+    use warden_agent::{PlanPriority, PlanStatus};
+    let entries = entries
+        .iter()
+        .map(|entry| {
+            agent_client_protocol::v1::schema::PlanEntry::new(
+                entry.content.trim(),
+                match entry.priority {
+                    PlanPriority::High => PlanEntryPriority::High,
+                    PlanPriority::Medium => PlanEntryPriority::Medium,
+                    PlanPriority::Low => PlanEntryPriority::Low,
+                },
+                match entry.status {
+                    PlanStatus::Pending => PlanEntryStatus::Pending,
+                    PlanStatus::InProgress => PlanEntryStatus::InProgress,
+                    PlanStatus::Completed => PlanEntryStatus::Completed,
+                },
+            )
+        })
+        .collect();
+    SessionUpdate::Plan(Plan::new(entries))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -306,28 +330,4 @@ mod tests {
         assert_eq!((write.old_text, write.new_text.as_str()), (None, "new"));
         assert!(edit_diff("read_file", &json!({"path": "a.rs"}), Path::new("/w")).is_none());
     }
-}
-
-/// The plan an `update_plan` call stated, as ACP's `plan` update (the whole plan each time).
-pub(crate) fn plan_update(entries: &[warden_agent::PlanEntry]) -> SessionUpdate {
-    use warden_agent::{PlanPriority, PlanStatus};
-    let entries = entries
-        .iter()
-        .map(|entry| {
-            agent_client_protocol::v1::schema::PlanEntry::new(
-                entry.content.trim(),
-                match entry.priority {
-                    PlanPriority::High => PlanEntryPriority::High,
-                    PlanPriority::Medium => PlanEntryPriority::Medium,
-                    PlanPriority::Low => PlanEntryPriority::Low,
-                },
-                match entry.status {
-                    PlanStatus::Pending => PlanEntryStatus::Pending,
-                    PlanStatus::InProgress => PlanEntryStatus::InProgress,
-                    PlanStatus::Completed => PlanEntryStatus::Completed,
-                },
-            )
-        })
-        .collect();
-    SessionUpdate::Plan(Plan::new(entries))
 }

@@ -58,19 +58,19 @@ pub struct ApprovalFacts<'a> {
 /// 1. a deny-list match (`[permissions] deny`, `--disallowed-tools`) denies — deny always wins;
 /// 2. code mode refuses any tool that is not read-only;
 /// 3. `read-only` mode refuses any tool that is not read-only;
-/// 3a. a call that runs outside warden's confinement (in an editor's terminal) asks — in every
+/// 4. a call that runs outside warden's confinement (in an editor's terminal) asks — in every
 ///    mode, whatever the allow list, grants and earlier answers say;
-/// 4. a call that reaches outside the workspace roots asks — in every mode, whatever the allow
+/// 5. a call that reaches outside the workspace roots asks — in every mode, whatever the allow
 ///    list and grants say (they name tools, not paths) — unless the user allowed this tool in a
 ///    folder holding the path for this session;
-/// 5. a tool that requires approval asks — whatever the allow list, grants and mode say —
+/// 6. a tool that requires approval asks — whatever the allow list, grants and mode say —
 ///    unless the person allowed it for this session;
-/// 6. an allow-list match (`[permissions] allow`, `--allowed-tools`) runs — explicit names beat
+/// 7. an allow-list match (`[permissions] allow`, `--allowed-tools`) runs — explicit names beat
 ///    the always-ask classes;
-/// 7. a skill grant or a remembered "allow for session" answer runs;
-/// 8. the mode: `ask` runs read-only tools and asks for the rest; `auto` asks when the tool has an
+/// 8. a skill grant or a remembered "allow for session" answer runs;
+/// 9. the mode: `ask` runs read-only tools and asks for the rest; `auto` asks when the tool has an
 ///    always-ask class and runs otherwise; `read-only` runs (what is left is read-only);
-/// 9. code mode never escalates: where a person would be asked, it is denied instead.
+/// 10. code mode never escalates: where a person would be asked, it is denied instead.
 pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
     let ApprovalFacts {
         permissions,

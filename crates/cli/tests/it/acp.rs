@@ -988,3 +988,55 @@ async fn without_the_operators_choice_the_editors_terminal_is_not_used() {
     assert_eq!(seen["terminals"], json!([]), "{seen:#}");
     assert!(mock.requests()[1].body.to_string().contains("in-warden"));
 }
+
+#[tokio::test]
+async fn cancel_withdraws_the_open_permission_question_and_rejects_the_call() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_write",
+        "write_file",
+        json!({"path": "notes.txt", "content": "never"}),
+    ));
+    mock.push_turn(Turn::text("Still here."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
+
+    // The editor leaves the question open; the user cancels the turn.
+    let seen = drive(
+        &driver,
+        &sandbox,
+        "cancelAsk",
+        &[("WARDEN_ACP_HOLD", "write_file".to_owned())],
+    )
+    .await;
+
+    assert_eq!(seen["stops"], json!(["cancelled", "end_turn"]), "{seen:#}");
+    // warden withdrew its question (`$/cancel_request` for the permission request), so the
+    // editor's dialog closed; the call was rejected and nothing was written.
+    assert_eq!(seen["withdrawn"], true, "{seen:#}");
+    let question = seen["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line.as_str().unwrap()).ok())
+        .find(|message| message["method"] == "session/request_permission")
+        .unwrap();
+    let withdrawal = seen["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line.as_str().unwrap()).ok())
+        .find(|message| message["method"] == "$/cancel_request")
+        .unwrap_or_else(|| panic!("no $/cancel_request: {seen:#}"));
+    assert_eq!(withdrawal["params"]["requestId"], question["id"]);
+    assert!(!sandbox.work().join("notes.txt").exists());
+    let end = call_updates(&seen, "call_write");
+    assert_eq!(end.last().unwrap()["status"], "failed");
+    let audit = sandbox.call_records();
+    let write = audit
+        .iter()
+        .find(|record| record["tool"] == "write_file")
+        .unwrap();
+    assert_ne!(write["decision"], "allowed", "{write:#}");
+}
