@@ -257,6 +257,9 @@ pub(crate) fn card_out(card: &Value) -> Value {
     if let Some(interface) = interface {
         v03["url"] = interface["url"].clone();
         v03["preferredTransport"] = interface["protocolBinding"].clone();
+        // v0.3 asks for every transport here, the preferred one included.
+        v03["additionalInterfaces"] =
+            json!([{"url": interface["url"], "transport": interface["protocolBinding"]}]);
     }
     v03["protocolVersion"] = json!(CARD_PROTOCOL_VERSION);
     if let Some(object) = v03.as_object_mut() {
@@ -369,6 +372,10 @@ mod tests {
         assert_eq!(v03["protocolVersion"], CARD_PROTOCOL_VERSION);
         assert_eq!(v03["url"], "http://127.0.0.1:9/a2a");
         assert_eq!(v03["preferredTransport"], "JSONRPC");
+        assert_eq!(
+            v03["additionalInterfaces"],
+            json!([{"url": "http://127.0.0.1:9/a2a", "transport": "JSONRPC"}])
+        );
         assert_eq!(v03["securitySchemes"]["bearer"]["type"], "http");
         assert_eq!(v03["securitySchemes"]["bearer"]["scheme"], "bearer");
         assert_eq!(v03["security"], json!([{"bearer": []}]));
