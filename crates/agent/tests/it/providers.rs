@@ -829,3 +829,99 @@ fn the_default_timeouts_and_retry_after_cap() {
     let chosen = select_model(&settings, None, None, &openai).unwrap();
     assert_eq!(chosen.timeouts, Timeouts::default());
 }
+
+fn thoughts(deltas: &[ModelDelta]) -> String {
+    deltas
+        .iter()
+        .filter_map(|d| match d {
+            ModelDelta::Thinking { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn anthropic_thinking_streams_as_thoughts_and_its_block_goes_back_signed_first() {
+    const THOUGHT: &str = "The file first, then the answer; nothing else is needed here.";
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(
+        Turn::text("Reading it.")
+            .with_thinking(THOUGHT)
+            .with_tool_call("call_1", "read_file", json!({"path": "a.txt"})),
+    );
+    mock.push_turn(Turn::text("Done."));
+    let mut config = config(ModelProvider::Anthropic, &mock);
+    config.thinking_budget = Some(2048);
+    let client = client_for(config).unwrap();
+    let (result, deltas) = call(&client, &[Message::user("read a.txt")]).await;
+    let response = result.unwrap();
+    assert_eq!(thoughts(&deltas), THOUGHT);
+    // Thoughts are not the answer.
+    assert_eq!(response.text, "Reading it.");
+    assert_eq!(texts(&deltas), "Reading it.");
+    let (provider, blocks) = response.provider_blocks.clone().unwrap();
+    assert_eq!(provider, "anthropic");
+    assert_eq!(
+        blocks,
+        [json!({"type": "thinking", "thinking": THOUGHT,
+            "signature": warden_mock_model::thinking_signature(THOUGHT)})]
+    );
+    let first = &mock.requests()[0].body;
+    assert_eq!(
+        first["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+    assert_eq!(first["max_tokens"], 8192 + 2048);
+
+    // The next request: the thinking block first in the assistant turn, then text and tool use.
+    let conversation = [
+        Message::user("read a.txt"),
+        Message::ProviderBlocks {
+            provider,
+            blocks: blocks.clone(),
+        },
+        Message::Assistant {
+            text: response.text.clone(),
+            tool_calls: response.tool_calls.clone(),
+        },
+        Message::ToolResult {
+            call_id: "call_1".into(),
+            name: "read_file".into(),
+            text: "contents".into(),
+            is_error: false,
+            elided: false,
+        },
+    ];
+    let (result, _) = call(&client, &conversation).await;
+    result.unwrap();
+    let second = &mock.requests()[1].body;
+    let assistant = &second["messages"][1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(assistant["content"][0], blocks[0]);
+    assert_eq!(assistant["content"][1]["type"], "text");
+    assert_eq!(assistant["content"][2]["type"], "tool_use");
+}
+
+#[tokio::test]
+async fn reasoning_content_of_chat_completions_is_a_thought_and_never_sent_back() {
+    const REASONING: &str = "Is a listing needed? It is.";
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("Listed.").with_thinking(REASONING));
+    mock.push_turn(Turn::text("Again."));
+    let client = client_for(config(ModelProvider::OpenAi, &mock)).unwrap();
+    let (result, deltas) = call(&client, &[Message::user("list")]).await;
+    let response = result.unwrap();
+    assert_eq!(thoughts(&deltas), REASONING);
+    assert_eq!(response.text, "Listed.");
+    assert!(response.provider_blocks.is_none());
+    let conversation = [
+        Message::user("list"),
+        Message::Assistant {
+            text: response.text,
+            tool_calls: Vec::new(),
+        },
+        Message::user("again"),
+    ];
+    call(&client, &conversation).await.0.unwrap();
+    assert!(!mock.requests()[1].body.to_string().contains(REASONING));
+}

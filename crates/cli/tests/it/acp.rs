@@ -1040,3 +1040,48 @@ async fn cancel_withdraws_the_open_permission_question_and_rejects_the_call() {
         .unwrap();
     assert_ne!(write["decision"], "allowed", "{write:#}");
 }
+
+#[tokio::test]
+async fn a_command_in_the_editors_terminal_is_killed_at_its_timeout() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::acp_client());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_slow",
+        "bash",
+        json!({"command": "echo started; sleep 30; echo never", "timeout_sec": 1}),
+    ));
+    mock.push_turn(Turn::text("It was too slow."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&editor_terminal_config(&mock));
+
+    let started = std::time::Instant::now();
+    let seen = drive(
+        &driver,
+        &sandbox,
+        "tour",
+        &[("WARDEN_ACP_TERMINAL", "1".to_owned())],
+    )
+    .await;
+
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let requests: Vec<String> = terminal_requests(&seen)
+        .into_iter()
+        .map(|(request, _)| request)
+        .filter(|request| request != "wait_for_exit")
+        .collect();
+    assert_eq!(
+        requests,
+        ["create", "kill", "output", "release"],
+        "{seen:#}"
+    );
+    // The model read what ran and how it ended.
+    let body = &mock.requests()[1].body;
+    let told = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|message| message["role"] == "tool")
+        .and_then(|message| message["content"].as_str())
+        .unwrap_or_else(|| panic!("no tool result: {body:#}"));
+    assert_eq!(told, "started\n[command timed out; it was killed]");
+}
