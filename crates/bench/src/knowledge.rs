@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde_json::Value;
 use warden_discovery::{Corpora, Corpus, LabelledQuery};
 use warden_knowledge::{
-    EmbedError, Embedder, EmbeddingsEndpoint, Hit, IngestOptions, KnowledgeStore,
+    EmbedError, Embedder, EmbeddingsEndpoint, Hit, IngestOptions, KnowledgeBackend, KnowledgeStore,
 };
 
 use crate::env::BenchEnv;

@@ -5,142 +5,11 @@ use std::sync::{Mutex, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::backend::{
+    CollectionRow, DocumentRow, Filter, Hit, KnowledgeBackend, KnowledgeError,
+    check_collection_name, check_tag,
+};
 use crate::chunk::Chunk;
-
-/// Why the store failed.
-#[derive(Debug, thiserror::Error)]
-pub enum KnowledgeError {
-    #[error("the knowledge database failed: {0}")]
-    Database(#[from] rusqlite::Error),
-    #[error("no collection named {0:?} (make it with `warden knowledge add {0} PATH…`)")]
-    UnknownCollection(String),
-    #[error(
-        "collection name {0:?}: letters, digits, `_` and `-`, starting with a letter or digit, at most 64"
-    )]
-    BadName(String),
-    #[error(
-        "collection {collection} holds vectors of {stored}; these are of {offered}: reindex it with the new embeddings, or use the same ones"
-    )]
-    EmbeddingMismatch {
-        collection: String,
-        stored: String,
-        offered: String,
-    },
-    #[error("collection {collection} is embedded with {model}: add to it with the same embeddings")]
-    EmbeddingsNeeded { collection: String, model: String },
-    #[error(transparent)]
-    Embed(#[from] crate::embed::EmbedError),
-    #[error(
-        "tag {0:?}: letters, digits, `_`, `-`, `.` and `:`, starting with a letter or digit, at most 64"
-    )]
-    BadTag(String),
-    #[error(
-        "path filter {0:?}: a glob of at most 512 characters (`*`, `?`, `[…]`), e.g. \"policies/*.md\""
-    )]
-    BadGlob(String),
-}
-
-/// A collection as listed.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct CollectionRow {
-    pub name: String,
-    pub documents: u64,
-    pub chunks: u64,
-    pub created_at: u64,
-}
-
-/// A document of a collection as shown.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct DocumentRow {
-    pub path: String,
-    pub content_hash: String,
-    pub chunks: u64,
-    pub updated_at: u64,
-    /// Its tags (`warden knowledge add … --tag T`), sorted.
-    pub tags: Vec<String>,
-}
-
-/// Which documents a search looks in: their path matches a glob, and they carry every tag.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filter {
-    /// A glob (`*` any characters, `/` too; `?` one; `[…]` a set), matched against the whole
-    /// stored path or any tail of it after a `/` (`policies/*.md` matches
-    /// `/home/me/docs/policies/refunds.md`).
-    pub path: Option<String>,
-    /// Tags a document must all carry.
-    pub tags: Vec<String>,
-}
-
-impl Filter {
-    /// Whether it lets every document through.
-    pub fn is_empty(&self) -> bool {
-        self.path.is_none() && self.tags.is_empty()
-    }
-
-    /// Checks the glob and the tags.
-    pub fn check(&self) -> Result<(), KnowledgeError> {
-        if let Some(glob) = &self.path
-            && (glob.is_empty() || glob.chars().count() > 512)
-        {
-            return Err(KnowledgeError::BadGlob(glob.clone()));
-        }
-        self.tags.iter().try_for_each(|tag| check_tag(tag))
-    }
-
-    /// The SQL condition on chunks aliased `k` and its values, appended after `values`.
-    fn clause(&self, values: &mut Vec<rusqlite::types::Value>) -> String {
-        let mut clause = String::new();
-        if let Some(glob) = &self.path {
-            values.push(glob.clone().into());
-            let n = values.len();
-            clause.push_str(&format!(
-                " AND (k.path GLOB ?{n} OR k.path GLOB '*/' || ?{n})"
-            ));
-        }
-        for tag in &self.tags {
-            values.push(tag.clone().into());
-            clause.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM document_tags t WHERE t.collection = k.collection AND t.path = k.path AND t.tag = ?{})",
-                values.len()
-            ));
-        }
-        clause
-    }
-}
-
-/// Whether `tag` may tag a document.
-pub fn check_tag(tag: &str) -> Result<(), KnowledgeError> {
-    let valid = !tag.is_empty()
-        && tag.len() <= 64
-        && tag
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-        && tag
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
-    if valid {
-        Ok(())
-    } else {
-        Err(KnowledgeError::BadTag(tag.to_owned()))
-    }
-}
-
-/// One retrieved chunk with its provenance and score (higher is better).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Hit {
-    pub path: String,
-    pub headings: Vec<String>,
-    pub line_start: u64,
-    pub line_end: u64,
-    /// The pages it spans, when its document has pages (a PDF).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub page_start: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub page_end: Option<u64>,
-    pub text: String,
-    pub score: f64,
-}
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS collections (
@@ -237,24 +106,6 @@ fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
-/// Whether `name` may name a collection.
-pub fn check_collection_name(name: &str) -> Result<(), KnowledgeError> {
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if valid {
-        Ok(())
-    } else {
-        Err(KnowledgeError::BadName(name.to_owned()))
-    }
-}
-
 /// A query as FTS5 terms: each word quoted (no operator of the query's own reaches FTS5), any
 /// of them may match; BM25 ranks the chunks that match more and rarer terms first.
 fn match_expression(query: &str) -> Option<String> {
@@ -264,6 +115,27 @@ fn match_expression(query: &str) -> Option<String> {
         .map(|term| format!("\"{}\"", term.to_lowercase()))
         .collect();
     (!terms.is_empty()).then(|| terms.join(" OR "))
+}
+
+/// The SQL condition on chunks aliased `k` that `filter` sets, and its values, appended after
+/// `values`.
+fn filter_clause(filter: &Filter, values: &mut Vec<rusqlite::types::Value>) -> String {
+    let mut clause = String::new();
+    if let Some(glob) = &filter.path {
+        values.push(glob.clone().into());
+        let n = values.len();
+        clause.push_str(&format!(
+            " AND (k.path GLOB ?{n} OR k.path GLOB '*/' || ?{n})"
+        ));
+    }
+    for tag in &filter.tags {
+        values.push(tag.clone().into());
+        clause.push_str(&format!(
+            " AND EXISTS (SELECT 1 FROM document_tags t WHERE t.collection = k.collection AND t.path = k.path AND t.tag = ?{})",
+            values.len()
+        ));
+    }
+    clause
 }
 
 /// A vector as stored: little-endian `f32`s.
@@ -313,11 +185,6 @@ fn hit_of(row: &rusqlite::Row<'_>, score: f64) -> rusqlite::Result<Hit> {
         score,
     })
 }
-
-/// Reciprocal-rank fusion's constant: how much the first ranks outweigh the later ones.
-const RRF_K: f64 = 60.0;
-/// How many candidates each half of a hybrid search brings to the fusion.
-const CANDIDATES: usize = 50;
 
 impl KnowledgeStore {
     /// Opens (creating) the database at `path`, private to the user.
@@ -419,8 +286,18 @@ impl KnowledgeStore {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn require_collection(&self, name: &str) -> Result<(), KnowledgeError> {
+        if self.has_collection(name)? {
+            Ok(())
+        } else {
+            Err(KnowledgeError::UnknownCollection(name.to_owned()))
+        }
+    }
+}
+
+impl KnowledgeBackend for KnowledgeStore {
     /// Makes the collection unless it exists.
-    pub fn ensure_collection(&self, name: &str) -> Result<(), KnowledgeError> {
+    fn ensure_collection(&self, name: &str) -> Result<(), KnowledgeError> {
         check_collection_name(name)?;
         self.lock().execute(
             "INSERT OR IGNORE INTO collections (name, created_at) VALUES (?1, ?2)",
@@ -429,16 +306,8 @@ impl KnowledgeStore {
         Ok(())
     }
 
-    fn require_collection(&self, name: &str) -> Result<(), KnowledgeError> {
-        if self.has_collection(name)? {
-            Ok(())
-        } else {
-            Err(KnowledgeError::UnknownCollection(name.to_owned()))
-        }
-    }
-
     /// Whether a collection of this name exists (one indexed lookup; no counting).
-    pub fn has_collection(&self, name: &str) -> Result<bool, KnowledgeError> {
+    fn has_collection(&self, name: &str) -> Result<bool, KnowledgeError> {
         let found = self
             .lock()
             .query_row(
@@ -451,7 +320,7 @@ impl KnowledgeStore {
     }
 
     /// Every collection with its counts.
-    pub fn collections(&self) -> Result<Vec<CollectionRow>, KnowledgeError> {
+    fn collections(&self) -> Result<Vec<CollectionRow>, KnowledgeError> {
         let connection = self.lock();
         let mut statement = connection.prepare(
             "SELECT c.name, c.created_at,
@@ -471,7 +340,7 @@ impl KnowledgeStore {
     }
 
     /// The documents of `collection`.
-    pub fn documents(&self, collection: &str) -> Result<Vec<DocumentRow>, KnowledgeError> {
+    fn documents(&self, collection: &str) -> Result<Vec<DocumentRow>, KnowledgeError> {
         self.require_collection(collection)?;
         let connection = self.lock();
         let mut statement = connection.prepare(
@@ -500,7 +369,7 @@ impl KnowledgeStore {
     }
 
     /// Gives a stored document exactly these tags (each checked); whether it is stored.
-    pub fn set_tags(
+    fn set_tags(
         &self,
         collection: &str,
         path: &str,
@@ -534,11 +403,7 @@ impl KnowledgeStore {
     }
 
     /// The stored content hash of a document, if it is stored.
-    pub fn content_hash(
-        &self,
-        collection: &str,
-        path: &str,
-    ) -> Result<Option<String>, KnowledgeError> {
+    fn content_hash(&self, collection: &str, path: &str) -> Result<Option<String>, KnowledgeError> {
         Ok(self
             .lock()
             .query_row(
@@ -551,7 +416,7 @@ impl KnowledgeStore {
 
     /// Replaces a document's chunks (with their vectors, one per chunk, when the collection is
     /// embedded) in one transaction.
-    pub fn replace_document(
+    fn replace_document(
         &self,
         collection: &str,
         path: &str,
@@ -612,7 +477,7 @@ impl KnowledgeStore {
     }
 
     /// The embeddings a collection's vectors come from, and their dimension.
-    pub fn collection_embedding(
+    fn collection_embedding(
         &self,
         collection: &str,
     ) -> Result<Option<(String, usize)>, KnowledgeError> {
@@ -633,37 +498,21 @@ impl KnowledgeStore {
         })
     }
 
-    /// Records that `collection`'s vectors come from `model` with `dimension`; other embeddings
-    /// than the stored ones are refused.
-    pub fn bind_embedding(
+    fn record_embedding(
         &self,
         collection: &str,
         model: &str,
         dimension: usize,
     ) -> Result<(), KnowledgeError> {
-        match self.collection_embedding(collection)? {
-            Some((stored, stored_dimension))
-                if stored == model && stored_dimension == dimension =>
-            {
-                Ok(())
-            }
-            Some((stored, stored_dimension)) => Err(KnowledgeError::EmbeddingMismatch {
-                collection: collection.to_owned(),
-                stored: format!("{stored} ({stored_dimension} dimensions)"),
-                offered: format!("{model} ({dimension} dimensions)"),
-            }),
-            None => {
-                self.lock().execute(
-                    "UPDATE collections SET embedding_model = ?2, dimension = ?3 WHERE name = ?1",
-                    params![collection, model, i64::try_from(dimension).unwrap_or(0)],
-                )?;
-                Ok(())
-            }
-        }
+        self.lock().execute(
+            "UPDATE collections SET embedding_model = ?2, dimension = ?3 WHERE name = ?1",
+            params![collection, model, i64::try_from(dimension).unwrap_or(0)],
+        )?;
+        Ok(())
     }
 
     /// Forgets the collection's embeddings and vectors (before embedding it with others).
-    pub fn unbind_embedding(&self, collection: &str) -> Result<(), KnowledgeError> {
+    fn unbind_embedding(&self, collection: &str) -> Result<(), KnowledgeError> {
         let mut connection = self.lock();
         self.forget_vectors(collection);
         let transaction = connection.transaction()?;
@@ -680,7 +529,7 @@ impl KnowledgeStore {
     }
 
     /// The cached vectors of `model` for texts of these hashes.
-    pub fn cached_vectors(
+    fn cached_vectors(
         &self,
         model: &str,
         text_hashes: &[String],
@@ -701,7 +550,7 @@ impl KnowledgeStore {
     }
 
     /// Keeps vectors of `model` by the hash of their text.
-    pub fn cache_vectors(
+    fn cache_vectors(
         &self,
         model: &str,
         vectors: &[(String, Vec<f32>)],
@@ -720,19 +569,8 @@ impl KnowledgeStore {
         Ok(())
     }
 
-    /// The `limit` chunks of `collection` whose vectors are nearest `query` (cosine; every
-    /// vector is unit length), best first.
-    pub fn search_vectors(
-        &self,
-        collection: &str,
-        query: &[f32],
-        limit: usize,
-    ) -> Result<Vec<Hit>, KnowledgeError> {
-        self.search_vectors_in(collection, query, limit, &Filter::default())
-    }
-
     /// [`Self::search_vectors`] over the chunks of the documents `filter` lets through.
-    pub fn search_vectors_in(
+    fn search_vectors_in(
         &self,
         collection: &str,
         query: &[f32],
@@ -748,7 +586,7 @@ impl KnowledgeStore {
             None
         } else {
             let mut values: Vec<rusqlite::types::Value> = vec![collection.to_owned().into()];
-            let clause = filter.clause(&mut values);
+            let clause = filter_clause(filter, &mut values);
             let mut statement = connection.prepare(&format!(
                 "SELECT k.id FROM chunks k WHERE k.collection = ?1{clause}"
             ))?;
@@ -785,50 +623,8 @@ impl KnowledgeStore {
         Ok(hits)
     }
 
-    /// The `limit` best chunks for `query`: BM25 alone, or — when the collection is embedded
-    /// and `embedder` makes its vectors — BM25 and vector nearness fused by reciprocal rank
-    /// (each half's top candidates; a chunk both rank high wins). The score is the fused one.
-    pub fn search(
-        &self,
-        collection: &str,
-        query: &str,
-        limit: usize,
-        embedder: Option<&dyn crate::embed::Embedder>,
-    ) -> Result<Vec<Hit>, KnowledgeError> {
-        self.search_in(collection, query, limit, embedder, &Filter::default())
-    }
-
-    /// [`Self::search`] over the documents `filter` lets through: both halves are filtered
-    /// before they are cut to their candidates, so a filter never empties a search that has
-    /// matching chunks further down.
-    pub fn search_in(
-        &self,
-        collection: &str,
-        query: &str,
-        limit: usize,
-        embedder: Option<&dyn crate::embed::Embedder>,
-        filter: &Filter,
-    ) -> Result<Vec<Hit>, KnowledgeError> {
-        let lexical = self.search_lexical_in(collection, query, CANDIDATES.max(limit), filter)?;
-        let embedded = self.collection_embedding(collection)?;
-        let (Some(embedder), Some((model, dimension))) = (embedder, embedded) else {
-            return Ok(lexical.into_iter().take(limit).collect());
-        };
-        let query_vector = embedder.embed_query(query)?;
-        if embedder.model() != model || query_vector.len() != dimension {
-            return Err(KnowledgeError::EmbeddingMismatch {
-                collection: collection.to_owned(),
-                stored: format!("{model} ({dimension} dimensions)"),
-                offered: format!("{} ({} dimensions)", embedder.model(), query_vector.len()),
-            });
-        }
-        let nearest =
-            self.search_vectors_in(collection, &query_vector, CANDIDATES.max(limit), filter)?;
-        Ok(fuse(&[lexical, nearest], limit))
-    }
-
     /// Removes a document and its chunks; whether it was there.
-    pub fn remove_document(&self, collection: &str, path: &str) -> Result<bool, KnowledgeError> {
+    fn remove_document(&self, collection: &str, path: &str) -> Result<bool, KnowledgeError> {
         let mut connection = self.lock();
         self.forget_vectors(collection);
         let transaction = connection.transaction()?;
@@ -845,7 +641,7 @@ impl KnowledgeStore {
     }
 
     /// Removes a collection with everything in it; whether it was there.
-    pub fn remove_collection(&self, collection: &str) -> Result<bool, KnowledgeError> {
+    fn remove_collection(&self, collection: &str) -> Result<bool, KnowledgeError> {
         let mut connection = self.lock();
         self.forget_vectors(collection);
         let transaction = connection.transaction()?;
@@ -865,18 +661,8 @@ impl KnowledgeStore {
         Ok(removed > 0)
     }
 
-    /// The `limit` chunks of `collection` that best match `query` lexically (BM25), best first.
-    pub fn search_lexical(
-        &self,
-        collection: &str,
-        query: &str,
-        limit: usize,
-    ) -> Result<Vec<Hit>, KnowledgeError> {
-        self.search_lexical_in(collection, query, limit, &Filter::default())
-    }
-
     /// [`Self::search_lexical`] over the chunks of the documents `filter` lets through.
-    pub fn search_lexical_in(
+    fn search_lexical_in(
         &self,
         collection: &str,
         query: &str,
@@ -894,7 +680,7 @@ impl KnowledgeStore {
             collection.to_owned().into(),
             i64::try_from(limit).unwrap_or(i64::MAX).into(),
         ];
-        let clause = filter.clause(&mut values);
+        let clause = filter_clause(filter, &mut values);
         // The best ids first, from the index and the small (id, collection) index alone (a
         // filter reads the candidates' paths too); only those few rows are read whole.
         let mut statement = connection.prepare(&format!(
@@ -919,32 +705,6 @@ impl KnowledgeStore {
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
-}
-
-/// Reciprocal-rank fusion of ranked lists: each chunk scores the sum of `1 / (k + rank)` over
-/// the lists that hold it (a chunk is its path, line range and text).
-pub fn fuse(lists: &[Vec<Hit>], limit: usize) -> Vec<Hit> {
-    let mut fused: Vec<Hit> = Vec::new();
-    for list in lists {
-        for (rank, hit) in list.iter().enumerate() {
-            let score = 1.0 / (RRF_K + rank as f64 + 1.0);
-            match fused.iter_mut().find(|seen| {
-                seen.path == hit.path
-                    && seen.line_start == hit.line_start
-                    && seen.line_end == hit.line_end
-                    && seen.text == hit.text
-            }) {
-                Some(seen) => seen.score += score,
-                None => fused.push(Hit {
-                    score,
-                    ..hit.clone()
-                }),
-            }
-        }
-    }
-    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
-    fused.truncate(limit);
-    fused
 }
 
 #[cfg(test)]

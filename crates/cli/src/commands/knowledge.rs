@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use warden_knowledge::{
-    ChunkBudget, Embedder, EmbeddingsEndpoint, Filter, IngestOptions, IngestSummary, KnowledgeStore,
+    ChunkBudget, Embedder, EmbeddingsEndpoint, Filter, IngestOptions, IngestSummary,
+    KnowledgeBackend, KnowledgeStore,
 };
 
 use crate::Globals;
@@ -254,7 +255,7 @@ fn report(collection: &str, summary: &IngestSummary) {
 /// The embeddings `add` and `reindex` use (see [`warden_session::knowledge::embedder_for`]); a
 /// collection embedded with a model no entry names is said once on stderr.
 fn embedder_for(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     config: &warden_config::LoadedConfig,
     collection: &str,
     named: Option<&str>,
