@@ -341,21 +341,44 @@ pub trait KnowledgeBackend: Send + Sync {
         embedder: Option<&dyn crate::embed::Embedder>,
         filter: &Filter,
     ) -> Result<Vec<Hit>, KnowledgeError> {
-        let lexical = self.search_lexical_in(collection, query, CANDIDATES.max(limit), filter)?;
-        let embedded = self.collection_embedding(collection)?;
-        let (Some(embedder), Some((model, dimension))) = (embedder, embedded) else {
+        let candidates = CANDIDATES.max(limit);
+        let embedded = match embedder {
+            Some(embedder) => self
+                .collection_embedding(collection)?
+                .map(|stored| (embedder, stored)),
+            None => None,
+        };
+        let Some((embedder, (model, dimension))) = embedded else {
+            let lexical = self.search_lexical_in(collection, query, candidates, filter)?;
             return Ok(lexical.into_iter().take(limit).collect());
         };
-        let query_vector = embedder.embed_query(query)?;
-        if embedder.model() != model || query_vector.len() != dimension {
-            return Err(KnowledgeError::EmbeddingMismatch {
-                collection: collection.to_owned(),
-                stored: format!("{model} ({dimension} dimensions)"),
-                offered: format!("{} ({} dimensions)", embedder.model(), query_vector.len()),
+        // The halves run side by side: the query's vector and the nearest chunks on a thread of
+        // their own while the lexical half runs here.
+        let (lexical, nearest) = std::thread::scope(|scope| {
+            let vectors = scope.spawn(|| {
+                let query_vector = embedder.embed_query(query)?;
+                if embedder.model() != model || query_vector.len() != dimension {
+                    return Err(KnowledgeError::EmbeddingMismatch {
+                        collection: collection.to_owned(),
+                        stored: format!("{model} ({dimension} dimensions)"),
+                        offered: format!(
+                            "{} ({} dimensions)",
+                            embedder.model(),
+                            query_vector.len()
+                        ),
+                    });
+                }
+                self.search_vectors_in(collection, &query_vector, candidates, filter)
             });
-        }
-        let nearest =
-            self.search_vectors_in(collection, &query_vector, CANDIDATES.max(limit), filter)?;
+            let lexical = self.search_lexical_in(collection, query, candidates, filter);
+            let nearest = vectors.join().unwrap_or_else(|_| {
+                Err(KnowledgeError::Backend(
+                    "the vector half of the search stopped".to_owned(),
+                ))
+            });
+            (lexical, nearest)
+        });
+        let (lexical, nearest) = (lexical?, nearest?);
         Ok(fuse(&[lexical, nearest], limit))
     }
 }

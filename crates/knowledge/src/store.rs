@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     text, headings, content='chunks', content_rowid='id', tokenize='porter unicode61'
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row');
 CREATE TRIGGER IF NOT EXISTS chunks_indexed AFTER INSERT ON chunks BEGIN
     INSERT INTO chunks_fts(rowid, text, headings) VALUES (new.id, new.text, new.headings);
 END;
@@ -78,11 +79,16 @@ pub struct KnowledgeStore {
     vectors: Mutex<VectorCache>,
 }
 
-/// The loaded vector blocks, and the database version they were read at.
+/// What is kept between searches, and the database version it was read at: the loaded vector
+/// blocks, the chunks counted, and whether one collection holds every chunk.
 #[derive(Default)]
 struct VectorCache {
     data_version: i64,
     collections: std::collections::HashMap<String, std::sync::Arc<VectorBlock>>,
+    /// Every chunk of the database (BM25's N).
+    chunk_count: Option<i64>,
+    /// The collection that holds every chunk, when one does.
+    sole_collection: Option<Option<String>>,
 }
 
 /// A collection's vectors: `ids[i]`'s vector is `values[i * dimension..][..dimension]`.
@@ -106,15 +112,33 @@ fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
-/// A query as FTS5 terms: each word quoted (no operator of the query's own reaches FTS5), any
-/// of them may match; BM25 ranks the chunks that match more and rarer terms first.
-fn match_expression(query: &str) -> Option<String> {
-    let terms: Vec<String> = query
+/// From how many chunks a lexical search leaves out the words most chunks hold (below it,
+/// walking their lists costs little).
+const PRUNING_FROM: i64 = 10_000;
+
+/// A query's words, lower case, each once.
+fn query_terms(query: &str) -> Vec<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for term in query
         .split(|c: char| !c.is_alphanumeric())
         .filter(|term| !term.is_empty())
-        .map(|term| format!("\"{}\"", term.to_lowercase()))
-        .collect();
-    (!terms.is_empty()).then(|| terms.join(" OR "))
+    {
+        let term = term.to_lowercase();
+        if !terms.contains(&term) {
+            terms.push(term);
+        }
+    }
+    terms
+}
+
+/// Terms as an FTS5 expression: each word quoted (no operator of the query's own reaches FTS5),
+/// any of them may match; BM25 ranks the chunks that match more and rarer terms first.
+fn match_expression(terms: &[String]) -> String {
+    terms
+        .iter()
+        .map(|term| format!("\"{term}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ")
 }
 
 /// The SQL condition on chunks aliased `k` that `filter` sets, and its values, appended after
@@ -229,13 +253,106 @@ impl KnowledgeStore {
         })
     }
 
-    /// Forgets the loaded vectors of `collection` (after a write to it).
+    /// Forgets the loaded vectors of `collection` and the counts (after a write to it).
     fn forget_vectors(&self, collection: &str) {
-        self.vectors
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .collections
-            .remove(collection);
+        let mut cache = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.collections.remove(collection);
+        cache.chunk_count = None;
+        cache.sole_collection = None;
+    }
+
+    /// The cache, emptied first when another connection committed since it was filled.
+    fn fresh_cache(
+        &self,
+        connection: &Connection,
+    ) -> Result<std::sync::MutexGuard<'_, VectorCache>, KnowledgeError> {
+        let version: i64 = connection.query_row("PRAGMA data_version", [], |row| row.get(0))?;
+        let mut cache = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.data_version != version {
+            cache.collections.clear();
+            cache.chunk_count = None;
+            cache.sole_collection = None;
+            cache.data_version = version;
+        }
+        Ok(cache)
+    }
+
+    /// How many chunks the database holds, and whether `collection` holds all of them.
+    fn lexical_statistics(
+        &self,
+        connection: &Connection,
+        collection: &str,
+    ) -> Result<(i64, bool), KnowledgeError> {
+        let mut cache = self.fresh_cache(connection)?;
+        let count = match cache.chunk_count {
+            Some(count) => count,
+            None => {
+                let count = connection.query_row("SELECT COUNT(*) FROM chunks", [], |row| {
+                    row.get::<_, i64>(0)
+                })?;
+                cache.chunk_count = Some(count);
+                count
+            }
+        };
+        let sole = match &cache.sole_collection {
+            Some(sole) => sole.clone(),
+            None => {
+                // Two seeks of the (collection, path) index: a chunk of a collection before it
+                // or after it.
+                let other = connection
+                    .query_row(
+                        "SELECT 1 FROM (SELECT 1 FROM chunks WHERE collection < ?1 LIMIT 1)
+                         UNION ALL SELECT 1 FROM (SELECT 1 FROM chunks WHERE collection > ?1 LIMIT 1)",
+                        params![collection],
+                        |_| Ok(()),
+                    )
+                    .optional()?
+                    .is_some();
+                let sole = (!other).then(|| collection.to_owned());
+                cache.sole_collection = Some(sole.clone());
+                sole
+            }
+        };
+        Ok((count, sole.as_deref() == Some(collection)))
+    }
+
+    /// The query's words that weigh in BM25, in a database of at least [`PRUNING_FROM`]
+    /// chunks: a word in more than half the chunks has an inverse document frequency of zero
+    /// (FTS5 counts it 1e-6), so it is left out — the ranking of the chunks that match the
+    /// other words stays, and the index no longer walks a list as long as the collection; only
+    /// chunks that match nothing but such words (scored ~0, last) are no longer returned. When
+    /// every word is that common, the rarest one is kept. A word is looked up as written
+    /// (lower case); one the stemmer changes is not found and is kept.
+    fn weighing_terms(
+        &self,
+        connection: &Connection,
+        terms: Vec<String>,
+        chunks: i64,
+    ) -> Result<Vec<String>, KnowledgeError> {
+        if terms.len() < 2 || chunks < PRUNING_FROM {
+            return Ok(terms);
+        }
+        let mut lookup = connection.prepare("SELECT doc FROM chunks_vocab WHERE term = ?1")?;
+        let mut counted = Vec::with_capacity(terms.len());
+        for term in terms {
+            let documents: i64 = lookup
+                .query_row(params![term], |row| row.get(0))
+                .optional()?
+                .unwrap_or(0);
+            counted.push((documents, term));
+        }
+        counted.sort_by_key(|(documents, _)| *documents);
+        let rarest = counted.first().map(|(_, term)| term.clone());
+        let weighing: Vec<String> = counted
+            .into_iter()
+            .filter(|(documents, _)| documents.saturating_mul(2) <= chunks)
+            .map(|(_, term)| term)
+            .collect();
+        Ok(if weighing.is_empty() {
+            rarest.into_iter().collect()
+        } else {
+            weighing
+        })
     }
 
     /// The vectors of `collection`, loaded once and kept while nothing changes them.
@@ -244,12 +361,7 @@ impl KnowledgeStore {
         connection: &Connection,
         collection: &str,
     ) -> Result<std::sync::Arc<VectorBlock>, KnowledgeError> {
-        let version: i64 = connection.query_row("PRAGMA data_version", [], |row| row.get(0))?;
-        let mut cache = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
-        if cache.data_version != version {
-            cache.collections.clear();
-            cache.data_version = version;
-        }
+        let mut cache = self.fresh_cache(connection)?;
         if let Some(block) = cache.collections.get(collection) {
             return Ok(block.clone());
         }
@@ -595,6 +707,9 @@ impl KnowledgeBackend for KnowledgeStore {
                 .collect::<Result<_, _>>()?;
             Some(ids)
         };
+        // The scan reads memory only: the connection is free meanwhile (a hybrid search's
+        // lexical half runs on it).
+        drop(connection);
         let mut scored: Vec<(f32, i64)> = if block.dimension == query.len() && block.dimension > 0 {
             block
                 .values
@@ -612,6 +727,7 @@ impl KnowledgeBackend for KnowledgeStore {
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.truncate(limit);
+        let connection = self.lock();
         let mut statement = connection.prepare(
             "SELECT path, headings, line_start, line_end, text, page_start, page_end
              FROM chunks WHERE id = ?1",
@@ -671,32 +787,46 @@ impl KnowledgeBackend for KnowledgeStore {
     ) -> Result<Vec<Hit>, KnowledgeError> {
         self.require_collection(collection)?;
         filter.check()?;
-        let Some(expression) = match_expression(query) else {
+        let terms = query_terms(query);
+        if terms.is_empty() {
             return Ok(Vec::new());
-        };
+        }
         let connection = self.lock();
+        let (chunks, sole) = self.lexical_statistics(&connection, collection)?;
+        let terms = self.weighing_terms(&connection, terms, chunks)?;
         let mut values: Vec<rusqlite::types::Value> = vec![
-            expression.into(),
+            match_expression(&terms).into(),
             collection.to_owned().into(),
             i64::try_from(limit).unwrap_or(i64::MAX).into(),
         ];
         let clause = filter_clause(filter, &mut values);
-        // The best ids first, from the index and the small (id, collection) index alone (a
-        // filter reads the candidates' paths too); only those few rows are read whole.
+        // The best ids first, from the index alone when the collection holds every chunk, else
+        // with the small (id, collection) index (a filter reads the candidates' paths too);
+        // only those few rows are read whole.
+        let best = if sole && filter.is_empty() {
+            "SELECT f.rowid AS id, bm25(chunks_fts, 1.0, 0.5) AS rank
+             FROM chunks_fts f WHERE chunks_fts MATCH ?1 AND ?2 IS NOT NULL
+             ORDER BY rank LIMIT ?3"
+                .to_owned()
+        } else {
+            format!(
+                "SELECT f.rowid AS id, bm25(chunks_fts, 1.0, 0.5) AS rank
+                 FROM chunks_fts f JOIN chunks k {} ON k.id = f.rowid
+                 WHERE chunks_fts MATCH ?1 AND k.collection = ?2{clause}
+                 ORDER BY rank LIMIT ?3",
+                if filter.is_empty() {
+                    "INDEXED BY chunks_collection_by_id"
+                } else {
+                    ""
+                }
+            )
+        };
         let mut statement = connection.prepare(&format!(
             "SELECT c.path, c.headings, c.line_start, c.line_end, c.text, c.page_start, c.page_end,
                     best.rank
-             FROM (SELECT f.rowid AS id, bm25(chunks_fts, 1.0, 0.5) AS rank
-                   FROM chunks_fts f JOIN chunks k {} ON k.id = f.rowid
-                   WHERE chunks_fts MATCH ?1 AND k.collection = ?2{clause}
-                   ORDER BY rank LIMIT ?3) best
+             FROM ({best}) best
              JOIN chunks c ON c.id = best.id
-             ORDER BY best.rank",
-            if filter.is_empty() {
-                "INDEXED BY chunks_collection_by_id"
-            } else {
-                ""
-            }
+             ORDER BY best.rank"
         ))?;
         let rows = statement.query_map(rusqlite::params_from_iter(values), |row| {
             // FTS5's bm25() is lower for better matches; a score reads higher-is-better.
@@ -757,6 +887,85 @@ mod tests {
         assert!(store.remove_document("c", "c.md").unwrap());
         assert_eq!(nearest(&store, [0.8, 0.6]), "east");
         assert_eq!(dot(&[1.0; 19], &[2.0; 19]), 38.0, "lanes and the tail");
+    }
+
+    #[test]
+    fn words_most_chunks_hold_are_left_out_of_a_large_search_and_the_ranking_stays() {
+        let store = KnowledgeStore::in_memory().unwrap();
+        store.ensure_collection("big").unwrap();
+        let chunks: Vec<Chunk> = (0..PRUNING_FROM as usize + 10)
+            .map(|index| {
+                let rare = match index % 1000 {
+                    0 => " zephyr zephyr",
+                    1 => " zephyr",
+                    2 => " quasar",
+                    _ => "",
+                };
+                chunk(&format!("common words here {index}{rare}"), "H")
+            })
+            .collect();
+        store
+            .replace_document("big", "all.md", "h", &chunks, None)
+            .unwrap();
+        let connection = store.lock();
+        let terms = store
+            .weighing_terms(
+                &connection,
+                query_terms("common zephyr Quasar here words"),
+                PRUNING_FROM + 10,
+            )
+            .unwrap();
+        // `words` is stored as its stem (`word`): not found as written, it is kept.
+        assert_eq!(
+            terms,
+            vec!["words", "quasar", "zephyr"],
+            "rarest first, common ones out"
+        );
+        let only_common = store
+            .weighing_terms(&connection, query_terms("here common"), PRUNING_FROM + 10)
+            .unwrap();
+        assert_eq!(only_common.len(), 1, "the rarest of all-common words stays");
+        // The ranking of the whole query, unpruned, straight from FTS5.
+        let full: Vec<i64> = connection
+            .prepare(
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1
+                 ORDER BY bm25(chunks_fts, 1.0, 0.5), rowid LIMIT 20",
+            )
+            .unwrap()
+            .query_map(
+                params![match_expression(&query_terms("common zephyr quasar here"))],
+                |row| row.get(0),
+            )
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        drop(connection);
+        let hits = store
+            .search_lexical("big", "common zephyr quasar here", 20)
+            .unwrap();
+        let zephyr_or_quasar = full
+            .iter()
+            .filter(|id| matches!((**id - 1) % 1000, 0..=2))
+            .count();
+        assert_eq!(hits.len(), zephyr_or_quasar, "{hits:?}");
+        let texts: Vec<String> = {
+            let connection = store.lock();
+            full.iter()
+                .take(zephyr_or_quasar)
+                .map(|id| {
+                    connection
+                        .query_row("SELECT text FROM chunks WHERE id = ?1", [id], |row| {
+                            row.get(0)
+                        })
+                        .unwrap()
+                })
+                .collect()
+        };
+        assert_eq!(
+            hits.iter().map(|hit| hit.text.clone()).collect::<Vec<_>>(),
+            texts,
+            "the same order as the whole query's"
+        );
     }
 
     #[test]

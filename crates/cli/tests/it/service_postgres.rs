@@ -300,7 +300,10 @@ async fn tenants_keep_their_knowledge_on_postgresql_and_every_instance_searches_
     let (status, found) = send(search(&second, &acme, question)).await;
     assert_eq!(status, 200, "{found}");
     assert_eq!(found["passages"][0]["path"], "refunds.md", "{found}");
-    assert!(found.get("note").is_none(), "the vectors were used: {found}");
+    assert!(
+        found.get("note").is_none(),
+        "the vectors were used: {found}"
+    );
     let (_, listed) = send(client().get(second.url("/knowledge")).bearer_auth(&acme)).await;
     assert_eq!(listed["collections"][0]["documents"], 3, "{listed}");
     // Another tenant has no such collection on either instance.
@@ -323,7 +326,10 @@ async fn tenants_keep_their_knowledge_on_postgresql_and_every_instance_searches_
     let finished = wait_for_event(&second, &acme, &id, "tool_call_finished").await;
     let text = finished["result"]["text"].as_str().unwrap();
     assert!(
-        text.lines().nth(0).unwrap_or_default().contains("refunds.md")
+        text.lines()
+            .nth(0)
+            .unwrap_or_default()
+            .contains("refunds.md")
             && text.contains("five working days"),
         "{text}"
     );
@@ -348,7 +354,11 @@ async fn tenants_keep_their_knowledge_on_postgresql_and_every_instance_searches_
         "{found}"
     );
     assert!(
-        !sandbox.state_dir().join("service").join("knowledge").exists(),
+        !sandbox
+            .state_dir()
+            .join("service")
+            .join("knowledge")
+            .exists(),
         "no knowledge file on the instance"
     );
 }
