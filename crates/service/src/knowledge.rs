@@ -163,7 +163,8 @@ fn knowledge_error(error: RetrievalError) -> ApiError {
             ApiError::new(StatusCode::NOT_FOUND, error.to_string())
         }
         RetrievalError::Store(KnowledgeError::EmbeddingMismatch { .. })
-        | RetrievalError::Store(KnowledgeError::EmbeddingsNeeded { .. }) => {
+        | RetrievalError::Store(KnowledgeError::EmbeddingsNeeded { .. })
+        | RetrievalError::Store(KnowledgeError::NoVectorSupport { .. }) => {
             ApiError::new(StatusCode::CONFLICT, error.to_string())
         }
         other => {

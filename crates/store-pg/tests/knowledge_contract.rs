@@ -105,6 +105,7 @@ fn chunk(text: &str, headings: &[&str], lines: (usize, usize)) -> Chunk {
 }
 
 fn put(store: &dyn KnowledgeBackend, collection: &str, path: &str, texts: &[&str]) {
+    store.ensure_collection(collection).unwrap();
     let chunks: Vec<Chunk> = texts
         .iter()
         .enumerate()
@@ -848,5 +849,53 @@ fn ingestion_adds_skips_the_unchanged_replaces_the_changed_and_drops_the_removed
             .search_lexical("manuals", "shipping", 5)
             .unwrap()
             .is_empty()
+    );
+}
+
+/// A database where pgvector cannot be made (a user who is no superuser, the extension not
+/// trusted): collections stay lexical, and embedding one is refused with the fix.
+#[test]
+fn without_pgvector_collections_stay_lexical_and_embedding_is_refused_with_the_fix() {
+    let server = warden_testkit::require_or_skip!(warden_testkit::postgres());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        for statement in [
+            "CREATE ROLE plain LOGIN",
+            "CREATE DATABASE plain OWNER plain",
+        ] {
+            client.batch_execute(statement).await.unwrap();
+        }
+    });
+    let url = server.url_for("plain").replace("warden@", "plain@");
+    let storage = PgStorage::connect(&url).unwrap();
+    let store = Arc::new(storage.knowledge().unwrap());
+    assert!(!store.has_vectors());
+    let acme = store.tenant("acme");
+    put(&acme, "manuals", "a.md", &["Refunds take five days."]);
+    assert_eq!(
+        acme.search_lexical("manuals", "refund", 5).unwrap().len(),
+        1
+    );
+    let refused = acme.bind_embedding("manuals", "m", 384).unwrap_err();
+    assert!(
+        matches!(refused, KnowledgeError::NoVectorSupport { .. })
+            && refused.to_string().contains("CREATE EXTENSION vector"),
+        "{refused}"
+    );
+    assert_eq!(acme.collection_embedding("manuals").unwrap(), None);
+    // A hybrid search of a lexical collection is BM25 alone.
+    let embedder = KeywordEmbedder { model: "keywords" };
+    assert_eq!(
+        acme.search("manuals", "refund", 5, Some(&embedder))
+            .unwrap()
+            .len(),
+        1
     );
 }
