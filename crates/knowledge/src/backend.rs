@@ -175,6 +175,47 @@ pub fn fuse(lists: &[Vec<Hit>], limit: usize) -> Vec<Hit> {
     fused
 }
 
+/// A vector as the stores keep it in a blob: little-endian `f32`s.
+pub fn vector_bytes(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A vector from [`vector_bytes`]' blob.
+pub fn vector_of(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|four| f32::from_le_bytes([four[0], four[1], four[2], four[3]]))
+        .collect()
+}
+
+/// How a chunk's heading path is stored: its headings joined by ` › `.
+pub const HEADING_SEPARATOR: &str = " › ";
+
+/// A stored heading path as its headings.
+pub fn headings_of(stored: &str) -> Vec<String> {
+    stored
+        .split(HEADING_SEPARATOR)
+        .filter(|heading| !heading.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A query's words for a lexical search: letters and digits only (no operator of the query's
+/// own reaches an index), lower case, each once.
+pub fn query_terms(query: &str) -> Vec<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for term in query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|term| !term.is_empty())
+    {
+        let term = term.to_lowercase();
+        if !terms.contains(&term) {
+            terms.push(term);
+        }
+    }
+    terms
+}
+
 /// What a knowledge backend stores and answers. Every method blocks (call it off any async
 /// worker); each write is one transaction, so a search sees a document's old chunks or its new
 /// ones, never a mix. Hits are ranked best first and their scores are higher-is-better.

@@ -10,8 +10,9 @@ mod rerank;
 mod store;
 
 pub use backend::{
-    CANDIDATES, CollectionRow, DocumentRow, Filter, Hit, KnowledgeBackend, KnowledgeError, RRF_K,
-    check_collection_name, check_tag, fuse,
+    CANDIDATES, CollectionRow, DocumentRow, Filter, HEADING_SEPARATOR, Hit, KnowledgeBackend,
+    KnowledgeError, RRF_K, check_collection_name, check_tag, fuse, headings_of, query_terms,
+    vector_bytes, vector_of,
 };
 pub use chunk::{Chunk, ChunkBudget, chunk_text, estimate_tokens};
 pub use embed::{

@@ -6,8 +6,8 @@ use std::sync::{Mutex, PoisonError};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::backend::{
-    CollectionRow, DocumentRow, Filter, Hit, KnowledgeBackend, KnowledgeError,
-    check_collection_name, check_tag,
+    CollectionRow, DocumentRow, Filter, HEADING_SEPARATOR, Hit, KnowledgeBackend, KnowledgeError,
+    check_collection_name, check_tag, headings_of, query_terms, vector_bytes, vector_of,
 };
 use crate::chunk::Chunk;
 
@@ -116,21 +116,6 @@ fn to_u64(value: i64) -> u64 {
 /// walking their lists costs little).
 const PRUNING_FROM: i64 = 10_000;
 
-/// A query's words, lower case, each once.
-fn query_terms(query: &str) -> Vec<String> {
-    let mut terms: Vec<String> = Vec::new();
-    for term in query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|term| !term.is_empty())
-    {
-        let term = term.to_lowercase();
-        if !terms.contains(&term) {
-            terms.push(term);
-        }
-    }
-    terms
-}
-
 /// Terms as an FTS5 expression: each word quoted (no operator of the query's own reaches FTS5),
 /// any of them may match; BM25 ranks the chunks that match more and rarer terms first.
 fn match_expression(terms: &[String]) -> String {
@@ -162,18 +147,6 @@ fn filter_clause(filter: &Filter, values: &mut Vec<rusqlite::types::Value>) -> S
     clause
 }
 
-/// A vector as stored: little-endian `f32`s.
-fn vector_bytes(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn vector_of(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|four| f32::from_le_bytes([four[0], four[1], four[2], four[3]]))
-        .collect()
-}
-
 /// The dot product, in eight lanes the compiler turns into vector instructions.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0.0f32; 8];
@@ -196,11 +169,7 @@ fn hit_of(row: &rusqlite::Row<'_>, score: f64) -> rusqlite::Result<Hit> {
     let headings: String = row.get(1)?;
     Ok(Hit {
         path: row.get(0)?,
-        headings: headings
-            .split(" › ")
-            .filter(|heading| !heading.is_empty())
-            .map(str::to_owned)
-            .collect(),
+        headings: headings_of(&headings),
         line_start: to_u64(row.get(2)?),
         line_end: to_u64(row.get(3)?),
         text: row.get(4)?,
@@ -564,7 +533,7 @@ impl KnowledgeBackend for KnowledgeStore {
                     collection,
                     path,
                     i64::try_from(ordinal).unwrap_or(i64::MAX),
-                    chunk.headings.join(" › "),
+                    chunk.headings.join(HEADING_SEPARATOR),
                     i64::try_from(chunk.line_start).unwrap_or(0),
                     i64::try_from(chunk.line_end).unwrap_or(0),
                     chunk.text,

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use tokio_postgres::types::ToSql;
 use warden_knowledge::{
-    Chunk, CollectionRow, DocumentRow, Filter, Hit, KnowledgeBackend, KnowledgeError,
-    check_collection_name, check_tag,
+    Chunk, CollectionRow, DocumentRow, Filter, HEADING_SEPARATOR, Hit, KnowledgeBackend,
+    KnowledgeError, check_collection_name, check_tag, headings_of, query_terms, vector_bytes,
+    vector_of,
 };
 use warden_service::StoreError;
 use warden_service::store_support::now;
@@ -211,18 +212,6 @@ fn vector_text(vector: &[f32]) -> String {
     text
 }
 
-/// A vector as the embedding cache keeps it: little-endian `f32`s.
-fn vector_bytes(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn vector_of(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|four| f32::from_le_bytes([four[0], four[1], four[2], four[3]]))
-        .collect()
-}
-
 /// A glob (`*` any characters, `/` too; `?` one; `[…]` a set, `[^…]` its complement)
 /// as a POSIX regular expression matching the whole path or any tail of it after a `/`, as
 /// SQLite's `GLOB` does in the SQLite store.
@@ -304,11 +293,7 @@ fn filter_clause(filter: &Filter, values: &mut Vec<Box<dyn ToSql + Sync + Send>>
 /// A query as a `to_tsquery` text: its words (letters and digits only, so no operator of the
 /// query's own reaches PostgreSQL), any of which may match.
 fn tsquery_text(query: &str) -> Option<String> {
-    let terms: Vec<String> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|term| !term.is_empty())
-        .map(str::to_lowercase)
-        .collect();
+    let terms = query_terms(query);
     (!terms.is_empty()).then(|| terms.join(" | "))
 }
 
@@ -319,11 +304,7 @@ fn hit_of(row: &tokio_postgres::Row, score: f64) -> Result<Hit, StoreError> {
     let headings: String = col(row, 1)?;
     Ok(Hit {
         path: col(row, 0)?,
-        headings: headings
-            .split(" › ")
-            .filter(|heading| !heading.is_empty())
-            .map(str::to_owned)
-            .collect(),
+        headings: headings_of(&headings),
         line_start: to_u64(col(row, 2)?),
         line_end: to_u64(col(row, 3)?),
         text: col(row, 4)?,
@@ -551,7 +532,7 @@ impl KnowledgeBackend for PgKnowledge {
             .collect();
         let headings: Vec<String> = chunks
             .iter()
-            .map(|chunk| chunk.headings.join(" › "))
+            .map(|chunk| chunk.headings.join(HEADING_SEPARATOR))
             .collect();
         let line_starts: Vec<i64> = chunks
             .iter()
