@@ -330,7 +330,9 @@ pub(crate) async fn put_document(
             request.text.as_bytes(),
             &IngestOptions {
                 budget: ChunkBudget::default(),
-                embedder: embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                embedder: embedder
+                    .as_deref()
+                    .map(|embedder| embedder as &dyn Embedder),
                 converters: None,
                 tags: request.tags.as_deref().unwrap_or_default(),
             },

@@ -81,6 +81,28 @@ pub enum RetrievalError {
     Folder { path: String, reason: String },
 }
 
+/// Model endpoints kept for the process, by what they were built from (the entry and the key's
+/// value): building one makes an HTTP client (loading TLS roots) and a runtime, which a search
+/// should not pay each time.
+type EndpointCache<T> = std::sync::OnceLock<std::sync::Mutex<Vec<(String, Arc<T>)>>>;
+
+fn cached_endpoint<T, E>(
+    cache: &'static EndpointCache<T>,
+    key: String,
+    make: impl FnOnce() -> Result<T, E>,
+) -> Result<Arc<T>, E> {
+    let mut entries = cache
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, endpoint)) = entries.iter().find(|(seen, _)| *seen == key) {
+        return Ok(endpoint.clone());
+    }
+    let endpoint = Arc::new(make()?);
+    entries.push((key, endpoint.clone()));
+    Ok(endpoint)
+}
+
 /// The embeddings endpoint a collection is used with: `[embeddings.NAME]` when `named`, else
 /// the entry whose model embedded the collection. `None` with a note when the collection is
 /// embedded and no entry names its model (then BM25 alone); `None` without one when it is not
@@ -90,7 +112,7 @@ pub fn embedder_for(
     embeddings: &BTreeMap<String, EmbeddingsSpec>,
     collection: &str,
     named: Option<&str>,
-) -> Result<(Option<EmbeddingsEndpoint>, Option<String>), RetrievalError> {
+) -> Result<(Option<Arc<EmbeddingsEndpoint>>, Option<String>), RetrievalError> {
     let stored = store
         .has_collection(collection)?
         .then(|| store.collection_embedding(collection))
@@ -129,25 +151,33 @@ pub fn embedder_for(
         }
         None => None,
     };
-    let mut endpoint =
-        EmbeddingsEndpoint::new(&spec.base_url, &spec.model, api_key).map_err(|error| {
-            RetrievalError::Endpoint {
-                name: name.to_owned(),
-                reason: error.to_string(),
+    static ENDPOINTS: EndpointCache<EmbeddingsEndpoint> = std::sync::OnceLock::new();
+    let key = format!(
+        "{name}\u{0}{spec:?}\u{0}{}",
+        api_key.as_deref().unwrap_or("")
+    );
+    let endpoint =
+        cached_endpoint(&ENDPOINTS, key, || {
+            let mut endpoint = EmbeddingsEndpoint::new(&spec.base_url, &spec.model, api_key)
+                .map_err(|error| RetrievalError::Endpoint {
+                    name: name.to_owned(),
+                    reason: error.to_string(),
+                })?;
+            if let Some(batch) = spec.batch {
+                endpoint = endpoint.with_batch(batch);
             }
+            Ok::<_, RetrievalError>(
+                endpoint
+                    .with_prefixes(
+                        spec.query_prefix.as_deref().unwrap_or(""),
+                        spec.passage_prefix.as_deref().unwrap_or(""),
+                    )
+                    .with_input_types(
+                        spec.query_input_type.as_deref(),
+                        spec.passage_input_type.as_deref(),
+                    ),
+            )
         })?;
-    if let Some(batch) = spec.batch {
-        endpoint = endpoint.with_batch(batch);
-    }
-    endpoint = endpoint
-        .with_prefixes(
-            spec.query_prefix.as_deref().unwrap_or(""),
-            spec.passage_prefix.as_deref().unwrap_or(""),
-        )
-        .with_input_types(
-            spec.query_input_type.as_deref(),
-            spec.passage_input_type.as_deref(),
-        );
     Ok((Some(endpoint), None))
 }
 
@@ -186,7 +216,9 @@ pub fn retrieve(
         collection,
         search.query,
         candidates,
-        embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+        embedder
+            .as_deref()
+            .map(|embedder| embedder as &dyn Embedder),
         search.filter,
     )?;
     let Some((name, spec)) = reranker else {
@@ -235,8 +267,12 @@ fn rerank(
         ),
         None => None,
     };
-    let endpoint = RerankEndpoint::new(&spec.base_url, &spec.model, api_key)
-        .map_err(|error| error.to_string())?;
+    static ENDPOINTS: EndpointCache<RerankEndpoint> = std::sync::OnceLock::new();
+    let key = format!("{spec:?}\u{0}{}", api_key.as_deref().unwrap_or(""));
+    let endpoint = cached_endpoint(&ENDPOINTS, key, || {
+        RerankEndpoint::new(&spec.base_url, &spec.model, api_key)
+    })
+    .map_err(|error| error.to_string())?;
     let documents: Vec<String> = hits.iter().map(|hit| hit.text.clone()).collect();
     let ranking = endpoint
         .rerank(query, &documents, limit)

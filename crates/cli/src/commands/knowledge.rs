@@ -100,7 +100,9 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
                 &paths,
                 &IngestOptions {
                     budget: ChunkBudget::default(),
-                    embedder: embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                    embedder: embedder
+                        .as_deref()
+                        .map(|embedder| embedder as &dyn Embedder),
                     converters: Some(&config.knowledge.converters),
                     tags: &tags,
                 },
@@ -118,7 +120,9 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
                 &collection,
                 &IngestOptions {
                     budget: ChunkBudget::default(),
-                    embedder: embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                    embedder: embedder
+                        .as_deref()
+                        .map(|embedder| embedder as &dyn Embedder),
                     converters: Some(&config.knowledge.converters),
                     tags: &[],
                 },
@@ -259,7 +263,7 @@ fn embedder_for(
     config: &warden_config::LoadedConfig,
     collection: &str,
     named: Option<&str>,
-) -> anyhow::Result<Option<EmbeddingsEndpoint>> {
+) -> anyhow::Result<Option<std::sync::Arc<EmbeddingsEndpoint>>> {
     let (embedder, note) =
         warden_session::knowledge::embedder_for(store, &config.embeddings, collection, named)?;
     if let Some(note) = note {
