@@ -117,16 +117,19 @@ pub struct HostOptions {
     /// An agent session's defer mode (`None`: no agent, e.g. the command line): how an
     /// "unknown tool" answer tells the caller to reach a deferred server's tools.
     pub defer_mode: Option<warden_config::DeferMode>,
-    /// The knowledge databases an agent profile's collections are looked up in, in order (a
-    /// service tenant's own first, then the operator's `STATE/knowledge.db`).
-    pub knowledge_databases: Vec<PathBuf>,
+    /// Where an agent profile's collections are looked up, in order (a service tenant's own
+    /// first — a file, or its collections on PostgreSQL — then the operator's
+    /// `STATE/knowledge.db`).
+    pub knowledge: Vec<warden_knowledge::KnowledgePlace>,
 }
 
 impl HostOptions {
     /// Headless defaults: the config's servers, the default policy, nobody to ask, no hooks.
     pub fn new(paths: Paths, workspace: PathBuf) -> Self {
         Self {
-            knowledge_databases: vec![paths.state_dir().join("knowledge.db")],
+            knowledge: vec![warden_knowledge::KnowledgePlace::File(
+                paths.state_dir().join("knowledge.db"),
+            )],
             paths,
             workspace,
             policy: GatePolicy::default(),

@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::backend::{KnowledgeBackend, KnowledgeError, check_tag};
 use crate::chunk::{Chunk, ChunkBudget, chunk_text};
 use crate::embed::Embedder;
 use crate::formats::{Converters, document_text};
-use crate::store::{KnowledgeError, KnowledgeStore, check_tag};
 
 /// Files larger than this are skipped.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -79,7 +79,7 @@ fn content_hash(bytes: &[u8]) -> String {
 /// Whether `embedder` may add to `collection`: a collection embedded with some embeddings takes
 /// only those.
 fn check_embeddings(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     collection: &str,
     embedder: Option<&dyn Embedder>,
 ) -> Result<(), KnowledgeError> {
@@ -102,7 +102,7 @@ fn check_embeddings(
 /// Adds `paths` (files or folders) to `collection`, making it when new; with `embedder`, each
 /// chunk gets its vector (the collection then takes only those embeddings).
 pub fn add(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     collection: &str,
     paths: &[PathBuf],
     options: &IngestOptions<'_>,
@@ -156,7 +156,7 @@ pub fn add(
 /// chunking, or to embed it with `embedder`, which may differ from the embeddings it had); a
 /// document whose file is gone is removed.
 pub fn reindex(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     collection: &str,
     options: &IngestOptions<'_>,
     progress: Progress<'_>,
@@ -193,7 +193,7 @@ pub fn reindex(
 }
 
 fn ingest_file(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     collection: &str,
     file: &Path,
     name: &str,
@@ -239,7 +239,7 @@ fn ingest_file(
 /// no work; a changed one has its chunks replaced at once. Converters are not run (there is
 /// no file to run them on).
 pub fn add_document(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     collection: &str,
     name: &str,
     bytes: &[u8],
@@ -278,7 +278,7 @@ pub fn add_document(
 /// Chunks (and embeds) one document's bytes and replaces its chunks, unless its content hash
 /// is the stored one (and `force` is off). `file` picks the format by its extension.
 fn ingest_bytes(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     collection: &str,
     (file, name): (&Path, &str),
     bytes: &[u8],
@@ -348,7 +348,7 @@ fn ingest_bytes(
 /// before, the rest from the endpoint (then cached). The collection is bound to the model and
 /// its dimension.
 fn embed_chunks(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     collection: &str,
     embedder: &dyn Embedder,
     chunks: &[Chunk],
@@ -418,7 +418,7 @@ mod tests {
         .unwrap();
         std::fs::write(docs.join("logo.png"), [0x89, b'P', b'N', b'G']).unwrap();
         std::fs::write(docs.join(".git").join("HEAD"), "ref").unwrap();
-        let store = KnowledgeStore::in_memory().unwrap();
+        let store = crate::KnowledgeStore::in_memory().unwrap();
         let quiet = |_: usize, _: usize| {};
         let first = add(
             &store,

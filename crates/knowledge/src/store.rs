@@ -5,142 +5,11 @@ use std::sync::{Mutex, PoisonError};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::backend::{
+    CollectionRow, DocumentRow, Filter, HEADING_SEPARATOR, Hit, KnowledgeBackend, KnowledgeError,
+    check_collection_name, check_tag, headings_of, query_terms, vector_bytes, vector_of,
+};
 use crate::chunk::Chunk;
-
-/// Why the store failed.
-#[derive(Debug, thiserror::Error)]
-pub enum KnowledgeError {
-    #[error("the knowledge database failed: {0}")]
-    Database(#[from] rusqlite::Error),
-    #[error("no collection named {0:?} (make it with `warden knowledge add {0} PATH…`)")]
-    UnknownCollection(String),
-    #[error(
-        "collection name {0:?}: letters, digits, `_` and `-`, starting with a letter or digit, at most 64"
-    )]
-    BadName(String),
-    #[error(
-        "collection {collection} holds vectors of {stored}; these are of {offered}: reindex it with the new embeddings, or use the same ones"
-    )]
-    EmbeddingMismatch {
-        collection: String,
-        stored: String,
-        offered: String,
-    },
-    #[error("collection {collection} is embedded with {model}: add to it with the same embeddings")]
-    EmbeddingsNeeded { collection: String, model: String },
-    #[error(transparent)]
-    Embed(#[from] crate::embed::EmbedError),
-    #[error(
-        "tag {0:?}: letters, digits, `_`, `-`, `.` and `:`, starting with a letter or digit, at most 64"
-    )]
-    BadTag(String),
-    #[error(
-        "path filter {0:?}: a glob of at most 512 characters (`*`, `?`, `[…]`), e.g. \"policies/*.md\""
-    )]
-    BadGlob(String),
-}
-
-/// A collection as listed.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct CollectionRow {
-    pub name: String,
-    pub documents: u64,
-    pub chunks: u64,
-    pub created_at: u64,
-}
-
-/// A document of a collection as shown.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct DocumentRow {
-    pub path: String,
-    pub content_hash: String,
-    pub chunks: u64,
-    pub updated_at: u64,
-    /// Its tags (`warden knowledge add … --tag T`), sorted.
-    pub tags: Vec<String>,
-}
-
-/// Which documents a search looks in: their path matches a glob, and they carry every tag.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filter {
-    /// A glob (`*` any characters, `/` too; `?` one; `[…]` a set), matched against the whole
-    /// stored path or any tail of it after a `/` (`policies/*.md` matches
-    /// `/home/me/docs/policies/refunds.md`).
-    pub path: Option<String>,
-    /// Tags a document must all carry.
-    pub tags: Vec<String>,
-}
-
-impl Filter {
-    /// Whether it lets every document through.
-    pub fn is_empty(&self) -> bool {
-        self.path.is_none() && self.tags.is_empty()
-    }
-
-    /// Checks the glob and the tags.
-    pub fn check(&self) -> Result<(), KnowledgeError> {
-        if let Some(glob) = &self.path
-            && (glob.is_empty() || glob.chars().count() > 512)
-        {
-            return Err(KnowledgeError::BadGlob(glob.clone()));
-        }
-        self.tags.iter().try_for_each(|tag| check_tag(tag))
-    }
-
-    /// The SQL condition on chunks aliased `k` and its values, appended after `values`.
-    fn clause(&self, values: &mut Vec<rusqlite::types::Value>) -> String {
-        let mut clause = String::new();
-        if let Some(glob) = &self.path {
-            values.push(glob.clone().into());
-            let n = values.len();
-            clause.push_str(&format!(
-                " AND (k.path GLOB ?{n} OR k.path GLOB '*/' || ?{n})"
-            ));
-        }
-        for tag in &self.tags {
-            values.push(tag.clone().into());
-            clause.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM document_tags t WHERE t.collection = k.collection AND t.path = k.path AND t.tag = ?{})",
-                values.len()
-            ));
-        }
-        clause
-    }
-}
-
-/// Whether `tag` may tag a document.
-pub fn check_tag(tag: &str) -> Result<(), KnowledgeError> {
-    let valid = !tag.is_empty()
-        && tag.len() <= 64
-        && tag
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-        && tag
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
-    if valid {
-        Ok(())
-    } else {
-        Err(KnowledgeError::BadTag(tag.to_owned()))
-    }
-}
-
-/// One retrieved chunk with its provenance and score (higher is better).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Hit {
-    pub path: String,
-    pub headings: Vec<String>,
-    pub line_start: u64,
-    pub line_end: u64,
-    /// The pages it spans, when its document has pages (a PDF).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub page_start: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub page_end: Option<u64>,
-    pub text: String,
-    pub score: f64,
-}
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS collections (
@@ -191,6 +60,7 @@ CREATE TABLE IF NOT EXISTS embedding_cache (
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     text, headings, content='chunks', content_rowid='id', tokenize='porter unicode61'
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row');
 CREATE TRIGGER IF NOT EXISTS chunks_indexed AFTER INSERT ON chunks BEGIN
     INSERT INTO chunks_fts(rowid, text, headings) VALUES (new.id, new.text, new.headings);
 END;
@@ -209,11 +79,16 @@ pub struct KnowledgeStore {
     vectors: Mutex<VectorCache>,
 }
 
-/// The loaded vector blocks, and the database version they were read at.
+/// What is kept between searches, and the database version it was read at: the loaded vector
+/// blocks, the chunks counted, and whether one collection holds every chunk.
 #[derive(Default)]
 struct VectorCache {
     data_version: i64,
     collections: std::collections::HashMap<String, std::sync::Arc<VectorBlock>>,
+    /// Every chunk of the database (BM25's N).
+    chunk_count: Option<i64>,
+    /// The collection that holds every chunk, when one does.
+    sole_collection: Option<Option<String>>,
 }
 
 /// A collection's vectors: `ids[i]`'s vector is `values[i * dimension..][..dimension]`.
@@ -237,45 +112,39 @@ fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
-/// Whether `name` may name a collection.
-pub fn check_collection_name(name: &str) -> Result<(), KnowledgeError> {
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if valid {
-        Ok(())
-    } else {
-        Err(KnowledgeError::BadName(name.to_owned()))
+/// From how many chunks a lexical search leaves out the words most chunks hold (below it,
+/// walking their lists costs little).
+const PRUNING_FROM: i64 = 10_000;
+
+/// Terms as an FTS5 expression: each word quoted (no operator of the query's own reaches FTS5),
+/// any of them may match; BM25 ranks the chunks that match more and rarer terms first.
+fn match_expression(terms: &[String]) -> String {
+    terms
+        .iter()
+        .map(|term| format!("\"{term}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+/// The SQL condition on chunks aliased `k` that `filter` sets, and its values, appended after
+/// `values`.
+fn filter_clause(filter: &Filter, values: &mut Vec<rusqlite::types::Value>) -> String {
+    let mut clause = String::new();
+    if let Some(glob) = &filter.path {
+        values.push(glob.clone().into());
+        let n = values.len();
+        clause.push_str(&format!(
+            " AND (k.path GLOB ?{n} OR k.path GLOB '*/' || ?{n})"
+        ));
     }
-}
-
-/// A query as FTS5 terms: each word quoted (no operator of the query's own reaches FTS5), any
-/// of them may match; BM25 ranks the chunks that match more and rarer terms first.
-fn match_expression(query: &str) -> Option<String> {
-    let terms: Vec<String> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|term| !term.is_empty())
-        .map(|term| format!("\"{}\"", term.to_lowercase()))
-        .collect();
-    (!terms.is_empty()).then(|| terms.join(" OR "))
-}
-
-/// A vector as stored: little-endian `f32`s.
-fn vector_bytes(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn vector_of(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|four| f32::from_le_bytes([four[0], four[1], four[2], four[3]]))
-        .collect()
+    for tag in &filter.tags {
+        values.push(tag.clone().into());
+        clause.push_str(&format!(
+            " AND EXISTS (SELECT 1 FROM document_tags t WHERE t.collection = k.collection AND t.path = k.path AND t.tag = ?{})",
+            values.len()
+        ));
+    }
+    clause
 }
 
 /// The dot product, in eight lanes the compiler turns into vector instructions.
@@ -300,11 +169,7 @@ fn hit_of(row: &rusqlite::Row<'_>, score: f64) -> rusqlite::Result<Hit> {
     let headings: String = row.get(1)?;
     Ok(Hit {
         path: row.get(0)?,
-        headings: headings
-            .split(" › ")
-            .filter(|heading| !heading.is_empty())
-            .map(str::to_owned)
-            .collect(),
+        headings: headings_of(&headings),
         line_start: to_u64(row.get(2)?),
         line_end: to_u64(row.get(3)?),
         text: row.get(4)?,
@@ -313,11 +178,6 @@ fn hit_of(row: &rusqlite::Row<'_>, score: f64) -> rusqlite::Result<Hit> {
         score,
     })
 }
-
-/// Reciprocal-rank fusion's constant: how much the first ranks outweigh the later ones.
-const RRF_K: f64 = 60.0;
-/// How many candidates each half of a hybrid search brings to the fusion.
-const CANDIDATES: usize = 50;
 
 impl KnowledgeStore {
     /// Opens (creating) the database at `path`, private to the user.
@@ -362,13 +222,106 @@ impl KnowledgeStore {
         })
     }
 
-    /// Forgets the loaded vectors of `collection` (after a write to it).
+    /// Forgets the loaded vectors of `collection` and the counts (after a write to it).
     fn forget_vectors(&self, collection: &str) {
-        self.vectors
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .collections
-            .remove(collection);
+        let mut cache = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.collections.remove(collection);
+        cache.chunk_count = None;
+        cache.sole_collection = None;
+    }
+
+    /// The cache, emptied first when another connection committed since it was filled.
+    fn fresh_cache(
+        &self,
+        connection: &Connection,
+    ) -> Result<std::sync::MutexGuard<'_, VectorCache>, KnowledgeError> {
+        let version: i64 = connection.query_row("PRAGMA data_version", [], |row| row.get(0))?;
+        let mut cache = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.data_version != version {
+            cache.collections.clear();
+            cache.chunk_count = None;
+            cache.sole_collection = None;
+            cache.data_version = version;
+        }
+        Ok(cache)
+    }
+
+    /// How many chunks the database holds, and whether `collection` holds all of them.
+    fn lexical_statistics(
+        &self,
+        connection: &Connection,
+        collection: &str,
+    ) -> Result<(i64, bool), KnowledgeError> {
+        let mut cache = self.fresh_cache(connection)?;
+        let count = match cache.chunk_count {
+            Some(count) => count,
+            None => {
+                let count = connection.query_row("SELECT COUNT(*) FROM chunks", [], |row| {
+                    row.get::<_, i64>(0)
+                })?;
+                cache.chunk_count = Some(count);
+                count
+            }
+        };
+        let sole = match &cache.sole_collection {
+            Some(sole) => sole.clone(),
+            None => {
+                // Two seeks of the (collection, path) index: a chunk of a collection before it
+                // or after it.
+                let other = connection
+                    .query_row(
+                        "SELECT 1 FROM (SELECT 1 FROM chunks WHERE collection < ?1 LIMIT 1)
+                         UNION ALL SELECT 1 FROM (SELECT 1 FROM chunks WHERE collection > ?1 LIMIT 1)",
+                        params![collection],
+                        |_| Ok(()),
+                    )
+                    .optional()?
+                    .is_some();
+                let sole = (!other).then(|| collection.to_owned());
+                cache.sole_collection = Some(sole.clone());
+                sole
+            }
+        };
+        Ok((count, sole.as_deref() == Some(collection)))
+    }
+
+    /// The query's words that weigh in BM25, in a database of at least [`PRUNING_FROM`]
+    /// chunks: a word in more than half the chunks has an inverse document frequency of zero
+    /// (FTS5 counts it 1e-6), so it is left out — the ranking of the chunks that match the
+    /// other words stays, and the index no longer walks a list as long as the collection; only
+    /// chunks that match nothing but such words (scored ~0, last) are no longer returned. When
+    /// every word is that common, the rarest one is kept. A word is looked up as written
+    /// (lower case); one the stemmer changes is not found and is kept.
+    fn weighing_terms(
+        &self,
+        connection: &Connection,
+        terms: Vec<String>,
+        chunks: i64,
+    ) -> Result<Vec<String>, KnowledgeError> {
+        if terms.len() < 2 || chunks < PRUNING_FROM {
+            return Ok(terms);
+        }
+        let mut lookup = connection.prepare("SELECT doc FROM chunks_vocab WHERE term = ?1")?;
+        let mut counted = Vec::with_capacity(terms.len());
+        for term in terms {
+            let documents: i64 = lookup
+                .query_row(params![term], |row| row.get(0))
+                .optional()?
+                .unwrap_or(0);
+            counted.push((documents, term));
+        }
+        counted.sort_by_key(|(documents, _)| *documents);
+        let rarest = counted.first().map(|(_, term)| term.clone());
+        let weighing: Vec<String> = counted
+            .into_iter()
+            .filter(|(documents, _)| documents.saturating_mul(2) <= chunks)
+            .map(|(_, term)| term)
+            .collect();
+        Ok(if weighing.is_empty() {
+            rarest.into_iter().collect()
+        } else {
+            weighing
+        })
     }
 
     /// The vectors of `collection`, loaded once and kept while nothing changes them.
@@ -377,12 +330,7 @@ impl KnowledgeStore {
         connection: &Connection,
         collection: &str,
     ) -> Result<std::sync::Arc<VectorBlock>, KnowledgeError> {
-        let version: i64 = connection.query_row("PRAGMA data_version", [], |row| row.get(0))?;
-        let mut cache = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
-        if cache.data_version != version {
-            cache.collections.clear();
-            cache.data_version = version;
-        }
+        let mut cache = self.fresh_cache(connection)?;
         if let Some(block) = cache.collections.get(collection) {
             return Ok(block.clone());
         }
@@ -419,8 +367,18 @@ impl KnowledgeStore {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn require_collection(&self, name: &str) -> Result<(), KnowledgeError> {
+        if self.has_collection(name)? {
+            Ok(())
+        } else {
+            Err(KnowledgeError::UnknownCollection(name.to_owned()))
+        }
+    }
+}
+
+impl KnowledgeBackend for KnowledgeStore {
     /// Makes the collection unless it exists.
-    pub fn ensure_collection(&self, name: &str) -> Result<(), KnowledgeError> {
+    fn ensure_collection(&self, name: &str) -> Result<(), KnowledgeError> {
         check_collection_name(name)?;
         self.lock().execute(
             "INSERT OR IGNORE INTO collections (name, created_at) VALUES (?1, ?2)",
@@ -429,16 +387,8 @@ impl KnowledgeStore {
         Ok(())
     }
 
-    fn require_collection(&self, name: &str) -> Result<(), KnowledgeError> {
-        if self.has_collection(name)? {
-            Ok(())
-        } else {
-            Err(KnowledgeError::UnknownCollection(name.to_owned()))
-        }
-    }
-
     /// Whether a collection of this name exists (one indexed lookup; no counting).
-    pub fn has_collection(&self, name: &str) -> Result<bool, KnowledgeError> {
+    fn has_collection(&self, name: &str) -> Result<bool, KnowledgeError> {
         let found = self
             .lock()
             .query_row(
@@ -451,7 +401,7 @@ impl KnowledgeStore {
     }
 
     /// Every collection with its counts.
-    pub fn collections(&self) -> Result<Vec<CollectionRow>, KnowledgeError> {
+    fn collections(&self) -> Result<Vec<CollectionRow>, KnowledgeError> {
         let connection = self.lock();
         let mut statement = connection.prepare(
             "SELECT c.name, c.created_at,
@@ -471,7 +421,7 @@ impl KnowledgeStore {
     }
 
     /// The documents of `collection`.
-    pub fn documents(&self, collection: &str) -> Result<Vec<DocumentRow>, KnowledgeError> {
+    fn documents(&self, collection: &str) -> Result<Vec<DocumentRow>, KnowledgeError> {
         self.require_collection(collection)?;
         let connection = self.lock();
         let mut statement = connection.prepare(
@@ -500,7 +450,7 @@ impl KnowledgeStore {
     }
 
     /// Gives a stored document exactly these tags (each checked); whether it is stored.
-    pub fn set_tags(
+    fn set_tags(
         &self,
         collection: &str,
         path: &str,
@@ -534,11 +484,7 @@ impl KnowledgeStore {
     }
 
     /// The stored content hash of a document, if it is stored.
-    pub fn content_hash(
-        &self,
-        collection: &str,
-        path: &str,
-    ) -> Result<Option<String>, KnowledgeError> {
+    fn content_hash(&self, collection: &str, path: &str) -> Result<Option<String>, KnowledgeError> {
         Ok(self
             .lock()
             .query_row(
@@ -551,7 +497,7 @@ impl KnowledgeStore {
 
     /// Replaces a document's chunks (with their vectors, one per chunk, when the collection is
     /// embedded) in one transaction.
-    pub fn replace_document(
+    fn replace_document(
         &self,
         collection: &str,
         path: &str,
@@ -587,7 +533,7 @@ impl KnowledgeStore {
                     collection,
                     path,
                     i64::try_from(ordinal).unwrap_or(i64::MAX),
-                    chunk.headings.join(" › "),
+                    chunk.headings.join(HEADING_SEPARATOR),
                     i64::try_from(chunk.line_start).unwrap_or(0),
                     i64::try_from(chunk.line_end).unwrap_or(0),
                     chunk.text,
@@ -612,7 +558,7 @@ impl KnowledgeStore {
     }
 
     /// The embeddings a collection's vectors come from, and their dimension.
-    pub fn collection_embedding(
+    fn collection_embedding(
         &self,
         collection: &str,
     ) -> Result<Option<(String, usize)>, KnowledgeError> {
@@ -633,37 +579,21 @@ impl KnowledgeStore {
         })
     }
 
-    /// Records that `collection`'s vectors come from `model` with `dimension`; other embeddings
-    /// than the stored ones are refused.
-    pub fn bind_embedding(
+    fn record_embedding(
         &self,
         collection: &str,
         model: &str,
         dimension: usize,
     ) -> Result<(), KnowledgeError> {
-        match self.collection_embedding(collection)? {
-            Some((stored, stored_dimension))
-                if stored == model && stored_dimension == dimension =>
-            {
-                Ok(())
-            }
-            Some((stored, stored_dimension)) => Err(KnowledgeError::EmbeddingMismatch {
-                collection: collection.to_owned(),
-                stored: format!("{stored} ({stored_dimension} dimensions)"),
-                offered: format!("{model} ({dimension} dimensions)"),
-            }),
-            None => {
-                self.lock().execute(
-                    "UPDATE collections SET embedding_model = ?2, dimension = ?3 WHERE name = ?1",
-                    params![collection, model, i64::try_from(dimension).unwrap_or(0)],
-                )?;
-                Ok(())
-            }
-        }
+        self.lock().execute(
+            "UPDATE collections SET embedding_model = ?2, dimension = ?3 WHERE name = ?1",
+            params![collection, model, i64::try_from(dimension).unwrap_or(0)],
+        )?;
+        Ok(())
     }
 
     /// Forgets the collection's embeddings and vectors (before embedding it with others).
-    pub fn unbind_embedding(&self, collection: &str) -> Result<(), KnowledgeError> {
+    fn unbind_embedding(&self, collection: &str) -> Result<(), KnowledgeError> {
         let mut connection = self.lock();
         self.forget_vectors(collection);
         let transaction = connection.transaction()?;
@@ -680,7 +610,7 @@ impl KnowledgeStore {
     }
 
     /// The cached vectors of `model` for texts of these hashes.
-    pub fn cached_vectors(
+    fn cached_vectors(
         &self,
         model: &str,
         text_hashes: &[String],
@@ -701,7 +631,7 @@ impl KnowledgeStore {
     }
 
     /// Keeps vectors of `model` by the hash of their text.
-    pub fn cache_vectors(
+    fn cache_vectors(
         &self,
         model: &str,
         vectors: &[(String, Vec<f32>)],
@@ -720,19 +650,8 @@ impl KnowledgeStore {
         Ok(())
     }
 
-    /// The `limit` chunks of `collection` whose vectors are nearest `query` (cosine; every
-    /// vector is unit length), best first.
-    pub fn search_vectors(
-        &self,
-        collection: &str,
-        query: &[f32],
-        limit: usize,
-    ) -> Result<Vec<Hit>, KnowledgeError> {
-        self.search_vectors_in(collection, query, limit, &Filter::default())
-    }
-
     /// [`Self::search_vectors`] over the chunks of the documents `filter` lets through.
-    pub fn search_vectors_in(
+    fn search_vectors_in(
         &self,
         collection: &str,
         query: &[f32],
@@ -748,7 +667,7 @@ impl KnowledgeStore {
             None
         } else {
             let mut values: Vec<rusqlite::types::Value> = vec![collection.to_owned().into()];
-            let clause = filter.clause(&mut values);
+            let clause = filter_clause(filter, &mut values);
             let mut statement = connection.prepare(&format!(
                 "SELECT k.id FROM chunks k WHERE k.collection = ?1{clause}"
             ))?;
@@ -757,6 +676,9 @@ impl KnowledgeStore {
                 .collect::<Result<_, _>>()?;
             Some(ids)
         };
+        // The scan reads memory only: the connection is free meanwhile (a hybrid search's
+        // lexical half runs on it).
+        drop(connection);
         let mut scored: Vec<(f32, i64)> = if block.dimension == query.len() && block.dimension > 0 {
             block
                 .values
@@ -774,6 +696,7 @@ impl KnowledgeStore {
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.truncate(limit);
+        let connection = self.lock();
         let mut statement = connection.prepare(
             "SELECT path, headings, line_start, line_end, text, page_start, page_end
              FROM chunks WHERE id = ?1",
@@ -785,50 +708,8 @@ impl KnowledgeStore {
         Ok(hits)
     }
 
-    /// The `limit` best chunks for `query`: BM25 alone, or — when the collection is embedded
-    /// and `embedder` makes its vectors — BM25 and vector nearness fused by reciprocal rank
-    /// (each half's top candidates; a chunk both rank high wins). The score is the fused one.
-    pub fn search(
-        &self,
-        collection: &str,
-        query: &str,
-        limit: usize,
-        embedder: Option<&dyn crate::embed::Embedder>,
-    ) -> Result<Vec<Hit>, KnowledgeError> {
-        self.search_in(collection, query, limit, embedder, &Filter::default())
-    }
-
-    /// [`Self::search`] over the documents `filter` lets through: both halves are filtered
-    /// before they are cut to their candidates, so a filter never empties a search that has
-    /// matching chunks further down.
-    pub fn search_in(
-        &self,
-        collection: &str,
-        query: &str,
-        limit: usize,
-        embedder: Option<&dyn crate::embed::Embedder>,
-        filter: &Filter,
-    ) -> Result<Vec<Hit>, KnowledgeError> {
-        let lexical = self.search_lexical_in(collection, query, CANDIDATES.max(limit), filter)?;
-        let embedded = self.collection_embedding(collection)?;
-        let (Some(embedder), Some((model, dimension))) = (embedder, embedded) else {
-            return Ok(lexical.into_iter().take(limit).collect());
-        };
-        let query_vector = embedder.embed_query(query)?;
-        if embedder.model() != model || query_vector.len() != dimension {
-            return Err(KnowledgeError::EmbeddingMismatch {
-                collection: collection.to_owned(),
-                stored: format!("{model} ({dimension} dimensions)"),
-                offered: format!("{} ({} dimensions)", embedder.model(), query_vector.len()),
-            });
-        }
-        let nearest =
-            self.search_vectors_in(collection, &query_vector, CANDIDATES.max(limit), filter)?;
-        Ok(fuse(&[lexical, nearest], limit))
-    }
-
     /// Removes a document and its chunks; whether it was there.
-    pub fn remove_document(&self, collection: &str, path: &str) -> Result<bool, KnowledgeError> {
+    fn remove_document(&self, collection: &str, path: &str) -> Result<bool, KnowledgeError> {
         let mut connection = self.lock();
         self.forget_vectors(collection);
         let transaction = connection.transaction()?;
@@ -845,7 +726,7 @@ impl KnowledgeStore {
     }
 
     /// Removes a collection with everything in it; whether it was there.
-    pub fn remove_collection(&self, collection: &str) -> Result<bool, KnowledgeError> {
+    fn remove_collection(&self, collection: &str) -> Result<bool, KnowledgeError> {
         let mut connection = self.lock();
         self.forget_vectors(collection);
         let transaction = connection.transaction()?;
@@ -865,18 +746,8 @@ impl KnowledgeStore {
         Ok(removed > 0)
     }
 
-    /// The `limit` chunks of `collection` that best match `query` lexically (BM25), best first.
-    pub fn search_lexical(
-        &self,
-        collection: &str,
-        query: &str,
-        limit: usize,
-    ) -> Result<Vec<Hit>, KnowledgeError> {
-        self.search_lexical_in(collection, query, limit, &Filter::default())
-    }
-
     /// [`Self::search_lexical`] over the chunks of the documents `filter` lets through.
-    pub fn search_lexical_in(
+    fn search_lexical_in(
         &self,
         collection: &str,
         query: &str,
@@ -885,32 +756,46 @@ impl KnowledgeStore {
     ) -> Result<Vec<Hit>, KnowledgeError> {
         self.require_collection(collection)?;
         filter.check()?;
-        let Some(expression) = match_expression(query) else {
+        let terms = query_terms(query);
+        if terms.is_empty() {
             return Ok(Vec::new());
-        };
+        }
         let connection = self.lock();
+        let (chunks, sole) = self.lexical_statistics(&connection, collection)?;
+        let terms = self.weighing_terms(&connection, terms, chunks)?;
         let mut values: Vec<rusqlite::types::Value> = vec![
-            expression.into(),
+            match_expression(&terms).into(),
             collection.to_owned().into(),
             i64::try_from(limit).unwrap_or(i64::MAX).into(),
         ];
-        let clause = filter.clause(&mut values);
-        // The best ids first, from the index and the small (id, collection) index alone (a
-        // filter reads the candidates' paths too); only those few rows are read whole.
+        let clause = filter_clause(filter, &mut values);
+        // The best ids first, from the index alone when the collection holds every chunk, else
+        // with the small (id, collection) index (a filter reads the candidates' paths too);
+        // only those few rows are read whole.
+        let best = if sole && filter.is_empty() {
+            "SELECT f.rowid AS id, bm25(chunks_fts, 1.0, 0.5) AS rank
+             FROM chunks_fts f WHERE chunks_fts MATCH ?1 AND ?2 IS NOT NULL
+             ORDER BY rank LIMIT ?3"
+                .to_owned()
+        } else {
+            format!(
+                "SELECT f.rowid AS id, bm25(chunks_fts, 1.0, 0.5) AS rank
+                 FROM chunks_fts f JOIN chunks k {} ON k.id = f.rowid
+                 WHERE chunks_fts MATCH ?1 AND k.collection = ?2{clause}
+                 ORDER BY rank LIMIT ?3",
+                if filter.is_empty() {
+                    "INDEXED BY chunks_collection_by_id"
+                } else {
+                    ""
+                }
+            )
+        };
         let mut statement = connection.prepare(&format!(
             "SELECT c.path, c.headings, c.line_start, c.line_end, c.text, c.page_start, c.page_end,
                     best.rank
-             FROM (SELECT f.rowid AS id, bm25(chunks_fts, 1.0, 0.5) AS rank
-                   FROM chunks_fts f JOIN chunks k {} ON k.id = f.rowid
-                   WHERE chunks_fts MATCH ?1 AND k.collection = ?2{clause}
-                   ORDER BY rank LIMIT ?3) best
+             FROM ({best}) best
              JOIN chunks c ON c.id = best.id
-             ORDER BY best.rank",
-            if filter.is_empty() {
-                "INDEXED BY chunks_collection_by_id"
-            } else {
-                ""
-            }
+             ORDER BY best.rank"
         ))?;
         let rows = statement.query_map(rusqlite::params_from_iter(values), |row| {
             // FTS5's bm25() is lower for better matches; a score reads higher-is-better.
@@ -919,32 +804,6 @@ impl KnowledgeStore {
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
-}
-
-/// Reciprocal-rank fusion of ranked lists: each chunk scores the sum of `1 / (k + rank)` over
-/// the lists that hold it (a chunk is its path, line range and text).
-pub fn fuse(lists: &[Vec<Hit>], limit: usize) -> Vec<Hit> {
-    let mut fused: Vec<Hit> = Vec::new();
-    for list in lists {
-        for (rank, hit) in list.iter().enumerate() {
-            let score = 1.0 / (RRF_K + rank as f64 + 1.0);
-            match fused.iter_mut().find(|seen| {
-                seen.path == hit.path
-                    && seen.line_start == hit.line_start
-                    && seen.line_end == hit.line_end
-                    && seen.text == hit.text
-            }) {
-                Some(seen) => seen.score += score,
-                None => fused.push(Hit {
-                    score,
-                    ..hit.clone()
-                }),
-            }
-        }
-    }
-    fused.sort_by(|a, b| b.score.total_cmp(&a.score));
-    fused.truncate(limit);
-    fused
 }
 
 #[cfg(test)]
@@ -997,6 +856,85 @@ mod tests {
         assert!(store.remove_document("c", "c.md").unwrap());
         assert_eq!(nearest(&store, [0.8, 0.6]), "east");
         assert_eq!(dot(&[1.0; 19], &[2.0; 19]), 38.0, "lanes and the tail");
+    }
+
+    #[test]
+    fn words_most_chunks_hold_are_left_out_of_a_large_search_and_the_ranking_stays() {
+        let store = KnowledgeStore::in_memory().unwrap();
+        store.ensure_collection("big").unwrap();
+        let chunks: Vec<Chunk> = (0..PRUNING_FROM as usize + 10)
+            .map(|index| {
+                let rare = match index % 1000 {
+                    0 => " zephyr zephyr",
+                    1 => " zephyr",
+                    2 => " quasar",
+                    _ => "",
+                };
+                chunk(&format!("common words here {index}{rare}"), "H")
+            })
+            .collect();
+        store
+            .replace_document("big", "all.md", "h", &chunks, None)
+            .unwrap();
+        let connection = store.lock();
+        let terms = store
+            .weighing_terms(
+                &connection,
+                query_terms("common zephyr Quasar here words"),
+                PRUNING_FROM + 10,
+            )
+            .unwrap();
+        // `words` is stored as its stem (`word`): not found as written, it is kept.
+        assert_eq!(
+            terms,
+            vec!["words", "quasar", "zephyr"],
+            "rarest first, common ones out"
+        );
+        let only_common = store
+            .weighing_terms(&connection, query_terms("here common"), PRUNING_FROM + 10)
+            .unwrap();
+        assert_eq!(only_common.len(), 1, "the rarest of all-common words stays");
+        // The ranking of the whole query, unpruned, straight from FTS5.
+        let full: Vec<i64> = connection
+            .prepare(
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1
+                 ORDER BY bm25(chunks_fts, 1.0, 0.5), rowid LIMIT 20",
+            )
+            .unwrap()
+            .query_map(
+                params![match_expression(&query_terms("common zephyr quasar here"))],
+                |row| row.get(0),
+            )
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        drop(connection);
+        let hits = store
+            .search_lexical("big", "common zephyr quasar here", 20)
+            .unwrap();
+        let zephyr_or_quasar = full
+            .iter()
+            .filter(|id| matches!((**id - 1) % 1000, 0..=2))
+            .count();
+        assert_eq!(hits.len(), zephyr_or_quasar, "{hits:?}");
+        let texts: Vec<String> = {
+            let connection = store.lock();
+            full.iter()
+                .take(zephyr_or_quasar)
+                .map(|id| {
+                    connection
+                        .query_row("SELECT text FROM chunks WHERE id = ?1", [id], |row| {
+                            row.get(0)
+                        })
+                        .unwrap()
+                })
+                .collect()
+        };
+        assert_eq!(
+            hits.iter().map(|hit| hit.text.clone()).collect::<Vec<_>>(),
+            texts,
+            "the same order as the whole query's"
+        );
     }
 
     #[test]

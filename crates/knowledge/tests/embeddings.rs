@@ -9,7 +9,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
-use warden_knowledge::{EmbeddingsEndpoint, Filter, IngestOptions, KnowledgeError, KnowledgeStore};
+use warden_knowledge::{
+    EmbeddingsEndpoint, Filter, IngestOptions, KnowledgeBackend, KnowledgeError, KnowledgeStore,
+};
 
 /// What the endpoint was asked, and how it should answer next.
 #[derive(Default)]

@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use warden_knowledge::{
-    ChunkBudget, Embedder, Filter, IngestOptions, KnowledgeError, KnowledgeStore,
+    ChunkBudget, Embedder, Filter, IngestOptions, KnowledgeBackend, KnowledgeError, KnowledgePlace,
 };
 use warden_session::knowledge::{
     MAX_HITS, RetrievalConfig, RetrievalError, Retrieved, Search, embedder_for, retrieve,
@@ -18,8 +18,9 @@ use crate::api::{ApiError, ServiceState, body, principal};
 /// Where a tenant's collections live and the operator's `[embeddings]` entries and reranker
 /// they are embedded and searched with.
 pub struct TenantKnowledge {
-    /// The tenant's own knowledge database (made on first use).
-    pub database: std::path::PathBuf,
+    /// The tenant's own collections: a SQLite file (made on first use), or the tenant's part of
+    /// the service's PostgreSQL database.
+    pub place: KnowledgePlace,
     pub retrieval: RetrievalConfig,
 }
 
@@ -162,7 +163,8 @@ fn knowledge_error(error: RetrievalError) -> ApiError {
             ApiError::new(StatusCode::NOT_FOUND, error.to_string())
         }
         RetrievalError::Store(KnowledgeError::EmbeddingMismatch { .. })
-        | RetrievalError::Store(KnowledgeError::EmbeddingsNeeded { .. }) => {
+        | RetrievalError::Store(KnowledgeError::EmbeddingsNeeded { .. })
+        | RetrievalError::Store(KnowledgeError::NoVectorSupport { .. }) => {
             ApiError::new(StatusCode::CONFLICT, error.to_string())
         }
         other => {
@@ -172,21 +174,28 @@ fn knowledge_error(error: RetrievalError) -> ApiError {
     }
 }
 
-/// Runs `work` on the tenant's knowledge database off the async workers (SQLite, and the
+/// Runs `work` on the tenant's knowledge store off the async workers (the stores, and the
 /// embeddings endpoint's own runtime, block).
 async fn with_store<T: Send + 'static>(
     knowledge: TenantKnowledge,
-    work: impl FnOnce(&KnowledgeStore, &TenantKnowledge) -> Result<T, RetrievalError> + Send + 'static,
+    work: impl FnOnce(&dyn KnowledgeBackend, &TenantKnowledge) -> Result<T, RetrievalError>
+    + Send
+    + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(move || {
-        if let Some(folder) = knowledge.database.parent() {
-            std::fs::create_dir_all(folder).map_err(|error| RetrievalError::Folder {
-                path: folder.display().to_string(),
-                reason: error.to_string(),
-            })?;
-        }
-        let store = warden_session::knowledge::shared_store(&knowledge.database)?;
-        work(&store, &knowledge)
+        let store: std::sync::Arc<dyn KnowledgeBackend> = match &knowledge.place {
+            KnowledgePlace::File(database) => {
+                if let Some(folder) = database.parent() {
+                    std::fs::create_dir_all(folder).map_err(|error| RetrievalError::Folder {
+                        path: folder.display().to_string(),
+                        reason: error.to_string(),
+                    })?;
+                }
+                warden_knowledge::shared_store(database)?
+            }
+            KnowledgePlace::Open(backend) => backend.clone(),
+        };
+        work(store.as_ref(), &knowledge)
     })
     .await
     .map_err(|error| {
@@ -321,7 +330,9 @@ pub(crate) async fn put_document(
             request.text.as_bytes(),
             &IngestOptions {
                 budget: ChunkBudget::default(),
-                embedder: embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                embedder: embedder
+                    .as_deref()
+                    .map(|embedder| embedder as &dyn Embedder),
                 converters: None,
                 tags: request.tags.as_deref().unwrap_or_default(),
             },

@@ -263,7 +263,7 @@ impl AgentSession {
         if let Some(profile) = profile.filter(|profile| !profile.knowledge.is_empty()) {
             host_tools.push(Arc::new(crate::knowledge::SearchKnowledge::new(
                 profile.knowledge.clone(),
-                options.knowledge_databases.clone(),
+                options.knowledge.clone(),
                 crate::knowledge::RetrievalConfig::of(&config),
             )));
         }

@@ -1,7 +1,6 @@
 //! Knowledge retrieval as every surface runs it — `warden knowledge search`, the agent's `search_knowledge` tool and the service's search endpoint: the embeddings a collection is searched with (the `[embeddings.NAME]` entry of its model, else BM25 alone), the filter (path glob, tags), the reranker (`[knowledge] reranker`, falling back to the fused order when it fails), the hits, and their rendering with provenance.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -9,7 +8,8 @@ use serde_json::{Value, json};
 use warden_config::{EmbeddingsSpec, RerankerSpec};
 use warden_host::{HostTool, Invocation};
 use warden_knowledge::{
-    Embedder, EmbeddingsEndpoint, Filter, Hit, KnowledgeError, KnowledgeStore, RerankEndpoint,
+    Embedder, EmbeddingsEndpoint, Filter, Hit, KnowledgeBackend, KnowledgeError, KnowledgePlace,
+    RerankEndpoint,
 };
 use warden_policy::{BoxFuture, CapabilitySet, DispatchError, ToolOutput};
 
@@ -81,16 +81,38 @@ pub enum RetrievalError {
     Folder { path: String, reason: String },
 }
 
+/// Model endpoints kept for the process, by what they were built from (the entry and the key's
+/// value): building one makes an HTTP client (loading TLS roots) and a runtime, which a search
+/// should not pay each time.
+type EndpointCache<T> = std::sync::OnceLock<std::sync::Mutex<Vec<(String, Arc<T>)>>>;
+
+fn cached_endpoint<T, E>(
+    cache: &'static EndpointCache<T>,
+    key: String,
+    make: impl FnOnce() -> Result<T, E>,
+) -> Result<Arc<T>, E> {
+    let mut entries = cache
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, endpoint)) = entries.iter().find(|(seen, _)| *seen == key) {
+        return Ok(endpoint.clone());
+    }
+    let endpoint = Arc::new(make()?);
+    entries.push((key, endpoint.clone()));
+    Ok(endpoint)
+}
+
 /// The embeddings endpoint a collection is used with: `[embeddings.NAME]` when `named`, else
 /// the entry whose model embedded the collection. `None` with a note when the collection is
 /// embedded and no entry names its model (then BM25 alone); `None` without one when it is not
 /// embedded. Builds an endpoint with its own runtime: call it off any async worker.
 pub fn embedder_for(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     embeddings: &BTreeMap<String, EmbeddingsSpec>,
     collection: &str,
     named: Option<&str>,
-) -> Result<(Option<EmbeddingsEndpoint>, Option<String>), RetrievalError> {
+) -> Result<(Option<Arc<EmbeddingsEndpoint>>, Option<String>), RetrievalError> {
     let stored = store
         .has_collection(collection)?
         .then(|| store.collection_embedding(collection))
@@ -129,25 +151,33 @@ pub fn embedder_for(
         }
         None => None,
     };
-    let mut endpoint =
-        EmbeddingsEndpoint::new(&spec.base_url, &spec.model, api_key).map_err(|error| {
-            RetrievalError::Endpoint {
-                name: name.to_owned(),
-                reason: error.to_string(),
+    static ENDPOINTS: EndpointCache<EmbeddingsEndpoint> = std::sync::OnceLock::new();
+    let key = format!(
+        "{name}\u{0}{spec:?}\u{0}{}",
+        api_key.as_deref().unwrap_or("")
+    );
+    let endpoint =
+        cached_endpoint(&ENDPOINTS, key, || {
+            let mut endpoint = EmbeddingsEndpoint::new(&spec.base_url, &spec.model, api_key)
+                .map_err(|error| RetrievalError::Endpoint {
+                    name: name.to_owned(),
+                    reason: error.to_string(),
+                })?;
+            if let Some(batch) = spec.batch {
+                endpoint = endpoint.with_batch(batch);
             }
+            Ok::<_, RetrievalError>(
+                endpoint
+                    .with_prefixes(
+                        spec.query_prefix.as_deref().unwrap_or(""),
+                        spec.passage_prefix.as_deref().unwrap_or(""),
+                    )
+                    .with_input_types(
+                        spec.query_input_type.as_deref(),
+                        spec.passage_input_type.as_deref(),
+                    ),
+            )
         })?;
-    if let Some(batch) = spec.batch {
-        endpoint = endpoint.with_batch(batch);
-    }
-    endpoint = endpoint
-        .with_prefixes(
-            spec.query_prefix.as_deref().unwrap_or(""),
-            spec.passage_prefix.as_deref().unwrap_or(""),
-        )
-        .with_input_types(
-            spec.query_input_type.as_deref(),
-            spec.passage_input_type.as_deref(),
-        );
     Ok((Some(endpoint), None))
 }
 
@@ -169,7 +199,7 @@ pub struct Retrieved {
 /// by it — a reranker that fails leaves the fused order, and the note says why. Blocking
 /// (SQLite, and the endpoints' own runtimes): call it off any async worker.
 pub fn retrieve(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     config: &RetrievalConfig,
     collection: &str,
     search: &Search<'_>,
@@ -186,7 +216,9 @@ pub fn retrieve(
         collection,
         search.query,
         candidates,
-        embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+        embedder
+            .as_deref()
+            .map(|embedder| embedder as &dyn Embedder),
         search.filter,
     )?;
     let Some((name, spec)) = reranker else {
@@ -235,8 +267,12 @@ fn rerank(
         ),
         None => None,
     };
-    let endpoint = RerankEndpoint::new(&spec.base_url, &spec.model, api_key)
-        .map_err(|error| error.to_string())?;
+    static ENDPOINTS: EndpointCache<RerankEndpoint> = std::sync::OnceLock::new();
+    let key = format!("{spec:?}\u{0}{}", api_key.as_deref().unwrap_or(""));
+    let endpoint = cached_endpoint(&ENDPOINTS, key, || {
+        RerankEndpoint::new(&spec.base_url, &spec.model, api_key)
+    })
+    .map_err(|error| error.to_string())?;
     let documents: Vec<String> = hits.iter().map(|hit| hit.text.clone()).collect();
     let ranking = endpoint
         .rerank(query, &documents, limit)
@@ -287,16 +323,16 @@ pub fn render_hit(rank: usize, hit: &Hit, max_lines: Option<usize>) -> String {
 /// query's vector.
 pub struct SearchKnowledge {
     collections: Vec<String>,
-    databases: Vec<PathBuf>,
+    places: Vec<KnowledgePlace>,
     retrieval: Arc<RetrievalConfig>,
     description: String,
 }
 
 impl SearchKnowledge {
-    /// `collections` must not be empty; `databases` in the order they are looked in.
+    /// `collections` must not be empty; `places` in the order they are looked in.
     pub fn new(
         collections: Vec<String>,
-        databases: Vec<PathBuf>,
+        places: Vec<KnowledgePlace>,
         retrieval: RetrievalConfig,
     ) -> Self {
         let description = format!(
@@ -305,7 +341,7 @@ impl SearchKnowledge {
         );
         Self {
             collections,
-            databases,
+            places,
             retrieval: Arc::new(retrieval),
             description,
         }
@@ -386,7 +422,7 @@ impl HostTool for SearchKnowledge {
             filter
                 .check()
                 .map_err(|error| DispatchError::new(format!("{SEARCH_KNOWLEDGE}: {error}")))?;
-            let databases = self.databases.clone();
+            let places = self.places.clone();
             let retrieval = self.retrieval.clone();
             let searched = collection.clone();
             let found = tokio::task::spawn_blocking(move || {
@@ -395,7 +431,7 @@ impl HostTool for SearchKnowledge {
                     limit,
                     filter: &filter,
                 };
-                search_first_holding(&databases, &retrieval, &searched, &search)
+                search_first_holding(&places, &retrieval, &searched, &search)
             })
             .await
             .map_err(|error| DispatchError::new(format!("the search stopped: {error}")))?
@@ -415,37 +451,19 @@ impl HostTool for SearchKnowledge {
     }
 }
 
-/// The knowledge database at `path`, opened once per process and kept (its connection and the
-/// vectors it loaded serve every later search; writes through other connections are seen).
-pub fn shared_store(path: &std::path::Path) -> Result<Arc<KnowledgeStore>, KnowledgeError> {
-    static OPEN: std::sync::OnceLock<std::sync::Mutex<BTreeMap<PathBuf, Arc<KnowledgeStore>>>> =
-        std::sync::OnceLock::new();
-    let mut open = OPEN
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(store) = open.get(path) {
-        return Ok(store.clone());
-    }
-    let store = Arc::new(KnowledgeStore::open(path)?);
-    open.insert(path.to_path_buf(), store.clone());
-    Ok(store)
-}
-
-/// Runs [`retrieve`] on the first of `databases` that holds `collection`.
+/// Runs [`retrieve`] on the first of `places` that holds `collection`.
 fn search_first_holding(
-    databases: &[PathBuf],
+    places: &[KnowledgePlace],
     retrieval: &RetrievalConfig,
     collection: &str,
     search: &Search<'_>,
 ) -> Result<Retrieved, RetrievalError> {
-    for database in databases {
-        if !database.is_file() {
+    for place in places {
+        let Some(store) = place.open()? else {
             continue;
-        }
-        let store = shared_store(database)?;
+        };
         if store.has_collection(collection)? {
-            return retrieve(&store, retrieval, collection, search);
+            return retrieve(store.as_ref(), retrieval, collection, search);
         }
     }
     Err(KnowledgeError::UnknownCollection(collection.to_owned()).into())

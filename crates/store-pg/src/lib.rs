@@ -4,11 +4,13 @@
 //! Its schema is versioned like SQLite's and migrated at connect; a newer schema is refused.
 
 mod audit;
+mod knowledge;
 mod pool;
 mod schema;
 mod signals;
 
 pub use audit::{AUDIT_BATCH_MAX, PgAudit};
+pub use knowledge::{PgKnowledge, PgKnowledgeStore};
 pub use signals::{PgSignals, SIGNAL_CHANNEL};
 
 use std::future::Future;
@@ -120,23 +122,46 @@ impl PgStorage {
         )
     }
 
-    /// Runs `job` on the storage's own runtime and waits for its answer on this thread (never
-    /// `block_on`, which panics inside the caller's runtime).
+    /// The tenants' knowledge collections in this database, shared by every instance on it;
+    /// its tables are made when missing, and its vectors' table when the database has pgvector.
+    pub fn knowledge(&self) -> Result<PgKnowledgeStore, StoreError> {
+        PgKnowledgeStore::open(
+            Arc::clone(&self.runtime),
+            self.handle.clone(),
+            Arc::clone(&self.pool),
+        )
+    }
+
     fn run<T, F, Fut>(&self, job: F) -> Result<T, StoreError>
     where
         F: FnOnce(Arc<Pool>) -> Fut,
         Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
         T: Send + 'static,
     {
-        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-        let future = job(Arc::clone(&self.pool));
-        self.handle.spawn(async move {
-            let _ = sender.send(future.await);
-        });
-        receiver.recv().map_err(|_| {
-            StoreError::Backend("the PostgreSQL storage stopped before answering".to_owned())
-        })?
+        run_on(&self.handle, &self.pool, job)
     }
+}
+
+/// Runs `job` on the storage's own runtime and waits for its answer on this thread (never
+/// `block_on`, which panics inside the caller's runtime).
+pub(crate) fn run_on<T, F, Fut>(
+    handle: &tokio::runtime::Handle,
+    pool: &Arc<Pool>,
+    job: F,
+) -> Result<T, StoreError>
+where
+    F: FnOnce(Arc<Pool>) -> Fut,
+    Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    let future = job(Arc::clone(pool));
+    handle.spawn(async move {
+        let _ = sender.send(future.await);
+    });
+    receiver.recv().map_err(|_| {
+        StoreError::Backend("the PostgreSQL storage stopped before answering".to_owned())
+    })?
 }
 
 /// A tokio-postgres error as the contract's error (its text names no password).

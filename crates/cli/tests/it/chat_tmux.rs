@@ -128,6 +128,30 @@ impl Tmux {
 }
 
 impl Tmux {
+    /// Presses Escape until no page is open (its footer, `Esc back`, is gone). A lone Escape can
+    /// be taken by the terminal as the start of a key sequence and dropped; pressed again on the
+    /// conversation with nothing typed, it does nothing.
+    async fn close_page(&self) -> String {
+        let start = Instant::now();
+        let mut pressed = Instant::now();
+        self.keys(&["Escape"]);
+        loop {
+            let screen = self.screen();
+            if !screen.contains("Esc back") {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "the page stayed open; the screen shows:\n{screen}"
+            );
+            if pressed.elapsed() > Duration::from_secs(2) {
+                self.keys(&["Escape"]);
+                pressed = Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Polls until one screen line names `name` with the state `state` (and not "not <state>").
     async fn wait_for_row(&self, name: &str, state: &str) -> String {
         let start = Instant::now();
@@ -612,7 +636,7 @@ async fn mcp_stop_keeps_a_server_down_and_restart_brings_it_back_on_the_next_cal
     tmux.wait_for_row("echo", "down").await;
     // Wait for the conversation to return before typing: ESC and a quick next key would
     // arrive as one Alt sequence.
-    tmux.keys(&["Escape"]);
+    tmux.close_page().await;
     tmux.wait_for(&["Echoed once."]).await;
     tmux.line("echo again");
     tmux.wait_for(&["The echo server is stopped."]).await;
@@ -634,7 +658,7 @@ async fn mcp_stop_keeps_a_server_down_and_restart_brings_it_back_on_the_next_cal
     tmux.wait_for(&["MCP echo restarted"]).await;
     tmux.line("/mcp");
     tmux.wait_for_row("echo", "not connected").await;
-    tmux.keys(&["Escape"]);
+    tmux.close_page().await;
     tmux.wait_for(&["MCP echo restarted"]).await;
     tmux.line("echo once more");
     tmux.wait_for(&["Echoed after the restart."]).await;
@@ -642,7 +666,7 @@ async fn mcp_stop_keeps_a_server_down_and_restart_brings_it_back_on_the_next_cal
     assert!(sent.contains("third ping"), "{sent}");
     tmux.line("/mcp");
     tmux.wait_for_row("echo", "connected").await;
-    tmux.keys(&["Escape"]);
+    tmux.close_page().await;
     let screen = tmux.wait_for(&["Echoed after the restart."]).await;
     assert!(
         !screen.contains("reconnected automatically"),

