@@ -378,11 +378,41 @@ impl Session {
         &self.path
     }
 
-    /// Appends one record (redacted) as a line.
+    /// Appends one record (redacted) as a line. A provider's block that holds a secret (a
+    /// thinking block whose text quotes one) is left out rather than saved redacted: its
+    /// signature would no longer match, and the provider would refuse the resumed
+    /// conversation; an earlier turn's thinking may be left out, a changed one may not.
     pub fn append(&mut self, record: &SessionRecord) -> Result<(), SessionError> {
         let to_io = |e: serde_json::Error| SessionError::Io {
             path: self.path.clone(),
             source: std::io::Error::other(e),
+        };
+        let kept;
+        let record = match record {
+            SessionRecord::Message {
+                message: Message::ProviderBlocks { provider, blocks },
+            } => {
+                let unchanged: Vec<serde_json::Value> = blocks
+                    .iter()
+                    .filter(|block| {
+                        let mut redacted = (*block).clone();
+                        self.redactor.redact_value(&mut redacted);
+                        redacted == **block
+                    })
+                    .cloned()
+                    .collect();
+                if unchanged.is_empty() {
+                    return Ok(());
+                }
+                kept = SessionRecord::Message {
+                    message: Message::ProviderBlocks {
+                        provider: provider.clone(),
+                        blocks: unchanged,
+                    },
+                };
+                &kept
+            }
+            other => other,
         };
         let mut value = serde_json::to_value(record).map_err(to_io)?;
         self.redactor.redact_value(&mut value);

@@ -195,3 +195,46 @@ fn sessions_redact_secrets_resume_and_continue_per_folder() {
         Err(warden_agent::SessionError::InvalidId(_))
     ));
 }
+
+/// A provider's thinking block that quotes a secret is left out of the saved session (saved
+/// redacted, its signature would no longer match and the provider would refuse the resumed
+/// conversation); a block without one is kept as it was.
+#[test]
+fn a_thinking_block_that_quotes_a_secret_is_not_saved_and_the_others_are_kept_whole() {
+    let state = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let secret = "sk-ThinkingSecret-0123456789".to_string();
+    let store = SessionStore::new(state.path().join("sessions"), vec![secret.clone()]);
+    let mut session = store.create(project.path(), None).unwrap();
+    let clean = serde_json::json!({"type": "thinking", "thinking": "The user wants a file read.", "signature": "sig-a"});
+    let quoting = serde_json::json!({"type": "thinking", "thinking": format!("The key is {secret}."), "signature": "sig-b"});
+    session
+        .append_message(&Message::ProviderBlocks {
+            provider: "anthropic".into(),
+            blocks: vec![clean.clone(), quoting.clone()],
+        })
+        .unwrap();
+    session
+        .append_message(&Message::ProviderBlocks {
+            provider: "anthropic".into(),
+            blocks: vec![quoting],
+        })
+        .unwrap();
+    session.append_message(&Message::user("next")).unwrap();
+    let loaded = store.load(session.id()).unwrap();
+    assert_eq!(
+        loaded.messages,
+        vec![
+            Message::ProviderBlocks {
+                provider: "anthropic".into(),
+                blocks: vec![clean],
+            },
+            Message::user("next"),
+        ]
+    );
+    let file = std::fs::read_to_string(session.path()).unwrap();
+    assert!(
+        !file.contains("ThinkingSecret") && !file.contains("sig-b"),
+        "{file}"
+    );
+}
