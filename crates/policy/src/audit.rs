@@ -605,8 +605,9 @@ impl AuditStore {
     }
 }
 
-/// A record as its columns are stored (its JSON parts rendered, its times in ms): what every
-/// audit backend binds to its INSERT.
+/// A record as its columns are stored (its JSON parts rendered, its times in ms): what a
+/// database-server backend binds to its INSERT, and the row a stored record is compared with.
+/// The SQLite store renders the same columns as it binds them, straight from the record.
 #[derive(Debug, Clone)]
 pub struct AuditColumns {
     /// When the call entered the gate (Unix ms).
