@@ -937,7 +937,7 @@ async fn offered_tools(
                     .unwrap_or("")
                     .to_owned(),
                 name: tool.descriptor.public_name,
-                input_schema: tool.descriptor.input_schema,
+                input_schema: std::sync::Arc::unwrap_or_clone(tool.descriptor.input_schema),
             }
         })
         .collect())

@@ -30,7 +30,7 @@ pub fn host_tool_descriptor(tool: &dyn HostTool) -> ToolDescriptor {
     ToolDescriptor {
         identity: ToolIdentity::host(tool.source(), tool.name()),
         public_name: tool.name().to_owned(),
-        input_schema: tool.input_schema(),
+        input_schema: Arc::new(tool.input_schema()),
         annotations: ToolAnnotations::default(),
         declared_classes: Some(tool.classes()),
         server_policy: ServerPolicy::default(),

@@ -290,7 +290,9 @@ impl Dispatcher for McpDispatcher {
                 meta: relay.as_ref().and_then(|relay| relay.request.meta.clone()),
             };
             if let Some(relay) = relay.filter(|relay| relay.request.pass_input_required) {
-                return self.relay_call(&relay, &identity, arguments, options).await;
+                // Boxed: only a relayed call builds this future, so the common call's future
+                // (moved whole into its box) stays small.
+                return Box::pin(self.relay_call(&relay, &identity, arguments, options)).await;
             }
             let outcome = self
                 .runtime

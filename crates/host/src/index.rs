@@ -1,7 +1,7 @@
 //! The session's tool index: public names → descriptors the gate resolves, appended as catalogues arrive.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use warden_config::{CapabilityClass, DeferMode, ServerEntry};
@@ -312,7 +312,9 @@ fn describe(public_name: &str, tool: &McpTool, facts: &ServerFacts) -> ToolDescr
     ToolDescriptor {
         identity: ToolIdentity::mcp(&tool.identity.server, &tool.identity.tool),
         public_name: public_name.to_owned(),
-        input_schema: serde_json::Value::Object((*definition.input_schema).clone()),
+        input_schema: Arc::new(serde_json::Value::Object(
+            (*definition.input_schema).clone(),
+        )),
         annotations,
         declared_classes: None,
         server_policy: facts.policy.clone(),

@@ -122,7 +122,28 @@ pub struct AuditRecord {
 
 /// SHA-256 (hex) of a JSON value's compact text — what the audit trail stores by default.
 pub fn arguments_digest(arguments: &Value) -> String {
-    hex::encode(Sha256::digest(arguments.to_string().as_bytes()))
+    /// Feeds the text straight into the hash, so it is never built as a string.
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hashing = Hashing(Sha256::new());
+    // Writing a `Value` fails only when the writer does, and this one never does.
+    let _ = serde_json::to_writer(&mut hashing, arguments);
+    let digest = hashing.0.finalize();
+    let mut text = String::with_capacity(digest.len() * 2);
+    for byte in digest {
+        text.push(char::from(HEX[usize::from(byte >> 4)]));
+        text.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    text
 }
 
 /// Where the gate sends its one record per call. A failure is returned to the gate, which
@@ -506,7 +527,7 @@ impl AuditSink for AuditStore {
     /// Blocks the calling thread until the record is committed (for callers outside async code;
     /// the gate uses [`AuditSink::record_async`]).
     fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
-        let row = PendingRow::from(record);
+        let row = PendingRow::new(record.clone());
         if let Some(written) = self.write_if_idle(&row) {
             return written.map(drop);
         }
@@ -526,7 +547,7 @@ impl AuditSink for AuditStore {
         record: AuditRecord,
         alone: bool,
     ) -> BoxFuture<'_, Result<(), AuditError>> {
-        let written = self.write_async(PendingRow::from(&record), alone);
+        let written = self.write_async(PendingRow::new(record), alone);
         Box::pin(async move { written.await.map(drop) })
     }
 
@@ -536,7 +557,7 @@ impl AuditSink for AuditStore {
         record: AuditRecord,
         alone: bool,
     ) -> BoxFuture<'_, Result<AuditEntry, AuditError>> {
-        let written = self.write_async(PendingRow::from(&record), alone);
+        let written = self.write_async(PendingRow::new(record), alone);
         Box::pin(async move { written.await.map(|id| AuditEntry(Some(id))) })
     }
 
@@ -547,7 +568,7 @@ impl AuditSink for AuditStore {
         record: AuditRecord,
         alone: bool,
     ) -> BoxFuture<'_, Result<(), AuditError>> {
-        let mut row = PendingRow::from(&record);
+        let mut row = PendingRow::new(record);
         row.replaces = entry.0;
         let written = self.write_async(row, alone);
         Box::pin(async move { written.await.map(drop) })
@@ -584,8 +605,9 @@ impl AuditStore {
     }
 }
 
-/// A record as its columns are stored (its JSON parts rendered, its times in ms): what every
-/// audit backend binds to its INSERT.
+/// A record as its columns are stored (its JSON parts rendered, its times in ms): what a
+/// database-server backend binds to its INSERT, and the row a stored record is compared with.
+/// The SQLite store renders the same columns as it binds them, straight from the record.
 #[derive(Debug, Clone)]
 pub struct AuditColumns {
     /// When the call entered the gate (Unix ms).
@@ -761,18 +783,19 @@ impl From<&AuditRecord> for AuditColumns {
     }
 }
 
-/// A record as it is bound to the INSERT, and the intent it completes.
+/// A record waiting to be written (its columns are rendered as they are bound, only those the
+/// statement needs), and the intent it completes.
 #[derive(Debug)]
 struct PendingRow {
-    columns: AuditColumns,
+    record: AuditRecord,
     /// The row this one completes (a call's intent), if any: written in its place.
     replaces: Option<i64>,
 }
 
-impl From<&AuditRecord> for PendingRow {
-    fn from(record: &AuditRecord) -> Self {
+impl PendingRow {
+    fn new(record: AuditRecord) -> Self {
         Self {
-            columns: AuditColumns::from(record),
+            record,
             replaces: None,
         }
     }
@@ -1002,56 +1025,75 @@ const INSERT: &str = "INSERT INTO audit (time_unix_ms, session_id, source, calle
      classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
      arguments_digest, arguments, confinement, kind, effect, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
 
-/// A call's outcome written over its intent, row `?24` (the time is the same: both come from the
-/// moment the call entered the gate).
-const COMPLETE: &str = "UPDATE audit SET time_unix_ms = ?1, session_id = ?2, source = ?3, caller = ?4, server = ?5, \
-     tool = ?6, public_name = ?7, annotations = ?8, classes = ?9, decision = ?10, layer = ?11, reason = ?12, \
-     gate_ms = ?13, execution_ms = ?14, result_bytes = ?15, result_is_error = ?16, error = ?17, \
-     arguments_digest = ?18, arguments = ?19, confinement = ?20, kind = ?21, effect = ?22, tenant = ?23 WHERE id = ?24";
+/// A call's outcome written over its intent, row `?10`: only the columns an outcome decides. The
+/// others (the time the call entered the gate, the session, the tool, its classes, the
+/// arguments) were final when the intent was written from the same call, and leaving them out
+/// keeps the indexes on `session_id` and `time_unix_ms` untouched, so the commit writes the
+/// table's page alone.
+const COMPLETE: &str = "UPDATE audit SET decision = ?1, layer = ?2, reason = ?3, gate_ms = ?4, \
+     execution_ms = ?5, result_bytes = ?6, result_is_error = ?7, error = ?8, confinement = ?9 WHERE id = ?10";
 
 /// Writes `row` — in place of the intent it completes, or as a new record (also when that
 /// intent is not there to complete) — and returns its id.
 fn insert(connection: &Connection, pending: &PendingRow) -> rusqlite::Result<i64> {
-    let row = &pending.columns;
-    let columns: [&dyn rusqlite::ToSql; 23] = [
-        &row.time_unix_ms,
-        &row.session_id,
-        &row.source,
-        &row.caller,
-        &row.server,
-        &row.tool,
-        &row.public_name,
-        &row.annotations,
-        &row.classes,
-        &row.decision,
-        &row.layer,
-        &row.reason,
-        &row.gate_ms,
-        &row.execution_ms,
-        &row.result_bytes,
-        &row.result_is_error,
-        &row.error,
-        &row.arguments_digest,
-        &row.arguments,
-        &row.confinement,
-        &row.kind,
-        &row.effect,
-        &row.tenant,
-    ];
+    let record = &pending.record;
+    let gate_ms = millis(record.gate_duration);
+    let execution_ms = record.execution_duration.map(millis);
+    let result_bytes = record
+        .result_bytes
+        .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
     // Prepared once per connection and reused (SQLite's statement cache).
     if let Some(id) = pending.replaces {
-        let mut values = columns.to_vec();
-        values.push(&id);
         let changed = connection
             .prepare_cached(COMPLETE)?
-            .execute(params_from_iter(values))?;
+            .execute(rusqlite::params![
+                record.decision.as_str(),
+                record.layer.as_str(),
+                record.reason,
+                gate_ms,
+                execution_ms,
+                result_bytes,
+                record.result_is_error,
+                record.error,
+                record.confinement,
+                id,
+            ])?;
         if changed == 1 {
             return Ok(id);
         }
     }
+    let annotations = record
+        .annotations
+        .as_ref()
+        .and_then(|annotations| serde_json::to_string(annotations).ok());
+    let arguments = record.arguments.as_ref().map(Value::to_string);
     connection
         .prepare_cached(INSERT)?
-        .execute(params_from_iter(columns))?;
+        .execute(rusqlite::params![
+            unix_millis(record.time),
+            record.session_id,
+            record.surface.as_str(),
+            record.caller,
+            record.server,
+            record.tool,
+            record.public_name,
+            annotations,
+            record.classes.to_names(),
+            record.decision.as_str(),
+            record.layer.as_str(),
+            record.reason,
+            gate_ms,
+            execution_ms,
+            result_bytes,
+            record.result_is_error,
+            record.error,
+            record.arguments_digest,
+            arguments,
+            record.confinement,
+            record.kind.as_str(),
+            record.effect.map(CapabilityClass::as_str),
+            record.tenant,
+        ])?;
     Ok(connection.last_insert_rowid())
 }
 
@@ -1178,6 +1220,24 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    #[test]
+    fn the_digest_is_the_sha256_of_the_compact_json_text() {
+        let arguments = serde_json::json!({
+            "path": "/tmp/ä \"quoted\"\n",
+            "numbers": [1, 2.5, -3, null, true],
+            "nested": {"b": {}, "a": []}
+        });
+        let text = arguments.to_string();
+        assert_eq!(
+            arguments_digest(&arguments),
+            hex::encode(Sha256::digest(text.as_bytes()))
+        );
+        assert_eq!(
+            arguments_digest(&serde_json::json!({})),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
+    }
 
     fn record(public_name: &str) -> AuditRecord {
         AuditRecord {

@@ -223,6 +223,8 @@ struct Trace {
     entry: AuditEntry,
     /// Why the intent could not be stored, when it could not.
     intent_error: Option<String>,
+    /// The arguments' digest, computed once for the intent and the outcome.
+    arguments_digest: String,
 }
 
 impl Gate {
@@ -348,6 +350,11 @@ impl Gate {
     /// Never fails: every refusal, timeout and dispatch error is a [`GateOutcome`] with a reason.
     pub async fn call(&self, mut request: CallRequest) -> GateOutcome {
         let in_flight = InFlight::enter(&self.in_flight);
+        // Taken, not copied: every layer reads `arguments`, never `request.arguments`.
+        let arguments = match std::mem::take(&mut request.arguments) {
+            Value::Null => Value::Object(serde_json::Map::new()),
+            arguments => arguments,
+        };
         let mut trace = Trace {
             started: Instant::now(),
             time: SystemTime::now(),
@@ -359,11 +366,8 @@ impl Gate {
             warnings: Vec::new(),
             entry: AuditEntry::NONE,
             intent_error: None,
-        };
-        // Taken, not copied: every layer reads `arguments`, never `request.arguments`.
-        let arguments = match std::mem::take(&mut request.arguments) {
-            Value::Null => Value::Object(serde_json::Map::new()),
-            arguments => arguments,
+            // Every call ends in a record, so this is never computed in vain.
+            arguments_digest: arguments_digest(&arguments),
         };
         let result = self
             .run_layers(&request, &arguments, &mut trace, &in_flight)
@@ -856,7 +860,7 @@ impl Gate {
             result_bytes: step.output.as_ref().map(|output| output.size_bytes),
             result_is_error: step.output.as_ref().map(|output| output.is_error),
             error,
-            arguments_digest: arguments_digest(arguments),
+            arguments_digest: trace.arguments_digest.clone(),
             arguments: self.policy.audit_full_arguments.then(|| arguments.clone()),
             confinement: step
                 .output

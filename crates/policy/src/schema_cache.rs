@@ -1,8 +1,8 @@
-//! A bounded cache of compiled argument validators, keyed by tool identity and a hash of the
-//! tool's input schema, so the gate compiles a schema once per catalogue generation, not per call.
+//! A bounded cache of compiled argument validators, keyed by tool identity and the tool's input
+//! schema, so the gate compiles a schema once per catalogue generation, not per call; a call
+//! whose descriptor shares the cached schema (the same `Arc`) is a lookup.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -18,10 +18,12 @@ type Compiled = Result<Arc<jsonschema::Validator>, String>;
 
 /// One tool's compiled schema, with the schema it was compiled from.
 struct CachedSchema {
-    schema_hash: u64,
-    /// The schema itself, compared on a hash match so a collision can never validate a call
-    /// against another schema.
-    schema: Value,
+    /// The schema itself. A call whose descriptor holds this very allocation (the catalogue
+    /// hands out one `Arc` per tool and generation) is a hit without looking inside it; this
+    /// entry keeps the allocation alive, so its address cannot be reused by another schema.
+    /// Any other allocation is compared by value, and on a match adopted, so the next call is a
+    /// pointer check again.
+    schema: Arc<Value>,
     compiled: Compiled,
     last_used: u64,
 }
@@ -33,7 +35,7 @@ struct CacheState {
 }
 
 /// Compiled validators, one per tool identity. A schema that changes (a new catalogue
-/// generation) no longer matches the cached hash, so it is compiled afresh and replaces the old
+/// generation) no longer matches the cached one, so it is compiled afresh and replaces the old
 /// entry; when the cache is full the least recently used tool is dropped.
 pub struct SchemaCache {
     capacity: usize,
@@ -80,7 +82,7 @@ impl SchemaCache {
     pub fn validate(
         &self,
         identity: &ToolIdentity,
-        schema: &Value,
+        schema: &Arc<Value>,
         arguments: &Value,
     ) -> Result<(), String> {
         if schema.is_null() {
@@ -92,17 +94,24 @@ impl SchemaCache {
         }
     }
 
-    fn compiled(&self, identity: &ToolIdentity, schema: &Value) -> Compiled {
-        let schema_hash = hash_of(schema);
+    fn compiled(&self, identity: &ToolIdentity, schema: &Arc<Value>) -> Compiled {
         if let Ok(mut state) = self.state.lock() {
             state.clock += 1;
             let now = state.clock;
-            if let Some(entry) = state.entries.get_mut(identity)
-                && entry.schema_hash == schema_hash
-                && entry.schema == *schema
-            {
-                entry.last_used = now;
-                return entry.compiled.clone();
+            if let Some(entry) = state.entries.get_mut(identity) {
+                let hit = Arc::ptr_eq(&entry.schema, schema) || {
+                    // Another allocation (a host tool that builds its schema per call, a new
+                    // catalogue generation): the same schema by value is still a hit.
+                    let same = *entry.schema == **schema;
+                    if same {
+                        entry.schema = schema.clone();
+                    }
+                    same
+                };
+                if hit {
+                    entry.last_used = now;
+                    return entry.compiled.clone();
+                }
             }
         }
         // Compiled outside the lock: other calls go on meanwhile (two racing misses compile twice).
@@ -123,7 +132,6 @@ impl SchemaCache {
             state.entries.insert(
                 identity.clone(),
                 CachedSchema {
-                    schema_hash,
                     schema: schema.clone(),
                     compiled: compiled.clone(),
                     last_used,
@@ -134,24 +142,46 @@ impl SchemaCache {
     }
 }
 
-fn hash_of(schema: &Value) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    schema.hash(&mut hasher);
-    hasher.finish()
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 
-    fn string_path() -> Value {
-        json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+    fn string_path() -> Arc<Value> {
+        Arc::new(
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        )
     }
 
-    fn integer_path() -> Value {
-        json!({"type": "object", "properties": {"path": {"type": "integer"}}, "required": ["path"]})
+    fn integer_path() -> Arc<Value> {
+        Arc::new(
+            json!({"type": "object", "properties": {"path": {"type": "integer"}}, "required": ["path"]}),
+        )
+    }
+
+    fn compiled_of(cache: &SchemaCache, tool: &ToolIdentity) -> Arc<jsonschema::Validator> {
+        let state = cache.state.lock().unwrap();
+        state.entries[tool].compiled.clone().unwrap()
+    }
+
+    #[test]
+    fn the_same_schema_in_another_allocation_is_adopted_not_compiled_again() {
+        let cache = SchemaCache::default();
+        let tool = ToolIdentity::mcp("fs", "read");
+        let first = string_path();
+        assert!(
+            cache
+                .validate(&tool, &first, &json!({"path": "/a"}))
+                .is_ok()
+        );
+        let compiled = compiled_of(&cache, &tool);
+        let second = string_path();
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert!(cache.validate(&tool, &second, &json!({"path": 1})).is_err());
+        assert!(Arc::ptr_eq(&compiled, &compiled_of(&cache, &tool)));
+        let state = cache.state.lock().unwrap();
+        assert!(Arc::ptr_eq(&state.entries[&tool].schema, &second));
     }
 
     #[test]
@@ -182,17 +212,14 @@ mod tests {
                 crate::validate_arguments(&string_path(), &arguments)
             );
         }
-        let broken = json!({"type": 12});
+        let broken = Arc::new(json!({"type": 12}));
         assert_eq!(
             cache.validate(&tool, &broken, &json!({})),
             crate::validate_arguments(&broken, &json!({}))
         );
-        assert!(
-            cache
-                .validate(&tool, &Value::Null, &json!({"x": 1}))
-                .is_ok()
-        );
-        assert!(cache.validate(&tool, &Value::Null, &json!(1)).is_err());
+        let none = Arc::new(Value::Null);
+        assert!(cache.validate(&tool, &none, &json!({"x": 1})).is_ok());
+        assert!(cache.validate(&tool, &none, &json!(1)).is_err());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Serialize, Serializer};
@@ -128,8 +129,10 @@ pub struct ToolDescriptor {
     pub identity: ToolIdentity,
     /// The sanitised name the model sees and patterns match (`mcp__fs__write_file`).
     pub public_name: String,
-    /// The tool's JSON Schema for its arguments.
-    pub input_schema: Value,
+    /// The tool's JSON Schema for its arguments, shared: a catalogue hands out one allocation
+    /// per tool and generation, so resolving a call copies no schema and the gate's compiled
+    /// validator is found by the allocation alone.
+    pub input_schema: Arc<Value>,
     /// Annotations as the server sent them.
     pub annotations: ToolAnnotations,
     /// Classes declared in code (built-ins). When present they are used instead of the

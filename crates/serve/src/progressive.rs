@@ -39,7 +39,7 @@ pub(crate) fn tools(handler: &GatewayHandler) -> Vec<Tool> {
         tools.push(Tool::new(
             descriptor.public_name.clone(),
             description,
-            schema(descriptor.input_schema.clone()),
+            schema(Value::clone(&descriptor.input_schema)),
         ));
     }
     tools

@@ -345,7 +345,7 @@ impl AgentSession {
                     .host_tool_description(&descriptor.public_name)
                     .unwrap_or_default(),
                 name: descriptor.public_name,
-                input_schema: descriptor.input_schema,
+                input_schema: std::sync::Arc::unwrap_or_clone(descriptor.input_schema),
             });
         }
         for extra in settled.extra_tools {
@@ -366,7 +366,7 @@ impl AgentSession {
                     .as_deref()
                     .unwrap_or("")
                     .to_owned(),
-                input_schema: descriptor.input_schema,
+                input_schema: std::sync::Arc::unwrap_or_clone(descriptor.input_schema),
             });
         }
         self.offered.append(specs);

@@ -305,7 +305,7 @@ pub(crate) fn tool_spec(visible: &VisibleTool) -> ToolSpec {
             .as_deref()
             .unwrap_or("")
             .to_owned(),
-        input_schema: visible.descriptor.input_schema.clone(),
+        input_schema: serde_json::Value::clone(&visible.descriptor.input_schema),
     }
 }
 

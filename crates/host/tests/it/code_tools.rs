@@ -220,7 +220,7 @@ async fn the_schema_is_derived_from_the_argument_type_and_the_body_gets_it_typed
         .find(|descriptor| descriptor.public_name == "lookup")
         .unwrap();
     assert_eq!(
-        lookup.input_schema,
+        *lookup.input_schema,
         warden_vocab::arguments_schema::<LookupArguments>()
     );
     assert_eq!(lookup.input_schema["required"], json!(["order_id"]));

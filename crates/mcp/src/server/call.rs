@@ -46,7 +46,9 @@ impl ServerSlot {
         let known = {
             let has_tools = self.lock_catalog().tools.is_some();
             if !has_tools {
-                self.ensure_list(ListWhich::Tools).await?;
+                // Boxed, as every step off the hot path below: a call's future is moved
+                // whole when it is boxed, so the rare steps are built only when taken.
+                Box::pin(self.ensure_list(ListWhich::Tools)).await?;
             }
             let catalog = self.lock_catalog();
             catalog
@@ -104,12 +106,11 @@ impl ServerSlot {
             let response = tokio::select! {
                 response = handle.await_response() => response,
                 () = options.cancel.cancelled() => {
-                    let _ = peer
-                        .notify_cancelled(CancelledNotificationParam::new(
-                            Some(request_id),
-                            Some("cancelled by the caller".to_owned()),
-                        ))
-                        .await;
+                    let _ = Box::pin(peer.notify_cancelled(CancelledNotificationParam::new(
+                        Some(request_id),
+                        Some("cancelled by the caller".to_owned()),
+                    )))
+                    .await;
                     return Err(McpError::new(
                         self.name(),
                         FailureKind::Cancelled,
@@ -126,7 +127,8 @@ impl ServerSlot {
                     });
                 }
                 Ok(ServerResult::InputRequiredResult(input)) => {
-                    let (responses, state) = self.answer_input_requests(&live, tool, input).await?;
+                    let (responses, state) =
+                        Box::pin(self.answer_input_requests(&live, tool, input)).await?;
                     params.input_responses = responses;
                     params.request_state = state;
                 }
@@ -160,7 +162,7 @@ impl ServerSlot {
                 // `URL_ELICITATION_RETRIES` times and within the call's own deadline.
                 Err(ServiceError::McpError(data)) if data.code.0 == URL_ELICITATION_REQUIRED => {
                     let elicitations = url_elicitations(&data);
-                    self.complete_url_elicitations(
+                    Box::pin(self.complete_url_elicitations(
                         &live,
                         tool,
                         &data.message,
@@ -168,11 +170,11 @@ impl ServerSlot {
                         url_retries_left,
                         deadline,
                         &options.cancel,
-                    )
+                    ))
                     .await?;
                     url_retries_left -= 1;
                 }
-                Err(error) => return Err(self.call_failure(&live, tool, &error).await),
+                Err(error) => return Err(Box::pin(self.call_failure(&live, tool, &error)).await),
             }
         }
         Err(McpError::new(

@@ -129,7 +129,9 @@ impl ServerSlot {
                 return Err(self.current_failure(&state));
             }
         }
-        self.connect_now(false).await
+        // Boxed: only a call that must connect builds the connecting future, so every other
+        // call's future stays small (it is moved whole when the call is boxed).
+        Box::pin(self.connect_now(false)).await
     }
 
     /// Whether an OAuth server that needed a login has a stored token for its URL now.

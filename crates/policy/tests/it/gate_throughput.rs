@@ -37,7 +37,7 @@ fn list_issues() -> ToolDescriptor {
     ToolDescriptor {
         identity: ToolIdentity::mcp("github", "list_issues"),
         public_name: "mcp__github__list_issues".to_owned(),
-        input_schema: json!({
+        input_schema: Arc::new(json!({
             "type": "object",
             "properties": {
                 "owner": {"type": "string", "description": "Repository owner"},
@@ -52,7 +52,7 @@ fn list_issues() -> ToolDescriptor {
             },
             "required": ["owner", "repo"],
             "additionalProperties": false
-        }),
+        })),
         annotations: annotations(Some(true), None, Some(false)),
         declared_classes: None,
         server_policy: ServerPolicy::default(),

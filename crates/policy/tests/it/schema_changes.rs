@@ -31,13 +31,13 @@ impl Catalog for ChangingCatalog {
     }
 }
 
-fn schema_with_path(kind: &str) -> Value {
-    json!({
+fn schema_with_path(kind: &str) -> Arc<Value> {
+    Arc::new(json!({
         "type": "object",
         "properties": {"path": {"type": kind}},
         "required": ["path"],
         "additionalProperties": false
-    })
+    }))
 }
 
 #[tokio::test]

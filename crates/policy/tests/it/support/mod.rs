@@ -225,7 +225,7 @@ pub(crate) fn mcp_tool(server: &str, tool: &str, annotations: ToolAnnotations) -
     ToolDescriptor {
         identity: ToolIdentity::mcp(server, tool),
         public_name: format!("mcp__{server}__{tool}"),
-        input_schema: path_schema(),
+        input_schema: std::sync::Arc::new(path_schema()),
         annotations,
         declared_classes: None,
         server_policy: ServerPolicy::default(),
