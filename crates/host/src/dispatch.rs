@@ -111,10 +111,16 @@ impl McpDispatcher {
     }
 }
 
-/// Bridges the runtime's progress notifications to the caller's channel.
-fn forward_progress(sink: ProgressSender) -> tokio::sync::mpsc::Sender<Progress> {
+/// Bridges the runtime's progress notifications to the caller's channel; the task ends once
+/// the runtime has let go of the sender and every update it sent is forwarded.
+fn forward_progress(
+    sink: ProgressSender,
+) -> (
+    tokio::sync::mpsc::Sender<Progress>,
+    tokio::task::JoinHandle<()>,
+) {
     let (sender, mut receiver) = tokio::sync::mpsc::channel::<Progress>(64);
-    tokio::spawn(async move {
+    let forwarding = tokio::spawn(async move {
         while let Some(update) = receiver.recv().await {
             let forwarded = ProgressUpdate {
                 progress: update.progress,
@@ -126,7 +132,16 @@ fn forward_progress(sink: ProgressSender) -> tokio::sync::mpsc::Sender<Progress>
             }
         }
     });
-    sender
+    (sender, forwarding)
+}
+
+/// Waits until every progress update the server sent before its answer has reached the caller,
+/// so a result never overtakes its own progress (bounded: a sender kept elsewhere by mistake
+/// costs a second, never the call).
+async fn flush_progress(forwarding: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(forwarding) = forwarding {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), forwarding).await;
+    }
 }
 
 /// Converts a result for the model. A result that will write no artifact (only text and
@@ -282,7 +297,10 @@ impl Dispatcher for McpDispatcher {
                 }
             };
             let identity = RawIdentity::new(&server, &tool);
-            let progress = call.progress.map(forward_progress);
+            let (progress, forwarding) = match call.progress.map(forward_progress) {
+                Some((sender, forwarding)) => (Some(sender), Some(forwarding)),
+                None => (None, None),
+            };
             let relay = current_relay();
             let options = CallOptions {
                 progress,
@@ -292,19 +310,19 @@ impl Dispatcher for McpDispatcher {
             if let Some(relay) = relay.filter(|relay| relay.request.pass_input_required) {
                 // Boxed: only a relayed call builds this future, so the common call's future
                 // (moved whole into its box) stays small.
-                return Box::pin(self.relay_call(&relay, &identity, arguments, options)).await;
+                let answer = Box::pin(self.relay_call(&relay, &identity, arguments, options)).await;
+                flush_progress(forwarding).await;
+                return answer;
             }
-            let outcome = self
-                .runtime
-                .call_tool(&identity, arguments, options)
-                .await
-                .map_err(|error| {
-                    if error.kind() == FailureKind::Timeout {
-                        DispatchError::timed_out(error.to_string())
-                    } else {
-                        DispatchError::new(error.to_string())
-                    }
-                })?;
+            let outcome = self.runtime.call_tool(&identity, arguments, options).await;
+            flush_progress(forwarding).await;
+            let outcome = outcome.map_err(|error| {
+                if error.kind() == FailureKind::Timeout {
+                    DispatchError::timed_out(error.to_string())
+                } else {
+                    DispatchError::new(error.to_string())
+                }
+            })?;
             convert_off_thread(outcome.result, server, tool, self.artifacts.clone()).await
         })
     }

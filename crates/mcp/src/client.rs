@@ -120,7 +120,25 @@ pub enum ListKind {
     Prompts,
 }
 
-type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, mpsc::Sender<Progress>>>>;
+/// Where a request's progress goes: its caller's channel, or — when an update arrived before
+/// the request's route was set (the client hands each notification to a task of its own, which
+/// may run before the caller has registered the token it was just given) — the updates kept
+/// until the route is set.
+pub(crate) enum ProgressRoute {
+    To(mpsc::Sender<Progress>),
+    /// The updates, and when the first came (a route never set is forgotten after
+    /// [`EARLY_PROGRESS_KEPT`]).
+    Early(Vec<Progress>, std::time::Instant),
+}
+
+/// How long updates for a route that is not set yet are kept.
+const EARLY_PROGRESS_KEPT: std::time::Duration = std::time::Duration::from_secs(10);
+
+type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, ProgressRoute>>>;
+
+/// How many routes may be waiting at once; past it an update with no route is dropped (a
+/// request that finished long ago cannot make the table grow).
+const MAX_PROGRESS_ROUTES: usize = 1024;
 
 /// Shared between the handler of one connection and the server slot that owns it.
 pub(crate) struct ClientContext {
@@ -140,17 +158,21 @@ pub(crate) struct ClientContext {
 }
 
 impl ClientContext {
-    /// Routes progress for `token` to `sender` until the returned guard drops.
+    /// Routes progress for `token` to `sender` (first the updates that came before it) until
+    /// the returned guard drops.
     pub(crate) fn route_progress(
         self: &Arc<Self>,
         token: ProgressToken,
         sender: mpsc::Sender<Progress>,
-    ) -> ProgressRoute {
-        self.progress
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(token.clone(), sender);
-        ProgressRoute {
+    ) -> ProgressRouteGuard {
+        let mut routes = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(ProgressRoute::Early(updates, _)) = routes.remove(&token) {
+            for update in updates {
+                let _ = sender.try_send(update);
+            }
+        }
+        routes.insert(token.clone(), ProgressRoute::To(sender));
+        ProgressRouteGuard {
             routes: self.progress.clone(),
             token,
         }
@@ -337,17 +359,34 @@ pub(crate) fn apply_schema_defaults(schema: &Value, content: &mut Map<String, Va
 }
 
 /// Removes a progress route when dropped.
-pub(crate) struct ProgressRoute {
+pub(crate) struct ProgressRouteGuard {
     routes: ProgressRoutes,
     token: ProgressToken,
 }
 
-impl Drop for ProgressRoute {
+/// How long a finished request's progress route stays: the client's service loop hands each
+/// notification to a task of its own but the response straight to its waiter, so a progress
+/// update the server sent just before its result may still be on its way to the route.
+const PROGRESS_ROUTE_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
+
+impl Drop for ProgressRouteGuard {
     fn drop(&mut self) {
-        self.routes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.token);
+        let (routes, token) = (self.routes.clone(), self.token.clone());
+        let remove = move || {
+            routes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&token);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(PROGRESS_ROUTE_GRACE).await;
+                    remove();
+                });
+            }
+            Err(_) => remove(),
+        }
     }
 }
 
@@ -403,19 +442,34 @@ impl ClientHandler for WardenClient {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let sender = self
+        let update = Progress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message,
+        };
+        let mut routes = self
             .context
             .progress
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&params.progress_token)
-            .cloned();
-        if let Some(sender) = sender {
-            let _ = sender.try_send(Progress {
-                progress: params.progress,
-                total: params.total,
-                message: params.message,
-            });
+            .unwrap_or_else(PoisonError::into_inner);
+        match routes.get_mut(&params.progress_token) {
+            Some(ProgressRoute::To(sender)) => {
+                let _ = sender.try_send(update);
+            }
+            Some(ProgressRoute::Early(updates, _)) => updates.push(update),
+            None => {
+                // Late updates of finished requests are forgotten after a while.
+                routes.retain(|_, route| match route {
+                    ProgressRoute::Early(_, first) => first.elapsed() < EARLY_PROGRESS_KEPT,
+                    ProgressRoute::To(_) => true,
+                });
+                if routes.len() < MAX_PROGRESS_ROUTES {
+                    routes.insert(
+                        params.progress_token,
+                        ProgressRoute::Early(vec![update], std::time::Instant::now()),
+                    );
+                }
+            }
         }
     }
 
