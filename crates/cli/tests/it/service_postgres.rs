@@ -327,7 +327,7 @@ async fn tenants_keep_their_knowledge_on_postgresql_and_every_instance_searches_
     let text = finished["result"]["text"].as_str().unwrap();
     assert!(
         text.lines()
-            .nth(0)
+            .next()
             .unwrap_or_default()
             .contains("refunds.md")
             && text.contains("five working days"),
