@@ -8,27 +8,11 @@
 // WARDEN_A2A_URL is the server's base URL (http://127.0.0.1:PORT); WARDEN_A2A_TOKEN its bearer
 // token. Scenarios: tour (card, send, stream with tool progress, approvals allowed and denied),
 // cancel, refusals (no token, rebound Host, foreign Origin, with v0.3 method names).
-import http from "node:http";
-import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from "a2a-sdk-v03/client";
+import * as sdk from "a2a-sdk-v03/client";
+import { base, clientFactory, expectError as keepError, raw, rpc, run, scenario, token } from "./common.mjs";
 
-const scenario = process.argv[2];
-const base = process.env.WARDEN_A2A_URL;
-const token = process.env.WARDEN_A2A_TOKEN;
 const seen = { scenario, errors: [] };
-
-/** fetch with the bearer token, as an A2A platform configured with it sends every request. */
-function authFetch(input, init = {}) {
-  const headers = new Headers(init.headers ?? {});
-  headers.set("Authorization", `Bearer ${token}`);
-  return fetch(input, { ...init, headers });
-}
-
-const factory = new ClientFactory(
-  ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch })],
-    cardResolver: new DefaultAgentCardResolver({ fetchImpl: authFetch }),
-  }),
-);
+const factory = clientFactory(sdk);
 
 let nextId = 0;
 /** A v0.3 user message with one text part, in a context (and a task, when answering). */
@@ -69,44 +53,7 @@ function errorOf(error) {
 }
 
 /** Runs `action`, keeping its error (expected ones are asserted by the test). */
-async function expectError(action) {
-  try {
-    await action();
-    return null;
-  } catch (error) {
-    return errorOf(error);
-  }
-}
-
-/** A raw HTTP request (Host and Origin as given), for what the SDK would never send. */
-function raw({ method = "POST", path = "/a2a", headers = {}, body = "" }) {
-  const url = new URL(base);
-  return new Promise((resolve, reject) => {
-    const request = http.request(
-      {
-        host: url.hostname,
-        port: url.port,
-        method,
-        path,
-        headers: { "content-type": "application/json", ...headers },
-        agent: false,
-      },
-      (response) => {
-        let text = "";
-        response.on("data", (chunk) => (text += chunk));
-        response.on("end", () => {
-          let json = null;
-          try {
-            json = JSON.parse(text);
-          } catch {}
-          resolve({ status: response.statusCode, json, text: json ? undefined : text });
-        });
-      },
-    );
-    request.on("error", reject);
-    request.end(body);
-  });
-}
+const expectError = (action) => keepError(errorOf, action);
 
 async function tour() {
   const client = await factory.createFromUrl(base);
@@ -152,7 +99,6 @@ async function cancel() {
 }
 
 async function refusals() {
-  const rpc = (method, params = {}) => JSON.stringify({ jsonrpc: "2.0", id: 7, method, params });
   const bearer = { authorization: `Bearer ${token}` };
   const host = new URL(base).host;
   const send = rpc("message/send", message("Let me in."));
@@ -173,9 +119,4 @@ async function refusals() {
 }
 
 const scenarios = { tour, cancel, refusals };
-try {
-  await scenarios[scenario]();
-} catch (error) {
-  seen.errors.push({ ...errorOf(error), stack: error?.stack });
-}
-process.stdout.write(JSON.stringify(seen) + "\n");
+await run(scenarios, seen, errorOf);

@@ -9,28 +9,12 @@
 // cancel, refusals (raw bad requests, then good ones and one context too many), idle (an idle
 // context closed to make room), hostile (answers `allow` to anything
 // warden asks).
-import http from "node:http";
-import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from "@a2a-js/sdk/client";
+import * as sdk from "@a2a-js/sdk/client";
 import { AgentCard, StreamResponse, Task } from "@a2a-js/sdk";
+import { base, clientFactory, expectError as keepError, raw, rpc, run, scenario, token } from "./common.mjs";
 
-const scenario = process.argv[2];
-const base = process.env.WARDEN_A2A_URL;
-const token = process.env.WARDEN_A2A_TOKEN;
 const seen = { scenario, errors: [] };
-
-/** fetch with the bearer token, as an A2A platform configured with it sends every request. */
-function authFetch(input, init = {}) {
-  const headers = new Headers(init.headers ?? {});
-  headers.set("Authorization", `Bearer ${token}`);
-  return fetch(input, { ...init, headers });
-}
-
-const factory = new ClientFactory(
-  ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-    transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch })],
-    cardResolver: new DefaultAgentCardResolver({ fetchImpl: authFetch }),
-  }),
-);
+const factory = clientFactory(sdk);
 
 let nextId = 0;
 /** A user message with one text part, in a context (and a task, when answering). */
@@ -78,50 +62,7 @@ function errorOf(error) {
 }
 
 /** Runs `action`, keeping its error (expected ones are asserted by the test). */
-async function expectError(action) {
-  try {
-    await action();
-    return null;
-  } catch (error) {
-    return errorOf(error);
-  }
-}
-
-/** A raw HTTP request (Host and Origin as given), for what the SDK would never send. */
-function raw({ method = "POST", path = "/a2a", headers = {}, body = "" }) {
-  const url = new URL(base);
-  return new Promise((resolve, reject) => {
-    const request = http.request(
-      {
-        host: url.hostname,
-        port: url.port,
-        method,
-        path,
-        headers: { "content-type": "application/json", ...headers },
-        agent: false, // a connection of its own: a refused one is closed by the server
-      },
-      (response) => {
-        let text = "";
-        response.on("data", (chunk) => (text += chunk));
-        response.on("end", () => {
-          let json = null;
-          try {
-            json = JSON.parse(text);
-          } catch {}
-          resolve({ status: response.statusCode, json, text: json ? undefined : text });
-        });
-      },
-    );
-    request.on("error", reject);
-    if (headers.expect === "100-continue") {
-      // The body goes only once the server asked for it: a refusal comes before it.
-      request.on("continue", () => request.end(body));
-      request.flushHeaders();
-    } else {
-      request.end(body);
-    }
-  });
-}
+const expectError = (action) => keepError(errorOf, action);
 
 async function tour() {
   const client = await factory.createFromUrl(base);
@@ -173,7 +114,6 @@ async function cancel() {
 }
 
 async function refusals() {
-  const rpc = (method, params = {}) => JSON.stringify({ jsonrpc: "2.0", id: 7, method, params });
   const bearer = { authorization: `Bearer ${token}` };
   const host = new URL(base).host;
   seen.noToken = await raw({ headers: { host }, body: rpc("GetTask", { id: "x" }) });
@@ -223,9 +163,4 @@ async function hostile() {
 }
 
 const scenarios = { tour, cancel, refusals, idle, hostile };
-try {
-  await scenarios[scenario]();
-} catch (error) {
-  seen.errors.push({ ...errorOf(error), stack: error?.stack });
-}
-process.stdout.write(JSON.stringify(seen) + "\n");
+await run(scenarios, seen, errorOf);
