@@ -19,6 +19,16 @@ fn everything_for_the_editor() -> Value {
     json!([{"name": "everything", "command": "node", "args": [server], "env": []}])
 }
 
+/// The fixture's echo server, as the editor passes it (named `fx`).
+fn echo_for_the_editor() -> Value {
+    json!([{
+        "name": "fx",
+        "command": warden_testkit::fixture_binary(),
+        "args": ["echo"],
+        "env": []
+    }])
+}
+
 /// Runs the driver's `scenario` against `warden acp` in the sandbox; what it saw.
 async fn drive(driver: &Path, sandbox: &Sandbox, scenario: &str, env: &[(&str, String)]) -> Value {
     let mut command = Command::new("node");
@@ -434,12 +444,7 @@ async fn a_tool_result_that_asks_for_the_ssh_key_is_still_refused_by_the_gate() 
     // The server's result carries the injection; the (scripted) model obeys it.
     let home = script_key_injection(&sandbox, &mock, KEY);
     sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
-    let servers = json!([{
-        "name": "fx",
-        "command": warden_testkit::fixture_binary(),
-        "args": ["echo"],
-        "env": []
-    }]);
+    let servers = echo_for_the_editor();
 
     // The editor allows whatever it is asked: the gate must refuse on its own.
     let seen = drive(
@@ -879,12 +884,7 @@ async fn an_injected_command_for_the_editors_terminal_is_asked_and_a_rejection_r
     ));
     mock.push_turn(Turn::text("I could not."));
     sandbox.user_config(&editor_terminal_config(&mock));
-    let servers = json!([{
-        "name": "fx",
-        "command": warden_testkit::fixture_binary(),
-        "args": ["echo"],
-        "env": []
-    }]);
+    let servers = echo_for_the_editor();
 
     // The person rejects the command.
     let seen = drive(
