@@ -152,11 +152,9 @@ fn a2a_records(sandbox: &Sandbox) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn an_agent_sends_streams_and_answers_approvals_in_the_task() {
-    let driver = warden_testkit::require_or_skip!(warden_testkit::a2a_client());
-    let mock = MockModel::start().await.unwrap();
-    mock.push_turn(Turn::text("Hello back."));
+/// The model's turns of the tour after its greeting: a long operation with progress, then a
+/// write and a command the person is asked about (the first allowed, the second denied).
+fn script_tour(mock: &MockModel) {
     mock.push_turn(Turn::tool_call(
         "call_long",
         "mcp__everything__trigger-long-running-operation",
@@ -175,6 +173,14 @@ async fn an_agent_sends_streams_and_answers_approvals_in_the_task() {
         json!({"command": "touch denied.txt"}),
     ));
     mock.push_turn(Turn::text("Understood, I did not run it."));
+}
+
+#[tokio::test]
+async fn an_agent_sends_streams_and_answers_approvals_in_the_task() {
+    let driver = warden_testkit::require_or_skip!(warden_testkit::a2a_client());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("Hello back."));
+    script_tour(&mock);
     let sandbox = Sandbox::new();
     let served = serve_with(&sandbox, &mock, &everything_server(), &[], &[]).await;
 
@@ -581,24 +587,7 @@ async fn a_v03_agent_sends_streams_and_answers_approvals_in_the_task() {
         "update_plan",
         json!({"entries": [{"content": "Run it", "priority": "high", "status": "in_progress"}]}),
     ));
-    mock.push_turn(Turn::tool_call(
-        "call_long",
-        "mcp__everything__trigger-long-running-operation",
-        json!({"duration": 2, "steps": 4}),
-    ));
-    mock.push_turn(Turn::text("The long operation is done."));
-    mock.push_turn(Turn::tool_call(
-        "call_write",
-        "write_file",
-        json!({"path": "notes.txt", "content": "tidy"}),
-    ));
-    mock.push_turn(Turn::text("Wrote the note."));
-    mock.push_turn(Turn::tool_call(
-        "call_bash",
-        "bash",
-        json!({"command": "touch denied.txt"}),
-    ));
-    mock.push_turn(Turn::text("Understood, I did not run it."));
+    script_tour(&mock);
     let sandbox = Sandbox::new();
     let served = serve_with(&sandbox, &mock, &everything_server(), &[], &[]).await;
 
