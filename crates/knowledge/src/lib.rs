@@ -6,6 +6,7 @@ mod embed;
 mod formats;
 mod ingest;
 mod place;
+mod quantised;
 mod rerank;
 mod store;
 

@@ -10,6 +10,7 @@ use crate::backend::{
     check_collection_name, check_tag, headings_of, query_terms, vector_bytes, vector_of,
 };
 use crate::chunk::Chunk;
+use crate::quantised::{quantised, similarities};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS collections (
@@ -72,31 +73,53 @@ END;
 
 /// The knowledge database (`STATE/knowledge.db`).
 pub struct KnowledgeStore {
+    /// Every write and the lexical searches.
     connection: Mutex<Connection>,
+    /// A second, read-only connection to the same file for the vector half of a search, so it
+    /// runs beside the lexical half instead of after it (WAL lets readers share the file).
+    /// `None` for a database in memory, which one connection holds.
+    reader: Option<Mutex<Connection>>,
     /// Each searched collection's vectors in one contiguous block, so a query scans memory
     /// instead of reading every row; dropped on this store's writes to the collection, and all
-    /// of them when another connection committed (`PRAGMA data_version` moved).
-    vectors: Mutex<VectorCache>,
+    /// of them when another connection committed (`PRAGMA data_version` of the connection that
+    /// loaded them moved).
+    vectors: Mutex<VectorBlocks>,
+    /// The lexical half's counts, kept the same way (by the main connection's version).
+    statistics: Mutex<LexicalStatistics>,
 }
 
-/// What is kept between searches, and the database version it was read at: the loaded vector
-/// blocks, the chunks counted, and whether one collection holds every chunk.
+/// The loaded vector blocks, and the database version they were read at.
 #[derive(Default)]
-struct VectorCache {
+struct VectorBlocks {
     data_version: i64,
     collections: std::collections::HashMap<String, std::sync::Arc<VectorBlock>>,
+}
+
+/// What a lexical search counts once, and the database version it was counted at.
+#[derive(Default)]
+struct LexicalStatistics {
+    data_version: i64,
     /// Every chunk of the database (BM25's N).
     chunk_count: Option<i64>,
     /// The collection that holds every chunk, when one does.
     sole_collection: Option<Option<String>>,
 }
 
-/// A collection's vectors: `ids[i]`'s vector is `values[i * dimension..][..dimension]`.
+/// A collection's vectors, quantised to 8 bits for the first pass of a search: `ids[i]`'s
+/// vector is about `scales[i] * codes[i * dimension..][..dimension]`. A quarter of the f32
+/// vectors' memory, and a quarter of the bytes a query scans; the exact vectors stay in the
+/// database for the rescoring of the shortlist.
 struct VectorBlock {
     ids: Vec<i64>,
-    values: Vec<f32>,
+    codes: Vec<i8>,
+    scales: Vec<f32>,
     dimension: usize,
 }
+
+/// How many candidates of the 8-bit pass per result the exact vectors rescore, and at least
+/// how many: a collection no larger than the shortlist is ranked exactly.
+const RESCORED_PER_RESULT: usize = 4;
+const RESCORED_AT_LEAST: usize = 64;
 
 fn now() -> u64 {
     std::time::SystemTime::now()
@@ -165,6 +188,30 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + tail
 }
 
+fn data_version(connection: &Connection) -> Result<i64, KnowledgeError> {
+    Ok(connection.query_row("PRAGMA data_version", [], |row| row.get(0))?)
+}
+
+/// Whether a collection of this name exists (one indexed lookup; no counting).
+fn has_collection_on(connection: &Connection, name: &str) -> Result<bool, KnowledgeError> {
+    let found = connection
+        .query_row(
+            "SELECT 1 FROM collections WHERE name = ?1",
+            params![name],
+            |_| Ok(()),
+        )
+        .optional()?;
+    Ok(found.is_some())
+}
+
+fn require_collection_on(connection: &Connection, name: &str) -> Result<(), KnowledgeError> {
+    if has_collection_on(connection, name)? {
+        Ok(())
+    } else {
+        Err(KnowledgeError::UnknownCollection(name.to_owned()))
+    }
+}
+
 fn hit_of(row: &rusqlite::Row<'_>, score: f64) -> rusqlite::Result<Hit> {
     let headings: String = row.get(1)?;
     Ok(Hit {
@@ -191,7 +238,15 @@ impl KnowledgeStore {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
-        Self::with_connection(connection)
+        let mut store = Self::with_connection(connection)?;
+        // Opened after the schema is in place; read-only, so it can never write.
+        let reader = Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        reader.busy_timeout(std::time::Duration::from_secs(5))?;
+        store.reader = Some(Mutex::new(reader));
+        Ok(store)
     }
 
     /// A database in memory (tests).
@@ -218,32 +273,57 @@ impl KnowledgeStore {
         }
         Ok(Self {
             connection: Mutex::new(connection),
+            reader: None,
             vectors: Mutex::default(),
+            statistics: Mutex::default(),
         })
     }
 
     /// Forgets the loaded vectors of `collection` and the counts (after a write to it).
     fn forget_vectors(&self, collection: &str) {
-        let mut cache = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
-        cache.collections.remove(collection);
-        cache.chunk_count = None;
-        cache.sole_collection = None;
+        let mut vectors = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
+        vectors.collections.remove(collection);
+        drop(vectors);
+        let mut statistics = self
+            .statistics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        statistics.chunk_count = None;
+        statistics.sole_collection = None;
     }
 
-    /// The cache, emptied first when another connection committed since it was filled.
-    fn fresh_cache(
+    /// The loaded vectors, emptied first when another connection committed since `connection`
+    /// (the one that loads them) last looked.
+    fn fresh_vectors(
         &self,
         connection: &Connection,
-    ) -> Result<std::sync::MutexGuard<'_, VectorCache>, KnowledgeError> {
-        let version: i64 = connection.query_row("PRAGMA data_version", [], |row| row.get(0))?;
-        let mut cache = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
-        if cache.data_version != version {
-            cache.collections.clear();
-            cache.chunk_count = None;
-            cache.sole_collection = None;
-            cache.data_version = version;
+    ) -> Result<std::sync::MutexGuard<'_, VectorBlocks>, KnowledgeError> {
+        let version = data_version(connection)?;
+        let mut vectors = self.vectors.lock().unwrap_or_else(PoisonError::into_inner);
+        if vectors.data_version != version {
+            vectors.collections.clear();
+            vectors.data_version = version;
         }
-        Ok(cache)
+        Ok(vectors)
+    }
+
+    /// The lexical counts, emptied first when another connection committed since they were
+    /// counted.
+    fn fresh_statistics(
+        &self,
+        connection: &Connection,
+    ) -> Result<std::sync::MutexGuard<'_, LexicalStatistics>, KnowledgeError> {
+        let version = data_version(connection)?;
+        let mut statistics = self
+            .statistics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if statistics.data_version != version {
+            statistics.chunk_count = None;
+            statistics.sole_collection = None;
+            statistics.data_version = version;
+        }
+        Ok(statistics)
     }
 
     /// How many chunks the database holds, and whether `collection` holds all of them.
@@ -252,7 +332,7 @@ impl KnowledgeStore {
         connection: &Connection,
         collection: &str,
     ) -> Result<(i64, bool), KnowledgeError> {
-        let mut cache = self.fresh_cache(connection)?;
+        let mut cache = self.fresh_statistics(connection)?;
         let count = match cache.chunk_count {
             Some(count) => count,
             None => {
@@ -330,7 +410,7 @@ impl KnowledgeStore {
         connection: &Connection,
         collection: &str,
     ) -> Result<std::sync::Arc<VectorBlock>, KnowledgeError> {
-        let mut cache = self.fresh_cache(connection)?;
+        let mut cache = self.fresh_vectors(connection)?;
         if let Some(block) = cache.collections.get(collection) {
             return Ok(block.clone());
         }
@@ -339,7 +419,8 @@ impl KnowledgeStore {
         let mut rows = statement.query(params![collection])?;
         let mut block = VectorBlock {
             ids: Vec::new(),
-            values: Vec::new(),
+            codes: Vec::new(),
+            scales: Vec::new(),
             dimension: 0,
         };
         while let Some(row) = rows.next()? {
@@ -351,8 +432,10 @@ impl KnowledgeStore {
             if vector.len() != block.dimension {
                 continue;
             }
+            let (codes, scale) = quantised(&vector);
             block.ids.push(row.get(0)?);
-            block.values.extend_from_slice(&vector);
+            block.codes.extend_from_slice(&codes);
+            block.scales.push(scale);
         }
         let block = std::sync::Arc::new(block);
         cache
@@ -367,12 +450,16 @@ impl KnowledgeStore {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn require_collection(&self, name: &str) -> Result<(), KnowledgeError> {
-        if self.has_collection(name)? {
-            Ok(())
-        } else {
-            Err(KnowledgeError::UnknownCollection(name.to_owned()))
+    /// The read-only connection, or the only one of a database in memory.
+    fn read_lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        match &self.reader {
+            Some(reader) => reader.lock().unwrap_or_else(PoisonError::into_inner),
+            None => self.lock(),
         }
+    }
+
+    fn require_collection(&self, name: &str) -> Result<(), KnowledgeError> {
+        require_collection_on(&self.lock(), name)
     }
 }
 
@@ -389,15 +476,7 @@ impl KnowledgeBackend for KnowledgeStore {
 
     /// Whether a collection of this name exists (one indexed lookup; no counting).
     fn has_collection(&self, name: &str) -> Result<bool, KnowledgeError> {
-        let found = self
-            .lock()
-            .query_row(
-                "SELECT 1 FROM collections WHERE name = ?1",
-                params![name],
-                |_| Ok(()),
-            )
-            .optional()?;
-        Ok(found.is_some())
+        has_collection_on(&self.lock(), name)
     }
 
     /// Every collection with its counts.
@@ -658,9 +737,9 @@ impl KnowledgeBackend for KnowledgeStore {
         limit: usize,
         filter: &Filter,
     ) -> Result<Vec<Hit>, KnowledgeError> {
-        self.require_collection(collection)?;
         filter.check()?;
-        let connection = self.lock();
+        let connection = self.read_lock();
+        require_collection_on(&connection, collection)?;
         let block = self.vector_block(&connection, collection)?;
         // The chunks a filter lets through, as ids (from the documents' rows, never the vectors).
         let allowed: Option<std::collections::HashSet<i64>> = if filter.is_empty() {
@@ -676,27 +755,44 @@ impl KnowledgeBackend for KnowledgeStore {
                 .collect::<Result<_, _>>()?;
             Some(ids)
         };
-        // The scan reads memory only: the connection is free meanwhile (a hybrid search's
-        // lexical half runs on it).
+        // The first pass reads memory only: the connection is free meanwhile.
         drop(connection);
-        let mut scored: Vec<(f32, i64)> = if block.dimension == query.len() && block.dimension > 0 {
-            block
-                .values
-                .chunks_exact(block.dimension)
+        if block.dimension != query.len() || block.dimension == 0 || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (query_codes, _) = quantised(query);
+        let mut shortlist: Vec<(f32, i64)> =
+            similarities(&block.codes, &block.scales, block.dimension, &query_codes)
+                .into_iter()
                 .zip(&block.ids)
                 .filter(|(_, id)| allowed.as_ref().is_none_or(|allowed| allowed.contains(id)))
-                .map(|(vector, id)| (dot(query, vector), *id))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        if scored.len() > limit && limit > 0 {
-            scored.select_nth_unstable_by(limit - 1, |a, b| b.0.total_cmp(&a.0));
-            scored.truncate(limit);
+                .map(|(similarity, id)| (similarity, *id))
+                .collect();
+        let rescored = limit
+            .saturating_mul(RESCORED_PER_RESULT)
+            .max(RESCORED_AT_LEAST);
+        if shortlist.len() > rescored {
+            shortlist.select_nth_unstable_by(rescored - 1, |a, b| b.0.total_cmp(&a.0));
+            shortlist.truncate(rescored);
+        }
+        // The shortlist ranked by the exact vectors (a chunk removed meanwhile drops out).
+        let connection = self.read_lock();
+        let mut exact_vector =
+            connection.prepare("SELECT vector FROM chunk_vectors WHERE chunk_id = ?1")?;
+        let mut scored = Vec::with_capacity(shortlist.len());
+        for (_, id) in shortlist {
+            let bytes: Option<Vec<u8>> = exact_vector
+                .query_row(params![id], |row| row.get(0))
+                .optional()?;
+            if let Some(bytes) = bytes {
+                let vector = vector_of(&bytes);
+                if vector.len() == query.len() {
+                    scored.push((dot(query, &vector), id));
+                }
+            }
         }
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.truncate(limit);
-        let connection = self.lock();
         let mut statement = connection.prepare(
             "SELECT path, headings, line_start, line_end, text, page_start, page_end
              FROM chunks WHERE id = ?1",
@@ -856,6 +952,60 @@ mod tests {
         assert!(store.remove_document("c", "c.md").unwrap());
         assert_eq!(nearest(&store, [0.8, 0.6]), "east");
         assert_eq!(dot(&[1.0; 19], &[2.0; 19]), 38.0, "lanes and the tail");
+    }
+
+    #[test]
+    fn the_8_bit_first_pass_finds_the_same_nearest_chunks_as_an_exact_scan() {
+        // 3,000 pseudo-random unit vectors of 384 dimensions, far more than the shortlist the
+        // exact vectors rescore.
+        let dimension = 384;
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut unit = || {
+            let mut vector: Vec<f32> = (0..dimension)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state % 2001) as f32 / 1000.0 - 1.0
+                })
+                .collect();
+            let norm = dot(&vector, &vector).sqrt();
+            vector.iter_mut().for_each(|x| *x /= norm);
+            vector
+        };
+        let store = KnowledgeStore::in_memory().unwrap();
+        store.ensure_collection("c").unwrap();
+        store.bind_embedding("c", "m", dimension).unwrap();
+        let mut vectors = Vec::new();
+        for document in 0..30 {
+            let texts: Vec<String> = (0..100).map(|i| format!("chunk {document}-{i}")).collect();
+            let chunks: Vec<Chunk> = texts.iter().map(|text| chunk(text, "H")).collect();
+            let embedded: Vec<Vec<f32>> = texts.iter().map(|_| unit()).collect();
+            for (text, vector) in texts.iter().zip(&embedded) {
+                vectors.push((text.clone(), vector.clone()));
+            }
+            store
+                .replace_document("c", &format!("{document}.md"), "", &chunks, Some(&embedded))
+                .unwrap();
+        }
+        for _ in 0..20 {
+            let query = unit();
+            let mut exact: Vec<(f32, &str)> = vectors
+                .iter()
+                .map(|(text, vector)| (dot(&query, vector), text.as_str()))
+                .collect();
+            exact.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let found = store.search_vectors("c", &query, 10).unwrap();
+            let found: Vec<(f64, &str)> = found
+                .iter()
+                .map(|hit| (hit.score, hit.text.as_str()))
+                .collect();
+            let expected: Vec<(f64, &str)> = exact[..10]
+                .iter()
+                .map(|(score, text)| (f64::from(*score), *text))
+                .collect();
+            assert_eq!(found, expected, "the exact order and the exact scores");
+        }
     }
 
     #[test]
