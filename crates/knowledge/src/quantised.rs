@@ -43,14 +43,7 @@ pub(crate) fn similarities(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn similarities_avx2(codes: &[i8], scales: &[f32], dimension: usize, query: &[i8]) -> Vec<f32> {
-    let mut similarities = Vec::with_capacity(scales.len());
-    if dimension == 0 || query.len() != dimension {
-        return similarities;
-    }
-    for (vector, scale) in codes.chunks_exact(dimension).zip(scales) {
-        similarities.push(scale * dot_codes_avx2(query, vector) as f32);
-    }
-    similarities
+    scan(codes, scales, dimension, query, |a, b| dot_codes_avx2(a, b))
 }
 
 /// [`dot_codes`] in AVX2: sixteen codes at a time widened to 16 bits, multiplied and added in
@@ -98,16 +91,27 @@ fn dot_codes_avx2(a: &[i8], b: &[i8]) -> i32 {
     total + _mm_cvtsi128_si32(lanes)
 }
 
-#[inline(always)]
 fn similarities_portable(codes: &[i8], scales: &[f32], dimension: usize, query: &[i8]) -> Vec<f32> {
-    // `for` loops, not a collecting adapter: its body would be a function of its own,
-    // compiled without the caller's CPU features.
+    scan(codes, scales, dimension, query, dot_codes)
+}
+
+/// Each vector's scaled dot product with `query` by `dot`; inlined into its caller, so it is
+/// compiled with the caller's CPU features. `for` loops, not a collecting adapter: an adapter's
+/// body would be a function of its own, compiled without them.
+#[inline(always)]
+fn scan(
+    codes: &[i8],
+    scales: &[f32],
+    dimension: usize,
+    query: &[i8],
+    dot: impl Fn(&[i8], &[i8]) -> i32,
+) -> Vec<f32> {
     let mut similarities = Vec::with_capacity(scales.len());
     if dimension == 0 || query.len() != dimension {
         return similarities;
     }
     for (vector, scale) in codes.chunks_exact(dimension).zip(scales) {
-        similarities.push(scale * dot_codes(query, vector) as f32);
+        similarities.push(scale * dot(query, vector) as f32);
     }
     similarities
 }

@@ -13,7 +13,7 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ErrorData, Implementation, ListRootsResult,
     LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    Root,
+    Root, ServerNotification,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Map, Value};
@@ -118,6 +118,18 @@ pub enum ListKind {
     Tools,
     Resources,
     Prompts,
+}
+
+impl ListKind {
+    /// The list `notification` says changed, if it is a `list_changed`.
+    pub(crate) fn changed_by(notification: &ServerNotification) -> Option<Self> {
+        match notification {
+            ServerNotification::ToolListChangedNotification(_) => Some(Self::Tools),
+            ServerNotification::ResourceListChangedNotification(_) => Some(Self::Resources),
+            ServerNotification::PromptListChangedNotification(_) => Some(Self::Prompts),
+            _ => None,
+        }
+    }
 }
 
 /// Where a request's progress goes: its caller's channel, or — when an update arrived before

@@ -93,7 +93,7 @@ impl ServerSlot {
     /// acknowledged it, so no change made after connecting can slip by unnoticed. A failed
     /// listen is a warning, never fatal.
     pub(super) async fn listen_for_list_changes(&self, live: &Arc<Live>) {
-        use rmcp::model::{ServerNotification, SubscriptionFilter};
+        use rmcp::model::SubscriptionFilter;
         let Some(info) = live.peer_info() else {
             return;
         };
@@ -162,14 +162,10 @@ impl ServerSlot {
                     next = subscription.next() => next,
                 };
                 let kind = match next {
-                    Ok(Some(ServerNotification::ToolListChangedNotification(_))) => ListKind::Tools,
-                    Ok(Some(ServerNotification::ResourceListChangedNotification(_))) => {
-                        ListKind::Resources
-                    }
-                    Ok(Some(ServerNotification::PromptListChangedNotification(_))) => {
-                        ListKind::Prompts
-                    }
-                    Ok(Some(_other)) => continue,
+                    Ok(Some(notification)) => match ListKind::changed_by(&notification) {
+                        Some(kind) => kind,
+                        None => continue,
+                    },
                     Ok(None) | Err(_) => break,
                 };
                 if changes.send(kind).is_err() {
@@ -195,16 +191,23 @@ impl ServerSlot {
         });
     }
 
-    /// A `list_changed` notification: refetch that list under the generation counter.
-    pub(super) async fn list_changed(&self, kind: ListKind, epoch: u64) {
-        {
-            let mut catalog = self.lock_catalog();
-            match kind {
-                ListKind::Tools => catalog.tools_epoch += 1,
-                ListKind::Resources => catalog.resources_epoch += 1,
-                ListKind::Prompts => catalog.prompts_epoch += 1,
-            }
+    /// Moves the counter of the list a `list_changed` names: what was read under the old one
+    /// is out of date from now on. Called by the transport as the notification arrives, before
+    /// anything the server sent after it is delivered.
+    pub(super) fn note_list_change(&self, kind: ListKind) {
+        let mut catalog = self.lock_catalog();
+        match kind {
+            ListKind::Tools => catalog.tools_epoch += 1,
+            ListKind::Resources => catalog.resources_epoch += 1,
+            ListKind::Prompts => catalog.prompts_epoch += 1,
         }
+    }
+
+    /// A `list_changed` notification: refetch that list under the generation counter (moved
+    /// again here, for a change that reached the runtime some other way than a transport's
+    /// notification, and so that a listing made between the two is refetched).
+    pub(super) async fn list_changed(&self, kind: ListKind, epoch: u64) {
+        self.note_list_change(kind);
         let live = {
             let state = self.lock_state();
             match &state.live {

@@ -1,7 +1,7 @@
 //! Connecting a server: lazily on first use, over stdio, Streamable HTTP or legacy HTTP+SSE, probing 2026-07-28 and falling back to `initialize`.
 
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use rmcp::model::ProtocolVersion;
 use rmcp::serve_client_with_lifecycle;
@@ -66,10 +66,13 @@ impl OpenFailure {
     }
 }
 
-/// Wraps a transport so the runtime learns when the connection ends.
+/// Wraps a transport so the runtime learns when the connection ends, and that a list changed
+/// the moment the server says so.
 pub(super) struct Observed<T> {
     pub(super) inner: T,
     pub(super) closed: CancellationToken,
+    /// The server whose list-change counters a `list_changed` notification moves.
+    pub(super) slot: Weak<ServerSlot>,
 }
 
 impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
@@ -84,8 +87,20 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
 
     async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
         let message = self.inner.receive().await;
-        if message.is_none() {
-            self.closed.cancel();
+        match &message {
+            None => self.closed.cancel(),
+            // Counted here, in the order the server sent it: rmcp hands a notification to a
+            // task of its own but a response straight to its waiter, so a tool whose call adds a
+            // tool (list_changed, then the result) would otherwise return before the change is
+            // noticed, and the next model request would go out with the old list.
+            Some(rmcp::model::JsonRpcMessage::Notification(notification)) => {
+                if let Some(kind) = ListKind::changed_by(&notification.notification)
+                    && let Some(slot) = self.slot.upgrade()
+                {
+                    slot.note_list_change(kind);
+                }
+            }
+            Some(_) => {}
         }
         message
     }
@@ -307,6 +322,7 @@ impl ServerSlot {
                         MAX_MESSAGE_BYTES,
                     ),
                     closed: closed.clone(),
+                    slot: self.weak_self.clone(),
                 };
                 match serve_client_with_lifecycle(handler, transport, lifecycle).await {
                     Ok(service) => Live {
@@ -353,6 +369,7 @@ impl ServerSlot {
                 let transport = Observed {
                     inner: http::transport(authorizing, &url, headers.clone()),
                     closed: closed.clone(),
+                    slot: self.weak_self.clone(),
                 };
                 match serve_client_with_lifecycle(handler, transport, lifecycle).await {
                     Ok(service) => Live {
@@ -422,6 +439,7 @@ impl ServerSlot {
                 let transport = Observed {
                     inner: transport,
                     closed: closed.clone(),
+                    slot: self.weak_self.clone(),
                 };
                 let service = serve_client_with_lifecycle(
                     handler,
