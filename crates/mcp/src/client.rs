@@ -190,6 +190,38 @@ impl ClientContext {
         }
     }
 
+    /// Hands a progress update to its request's route — or keeps it for a route about to be
+    /// set. Called by the transport wrapper as the notification arrives, in the order the
+    /// server sent it, so every update a server sends before its answer reaches the caller
+    /// before the answer does.
+    pub(crate) fn deliver_progress(&self, params: ProgressNotificationParam) {
+        let update = Progress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message,
+        };
+        let mut routes = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        match routes.get_mut(&params.progress_token) {
+            Some(ProgressRoute::To(sender)) => {
+                let _ = sender.try_send(update);
+            }
+            Some(ProgressRoute::Early(updates, _)) => updates.push(update),
+            None => {
+                // Late updates of finished requests are forgotten after a while.
+                routes.retain(|_, route| match route {
+                    ProgressRoute::Early(_, first) => first.elapsed() < EARLY_PROGRESS_KEPT,
+                    ProgressRoute::To(_) => true,
+                });
+                if routes.len() < MAX_PROGRESS_ROUTES {
+                    routes.insert(
+                        params.progress_token,
+                        ProgressRoute::Early(vec![update], std::time::Instant::now()),
+                    );
+                }
+            }
+        }
+    }
+
     pub(crate) fn capabilities(&self) -> ClientCapabilities {
         let mut capabilities = serde_json::json!({ "roots": {} });
         if self.elicitation.is_some() {
@@ -376,29 +408,12 @@ pub(crate) struct ProgressRouteGuard {
     token: ProgressToken,
 }
 
-/// How long a finished request's progress route stays: the client's service loop hands each
-/// notification to a task of its own but the response straight to its waiter, so a progress
-/// update the server sent just before its result may still be on its way to the route.
-const PROGRESS_ROUTE_GRACE: std::time::Duration = std::time::Duration::from_millis(20);
-
 impl Drop for ProgressRouteGuard {
     fn drop(&mut self) {
-        let (routes, token) = (self.routes.clone(), self.token.clone());
-        let remove = move || {
-            routes
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&token);
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    tokio::time::sleep(PROGRESS_ROUTE_GRACE).await;
-                    remove();
-                });
-            }
-            Err(_) => remove(),
-        }
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
     }
 }
 
@@ -454,35 +469,9 @@ impl ClientHandler for WardenClient {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let update = Progress {
-            progress: params.progress,
-            total: params.total,
-            message: params.message,
-        };
-        let mut routes = self
-            .context
-            .progress
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match routes.get_mut(&params.progress_token) {
-            Some(ProgressRoute::To(sender)) => {
-                let _ = sender.try_send(update);
-            }
-            Some(ProgressRoute::Early(updates, _)) => updates.push(update),
-            None => {
-                // Late updates of finished requests are forgotten after a while.
-                routes.retain(|_, route| match route {
-                    ProgressRoute::Early(_, first) => first.elapsed() < EARLY_PROGRESS_KEPT,
-                    ProgressRoute::To(_) => true,
-                });
-                if routes.len() < MAX_PROGRESS_ROUTES {
-                    routes.insert(
-                        params.progress_token,
-                        ProgressRoute::Early(vec![update], std::time::Instant::now()),
-                    );
-                }
-            }
-        }
+        // Every transport is wrapped to route progress as it arrives (and to keep it from rmcp);
+        // one that reaches here all the same is routed the same way.
+        self.context.deliver_progress(params);
     }
 
     async fn on_logging_message(

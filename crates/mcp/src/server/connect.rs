@@ -66,13 +66,15 @@ impl OpenFailure {
     }
 }
 
-/// Wraps a transport so the runtime learns when the connection ends, and that a list changed
-/// the moment the server says so.
+/// Wraps a transport so the runtime learns when the connection ends, that a list changed the
+/// moment the server says so, and routes progress as it arrives.
 pub(super) struct Observed<T> {
     pub(super) inner: T,
     pub(super) closed: CancellationToken,
     /// The server whose list-change counters a `list_changed` notification moves.
     pub(super) slot: Weak<ServerSlot>,
+    /// Where a progress notification is routed.
+    pub(super) context: Arc<ClientContext>,
 }
 
 impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
@@ -85,24 +87,36 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
         self.inner.send(item)
     }
 
+    /// Cancel-safe as the inner transport is: what is done to a message here is done before
+    /// it is returned, with no await in between.
     async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
-        let message = self.inner.receive().await;
-        match &message {
-            None => self.closed.cancel(),
-            // Counted here, in the order the server sent it: rmcp hands a notification to a
-            // task of its own but a response straight to its waiter, so a tool whose call adds a
-            // tool (list_changed, then the result) would otherwise return before the change is
-            // noticed, and the next model request would go out with the old list.
-            Some(rmcp::model::JsonRpcMessage::Notification(notification)) => {
-                if let Some(kind) = ListKind::changed_by(&notification.notification)
-                    && let Some(slot) = self.slot.upgrade()
-                {
-                    slot.note_list_change(kind);
+        loop {
+            let message = self.inner.receive().await;
+            match &message {
+                None => self.closed.cancel(),
+                // Routed and counted here, in the order the server sent them: rmcp hands a
+                // notification to a task of its own but a response straight to its waiter, so
+                // a progress update or a list change sent just before a result would otherwise
+                // reach its caller after the result (a tool that adds a tool would return
+                // before the change is noticed, and the next model request would go out with
+                // the old list).
+                Some(rmcp::model::JsonRpcMessage::Notification(notification)) => {
+                    if let rmcp::model::ServerNotification::ProgressNotification(progress) =
+                        &notification.notification
+                    {
+                        self.context.deliver_progress(progress.params.clone());
+                        continue;
+                    }
+                    if let Some(kind) = ListKind::changed_by(&notification.notification)
+                        && let Some(slot) = self.slot.upgrade()
+                    {
+                        slot.note_list_change(kind);
+                    }
                 }
+                Some(_) => {}
             }
-            Some(_) => {}
+            return message;
         }
-        message
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
@@ -323,6 +337,7 @@ impl ServerSlot {
                     ),
                     closed: closed.clone(),
                     slot: self.weak_self.clone(),
+                    context: context.clone(),
                 };
                 match serve_client_with_lifecycle(handler, transport, lifecycle).await {
                     Ok(service) => Live {
@@ -370,6 +385,7 @@ impl ServerSlot {
                     inner: http::transport(authorizing, &url, headers.clone()),
                     closed: closed.clone(),
                     slot: self.weak_self.clone(),
+                    context: context.clone(),
                 };
                 match serve_client_with_lifecycle(handler, transport, lifecycle).await {
                     Ok(service) => Live {
@@ -440,6 +456,7 @@ impl ServerSlot {
                     inner: transport,
                     closed: closed.clone(),
                     slot: self.weak_self.clone(),
+                    context: context.clone(),
                 };
                 let service = serve_client_with_lifecycle(
                     handler,
