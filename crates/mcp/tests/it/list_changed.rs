@@ -5,16 +5,9 @@ use warden_mcp::{CallOptions, ProtocolMode, RuntimeOptions, ToolIdentity};
 
 use crate::common;
 
-async fn tools_change_after_mutate(runtime: &warden_mcp::McpRuntime) {
-    let before = runtime.server_tools("live").await.expect("tools");
-    let names: Vec<String> = before
-        .iter()
-        .map(|tool| tool.identity.tool.clone())
-        .collect();
-    let generation = runtime
-        .server_status("live")
-        .expect("status")
-        .catalog_generation;
+/// Calls the fixture's `mutate`: tool `c` added, `a` removed, then `list_changed`, then the
+/// answer.
+async fn mutate(runtime: &warden_mcp::McpRuntime) {
     runtime
         .call_tool(
             &ToolIdentity::new("live", "mutate"),
@@ -26,6 +19,19 @@ async fn tools_change_after_mutate(runtime: &warden_mcp::McpRuntime) {
         )
         .await
         .expect("mutate");
+}
+
+async fn tools_change_after_mutate(runtime: &warden_mcp::McpRuntime) {
+    let before = runtime.server_tools("live").await.expect("tools");
+    let names: Vec<String> = before
+        .iter()
+        .map(|tool| tool.identity.tool.clone())
+        .collect();
+    let generation = runtime
+        .server_status("live")
+        .expect("status")
+        .catalog_generation;
+    mutate(runtime).await;
     let status = common::wait_for_status(runtime, "live", |status| {
         status.catalog_generation > generation
     })
@@ -51,17 +57,7 @@ async fn a_change_announced_before_the_answer_is_seen_when_the_call_returns(
 ) {
     runtime.server_tools("live").await.expect("tools");
     let before = runtime.tool_list_epoch("live").expect("epoch");
-    runtime
-        .call_tool(
-            &ToolIdentity::new("live", "mutate"),
-            json!({"add": "c", "remove": "a"})
-                .as_object()
-                .cloned()
-                .expect("object"),
-            CallOptions::default(),
-        )
-        .await
-        .expect("mutate");
+    mutate(runtime).await;
     let after = runtime.tool_list_epoch("live").expect("epoch");
     assert_eq!(after.connection, before.connection);
     assert!(after.tools > before.tools, "{before:?} → {after:?}");
