@@ -503,3 +503,79 @@ impl ServerSlot {
         Ok((live.service.peer().clone(), live.context.clone()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use rmcp::model::{JsonRpcMessage, NumberOrString, ProgressToken};
+    use serde_json::json;
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+
+    fn line(message: serde_json::Value) -> Vec<u8> {
+        let mut line = serde_json::to_vec(&message).unwrap();
+        line.push(b'\n');
+        line
+    }
+
+    fn progress(token: i64, progress: f64) -> Vec<u8> {
+        line(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": token, "progress": progress}}))
+    }
+
+    #[tokio::test]
+    async fn progress_reaches_its_route_before_the_answer_sent_after_it() {
+        let (mut server, client) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(client);
+        let (list_changed, _changes) = mpsc::unbounded_channel();
+        let context = Arc::new(ClientContext {
+            server: "t".to_owned(),
+            client_name: "warden".to_owned(),
+            client_version: "0".to_owned(),
+            workspace_root: std::path::PathBuf::from("/"),
+            elicitation: None,
+            skills_extension: false,
+            sampling: None,
+            progress: Arc::default(),
+            list_changed,
+            events: crate::upstream::UpstreamEvents::default(),
+        });
+        let mut transport = Observed {
+            inner: StdioTransport::new("t", read, write, 100_000),
+            closed: CancellationToken::new(),
+            slot: Weak::new(),
+            context: context.clone(),
+        };
+        let (sender, mut updates) = mpsc::channel(8);
+        let route = context.route_progress(ProgressToken(NumberOrString::Number(7)), sender);
+        let mut input = progress(7, 1.0);
+        input.extend(progress(7, 2.0));
+        // An update for a request whose route is not set yet is kept for it.
+        input.extend(progress(8, 5.0));
+        input.extend(line(json!({"jsonrpc": "2.0", "id": 1,
+                                 "result": {"content": [{"type": "text", "text": "done"}]}})));
+        server.write_all(&input).await.unwrap();
+        // The progress notifications are routed here and not handed on: the answer comes first.
+        let answer = transport.receive().await.expect("the answer");
+        assert!(matches!(answer, JsonRpcMessage::Response(_)));
+        assert_eq!(updates.try_recv().unwrap().progress, 1.0);
+        assert_eq!(updates.try_recv().unwrap().progress, 2.0);
+        assert!(updates.try_recv().is_err());
+        let (late_sender, mut late) = mpsc::channel(8);
+        let _late_route =
+            context.route_progress(ProgressToken(NumberOrString::Number(8)), late_sender);
+        assert_eq!(late.try_recv().unwrap().progress, 5.0);
+        // The finished request's route goes the moment its guard does.
+        drop(route);
+        let still_routed = context
+            .progress
+            .lock()
+            .unwrap()
+            .contains_key(&ProgressToken(NumberOrString::Number(7)));
+        assert!(!still_routed);
+        drop(server);
+        assert!(transport.receive().await.is_none());
+        assert!(transport.closed.is_cancelled());
+    }
+}
