@@ -1021,9 +1021,12 @@ fn checkpoint(connection: &Connection, path: &Path) {
     }
 }
 
-const INSERT: &str = "INSERT INTO audit (time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
-     classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-     arguments_digest, arguments, confinement, kind, effect, tenant) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
+/// A new record: the outcome's columns first (`?1`–`?9`, bound as [`COMPLETE`] binds them),
+/// then the rest.
+const INSERT: &str = "INSERT INTO audit (decision, layer, reason, gate_ms, execution_ms, result_bytes, \
+     result_is_error, error, confinement, time_unix_ms, session_id, source, caller, server, tool, \
+     public_name, annotations, classes, arguments_digest, arguments, kind, effect, tenant) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
 
 /// A call's outcome written over its intent, row `?10`: only the columns an outcome decides. The
 /// others (the time the call entered the gate, the session, the tool, its classes, the
@@ -1042,22 +1045,25 @@ fn insert(connection: &Connection, pending: &PendingRow) -> rusqlite::Result<i64
     let result_bytes = record
         .result_bytes
         .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
+    // The columns an outcome decides, `?1`–`?9` of both statements.
+    let outcome: [&dyn rusqlite::ToSql; 9] = [
+        &record.decision.as_str(),
+        &record.layer.as_str(),
+        &record.reason,
+        &gate_ms,
+        &execution_ms,
+        &result_bytes,
+        &record.result_is_error,
+        &record.error,
+        &record.confinement,
+    ];
     // Prepared once per connection and reused (SQLite's statement cache).
     if let Some(id) = pending.replaces {
         let changed = connection
             .prepare_cached(COMPLETE)?
-            .execute(rusqlite::params![
-                record.decision.as_str(),
-                record.layer.as_str(),
-                record.reason,
-                gate_ms,
-                execution_ms,
-                result_bytes,
-                record.result_is_error,
-                record.error,
-                record.confinement,
-                id,
-            ])?;
+            .execute(rusqlite::params_from_iter(
+                outcome.iter().copied().chain([&id as &dyn rusqlite::ToSql]),
+            ))?;
         if changed == 1 {
             return Ok(id);
         }
@@ -1067,33 +1073,27 @@ fn insert(connection: &Connection, pending: &PendingRow) -> rusqlite::Result<i64
         .as_ref()
         .and_then(|annotations| serde_json::to_string(annotations).ok());
     let arguments = record.arguments.as_ref().map(Value::to_string);
+    let rest: [&dyn rusqlite::ToSql; 14] = [
+        &unix_millis(record.time),
+        &record.session_id,
+        &record.surface.as_str(),
+        &record.caller,
+        &record.server,
+        &record.tool,
+        &record.public_name,
+        &annotations,
+        &record.classes.to_names(),
+        &record.arguments_digest,
+        &arguments,
+        &record.kind.as_str(),
+        &record.effect.map(CapabilityClass::as_str),
+        &record.tenant,
+    ];
     connection
         .prepare_cached(INSERT)?
-        .execute(rusqlite::params![
-            unix_millis(record.time),
-            record.session_id,
-            record.surface.as_str(),
-            record.caller,
-            record.server,
-            record.tool,
-            record.public_name,
-            annotations,
-            record.classes.to_names(),
-            record.decision.as_str(),
-            record.layer.as_str(),
-            record.reason,
-            gate_ms,
-            execution_ms,
-            result_bytes,
-            record.result_is_error,
-            record.error,
-            record.arguments_digest,
-            arguments,
-            record.confinement,
-            record.kind.as_str(),
-            record.effect.map(CapabilityClass::as_str),
-            record.tenant,
-        ])?;
+        .execute(rusqlite::params_from_iter(
+            outcome.iter().chain(rest.iter()).copied(),
+        ))?;
     Ok(connection.last_insert_rowid())
 }
 
