@@ -3,6 +3,7 @@
 mod artifacts;
 mod catalog;
 mod client;
+mod direct_call;
 mod error;
 mod guard;
 mod http;

@@ -28,6 +28,8 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 
+use crate::direct_call::{DirectCalls, SharedWriter};
+
 /// Lines at least this long take the large-message path.
 pub(crate) const LARGE_LINE_BYTES: usize = 1024 * 1024;
 /// String literals at least this long (escaped) are cut out of a large line and decoded apart.
@@ -45,10 +47,10 @@ const PLACEHOLDER_PREFIX_ESCAPED: &[u8] = b"\\u0000warden-large-string-";
 /// UTF-8 byte order mark (RFC 8259 §8.1 lets a parser ignore it).
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
-type ServerMessage = RxJsonRpcMessage<RoleClient>;
+pub(crate) type ServerMessage = RxJsonRpcMessage<RoleClient>;
 
 /// A newline-delimited JSON-RPC transport to one stdio server, for the client side.
-pub(crate) struct StdioTransport<R, W> {
+pub(crate) struct StdioTransport<R> {
     server: String,
     read: R,
     /// Bytes read and not yet delivered; `start..` is still to be framed.
@@ -59,17 +61,24 @@ pub(crate) struct StdioTransport<R, W> {
     max_line_bytes: usize,
     /// Skipping the rest of a refused (over-long) line up to its newline.
     discarding: bool,
-    write: Arc<Mutex<Option<W>>>,
+    write: SharedWriter,
+    /// Tool calls written by their callers; their answers are handed over here.
+    direct: Arc<DirectCalls>,
 }
 
-impl<R, W> StdioTransport<R, W>
+impl<R> StdioTransport<R>
 where
     R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
 {
     /// A transport reading `read` (the server's stdout) and writing `write` (its stdin); a line
     /// longer than `max_line_bytes` is refused.
-    pub(crate) fn new(server: &str, read: R, write: W, max_line_bytes: usize) -> Self {
+    pub(crate) fn new(
+        server: &str,
+        read: R,
+        write: impl AsyncWrite + Unpin + Send + 'static,
+        max_line_bytes: usize,
+    ) -> Self {
+        let write: SharedWriter = Arc::new(Mutex::new(Some(Box::new(write))));
         Self {
             server: server.to_owned(),
             read,
@@ -78,8 +87,14 @@ where
             scanned: 0,
             max_line_bytes,
             discarding: false,
-            write: Arc::new(Mutex::new(Some(write))),
+            direct: Arc::new(DirectCalls::new(write.clone())),
+            write,
         }
+    }
+
+    /// Where a caller writes a tool call itself (see [`DirectCalls`]).
+    pub(crate) fn direct_calls(&self) -> Arc<DirectCalls> {
+        self.direct.clone()
     }
 
     /// The next whole line in the buffer, if any. Over-long lines are refused here.
@@ -211,10 +226,9 @@ enum Parsed {
     WrongShape(serde_json::Error),
 }
 
-impl<R, W> Transport<RoleClient> for StdioTransport<R, W>
+impl<R> Transport<RoleClient> for StdioTransport<R>
 where
     R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
 {
     type Error = io::Error;
 
@@ -223,19 +237,8 @@ where
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let write = self.write.clone();
-        async move {
-            let mut line = serde_json::to_vec(&item)?;
-            line.push(b'\n');
-            let mut write = write.lock().await;
-            let Some(stdin) = write.as_mut() else {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotConnected,
-                    "Transport is closed",
-                ));
-            };
-            stdin.write_all(&line).await?;
-            stdin.flush().await
-        }
+        let line = serialized_line(&item);
+        async move { write_line(&write, &line?).await }
     }
 
     /// Cancel-safe: a read interrupted by the service's `select!` loses nothing (bytes land in
@@ -256,17 +259,23 @@ where
                         parse_large_line(line, body, LARGE_LITERAL_BYTES)
                     }
                 };
-                if let Some(message) = self.deliver(parsed) {
+                if let Some(message) = self.deliver(parsed)
+                    && let Some(message) = self.direct.claim(message)
+                {
                     return Some(message);
                 }
             }
             self.compact();
             self.reserve_for_next_read();
             match self.read.read_buf(&mut self.pending).await {
-                Ok(0) => return None,
+                Ok(0) => {
+                    self.direct.close();
+                    return None;
+                }
                 Ok(_) => {}
                 Err(error) => {
                     tracing::error!(server = %self.server, "reading from the server failed: {error}");
+                    self.direct.close();
                     return None;
                 }
             }
@@ -278,6 +287,33 @@ where
         drop(self.write.lock().await.take());
         Ok(())
     }
+}
+
+impl<R> Drop for StdioTransport<R> {
+    /// The reader is gone: no direct call can be answered any more.
+    fn drop(&mut self) {
+        self.direct.close();
+    }
+}
+
+/// A message as one line of the stdio framing.
+pub(crate) fn serialized_line(item: &TxJsonRpcMessage<RoleClient>) -> io::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(item)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// Writes one whole line to the server's stdin, and flushes.
+pub(crate) async fn write_line(write: &SharedWriter, line: &[u8]) -> io::Result<()> {
+    let mut write = write.lock().await;
+    let Some(stdin) = write.as_mut() else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotConnected,
+            "Transport is closed",
+        ));
+    };
+    stdin.write_all(line).await?;
+    stdin.flush().await
 }
 
 /// The line without a trailing `\r` or a leading byte order mark.

@@ -4,10 +4,10 @@ use rmcp::ServiceError;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, CustomRequest, GetPromptRequestParams, GetPromptResult, InputRequest,
-    InputRequiredResult, InputResponses, ReadResourceRequestParams, ReadResourceResult,
-    ServerResult,
+    InputRequiredResult, InputResponses, ProgressToken, ReadResourceRequestParams,
+    ReadResourceResult, RequestId, ServerResult,
 };
-use rmcp::service::PeerRequestOptions;
+use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +16,7 @@ use super::failure::bounded;
 use super::state::{CallOptions, CallOutcome, ServerState};
 use super::{Live, ServerSlot};
 use crate::catalog::ToolIdentity;
+use crate::direct_call::DirectCall;
 use crate::error::{FailureKind, McpError};
 
 /// `input_required` rounds driven per call before giving up.
@@ -33,6 +34,52 @@ pub(super) const URL_ELICITATION_RETRIES: u32 = 1;
 pub(super) struct UrlElicitation {
     pub(super) url: String,
     pub(super) message: String,
+}
+
+/// A tool call sent and not answered yet: through rmcp's service loop, or written directly to a
+/// stdio server's pipe.
+enum Pending {
+    /// Boxed: the direct call is the common one, and its future stays small.
+    Rmcp(Box<RequestHandle<RoleClient>>),
+    Direct(DirectCall),
+}
+
+impl Pending {
+    fn id(&self) -> RequestId {
+        match self {
+            Self::Rmcp(handle) => handle.id.clone(),
+            Self::Direct(call) => call.id(),
+        }
+    }
+
+    fn progress_token(&self) -> ProgressToken {
+        match self {
+            Self::Rmcp(handle) => handle.progress_token.clone(),
+            Self::Direct(call) => call.progress_token(),
+        }
+    }
+
+    /// The answer; a direct call that times out tells the server, as rmcp does for its own.
+    async fn response(
+        self,
+        timeout: std::time::Duration,
+        peer: &Peer<RoleClient>,
+    ) -> Result<ServerResult, ServiceError> {
+        match self {
+            Self::Rmcp(handle) => (*handle).await_response().await,
+            Self::Direct(mut call) => {
+                let answer = call.response(timeout).await;
+                if matches!(answer, Err(ServiceError::Timeout { .. })) {
+                    let _ = Box::pin(peer.notify_cancelled(CancelledNotificationParam::new(
+                        Some(call.id()),
+                        Some("request timeout".to_owned()),
+                    )))
+                    .await;
+                }
+                answer
+            }
+        }
+    }
 }
 
 impl ServerSlot {
@@ -88,23 +135,35 @@ impl ServerSlot {
                     self.spec.tool_timeout,
                 ));
             }
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-            let mut request_options = PeerRequestOptions::with_timeout(remaining);
-            request_options.meta = options.meta.clone();
-            let handle = live
-                .service
-                .peer()
-                .send_request_with_option(request, request_options)
-                .await
-                .map_err(|error| self.request_failure(tool, &error))?;
+            let pending = match &live.direct {
+                Some(direct) => Pending::Direct(
+                    direct
+                        .send_tool_call(&params, options.meta.clone())
+                        .await
+                        .map_err(|error| self.request_failure(tool, &error))?,
+                ),
+                None => {
+                    let request =
+                        ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+                    let mut request_options = PeerRequestOptions::with_timeout(remaining);
+                    request_options.meta = options.meta.clone();
+                    Pending::Rmcp(Box::new(
+                        live.service
+                            .peer()
+                            .send_request_with_option(request, request_options)
+                            .await
+                            .map_err(|error| self.request_failure(tool, &error))?,
+                    ))
+                }
+            };
             let _route = options.progress.clone().map(|sender| {
                 live.context
-                    .route_progress(handle.progress_token.clone(), sender)
+                    .route_progress(pending.progress_token(), sender)
             });
-            let request_id = handle.id.clone();
-            let peer = handle.peer.clone();
+            let request_id = pending.id();
+            let peer = live.service.peer().clone();
             let response = tokio::select! {
-                response = handle.await_response() => response,
+                response = pending.response(remaining, &peer) => response,
                 () = options.cancel.cancelled() => {
                     let _ = Box::pin(peer.notify_cancelled(CancelledNotificationParam::new(
                         Some(request_id),

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use rmcp::model::ProtocolVersion;
 use rmcp::serve_client_with_lifecycle;
-use rmcp::service::{ClientLifecycleMode, RoleClient};
+use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService};
 use rmcp::transport::Transport;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -123,6 +123,23 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
         self.closed.cancel();
         self.inner.close().await
     }
+}
+
+/// On a 2026-07-28 connection, what rmcp puts in every request's `_meta` (the protocol
+/// version, the client's identity and capabilities), for the requests written directly.
+fn stateless_request_meta(
+    service: &RunningService<RoleClient, WardenClient>,
+) -> Option<rmcp::model::RequestMetaObject> {
+    let info = service.peer_info()?;
+    if info.protocol_version < ProtocolVersion::V_2026_07_28 {
+        return None;
+    }
+    let config = rmcp::ClientHandler::get_info(service.service());
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.set_protocol_version(info.protocol_version.clone());
+    meta.set_client_info(config.client_info);
+    meta.set_client_capabilities(config.capabilities);
+    Some(meta)
 }
 
 impl ServerSlot {
@@ -328,29 +345,37 @@ impl ServerSlot {
                 let spawned = stdio::spawn(&launch, &self.stderr).map_err(OpenFailure::Failed)?;
                 let mut control = spawned.control;
                 let pid = control.pid;
+                let stdio = StdioTransport::new(
+                    self.name(),
+                    spawned.stdout,
+                    spawned.stdin,
+                    MAX_MESSAGE_BYTES,
+                );
+                let direct = stdio.direct_calls();
                 let transport = Observed {
-                    inner: StdioTransport::new(
-                        self.name(),
-                        spawned.stdout,
-                        spawned.stdin,
-                        MAX_MESSAGE_BYTES,
-                    ),
+                    inner: stdio,
                     closed: closed.clone(),
                     slot: self.weak_self.clone(),
                     context: context.clone(),
                 };
                 match serve_client_with_lifecycle(handler, transport, lifecycle).await {
-                    Ok(service) => Live {
-                        epoch,
-                        service,
-                        context,
-                        child: Some(tokio::sync::Mutex::new(control)),
-                        pid,
-                        closed,
-                        intentional_close: AtomicBool::new(false),
-                        close_reason: Arc::default(),
-                        resource_listens: Mutex::default(),
-                    },
+                    Ok(service) => {
+                        if let Some(meta) = stateless_request_meta(&service) {
+                            direct.set_request_meta(meta);
+                        }
+                        Live {
+                            epoch,
+                            service,
+                            context,
+                            child: Some(tokio::sync::Mutex::new(control)),
+                            pid,
+                            closed,
+                            intentional_close: AtomicBool::new(false),
+                            close_reason: Arc::default(),
+                            resource_listens: Mutex::default(),
+                            direct: Some(direct),
+                        }
+                    }
                     Err(error) => {
                         if OpenFailure::peer_predates_discover(&error) {
                             control.kill().await;
@@ -398,6 +423,7 @@ impl ServerSlot {
                         intentional_close: AtomicBool::new(false),
                         close_reason: Arc::default(),
                         resource_listens: Mutex::default(),
+                        direct: None,
                     },
                     Err(error) => {
                         if OpenFailure::peer_predates_discover(&error) {
@@ -486,6 +512,7 @@ impl ServerSlot {
                     intentional_close: AtomicBool::new(false),
                     close_reason,
                     resource_listens: Mutex::default(),
+                    direct: None,
                 }
             }
         };

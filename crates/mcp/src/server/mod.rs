@@ -49,6 +49,8 @@ struct Live {
     /// The `subscriptions/listen` streams open for single resources on a 2026-07-28 connection
     /// (a relaying client's `resources/subscribe`), by URI: cancel to end one.
     resource_listens: Mutex<std::collections::HashMap<String, CancellationToken>>,
+    /// Tool calls written straight to a stdio server's pipe (stdio connections only).
+    direct: Option<Arc<crate::direct_call::DirectCalls>>,
 }
 
 impl Live {
