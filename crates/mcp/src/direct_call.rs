@@ -25,11 +25,14 @@ use rmcp::service::{RoleClient, TxJsonRpcMessage};
 use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 
-use crate::stdio_transport::{ServerMessage, serialized_line, write_line};
+use crate::stdio_transport::{ServerMessage, serialized_line, write_whole_line};
 
 /// The server's stdin, shared by the transport and the callers that write to it directly;
 /// `None` once the transport closed it.
-pub(crate) type SharedWriter = Arc<tokio::sync::Mutex<Option<Box<dyn AsyncWrite + Send + Unpin>>>>;
+pub(crate) type SharedWriter = Arc<tokio::sync::Mutex<Option<BoxedWriter>>>;
+
+/// A server's stdin, whatever it is.
+pub(crate) type BoxedWriter = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// The first id a direct call takes: rmcp counts its own from 0, and 2⁴⁰ is still exact in a
 /// JavaScript number (servers written in JavaScript read ids as doubles).
@@ -155,7 +158,7 @@ impl DirectCalls {
                 None,
             ))
         })?;
-        // Waiting before the line is written: the answer may come before `write_line` returns.
+        // Waiting before the line is written: the answer may come before the write returns.
         let (answer_sender, answer) = oneshot::channel();
         {
             let mut waiting = self.lock_waiting();
@@ -170,7 +173,7 @@ impl DirectCalls {
             answer,
             calls: self.clone(),
         };
-        match write_line(&self.write, &line).await {
+        match write_whole_line(&self.write, line).await {
             Ok(()) => Ok(call),
             Err(error) => {
                 tracing::debug!("writing a direct call failed: {error}");
@@ -271,7 +274,7 @@ impl Drop for DirectCall {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use rmcp::model::{Implementation, ProtocolVersion};
+    use rmcp::model::{CallToolRequest, Implementation, ProtocolVersion};
     use rmcp::transport::Transport;
     use serde_json::{Value, json};
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -439,6 +442,32 @@ mod tests {
             matches!(next, JsonRpcMessage::Notification(_)),
             "the late answer never reaches rmcp: {next:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_line_whose_caller_stops_waiting_is_still_written_whole() {
+        // A pipe that takes 64 bytes at a time: the long call cannot be written at once.
+        let (client, server) = tokio::io::duplex(64);
+        let (client_read, client_write) = tokio::io::split(client);
+        let (server_read, server_write) = tokio::io::split(server);
+        let transport = StdioTransport::new("t", client_read, client_write, 1 << 20);
+        let mut server: ServerEnd = (BufReader::new(server_read), server_write);
+        let direct = transport.direct_calls();
+        let long = "x".repeat(10_000);
+        let long_call = CallToolRequestParams::new("echo")
+            .with_arguments(json!({"text": long}).as_object().cloned().unwrap());
+        let gave_up =
+            tokio::time::timeout(Duration::ZERO, direct.send_tool_call(&long_call, None)).await;
+        assert!(gave_up.is_err(), "the caller stopped waiting mid-line");
+        let next = {
+            let direct = direct.clone();
+            tokio::spawn(async move { direct.send_tool_call(&echo_call(), None).await.map(|_| ()) })
+        };
+        let first = read_request(&mut server).await;
+        assert_eq!(first["params"]["arguments"]["text"], json!(long));
+        let second = read_request(&mut server).await;
+        assert_eq!(second["params"]["arguments"]["text"], "ping");
+        next.await.unwrap().unwrap();
     }
 
     #[test]

@@ -15,7 +15,9 @@
 
 use std::io;
 use std::ops::Range;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use rmcp::model::{
     CallToolResult, ContentBlock, ErrorData, JsonRpcMessage, JsonRpcResponse, JsonRpcVersion2_0,
@@ -28,7 +30,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 
-use crate::direct_call::{DirectCalls, SharedWriter};
+use crate::direct_call::{BoxedWriter, DirectCalls, SharedWriter};
 
 /// Lines at least this long take the large-message path.
 pub(crate) const LARGE_LINE_BYTES: usize = 1024 * 1024;
@@ -306,14 +308,77 @@ pub(crate) fn serialized_line(item: &TxJsonRpcMessage<RoleClient>) -> io::Result
 /// Writes one whole line to the server's stdin, and flushes.
 pub(crate) async fn write_line(write: &SharedWriter, line: &[u8]) -> io::Result<()> {
     let mut write = write.lock().await;
-    let Some(stdin) = write.as_mut() else {
-        return Err(io::Error::new(
-            io::ErrorKind::NotConnected,
-            "Transport is closed",
-        ));
+    finish_line(&mut write, line, 0).await
+}
+
+/// Writes `line` whole even when the caller stops waiting: a line cut short would run into the
+/// next one and spoil both. The common case — the pipe free and taking the whole line at once —
+/// is done right here, with no task; otherwise a task of its own finishes the line.
+pub(crate) async fn write_whole_line(write: &SharedWriter, line: Vec<u8>) -> io::Result<()> {
+    let finishing = match write.clone().try_lock_owned() {
+        Ok(mut stdin) => match write_without_waiting(&mut stdin, &line)? {
+            Written::Whole => return Ok(()),
+            Written::Part(written) => {
+                tokio::spawn(async move { finish_line(&mut stdin, &line, written).await })
+            }
+        },
+        Err(_held) => {
+            let write = write.clone();
+            tokio::spawn(async move {
+                let mut stdin = write.lock_owned().await;
+                finish_line(&mut stdin, &line, 0).await
+            })
+        }
     };
-    stdin.write_all(line).await?;
+    finishing
+        .await
+        .map_err(|stopped| io::Error::other(format!("writing to the server stopped: {stopped}")))?
+}
+
+/// How much of a line the pipe took without waiting.
+enum Written {
+    /// All of it, flushed.
+    Whole,
+    /// This many bytes; the rest (and the flush) is still to be done.
+    Part(usize),
+}
+
+/// Writes as much of `line` as the pipe takes without waiting, then flushes if it took it all.
+fn write_without_waiting(stdin: &mut Option<BoxedWriter>, line: &[u8]) -> io::Result<Written> {
+    let stdin = open_stdin(stdin)?;
+    let mut context = Context::from_waker(Waker::noop());
+    let mut written = 0;
+    while written < line.len() {
+        match Pin::new(&mut *stdin).poll_write(&mut context, &line[written..]) {
+            Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+            Poll::Ready(Ok(taken)) => written += taken,
+            Poll::Ready(Err(error)) if error.kind() == io::ErrorKind::Interrupted => {}
+            Poll::Ready(Err(error)) => return Err(error),
+            Poll::Pending => return Ok(Written::Part(written)),
+        }
+    }
+    match Pin::new(&mut *stdin).poll_flush(&mut context) {
+        Poll::Ready(Ok(())) => Ok(Written::Whole),
+        Poll::Ready(Err(error)) => Err(error),
+        Poll::Pending => Ok(Written::Part(written)),
+    }
+}
+
+/// Writes the rest of `line` from `written` on, and flushes.
+async fn finish_line(
+    stdin: &mut Option<BoxedWriter>,
+    line: &[u8],
+    written: usize,
+) -> io::Result<()> {
+    let stdin = open_stdin(stdin)?;
+    stdin.write_all(&line[written..]).await?;
     stdin.flush().await
+}
+
+fn open_stdin(stdin: &mut Option<BoxedWriter>) -> io::Result<&mut BoxedWriter> {
+    stdin
+        .as_mut()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "Transport is closed"))
 }
 
 /// The line without a trailing `\r` or a leading byte order mark.
