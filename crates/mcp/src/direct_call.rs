@@ -287,10 +287,7 @@ mod tests {
         tokio::io::WriteHalf<tokio::io::DuplexStream>,
     );
 
-    fn connection() -> (
-        StdioTransport<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
-        ServerEnd,
-    ) {
+    fn connection() -> (Connection, ServerEnd) {
         let (client, server) = tokio::io::duplex(1 << 16);
         let (client_read, client_write) = tokio::io::split(client);
         let (server_read, server_write) = tokio::io::split(server);
@@ -313,6 +310,22 @@ mod tests {
         let mut line = serde_json::to_vec(&message).unwrap();
         line.push(b'\n');
         server.1.write_all(&line).await.unwrap();
+    }
+
+    type Connection = StdioTransport<tokio::io::ReadHalf<tokio::io::DuplexStream>>;
+
+    /// A connection with one echo call written and read by the server, and the call's id.
+    async fn one_call_sent() -> (Connection, ServerEnd, Arc<DirectCalls>, DirectCall, i64) {
+        let (transport, mut server) = connection();
+        let direct = transport.direct_calls();
+        let call = direct.send_tool_call(&echo_call(), None).await.unwrap();
+        let id = read_request(&mut server).await["id"].as_i64().unwrap();
+        (transport, server, direct, call, id)
+    }
+
+    /// A tool result holding `text`, answering request `id`.
+    fn tool_answer(id: i64, text: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}})
     }
 
     fn tool_text(result: &ServerResult) -> String {
@@ -344,18 +357,8 @@ mod tests {
             "params": {"progressToken": id, "progress": 1}}),
         )
         .await;
-        answer(
-            &mut server,
-            json!({"jsonrpc": "2.0", "id": id,
-            "result": {"content": [{"type": "text", "text": "ping"}]}}),
-        )
-        .await;
-        answer(
-            &mut server,
-            json!({"jsonrpc": "2.0", "id": 3,
-            "result": {"content": [{"type": "text", "text": "rmcp's"}]}}),
-        )
-        .await;
+        answer(&mut server, tool_answer(id, "ping")).await;
+        answer(&mut server, tool_answer(3, "rmcp's")).await;
         let first = transport.receive().await.unwrap();
         assert!(
             matches!(first, JsonRpcMessage::Notification(_)),
@@ -372,10 +375,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_error_answer_is_the_server_s_error() {
-        let (mut transport, mut server) = connection();
-        let direct = transport.direct_calls();
-        let mut call = direct.send_tool_call(&echo_call(), None).await.unwrap();
-        let id = read_request(&mut server).await["id"].as_i64().unwrap();
+        let (mut transport, mut server, _direct, mut call, id) = one_call_sent().await;
         answer(
             &mut server,
             json!({"jsonrpc": "2.0", "id": id,
@@ -399,10 +399,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_end_of_the_connection_ends_waiting_calls_and_refuses_new_ones() {
-        let (mut transport, mut server) = connection();
-        let direct = transport.direct_calls();
-        let mut call = direct.send_tool_call(&echo_call(), None).await.unwrap();
-        read_request(&mut server).await;
+        let (mut transport, server, direct, mut call, _id) = one_call_sent().await;
         drop(server);
         assert!(transport.receive().await.is_none());
         let answered = call.response(Duration::from_secs(5)).await;
@@ -416,22 +413,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_late_answer_to_a_call_given_up_is_dropped() {
-        let (mut transport, mut server) = connection();
-        let direct = transport.direct_calls();
-        let mut call = direct.send_tool_call(&echo_call(), None).await.unwrap();
-        let id = read_request(&mut server).await["id"].as_i64().unwrap();
+        let (mut transport, mut server, _direct, mut call, id) = one_call_sent().await;
         let answered = call.response(Duration::from_millis(10)).await;
         assert!(
             matches!(answered, Err(ServiceError::Timeout { .. })),
             "{answered:?}"
         );
         drop(call);
-        answer(
-            &mut server,
-            json!({"jsonrpc": "2.0", "id": id,
-            "result": {"content": [{"type": "text", "text": "late"}]}}),
-        )
-        .await;
+        answer(&mut server, tool_answer(id, "late")).await;
         answer(
             &mut server,
             json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
