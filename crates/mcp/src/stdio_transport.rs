@@ -312,27 +312,24 @@ pub(crate) async fn write_line(write: &SharedWriter, line: &[u8]) -> io::Result<
 }
 
 /// Writes `line` whole even when the caller stops waiting: a line cut short would run into the
-/// next one and spoil both. The common case — the pipe free and taking the whole line at once —
-/// is done right here, with no task; otherwise a task of its own finishes the line.
+/// next one and spoil both. Waiting for the pipe's turn is safe to give up (nothing is written
+/// yet); once the pipe is held, what it takes at once is written right here, and a line it takes
+/// only in part is finished by a task of its own.
 pub(crate) async fn write_whole_line(write: &SharedWriter, line: Vec<u8>) -> io::Result<()> {
-    let finishing = match write.clone().try_lock_owned() {
-        Ok(mut stdin) => match write_without_waiting(&mut stdin, &line)? {
-            Written::Whole => return Ok(()),
-            Written::Part(written) => {
-                tokio::spawn(async move { finish_line(&mut stdin, &line, written).await })
-            }
-        },
-        Err(_held) => {
-            let write = write.clone();
-            tokio::spawn(async move {
-                let mut stdin = write.lock_owned().await;
-                finish_line(&mut stdin, &line, 0).await
-            })
-        }
+    let mut stdin = match write.clone().try_lock_owned() {
+        Ok(stdin) => stdin,
+        Err(_held) => write.clone().lock_owned().await,
     };
-    finishing
-        .await
-        .map_err(|stopped| io::Error::other(format!("writing to the server stopped: {stopped}")))?
+    match write_without_waiting(&mut stdin, &line)? {
+        Written::Whole => Ok(()),
+        Written::Part(written) => {
+            tokio::spawn(async move { finish_line(&mut stdin, &line, written).await })
+                .await
+                .map_err(|stopped| {
+                    io::Error::other(format!("writing to the server stopped: {stopped}"))
+                })?
+        }
+    }
 }
 
 /// How much of a line the pipe took without waiting.
