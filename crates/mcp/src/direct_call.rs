@@ -62,6 +62,11 @@ impl DirectCalls {
         }
     }
 
+    /// The server's stdin.
+    pub(crate) fn writer(&self) -> SharedWriter {
+        self.write.clone()
+    }
+
     /// Sets what each request's `_meta` starts with; the first setting stays.
     pub(crate) fn set_request_meta(&self, meta: RequestMetaObject) {
         if let Ok(mut opening) = serde_json::to_vec(&meta)
@@ -106,9 +111,10 @@ impl DirectCalls {
             .request_meta_opening
             .get()
             .map_or(&b"{"[..], Vec::as_slice);
+        let id = id.to_string();
         let mut line = Vec::with_capacity(96 + opening.len() + params.name.len());
         line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-        line.extend_from_slice(id.to_string().as_bytes());
+        line.extend_from_slice(id.as_bytes());
         line.extend_from_slice(b",\"method\":\"tools/call\",\"params\":{\"name\":");
         serde_json::to_writer(&mut line, &*params.name).ok()?;
         if let Some(arguments) = &params.arguments {
@@ -118,7 +124,7 @@ impl DirectCalls {
         line.extend_from_slice(b",\"_meta\":");
         line.extend_from_slice(opening);
         line.extend_from_slice(b"\"progressToken\":");
-        line.extend_from_slice(id.to_string().as_bytes());
+        line.extend_from_slice(id.as_bytes());
         line.extend_from_slice(b"}}}\n");
         Some(line)
     }
@@ -137,7 +143,7 @@ impl DirectCalls {
         if let Some(meta) = meta {
             request_meta.extend(meta);
         }
-        request_meta.set_progress_token(ProgressToken(NumberOrString::Number(id)));
+        request_meta.set_progress_token(progress_token(id));
         let message: TxJsonRpcMessage<RoleClient> =
             JsonRpcMessage::request(request, RequestId::Number(id));
         serialized_line(&message).ok()
@@ -151,7 +157,6 @@ impl DirectCalls {
         meta: Option<RequestMetaObject>,
     ) -> Result<DirectCall, ServiceError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let token = ProgressToken(NumberOrString::Number(id));
         let line = self.tool_call_line(id, params, meta).ok_or_else(|| {
             ServiceError::McpError(rmcp::ErrorData::invalid_params(
                 "the request could not be serialised",
@@ -169,7 +174,6 @@ impl DirectCalls {
         }
         let call = DirectCall {
             id,
-            token,
             answer,
             calls: self.clone(),
         };
@@ -231,10 +235,14 @@ impl DirectCalls {
     }
 }
 
+/// A direct call's progress token: its id (rmcp's own tokens count from 0, as its ids do).
+fn progress_token(id: i64) -> ProgressToken {
+    ProgressToken(NumberOrString::Number(id))
+}
+
 /// A direct call written and waiting for its answer; dropped, it stops waiting.
 pub(crate) struct DirectCall {
     id: i64,
-    token: ProgressToken,
     answer: oneshot::Receiver<ServerMessage>,
     calls: Arc<DirectCalls>,
 }
@@ -246,7 +254,7 @@ impl DirectCall {
 
     /// The progress token the request carries.
     pub(crate) fn progress_token(&self) -> ProgressToken {
-        self.token.clone()
+        progress_token(self.id)
     }
 
     /// The server's answer, as rmcp reports one: a result, the server's error, the end of the

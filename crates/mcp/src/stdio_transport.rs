@@ -10,8 +10,10 @@
 //! contents, structured content or a custom result falls back to rmcp's path (correct, just not
 //! lean). A tool call's plain result — the common line of a busy connection — is read in one pass
 //! straight into rmcp's `CallToolResult` ([`tool_result_line`]): the message rmcp's own path
-//! makes of it, for ~46 k fewer instructions a call. Framing follows the MCP stdio transport: one message per line, no embedded newlines;
-//! a line longer than the maximum message size is refused (logged, skipped, the connection stays).
+//! makes of it, for ~46 k fewer instructions a call. An answer to a tool call its caller wrote
+//! directly goes straight back to that caller ([`DirectCalls`]). Framing follows the MCP stdio
+//! transport: one message per line, no embedded newlines; a line longer than the maximum message
+//! size is refused (logged, skipped, the connection stays).
 
 use std::io;
 use std::ops::Range;
@@ -63,8 +65,8 @@ pub(crate) struct StdioTransport<R> {
     max_line_bytes: usize,
     /// Skipping the rest of a refused (over-long) line up to its newline.
     discarding: bool,
-    write: SharedWriter,
-    /// Tool calls written by their callers; their answers are handed over here.
+    /// Tool calls written by their callers (their answers are handed over here), and the
+    /// server's stdin, which rmcp's own messages are written to as well.
     direct: Arc<DirectCalls>,
 }
 
@@ -89,8 +91,7 @@ where
             scanned: 0,
             max_line_bytes,
             discarding: false,
-            direct: Arc::new(DirectCalls::new(write.clone())),
-            write,
+            direct: Arc::new(DirectCalls::new(write)),
         }
     }
 
@@ -238,7 +239,7 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let write = self.write.clone();
+        let write = self.direct.writer();
         let line = serialized_line(&item);
         async move { write_line(&write, &line?).await }
     }
@@ -286,7 +287,7 @@ where
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         // Dropping stdin lets the server see end of input, as the stdio transport prescribes.
-        drop(self.write.lock().await.take());
+        drop(self.direct.writer().lock().await.take());
         Ok(())
     }
 }

@@ -92,7 +92,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
     async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
         loop {
             let message = self.inner.receive().await;
-            match &message {
+            match message {
                 None => self.closed.cancel(),
                 // Routed and counted here, in the order the server sent them: rmcp hands a
                 // notification to a task of its own but a response straight to its waiter, so
@@ -100,13 +100,17 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Observed<T> {
                 // reach its caller after the result (a tool that adds a tool would return
                 // before the change is noticed, and the next model request would go out with
                 // the old list).
-                Some(rmcp::model::JsonRpcMessage::Notification(notification)) => {
-                    if let rmcp::model::ServerNotification::ProgressNotification(progress) =
-                        &notification.notification
-                    {
-                        self.context.deliver_progress(progress.params.clone());
-                        continue;
-                    }
+                Some(rmcp::model::JsonRpcMessage::Notification(
+                    rmcp::model::JsonRpcNotification {
+                        notification:
+                            rmcp::model::ServerNotification::ProgressNotification(progress),
+                        ..
+                    },
+                )) => {
+                    self.context.deliver_progress(progress.params);
+                    continue;
+                }
+                Some(rmcp::model::JsonRpcMessage::Notification(ref notification)) => {
                     if let Some(kind) = ListKind::changed_by(&notification.notification)
                         && let Some(slot) = self.slot.upgrade()
                     {
