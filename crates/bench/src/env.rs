@@ -205,6 +205,26 @@ pub(crate) fn memory_of(pid: &str) -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
+/// CPU time (user + system) this process and all its threads have used so far, from
+/// `/proc/self/stat` (children, such as an upstream server, are not included). Its unit is the
+/// kernel's user tick (USER_HZ, 100 per second on Linux): precise to 10 ms.
+pub(crate) fn own_cpu_time() -> Option<std::time::Duration> {
+    cpu_time_from_stat(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+/// `utime` + `stime` (fields 14 and 15) of a `/proc/<pid>/stat` line; the command name, field
+/// 2, may hold spaces and parentheses, so fields are counted after its last `)`.
+fn cpu_time_from_stat(stat: &str) -> Option<std::time::Duration> {
+    const USER_HZ: u64 = 100;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some(std::time::Duration::from_millis(
+        (user + system) * 1000 / USER_HZ,
+    ))
+}
+
 /// The machine this run measured: cores, CPU model, memory, rustc.
 pub(crate) fn machine() -> Vec<(String, String)> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -248,4 +268,21 @@ pub(crate) fn machine() -> Vec<(String, String)> {
         ("rustc".to_owned(), rustc),
         ("kernel".to_owned(), kernel),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_is_utime_plus_stime_counted_after_the_name() {
+        let stat =
+            "4242 (tokio (rt) x) S 1 4242 4242 0 -1 4194304 500 0 0 0 250 37 0 0 20 0 9 0 100 0 0";
+        assert_eq!(
+            cpu_time_from_stat(stat),
+            Some(std::time::Duration::from_millis(2870))
+        );
+        assert_eq!(cpu_time_from_stat("4242 (x) S 1"), None);
+        assert!(own_cpu_time().is_some());
+    }
 }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use warden_host::Host;
 use warden_policy::{CallSurface, Decision};
 
-use crate::env::{BenchEnv, BenchSession, RawClient};
+use crate::env::{BenchEnv, BenchSession, RawClient, own_cpu_time};
 use crate::report::{Row, Target};
 use crate::stats::Series;
 
@@ -336,23 +336,39 @@ pub(crate) async fn run(env: &BenchEnv, counts: GateCallCounts) -> anyhow::Resul
 
     let mut gate_par = Series::default();
     let mut raw_par = Series::default();
-    for _ in 0..rounds {
+    // One untimed concurrent round each first: the first concurrent series of a client is its
+    // slowest (threads and buffers grow to the load), which the sequential warm-up does not cover.
+    let mut round_ratios = Vec::with_capacity(rounds + 1);
+    let mut raw_per_round = Vec::with_capacity(rounds + 1);
+    // This process's CPU time in each series (the fixtures are other processes): warden's own
+    // work per call against the raw client's, a figure scheduling noise barely moves.
+    let mut gate_cpu = CpuTime::default();
+    let mut raw_cpu = CpuTime::default();
+    for round in 0..=rounds {
         let client = raw.clone();
-        raw_par.merge(
-            concurrent(counts.callers, counts.concurrent / rounds, move || {
-                let client = client.clone();
-                async move { raw_call(&client).await }
-            })
-            .await?,
-        );
+        let cpu_before = own_cpu_time();
+        let raw_round = concurrent(counts.callers, counts.concurrent / rounds, move || {
+            let client = client.clone();
+            async move { raw_call(&client).await }
+        })
+        .await?;
+        let cpu_between = own_cpu_time();
         let gate_host = host.clone();
-        gate_par.merge(
-            concurrent(counts.callers, counts.concurrent / rounds, move || {
-                let host = gate_host.clone();
-                async move { gate_call(&host, CallSurface::Agent).await.map(|_| ()) }
-            })
-            .await?,
-        );
+        let gate_round = concurrent(counts.callers, counts.concurrent / rounds, move || {
+            let host = gate_host.clone();
+            async move { gate_call(&host, CallSurface::Agent).await.map(|_| ()) }
+        })
+        .await?;
+        let cpu_after = own_cpu_time();
+        if round == 0 {
+            continue;
+        }
+        raw_cpu.add(cpu_before, cpu_between, raw_round.latencies.len());
+        gate_cpu.add(cpu_between, cpu_after, gate_round.latencies.len());
+        raw_per_round.push(raw_round.per_second());
+        round_ratios.push(gate_round.per_second() / raw_round.per_second().max(f64::MIN_POSITIVE));
+        raw_par.merge(raw_round);
+        gate_par.merge(gate_round);
     }
     session.host.shutdown().await;
     drop(raw);
@@ -451,10 +467,154 @@ pub(crate) async fn run(env: &BenchEnv, counts: GateCallCounts) -> anyhow::Resul
         )
         .against("raw rmcp client", raw_par.per_second())
         .with_note(format!(
-            "gate: {}; raw: {}",
+            "gate: {}; raw: {}; per round (raw, then gate): ratios {}, raw rmcp {:.0}–{:.0} calls/s",
             calls(&gate_par),
-            calls(&raw_par)
+            calls(&raw_par),
+            round_ratios
+                .iter()
+                .map(|ratio| format!("{ratio:.2}"))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            raw_per_round.iter().copied().fold(f64::INFINITY, f64::min),
+            raw_per_round.iter().copied().fold(0.0, f64::max),
         )),
     );
+    rows.push(match (gate_cpu.per_call_us(), raw_cpu.per_call_us()) {
+        (Some(gate), Some(raw)) => Row::measured(
+            CPU_ROW,
+            CPU_WHAT,
+            "µs",
+            gate,
+            Target::Report,
+        )
+        .against("raw rmcp client, same series", raw)
+        .with_note(format!(
+            "CPU time of the bench process alone (user + system, all threads; the fixture is \
+             another process) over the concurrent series above: {:.2} s for {} gated calls, {:.2} s \
+             for {} raw calls; precise to 10 ms",
+            gate_cpu.time.as_secs_f64(),
+            gate_cpu.calls,
+            raw_cpu.time.as_secs_f64(),
+            raw_cpu.calls
+        )),
+        _ => Row::not_measured(
+            CPU_ROW,
+            CPU_WHAT,
+            "µs",
+            Target::Report,
+            "/proc/self/stat could not be read",
+        ),
+    });
     Ok(rows)
+}
+
+const CPU_ROW: &str = "stdio_concurrent16_cpu_us_per_call";
+const CPU_WHAT: &str = "warden's own CPU per gated call, 16 concurrent callers";
+
+/// CPU time summed over series, and their calls.
+#[derive(Debug, Default)]
+struct CpuTime {
+    time: Duration,
+    calls: usize,
+    /// A reading failed: no figure.
+    unreadable: bool,
+}
+
+impl CpuTime {
+    fn add(&mut self, before: Option<Duration>, after: Option<Duration>, calls: usize) {
+        match (before, after) {
+            (Some(before), Some(after)) => {
+                self.time += after.saturating_sub(before);
+                self.calls += calls;
+            }
+            _ => self.unreadable = true,
+        }
+    }
+
+    fn per_call_us(&self) -> Option<f64> {
+        (!self.unreadable && self.calls > 0)
+            .then(|| self.time.as_secs_f64() * 1e6 / self.calls as f64)
+    }
+}
+
+/// What a concurrent profiling child calls (`--child concurrent-{gate,runtime,raw}`): 16 callers
+/// sharing `--calls` calls, for `perf stat` / `perf record` of one path alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConcurrentPath {
+    Gate,
+    Runtime,
+    Raw,
+}
+
+impl ConcurrentPath {
+    pub(crate) fn from_kind(kind: &str) -> Option<Self> {
+        match kind {
+            "concurrent-gate" => Some(Self::Gate),
+            "concurrent-runtime" => Some(Self::Runtime),
+            "concurrent-raw" => Some(Self::Raw),
+            _ => None,
+        }
+    }
+}
+
+/// The concurrent profiling child: one warm-up round, then `calls` calls over 16 callers; prints
+/// calls per second.
+pub(crate) async fn concurrent_child(
+    env: &BenchEnv,
+    path: ConcurrentPath,
+    calls: usize,
+) -> anyhow::Result<()> {
+    const CALLERS: usize = 16;
+    let series = match path {
+        ConcurrentPath::Gate => {
+            let session = BenchSession::open(vec![env.fixture_spec(SERVER, "echo", &[])])?;
+            session.connect(SERVER).await?;
+            let run = |calls| {
+                let host = session.host.clone();
+                concurrent(CALLERS, calls, move || {
+                    let host = host.clone();
+                    async move { gate_call(&host, CallSurface::Agent).await.map(|_| ()) }
+                })
+            };
+            run(CALLERS * 10).await?;
+            let series = run(calls).await?;
+            session.host.shutdown().await;
+            series
+        }
+        ConcurrentPath::Runtime => {
+            let runtime = Arc::new(env.raw_runtime(env.fixture_spec(SERVER, "echo", &[])));
+            runtime
+                .connect(SERVER)
+                .await
+                .context("connecting the runtime")?;
+            let run = |calls| {
+                let runtime = runtime.clone();
+                concurrent(CALLERS, calls, move || {
+                    let runtime = runtime.clone();
+                    async move { runtime_sequential(&runtime, 1).await.map(|_| ()) }
+                })
+            };
+            run(CALLERS * 10).await?;
+            let series = run(calls).await?;
+            runtime.shutdown().await;
+            series
+        }
+        ConcurrentPath::Raw => {
+            let raw = Arc::new(RawClient::start(&env.fixture(), &["echo".to_owned()]).await?);
+            let run = |calls| {
+                let raw = raw.clone();
+                concurrent(CALLERS, calls, move || {
+                    let raw = raw.clone();
+                    async move { raw_call(&raw).await }
+                })
+            };
+            run(CALLERS * 10).await?;
+            run(calls).await?
+        }
+    };
+    println!(
+        "{:.0} calls/s",
+        series.latencies.len() as f64 / series.wall.as_secs_f64().max(f64::EPSILON)
+    );
+    Ok(())
 }

@@ -242,12 +242,19 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .await
                 .map(|()| ExitCode::SUCCESS)
             }
-            other => match instructions::Measured::from_kind(other) {
-                Some(measured) => instructions::child(&env, measured, args.calls)
-                    .await
-                    .map(|()| ExitCode::SUCCESS),
-                None => anyhow::bail!("unknown child measurement `{other}`"),
-            },
+            other => {
+                if let Some(path) = gate_calls::ConcurrentPath::from_kind(other) {
+                    return gate_calls::concurrent_child(&env, path, args.calls)
+                        .await
+                        .map(|()| ExitCode::SUCCESS);
+                }
+                match instructions::Measured::from_kind(other) {
+                    Some(measured) => instructions::child(&env, measured, args.calls)
+                        .await
+                        .map(|()| ExitCode::SUCCESS),
+                    None => anyhow::bail!("unknown child measurement `{other}`"),
+                }
+            }
         };
     }
     let (plan, mode) = if args.smoke {

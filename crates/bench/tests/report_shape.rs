@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Every row the suite reports, by JSON key.
-const ROWS: [&str; 35] = [
+const ROWS: [&str; 36] = [
     "manifest_tokens_everything",
     "manifest_tokens_github",
     "manifest_tokens_livemcpbench",
@@ -26,6 +26,7 @@ const ROWS: [&str; 35] = [
     "stdio_sequential_vs_ts_sdk",
     "stdio_sequential_vs_limit",
     "stdio_concurrent16_vs_rmcp",
+    "stdio_concurrent16_cpu_us_per_call",
     "code_mode_1000_calls",
     "code_mode_cold_start_p50_ms",
     "big_result_20mib_seconds",
