@@ -345,6 +345,11 @@ CREATE INDEX IF NOT EXISTS audit_time ON audit (time_unix_ms);
 
 /// Records one writer transaction may hold at most (a bound on a waiter's wait, not a target).
 const MAX_BATCH: usize = 256;
+/// How long the writer thread keeps looking for the next record (yielding its core between
+/// looks) before it sleeps. Under concurrent calls records arrive tens of µs apart, and waking a
+/// sleeping thread costs about as much again on a virtual machine; an idle store pays this once
+/// per burst.
+const LOOK_BEFORE_SLEEPING: Duration = Duration::from_micros(100);
 /// Commits between two WAL checkpoints (each commit writes a few pages; SQLite's own default
 /// is a checkpoint per 1,000 pages).
 const COMMITS_PER_CHECKPOINT: u32 = 250;
@@ -358,7 +363,8 @@ const COMMITS_PER_CHECKPOINT: u32 = 250;
 /// (a single INSERT, no thread hand-off, no waiting on a lock: `try_lock` only). Otherwise the
 /// record goes to a writer thread (started on first need) that commits everything waiting in
 /// one transaction (group commit) while the caller awaits its answer, so async workers never
-/// queue on SQLite.
+/// queue on SQLite; after a commit it looks for the next record for [`LOOK_BEFORE_SLEEPING`]
+/// before it sleeps.
 /// WAL checkpoints (the only writes that `fsync`) run on a checkpoint thread of their own, off
 /// every caller's path. Queries use a separate connection.
 #[derive(Debug)]
@@ -875,7 +881,7 @@ struct WriterState {
 /// The writer thread: commits whatever is waiting, in batches, until every [`AuditStore`]
 /// handle is gone.
 fn write_queued(shared: &WriterShared, jobs: &Receiver<WriteJob>) {
-    while let Ok(first) = jobs.recv() {
+    while let Some(first) = next_job(jobs) {
         // A caller committing inline holds the connection for one INSERT at most; whatever
         // arrives meanwhile joins this batch.
         let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -889,6 +895,20 @@ fn write_queued(shared: &WriterShared, jobs: &Receiver<WriteJob>) {
         shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
         state.write(&shared.path, batch);
     }
+}
+
+/// The next record for the writer thread: looked for during [`LOOK_BEFORE_SLEEPING`], then
+/// waited for asleep; None once every [`AuditStore`] handle is gone.
+fn next_job(jobs: &Receiver<WriteJob>) -> Option<WriteJob> {
+    let looking = std::time::Instant::now();
+    while looking.elapsed() < LOOK_BEFORE_SLEEPING {
+        match jobs.try_recv() {
+            Ok(job) => return Some(job),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+            Err(std::sync::mpsc::TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+    jobs.recv().ok()
 }
 
 impl WriterState {
