@@ -209,7 +209,12 @@ pub(crate) fn memory_of(pid: &str) -> Option<(u64, u64)> {
 /// `/proc/self/stat` (children, such as an upstream server, are not included). Its unit is the
 /// kernel's user tick (USER_HZ, 100 per second on Linux): precise to 10 ms.
 pub(crate) fn own_cpu_time() -> Option<std::time::Duration> {
-    cpu_time_from_stat(&std::fs::read_to_string("/proc/self/stat").ok()?)
+    cpu_time_of("self")
+}
+
+/// The same for process `pid` (a number, or `self`).
+pub(crate) fn cpu_time_of(pid: &str) -> Option<std::time::Duration> {
+    cpu_time_from_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// `utime` + `stime` (fields 14 and 15) of a `/proc/<pid>/stat` line; the command name, field

@@ -513,15 +513,15 @@ const CPU_WHAT: &str = "warden's own CPU per gated call, 16 concurrent callers";
 
 /// CPU time summed over series, and their calls.
 #[derive(Debug, Default)]
-struct CpuTime {
-    time: Duration,
-    calls: usize,
+pub(crate) struct CpuTime {
+    pub(crate) time: Duration,
+    pub(crate) calls: usize,
     /// A reading failed: no figure.
     unreadable: bool,
 }
 
 impl CpuTime {
-    fn add(&mut self, before: Option<Duration>, after: Option<Duration>, calls: usize) {
+    pub(crate) fn add(&mut self, before: Option<Duration>, after: Option<Duration>, calls: usize) {
         match (before, after) {
             (Some(before), Some(after)) => {
                 self.time += after.saturating_sub(before);
@@ -531,7 +531,7 @@ impl CpuTime {
         }
     }
 
-    fn per_call_us(&self) -> Option<f64> {
+    pub(crate) fn per_call_us(&self) -> Option<f64> {
         (!self.unreadable && self.calls > 0)
             .then(|| self.time.as_secs_f64() * 1e6 / self.calls as f64)
     }

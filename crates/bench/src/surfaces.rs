@@ -18,8 +18,8 @@ use tokio::process::{Child, Command};
 use warden_bridge::Bridge;
 use warden_policy::CallSurface;
 
-use crate::env::{BenchEnv, BenchSession};
-use crate::gate_calls::{SERVER, gate_call};
+use crate::env::{BenchEnv, BenchSession, cpu_time_of};
+use crate::gate_calls::{CpuTime, SERVER, gate_call};
 use crate::report::{Row, Target};
 use crate::stats::{Series, median, percentile};
 
@@ -40,6 +40,9 @@ const TOOL_CLI_KEY: &str = "tool_cli_bridge_p50_ms";
 const TOOL_CLI_WHAT: &str = "`warden tool S T '{…}'` one-shot through a session's bridge, wall p50";
 const SERVE_KEY: &str = "serve_http_16_concurrent";
 const PROXY_KEY: &str = "serve_http_vs_mcp_proxy";
+const PROXY_CPU_KEY: &str = "serve_http_cpu_us_per_call_vs_mcp_proxy";
+const PROXY_CPU_WHAT: &str =
+    "CPU per proxied call: `warden serve --http` vs mcp-proxy, stdio upstream";
 
 pub(crate) async fn run(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Vec<Row>> {
     let tool_cli = match tool_cli(env, counts.tool_cli).await {
@@ -70,17 +73,26 @@ pub(crate) async fn run(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result
         "`warden serve --http` vs the npm mcp-proxy gateway, stdio upstream, {} concurrent clients",
         counts.callers
     );
-    let proxy = match against_mcp_proxy(env, counts).await {
-        Ok(row) => row,
-        Err(error) => Row::not_measured(
-            PROXY_KEY,
-            &proxy_what,
-            "calls/s",
-            Target::RatioAtLeast(3.0),
-            &format!("{error:#}"),
-        ),
+    let [proxy, proxy_cpu] = match against_mcp_proxy(env, counts).await {
+        Ok(rows) => rows,
+        Err(error) => [
+            Row::not_measured(
+                PROXY_KEY,
+                &proxy_what,
+                "calls/s",
+                Target::RatioAtLeast(3.0),
+                &format!("{error:#}"),
+            ),
+            Row::not_measured(
+                PROXY_CPU_KEY,
+                PROXY_CPU_WHAT,
+                "µs",
+                Target::Report,
+                &format!("{error:#}"),
+            ),
+        ],
     };
-    Ok(vec![tool_cli, serve, proxy])
+    Ok(vec![tool_cli, serve, proxy, proxy_cpu])
 }
 
 /// `warden serve --http` (passthrough, no auth, loopback) fronting the `--mcp` server `server`;
@@ -109,13 +121,22 @@ async fn start_gateway(
     Ok((gateway, url))
 }
 
+/// One side of [`side_by_side`]: its series, and the CPU time its server process spent in it
+/// (its own threads; an upstream child is not counted).
+#[derive(Debug, Default)]
+struct Side {
+    series: Series,
+    cpu: CpuTime,
+}
+
 /// The same concurrent clients against `baseline_url` and `warden_url`, warmed up, then in
-/// alternating rounds: (the baseline's series, warden's).
+/// alternating rounds: (the baseline's side, warden's). `*_pid` is the process whose CPU time
+/// is counted for each side.
 async fn side_by_side(
-    baseline_url: &str,
-    warden_url: &str,
+    (baseline_url, baseline_pid): (&str, Option<u32>),
+    (warden_url, warden_pid): (&str, Option<u32>),
     counts: SurfaceCounts,
-) -> anyhow::Result<(Series, Series)> {
+) -> anyhow::Result<(Side, Side)> {
     let mut baseline_clients = Vec::new();
     let mut warden_clients = Vec::new();
     for _ in 0..counts.callers {
@@ -124,13 +145,20 @@ async fn side_by_side(
     }
     concurrent_clients(&baseline_clients, counts.callers * 10).await?;
     concurrent_clients(&warden_clients, counts.callers * 10).await?;
-    let mut baseline = Series::default();
-    let mut through_warden = Series::default();
+    let mut baseline = Side::default();
+    let mut through_warden = Side::default();
     let rounds = 2;
+    let cpu = |pid: Option<u32>| pid.and_then(|pid| cpu_time_of(&pid.to_string()));
     for _ in 0..rounds {
-        baseline.merge(concurrent_clients(&baseline_clients, counts.serve_calls / rounds).await?);
-        through_warden
-            .merge(concurrent_clients(&warden_clients, counts.serve_calls / rounds).await?);
+        for (clients, pid, side) in [
+            (&baseline_clients, baseline_pid, &mut baseline),
+            (&warden_clients, warden_pid, &mut through_warden),
+        ] {
+            let before = cpu(pid);
+            let series = concurrent_clients(clients, counts.serve_calls / rounds).await?;
+            side.cpu.add(before, cpu(pid), series.latencies.len());
+            side.series.merge(series);
+        }
     }
     Ok((baseline, through_warden))
 }
@@ -170,8 +198,8 @@ async fn accepting(port: u16, what: &str) -> anyhow::Result<()> {
 }
 
 /// `warden serve --http` and the npm `mcp-proxy`, each fronting the echo fixture over stdio,
-/// under the same concurrent clients, in alternating rounds.
-async fn against_mcp_proxy(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Row> {
+/// under the same concurrent clients, in alternating rounds: the throughput row and the CPU row.
+async fn against_mcp_proxy(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<[Row; 2]> {
     warden_mcp::install_crypto_provider();
     let proxy_bin = mcp_proxy_bin(env)?;
     let port = free_port()?;
@@ -202,12 +230,44 @@ async fn against_mcp_proxy(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Res
         &format!("{SERVER}={} echo", env.fixture().display()),
     )
     .await?;
-    let (through_proxy, through_warden) = side_by_side(&proxy_url, &gateway_url, counts).await?;
+    let (proxy_side, warden_side) = side_by_side(
+        (&proxy_url, proxy.id()),
+        (&gateway_url, gateway.id()),
+        counts,
+    )
+    .await?;
     let _ = gateway.start_kill();
     let _ = gateway.wait().await;
     let _ = proxy.start_kill();
     let _ = proxy.wait().await;
-    Ok(Row::measured(
+    let cpu_row = match (warden_side.cpu.per_call_us(), proxy_side.cpu.per_call_us()) {
+        (Some(warden), Some(proxy)) => Row::measured(
+            PROXY_CPU_KEY,
+            PROXY_CPU_WHAT,
+            "µs",
+            warden,
+            Target::Report,
+        )
+        .against("mcp-proxy, same clients", proxy)
+        .with_note(format!(
+            "CPU time (user + system, every thread) of each gateway process over its rounds above, \
+             its upstream child not counted: warden {:.2} s for {} calls, mcp-proxy {:.2} s for {} \
+             calls; precise to 10 ms",
+            warden_side.cpu.time.as_secs_f64(),
+            warden_side.cpu.calls,
+            proxy_side.cpu.time.as_secs_f64(),
+            proxy_side.cpu.calls,
+        )),
+        _ => Row::not_measured(
+            PROXY_CPU_KEY,
+            PROXY_CPU_WHAT,
+            "µs",
+            Target::Report,
+            "a gateway's /proc/<pid>/stat could not be read",
+        ),
+    };
+    let (through_proxy, through_warden) = (proxy_side.series, warden_side.series);
+    let throughput_row = Row::measured(
         PROXY_KEY,
         &format!(
             "`warden serve --http` vs the npm mcp-proxy gateway, stdio upstream, {} concurrent clients",
@@ -226,7 +286,8 @@ async fn against_mcp_proxy(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Res
         through_proxy.latencies.len(),
         through_proxy.percentile_us(50.0),
         through_proxy.percentile_us(99.0),
-    )))
+    ));
+    Ok([throughput_row, cpu_row])
 }
 
 /// A throwaway WARDEN_HOME and working folder for a `warden` child.
@@ -391,7 +452,18 @@ async fn serve(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Row> {
     let home = tempfile::tempdir()?;
     let (mut gateway, gateway_url) =
         start_gateway(env, home.path(), &format!("{SERVER}={upstream_url}")).await?;
-    let (direct, through) = side_by_side(&upstream_url, &gateway_url, counts).await?;
+    let (direct_side, through_side) = side_by_side(
+        (&upstream_url, upstream.id()),
+        (&gateway_url, gateway.id()),
+        counts,
+    )
+    .await?;
+    let (direct, through) = (&direct_side.series, &through_side.series);
+    let cpu_per_call = |side: &Side| {
+        side.cpu
+            .per_call_us()
+            .map_or_else(|| "not read".to_owned(), |us| format!("{us:.1} µs"))
+    };
     let _ = gateway.start_kill();
     let _ = gateway.wait().await;
     let _ = upstream.start_kill();
@@ -418,8 +490,11 @@ async fn serve(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Row> {
         direct.per_second(),
     )
     .with_note(format!(
-        "through warden: {}; direct: {}",
-        calls(&through),
-        calls(&direct)
+        "through warden: {}; direct: {}; CPU per call of warden serve's process {}, of the fixture \
+         serving directly {}",
+        calls(through),
+        calls(direct),
+        cpu_per_call(&through_side),
+        cpu_per_call(&direct_side),
     )))
 }

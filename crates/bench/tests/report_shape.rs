@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Every row the suite reports, by JSON key.
-const ROWS: [&str; 36] = [
+const ROWS: [&str; 37] = [
     "manifest_tokens_everything",
     "manifest_tokens_github",
     "manifest_tokens_livemcpbench",
@@ -37,6 +37,7 @@ const ROWS: [&str; 36] = [
     "tool_cli_bridge_p50_ms",
     "serve_http_16_concurrent",
     "serve_http_vs_mcp_proxy",
+    "serve_http_cpu_us_per_call_vs_mcp_proxy",
     "instructions_per_raw_rmcp_call",
     "instructions_per_runtime_call",
     "instructions_per_gated_call",
