@@ -124,12 +124,11 @@ impl Row {
         }
     }
 
-    /// `Some(true/false)` for a measured row with a target; `Some(false)` when not measured;
-    /// `None` for report-only rows.
+    /// `Some(true/false)` for a measured row with a target; `None` for a measured report-only
+    /// row; `Some(false)` for any row that was not measured (report-only ones too).
     pub(crate) fn met(&self) -> Option<bool> {
         match self.value {
             Some(value) => self.target.met(value, self.ratio()),
-            None if self.target == Target::Report => None,
             None => Some(false),
         }
     }
@@ -257,6 +256,8 @@ mod tests {
         assert!(json["value"].is_null());
         assert_eq!(json["met"], json!(false));
         assert!(json["note"].as_str().unwrap().starts_with("not measured"));
+        let report_only = Row::not_measured("e", "e", "µs", Target::Report, "not installed");
+        assert_eq!(report_only.met(), Some(false));
     }
 
     #[test]
