@@ -13,7 +13,7 @@ use warden_policy::{CallSurface, Decision};
 
 use crate::env::{BenchEnv, BenchSession, RawClient, own_cpu_time};
 use crate::report::{Row, Target};
-use crate::stats::Series;
+use crate::stats::{CpuTime, Series};
 
 /// The fixture's name in the session; its echo tool's public name.
 pub(crate) const SERVER: &str = "fx";
@@ -511,32 +511,6 @@ pub(crate) async fn run(env: &BenchEnv, counts: GateCallCounts) -> anyhow::Resul
 const CPU_ROW: &str = "stdio_concurrent16_cpu_us_per_call";
 const CPU_WHAT: &str = "warden's own CPU per gated call, 16 concurrent callers";
 
-/// CPU time summed over series, and their calls.
-#[derive(Debug, Default)]
-pub(crate) struct CpuTime {
-    pub(crate) time: Duration,
-    pub(crate) calls: usize,
-    /// A reading failed: no figure.
-    unreadable: bool,
-}
-
-impl CpuTime {
-    pub(crate) fn add(&mut self, before: Option<Duration>, after: Option<Duration>, calls: usize) {
-        match (before, after) {
-            (Some(before), Some(after)) => {
-                self.time += after.saturating_sub(before);
-                self.calls += calls;
-            }
-            _ => self.unreadable = true,
-        }
-    }
-
-    pub(crate) fn per_call_us(&self) -> Option<f64> {
-        (!self.unreadable && self.calls > 0)
-            .then(|| self.time.as_secs_f64() * 1e6 / self.calls as f64)
-    }
-}
-
 /// What a concurrent profiling child calls (`--child concurrent-{gate,runtime,raw}`): 16 callers
 /// sharing `--calls` calls, for `perf stat` / `perf record` of one path alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -565,19 +539,25 @@ pub(crate) async fn concurrent_child(
     calls: usize,
 ) -> anyhow::Result<()> {
     const CALLERS: usize = 16;
+    // One untimed round of ten calls per caller, then `calls` timed ones.
+    async fn warmed<F, Fut>(calls: usize, call: F) -> anyhow::Result<Series>
+    where
+        F: Fn() -> Fut + Clone + Send + 'static,
+        Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+    {
+        concurrent(CALLERS, CALLERS * 10, call.clone()).await?;
+        concurrent(CALLERS, calls, call).await
+    }
     let series = match path {
         ConcurrentPath::Gate => {
             let session = BenchSession::open(vec![env.fixture_spec(SERVER, "echo", &[])])?;
             session.connect(SERVER).await?;
-            let run = |calls| {
-                let host = session.host.clone();
-                concurrent(CALLERS, calls, move || {
-                    let host = host.clone();
-                    async move { gate_call(&host, CallSurface::Agent).await.map(|_| ()) }
-                })
-            };
-            run(CALLERS * 10).await?;
-            let series = run(calls).await?;
+            let host = session.host.clone();
+            let series = warmed(calls, move || {
+                let host = host.clone();
+                async move { gate_call(&host, CallSurface::Agent).await.map(|_| ()) }
+            })
+            .await?;
             session.host.shutdown().await;
             series
         }
@@ -587,29 +567,22 @@ pub(crate) async fn concurrent_child(
                 .connect(SERVER)
                 .await
                 .context("connecting the runtime")?;
-            let run = |calls| {
-                let runtime = runtime.clone();
-                concurrent(CALLERS, calls, move || {
-                    let runtime = runtime.clone();
-                    async move { runtime_sequential(&runtime, 1).await.map(|_| ()) }
-                })
-            };
-            run(CALLERS * 10).await?;
-            let series = run(calls).await?;
+            let caller_runtime = runtime.clone();
+            let series = warmed(calls, move || {
+                let runtime = caller_runtime.clone();
+                async move { runtime_sequential(&runtime, 1).await.map(|_| ()) }
+            })
+            .await?;
             runtime.shutdown().await;
             series
         }
         ConcurrentPath::Raw => {
             let raw = Arc::new(RawClient::start(&env.fixture(), &["echo".to_owned()]).await?);
-            let run = |calls| {
+            warmed(calls, move || {
                 let raw = raw.clone();
-                concurrent(CALLERS, calls, move || {
-                    let raw = raw.clone();
-                    async move { raw_call(&raw).await }
-                })
-            };
-            run(CALLERS * 10).await?;
-            run(calls).await?
+                async move { raw_call(&raw).await }
+            })
+            .await?
         }
     };
     println!(

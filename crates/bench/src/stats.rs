@@ -58,6 +58,32 @@ pub(crate) fn median_f64(samples: &[f64]) -> f64 {
     sorted[(sorted.len() - 1) / 2]
 }
 
+/// CPU time summed over series, and their calls.
+#[derive(Debug, Default)]
+pub(crate) struct CpuTime {
+    pub(crate) time: Duration,
+    pub(crate) calls: usize,
+    /// A reading failed: no figure.
+    unreadable: bool,
+}
+
+impl CpuTime {
+    pub(crate) fn add(&mut self, before: Option<Duration>, after: Option<Duration>, calls: usize) {
+        match (before, after) {
+            (Some(before), Some(after)) => {
+                self.time += after.saturating_sub(before);
+                self.calls += calls;
+            }
+            _ => self.unreadable = true,
+        }
+    }
+
+    pub(crate) fn per_call_us(&self) -> Option<f64> {
+        (!self.unreadable && self.calls > 0)
+            .then(|| self.time.as_secs_f64() * 1e6 / self.calls as f64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

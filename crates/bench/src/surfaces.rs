@@ -19,9 +19,9 @@ use warden_bridge::Bridge;
 use warden_policy::CallSurface;
 
 use crate::env::{BenchEnv, BenchSession, cpu_time_of};
-use crate::gate_calls::{CpuTime, SERVER, gate_call};
+use crate::gate_calls::{SERVER, gate_call};
 use crate::report::{Row, Target};
-use crate::stats::{Series, median, percentile};
+use crate::stats::{CpuTime, Series, median, percentile};
 
 /// How long a server may take to print its `listening on` line.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
