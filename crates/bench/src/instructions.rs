@@ -4,13 +4,16 @@
 //! calls; the difference in instructions over the difference in calls is one call's cost, start-up
 //! and shutdown excluded.
 
-use std::process::Command;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 
 use crate::env::{BenchEnv, BenchSession, RawClient};
 use crate::gate_calls::{Breakdown, SERVER};
 use crate::report::{Row, Target};
+use crate::surfaces::{command_in_home, echo_call, gateway_args, http_client, listening_url};
 
 /// Warden's own instructions per gated call (a gated call less a raw rmcp call) as measured
 /// in release code when these rows were added (2026-12-02, the hot path as of commit 839cdca):
@@ -105,26 +108,24 @@ pub(crate) async fn child(env: &BenchEnv, measured: Measured, calls: usize) -> a
     Ok(())
 }
 
-/// Instructions the child measuring `measured` with `calls` executed (cachegrind's `I refs`).
-fn instructions_of(measured: Measured, calls: usize) -> anyhow::Result<u64> {
-    let exe = std::env::current_exe().context("locating warden-bench")?;
-    let log = tempfile::NamedTempFile::new().context("a file for valgrind's summary")?;
-    let status = Command::new("valgrind")
-        .arg("--tool=cachegrind")
-        .arg("--cache-sim=no")
-        .arg("--cachegrind-out-file=/dev/null")
-        .arg(format!("--log-file={}", log.path().display()))
-        .arg(exe)
-        .args(["--child", measured.kind(), "--calls", &calls.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .context("starting valgrind (Debian's `valgrind` package)")?;
-    let summary = std::fs::read_to_string(log.path()).context("reading valgrind's summary")?;
-    if !status.success() {
+/// valgrind's arguments before the measured program: cachegrind counting instructions only
+/// (no cache simulation, no output file), its summary written to `log`.
+fn cachegrind_args(log: &Path) -> [String; 4] {
+    [
+        "--tool=cachegrind".to_owned(),
+        "--cache-sim=no".to_owned(),
+        "--cachegrind-out-file=/dev/null".to_owned(),
+        format!("--log-file={}", log.display()),
+    ]
+}
+
+/// The instruction total in the summary valgrind wrote to `log` for `what`; a run that
+/// `failed` names its last lines.
+fn instructions_in(log: &Path, what: &str, failed: Option<String>) -> anyhow::Result<u64> {
+    let summary = std::fs::read_to_string(log).context("reading valgrind's summary")?;
+    if let Some(failure) = failed {
         bail!(
-            "the {} child under valgrind failed ({status}): {}",
-            measured.kind(),
+            "{what} under valgrind failed ({failure}): {}",
             summary
                 .lines()
                 .rev()
@@ -134,7 +135,101 @@ fn instructions_of(measured: Measured, calls: usize) -> anyhow::Result<u64> {
         );
     }
     parse_instruction_refs(&summary)
-        .with_context(|| format!("no `I refs` line in valgrind's summary: {summary}"))
+        .with_context(|| format!("no `I refs` line in valgrind's summary of {what}: {summary}"))
+}
+
+/// Instructions the child measuring `measured` with `calls` executed (cachegrind's `I refs`).
+fn instructions_of(measured: Measured, calls: usize) -> anyhow::Result<u64> {
+    let exe = std::env::current_exe().context("locating warden-bench")?;
+    let log = tempfile::NamedTempFile::new().context("a file for valgrind's summary")?;
+    let status = std::process::Command::new("valgrind")
+        .args(cachegrind_args(log.path()))
+        .arg(exe)
+        .args(["--child", measured.kind(), "--calls", &calls.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .context("starting valgrind (Debian's `valgrind` package)")?;
+    let failed = (!status.success()).then(|| status.to_string());
+    instructions_in(
+        log.path(),
+        &format!("the {} child", measured.kind()),
+        failed,
+    )
+}
+
+/// A Streamable HTTP server whose own process is measured while one rmcp client (the client of
+/// the `serve` rows, which opens a TCP connection per request) makes sequential echo calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HttpServer {
+    /// `warden serve --http` fronting the echo fixture over stdio; the fixture is its child, so
+    /// not traced.
+    Gateway,
+    /// The echo fixture's own Streamable HTTP server (rmcp's), answering itself.
+    Fixture,
+}
+
+impl HttpServer {
+    fn name(self) -> &'static str {
+        match self {
+            HttpServer::Gateway => "warden serve --http",
+            HttpServer::Fixture => "the HTTP echo fixture",
+        }
+    }
+}
+
+/// How long a server under valgrind may take to finish after SIGTERM.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Instructions `server`'s process executed from its start to its exit, `calls` echo calls
+/// (after one warm-up call) in between.
+async fn served_instructions(
+    env: &BenchEnv,
+    server: HttpServer,
+    calls: usize,
+) -> anyhow::Result<u64> {
+    let home = tempfile::tempdir().context("a home for the measured server")?;
+    let log = tempfile::NamedTempFile::new().context("a file for valgrind's summary")?;
+    let mut command = command_in_home("valgrind", home.path())?;
+    command.args(cachegrind_args(log.path()));
+    let upstream = format!("{SERVER}={} echo", env.fixture().display());
+    match server {
+        HttpServer::Gateway => command
+            .arg(env.binary("warden"))
+            .args(gateway_args(&upstream)),
+        HttpServer::Fixture => command
+            .arg(env.fixture())
+            .args(["echo", "--http", "127.0.0.1:0"]),
+    };
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting valgrind (Debian's `valgrind` package)")?;
+    let url = listening_url(&mut child, server.name()).await?;
+    let client = http_client(&url).await?;
+    for _ in 0..1 + calls {
+        echo_call(&client).await?;
+    }
+    client
+        .cancel()
+        .await
+        .with_context(|| format!("closing the session with {}", server.name()))?;
+    let pid = child.id().context("the measured server already exited")?;
+    // SIGTERM: warden stops gracefully; valgrind writes its summary either way.
+    let kill = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .await
+        .context("running kill")?;
+    if !kill.success() {
+        bail!("kill -TERM {pid} failed: {kill}");
+    }
+    tokio::time::timeout(STOP_TIMEOUT, child.wait())
+        .await
+        .with_context(|| format!("{} did not stop within {STOP_TIMEOUT:?}", server.name()))?
+        .context("waiting for the measured server")?;
+    instructions_in(log.path(), server.name(), None)
 }
 
 /// The `I refs:` figure of a cachegrind summary (`==123== I   refs:      1,234,567`).
@@ -155,6 +250,18 @@ fn per_call(measured: Measured, counts: InstructionCounts) -> anyhow::Result<f64
     Ok((more as f64 - fewer as f64) / calls)
 }
 
+/// Instructions per proxied call of `server`'s process.
+async fn served_per_call(
+    env: &BenchEnv,
+    server: HttpServer,
+    counts: InstructionCounts,
+) -> anyhow::Result<f64> {
+    let fewer = served_instructions(env, server, counts.fewer).await?;
+    let more = served_instructions(env, server, counts.more).await?;
+    let calls = counts.more.saturating_sub(counts.fewer).max(1) as f64;
+    Ok((more as f64 - fewer as f64) / calls)
+}
+
 /// warden's own instructions in a gated call: the gate's layers, the audit and the conversion
 /// (the gated call less warden's runtime alone), plus what the runtime costs beyond a raw rmcp
 /// call. A runtime cheaper than rmcp's own client is not subtracted from the gate's share.
@@ -163,7 +270,7 @@ fn own_share(raw: f64, runtime: f64, gate: f64) -> f64 {
 }
 
 /// The rows' keys and what each measures, in the order they are printed.
-const ROWS: [(&str, &str); 5] = [
+const ROWS: [(&str, &str); 6] = [
     (
         "instructions_per_raw_rmcp_call",
         "instructions per raw rmcp call",
@@ -184,6 +291,10 @@ const ROWS: [(&str, &str); 5] = [
         "instructions_per_search_527_tools",
         "instructions per tool search (527 tools, top 5)",
     ),
+    (
+        "instructions_per_serve_call",
+        "instructions per proxied call in the `warden serve --http` process (stdio upstream)",
+    ),
 ];
 
 /// Every instruction row, each saying `why` it was not measured.
@@ -202,23 +313,29 @@ fn not_measured(why: &str) -> Vec<Row> {
 
 /// The instruction rows (each "not measured", with the reason, when valgrind is missing or a
 /// child fails).
-pub(crate) fn run(counts: InstructionCounts) -> anyhow::Result<Vec<Row>> {
-    if Command::new("valgrind").arg("--version").output().is_err() {
+pub(crate) async fn run(env: &BenchEnv, counts: InstructionCounts) -> anyhow::Result<Vec<Row>> {
+    if std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         return Ok(not_measured(
             "valgrind is not installed (Debian's `valgrind`)",
         ));
     }
-    match measure(counts) {
+    match measure(env, counts).await {
         Ok(rows) => Ok(rows),
         Err(error) => Ok(not_measured(&format!("{error:#}"))),
     }
 }
 
-fn measure(counts: InstructionCounts) -> anyhow::Result<Vec<Row>> {
+async fn measure(env: &BenchEnv, counts: InstructionCounts) -> anyhow::Result<Vec<Row>> {
     let raw = per_call(Measured::Raw, counts)?;
     let runtime = per_call(Measured::Runtime, counts)?;
     let gate = per_call(Measured::Gate, counts)?;
     let search = per_call(Measured::Search, counts)?;
+    let gateway = served_per_call(env, HttpServer::Gateway, counts).await?;
+    let fixture = served_per_call(env, HttpServer::Fixture, counts).await?;
     let note = format!(
         "valgrind cachegrind, ({} − {} calls) / {}; the upstream server not counted",
         counts.more,
@@ -226,7 +343,14 @@ fn measure(counts: InstructionCounts) -> anyhow::Result<Vec<Row>> {
         counts.more - counts.fewer
     );
     let own = own_share(raw, runtime, gate);
-    let [raw_what, runtime_what, gate_what, own_what, search_what] = ROWS.map(|(_, what)| what);
+    let [
+        raw_what,
+        runtime_what,
+        gate_what,
+        own_what,
+        search_what,
+        serve_what,
+    ] = ROWS.map(|(_, what)| what);
     let own_row = Row::measured(ROWS[3].0, own_what, "instr", own, Target::RatioAtMost(0.6))
         .against(
             "before the hot-path work (recorded)",
@@ -245,7 +369,16 @@ fn measure(counts: InstructionCounts) -> anyhow::Result<Vec<Row>> {
             gate - runtime,
             runtime - raw
         )),
-        Row::measured(ROWS[4].0, search_what, "instr", search, Target::Report).with_note(note),
+        Row::measured(ROWS[4].0, search_what, "instr", search, Target::Report)
+            .with_note(note.clone()),
+        Row::measured(ROWS[5].0, serve_what, "instr", gateway, Target::Report)
+            .against(
+                "the HTTP echo fixture answering the same client itself",
+                fixture,
+            )
+            .with_note(format!(
+                "each server's own process under cachegrind while one rmcp Streamable HTTP client (2025-11-25 session, a TCP connection per request, as in the `serve` rows) calls `echo`: HTTP in, gate and audit, the stdio call out; {note}"
+            )),
     ])
 }
 

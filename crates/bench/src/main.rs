@@ -342,7 +342,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         let started = Instant::now();
         step(
             "instruction counts (valgrind)",
-            instructions::run(plan.instructions),
+            instructions::run(&env, plan.instructions).await,
             started,
         );
     }

@@ -95,6 +95,21 @@ pub(crate) async fn run(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result
     Ok(vec![tool_cli, serve, proxy, proxy_cpu])
 }
 
+/// `warden serve`'s arguments for the gateway the bench measures: Streamable HTTP on a free
+/// loopback port, no auth, passthrough, fronting the `--mcp` server `server`.
+pub(crate) fn gateway_args(server: &str) -> [&str; 8] {
+    [
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--insecure-no-auth",
+        "--expose",
+        "passthrough",
+        "--mcp",
+        server,
+    ]
+}
+
 /// `warden serve --http` (passthrough, no auth, loopback) fronting the `--mcp` server `server`;
 /// the child and the URL it listens on.
 async fn start_gateway(
@@ -103,16 +118,7 @@ async fn start_gateway(
     server: &str,
 ) -> anyhow::Result<(Child, String)> {
     let mut gateway = warden_command(env, home)?
-        .args([
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--insecure-no-auth",
-            "--expose",
-            "passthrough",
-            "--mcp",
-            server,
-        ])
+        .args(gateway_args(server))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -200,7 +206,6 @@ async fn accepting(port: u16, what: &str) -> anyhow::Result<()> {
 /// `warden serve --http` and the npm `mcp-proxy`, each fronting the echo fixture over stdio,
 /// under the same concurrent clients, in alternating rounds: the throughput row and the CPU row.
 async fn against_mcp_proxy(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<[Row; 2]> {
-    warden_mcp::install_crypto_provider();
     let proxy_bin = mcp_proxy_bin(env)?;
     let port = free_port()?;
     let mut proxy = Command::new(&proxy_bin)
@@ -292,8 +297,17 @@ async fn against_mcp_proxy(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Res
 
 /// A throwaway WARDEN_HOME and working folder for a `warden` child.
 fn warden_command(env: &BenchEnv, home: &Path) -> anyhow::Result<Command> {
+    command_in_home(env.binary("warden"), home)
+}
+
+/// `program` run in `home`'s working folder with `home` as its WARDEN_HOME and no inherited
+/// configuration or log filter: `warden` itself, or a tool that starts it (valgrind).
+pub(crate) fn command_in_home(
+    program: impl AsRef<std::ffi::OsStr>,
+    home: &Path,
+) -> anyhow::Result<Command> {
     std::fs::create_dir_all(home.join("work"))?;
-    let mut command = Command::new(env.binary("warden"));
+    let mut command = Command::new(program);
     command
         .current_dir(home.join("work"))
         .env("WARDEN_HOME", home.join("home"))
@@ -363,7 +377,7 @@ async fn tool_cli(env: &BenchEnv, runs: usize) -> anyhow::Result<Row> {
 }
 
 /// Waits for `listening on http://ADDR/mcp` on the child's stderr and returns the URL.
-async fn listening_url(child: &mut Child, what: &str) -> anyhow::Result<String> {
+pub(crate) async fn listening_url(child: &mut Child, what: &str) -> anyhow::Result<String> {
     let stderr = child.stderr.take().context("child stderr")?;
     let mut lines = BufReader::new(stderr).lines();
     let found = tokio::time::timeout(LISTEN_TIMEOUT, async {
@@ -385,13 +399,28 @@ async fn listening_url(child: &mut Child, what: &str) -> anyhow::Result<String> 
     Ok(url)
 }
 
-type HttpClient = RunningService<RoleClient, ()>;
+pub(crate) type HttpClient = RunningService<RoleClient, ()>;
 
-async fn http_client(url: &str) -> anyhow::Result<HttpClient> {
+pub(crate) async fn http_client(url: &str) -> anyhow::Result<HttpClient> {
+    warden_mcp::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
     ().serve(transport)
         .await
         .with_context(|| format!("MCP handshake with {url}"))
+}
+
+/// One `echo` call through `client`, which must succeed.
+pub(crate) async fn echo_call(client: &HttpClient) -> anyhow::Result<()> {
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("text".to_owned(), "ping".into());
+    let result = client
+        .call_tool(CallToolRequestParams::new("echo").with_arguments(arguments))
+        .await
+        .context("an HTTP echo call")?;
+    if result.is_error == Some(true) {
+        bail!("the echo call failed: {result:?}");
+    }
+    Ok(())
 }
 
 /// `clients` sessions, each making its share of `calls` sequential echo calls, all at once.
@@ -404,17 +433,9 @@ async fn concurrent_clients(clients: &[Arc<HttpClient>], calls: usize) -> anyhow
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(per_client);
             for _ in 0..per_client {
-                let mut arguments = serde_json::Map::new();
-                arguments.insert("text".to_owned(), "ping".into());
                 let before = Instant::now();
-                let result = client
-                    .call_tool(CallToolRequestParams::new("echo").with_arguments(arguments))
-                    .await
-                    .context("an HTTP echo call")?;
+                echo_call(&client).await?;
                 latencies.push(before.elapsed());
-                if result.is_error == Some(true) {
-                    bail!("the echo call failed: {result:?}");
-                }
             }
             anyhow::Ok(latencies)
         }));
@@ -430,7 +451,6 @@ async fn concurrent_clients(clients: &[Arc<HttpClient>], calls: usize) -> anyhow
 }
 
 async fn serve(env: &BenchEnv, counts: SurfaceCounts) -> anyhow::Result<Row> {
-    warden_mcp::install_crypto_provider();
     let help = std::process::Command::new(env.binary("warden"))
         .args(["serve", "--help"])
         .stdout(Stdio::null())

@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Every row the suite reports, by JSON key.
-const ROWS: [&str; 37] = [
+const ROWS: [&str; 38] = [
     "manifest_tokens_everything",
     "manifest_tokens_github",
     "manifest_tokens_livemcpbench",
@@ -43,6 +43,7 @@ const ROWS: [&str; 37] = [
     "instructions_per_gated_call",
     "instructions_warden_own_per_gated_call",
     "instructions_per_search_527_tools",
+    "instructions_per_serve_call",
     "service_100_sessions",
     "service_100_sessions_turn_p50_ms",
     "service_100_sessions_turn_p99_ms",

@@ -38,6 +38,9 @@ pub(crate) type BoxedWriter = Box<dyn AsyncWrite + Send + Unpin>;
 /// JavaScript number (servers written in JavaScript read ids as doubles).
 pub(crate) const FIRST_DIRECT_ID: i64 = 1 << 40;
 
+/// The `_meta` entry a request's progress token goes in.
+const PROGRESS_TOKEN_KEY: &str = "progressToken";
+
 /// The direct calls of one stdio connection.
 pub(crate) struct DirectCalls {
     write: SharedWriter,
@@ -81,30 +84,46 @@ impl DirectCalls {
     }
 
     /// The line of a tool call with id `id`: the line rmcp writes for it. A plain call (a name
-    /// and arguments, nothing the caller adds to `_meta`) is written out directly, with no
-    /// copy of its arguments; the rest goes through rmcp's serialisation.
+    /// and arguments, and `_meta` entries of the caller's own that the connection's do not
+    /// name) is written out directly, with no copy of its arguments; the rest goes through
+    /// rmcp's serialisation.
     fn tool_call_line(
         &self,
         id: i64,
         params: &CallToolRequestParams,
         meta: Option<RequestMetaObject>,
     ) -> Option<Vec<u8>> {
-        if meta.is_none()
-            && let Some(line) = self.plain_call_line(id, params)
-        {
+        if let Some(line) = self.plain_call_line(id, params, meta.as_ref()) {
             return Some(line);
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
         self.serialised_line(id, request, meta)
     }
 
-    /// A tool call with only a name and arguments, written without rmcp's serialisation (its
-    /// `_meta` flattening costs several times the rest of a call's encoding).
-    fn plain_call_line(&self, id: i64, params: &CallToolRequestParams) -> Option<Vec<u8>> {
+    /// A tool call with only a name, arguments and the caller's `_meta`, written without rmcp's
+    /// serialisation (its `_meta` flattening costs several times the rest of a call's
+    /// encoding). `None` when rmcp's order would differ: a caller's entry that replaces one of
+    /// the connection's, or its own progress token.
+    fn plain_call_line(
+        &self,
+        id: i64,
+        params: &CallToolRequestParams,
+        caller_meta: Option<&RequestMetaObject>,
+    ) -> Option<Vec<u8>> {
         if params.meta.is_some()
             || params.input_responses.is_some()
             || params.request_state.is_some()
         {
+            return None;
+        }
+        let connection_meta = self.request_meta.get();
+        let caller_entries = caller_meta.map(|meta| &meta.0.0);
+        if caller_entries.is_some_and(|entries| {
+            entries.keys().any(|key| {
+                key == PROGRESS_TOKEN_KEY
+                    || connection_meta.is_some_and(|connection| connection.0.0.contains_key(key))
+            })
+        }) {
             return None;
         }
         let opening = self
@@ -112,7 +131,7 @@ impl DirectCalls {
             .get()
             .map_or(&b"{"[..], Vec::as_slice);
         let id = id.to_string();
-        let mut line = Vec::with_capacity(96 + opening.len() + params.name.len());
+        let mut line = Vec::with_capacity(128 + opening.len() + params.name.len());
         line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         line.extend_from_slice(id.as_bytes());
         line.extend_from_slice(b",\"method\":\"tools/call\",\"params\":{\"name\":");
@@ -123,7 +142,14 @@ impl DirectCalls {
         }
         line.extend_from_slice(b",\"_meta\":");
         line.extend_from_slice(opening);
-        line.extend_from_slice(b"\"progressToken\":");
+        for (key, value) in caller_entries.into_iter().flatten() {
+            serde_json::to_writer(&mut line, key).ok()?;
+            line.push(b':');
+            serde_json::to_writer(&mut line, value).ok()?;
+            line.push(b',');
+        }
+        serde_json::to_writer(&mut line, PROGRESS_TOKEN_KEY).ok()?;
+        line.push(b':');
         line.extend_from_slice(id.as_bytes());
         line.extend_from_slice(b"}}}\n");
         Some(line)
@@ -282,7 +308,9 @@ impl Drop for DirectCall {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use rmcp::model::{CallToolRequest, Implementation, ProtocolVersion};
+    // A session's log level (deprecated by SEP-2577, still relayed on 2025-11-25) is one case.
+    #![allow(deprecated)]
+    use rmcp::model::{CallToolRequest, Implementation, LoggingLevel, ProtocolVersion};
     use rmcp::transport::Transport;
     use serde_json::{Value, json};
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -486,30 +514,71 @@ mod tests {
                     .unwrap(),
             ),
         ];
+        // A session's log level, as `warden serve` relays it; and an entry of the caller's own.
+        let mut log_level = RequestMetaObject::default();
+        log_level.set_log_level(LoggingLevel::Debug);
+        let mut traced = RequestMetaObject::default();
+        traced
+            .0
+            .insert("trace \"id\"".to_owned(), json!({"span": [1, "two"]}));
+        let caller_metas = [None, Some(log_level), Some(traced)];
         for calls_of_a_connection in [&with_meta, &without_meta] {
             for (index, params) in calls.iter().enumerate() {
-                let id = FIRST_DIRECT_ID + index as i64;
-                let request =
-                    || ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-                let plain = calls_of_a_connection
-                    .tool_call_line(id, params, None)
-                    .unwrap();
-                let rmcp_s = calls_of_a_connection
-                    .serialised_line(id, request(), None)
-                    .unwrap();
-                assert_eq!(plain.last(), Some(&b'\n'));
-                assert_eq!(plain.iter().filter(|&&byte| byte == b'\n').count(), 1);
-                assert_eq!(
-                    serde_json::from_slice::<Value>(&plain).unwrap(),
-                    serde_json::from_slice::<Value>(&rmcp_s).unwrap(),
-                    "{}",
-                    String::from_utf8_lossy(&plain)
-                );
+                for caller_meta in &caller_metas {
+                    let id = FIRST_DIRECT_ID + index as i64;
+                    let request =
+                        || ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+                    let plain = calls_of_a_connection
+                        .plain_call_line(id, params, caller_meta.as_ref())
+                        .unwrap();
+                    let rmcp_s = calls_of_a_connection
+                        .serialised_line(id, request(), caller_meta.clone())
+                        .unwrap();
+                    assert_eq!(plain.last(), Some(&b'\n'));
+                    assert_eq!(plain.iter().filter(|&&byte| byte == b'\n').count(), 1);
+                    let plain: Value = serde_json::from_slice(&plain).unwrap();
+                    let rmcp_s: Value = serde_json::from_slice(&rmcp_s).unwrap();
+                    assert_eq!(plain, rmcp_s);
+                    // `_meta`'s entries in rmcp's order too (objects parse in order here).
+                    let meta_keys = |request: &Value| {
+                        let meta = request["params"]["_meta"].as_object().unwrap();
+                        meta.keys().cloned().collect::<Vec<_>>()
+                    };
+                    assert_eq!(meta_keys(&plain), meta_keys(&rmcp_s));
+                }
             }
         }
+        // A caller's entry that replaces the connection's, or its own progress token, takes
+        // rmcp's way (its order is rmcp's to decide).
+        let mut replacing = RequestMetaObject::default();
+        replacing.set_protocol_version(ProtocolVersion::V_2025_11_25);
+        let mut own_token = RequestMetaObject::default();
+        own_token
+            .0
+            .insert("progressToken".to_owned(), json!("theirs"));
+        let echo = &calls[0];
+        assert!(
+            with_meta
+                .plain_call_line(FIRST_DIRECT_ID, echo, Some(&replacing))
+                .is_none()
+        );
+        assert!(
+            without_meta
+                .plain_call_line(FIRST_DIRECT_ID, echo, Some(&replacing))
+                .is_some()
+        );
+        assert!(
+            without_meta
+                .plain_call_line(FIRST_DIRECT_ID, echo, Some(&own_token))
+                .is_none()
+        );
         let mut later_round = CallToolRequestParams::new("echo");
         later_round.request_state = Some("state".to_owned());
-        assert!(without_meta.plain_call_line(1, &later_round).is_none());
+        assert!(
+            without_meta
+                .plain_call_line(1, &later_round, None)
+                .is_none()
+        );
     }
 
     #[tokio::test]

@@ -195,27 +195,33 @@ impl Gateway {
     /// Fetches the published servers' catalogues once (connecting them), so that a client may
     /// call a tool it never listed. Failures are logged; listing later tries again.
     pub async fn prepare(self: &Arc<Self>) {
-        self.catalogued
-            .get_or_init(|| async {
-                match self.upstream() {
-                    Some(upstream) if self.exposure == Exposure::Passthrough => {
-                        if let Err(error) = self.host.server_tools(upstream).await {
-                            tracing::warn!("listing the tools of {upstream}: {error}");
-                        }
-                    }
-                    _ => {
-                        let (tools, failures) = self.host.all_tools().await;
-                        self.remember_servers(tools.iter().map(|tool| {
-                            (&tool.descriptor.public_name, &tool.tool.identity.server)
-                        }));
-                        for failure in failures {
-                            tracing::warn!("listing tools: {failure}");
-                        }
+        if self.catalogued.initialized() {
+            return;
+        }
+        // Boxed: the listing is a large future that only the first request runs; unboxed, every
+        // call's future would carry its size.
+        Box::pin(self.catalogued.get_or_init(|| async {
+            match self.upstream() {
+                Some(upstream) if self.exposure == Exposure::Passthrough => {
+                    if let Err(error) = self.host.server_tools(upstream).await {
+                        tracing::warn!("listing the tools of {upstream}: {error}");
                     }
                 }
-                self.changes.start(self).await;
-            })
-            .await;
+                _ => {
+                    let (tools, failures) = self.host.all_tools().await;
+                    self.remember_servers(
+                        tools
+                            .iter()
+                            .map(|tool| (&tool.descriptor.public_name, &tool.tool.identity.server)),
+                    );
+                    for failure in failures {
+                        tracing::warn!("listing tools: {failure}");
+                    }
+                }
+            }
+            self.changes.start(self).await;
+        }))
+        .await;
     }
 
     /// The servers whose catalogues this gateway publishes.

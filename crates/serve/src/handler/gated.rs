@@ -233,12 +233,13 @@ impl GatewayHandler {
             tokio::select! {
                 outcome = &mut gated => break outcome,
                 Some((token, update)) = next_progress(&mut progress) => {
-                    forward_progress(token, update, &context.peer).await;
+                    Box::pin(forward_progress(token, update, &context.peer)).await;
                     heard = true;
                 }
                 Some(event) = next_event(&mut events) => match event {
                     Ok(event) => {
-                        heard |= forward_log(event, server.as_deref(), logs, &context.peer).await;
+                        let forwarded = forward_log(event, server.as_deref(), logs, &context.peer);
+                        heard |= Box::pin(forwarded).await;
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => events = None,
@@ -264,13 +265,14 @@ impl GatewayHandler {
             let next = tokio::select! {
                 biased;
                 Some((token, update)) = next_progress(&mut progress) => {
-                    forward_progress(token, update, &context.peer).await;
+                    Box::pin(forward_progress(token, update, &context.peer)).await;
                     true
                 }
                 Some(event) = next_event(&mut events) => {
                     match event {
                         Ok(event) => {
-                            forward_log(event, server.as_deref(), logs, &context.peer).await;
+                            let peer = &context.peer;
+                            Box::pin(forward_log(event, server.as_deref(), logs, peer)).await;
                         }
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => events = None,

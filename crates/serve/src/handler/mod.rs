@@ -49,13 +49,16 @@ pub struct GatewayHandler {
     log_level: Arc<std::sync::Mutex<Option<rmcp::model::LoggingLevel>>>,
 }
 
+// Every request's handler is boxed: rmcp spawns a task per request whose future is as large as
+// its largest arm, and moves it whole into the task. Unboxed, the gated tool call made every
+// request's future 60 KB, copied on each spawn.
 impl ServerHandler for GatewayHandler {
     fn get_info(&self) -> ServerConfig {
         self.handle_get_info()
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.handle_on_initialized(context).await
+        Box::pin(self.handle_on_initialized(context)).await
     }
 
     fn accepted_subscription_filter(
@@ -66,7 +69,7 @@ impl ServerHandler for GatewayHandler {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        self.handle_listen(context).await
+        Box::pin(self.handle_listen(context)).await
     }
 
     async fn complete(
@@ -74,7 +77,7 @@ impl ServerHandler for GatewayHandler {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        self.handle_complete(request, context).await
+        Box::pin(self.handle_complete(request, context)).await
     }
 
     async fn set_level(
@@ -82,7 +85,7 @@ impl ServerHandler for GatewayHandler {
         request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.handle_set_level(request).await
+        Box::pin(self.handle_set_level(request)).await
     }
 
     async fn subscribe(
@@ -90,7 +93,7 @@ impl ServerHandler for GatewayHandler {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.handle_subscribe(request, context).await
+        Box::pin(self.handle_subscribe(request, context)).await
     }
 
     async fn unsubscribe(
@@ -98,7 +101,7 @@ impl ServerHandler for GatewayHandler {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.handle_unsubscribe(request).await
+        Box::pin(self.handle_unsubscribe(request)).await
     }
 
     async fn list_tools(
@@ -106,7 +109,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        self.handle_list_tools().await
+        Box::pin(self.handle_list_tools()).await
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -118,7 +121,7 @@ impl ServerHandler for GatewayHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.handle_call_tool(request, context).await
+        Box::pin(self.handle_call_tool(request, context)).await
     }
 
     async fn list_resources(
@@ -126,7 +129,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        self.handle_list_resources(&context).await
+        Box::pin(self.handle_list_resources(&context)).await
     }
 
     async fn list_resource_templates(
@@ -134,7 +137,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        self.handle_list_resource_templates().await
+        Box::pin(self.handle_list_resource_templates()).await
     }
 
     async fn read_resource(
@@ -142,7 +145,7 @@ impl ServerHandler for GatewayHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        self.handle_read_resource(request, context).await
+        Box::pin(self.handle_read_resource(request, context)).await
     }
 
     async fn list_prompts(
@@ -150,7 +153,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        self.handle_list_prompts(&context).await
+        Box::pin(self.handle_list_prompts(&context)).await
     }
 
     async fn get_prompt(
@@ -158,7 +161,7 @@ impl ServerHandler for GatewayHandler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        self.handle_get_prompt(request, context).await
+        Box::pin(self.handle_get_prompt(request, context)).await
     }
 }
 

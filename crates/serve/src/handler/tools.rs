@@ -56,8 +56,9 @@ impl GatewayHandler {
                 if let Some(public) = self.gateway.host.public_name(upstream, name) {
                     return public;
                 }
-                // The catalogue was not fetched yet in this process: fetch it, then resolve.
-                let _ = self.gateway.host.server_tools(upstream).await;
+                // The catalogue was not fetched yet in this process: fetch it, then resolve
+                // (boxed: a large future that the common path should not carry).
+                let _ = Box::pin(self.gateway.host.server_tools(upstream)).await;
                 self.gateway
                     .host
                     .public_name(upstream, name)
@@ -82,7 +83,13 @@ impl GatewayHandler {
     ) -> Result<CallToolResponse, McpError> {
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         if self.gateway.exposure == Exposure::Progressive {
-            let result = progressive::call(self, request.name.as_ref(), arguments, &context).await;
+            let result = Box::pin(progressive::call(
+                self,
+                request.name.as_ref(),
+                arguments,
+                &context,
+            ))
+            .await;
             return Ok(CallToolResponse::Complete(result));
         }
         let public_name = self.public_name(request.name.as_ref()).await;
@@ -91,28 +98,27 @@ impl GatewayHandler {
         {
             let relay = self.relay_request(&context, None, None);
             let name = public_name.clone();
-            let round = self
-                .bridged_round(
-                    format!("tools/call {public_name}"),
-                    request.input_responses,
-                    request.request_state,
-                    || {
-                        self.start_bridged(&context, move |handler, detached, channel| async move {
-                            Finished::Tool(Box::new(
-                                handler
-                                    .gated_call_through(
-                                        &name,
-                                        arguments,
-                                        &detached,
-                                        relay,
-                                        Some(channel),
-                                    )
-                                    .await,
-                            ))
-                        })
-                    },
-                )
-                .await?;
+            let round = Box::pin(self.bridged_round(
+                format!("tools/call {public_name}"),
+                request.input_responses,
+                request.request_state,
+                || {
+                    self.start_bridged(&context, move |handler, detached, channel| async move {
+                        Finished::Tool(Box::new(
+                            handler
+                                .gated_call_through(
+                                    &name,
+                                    arguments,
+                                    &detached,
+                                    relay,
+                                    Some(channel),
+                                )
+                                .await,
+                        ))
+                    })
+                },
+            ))
+            .await?;
             return match round {
                 BridgedRound::Asked(input) => Ok(CallToolResponse::InputRequired(input)),
                 BridgedRound::Finished(Finished::Tool(gated)) => gated.response(),
@@ -127,7 +133,7 @@ impl GatewayHandler {
             request.input_responses.clone(),
             request.request_state.clone(),
         );
-        self.gated_call_with(&public_name, arguments, &context, relay)
+        Box::pin(self.gated_call_with(&public_name, arguments, &context, relay))
             .await
             .response()
     }
