@@ -13,7 +13,9 @@ use anyhow::{Context, bail};
 use crate::env::{BenchEnv, BenchSession, RawClient};
 use crate::gate_calls::{Breakdown, SERVER};
 use crate::report::{Row, Target};
-use crate::surfaces::{command_in_home, echo_call, gateway_args, http_client, listening_url};
+use crate::surfaces::{
+    ClientEra, command_in_home, echo_call, gateway_args, http_client_of, listening_url,
+};
 
 /// Warden's own instructions per gated call (a gated call less a raw rmcp call) as measured
 /// in release code when these rows were added (2026-12-02, the hot path as of commit 839cdca):
@@ -181,11 +183,12 @@ impl HttpServer {
 /// How long a server under valgrind may take to finish after SIGTERM.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Instructions `server`'s process executed from its start to its exit, `calls` echo calls
-/// (after one warm-up call) in between.
+/// Instructions `server`'s process executed from its start to its exit, `calls` echo calls of
+/// an `era` client (after one warm-up call) in between.
 async fn served_instructions(
     env: &BenchEnv,
     server: HttpServer,
+    era: ClientEra,
     calls: usize,
 ) -> anyhow::Result<u64> {
     let home = tempfile::tempdir().context("a home for the measured server")?;
@@ -207,7 +210,7 @@ async fn served_instructions(
         .spawn()
         .context("starting valgrind (Debian's `valgrind` package)")?;
     let url = listening_url(&mut child, server.name()).await?;
-    let client = http_client(&url).await?;
+    let client = http_client_of(&url, era).await?;
     for _ in 0..1 + calls {
         echo_call(&client).await?;
     }
@@ -250,14 +253,15 @@ fn per_call(measured: Measured, counts: InstructionCounts) -> anyhow::Result<f64
     Ok((more as f64 - fewer as f64) / calls)
 }
 
-/// Instructions per proxied call of `server`'s process.
+/// Instructions per call of `server`'s process, its client speaking `era`.
 async fn served_per_call(
     env: &BenchEnv,
     server: HttpServer,
+    era: ClientEra,
     counts: InstructionCounts,
 ) -> anyhow::Result<f64> {
-    let fewer = served_instructions(env, server, counts.fewer).await?;
-    let more = served_instructions(env, server, counts.more).await?;
+    let fewer = served_instructions(env, server, era, counts.fewer).await?;
+    let more = served_instructions(env, server, era, counts.more).await?;
     let calls = counts.more.saturating_sub(counts.fewer).max(1) as f64;
     Ok((more as f64 - fewer as f64) / calls)
 }
@@ -270,7 +274,7 @@ fn own_share(raw: f64, runtime: f64, gate: f64) -> f64 {
 }
 
 /// The rows' keys and what each measures, in the order they are printed.
-const ROWS: [(&str, &str); 6] = [
+const ROWS: [(&str, &str); 7] = [
     (
         "instructions_per_raw_rmcp_call",
         "instructions per raw rmcp call",
@@ -294,6 +298,10 @@ const ROWS: [(&str, &str); 6] = [
     (
         "instructions_per_serve_call",
         "instructions per proxied call in the `warden serve --http` process (stdio upstream)",
+    ),
+    (
+        "instructions_per_serve_call_2026_07_28",
+        "instructions per proxied call in the `warden serve --http` process, 2026-07-28 client (stdio upstream)",
     ),
 ];
 
@@ -334,8 +342,11 @@ async fn measure(env: &BenchEnv, counts: InstructionCounts) -> anyhow::Result<Ve
     let runtime = per_call(Measured::Runtime, counts)?;
     let gate = per_call(Measured::Gate, counts)?;
     let search = per_call(Measured::Search, counts)?;
-    let gateway = served_per_call(env, HttpServer::Gateway, counts).await?;
-    let fixture = served_per_call(env, HttpServer::Fixture, counts).await?;
+    let served = |server, era| served_per_call(env, server, era, counts);
+    let gateway = served(HttpServer::Gateway, ClientEra::Session).await?;
+    let fixture = served(HttpServer::Fixture, ClientEra::Session).await?;
+    let stateless_gateway = served(HttpServer::Gateway, ClientEra::Stateless).await?;
+    let stateless_fixture = served(HttpServer::Fixture, ClientEra::Stateless).await?;
     let note = format!(
         "valgrind cachegrind, ({} − {} calls) / {}; the upstream server not counted",
         counts.more,
@@ -350,6 +361,7 @@ async fn measure(env: &BenchEnv, counts: InstructionCounts) -> anyhow::Result<Ve
         own_what,
         search_what,
         serve_what,
+        stateless_what,
     ] = ROWS.map(|(_, what)| what);
     let own_row = Row::measured(ROWS[3].0, own_what, "instr", own, Target::RatioAtMost(0.6))
         .against(
@@ -379,6 +391,20 @@ async fn measure(env: &BenchEnv, counts: InstructionCounts) -> anyhow::Result<Ve
             .with_note(format!(
                 "each server's own process under cachegrind while one rmcp Streamable HTTP client (2025-11-25 session, a TCP connection per request, as in the `serve` rows) calls `echo`: HTTP in, gate and audit, the stdio call out; {note}"
             )),
+        Row::measured(
+            ROWS[6].0,
+            stateless_what,
+            "instr",
+            stateless_gateway,
+            Target::Report,
+        )
+        .against(
+            "the HTTP echo fixture answering the same client itself",
+            stateless_fixture,
+        )
+        .with_note(format!(
+            "as the row above, the client speaking 2026-07-28 (`server/discover`, then stateless requests, each call relayed so that an `input_required` result reaches the client); {note}"
+        )),
     ])
 }
 

@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -401,12 +400,34 @@ pub(crate) async fn listening_url(child: &mut Child, what: &str) -> anyhow::Resu
 
 pub(crate) type HttpClient = RunningService<RoleClient, ()>;
 
+/// The protocol era a bench client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClientEra {
+    /// `initialize`, then a 2025-11-25 session (what rmcp's `serve` negotiates).
+    Session,
+    /// 2026-07-28: `server/discover`, then requests that each carry their own metadata.
+    Stateless,
+}
+
+/// An rmcp Streamable HTTP client of `url` with rmcp's default transport (a TCP connection
+/// per request), in a 2025-11-25 session.
 pub(crate) async fn http_client(url: &str) -> anyhow::Result<HttpClient> {
+    http_client_of(url, ClientEra::Session).await
+}
+
+/// [`http_client`] speaking `era`.
+pub(crate) async fn http_client_of(url: &str, era: ClientEra) -> anyhow::Result<HttpClient> {
     warden_mcp::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
-    ().serve(transport)
+    let lifecycle = match era {
+        ClientEra::Session => ClientLifecycleMode::Initialize,
+        ClientEra::Stateless => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    };
+    ().serve_with_lifecycle(transport, lifecycle)
         .await
-        .with_context(|| format!("MCP handshake with {url}"))
+        .with_context(|| format!("MCP handshake with {url} ({era:?})"))
 }
 
 /// One `echo` call through `client`, which must succeed.

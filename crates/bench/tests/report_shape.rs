@@ -9,7 +9,7 @@ use std::process::Command;
 use serde_json::Value;
 
 /// Every row the suite reports, by JSON key.
-const ROWS: [&str; 38] = [
+const ROWS: [&str; 39] = [
     "manifest_tokens_everything",
     "manifest_tokens_github",
     "manifest_tokens_livemcpbench",
@@ -44,6 +44,7 @@ const ROWS: [&str; 38] = [
     "instructions_warden_own_per_gated_call",
     "instructions_per_search_527_tools",
     "instructions_per_serve_call",
+    "instructions_per_serve_call_2026_07_28",
     "service_100_sessions",
     "service_100_sessions_turn_p50_ms",
     "service_100_sessions_turn_p99_ms",

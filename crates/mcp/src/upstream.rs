@@ -170,19 +170,13 @@ impl McpRuntime {
     ) -> Result<ServerResult, RelayError> {
         let server = identity.server.as_str();
         let slot = self.slot(server).map_err(RelayError::Failed)?;
-        let known = slot
-            .tools()
+        // Resolved as a direct call is: against the tools listed, without listing again.
+        if !slot
+            .offers_tool(&identity.tool)
             .await
             .map_err(RelayError::Failed)?
-            .iter()
-            .any(|tool| tool.identity.tool == identity.tool);
-        if !known || !slot.spec.tool_filter.admits(&identity.tool) {
-            return Err(RelayError::Failed(McpError::new(
-                server,
-                FailureKind::UnknownTool,
-                format!("offers no tool named \"{}\"", identity.tool),
-                Some("list the server's tools to see what it offers"),
-            )));
+        {
+            return Err(RelayError::Failed(slot.unknown_tool(&identity.tool)));
         }
         let (peer, context) = slot.relay_channel().await.map_err(RelayError::Failed)?;
         let mut request_options = PeerRequestOptions::with_timeout(slot.spec.tool_timeout);

@@ -844,6 +844,58 @@ async fn a_stateless_client_answers_the_upstreams_input_required_result_itself()
 }
 
 #[tokio::test]
+async fn a_stateless_clients_calls_do_not_list_the_upstreams_tools_again() {
+    // A 2026-07-28 client's calls are relayed (its upstream's input_required results go back to
+    // it); each is resolved against the tools already listed, as a direct call is.
+    let listings = tempfile::tempdir().unwrap();
+    let log = listings.path().join("lists.txt");
+    let fixture = gateway(Exposure::Passthrough, |options| {
+        allow("echo__*")(options);
+        let upstream = &mut options.extra_servers[0];
+        *upstream = upstream.clone().with_env(
+            warden_testkit::fixtures::LIST_LOG_ENV,
+            log.display().to_string(),
+        );
+    });
+    let (url, _settings) = http_gateway(&fixture, HttpAuth::InsecureNone).await;
+    warden_mcp::install_crypto_provider();
+    let client = rmcp::serve_client_with_lifecycle(
+        TestClient { answer: None },
+        StreamableHttpClientTransport::from_uri(url),
+        rmcp::service::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .unwrap();
+    let echo = || call("echo", json!({"text": "again"}));
+    let first = client.peer().call_tool(echo()).await.unwrap();
+    assert_eq!(text_of(&first.content), "again");
+    let listed = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let before = listed();
+    assert!(before >= 1, "the gateway lists the upstream's tools once");
+    for _ in 0..5 {
+        let result = client.peer().call_tool(echo()).await.unwrap();
+        assert_eq!(text_of(&result.content), "again");
+    }
+    assert_eq!(listed(), before, "a call listed the upstream's tools again");
+    // Calls through the gate, each audited.
+    let allowed = fixture
+        .audit()
+        .into_iter()
+        .filter(|row| row.source == "gateway" && row.decision == "allowed")
+        .count();
+    assert_eq!(allowed, 6);
+    client.cancel().await.unwrap();
+    fixture.gateway.host().shutdown().await;
+}
+
+#[tokio::test]
 async fn upstream_elicitation_is_relayed_to_a_client_that_supports_it() {
     let fixture = conformance_gateway();
     let asking = connect(

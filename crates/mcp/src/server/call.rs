@@ -83,6 +83,34 @@ impl Pending {
 }
 
 impl ServerSlot {
+    /// Whether this server offers `tool` and its filter admits it, by the tools already listed:
+    /// a call waits for a first listing, never for a fresh one (the listing is refreshed when
+    /// the server says its tools changed, or when a client lists them).
+    pub(crate) async fn offers_tool(&self, tool: &str) -> Result<bool, McpError> {
+        let has_tools = self.lock_catalog().tools.is_some();
+        if !has_tools {
+            // Boxed: a call's future is moved whole when it is boxed, so the rare steps are
+            // built only when taken.
+            Box::pin(self.ensure_list(ListWhich::Tools)).await?;
+        }
+        let catalog = self.lock_catalog();
+        let listed = catalog
+            .tools
+            .as_ref()
+            .is_some_and(|cached| cached.items.iter().any(|known| known.name == tool));
+        Ok(listed && self.spec.tool_filter.admits(tool))
+    }
+
+    /// The failure of a call to a tool this server does not offer.
+    pub(crate) fn unknown_tool(&self, tool: &str) -> McpError {
+        McpError::new(
+            self.name(),
+            FailureKind::UnknownTool,
+            format!("offers no tool named \"{tool}\""),
+            Some("list the server's tools to see what it offers"),
+        )
+    }
+
     /// Calls one tool: resolves it in the discovered, filtered set first; never re-sends.
     pub(crate) async fn call_tool(
         &self,
@@ -90,26 +118,8 @@ impl ServerSlot {
         arguments: Map<String, Value>,
         options: CallOptions,
     ) -> Result<CallOutcome, McpError> {
-        let known = {
-            let has_tools = self.lock_catalog().tools.is_some();
-            if !has_tools {
-                // Boxed, as every step off the hot path below: a call's future is moved
-                // whole when it is boxed, so the rare steps are built only when taken.
-                Box::pin(self.ensure_list(ListWhich::Tools)).await?;
-            }
-            let catalog = self.lock_catalog();
-            catalog
-                .tools
-                .as_ref()
-                .is_some_and(|cached| cached.items.iter().any(|known| known.name == tool))
-        };
-        if !known || !self.spec.tool_filter.admits(tool) {
-            return Err(McpError::new(
-                self.name(),
-                FailureKind::UnknownTool,
-                format!("offers no tool named \"{tool}\""),
-                Some("list the server's tools to see what it offers"),
-            ));
+        if !self.offers_tool(tool).await? {
+            return Err(self.unknown_tool(tool));
         }
         let live = self.connection().await.map_err(|failure| {
             if failure.kind() == FailureKind::Stopped {
