@@ -6,6 +6,7 @@ use std::process::Stdio;
 
 use anyhow::{Context, bail};
 use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use warden_config::{LoadedConfig, Paths};
 use warden_host::{Host, HostOptions};
@@ -163,6 +164,20 @@ impl BenchSession {
 }
 
 /// A raw rmcp client (no warden code at all) over a child's stdio.
+/// One `echo` call from an rmcp client (over stdio or Streamable HTTP), which must succeed.
+pub(crate) async fn echo_call(client: &RunningService<RoleClient, ()>) -> anyhow::Result<()> {
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("text".to_owned(), "ping".into());
+    let result = client
+        .call_tool(CallToolRequestParams::new("echo").with_arguments(arguments))
+        .await
+        .context("an rmcp echo call")?;
+    if result.is_error == Some(true) {
+        bail!("the echo call failed: {result:?}");
+    }
+    Ok(())
+}
+
 pub(crate) struct RawClient {
     pub service: RunningService<RoleClient, ()>,
     _child: tokio::process::Child,

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_host::Host;
@@ -142,19 +141,7 @@ pub(crate) async fn runtime_sequential(
 }
 
 async fn raw_call(client: &RawClient) -> anyhow::Result<()> {
-    let arguments = match echo_arguments() {
-        Value::Object(map) => map,
-        _ => serde_json::Map::new(),
-    };
-    let result = client
-        .service
-        .call_tool(CallToolRequestParams::new("echo").with_arguments(arguments))
-        .await
-        .context("raw rmcp call")?;
-    if result.is_error == Some(true) {
-        bail!("the raw call failed: {result:?}");
-    }
-    Ok(())
+    crate::env::echo_call(&client.service).await
 }
 
 pub(crate) async fn raw_sequential(client: &RawClient, calls: usize) -> anyhow::Result<Series> {

@@ -10,12 +10,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::env::{BenchEnv, BenchSession, RawClient};
+use crate::env::{BenchEnv, BenchSession, RawClient, echo_call};
 use crate::gate_calls::{Breakdown, SERVER};
 use crate::report::{Row, Target};
-use crate::surfaces::{
-    ClientEra, command_in_home, echo_call, gateway_args, http_client_of, listening_url,
-};
+use crate::surfaces::{ClientEra, command_in_home, gateway_args, http_client_of, listening_url};
 
 /// Warden's own instructions per gated call (a gated call less a raw rmcp call) as measured
 /// in release code when these rows were added (2026-12-02, the hot path as of commit 839cdca):

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -17,7 +17,7 @@ use tokio::process::{Child, Command};
 use warden_bridge::Bridge;
 use warden_policy::CallSurface;
 
-use crate::env::{BenchEnv, BenchSession, cpu_time_of};
+use crate::env::{BenchEnv, BenchSession, cpu_time_of, echo_call};
 use crate::gate_calls::{SERVER, gate_call};
 use crate::report::{Row, Target};
 use crate::stats::{CpuTime, Series, median, percentile};
@@ -428,20 +428,6 @@ pub(crate) async fn http_client_of(url: &str, era: ClientEra) -> anyhow::Result<
     ().serve_with_lifecycle(transport, lifecycle)
         .await
         .with_context(|| format!("MCP handshake with {url} ({era:?})"))
-}
-
-/// One `echo` call through `client`, which must succeed.
-pub(crate) async fn echo_call(client: &HttpClient) -> anyhow::Result<()> {
-    let mut arguments = serde_json::Map::new();
-    arguments.insert("text".to_owned(), "ping".into());
-    let result = client
-        .call_tool(CallToolRequestParams::new("echo").with_arguments(arguments))
-        .await
-        .context("an HTTP echo call")?;
-    if result.is_error == Some(true) {
-        bail!("the echo call failed: {result:?}");
-    }
-    Ok(())
 }
 
 /// `clients` sessions, each making its share of `calls` sequential echo calls, all at once.

@@ -100,6 +100,14 @@ impl Fixture {
             .query(&AuditQuery::default())
             .unwrap()
     }
+
+    /// How many calls from a gateway client the audit trail records as allowed.
+    fn allowed_gateway_calls(&self) -> usize {
+        self.audit()
+            .into_iter()
+            .filter(|row| row.source == "gateway" && row.decision == "allowed")
+            .count()
+    }
 }
 
 /// A gateway over the echo fixture named `echo`; `configure` adjusts the policy.
@@ -827,12 +835,7 @@ async fn a_stateless_client_answers_the_upstreams_input_required_result_itself()
     };
     assert_eq!(text_of(&result.content), "Hello, Ada!");
     // Each round went through the gate as its own call.
-    let rounds = fixture
-        .audit()
-        .into_iter()
-        .filter(|row| row.source == "gateway" && row.decision == "allowed")
-        .count();
-    assert_eq!(rounds, 2);
+    assert_eq!(fixture.allowed_gateway_calls(), 2);
     // The upstream's JSON-RPC error keeps its code (-32021: a capability the client lacks).
     let missing = send(call("test_missing_capability", json!({}))).await;
     match missing {
@@ -885,12 +888,7 @@ async fn a_stateless_clients_calls_do_not_list_the_upstreams_tools_again() {
     }
     assert_eq!(listed(), before, "a call listed the upstream's tools again");
     // Calls through the gate, each audited.
-    let allowed = fixture
-        .audit()
-        .into_iter()
-        .filter(|row| row.source == "gateway" && row.decision == "allowed")
-        .count();
-    assert_eq!(allowed, 6);
+    assert_eq!(fixture.allowed_gateway_calls(), 6);
     client.cancel().await.unwrap();
     fixture.gateway.host().shutdown().await;
 }
