@@ -163,7 +163,6 @@ impl BenchSession {
     }
 }
 
-/// A raw rmcp client (no warden code at all) over a child's stdio.
 /// One `echo` call from an rmcp client (over stdio or Streamable HTTP), which must succeed.
 pub(crate) async fn echo_call(client: &RunningService<RoleClient, ()>) -> anyhow::Result<()> {
     let mut arguments = serde_json::Map::new();
@@ -178,6 +177,7 @@ pub(crate) async fn echo_call(client: &RunningService<RoleClient, ()>) -> anyhow
     Ok(())
 }
 
+/// A raw rmcp client (no warden code at all) over a child's stdio.
 pub(crate) struct RawClient {
     pub service: RunningService<RoleClient, ()>,
     _child: tokio::process::Child,

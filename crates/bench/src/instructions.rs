@@ -243,12 +243,19 @@ fn parse_instruction_refs(summary: &str) -> Option<u64> {
     })
 }
 
+/// One operation's instructions: the difference of two runs' totals (`fewer` and `more`
+/// instructions, for `counts.fewer` and `counts.more` operations) over the difference in
+/// operations, so start-up and shutdown cancel out.
+fn per_operation(counts: InstructionCounts, fewer: u64, more: u64) -> f64 {
+    let operations = counts.more.saturating_sub(counts.fewer).max(1) as f64;
+    (more as f64 - fewer as f64) / operations
+}
+
 /// Instructions per operation of `measured`.
 fn per_call(measured: Measured, counts: InstructionCounts) -> anyhow::Result<f64> {
     let fewer = instructions_of(measured, counts.fewer)?;
     let more = instructions_of(measured, counts.more)?;
-    let calls = counts.more.saturating_sub(counts.fewer).max(1) as f64;
-    Ok((more as f64 - fewer as f64) / calls)
+    Ok(per_operation(counts, fewer, more))
 }
 
 /// Instructions per call of `server`'s process, its client speaking `era`.
@@ -260,8 +267,7 @@ async fn served_per_call(
 ) -> anyhow::Result<f64> {
     let fewer = served_instructions(env, server, era, counts.fewer).await?;
     let more = served_instructions(env, server, era, counts.more).await?;
-    let calls = counts.more.saturating_sub(counts.fewer).max(1) as f64;
-    Ok((more as f64 - fewer as f64) / calls)
+    Ok(per_operation(counts, fewer, more))
 }
 
 /// warden's own instructions in a gated call: the gate's layers, the audit and the conversion
