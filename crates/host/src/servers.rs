@@ -40,6 +40,16 @@ impl Servers<'_> {
         self.runtime.server_status(server)
     }
 
+    /// The protocol revision one server's connection speaks (`None` before it connected).
+    pub fn protocol_revision(&self, server: &str) -> Result<Option<String>, McpError> {
+        self.runtime.protocol_revision(server)
+    }
+
+    /// The instructions one server gave at initialization (`None` before it connected).
+    pub fn server_instructions(&self, server: &str) -> Result<Option<String>, McpError> {
+        self.runtime.server_instructions(server)
+    }
+
     /// Connects every server whose entry is `required`; the first that fails is the error.
     pub async fn connect_required(&self) -> Result<(), McpError> {
         self.runtime.connect_required().await

@@ -222,19 +222,36 @@ impl ClientContext {
         }
     }
 
+    /// Whether warden offers this server the client capability `name` (a key of
+    /// [`Self::capabilities`]).
+    pub(crate) fn offers_capability(&self, name: &str) -> bool {
+        match name {
+            "roots" => true,
+            "elicitation" => self.elicitation.is_some(),
+            "sampling" => self.sampling.is_some(),
+            "extensions" => self.skills_extension,
+            _ => false,
+        }
+    }
+
+    /// The client capabilities warden offers this server: those [`Self::offers_capability`]
+    /// names.
     pub(crate) fn capabilities(&self) -> ClientCapabilities {
-        let mut capabilities = serde_json::json!({ "roots": {} });
-        if self.elicitation.is_some() {
-            capabilities["elicitation"] = serde_json::json!({ "form": {}, "url": {} });
-        }
-        if self.sampling.is_some() {
-            capabilities["sampling"] = serde_json::json!({});
-        }
-        if self.skills_extension {
-            capabilities["extensions"] =
-                serde_json::json!({ "io.modelcontextprotocol/skills": {} });
-        }
-        serde_json::from_value(capabilities).unwrap_or_default()
+        let every = [
+            ("roots", serde_json::json!({})),
+            ("elicitation", serde_json::json!({ "form": {}, "url": {} })),
+            ("sampling", serde_json::json!({})),
+            (
+                "extensions",
+                serde_json::json!({ "io.modelcontextprotocol/skills": {} }),
+            ),
+        ];
+        let offered: serde_json::Map<String, serde_json::Value> = every
+            .into_iter()
+            .filter(|(name, _)| self.offers_capability(name))
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect();
+        serde_json::from_value(serde_json::Value::Object(offered)).unwrap_or_default()
     }
 
     pub(crate) fn roots(&self) -> ListRootsResult {

@@ -22,6 +22,7 @@ use rmcp::model::{
     ProgressToken, RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{RoleClient, TxJsonRpcMessage};
+use serde_json::Value;
 use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 
@@ -102,8 +103,10 @@ impl DirectCalls {
 
     /// A tool call with only a name, arguments and the caller's `_meta`, written without rmcp's
     /// serialisation (its `_meta` flattening costs several times the rest of a call's
-    /// encoding). `None` when rmcp's order would differ: a caller's entry that replaces one of
-    /// the connection's, or its own progress token.
+    /// encoding). `_meta` holds the connection's entries in their order, a caller's entry of the
+    /// same name in its place (a relaying client's own capabilities, say), then the caller's
+    /// other entries, as rmcp merges them. `None` when the caller sets a progress token of its
+    /// own (rmcp decides where the call's own goes).
     fn plain_call_line(
         &self,
         id: i64,
@@ -116,16 +119,16 @@ impl DirectCalls {
         {
             return None;
         }
-        let connection_meta = self.request_meta.get();
+        let connection_entries = self.request_meta.get().map(|meta| &meta.0.0);
         let caller_entries = caller_meta.map(|meta| &meta.0.0);
-        if caller_entries.is_some_and(|entries| {
-            entries.keys().any(|key| {
-                key == PROGRESS_TOKEN_KEY
-                    || connection_meta.is_some_and(|connection| connection.0.0.contains_key(key))
-            })
-        }) {
+        if caller_entries.is_some_and(|entries| entries.contains_key(PROGRESS_TOKEN_KEY)) {
             return None;
         }
+        let replaces_connection_entry = caller_entries.is_some_and(|entries| {
+            entries.keys().any(|key| {
+                connection_entries.is_some_and(|connection| connection.contains_key(key))
+            })
+        });
         let opening = self
             .request_meta_opening
             .get()
@@ -141,12 +144,31 @@ impl DirectCalls {
             serde_json::to_writer(&mut line, arguments).ok()?;
         }
         line.extend_from_slice(b",\"_meta\":");
-        line.extend_from_slice(opening);
-        for (key, value) in caller_entries.into_iter().flatten() {
-            serde_json::to_writer(&mut line, key).ok()?;
+        let write_entry = |line: &mut Vec<u8>, key: &String, value: &Value| {
+            serde_json::to_writer(&mut *line, key)?;
             line.push(b':');
-            serde_json::to_writer(&mut line, value).ok()?;
+            serde_json::to_writer(&mut *line, value)?;
             line.push(b',');
+            Ok::<(), serde_json::Error>(())
+        };
+        if replaces_connection_entry {
+            line.push(b'{');
+            for (key, value) in connection_entries.into_iter().flatten() {
+                let value = caller_entries
+                    .and_then(|entries| entries.get(key))
+                    .unwrap_or(value);
+                write_entry(&mut line, key, value).ok()?;
+            }
+            for (key, value) in caller_entries.into_iter().flatten() {
+                if !connection_entries.is_some_and(|connection| connection.contains_key(key)) {
+                    write_entry(&mut line, key, value).ok()?;
+                }
+            }
+        } else {
+            line.extend_from_slice(opening);
+            for (key, value) in caller_entries.into_iter().flatten() {
+                write_entry(&mut line, key, value).ok()?;
+            }
         }
         serde_json::to_writer(&mut line, PROGRESS_TOKEN_KEY).ok()?;
         line.push(b':');
@@ -521,7 +543,13 @@ mod tests {
         traced
             .0
             .insert("trace \"id\"".to_owned(), json!({"span": [1, "two"]}));
-        let caller_metas = [None, Some(log_level), Some(traced)];
+        // Entries that replace the connection's (a relaying client's identity and protocol
+        // version), beside one of the caller's own.
+        let mut replacing = RequestMetaObject::default();
+        replacing.set_client_info(Implementation::new("relayed", "2.0"));
+        replacing.0.insert("trace".to_owned(), json!(7));
+        replacing.set_protocol_version(ProtocolVersion::V_2025_11_25);
+        let caller_metas = [None, Some(log_level), Some(traced), Some(replacing)];
         for calls_of_a_connection in [&with_meta, &without_meta] {
             for (index, params) in calls.iter().enumerate() {
                 for caller_meta in &caller_metas {
@@ -548,25 +576,13 @@ mod tests {
                 }
             }
         }
-        // A caller's entry that replaces the connection's, or its own progress token, takes
-        // rmcp's way (its order is rmcp's to decide).
-        let mut replacing = RequestMetaObject::default();
-        replacing.set_protocol_version(ProtocolVersion::V_2025_11_25);
+        // A caller's own progress token takes rmcp's way (where the call's own goes is rmcp's
+        // to decide).
         let mut own_token = RequestMetaObject::default();
         own_token
             .0
             .insert("progressToken".to_owned(), json!("theirs"));
         let echo = &calls[0];
-        assert!(
-            with_meta
-                .plain_call_line(FIRST_DIRECT_ID, echo, Some(&replacing))
-                .is_none()
-        );
-        assert!(
-            without_meta
-                .plain_call_line(FIRST_DIRECT_ID, echo, Some(&replacing))
-                .is_some()
-        );
         assert!(
             without_meta
                 .plain_call_line(FIRST_DIRECT_ID, echo, Some(&own_token))

@@ -212,6 +212,18 @@ impl McpRuntime {
         Ok(self.slot(server)?.status())
     }
 
+    /// The protocol revision `server`'s connection speaks (`None` before it first connected):
+    /// what [`Self::server_status`] says of it, without building the rest of the snapshot.
+    pub fn protocol_revision(&self, server: &str) -> Result<Option<String>, McpError> {
+        Ok(self.slot(server)?.protocol_revision())
+    }
+
+    /// The instructions `server` gave at initialization (`None` before it connected, or when
+    /// it gave none), without building the rest of [`Self::server_status`]'s snapshot.
+    pub fn server_instructions(&self, server: &str) -> Result<Option<String>, McpError> {
+        Ok(self.slot(server)?.instructions())
+    }
+
     /// Everything one server publishes (connecting it if needed, even when deferred).
     pub async fn catalog(&self, server: &str) -> Result<Catalog, McpError> {
         self.slot(server)?.catalog().await

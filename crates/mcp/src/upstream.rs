@@ -7,10 +7,9 @@
 
 use rmcp::ServiceError;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ErrorData,
-    LoggingMessageNotificationParam, RequestMetaObject as Meta, ServerResult, SetLevelRequest,
-    SetLevelRequestParams, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, ClientRequest, ErrorData, LoggingMessageNotificationParam,
+    RequestMetaObject as Meta, ServerResult, SetLevelRequest, SetLevelRequestParams,
+    SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::PeerRequestOptions;
 use tokio::sync::broadcast;
@@ -178,54 +177,24 @@ impl McpRuntime {
         {
             return Err(RelayError::Failed(slot.unknown_tool(&identity.tool)));
         }
-        let (peer, context) = slot.relay_channel().await.map_err(RelayError::Failed)?;
-        let mut request_options = PeerRequestOptions::with_timeout(slot.spec.tool_timeout);
-        request_options.meta = options
-            .meta
-            .map(|meta| within_own_capabilities(meta, &context));
-        let what = format!("\"{}\"", identity.tool);
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = peer
-            .send_request_with_option(request, request_options)
-            .await
-            .map_err(|error| relay_failure(server, &what, error))?;
-        let _route = options
-            .progress
-            .map(|sender| context.route_progress(handle.progress_token.clone(), sender));
-        let request_id = handle.id.clone();
-        tokio::select! {
-            response = handle.await_response() => {
-                response.map_err(|error| relay_failure(server, &what, error))
-            }
-            () = options.cancel.cancelled() => {
-                let _ = peer
-                    .notify_cancelled(CancelledNotificationParam::new(
-                        Some(request_id),
-                        Some("cancelled by the caller".to_owned()),
-                    ))
-                    .await;
-                Err(RelayError::Failed(McpError::new(
-                    server,
-                    FailureKind::Cancelled,
-                    format!("the call to {what} was cancelled"),
-                    None,
-                )))
-            }
-        }
+        Box::pin(slot.relay_tool_call(params, options)).await
     }
 }
 
 /// The caller's client capabilities in `meta`, cut down to those warden itself offers this
 /// server: a relaying client never unlocks what the operator did not (sampling, say).
-fn within_own_capabilities(mut meta: Meta, context: &ClientContext) -> Meta {
+pub(crate) fn within_own_capabilities(mut meta: Meta, context: &ClientContext) -> Meta {
     let Some(requested) = meta.client_capabilities() else {
         return meta;
     };
-    let own = serde_json::to_value(context.capabilities()).unwrap_or_default();
     let mut requested = serde_json::to_value(requested).unwrap_or_default();
-    if let (Some(requested), Some(own)) = (requested.as_object_mut(), own.as_object()) {
-        requested.retain(|key, _| own.contains_key(key));
+    let Some(entries) = requested.as_object_mut() else {
+        return meta;
+    };
+    if entries.keys().all(|key| context.offers_capability(key)) {
+        return meta;
     }
+    entries.retain(|key, _| context.offers_capability(key));
     if let Ok(bounded) = serde_json::from_value(requested) {
         meta.set_client_capabilities(bounded);
     }
@@ -250,5 +219,73 @@ pub(crate) fn relay_failure(server: &str, what: &str, error: ServiceError) -> Re
             format!("{what} failed: {other}"),
             Some("check the server's logs"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// A connection's context offering no elicitation and no sampling; the skills extension
+    /// when `skills_extension`.
+    fn context(skills_extension: bool) -> ClientContext {
+        ClientContext {
+            server: "up".to_owned(),
+            client_name: "warden".to_owned(),
+            client_version: "0".to_owned(),
+            workspace_root: std::path::PathBuf::from("/"),
+            elicitation: None,
+            skills_extension,
+            sampling: None,
+            progress: std::sync::Arc::default(),
+            list_changed: tokio::sync::mpsc::unbounded_channel().0,
+            events: UpstreamEvents::default(),
+        }
+    }
+
+    fn requesting(capabilities: Value) -> Meta {
+        let mut meta = Meta::new();
+        meta.set_client_capabilities(serde_json::from_value(capabilities).unwrap());
+        meta
+    }
+
+    fn capabilities_in(meta: &Meta) -> Value {
+        serde_json::to_value(meta.client_capabilities().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_relaying_client_never_unlocks_a_capability_warden_does_not_offer() {
+        let asked = json!({"roots": {}, "sampling": {}, "elicitation": {"form": {}}});
+        let bounded = within_own_capabilities(requesting(asked), &context(false));
+        assert_eq!(capabilities_in(&bounded), json!({"roots": {}}));
+    }
+
+    #[test]
+    fn capabilities_warden_offers_pass_as_the_client_sent_them() {
+        let asked = json!({
+            "roots": {"listChanged": true},
+            "extensions": {"io.modelcontextprotocol/skills": {}},
+        });
+        let kept = within_own_capabilities(requesting(asked.clone()), &context(true));
+        assert_eq!(capabilities_in(&kept), asked);
+    }
+
+    #[test]
+    fn the_capabilities_announced_are_the_ones_offered_by_name() {
+        for skills_extension in [false, true] {
+            let context = context(skills_extension);
+            let announced = serde_json::to_value(context.capabilities()).unwrap();
+            let announced = announced.as_object().unwrap();
+            for name in ["roots", "elicitation", "sampling", "extensions", "tasks"] {
+                assert_eq!(
+                    announced.contains_key(name),
+                    context.offers_capability(name),
+                    "{name}, skills extension {skills_extension}"
+                );
+            }
+        }
     }
 }

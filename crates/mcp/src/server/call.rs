@@ -5,7 +5,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
     ClientRequest, CustomRequest, GetPromptRequestParams, GetPromptResult, InputRequest,
     InputRequiredResult, InputResponses, ProgressToken, ReadResourceRequestParams,
-    ReadResourceResult, RequestId, ServerResult,
+    ReadResourceResult, RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RequestHandle, RoleClient};
 use serde_json::{Map, Value};
@@ -16,8 +16,10 @@ use super::failure::bounded;
 use super::state::{CallOptions, CallOutcome, ServerState};
 use super::{Live, ServerSlot};
 use crate::catalog::ToolIdentity;
+use crate::client::Progress;
 use crate::direct_call::DirectCall;
 use crate::error::{FailureKind, McpError};
+use crate::upstream::{RelayError, relay_failure, within_own_capabilities};
 
 /// `input_required` rounds driven per call before giving up.
 pub(super) const MAX_INPUT_ROUNDS: usize = 8;
@@ -82,7 +84,112 @@ impl Pending {
     }
 }
 
+/// Why a tool call's request got no answer from the server.
+pub(crate) enum ToolRequestStop {
+    /// It could not be sent.
+    NotSent(ServiceError),
+    /// The caller cancelled it first (the server was told).
+    Cancelled,
+}
+
 impl ServerSlot {
+    /// One `tools/call` request on `live` — written straight to a stdio server's pipe when the
+    /// connection has one, else through rmcp's service loop — and the server's answer to it
+    /// (a tool result, an `input_required` result, an error) under `timeout`, its progress
+    /// routed to `progress` meanwhile. Nothing in the answer is acted on here.
+    async fn tool_request(
+        &self,
+        live: &Live,
+        params: &CallToolRequestParams,
+        meta: Option<RequestMetaObject>,
+        timeout: std::time::Duration,
+        progress: Option<tokio::sync::mpsc::Sender<Progress>>,
+        cancel: &CancellationToken,
+    ) -> Result<Result<ServerResult, ServiceError>, ToolRequestStop> {
+        let pending = match &live.direct {
+            Some(direct) => Pending::Direct(
+                direct
+                    .send_tool_call(params, meta)
+                    .await
+                    .map_err(ToolRequestStop::NotSent)?,
+            ),
+            None => {
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+                let mut request_options = PeerRequestOptions::with_timeout(timeout);
+                request_options.meta = meta;
+                Pending::Rmcp(Box::new(
+                    live.service
+                        .peer()
+                        .send_request_with_option(request, request_options)
+                        .await
+                        .map_err(ToolRequestStop::NotSent)?,
+                ))
+            }
+        };
+        let _route = progress.map(|sender| {
+            live.context
+                .route_progress(pending.progress_token(), sender)
+        });
+        let request_id = pending.id();
+        let peer = live.service.peer();
+        tokio::select! {
+            response = pending.response(timeout, peer) => Ok(response),
+            () = cancel.cancelled() => {
+                let _ = Box::pin(peer.notify_cancelled(CancelledNotificationParam::new(
+                    Some(request_id),
+                    Some("cancelled by the caller".to_owned()),
+                )))
+                .await;
+                Err(ToolRequestStop::Cancelled)
+            }
+        }
+    }
+
+    /// The failure of a call its caller cancelled.
+    pub(crate) fn cancelled_call(&self, tool: &str) -> McpError {
+        McpError::new(
+            self.name(),
+            FailureKind::Cancelled,
+            format!("the call to \"{tool}\" was cancelled"),
+            None,
+        )
+    }
+
+    /// Sends one `tools/call` with `params` as they are (input responses and request state
+    /// included) and returns the server's answer unchanged, over the same path as
+    /// [`Self::call_tool`]'s requests. The caller's `_meta` is cut down to the client
+    /// capabilities warden itself offers this server.
+    pub(crate) async fn relay_tool_call(
+        &self,
+        params: CallToolRequestParams,
+        options: CallOptions,
+    ) -> Result<ServerResult, RelayError> {
+        let live = self.connection().await.map_err(RelayError::Failed)?;
+        let meta = options
+            .meta
+            .map(|meta| within_own_capabilities(meta, &live.context));
+        let response = self
+            .tool_request(
+                &live,
+                &params,
+                meta,
+                self.spec.tool_timeout,
+                options.progress,
+                &options.cancel,
+            )
+            .await;
+        let what = || format!("\"{}\"", params.name);
+        match response {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(error)) | Err(ToolRequestStop::NotSent(error)) => {
+                Err(relay_failure(self.name(), &what(), error))
+            }
+            Err(ToolRequestStop::Cancelled) => {
+                Err(RelayError::Failed(self.cancelled_call(&params.name)))
+            }
+        }
+    }
+
     /// Whether this server offers `tool` and its filter admits it, by the tools already listed:
     /// a call waits for a first listing, never for a fresh one (the listing is refreshed when
     /// the server says its tools changed, or when a client lists them).
@@ -145,48 +252,22 @@ impl ServerSlot {
                     self.spec.tool_timeout,
                 ));
             }
-            let pending = match &live.direct {
-                Some(direct) => Pending::Direct(
-                    direct
-                        .send_tool_call(&params, options.meta.clone())
-                        .await
-                        .map_err(|error| self.request_failure(tool, &error))?,
-                ),
-                None => {
-                    let request =
-                        ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-                    let mut request_options = PeerRequestOptions::with_timeout(remaining);
-                    request_options.meta = options.meta.clone();
-                    Pending::Rmcp(Box::new(
-                        live.service
-                            .peer()
-                            .send_request_with_option(request, request_options)
-                            .await
-                            .map_err(|error| self.request_failure(tool, &error))?,
-                    ))
+            let response = match self
+                .tool_request(
+                    &live,
+                    &params,
+                    options.meta.clone(),
+                    remaining,
+                    options.progress.clone(),
+                    &options.cancel,
+                )
+                .await
+            {
+                Ok(response) => response,
+                Err(ToolRequestStop::NotSent(error)) => {
+                    return Err(self.request_failure(tool, &error));
                 }
-            };
-            let _route = options.progress.clone().map(|sender| {
-                live.context
-                    .route_progress(pending.progress_token(), sender)
-            });
-            let request_id = pending.id();
-            let peer = live.service.peer().clone();
-            let response = tokio::select! {
-                response = pending.response(remaining, &peer) => response,
-                () = options.cancel.cancelled() => {
-                    let _ = Box::pin(peer.notify_cancelled(CancelledNotificationParam::new(
-                        Some(request_id),
-                        Some("cancelled by the caller".to_owned()),
-                    )))
-                    .await;
-                    return Err(McpError::new(
-                        self.name(),
-                        FailureKind::Cancelled,
-                        format!("the call to \"{tool}\" was cancelled"),
-                        None,
-                    ));
-                }
+                Err(ToolRequestStop::Cancelled) => return Err(self.cancelled_call(tool)),
             };
             match response {
                 Ok(ServerResult::CallToolResult(result)) => {

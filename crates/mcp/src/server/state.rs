@@ -100,6 +100,16 @@ pub struct CallOptions {
 }
 
 impl ServerSlot {
+    /// The protocol revision the connection speaks, once connected.
+    pub(crate) fn protocol_revision(&self) -> Option<String> {
+        self.lock_state().protocol.clone()
+    }
+
+    /// The instructions the server gave at initialization, once connected.
+    pub(crate) fn instructions(&self) -> Option<String> {
+        self.lock_state().instructions.clone()
+    }
+
     pub(crate) fn status(&self) -> ServerStatus {
         let state = self.lock_state();
         let catalog = self.lock_catalog();

@@ -113,9 +113,9 @@ impl GatewayHandler {
         self.gateway
             .host
             .servers()
-            .server_status(server)
+            .protocol_revision(server)
             .ok()
-            .and_then(|status| status.protocol_revision)
+            .flatten()
             .is_some_and(|revision| revision.as_str() < ProtocolVersion::V_2026_07_28.as_str())
     }
 

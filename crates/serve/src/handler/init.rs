@@ -14,26 +14,19 @@ use crate::changes::{Holder, Listener};
 
 impl GatewayHandler {
     /// The `initialize` answer: capabilities (completions, logging and resource subscriptions only in passthrough), identity and the fronted server's instructions.
+    ///
+    /// rmcp asks for it on every request of a 2026-07-28 client, so all but the instructions is
+    /// built once.
     pub(super) fn handle_get_info(&self) -> ServerConfig {
-        let mut capabilities = json!({
-            "tools": {"listChanged": true},
-            "resources": {"listChanged": true},
-            "prompts": {"listChanged": true},
-        });
-        // One fronted server: its completions, log level and resource subscriptions are relayed.
-        if self.gateway.exposure == Exposure::Passthrough {
-            capabilities["completions"] = json!({});
-            capabilities["logging"] = json!({});
-            capabilities["resources"]["subscribe"] = json!(true);
-        }
-        let capabilities: ServerCapabilities =
-            serde_json::from_value(capabilities).unwrap_or_default();
-        let mut config = ServerConfig::new(capabilities)
-            .with_server_info(Implementation::new("warden", env!("CARGO_PKG_VERSION")));
+        let mut config = self
+            .gateway
+            .announced
+            .get_or_init(|| announced(self.gateway.exposure))
+            .clone();
         if let (Exposure::Passthrough, Some(upstream)) =
             (self.gateway.exposure, self.gateway.upstream())
-            && let Ok(status) = self.gateway.host.servers().server_status(upstream)
-            && let Some(instructions) = status.instructions
+            && let Ok(Some(instructions)) =
+                self.gateway.host.servers().server_instructions(upstream)
         {
             config = config.with_instructions(instructions);
         }
@@ -111,4 +104,23 @@ impl GatewayHandler {
         }
         Ok(())
     }
+}
+
+/// What the gateway announces besides the upstream's instructions: capabilities (completions,
+/// logging and resource subscriptions only in passthrough) and its identity.
+fn announced(exposure: Exposure) -> ServerConfig {
+    let mut capabilities = json!({
+        "tools": {"listChanged": true},
+        "resources": {"listChanged": true},
+        "prompts": {"listChanged": true},
+    });
+    // One fronted server: its completions, log level and resource subscriptions are relayed.
+    if exposure == Exposure::Passthrough {
+        capabilities["completions"] = json!({});
+        capabilities["logging"] = json!({});
+        capabilities["resources"]["subscribe"] = json!(true);
+    }
+    let capabilities: ServerCapabilities = serde_json::from_value(capabilities).unwrap_or_default();
+    ServerConfig::new(capabilities)
+        .with_server_info(Implementation::new("warden", env!("CARGO_PKG_VERSION")))
 }
