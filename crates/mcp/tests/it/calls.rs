@@ -127,16 +127,10 @@ async fn a_timed_out_call_is_cancelled_and_the_server_stays_up() {
     );
 
     // The server saw notifications/cancelled.
-    let mut cancelled = false;
-    for _ in 0..100 {
-        let text = std::fs::read_to_string(ledger.path()).unwrap_or_default();
-        if text.contains("slow cancelled 20000") {
-            cancelled = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(cancelled, "the server never saw the cancellation");
+    assert!(
+        ledger_shows(ledger.path(), "slow cancelled 20000").await,
+        "the server never saw the cancellation"
+    );
 
     let after = runtime
         .call_tool(
@@ -198,6 +192,73 @@ async fn the_caller_can_cancel_a_call() {
     assert_eq!(
         result.expect_err("cancelled").kind(),
         FailureKind::Cancelled
+    );
+    assert_eq!(common::state_of(runtime, "work"), ServerState::Connected);
+    runtime.shutdown().await;
+}
+
+/// Polls `ledger` until the fixture wrote `line` (it writes one when it sees a cancellation).
+async fn ledger_shows(ledger: &std::path::Path, line: &str) -> bool {
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(ledger).unwrap_or_default();
+        if text.contains(line) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_relayed_call_comes_back_as_answered_and_its_cancellation_reaches_the_server() {
+    let ledger = tempfile::NamedTempFile::new().expect("ledger");
+    let spec = common::fixture("work", "echo").with_env(
+        warden_testkit::fixtures::LEDGER_ENV,
+        ledger.path().to_string_lossy().into_owned(),
+    );
+    let test = common::runtime(vec![spec]);
+    let runtime = &test.runtime;
+    runtime.server_tools("work").await.expect("tools");
+    let relayed = |tool: &str, arguments_json: serde_json::Value| {
+        rmcp::model::CallToolRequestParams::new(tool.to_owned())
+            .with_arguments(arguments(arguments_json))
+    };
+    // The server's answer, unchanged.
+    let answer = runtime
+        .relay_call_tool(
+            &ToolIdentity::new("work", "echo"),
+            relayed("echo", json!({"text": "relayed"})),
+            CallOptions::default(),
+        )
+        .await
+        .expect("relayed");
+    let rmcp::model::ServerResult::CallToolResult(result) = answer else {
+        panic!("expected a tool result, got {answer:?}");
+    };
+    assert_eq!(common::first_text(&result), "relayed");
+    // A caller that stops the call: reported as cancelled, and the server is told.
+    let cancel = CancellationToken::new();
+    let options = CallOptions {
+        progress: None,
+        cancel: cancel.clone(),
+        meta: None,
+    };
+    let slow = ToolIdentity::new("work", "slow");
+    let call = runtime.relay_call_tool(&slow, relayed("slow", json!({"ms": 30000})), options);
+    let canceller = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    };
+    let (result, ()) = tokio::join!(call, canceller);
+    match result {
+        Err(warden_mcp::RelayError::Failed(error)) => {
+            assert_eq!(error.kind(), FailureKind::Cancelled, "{error}");
+        }
+        other => panic!("expected a cancelled call, got {other:?}"),
+    }
+    assert!(
+        ledger_shows(ledger.path(), "slow cancelled 30000").await,
+        "the server never saw the cancellation"
     );
     assert_eq!(common::state_of(runtime, "work"), ServerState::Connected);
     runtime.shutdown().await;
