@@ -97,13 +97,8 @@ async fn unknown_and_filtered_tools_are_refused_before_any_call() {
 
 #[tokio::test]
 async fn a_timed_out_call_is_cancelled_and_the_server_stays_up() {
-    let ledger = tempfile::NamedTempFile::new().expect("ledger");
-    let spec = common::fixture("slowpoke", "echo")
-        .with_tool_timeout(Duration::from_millis(400))
-        .with_env(
-            warden_testkit::fixtures::LEDGER_ENV,
-            ledger.path().to_string_lossy().into_owned(),
-        );
+    let (ledger, spec) = fixture_with_ledger("slowpoke", "echo");
+    let spec = spec.with_tool_timeout(Duration::from_millis(400));
     let test = common::runtime(vec![spec]);
     let runtime = &test.runtime;
     let error = runtime
@@ -176,25 +171,47 @@ async fn the_caller_can_cancel_a_call() {
     let test = common::runtime(vec![common::fixture("work", "echo")]);
     let runtime = &test.runtime;
     runtime.server_tools("work").await.expect("tools");
-    let cancel = CancellationToken::new();
-    let options = CallOptions {
-        progress: None,
-        cancel: cancel.clone(),
-        meta: None,
-    };
+    let (cancel, options) = cancellable();
     let identity = ToolIdentity::new("work", "slow");
     let call = runtime.call_tool(&identity, arguments(json!({"ms": 30000})), options);
-    let canceller = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        cancel.cancel();
-    };
-    let (result, ()) = tokio::join!(call, canceller);
+    let (result, ()) = tokio::join!(call, cancel_soon(cancel));
     assert_eq!(
         result.expect_err("cancelled").kind(),
         FailureKind::Cancelled
     );
     assert_eq!(common::state_of(runtime, "work"), ServerState::Connected);
     runtime.shutdown().await;
+}
+
+/// Call options whose call the returned token cancels.
+fn cancellable() -> (CancellationToken, CallOptions) {
+    let cancel = CancellationToken::new();
+    let options = CallOptions {
+        progress: None,
+        cancel: cancel.clone(),
+        meta: None,
+    };
+    (cancel, options)
+}
+
+/// Cancels after 300 ms, while the fixture's slow tool is still sleeping.
+async fn cancel_soon(cancel: CancellationToken) {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cancel.cancel();
+}
+
+/// The fixture `kind` as server `name`, writing its ledger (cancellations seen, calls made) to a
+/// temporary file kept alive by the returned handle.
+fn fixture_with_ledger(
+    name: &str,
+    kind: &str,
+) -> (tempfile::NamedTempFile, warden_mcp::ServerSpec) {
+    let ledger = tempfile::NamedTempFile::new().expect("ledger");
+    let spec = common::fixture(name, kind).with_env(
+        warden_testkit::fixtures::LEDGER_ENV,
+        ledger.path().to_string_lossy().into_owned(),
+    );
+    (ledger, spec)
 }
 
 /// Polls `ledger` until the fixture wrote `line` (it writes one when it sees a cancellation).
@@ -211,11 +228,7 @@ async fn ledger_shows(ledger: &std::path::Path, line: &str) -> bool {
 
 #[tokio::test]
 async fn a_relayed_call_comes_back_as_answered_and_its_cancellation_reaches_the_server() {
-    let ledger = tempfile::NamedTempFile::new().expect("ledger");
-    let spec = common::fixture("work", "echo").with_env(
-        warden_testkit::fixtures::LEDGER_ENV,
-        ledger.path().to_string_lossy().into_owned(),
-    );
+    let (ledger, spec) = fixture_with_ledger("work", "echo");
     let test = common::runtime(vec![spec]);
     let runtime = &test.runtime;
     runtime.server_tools("work").await.expect("tools");
@@ -237,19 +250,10 @@ async fn a_relayed_call_comes_back_as_answered_and_its_cancellation_reaches_the_
     };
     assert_eq!(common::first_text(&result), "relayed");
     // A caller that stops the call: reported as cancelled, and the server is told.
-    let cancel = CancellationToken::new();
-    let options = CallOptions {
-        progress: None,
-        cancel: cancel.clone(),
-        meta: None,
-    };
+    let (cancel, options) = cancellable();
     let slow = ToolIdentity::new("work", "slow");
     let call = runtime.relay_call_tool(&slow, relayed("slow", json!({"ms": 30000})), options);
-    let canceller = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        cancel.cancel();
-    };
-    let (result, ()) = tokio::join!(call, canceller);
+    let (result, ()) = tokio::join!(call, cancel_soon(cancel));
     match result {
         Err(warden_mcp::RelayError::Failed(error)) => {
             assert_eq!(error.kind(), FailureKind::Cancelled, "{error}");
@@ -266,11 +270,7 @@ async fn a_relayed_call_comes_back_as_answered_and_its_cancellation_reaches_the_
 
 #[tokio::test]
 async fn a_server_that_dies_mid_call_is_reported_never_resent_and_reconnected() {
-    let ledger = tempfile::NamedTempFile::new().expect("ledger");
-    let spec = common::fixture("db", "crash-mid-call").with_env(
-        warden_testkit::fixtures::LEDGER_ENV,
-        ledger.path().to_string_lossy().into_owned(),
-    );
+    let (ledger, spec) = fixture_with_ledger("db", "crash-mid-call");
     let test = common::runtime(vec![spec]);
     let runtime = &test.runtime;
     let error = runtime
