@@ -87,8 +87,8 @@ pub struct Gateway {
     /// 2026-07-28 clients' calls held open for their retries (bridged to an older upstream).
     parked: handler::ParkedCalls,
     /// What `initialize` (and every 2026-07-28 request) announces besides the upstream's
-    /// instructions; built on first use.
-    announced: std::sync::OnceLock<rmcp::model::ServerConfig>,
+    /// instructions.
+    announced: rmcp::model::ServerConfig,
 }
 
 /// A local skill as the gateway publishes it.
@@ -144,7 +144,7 @@ impl Gateway {
             progressive_host_tools: Vec::new(),
             upstream_log_level: Mutex::default(),
             parked: handler::ParkedCalls::default(),
-            announced: std::sync::OnceLock::new(),
+            announced: handler::announced(exposure),
         })
     }
 

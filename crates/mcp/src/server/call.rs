@@ -85,7 +85,7 @@ impl Pending {
 }
 
 /// Why a tool call's request got no answer from the server.
-pub(crate) enum ToolRequestStop {
+enum ToolRequestStop {
     /// It could not be sent.
     NotSent(ServiceError),
     /// The caller cancelled it first (the server was told).
@@ -146,7 +146,7 @@ impl ServerSlot {
     }
 
     /// The failure of a call its caller cancelled.
-    pub(crate) fn cancelled_call(&self, tool: &str) -> McpError {
+    fn cancelled_call(&self, tool: &str) -> McpError {
         McpError::new(
             self.name(),
             FailureKind::Cancelled,

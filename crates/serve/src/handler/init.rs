@@ -18,11 +18,7 @@ impl GatewayHandler {
     /// rmcp asks for it on every request of a 2026-07-28 client, so all but the instructions is
     /// built once.
     pub(super) fn handle_get_info(&self) -> ServerConfig {
-        let mut config = self
-            .gateway
-            .announced
-            .get_or_init(|| announced(self.gateway.exposure))
-            .clone();
+        let mut config = self.gateway.announced.clone();
         if let (Exposure::Passthrough, Some(upstream)) =
             (self.gateway.exposure, self.gateway.upstream())
             && let Ok(Some(instructions)) =
@@ -108,7 +104,7 @@ impl GatewayHandler {
 
 /// What the gateway announces besides the upstream's instructions: capabilities (completions,
 /// logging and resource subscriptions only in passthrough) and its identity.
-fn announced(exposure: Exposure) -> ServerConfig {
+pub(crate) fn announced(exposure: Exposure) -> ServerConfig {
     let mut capabilities = json!({
         "tools": {"listChanged": true},
         "resources": {"listChanged": true},

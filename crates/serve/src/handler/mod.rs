@@ -16,6 +16,7 @@ mod tools;
 
 pub(crate) use bridge::ParkedCalls;
 pub(crate) use gated::severity;
+pub(crate) use init::announced;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
