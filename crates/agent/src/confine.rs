@@ -1,7 +1,8 @@
 //! How a `bash` command is confined: the clean environment it starts with, and the kernel
-//! sandbox (Landlock, seccomp, cgroup) built from the session's workspace — writes only inside
-//! the roots and a private temp folder, no reads of the protected paths, no network but the tool
-//! bridge unless the operator allows it.
+//! sandbox (Landlock, seccomp, cgroup, a private mount namespace) built from the session's
+//! workspace — reads only in the workspace, the system's folders and the tool caches, writes only
+//! inside the roots and a private temp folder, files that run later read-only, credential files
+//! seen empty, no network but the tool bridge unless the operator allows it.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -46,6 +47,11 @@ pub struct BashConfinement {
     pub limits: ResourceLimits,
     /// Variable names passed from warden's environment beyond [`DEFAULT_BASH_ENV`].
     pub env: Vec<String>,
+    /// Folders commands may read beside [`default_readable_roots`] (`[sandbox] readable`).
+    pub readable: Vec<PathBuf>,
+    /// Folders commands may write beside the workspace: tool caches (`[sandbox] writable`,
+    /// such as `~/.cargo/registry` or `~/.npm`), so a build works through the agent.
+    pub writable: Vec<PathBuf>,
 }
 
 impl Default for BashConfinement {
@@ -59,8 +65,133 @@ impl Default for BashConfinement {
                 ..ResourceLimits::default()
             },
             env: Vec::new(),
+            readable: Vec::new(),
+            writable: Vec::new(),
         }
     }
+}
+
+/// The system's program and library folders a command reads by default.
+const SYSTEM_READABLE: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc",
+    "/sys", "/nix", "/snap",
+];
+
+/// Tool installations and caches under the home folder a command reads by default (read-only:
+/// `[sandbox] writable` makes one writable). Credentials beneath them stay on the never-list.
+const HOME_READABLE: &[&str] = &[
+    ".cargo/bin",
+    ".cargo/registry",
+    ".cargo/git",
+    ".rustup",
+    ".pyenv",
+    ".nvm",
+    ".volta",
+    ".bun",
+    ".deno",
+    ".local/bin",
+    ".local/lib",
+    ".local/share/pnpm",
+    ".npm",
+    ".cache/pip",
+    ".cache/uv",
+    "go/pkg/mod",
+    ".m2/repository",
+    ".gradle/caches",
+    ".gitconfig",
+    ".config/git/config",
+    ".config/git/ignore",
+];
+
+/// Where a command may read by default: the system's folders, each absolute folder of `PATH`
+/// that is not the home folder or above it (so `warden tool` and the tools a user installed
+/// run), and the tool installations and caches of [`HOME_READABLE`]. Everything else — the rest
+/// of the home folder above all — is unreadable unless the operator adds it.
+pub(crate) fn default_readable_roots(
+    home: Option<&Path>,
+    path_var: Option<&OsStr>,
+) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = SYSTEM_READABLE.iter().map(PathBuf::from).collect();
+    if let Some(path_var) = path_var {
+        let too_wide = |dir: &Path| {
+            dir == Path::new("/")
+                || home.is_some_and(|home| home.starts_with(dir) || dir == home.join(".local"))
+        };
+        for dir in std::env::split_paths(path_var) {
+            if !dir.is_absolute() || too_wide(&dir) {
+                continue;
+            }
+            // A version manager's `shims` or `bin` runs programs from the installation around
+            // it (pyenv's shims run `libexec/pyenv` and `versions/…`): read the installation.
+            let installation = dir
+                .file_name()
+                .is_some_and(|name| name == "shims" || name == "bin")
+                .then(|| dir.parent().map(Path::to_path_buf))
+                .flatten()
+                .filter(|parent| !too_wide(parent));
+            for root in [Some(dir), installation].into_iter().flatten() {
+                if !roots.contains(&root) {
+                    roots.push(root);
+                }
+            }
+        }
+    }
+    if let Some(home) = home {
+        roots.extend(HOME_READABLE.iter().map(|relative| home.join(relative)));
+    }
+    roots
+}
+
+/// Folders a walk for credential files never enters: version control, dependencies, builds.
+const SECRET_WALK_SKIPS: &[&str] = &[
+    ".git",
+    "node_modules",
+    "target",
+    ".venv",
+    "venv",
+    "__pycache__",
+    "dist",
+    "build",
+];
+/// How deep beneath a root, and how many entries in all, the walk for credential files looks.
+const SECRET_WALK_DEPTH: usize = 4;
+const SECRET_WALK_ENTRIES: usize = 20_000;
+
+/// The credential files (`.env`, keys, …) inside the workspace roots that a command sees empty:
+/// found by name down to [`SECRET_WALK_DEPTH`] levels, skipping [`SECRET_WALK_SKIPS`], at most
+/// [`SECRET_WALK_ENTRIES`] entries (the built-in tools ask before reading any of them anywhere).
+pub(crate) fn workspace_secrets(workspace: &Workspace) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut seen = 0usize;
+    for root in workspace.roots() {
+        let mut stack = vec![(root.clone(), 0usize)];
+        while let Some((dir, depth)) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                seen += 1;
+                if seen > SECRET_WALK_ENTRIES {
+                    return found;
+                }
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let path = entry.path();
+                if kind.is_dir() {
+                    let skipped = SECRET_WALK_SKIPS
+                        .iter()
+                        .any(|skip| entry.file_name() == OsStr::new(skip));
+                    if !skipped && depth + 1 < SECRET_WALK_DEPTH {
+                        stack.push((path, depth + 1));
+                    }
+                } else if kind.is_file() && workspace.secret(&path).is_some() {
+                    found.push(path);
+                }
+            }
+        }
+    }
+    found
 }
 
 /// Half the machine's physical memory, if it can be read.
@@ -131,14 +262,48 @@ pub(crate) fn command_policy(
     private_tmp: &Path,
     bridge_port: Option<u16>,
 ) -> SandboxPolicy {
+    let mut writable_roots = workspace.roots().to_vec();
+    writable_roots.extend(
+        confinement
+            .writable
+            .iter()
+            .filter(|dir| dir.is_dir())
+            .cloned(),
+    );
     SandboxPolicy {
         mode: confinement.mode,
         readable_denied: sandbox_never_list(workspace, &[]),
-        writable_roots: workspace.roots().to_vec(),
+        writable_roots,
+        readable_roots: Some(bash_readable_roots(confinement, workspace)),
+        read_only_paths: workspace.runs_later_paths(),
+        hidden_files: workspace_secrets(workspace),
         private_tmp: private_tmp.to_path_buf(),
         network: network_policy(confinement.network, bridge_port),
         limits: confinement.limits,
     }
+}
+
+/// Where a `bash` command reads beside the workspace roots and its private temp folder (what
+/// `warden doctor` shows): [`default_readable_roots`], the operator's `[sandbox] readable` and
+/// `writable` folders and warden's read-only folders (its artifacts).
+pub fn bash_readable_roots(confinement: &BashConfinement, workspace: &Workspace) -> Vec<PathBuf> {
+    readable_roots(confinement, workspace, &[])
+}
+
+/// [`bash_readable_roots`] and `also`.
+fn readable_roots(
+    confinement: &BashConfinement,
+    workspace: &Workspace,
+    also: &[PathBuf],
+) -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut roots = default_readable_roots(home.as_deref(), std::env::var_os("PATH").as_deref());
+    roots.extend(confinement.readable.iter().cloned());
+    roots.extend(confinement.writable.iter().cloned());
+    roots.extend(workspace.read_only_roots().iter().cloned());
+    roots.extend(also.iter().cloned());
+    roots.retain(|root| root.is_absolute() && !root.components().any(|c| c.as_os_str() == ".."));
+    roots
 }
 
 /// The kernel sandbox for one command (see [`command_policy`]).
@@ -170,6 +335,13 @@ pub fn prepare_script(
         mode: SandboxMode::ReadOnly,
         readable_denied: sandbox_never_list(workspace, &[skill_dir.to_path_buf()]),
         writable_roots: Vec::new(),
+        readable_roots: Some(readable_roots(
+            confinement,
+            workspace,
+            &[skill_dir.to_path_buf()],
+        )),
+        read_only_paths: Vec::new(),
+        hidden_files: Vec::new(),
         private_tmp: private_tmp.to_path_buf(),
         network: network_policy(network, None),
         limits: confinement.limits,

@@ -21,7 +21,7 @@ pub use builtin::{
     PlanEntry, PlanPriority, PlanStatus, TerminalRun, TextFiles, builtin_specs, cap_output,
     plan_entries,
 };
-pub use confine::{BashConfinement, clean_environment, prepare_script};
+pub use confine::{BashConfinement, bash_readable_roots, clean_environment, prepare_script};
 pub use conversation::{Message, ToolCall, ToolSpec, Usage};
 pub use process::run_confined;
 pub use prompt::{

@@ -3,7 +3,8 @@
 //!
 //! Every path a built-in tool is given is resolved first — relative to the working folder,
 //! symlinks and `..` followed as far as the path exists — and then placed: inside a root, outside
-//! every root (the gate asks), or protected (refused, naming the rule that would allow it).
+//! every root (the gate asks), a credential file to read or a file that runs later to write (the
+//! gate asks, in every mode), or protected (refused, naming the rule that would allow it).
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
@@ -24,6 +25,13 @@ pub enum Placement {
     Inside,
     /// Outside every root: the gate asks before the call runs.
     Outside,
+    /// A credential file (`.env`, `.netrc`, a private key, a shell history…), read: the gate asks
+    /// in every mode, wherever it lies. Says what it holds.
+    Secret(&'static str),
+    /// A file that runs later, outside any sandbox (`.git/`, `.envrc`, editor tasks, CI
+    /// workflows, agent instruction files), written: the gate asks in every mode. Says what runs
+    /// it.
+    RunsLater(String),
     /// A protected path: refused with this reason, which names the rule that would allow it.
     Protected(String),
 }
@@ -51,6 +59,9 @@ pub struct Workspace {
     protected: Vec<ProtectedPath>,
     /// Protected paths the user's config allows (`[permissions] allow_protected`), resolved.
     allowed: Vec<PathBuf>,
+    /// The operator's own files that run later, relative to a root (`[permissions]
+    /// write_protected`), beside [`RUNS_LATER`].
+    write_protected: Vec<PathBuf>,
     /// Where the user adds such a rule, for the refusal's fix.
     rule_hint: String,
 }
@@ -117,6 +128,19 @@ const HOME_SECRETS: &[(&str, &str)] = &[
     (".password-store", "pass passwords"),
     (".local/share/keyrings", "desktop keyrings"),
     (".vault-token", "a Vault token"),
+    (".pgpass", "PostgreSQL passwords"),
+    (".my.cnf", "MySQL passwords"),
+    (".config/rclone", "rclone remotes' credentials"),
+    (".config/hub", "GitHub tokens"),
+    (".config/op", "1Password sessions"),
+    (".terraform.d", "Terraform Cloud tokens"),
+    (".bash_history", "a shell history"),
+    (".zsh_history", "a shell history"),
+    (".python_history", "a Python history"),
+    (".psql_history", "a psql history"),
+    (".mysql_history", "a MySQL history"),
+    (".node_repl_history", "a Node.js history"),
+    (".local/share/fish/fish_history", "a shell history"),
 ];
 
 /// System files that hold secrets.
@@ -126,6 +150,110 @@ const SYSTEM_SECRETS: &[(&str, &str)] = &[
     ("/etc/sudoers", "sudo rules"),
     ("/etc/ssh", "the host's SSH keys"),
 ];
+
+/// Files at a root's top (or beneath these folders) that a program runs or obeys later, outside
+/// any sandbox, and what runs them. `.git` (anywhere) and the agent instruction files (anywhere)
+/// are matched apart.
+pub(crate) const RUNS_LATER: &[(&str, &str)] = &[
+    (".warden", "warden reads it as the project's configuration"),
+    (".mcp.json", "MCP clients start the servers it names"),
+    (".envrc", "direnv runs it on entering the folder"),
+    (
+        ".vscode",
+        "the editor runs its tasks and applies its settings",
+    ),
+    (".idea", "the IDE runs its run configurations"),
+    (".claude", "coding agents run its hooks"),
+    (
+        ".github/workflows",
+        "CI runs it with the repository's secrets",
+    ),
+    (".gitlab-ci.yml", "CI runs it with the repository's secrets"),
+    (
+        ".pre-commit-config.yaml",
+        "pre-commit runs it at every commit",
+    ),
+];
+
+/// Agent instruction files, read into a later session's prompt.
+pub(crate) const AGENT_INSTRUCTIONS: &[&str] = &["AGENTS.md", "CLAUDE.md"];
+
+/// What a credential file holds, judged by its name (and its folder's), wherever it lies: the
+/// allow list a built-in read of it must pass (a person's yes, or `[permissions]
+/// allow_protected`).
+pub(crate) fn secret_file(path: &Path) -> Option<&'static str> {
+    let name = path.file_name()?.to_str()?;
+    let parent = path
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(OsStr::to_str)
+        .unwrap_or("");
+    let lower = name.to_ascii_lowercase();
+    if lower == ".env" || lower == ".envrc" {
+        return Some("environment secrets");
+    }
+    if let Some(variant) = lower.strip_prefix(".env.") {
+        // Committed templates hold no secret.
+        let template = ["example", "sample", "template", "dist", "defaults"]
+            .iter()
+            .any(|kind| variant.ends_with(kind));
+        return (!template).then_some("environment secrets");
+    }
+    let by_name: &[(&str, &str)] = &[
+        (".netrc", "network login credentials"),
+        ("_netrc", "network login credentials"),
+        (".pgpass", "PostgreSQL passwords"),
+        (".my.cnf", "MySQL passwords"),
+        (".git-credentials", "git credentials"),
+        (".npmrc", "npm tokens"),
+        (".pypirc", "PyPI tokens"),
+        (".vault-token", "a Vault token"),
+        ("rclone.conf", "rclone remotes' credentials"),
+        ("kubeconfig", "Kubernetes credentials"),
+        ("credentials", "cloud credentials"),
+        ("credentials.json", "cloud credentials"),
+        ("credentials.toml", "registry tokens"),
+        ("id_rsa", "an SSH private key"),
+        ("id_dsa", "an SSH private key"),
+        ("id_ecdsa", "an SSH private key"),
+        ("id_ed25519", "an SSH private key"),
+        ("id_ecdsa_sk", "an SSH private key"),
+        ("id_ed25519_sk", "an SSH private key"),
+    ];
+    if let Some((_, holds)) = by_name.iter().find(|(known, _)| lower == *known) {
+        return Some(holds);
+    }
+    if lower.ends_with("_history") || lower == ".histfile" {
+        return Some("a shell history");
+    }
+    let by_folder: &[(&str, &str, &str)] = &[
+        (".kube", "config", "Kubernetes credentials"),
+        (".docker", "config.json", "Docker registry credentials"),
+        (".aws", "config", "AWS credentials"),
+    ];
+    if let Some((_, _, holds)) = by_folder
+        .iter()
+        .find(|(folder, file, _)| parent == *folder && lower == *file)
+    {
+        return Some(holds);
+    }
+    let by_extension: &[(&str, &str)] = &[
+        ("pem", "a private key or certificate"),
+        ("key", "a private key"),
+        ("p12", "a key store"),
+        ("pfx", "a key store"),
+        ("jks", "a key store"),
+        ("keystore", "a key store"),
+        ("ppk", "a PuTTY private key"),
+        ("tfvars", "Terraform variables"),
+        ("tfstate", "Terraform state"),
+    ];
+    let extension = Path::new(&lower).extension().and_then(OsStr::to_str)?;
+    by_extension
+        .iter()
+        .find(|(known, _)| extension == *known)
+        .map(|(_, holds)| *holds)
+}
 
 /// Per-process files under `/proc` that expose a process's secrets (its environment, memory).
 const PROC_SECRETS: &[&str] = &["environ", "mem", "auxv", "maps", "pagemap", "cmdline"];
@@ -149,8 +277,17 @@ impl Workspace {
                 })
                 .collect(),
             allowed: Vec::new(),
+            write_protected: Vec::new(),
             rule_hint: "[permissions] allow_protected in your user config".to_owned(),
         }
+    }
+
+    /// Adds the operator's own files that run later (`[permissions] write_protected`): paths
+    /// relative to a root, each covering what lies beneath it.
+    #[must_use]
+    pub fn with_write_protected(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.write_protected.extend(paths);
+        self
     }
 
     /// A workspace with no protected paths (tests of the tools' own behaviour).
@@ -240,11 +377,79 @@ impl Workspace {
         if let Some(reason) = self.protection(path, access) {
             return Placement::Protected(reason);
         }
+        if !self.is_allowed(path) {
+            match access {
+                Access::Read => {
+                    if let Some(holds) = secret_file(path) {
+                        return Placement::Secret(holds);
+                    }
+                }
+                Access::Write => {
+                    if let Some(runs) = self.runs_later(path) {
+                        return Placement::RunsLater(runs);
+                    }
+                }
+            }
+        }
         if inside(&self.roots) {
             Placement::Inside
         } else {
             Placement::Outside
         }
+    }
+
+    /// What runs `path` later, if it is a file that runs later inside a root: git's folder
+    /// anywhere, the files in [`RUNS_LATER`] at a root's top, agent instruction files anywhere,
+    /// and the operator's `[permissions] write_protected` entries.
+    pub fn runs_later(&self, path: &Path) -> Option<String> {
+        let relative = self
+            .roots
+            .iter()
+            .filter_map(|root| path.strip_prefix(root).ok())
+            .next()?;
+        if relative
+            .components()
+            .any(|component| component.as_os_str() == ".git")
+        {
+            return Some("git runs its hooks and reads its config".to_owned());
+        }
+        if let Some(name) = relative.file_name().and_then(OsStr::to_str)
+            && AGENT_INSTRUCTIONS.contains(&name)
+        {
+            return Some("agents read it as their instructions".to_owned());
+        }
+        if let Some((_, runs)) = RUNS_LATER
+            .iter()
+            .find(|(entry, _)| relative.starts_with(entry))
+        {
+            return Some((*runs).to_owned());
+        }
+        self.write_protected
+            .iter()
+            .any(|entry| relative.starts_with(entry))
+            .then(|| "the operator protects it ([permissions] write_protected)".to_owned())
+    }
+
+    /// The paths of [`Workspace::runs_later`] under each root, as the bash sandbox keeps them
+    /// read-only: git's folder, [`RUNS_LATER`], the agent instruction files at the top and the
+    /// operator's entries (each whether it exists or not).
+    pub fn runs_later_paths(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for root in &self.roots {
+            out.push(root.join(".git"));
+            out.extend(RUNS_LATER.iter().map(|(entry, _)| root.join(entry)));
+            out.extend(AGENT_INSTRUCTIONS.iter().map(|name| root.join(name)));
+            out.extend(self.write_protected.iter().map(|entry| root.join(entry)));
+        }
+        out.retain(|path| !self.is_allowed(path));
+        out
+    }
+
+    /// What the credential file `path` holds, unless the user's config allows it.
+    pub fn secret(&self, path: &Path) -> Option<&'static str> {
+        (!self.is_allowed(path))
+            .then(|| secret_file(path))
+            .flatten()
     }
 
     /// Whether a walk (glob, grep) may enter or read `path`, an entry of a resolved folder:
@@ -543,5 +748,100 @@ mod tests {
         let file = workspace.resolve(&artifacts.join("out.txt").display().to_string());
         assert_eq!(workspace.place(&file, Access::Read), Placement::Inside);
         assert_eq!(workspace.place(&file, Access::Write), Placement::Outside);
+    }
+
+    #[test]
+    fn credential_files_are_known_by_name_wherever_they_lie_and_templates_are_not() {
+        for path in [
+            "/w/.env",
+            "/w/app/.env.production",
+            "/w/.envrc",
+            "/home/u/.pgpass",
+            "/w/deploy/id_ed25519",
+            "/w/certs/server.key",
+            "/w/tls/cert.pem",
+            "/home/u/.kube/config",
+            "/home/u/.docker/config.json",
+            "/w/infra/prod.tfvars",
+            "/home/u/.zsh_history",
+            "/w/.netrc",
+            "/home/u/.config/rclone/rclone.conf",
+        ] {
+            assert!(secret_file(Path::new(path)).is_some(), "{path}");
+        }
+        for path in [
+            "/w/.env.example",
+            "/w/.env.sample",
+            "/w/.env.template",
+            "/w/src/env.rs",
+            "/w/deploy/id_ed25519.pub",
+            "/w/config",
+            "/w/README.md",
+            "/w/.environment",
+        ] {
+            assert!(secret_file(Path::new(path)).is_none(), "{path}");
+        }
+    }
+
+    #[test]
+    fn a_credential_read_and_a_write_that_runs_later_are_placed_apart_and_allow_protected_lifts_them()
+     {
+        let (dir, workspace) = fixture();
+        let work = std::fs::canonicalize(dir.path().join("work")).unwrap();
+        let workspace = workspace.with_write_protected([PathBuf::from("scripts/deploy.sh")]);
+        let env = work.join(".env");
+        assert_eq!(
+            workspace.place(&env, Access::Read),
+            Placement::Secret("environment secrets")
+        );
+        assert_eq!(workspace.place(&env, Access::Write), Placement::Inside);
+        for later in [
+            ".git/hooks/post-checkout",
+            ".git/config",
+            "sub/.git/config",
+            ".warden/config.toml",
+            ".envrc",
+            ".vscode/tasks.json",
+            ".github/workflows/ci.yml",
+            "AGENTS.md",
+            "docs/CLAUDE.md",
+            ".mcp.json",
+            "scripts/deploy.sh",
+        ] {
+            assert!(
+                matches!(
+                    workspace.place(&work.join(later), Access::Write),
+                    Placement::RunsLater(_)
+                ),
+                "{later}"
+            );
+            assert_ne!(
+                workspace.place(&work.join(later), Access::Read),
+                Placement::RunsLater(String::new()),
+                "{later}: reading it is fine"
+            );
+        }
+        for plain in [
+            "src/main.rs",
+            ".github/README.md",
+            "scripts/build.sh",
+            "gitignore",
+        ] {
+            assert_eq!(
+                workspace.place(&work.join(plain), Access::Write),
+                Placement::Inside,
+                "{plain}"
+            );
+        }
+        let lifted = workspace.allowing([env.clone(), work.join(".git")], "hint");
+        assert_eq!(lifted.place(&env, Access::Read), Placement::Inside);
+        assert_eq!(
+            lifted.place(&work.join(".git/config"), Access::Write),
+            Placement::Inside
+        );
+        let paths = lifted.runs_later_paths();
+        assert!(!paths.contains(&work.join(".git")), "{paths:?}");
+        assert!(paths.contains(&work.join("AGENTS.md")), "{paths:?}");
+        assert!(paths.contains(&work.join("scripts/deploy.sh")), "{paths:?}");
     }
 }

@@ -365,7 +365,7 @@ mod tests {
             effect,
             arguments: serde_json::json!({"order_id": "A-1"}),
             reason: "cancel_order requires approval before every call".into(),
-            outside: None,
+            guarded: None,
             requires_approval: false,
             offers_always: false,
             once_only: false,

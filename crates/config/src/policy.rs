@@ -54,6 +54,8 @@ pub struct PermissionSettings {
     pub additional_directories: Vec<PathBuf>,
     /// Protected paths the built-in tools may reach anyway (user scope only).
     pub allow_protected: Vec<PathBuf>,
+    /// The operator's files that run later, relative to a workspace root (every scope adds).
+    pub write_protected: Vec<PathBuf>,
 }
 
 impl PermissionSettings {
@@ -234,6 +236,7 @@ impl PolicySettings {
             always_ask,
             additional_directories,
             allow_protected,
+            write_protected,
         } = permissions;
         if let Some(mode) = mode {
             self.permissions.mode = Some(match self.permissions.mode {
@@ -247,6 +250,11 @@ impl PolicySettings {
             .additional_directories
             .extend(additional_directories);
         self.permissions.allow_protected.extend(allow_protected);
+        for path in write_protected {
+            if !self.permissions.write_protected.contains(&path) {
+                self.permissions.write_protected.push(path);
+            }
+        }
         if let Some(classes) = always_ask {
             let mut merged = match &self.permissions.always_ask {
                 Some(earlier) => earlier.clone(),
@@ -484,6 +492,7 @@ fn validate_permissions(
         always_ask,
         additional_directories,
         allow_protected,
+        write_protected,
     } = raw;
     const TIGHTEN_ONLY: &str = "a project file may only tighten permissions";
     if project && mode == Some(PermissionMode::Auto) {
@@ -521,6 +530,28 @@ fn validate_permissions(
     let additional_directories =
         report.user_paths("permissions.additional_directories", additional_directories);
     let allow_protected = report.user_paths("permissions.allow_protected", allow_protected);
+    let write_protected = write_protected
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|raw| {
+            let path = PathBuf::from(&raw);
+            let plain = !raw.is_empty()
+                && path.is_relative()
+                && path
+                    .components()
+                    .all(|part| matches!(part, std::path::Component::Normal(_)));
+            if !plain {
+                report.refused(
+                    "permissions.write_protected".into(),
+                    format!(
+                        "\"{raw}\" is not a plain relative path; write it relative to the workspace \
+                         root without `..`, such as \"Makefile\" or \"scripts/deploy.sh\""
+                    ),
+                );
+            }
+            plain.then_some(path)
+        })
+        .collect();
     let allow = report.globs("permissions.allow", allow);
     let deny = report.globs("permissions.deny", deny);
     let always_ask = always_ask.map(|classes| {
@@ -553,6 +584,7 @@ fn validate_permissions(
         always_ask,
         additional_directories,
         allow_protected,
+        write_protected,
     }
 }
 

@@ -56,6 +56,12 @@ pub struct RawSandbox {
     /// CPU seconds each process of a command may use (default: no limit beyond the command's timeout).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_sec: Option<u64>,
+    /// Folders bash may read beside the workspace, the system's program and library folders, `PATH` and the usual tool caches (`~/.cargo/registry`, `~/.rustup`, `~/.npm`, …); absolute or `~/…`. The rest of the home folder is unreadable to bash by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub readable: Option<Vec<std::path::PathBuf>>,
+    /// Folders bash may write beside the workspace: tool caches such as `~/.cargo/registry` or `~/.npm`, so `cargo build` and `npm install` work through the agent; absolute or `~/…`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writable: Option<Vec<std::path::PathBuf>>,
 }
 
 impl RawSandbox {
@@ -66,6 +72,8 @@ impl RawSandbox {
         "memory_mb",
         "max_processes",
         "cpu_sec",
+        "readable",
+        "writable",
     ];
 }
 
@@ -78,6 +86,10 @@ pub struct SandboxSettings {
     pub memory_mb: Option<u64>,
     pub max_processes: Option<u64>,
     pub cpu_sec: Option<u64>,
+    /// Folders bash may read beside the defaults (expanded).
+    pub readable: Vec<std::path::PathBuf>,
+    /// Folders bash may write beside the workspace (expanded).
+    pub writable: Vec<std::path::PathBuf>,
 }
 
 impl From<RawSandbox> for SandboxSettings {
@@ -89,6 +101,8 @@ impl From<RawSandbox> for SandboxSettings {
             memory_mb,
             max_processes,
             cpu_sec,
+            readable,
+            writable,
         } = raw;
         Self {
             mode,
@@ -97,6 +111,8 @@ impl From<RawSandbox> for SandboxSettings {
             memory_mb,
             max_processes,
             cpu_sec,
+            readable: readable.unwrap_or_default(),
+            writable: writable.unwrap_or_default(),
         }
     }
 }

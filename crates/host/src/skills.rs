@@ -710,7 +710,7 @@ impl RemoteSkills {
                 command.server,
                 tools.join(", ")
             ),
-            outside: None,
+            guarded: None,
             requires_approval: false,
             offers_always: store.is_some(),
             once_only: false,

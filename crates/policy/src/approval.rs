@@ -9,7 +9,7 @@ use warden_vocab::{CapabilityClass, CapabilitySet, PermissionMode, ToolGlob};
 use crate::call::{CallKind, CallSurface};
 use crate::capability::ToolAnnotations;
 use crate::permissions::Permissions;
-use crate::reach::OutsidePath;
+use crate::reach::{GuardedPath, PathConcern};
 use crate::tool::ToolIdentity;
 
 /// A boxed, sendable future (the traits here are used as `dyn`).
@@ -40,15 +40,16 @@ pub struct ApprovalFacts<'a> {
     pub names: &'a [String],
     /// The calling surface.
     pub surface: CallSurface,
-    /// The user said "allow for this session" earlier (for a call outside the workspace: about
-    /// this tool in a folder that holds the path).
+    /// The user said "allow for this session" earlier (for a call that reaches a guarded path:
+    /// about this tool and that path).
     pub remembered: bool,
     /// An approved skill grant unlocked it for this session.
     pub granted: bool,
     /// The tool asks before every call (declared in code or by `[tool_settings]`).
     pub requires_approval: bool,
-    /// The path outside the workspace roots this call reaches, if any.
-    pub outside: Option<&'a OutsidePath>,
+    /// The guarded path this call reaches (outside the roots, a credential file, a file that
+    /// runs later), if any.
+    pub guarded: Option<&'a GuardedPath>,
     /// Why the call runs outside warden's confinement, if it does (see
     /// [`crate::CallReach::unconfined`]).
     pub unconfined: Option<&'a str>,
@@ -60,17 +61,21 @@ pub struct ApprovalFacts<'a> {
 /// 3. `read-only` mode refuses any tool that is not read-only;
 /// 4. a call that runs outside warden's confinement (in an editor's terminal) asks — in every
 ///    mode, whatever the allow list, grants and earlier answers say;
-/// 5. a call that reaches outside the workspace roots asks — in every mode, whatever the allow
-///    list and grants say (they name tools, not paths) — unless the user allowed this tool in a
-///    folder holding the path for this session;
+/// 5. a call that reaches a guarded path — outside the workspace roots, a credential file it
+///    reads, a file that runs later it writes — asks, in every mode, whatever the allow list and
+///    grants say (they name tools, not paths), unless the user allowed this tool on this path
+///    (or, for a folder it read, beneath it) for this session;
 /// 6. a tool that requires approval asks — whatever the allow list, grants and mode say —
 ///    unless the person allowed it for this session;
 /// 7. an allow-list match (`[permissions] allow`, `--allowed-tools`) runs — explicit names beat
-///    the always-ask classes;
-/// 8. a skill grant or a remembered "allow for session" answer runs;
-/// 9. the mode: `ask` runs read-only tools and asks for the rest; `auto` asks when the tool has an
-///    always-ask class and runs otherwise; `read-only` runs (what is left is read-only);
-/// 10. code mode never escalates: where a person would be asked, it is denied instead.
+///    the always-ask classes and the `external` rule;
+/// 8. a skill grant or a remembered "allow for session" answer runs (a person said yes);
+/// 9. an `external` tool (one that reaches another party: an MCP tool's `openWorldHint`, an
+///    `external` effect, a client-side tool) asks — in every mode, read-only or not: private
+///    data, untrusted input and a way out must not meet without a person;
+/// 10. the mode: `ask` runs read-only tools and asks for the rest; `auto` asks when the tool has
+///     an always-ask class and runs otherwise; `read-only` runs (what is left is read-only);
+/// 11. code mode never escalates: where a person would be asked, it is denied instead.
 pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
     let ApprovalFacts {
         permissions,
@@ -81,7 +86,7 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
         remembered,
         granted,
         requires_approval,
-        outside,
+        guarded,
         unconfined,
     } = facts;
     if let Some(pattern) = first_match(&permissions.deny, names) {
@@ -103,17 +108,19 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
         ApprovalNeed::Ask(format!(
             "{public_name} {why}; warden asks before every such call"
         ))
-    } else if let Some(outside) = outside {
+    } else if let Some(guarded) = guarded {
         if remembered {
             ApprovalNeed::Run(format!(
-                "approved earlier for this session in {}",
-                outside.remembered_folder().display()
+                "approved earlier for this session on {}",
+                guarded.path.display()
             ))
         } else {
-            ApprovalNeed::Ask(format!(
-                "{public_name} {}, outside the workspace; calls outside it always ask",
-                outside.describe()
-            ))
+            let always = match guarded.concern {
+                PathConcern::Outside => "calls outside it always ask",
+                PathConcern::Secret { .. } => "reading a credential file always asks",
+                PathConcern::RunsLater { .. } => "writing a file that runs later always asks",
+            };
+            ApprovalNeed::Ask(format!("{public_name} {}; {always}", guarded.describe()))
         }
     } else if requires_approval {
         if remembered {
@@ -129,6 +136,11 @@ pub fn approval_need(facts: ApprovalFacts<'_>) -> ApprovalNeed {
         ApprovalNeed::Run("unlocked for this session by an approved skill grant".to_owned())
     } else if remembered {
         ApprovalNeed::Run("approved earlier for this session".to_owned())
+    } else if classes.contains(CapabilityClass::External) {
+        ApprovalNeed::Ask(format!(
+            "{public_name} is {classes}: an external tool reaches another party, so it asks a \
+             person in every mode unless an allow rule names it"
+        ))
     } else {
         match permissions.mode {
             PermissionMode::Ask if classes.is_read_only() => {
@@ -192,8 +204,9 @@ pub struct ApprovalRequest {
     pub arguments: Value,
     /// Why approval is needed.
     pub reason: String,
-    /// The path outside the workspace the call reaches, if that is why it asks.
-    pub outside: Option<OutsidePath>,
+    /// The guarded path the call reaches (outside the workspace, a credential file, a file that
+    /// runs later), if that is why it asks.
+    pub guarded: Option<GuardedPath>,
     /// The tool asks before every call (declared in code or by `[tool_settings]`): no allow
     /// list entry would let it run unasked.
     pub requires_approval: bool,
@@ -250,11 +263,20 @@ pub struct NoApprover;
 
 impl Approver for NoApprover {
     fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
-        let fix = match &request.outside {
-            Some(outside) => format!(
+        let fix = match &request.guarded {
+            Some(GuardedPath {
+                path,
+                concern: PathConcern::Outside,
+                ..
+            }) => format!(
                 "make the folder part of the workspace with --add-dir {} or [permissions] \
                  additional_directories",
-                outside.remembered_folder().display()
+                path.parent().unwrap_or(path).display()
+            ),
+            Some(GuardedPath { path, .. }) => format!(
+                "run it where a person can answer (warden chat), or add \"{}\" to \
+                 [permissions] allow_protected in your user config",
+                path.display()
             ),
             None if request.requires_approval => "run it where a person can answer (warden \
                 chat), or drop requires_approval from its definition or [tool_settings] entry"

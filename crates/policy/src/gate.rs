@@ -25,7 +25,7 @@ use crate::capability::ToolAnnotations;
 use crate::external::{ExternalQuestion, ask_external};
 use crate::handler::{AllowEveryCall, AuthorizationHandler, AuthorizationQuestion, ask_handler};
 use crate::permissions::GatePolicy;
-use crate::reach::CallReach;
+use crate::reach::{CallReach, GuardedPath};
 use crate::schema_cache::SchemaCache;
 use crate::tool::{ToolDescriptor, ToolIdentity};
 use crate::tool_settings::settings_for;
@@ -164,8 +164,9 @@ pub struct Gate {
     authorization: Arc<dyn AuthorizationHandler>,
     /// Per session: tools the user allowed for the rest of the session.
     remembered: Mutex<HashMap<String, HashSet<ToolIdentity>>>,
-    /// Per session: tools the user allowed outside the workspace, each in one folder.
-    remembered_outside: Mutex<HashMap<String, Vec<(ToolIdentity, PathBuf)>>>,
+    /// Per session: tools the user allowed on a guarded path (outside the workspace, a
+    /// credential file, a file that runs later), each on that path.
+    remembered_guarded: Mutex<HashMap<String, Vec<(ToolIdentity, GuardedPath)>>>,
     /// Per session: tools unlocked by approved skill grants.
     granted: Mutex<HashMap<String, HashSet<ToolIdentity>>>,
     /// Compiled input schemas by tool identity (a changed schema is compiled afresh).
@@ -249,7 +250,7 @@ impl Gate {
             cwd,
             authorization: Arc::new(AllowEveryCall),
             remembered: Mutex::new(HashMap::new()),
-            remembered_outside: Mutex::new(HashMap::new()),
+            remembered_guarded: Mutex::new(HashMap::new()),
             granted: Mutex::new(HashMap::new()),
             schemas: SchemaCache::default(),
             in_flight: AtomicUsize::new(0),
@@ -326,7 +327,7 @@ impl Gate {
         if let Ok(mut remembered) = self.remembered.lock() {
             remembered.remove(session_id);
         }
-        if let Ok(mut remembered) = self.remembered_outside.lock() {
+        if let Ok(mut remembered) = self.remembered_guarded.lock() {
             remembered.remove(session_id);
         }
         if let Ok(mut granted) = self.granted.lock() {
@@ -536,11 +537,11 @@ impl Gate {
         }
 
         // 5. Approval (no timeout: a person may take as long as they need).
-        let remembered = match &reach.outside {
-            Some(outside) => self.remembered_outside.lock().is_ok_and(|map| {
-                map.get(request.scope()).is_some_and(|folders| {
-                    folders.iter().any(|(identity, folder)| {
-                        identity == &descriptor.identity && outside.path.starts_with(folder)
+        let remembered = match &reach.guarded {
+            Some(guarded) => self.remembered_guarded.lock().is_ok_and(|map| {
+                map.get(request.scope()).is_some_and(|paths| {
+                    paths.iter().any(|(identity, allowed)| {
+                        identity == &descriptor.identity && allowed.covers(guarded)
                     })
                 })
             }),
@@ -555,7 +556,7 @@ impl Gate {
             remembered,
             granted: self.session_has(&self.granted, request.scope(), &descriptor.identity),
             requires_approval: descriptor.requires_approval,
-            outside: reach.outside.as_ref(),
+            guarded: reach.guarded.as_ref(),
             unconfined: reach.unconfined.as_deref(),
         });
         let approved_because = match need {
@@ -574,7 +575,7 @@ impl Gate {
                     effect: descriptor.effect,
                     arguments: arguments.clone(),
                     reason: why,
-                    outside: reach.outside.clone(),
+                    guarded: reach.guarded.clone(),
                     requires_approval: descriptor.requires_approval,
                     offers_always: false,
                     once_only: reach.unconfined.is_some(),
@@ -597,18 +598,17 @@ impl Gate {
                         format!("approved by {who} for this call only (it runs unconfined)")
                     }
                     ApprovalAnswer::AllowForSession | ApprovalAnswer::AllowAlways => {
-                        match &reach.outside {
-                            Some(outside) => {
-                                let folder = outside.remembered_folder().to_path_buf();
+                        match &reach.guarded {
+                            Some(guarded) => {
                                 let because = format!(
-                                    "approved by {who} for this session in {}",
-                                    folder.display()
+                                    "approved by {who} for this session on {}",
+                                    guarded.path.display()
                                 );
-                                if let Ok(mut remembered) = self.remembered_outside.lock() {
+                                if let Ok(mut remembered) = self.remembered_guarded.lock() {
                                     remembered
                                         .entry(request.scope().to_owned())
                                         .or_default()
-                                        .push((descriptor.identity.clone(), folder));
+                                        .push((descriptor.identity.clone(), guarded.clone()));
                                 }
                                 because
                             }

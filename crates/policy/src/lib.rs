@@ -13,10 +13,12 @@
 //!    tool, its required permission, the valid arguments, the surface, the caller and the tenant
 //!    (the default allows; an error or a panic denies, layer `application`);
 //!    then **the workspace** — [`Catalog::assess`] says what the arguments reach ([`CallReach`]):
-//!    a protected path is denied (layer `workspace`), a path outside the session's roots always
-//!    asks, and a call may add classes to its tool's (a write that replaces a file is destructive);
+//!    a protected path is denied (layer `workspace`), a guarded path (outside the session's roots,
+//!    a credential file read, a write to a file that runs later) always asks, and a call may add
+//!    classes to its tool's (a write that replaces a file is destructive);
 //! 4. **PreToolUse hooks** — exit 2 blocks with stderr as the reason; anything else is no opinion;
-//! 5. **approval** — see [`approval_need`] for the exact order; a person is asked through the
+//! 5. **approval** — see [`approval_need`] for the exact order (an `external` tool asks a person
+//!    in every mode unless an allow rule names it); a person is asked through the
 //!    [`Approver`] with no timeout; [`NoApprover`] (headless) denies with that reason;
 //! 6. **execution** — under the tool's timeout (`[tool_settings]`, else its own, else
 //!    [`GatePolicy::default_timeout`]) and the caller's cancellation token; the dispatcher's token
@@ -92,7 +94,7 @@ pub use handler::{
     AuthorizationVerdict, ask_handler,
 };
 pub use permissions::{ExternalAuthorizer, GatePolicy, Permissions};
-pub use reach::{CallReach, OutsidePath};
+pub use reach::{CallReach, GuardedPath, PathConcern};
 pub use schema_cache::{DEFAULT_SCHEMA_CACHE_CAPACITY, SchemaCache};
 pub use time::{SinceError, parse_since, rfc3339_millis, unix_millis};
 pub use tool::{ServerPolicy, ToolDescriptor, ToolIdentity, ToolSource};

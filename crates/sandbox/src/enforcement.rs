@@ -133,6 +133,9 @@ pub struct Enforcement {
     pub scoping: Protection,
     /// A root child keeps no capability beyond the file-owner set.
     pub capabilities: Protection,
+    /// The read-only paths (files that run later) and hidden files (credentials in the
+    /// workspace), through a private mount namespace.
+    pub protected_files: Protection,
     /// The parent's environment and memory (`/proc/<pid>/environ`, `/proc/<pid>/mem`, ptrace),
     /// where warden's API keys live. Landlock refuses ptrace attach and `/proc/<pid>/mem` of
     /// processes outside the sandbox, but kernels differ on `/proc/<pid>/environ` (6.18 allows
@@ -158,6 +161,7 @@ impl Enforcement {
             other_sockets: Protection::NotRequested,
             scoping: Protection::NotRequested,
             capabilities: Protection::NotRequested,
+            protected_files: Protection::NotRequested,
             parent_environment: Protection::NotRequested,
             processes: Limit::NotRequested,
             memory: Limit::NotRequested,
@@ -174,6 +178,7 @@ impl Enforcement {
                 &self.other_sockets,
                 &self.scoping,
                 &self.capabilities,
+                &self.protected_files,
                 &self.parent_environment,
             ]
             .iter()
@@ -226,6 +231,11 @@ impl Enforcement {
             "privileged capabilities",
             "dropped",
             &self.capabilities,
+        ));
+        push(protection(
+            "files that run later and credentials",
+            "read-only/hidden",
+            &self.protected_files,
         ));
         push(protection(
             "parent environment",

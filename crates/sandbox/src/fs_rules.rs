@@ -1,5 +1,5 @@
-//! The Landlock ruleset: read, execute (and, from ABI 9, connect to Unix sockets) everywhere but
-//! the never-list and `/dev`, write beneath the writable roots, TCP connect only to the allowed
+//! The Landlock ruleset: read, execute (and, from ABI 9, connect to Unix sockets) beneath the
+//! readable roots (everywhere when the policy names none) but the never-list and `/dev`, write beneath the writable roots, TCP connect only to the allowed
 //! ports, signals and abstract Unix sockets scoped to the sandbox.
 //!
 //! Landlock rules only ever add access, so "everywhere but X" is built by granting `/` minus X:
@@ -38,6 +38,9 @@ const DEVICES_READ: &[&str] = &["/dev/random", "/dev/urandom"];
 #[derive(Debug)]
 pub(crate) struct Resolved {
     pub denied: Vec<PathBuf>,
+    /// Where reads are granted (`/` when the policy names no readable roots), resolved; roots
+    /// that do not exist are left out.
+    pub readable: Vec<PathBuf>,
     /// The writable roots (in workspace-write mode) and the private temp dir.
     pub writable: Vec<PathBuf>,
 }
@@ -70,7 +73,30 @@ pub(crate) fn resolve(policy: &SandboxPolicy) -> Result<Resolved, SandboxError> 
         }
     }
     writable.push(tmp);
-    Ok(Resolved { denied, writable })
+    let readable = match &policy.readable_roots {
+        None => vec![PathBuf::from("/")],
+        Some(roots) => {
+            let mut readable = Vec::new();
+            for root in roots {
+                check(root)?;
+                if let Ok(resolved) = fs::canonicalize(root) {
+                    readable.push(resolved);
+                }
+            }
+            // The writable roots, in read-only mode too, stay readable.
+            for root in &policy.writable_roots {
+                if let Ok(resolved) = fs::canonicalize(root) {
+                    readable.push(resolved);
+                }
+            }
+            readable
+        }
+    };
+    Ok(Resolved {
+        denied,
+        readable,
+        writable,
+    })
 }
 
 fn check(path: &Path) -> Result<(), SandboxError> {
@@ -131,7 +157,9 @@ pub(crate) fn ruleset(
             & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev));
     let mut read_denied = resolved.denied.clone();
     read_denied.push(PathBuf::from("/dev"));
-    grant(&mut created, Path::new("/"), read, &read_denied)?;
+    for root in &resolved.readable {
+        grant(&mut created, root, read, &read_denied)?;
+    }
 
     let device_rw =
         AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;

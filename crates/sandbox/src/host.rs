@@ -6,6 +6,7 @@ use std::fs;
 use crate::cgroup::{self, Controller, Site};
 use crate::enforcement::{Enforcement, LandlockSupport, Limit, Protection, Rlimit};
 use crate::fs_rules::ABI_USED_NUMBER;
+use crate::mounts::{self, MountNamespace};
 use crate::policy::{NetworkPolicy, SandboxMode, SandboxPolicy};
 use crate::seccomp;
 use crate::sys::{self, RLIM_INFINITY};
@@ -45,6 +46,8 @@ pub(crate) struct Host {
     pub hard: HardLimits,
     /// Whether this process (the parent) is dumpable.
     pub dumpable: bool,
+    /// How a child gets a mount namespace of its own, or why it cannot.
+    pub mount_namespace: Result<MountNamespace, String>,
 }
 
 /// The current hard rlimits: a non-root child cannot go above them.
@@ -87,11 +90,22 @@ impl Host {
                 .map(|l| l.max)
                 .unwrap_or(RLIM_INFINITY)
         };
+        let uid = sys::euid();
+        let capabilities = sys::capabilities().map_err(|e| format!("capget: {e}"));
+        let mount_namespace = if mode == SandboxMode::Off {
+            Err("sandbox off".to_owned())
+        } else {
+            mounts::available(
+                uid,
+                capabilities.as_ref().ok().map(|(effective, _)| *effective),
+            )
+        };
         Host {
-            uid: sys::euid(),
+            uid,
             landlock,
             seccomp,
-            capabilities: sys::capabilities().map_err(|e| format!("capget: {e}")),
+            capabilities,
+            mount_namespace,
             last_cap: fs::read_to_string("/proc/sys/kernel/cap_last_cap")
                 .ok()
                 .and_then(|s| s.trim().parse().ok()),
@@ -276,6 +290,16 @@ pub(crate) fn plan(policy: &SandboxPolicy, host: &Host) -> Enforcement {
             note: Some("per process".to_owned()),
         },
     };
+    let protected_files = if policy.read_only_paths.is_empty() && policy.hidden_files.is_empty() {
+        Protection::NotRequested
+    } else {
+        match &host.mount_namespace {
+            Ok(_) => Protection::Enforced,
+            Err(reason) => Protection::NotEnforced {
+                reason: format!("no private mount namespace: {reason}"),
+            },
+        }
+    };
     Enforcement {
         mode: policy.mode,
         landlock,
@@ -285,6 +309,7 @@ pub(crate) fn plan(policy: &SandboxPolicy, host: &Host) -> Enforcement {
         other_sockets,
         scoping,
         capabilities,
+        protected_files,
         parent_environment,
         processes,
         memory,

@@ -3,7 +3,8 @@
 //!
 //! A [`SandboxPolicy`] names what the child may touch; the kernel does the confining:
 //!
-//! - **Filesystem** — Landlock: read and execute everywhere except the never-list
+//! - **Filesystem** — Landlock: read and execute beneath the readable roots
+//!   ([`SandboxPolicy::readable_roots`]; everywhere when `None`) except the never-list
 //!   ([`SandboxPolicy::readable_denied`]) and `/dev` (only `null`, `zero`, `full`, `tty`,
 //!   `random`, `urandom` stay open: no `/dev/shm`, no `/dev/pts`); writes only beneath the writable roots, the private temp dir
 //!   and the writable device files. A denied path inside a writable root stays denied. Landlock also
@@ -12,6 +13,10 @@
 //!   Reading `/proc/<pid>/environ` is a weaker ptrace check that Landlock let through on the
 //!   Linux 6.18 kernel this was tested on: the parent's environment is closed by the dropped capabilities (root) or a
 //!   non-dumpable parent ([`make_non_dumpable`]); [`Enforcement::parent_environment`] says which.
+//! - **Files that run later and hidden files** — a private mount namespace (a user namespace
+//!   too, for an unprivileged caller) binds each existing [`SandboxPolicy::read_only_paths`]
+//!   entry read-only over itself and `/dev/null` over each [`SandboxPolicy::hidden_files`] entry;
+//!   [`Enforcement::protected_files`] says whether this machine allows it.
 //! - **Network** — when [`NetworkPolicy::Denied`]: Landlock (ABI ≥ 4) refuses TCP bind and
 //!   connect except the allowed connect ports; a seccomp filter refuses every socket that is not
 //!   `AF_UNIX` or TCP (UDP, ICMP, raw, netlink…), TCP Fast Open sends (which Landlock does not see)
@@ -40,6 +45,8 @@ mod cgroup;
 mod fs_rules;
 #[cfg(target_os = "linux")]
 mod host;
+#[cfg(target_os = "linux")]
+mod mounts;
 #[cfg(target_os = "linux")]
 mod seccomp;
 #[cfg(target_os = "linux")]

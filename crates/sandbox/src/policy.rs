@@ -109,6 +109,19 @@ pub struct SandboxPolicy {
     /// Workspace roots, writable with everything beneath them (ignored in
     /// [`SandboxMode::ReadOnly`]). Must exist.
     pub writable_roots: Vec<PathBuf>,
+    /// What the child may read and execute beside the writable roots, the private temp dir and
+    /// the open device files: the system's program and library folders, the tool caches a build
+    /// needs. `None` reads everywhere but the never-list. A root that does not exist is skipped;
+    /// the never-list still applies beneath each.
+    pub readable_roots: Option<Vec<PathBuf>>,
+    /// Paths inside the writable roots the child may read but never change, nor create where
+    /// they do not exist yet (`.git`, `.envrc`, editor tasks…): a private mount namespace binds
+    /// each existing one read-only over itself; the caller removes what a command created at a
+    /// missing one.
+    pub read_only_paths: Vec<PathBuf>,
+    /// Files the child sees empty and cannot change (credential files inside the workspace): an
+    /// empty read-only file is bound over each in the same mount namespace.
+    pub hidden_files: Vec<PathBuf>,
     /// A private temp dir, always writable; the caller also sets it as `TMPDIR`. Must exist.
     pub private_tmp: PathBuf,
     pub network: NetworkPolicy,
@@ -123,6 +136,9 @@ impl SandboxPolicy {
             mode: SandboxMode::default(),
             readable_denied: Vec::new(),
             writable_roots: Vec::new(),
+            readable_roots: None,
+            read_only_paths: Vec::new(),
+            hidden_files: Vec::new(),
             private_tmp: private_tmp.into(),
             network: NetworkPolicy::default(),
             limits: ResourceLimits::default(),

@@ -185,6 +185,25 @@ fn prepare_linux(policy: &SandboxPolicy) -> Result<Prepared, SandboxError> {
         }
     }
 
+    let mut mounts = None;
+    if let (Ok(space), true) = (
+        &host.mount_namespace,
+        enforcement.protected_files.is_enforced(),
+    ) {
+        let plan =
+            crate::mounts::MountPlan::new(space, &policy.read_only_paths, &policy.hidden_files)
+                .map_err(|source| SandboxError::Path {
+                    path: policy
+                        .read_only_paths
+                        .first()
+                        .or(policy.hidden_files.first())
+                        .cloned()
+                        .unwrap_or_default(),
+                    source,
+                })?;
+        mounts = (!plan.is_empty()).then_some(plan);
+    }
+
     let plan = ChildPlan {
         cgroup_procs: created.procs,
         rlimits,
@@ -192,6 +211,7 @@ fn prepare_linux(policy: &SandboxPolicy) -> Result<Prepared, SandboxError> {
         landlock,
         capabilities,
         seccomp,
+        mounts,
     };
     Ok(Prepared {
         enforcement,
@@ -294,6 +314,9 @@ fn unsupported(policy: &SandboxPolicy) -> Enforcement {
     e.scoping = not();
     e.capabilities = not();
     e.parent_environment = not();
+    if !policy.read_only_paths.is_empty() || !policy.hidden_files.is_empty() {
+        e.protected_files = not();
+    }
     if let NetworkPolicy::Denied { .. } = policy.network {
         e.tcp = not();
         e.other_sockets = not();

@@ -217,12 +217,15 @@ pub(crate) struct ChildPlan {
     pub landlock: Option<OwnedFd>,
     pub capabilities: Option<CapabilityDrop>,
     pub seccomp: Option<Vec<libc::sock_filter>>,
+    /// The private mount namespace: read-only and hidden paths.
+    pub mounts: Option<crate::mounts::MountPlan>,
 }
 
 impl ChildPlan {
-    /// Runs in the forked child, before exec: cgroups, rlimits, no_new_privs, Landlock,
-    /// capabilities, seccomp — in that order (rlimits before capabilities are dropped; seccomp
-    /// last so it filters nothing of our own). Any failure aborts the spawn: a protection the
+    /// Runs in the forked child, before exec: cgroups, rlimits, the mount namespace,
+    /// no_new_privs, Landlock, capabilities, seccomp — in that order (rlimits and mounts before
+    /// capabilities are dropped and before Landlock, which forbids mounting; seccomp last so it
+    /// filters nothing of our own). Any failure aborts the spawn: a protection the
     /// report promises is never silently skipped.
     fn apply(&self) -> io::Result<()> {
         for fd in &self.cgroup_procs {
@@ -246,6 +249,9 @@ impl ChildPlan {
             if r != 0 {
                 return Err(io::Error::last_os_error());
             }
+        }
+        if let Some(mounts) = &self.mounts {
+            mounts.apply()?;
         }
         if self.no_new_privs {
             prctl(libc::PR_SET_NO_NEW_PRIVS, 1)?;
@@ -352,6 +358,101 @@ fn prctl(option: libc::c_int, arg: libc::c_ulong) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// The effective group id.
+pub(crate) fn egid() -> u32 {
+    // SAFETY: getegid(2) has no failure mode.
+    unsafe { libc::getegid() }
+}
+
+/// The `f_flag` of statvfs(2) for `path`: how the mount it lies on is mounted.
+pub(crate) fn statvfs_flags(path: &std::ffi::CStr) -> io::Result<libc::c_ulong> {
+    // SAFETY: struct statvfs is plain integers, for which all zeroes is a valid value.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs(2) reads a NUL-terminated path and writes one struct statvfs.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(stat.f_flag)
+}
+
+/// unshare(2): new namespaces for the calling process.
+pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare(2) with flags only.
+    if unsafe { libc::unshare(flags) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// mount(2) with no file system type and no data.
+pub(crate) fn mount(
+    source: Option<&std::ffi::CStr>,
+    target: &std::ffi::CStr,
+    flags: libc::c_ulong,
+) -> io::Result<()> {
+    let source = source.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
+    // SAFETY: mount(2) reads NUL-terminated strings the caller keeps alive.
+    let r = unsafe {
+        libc::mount(
+            source,
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// open(2), write(2) and close(2) of a small buffer: no allocation (safe between fork and exec).
+pub(crate) fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: open(2) of a NUL-terminated path.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: write(2) from a buffer the caller owns, to the descriptor just opened.
+    let written = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+    let error = io::Error::last_os_error();
+    // SAFETY: close(2) of the descriptor just opened.
+    unsafe { libc::close(fd) };
+    if usize::try_from(written).is_ok_and(|n| n == bytes.len()) {
+        Ok(())
+    } else {
+        Err(error)
+    }
+}
+
+/// Runs `check` in a forked child, which exits 0 when it returns true, and waits for it. `check`
+/// must only make async-signal-safe calls (the parent may be multi-threaded).
+pub(crate) fn fork_and_wait(check: impl Fn() -> bool) -> io::Result<bool> {
+    // SAFETY: the child runs `check` (raw syscalls on data built before the fork) and _exit(2)s
+    // without running the parent's destructors.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            let code = i32::from(!check());
+            // SAFETY: _exit(2) ends the forked child at once.
+            unsafe { libc::_exit(code) }
+        }
+        pid => {
+            let mut status = 0;
+            // SAFETY: waitpid(2) on our own child, writing one int.
+            let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+            if waited != pid {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0)
+        }
     }
 }
 

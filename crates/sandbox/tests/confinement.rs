@@ -65,6 +65,9 @@ impl Fixture {
             mode,
             readable_denied: vec![self.ssh.clone()],
             writable_roots: vec![self.work.clone()],
+            readable_roots: None,
+            read_only_paths: Vec::new(),
+            hidden_files: Vec::new(),
             private_tmp: self.tmp.clone(),
             network: NetworkPolicy::default(),
             limits: ResourceLimits::NONE,
@@ -173,6 +176,92 @@ async fn the_never_list_is_unreadable_while_its_siblings_and_the_system_stay_rea
     assert!(r.ok(), "{r:?}");
     assert!(r.stdout.starts_with("sibling notes\n"), "{r:?}");
     assert!(r.stdout.lines().count() >= 2, "{r:?}");
+}
+
+#[tokio::test]
+async fn with_readable_roots_only_they_the_workspace_and_the_system_named_are_readable() {
+    let _shared = EXCLUSIVE.read().await;
+    let f = Fixture::new();
+    let mut policy = f.policy(SandboxMode::WorkspaceWrite);
+    policy.readable_roots = Some(
+        ["/usr", "/bin", "/lib", "/lib64", "/etc"]
+            .into_iter()
+            .map(PathBuf::from)
+            .collect(),
+    );
+    let prepared = f.prepare(&policy);
+    let e = prepared.enforcement();
+    require_or_skip!(kernel_feature(e.filesystem.is_enforced(), "Landlock", e));
+    // The home folder's other files, and the folder beside the workspace, are out of reach.
+    fs::write(f.outside.join("pgpass"), "host:5432:db:user:hunter2\n").unwrap();
+    let notes = f.home.join("notes.txt");
+    for path in [notes, f.outside.join("pgpass")] {
+        let r = run(&prepared, &f, &format!("cat '{}'", path.display())).await;
+        assert!(!r.ok() && r.stderr.contains("Permission denied"), "{r:?}");
+    }
+    // The workspace, the private tmp and the system stay readable.
+    let r = run(
+        &prepared,
+        &f,
+        "cat existing.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && head -c 0 /etc/hostname",
+    )
+    .await;
+    assert!(r.ok(), "{r:?}");
+    assert!(r.stdout.starts_with("workspace file\nt\n"), "{r:?}");
+}
+
+#[tokio::test]
+async fn read_only_paths_stay_unchanged_and_hidden_files_read_empty() {
+    let _shared = EXCLUSIVE.read().await;
+    let f = Fixture::new();
+    let git = f.work.join(".git");
+    fs::create_dir_all(git.join("hooks")).unwrap();
+    fs::write(git.join("config"), "[core]\n").unwrap();
+    fs::write(f.work.join(".env"), "PASSWORD=hunter2\n").unwrap();
+    let mut policy = f.policy(SandboxMode::WorkspaceWrite);
+    policy.read_only_paths = vec![git.clone(), f.work.join(".envrc")];
+    policy.hidden_files = vec![f.work.join(".env")];
+    let prepared = f.prepare(&policy);
+    let e = prepared.enforcement();
+    require_or_skip!(kernel_feature(
+        e.protected_files.is_enforced(),
+        "a private mount namespace",
+        e
+    ));
+    for script in [
+        "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .git/config",
+        "printf '#!/bin/sh\\n' > .git/hooks/post-checkout",
+        "rm .git/config",
+        "mv .git .git-old",
+    ] {
+        let r = run(&prepared, &f, script).await;
+        assert!(!r.ok(), "{script}: {r:?}");
+    }
+    assert_eq!(fs::read_to_string(git.join("config")).unwrap(), "[core]\n");
+    assert!(!git.join("hooks/post-checkout").exists());
+    let r = run(&prepared, &f, "cat .env; echo end").await;
+    assert_eq!(r.stdout, "end\n", "{r:?}");
+    // A write goes nowhere (the file seen is `/dev/null`): the real one keeps its content.
+    run(&prepared, &f, "echo X > .env; rm -f .env").await;
+    assert_eq!(
+        fs::read_to_string(f.work.join(".env")).unwrap(),
+        "PASSWORD=hunter2\n"
+    );
+    // The rest of the workspace stays writable, new files at its top included.
+    let r = run(
+        &prepared,
+        &f,
+        "echo new > new.txt && mkdir -p target/debug && echo o > target/debug/o && cat new.txt",
+    )
+    .await;
+    assert!(r.ok(), "{r:?}");
+    assert_eq!(r.stdout, "new\n");
+    // Nothing leaked out of the child's namespace.
+    assert!(fs::write(git.join("config"), "[core]\n").is_ok());
+    assert_eq!(
+        fs::read_to_string(f.work.join(".env")).unwrap(),
+        "PASSWORD=hunter2\n"
+    );
 }
 
 #[tokio::test]

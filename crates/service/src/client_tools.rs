@@ -226,9 +226,10 @@ impl HostTool for ClientTool {
     }
 
     /// Its code runs in the caller, never on warden's machine: nothing here reads or changes
-    /// anything. `[tool_settings."NAME"] requires_approval = true` puts a person before it.
+    /// anything, but the model's arguments leave warden for another party, so it is external
+    /// too — it asks a person unless an allow rule names it (`[permissions] allow`).
     fn classes(&self) -> CapabilitySet {
-        CapabilitySet::of(&[CapabilityClass::ReadOnly])
+        CapabilitySet::of(&[CapabilityClass::ReadOnly, CapabilityClass::External])
     }
 
     fn source(&self) -> ToolSource {

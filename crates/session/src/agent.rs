@@ -41,7 +41,7 @@ use warden_host::{RemoteSkills, RemoteSkillsSettings};
 use warden_mcp::ServerSpec;
 use warden_policy::{
     BoxFuture, CallReach, CallSurface, CapabilityClass, CapabilitySet, Decision, DispatchError,
-    OutsidePath, ToolOutput,
+    GuardedPath, PathConcern, ToolOutput,
 };
 
 /// What a frontend decides for one agent session.
@@ -568,7 +568,8 @@ pub fn session_workspace(
         .with_roots(project_root)
         .with_roots(extra)
         .with_read_only_roots([paths.state_dir().join("artifacts")])
-        .allowing(permissions.allow_protected.iter().cloned(), rule_hint))
+        .allowing(permissions.allow_protected.iter().cloned(), rule_hint)
+        .with_write_protected(permissions.write_protected.iter().cloned()))
 }
 
 /// The bash tool's confinement from `[sandbox]`.
@@ -591,6 +592,8 @@ pub fn bash_confinement(settings: &warden_config::SandboxSettings) -> BashConfin
             max_processes: settings.max_processes.or(defaults.limits.max_processes),
         },
         env: settings.env.clone(),
+        readable: settings.readable.clone(),
+        writable: settings.writable.clone(),
     }
 }
 
@@ -649,18 +652,24 @@ impl HostTool for BuiltinHostTool {
         if reach.replaces_existing {
             assessed.added_classes = CapabilitySet::of(&[CapabilityClass::Destructive]);
         }
-        match reach.placement {
-            Placement::Inside => {}
-            Placement::Outside => {
-                assessed.outside = Some(OutsidePath {
-                    path: reach.path,
-                    writes: reach.access == Access::Write,
-                });
-            }
+        let concern = match reach.placement {
+            Placement::Inside => None,
+            Placement::Outside => Some(PathConcern::Outside),
+            Placement::Secret(holds) => Some(PathConcern::Secret {
+                holds: holds.to_owned(),
+            }),
+            Placement::RunsLater(runs) => Some(PathConcern::RunsLater { runs }),
             Placement::Protected(reason) => {
                 return CallReach::refused(format!("{} was refused: {reason}", self.spec.name));
             }
-        }
+        };
+        assessed.guarded = concern.map(|concern| GuardedPath {
+            // A listing or a walk reads a folder: an answer for the session covers beneath it.
+            folder: matches!(self.spec.name, "list_dir" | "glob" | "grep") && reach.path.is_dir(),
+            writes: reach.access == Access::Write,
+            path: reach.path,
+            concern,
+        });
         assessed
     }
 

@@ -244,11 +244,34 @@ impl BuiltinTools {
         let confinement = prepared
             .as_ref()
             .map(|prepared| prepared.enforcement().summary());
+        // Files that run later which do not exist yet cannot be bound read-only: what the command
+        // creates there is removed once it ends, and said.
+        let missing: Vec<std::path::PathBuf> = if sandboxed {
+            self.workspace
+                .runs_later_paths()
+                .into_iter()
+                .filter(|path| path.symlink_metadata().is_err())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let run = run_confined(command, prepared, None, timeout, &cancel, BASH_MEMORY_LIMIT)
             .await
             .map_err(|e| BuiltinResult::error(format!("cannot start bash: {e}")))?;
         let output = run.output_text();
-        let note = run.end.note("command");
+        let mut note = run.end.note("command");
+        let removed = remove_created(&missing);
+        if !removed.is_empty() {
+            if !note.is_empty() {
+                note.push('\n');
+            }
+            note.push_str(&format!(
+                "[warden removed what the command created at {}: files that run later outside \
+                 any sandbox are read-only to bash; write them with write_file or edit_file, \
+                 which ask a person]",
+                removed.join(", ")
+            ));
+        }
         let is_error = !run.end.succeeded();
         let mut result = self.finish("bash", output, is_error);
         if !note.is_empty() {
@@ -263,6 +286,31 @@ impl BuiltinTools {
         result.confinement = confinement;
         Ok(result)
     }
+}
+
+/// Removes each of `paths` that now exists (a file, a link or a whole folder), and names those
+/// it found.
+fn remove_created(paths: &[std::path::PathBuf]) -> Vec<String> {
+    let mut removed = Vec::new();
+    for path in paths {
+        let Ok(meta) = path.symlink_metadata() else {
+            continue;
+        };
+        let gone = if meta.is_dir() {
+            std::fs::remove_dir_all(path)
+        } else {
+            std::fs::remove_file(path)
+        };
+        match gone {
+            Ok(()) => removed.push(path.display().to_string()),
+            Err(error) => removed.push(format!(
+                "{} (could not be removed: {error}; remove it yourself before running git or \
+                 opening the folder)",
+                path.display()
+            )),
+        }
+    }
+    removed
 }
 
 #[cfg(test)]

@@ -88,9 +88,10 @@ impl BuiltinTools {
         };
         let base = self.check(self.path_or_workdir(path.as_deref()), Access::Read)?;
         let workspace = self.workspace.clone();
-        let (lines, total) = tokio::task::spawn_blocking(move || {
+        let (lines, total, skipped) = tokio::task::spawn_blocking(move || {
             let mut lines = Vec::new();
             let mut total = 0usize;
+            let mut skipped: Vec<String> = Vec::new();
             let mut search = |path: &Path| {
                 let Ok(bytes) = read_regular_file(path, MAX_READ_BYTES, Some(&cancel)) else {
                     return;
@@ -115,7 +116,13 @@ impl BuiltinTools {
                 let mut files = Vec::new();
                 walk(&base, &workspace, &cancel, &mut |path, rel| {
                     if filter.as_ref().is_none_or(|f| f.is_match(rel)) {
-                        files.push(path.to_path_buf());
+                        // A credential file is read only with a person's yes: a walk skips it,
+                        // and says so.
+                        if workspace.secret(path).is_some() {
+                            skipped.push(rel.to_owned());
+                        } else {
+                            files.push(path.to_path_buf());
+                        }
                     }
                 });
                 files.sort();
@@ -126,7 +133,7 @@ impl BuiltinTools {
                     search(&file);
                 }
             }
-            (lines, total)
+            (lines, total, skipped)
         })
         .await
         .map_err(|e| BuiltinResult::error(format!("grep failed: {e}")))?;
@@ -138,6 +145,13 @@ impl BuiltinTools {
         }
         if total == 0 {
             out = format!("no matches for `{pattern}`");
+        }
+        if !skipped.is_empty() {
+            out.push_str(&format!(
+                "\n[not searched, as credential files: {}; read one with read_file, which asks a \
+                 person first]",
+                skipped.join(", ")
+            ));
         }
         Ok(self.finish("grep", out, false))
     }

@@ -405,6 +405,29 @@ async fn grep_finds_lines_with_paths_and_numbers() {
 }
 
 #[tokio::test]
+async fn grep_over_a_folder_skips_credential_files_and_names_them() {
+    let (dir, tools) = setup();
+    std::fs::create_dir_all(work(&dir).join("deploy")).unwrap();
+    std::fs::write(work(&dir).join(".env"), "PASSWORD=hunter2\n").unwrap();
+    std::fs::write(work(&dir).join("deploy/id_rsa"), "PASSWORD in a key\n").unwrap();
+    std::fs::write(work(&dir).join("notes.md"), "PASSWORD policy\n").unwrap();
+    let result = exec(&tools, "grep", json!({"pattern": "PASSWORD"})).await;
+    assert!(
+        result.text.starts_with("notes.md:1:PASSWORD policy"),
+        "{}",
+        result.text
+    );
+    assert!(!result.text.contains("hunter2"), "{}", result.text);
+    assert!(
+        result.text.contains("not searched, as credential files")
+            && result.text.contains(".env")
+            && result.text.contains("deploy/id_rsa"),
+        "{}",
+        result.text
+    );
+}
+
+#[tokio::test]
 async fn an_unknown_tool_is_an_error_result() {
     let (_dir, tools) = setup();
     let result = exec(&tools, "rm_rf", json!({})).await;

@@ -40,7 +40,7 @@ fn request() -> ApprovalRequest {
         effect: None,
         arguments: json!({"path": "a"}),
         reason: "ask mode".into(),
-        outside: None,
+        guarded: None,
         requires_approval: false,
         offers_always: false,
         once_only: false,

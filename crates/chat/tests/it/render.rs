@@ -88,7 +88,7 @@ fn approval_request() -> ApprovalRequest {
         effect: None,
         arguments: json!({"path": "notes.txt", "content": "hello"}),
         reason: "mcp__fs__write_file is write; ask mode asks before it runs".into(),
-        outside: None,
+        guarded: None,
         requires_approval: false,
         offers_always: false,
         once_only: false,

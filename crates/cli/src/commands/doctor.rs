@@ -39,6 +39,8 @@ pub(crate) fn run(globals: &Globals, args: DoctorArgs) -> anyhow::Result<ExitCod
                 .iter()
                 .map(|p| json!({"path": p.path, "holds": p.holds}))
                 .collect::<Vec<_>>(),
+            "bash_readable": warden_agent::bash_readable_roots(&confinement, workspace),
+            "runs_later": workspace.runs_later_paths(),
             "sandbox": {
                 "mode": confinement.mode.as_str(),
                 "network": confinement.network,
@@ -64,6 +66,20 @@ pub(crate) fn run(globals: &Globals, args: DoctorArgs) -> anyhow::Result<ExitCod
         println!("  {}  ({})", protected.path.display(), protected.holds);
     }
     println!("  /proc/*/environ, mem, maps, cmdline  (other processes' secrets)");
+    println!(
+        "credential files anywhere (.env, .netrc, .pgpass, keys, shell histories…): reading one \
+         asks; bash sees those in the workspace empty"
+    );
+    println!("files that run later (writing one asks; read-only to bash):");
+    for path in workspace.runs_later_paths() {
+        println!("  {}", path.display());
+    }
+    println!("bash also reads (nothing else outside the workspace):");
+    for root in warden_agent::bash_readable_roots(&confinement, workspace) {
+        if root.exists() {
+            println!("  {}", root.display());
+        }
+    }
     println!("bash: {}", report.summary);
     if !report.enforced {
         println!(

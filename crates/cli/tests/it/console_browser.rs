@@ -21,7 +21,7 @@ fn config(mock: &MockModel) -> String {
         )
     };
     format!(
-        "{}[agents.support]\ninstructions = \"Help the customer.\"\n{}{}{}[agents.other]\ninstructions = \"Another agent.\"\n[agents.billing]\ninstructions = \"Billing questions.\"\nskills = [\"refunds\"]\n[service]\nwidget_origins = [\"https://shop.example\"]\n",
+        "{}[agents.support]\ninstructions = \"Help the customer.\"\n{}{}{}[agents.other]\ninstructions = \"Another agent.\"\n[agents.billing]\ninstructions = \"Billing questions.\"\nskills = [\"refunds\"]\n[service]\nwidget_origins = [\"https://shop.example\"]\n[permissions]\nallow = [\"open_order\", \"cancel_order\", \"track_parcel\"]\n",
         mock_model_config(&mock.base_url(), "openai", None),
         tool("open_order", "Opens an order in the page."),
         tool("cancel_order", "Cancels an order."),

@@ -19,6 +19,7 @@ mod console_browser;
 mod defer_modes;
 mod followups;
 mod gate_hooks;
+mod injection_matrix;
 mod knowledge_cli;
 mod knowledge_filters;
 mod mcp_flag;

@@ -695,7 +695,7 @@ async fn a_client_side_tool_call_waits_for_the_caller_s_answer_which_is_taken_on
     mock.push_turn(Turn::text("The map of Paris is on your screen."));
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
-        "{}[agents.support.client_tools.show_map]\ndescription = \"Shows a map of a place in the user's browser.\"\ninput_schema = {{ type = \"object\", properties = {{ place = {{ type = \"string\" }} }}, required = [\"place\"] }}\n",
+        "{}[agents.support.client_tools.show_map]\ndescription = \"Shows a map of a place in the user's browser.\"\ninput_schema = {{ type = \"object\", properties = {{ place = {{ type = \"string\" }} }}, required = [\"place\"] }}\n[permissions]\nallow = [\"show_map\"]\n",
         service_config(&mock)
     ));
     let acme = key(&sandbox, "acme", "web-app");
@@ -798,7 +798,7 @@ async fn a_pending_client_call_survives_a_killed_service_and_its_answer_resumes_
     mock.push_turn(Turn::text("Lyon is on your screen."));
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
-        "{}[agents.support.client_tools.show_map]\ndescription = \"Shows a map.\"\ninput_schema = {{ type = \"object\", properties = {{ place = {{ type = \"string\" }} }} }}\n",
+        "{}[agents.support.client_tools.show_map]\ndescription = \"Shows a map.\"\ninput_schema = {{ type = \"object\", properties = {{ place = {{ type = \"string\" }} }} }}\n[permissions]\nallow = [\"show_map\"]\n",
         service_config(&mock)
     ));
     let acme = key(&sandbox, "acme", "web-app");

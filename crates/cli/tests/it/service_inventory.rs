@@ -256,6 +256,7 @@ async fn tools_and_servers_status_show_what_a_profile_s_session_reaches_with_its
     let open_order = tool("open_order");
     assert_eq!(open_order["source"], "client");
     assert_eq!(open_order["description"], "Opens an order in the page");
+    assert_eq!(open_order["classes"], json!(["read_only", "external"]));
     let echo = tool("mcp__shop__echo");
     assert_eq!(echo["source"], "mcp");
     assert_eq!(echo["server"], "shop");

@@ -394,6 +394,46 @@ async fn bash_in_the_sandbox_cannot_read_secrets_write_outside_or_connect_out() 
 }
 
 #[tokio::test]
+async fn a_tool_cache_is_writable_to_bash_only_once_sandbox_writable_names_it() {
+    let sandbox = Sandbox::new();
+    let home = home(&sandbox);
+    require_or_skip!(sandbox_enforced(&doctor(&sandbox, &home)));
+    let registry = home.join(".cargo/registry");
+    sandbox.write(&registry.join("index/crate.json"), "{}");
+    sandbox.write(&home.join("notes.txt"), "home-notes-3b1e");
+    for (writable, expected) in [(false, None), (true, Some("fetched\n"))] {
+        let mock = MockModel::start().await.unwrap();
+        mock.push_turn(bash(
+            "call_1",
+            "cat ~/notes.txt; ls ~/.cargo/registry/index && echo fetched > ~/.cargo/registry/new.crate",
+        ));
+        mock.push_turn(Turn::text("done"));
+        let config = mock_model_config(&mock.base_url(), "openai", None);
+        sandbox.user_config(&if writable {
+            format!("{config}[sandbox]\nwritable = [\"~/.cargo/registry\"]\n")
+        } else {
+            config
+        });
+        let _ = std::fs::remove_file(registry.join("new.crate"));
+        run_auto(&sandbox, &home, "bash").await;
+        let sent = sent(&mock);
+        // The cache is readable either way; the rest of the home folder never is.
+        assert!(sent.contains("crate.json"), "{sent}");
+        assert!(
+            !sent.contains("home-notes-3b1e"),
+            "the home folder was readable"
+        );
+        assert_eq!(
+            std::fs::read_to_string(registry.join("new.crate"))
+                .ok()
+                .as_deref(),
+            expected,
+            "writable = {writable}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_fork_bomb_and_a_4_gib_allocation_are_stopped_and_the_run_goes_on() {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();

@@ -32,6 +32,9 @@ pub struct RawPermissions {
     /// Protected paths (keys, credentials, warden's own files) the built-in tools may reach anyway, as absolute paths or `~/…`; each covers what lies beneath it. Outside the workspace they still ask. User config only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow_protected: Option<Vec<String>>,
+    /// Files and folders that run later (a `Makefile`, `scripts/deploy.sh`), as paths relative to a workspace root, beside the built-in list (`.git/`, `.warden/`, `.envrc`, `.vscode/`, `.github/workflows/`, `AGENTS.md`…): writes to them ask a person in every mode, and bash sees them read-only. A project file's entries are added to yours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_protected: Option<Vec<String>>,
 }
 
 impl RawPermissions {
@@ -42,6 +45,7 @@ impl RawPermissions {
         "always_ask",
         "additional_directories",
         "allow_protected",
+        "write_protected",
     ];
 }
 
@@ -224,6 +228,7 @@ impl<'a> Walk<'a> {
             always_ask: self.known_list(t, p, "always_ask"),
             additional_directories: self.strings(t, p, "additional_directories"),
             allow_protected: self.strings(t, p, "allow_protected"),
+            write_protected: self.strings(t, p, "write_protected"),
         }
     }
 

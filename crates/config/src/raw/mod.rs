@@ -354,6 +354,8 @@ impl<'a> Walk<'a> {
                 memory_mb: walk.unsigned(t, p, "memory_mb", "a whole number of MiB"),
                 max_processes: walk.unsigned(t, p, "max_processes", "a whole number of processes"),
                 cpu_sec: walk.unsigned(t, p, "cpu_sec", "a whole number of seconds"),
+                readable: walk.user_paths(t, p, "readable"),
+                writable: walk.user_paths(t, p, "writable"),
             }
         });
         let acp = self.section(root, "acp", |walk, t, p| {

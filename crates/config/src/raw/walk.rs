@@ -150,6 +150,29 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// An array of folders, each absolute or `~/…` under the home folder, expanded.
+    pub(super) fn user_paths(
+        &mut self,
+        table: &Table,
+        path: &str,
+        key: &str,
+    ) -> Option<Vec<std::path::PathBuf>> {
+        let here = key_path(path, key);
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let raw = self.strings(table, path, key)?;
+        let mut out = Vec::with_capacity(raw.len());
+        for (index, item) in raw.iter().enumerate() {
+            match crate::policy::user_path(item, home.as_deref()) {
+                Ok(expanded) => out.push(expanded),
+                Err(expected) => self.report(
+                    format!("{here}[{index}]"),
+                    Problem::InvalidValue { expected },
+                ),
+            }
+        }
+        (out.len() == raw.len()).then_some(out)
+    }
+
     pub(super) fn strings(&mut self, table: &Table, path: &str, key: &str) -> Option<Vec<String>> {
         let here = key_path(path, key);
         match table.get(key)? {

@@ -190,12 +190,14 @@ fn expected(
     if source == CallSurface::CodeMode && !read_only {
         return (Decision::Denied, Layer::Approval, false, visible);
     }
+    // An external tool asks in every mode unless the allow list names it.
     let needs_person = !allow_listed
-        && match mode {
-            PermissionMode::Ask => !read_only,
-            PermissionMode::Auto => classes.contains(D),
-            PermissionMode::ReadOnly => false,
-        };
+        && (classes.contains(E)
+            || match mode {
+                PermissionMode::Ask => !read_only,
+                PermissionMode::Auto => classes.contains(D),
+                PermissionMode::ReadOnly => false,
+            });
     if !needs_person {
         return (Decision::Allowed, Layer::Approval, false, visible);
     }
@@ -369,8 +371,15 @@ async fn named_cases() {
             ..base()
         },
         Row {
-            name: "ask: read-only runs even when external",
+            name: "ask: read-only but external asks, and headless that is a denial naming the flag",
             annotations: ro_open,
+            expect: (Decision::Denied, Layer::Approval),
+            reason_contains: "--allowed-tools mcp__srv__thing",
+            ..base()
+        },
+        Row {
+            name: "ask: read-only and closed-world runs",
+            annotations: ro_closed,
             reason_contains: "read-only tool in ask mode",
             ..base()
         },
@@ -399,9 +408,29 @@ async fn named_cases() {
             ..base()
         },
         Row {
-            name: "read-only mode runs read-only+external",
+            name: "read-only mode asks for read-only+external, headless that is a denial",
             mode: PermissionMode::ReadOnly,
             annotations: ro_open,
+            expect: (Decision::Denied, Layer::Approval),
+            reason_contains: "external",
+            ..base()
+        },
+        Row {
+            name: "read-only mode runs read-only+external the allow list names",
+            mode: PermissionMode::ReadOnly,
+            annotations: ro_open,
+            allow: &["mcp__srv__thing"],
+            reason_contains: "allow list",
+            ..base()
+        },
+        Row {
+            name: "code mode refuses read-only+external unless the allow list names it",
+            mode: PermissionMode::Auto,
+            annotations: ro_open,
+            surface: CallSurface::CodeMode,
+            person: true,
+            expect: (Decision::Denied, Layer::Approval),
+            reason_contains: "never asks",
             ..base()
         },
         Row {

@@ -591,7 +591,7 @@ async fn allow_for_session_is_remembered_per_session_and_grants_unlock() {
 }
 
 #[tokio::test]
-async fn a_path_outside_the_workspace_asks_in_every_mode_and_is_remembered_per_folder() {
+async fn a_path_outside_the_workspace_asks_in_every_mode_and_an_answer_covers_that_path_only() {
     let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowForSession));
     // auto mode with the tool on the allow list: neither covers a path outside the workspace.
     // (Some files do not exist: an admitted call may still fail at dispatch.)
@@ -620,22 +620,25 @@ async fn a_path_outside_the_workspace_asks_in_every_mode_and_is_remembered_per_f
         0,
         "inside the workspace the allow list runs it"
     );
-    for path in ["/etc/hosts", "/etc/passwd", "/etc/ssl/openssl.cnf"] {
-        assert_ne!(h.gate.call(read(path)).await.decision, Decision::Denied);
+    for _ in 0..2 {
+        assert_ne!(
+            h.gate.call(read("/etc/hosts")).await.decision,
+            Decision::Denied
+        );
     }
-    assert_eq!(approver.asked(), 1, "remembered for /etc and beneath it");
+    assert_eq!(approver.asked(), 1, "remembered for /etc/hosts");
     let asked = approver.requests.lock().unwrap()[0].clone();
     assert!(
         asked.reason.contains("outside the workspace"),
         "{}",
         asked.reason
     );
-    assert_eq!(asked.outside.unwrap().path, PathBuf::from("/etc/hosts"));
-    assert_ne!(
-        h.gate.call(read("/var/log/syslog")).await.decision,
-        Decision::Denied
-    );
-    assert_eq!(approver.asked(), 2, "another folder asks again");
+    assert_eq!(asked.guarded.unwrap().path, PathBuf::from("/etc/hosts"));
+    // An answer about one file covers that file, never its folder's other files.
+    for path in ["/etc/passwd", "/etc/ssl/openssl.cnf", "/var/log/syslog"] {
+        assert_ne!(h.gate.call(read(path)).await.decision, Decision::Denied);
+    }
+    assert_eq!(approver.asked(), 4, "every other path asks again");
 
     // Headless: denied, with the flag that makes the folder part of the workspace.
     let h = harness_in_workspace(vec![fs_read_file()], policy, Arc::new(NoApprover));
@@ -978,4 +981,238 @@ async fn a_panicking_dispatcher_is_a_failed_call_with_one_record() {
     );
     assert!(outcome.model_text().contains("dispatcher panicked"));
     assert_eq!(h.audit.len(), 1);
+}
+
+/// A fetch tool as reference servers annotate it: read-only and open-world (trusted hints).
+fn web_fetch() -> warden_policy::ToolDescriptor {
+    mcp_tool("web", "fetch", annotations(Some(true), None, Some(true)))
+}
+
+#[tokio::test]
+async fn an_external_tool_asks_a_person_in_every_mode_even_when_it_is_read_only() {
+    for mode in PermissionMode::ALL {
+        let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowOnce));
+        let policy = GatePolicy {
+            permissions: Permissions {
+                mode,
+                ..Permissions::default()
+            },
+            ..GatePolicy::default()
+        };
+        let h = harness(
+            vec![web_fetch()],
+            policy,
+            approver.clone(),
+            HookRunner::default(),
+        );
+        for surface in [
+            CallSurface::Agent,
+            CallSurface::ToolCli,
+            CallSurface::Gateway,
+        ] {
+            let outcome = h
+                .gate
+                .call(request(surface, "mcp__web__fetch", json!({ "path": "x" })))
+                .await;
+            assert_eq!(outcome.decision, Decision::Allowed, "{mode} {surface}");
+        }
+        assert_eq!(approver.asked(), 3, "{mode}: every surface asked");
+        let asked = approver.requests.lock().unwrap()[0].clone();
+        assert!(asked.reason.contains("external"), "{}", asked.reason);
+    }
+}
+
+#[tokio::test]
+async fn an_external_tool_headless_is_denied_naming_the_flag_and_code_mode_never_reaches_it() {
+    let policy = GatePolicy {
+        permissions: Permissions {
+            mode: PermissionMode::Auto,
+            ..Permissions::default()
+        },
+        ..GatePolicy::default()
+    };
+    let h = harness(
+        vec![web_fetch()],
+        policy,
+        Arc::new(NoApprover),
+        HookRunner::default(),
+    );
+    let outcome = h
+        .gate
+        .call(request(
+            CallSurface::Agent,
+            "mcp__web__fetch",
+            json!({ "path": "x" }),
+        ))
+        .await;
+    assert_eq!(
+        (outcome.decision, outcome.layer),
+        (Decision::Denied, Layer::Approval)
+    );
+    let reason = outcome.reason.unwrap();
+    assert!(
+        reason.contains("--allowed-tools mcp__web__fetch"),
+        "{reason}"
+    );
+    let outcome = h
+        .gate
+        .call(request(
+            CallSurface::CodeMode,
+            "mcp__web__fetch",
+            json!({ "path": "x" }),
+        ))
+        .await;
+    assert_eq!(outcome.decision, Decision::Denied);
+    assert!(
+        outcome.reason.unwrap().contains("code mode never asks"),
+        "code mode is refused an external tool"
+    );
+    assert_eq!(h.dispatcher.count(), 0);
+}
+
+#[tokio::test]
+async fn an_allow_rule_naming_an_external_tool_lets_it_run_unasked_and_a_deny_still_wins() {
+    for pattern in ["mcp__web__fetch", "mcp__web__*"] {
+        let policy = GatePolicy {
+            permissions: Permissions {
+                allow: vec![ToolGlob::parse(pattern).unwrap()],
+                ..Permissions::default()
+            },
+            ..GatePolicy::default()
+        };
+        let h = harness(
+            vec![web_fetch()],
+            policy.clone(),
+            Arc::new(NoApprover),
+            HookRunner::default(),
+        );
+        for surface in [CallSurface::Agent, CallSurface::CodeMode] {
+            let outcome = h
+                .gate
+                .call(request(surface, "mcp__web__fetch", json!({ "path": "x" })))
+                .await;
+            assert_eq!(outcome.decision, Decision::Allowed, "{pattern} {surface}");
+        }
+        let mut denied = policy;
+        denied.permissions.deny = vec![ToolGlob::parse("mcp__web__fetch").unwrap()];
+        let h = harness(
+            vec![web_fetch()],
+            denied,
+            Arc::new(NoApprover),
+            HookRunner::default(),
+        );
+        let outcome = h
+            .gate
+            .call(request(
+                CallSurface::Agent,
+                "mcp__web__fetch",
+                json!({ "path": "x" }),
+            ))
+            .await;
+        assert_eq!(outcome.decision, Decision::Denied);
+    }
+}
+
+#[tokio::test]
+async fn a_guarded_path_asks_whatever_the_allow_list_and_an_answer_covers_that_path_only() {
+    use warden_policy::{CallReach, Catalog, GuardedPath, PathConcern, ToolDescriptor};
+
+    /// Reads of `*.env` are credential reads; writes under `/work/.git` run later.
+    struct Guarded(ToolDescriptor, ToolDescriptor);
+    impl Catalog for Guarded {
+        fn resolve(&self, name: &str) -> Option<ToolDescriptor> {
+            [&self.0, &self.1]
+                .into_iter()
+                .find(|tool| tool.public_name == name)
+                .cloned()
+        }
+        fn assess(&self, descriptor: &ToolDescriptor, arguments: &serde_json::Value) -> CallReach {
+            let path = arguments["path"].as_str().unwrap_or_default();
+            let writes = descriptor.identity.tool.contains("write");
+            let concern = if path.ends_with(".env") && !writes {
+                PathConcern::Secret {
+                    holds: "environment secrets".into(),
+                }
+            } else if path.starts_with("/work/.git") && writes {
+                PathConcern::RunsLater {
+                    runs: "git runs its hooks".into(),
+                }
+            } else {
+                return CallReach::default();
+            };
+            CallReach {
+                guarded: Some(GuardedPath {
+                    path: path.into(),
+                    writes,
+                    folder: false,
+                    concern,
+                }),
+                ..CallReach::default()
+            }
+        }
+    }
+    let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowForSession));
+    let policy = GatePolicy {
+        permissions: Permissions {
+            mode: PermissionMode::Auto,
+            allow: vec![ToolGlob::parse("mcp__fs__*").unwrap()],
+            ..Permissions::default()
+        },
+        ..GatePolicy::default()
+    };
+    let gate = warden_policy::Gate::new(warden_policy::GateParts {
+        catalog: Arc::new(Guarded(fs_read_file(), fs_write_file())),
+        dispatcher: Arc::new(crate::support::FileDispatcher::default()),
+        approver: approver.clone(),
+        audit: Arc::new(crate::support::MemoryAudit::default()),
+        hooks: HookRunner::default(),
+        policy,
+        cwd: std::env::temp_dir(),
+    });
+    let call = |tool: &str, path: &str| {
+        request(
+            CallSurface::Agent,
+            &format!("mcp__fs__{tool}"),
+            json!({ "path": path, "content": "x" }),
+        )
+    };
+    // Allowed by the allow list inside the workspace; a secret asks once, then that file runs.
+    assert_eq!(approver.asked(), 0);
+    gate.call(call("read_file", "/work/a.txt")).await;
+    assert_eq!(approver.asked(), 0);
+    gate.call(call("read_file", "/work/.env")).await;
+    gate.call(call("read_file", "/work/.env")).await;
+    assert_eq!(approver.asked(), 1, "remembered for /work/.env");
+    gate.call(call("read_file", "/work/sub/.env")).await;
+    assert_eq!(approver.asked(), 2, "another credential file asks again");
+    gate.call(call("write_file", "/work/.git/hooks/pre-commit"))
+        .await;
+    assert_eq!(approver.asked(), 3, "a file that runs later asks");
+    let asked = approver.requests.lock().unwrap()[2].clone();
+    assert!(asked.reason.contains("runs later"), "{}", asked.reason);
+    gate.call(call("write_file", "/work/.git/config")).await;
+    assert_eq!(approver.asked(), 4, "each file that runs later asks");
+
+    // Headless: denied, naming allow_protected.
+    let gate = warden_policy::Gate::new(warden_policy::GateParts {
+        catalog: Arc::new(Guarded(fs_read_file(), fs_write_file())),
+        dispatcher: Arc::new(crate::support::FileDispatcher::default()),
+        approver: Arc::new(NoApprover),
+        audit: Arc::new(crate::support::MemoryAudit::default()),
+        hooks: HookRunner::default(),
+        policy: GatePolicy {
+            permissions: Permissions {
+                mode: PermissionMode::Auto,
+                allow: vec![ToolGlob::parse("mcp__fs__*").unwrap()],
+                ..Permissions::default()
+            },
+            ..GatePolicy::default()
+        },
+        cwd: std::env::temp_dir(),
+    });
+    let outcome = gate.call(call("read_file", "/work/.env")).await;
+    assert_eq!(outcome.decision, Decision::Denied);
+    let reason = outcome.reason.unwrap();
+    assert!(reason.contains("allow_protected"), "{reason}");
+    assert!(reason.contains("credential file"), "{reason}");
 }

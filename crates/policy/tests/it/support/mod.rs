@@ -15,7 +15,7 @@ use warden_hooks::HookRunner;
 use warden_policy::{
     ApprovalAnswer, ApprovalRequest, Approver, AuditError, AuditRecord, AuditSink, BoxFuture,
     CallReach, CallRequest, CallSurface, CapabilityClass, CapabilitySet, Catalog, DispatchCall,
-    DispatchError, Dispatcher, Gate, GateParts, GatePolicy, OutsidePath, ServerPolicy,
+    DispatchError, Dispatcher, Gate, GateParts, GatePolicy, GuardedPath, ServerPolicy,
     ToolAnnotations, ToolDescriptor, ToolIdentity, ToolOutput,
 };
 
@@ -59,10 +59,7 @@ pub(crate) fn workspace_reach(descriptor: &ToolDescriptor, arguments: &Value) ->
         reach.added_classes = CapabilitySet::of(&[CapabilityClass::Destructive]);
     }
     if !path.starts_with("/work/") {
-        reach.outside = Some(OutsidePath {
-            path: PathBuf::from(path),
-            writes,
-        });
+        reach.guarded = Some(GuardedPath::outside(path, writes));
     }
     reach
 }
