@@ -203,24 +203,15 @@ impl From<Vec<ToolSpec>> for ToolList {
 }
 
 /// Limits of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AgentOptions {
     /// Model turns allowed in one `run` (`None`: unlimited).
     pub max_turns: Option<u32>,
     /// Token budget for the request (system + tools + messages); `None`: the model's context window.
     pub context_budget: Option<u64>,
-    /// Tokens kept free for the answer when the budget comes from the context window.
-    pub reserve_output_tokens: u64,
-}
-
-impl Default for AgentOptions {
-    fn default() -> Self {
-        Self {
-            max_turns: None,
-            context_budget: None,
-            reserve_output_tokens: 8192,
-        }
-    }
+    /// Tokens kept free for the answer when the budget comes from the context window; `None`:
+    /// a quarter of the window, 8,192 at most ([`crate::output_reserve`]).
+    pub reserve_output_tokens: Option<u64>,
 }
 
 /// Why a run ended.
@@ -416,9 +407,12 @@ impl Agent {
         let mut turn = 0u32;
         let budget = TokenBudget {
             tokens: self.options.context_budget.unwrap_or_else(|| {
-                self.client
-                    .context_window()
-                    .saturating_sub(self.options.reserve_output_tokens)
+                let window = self.client.context_window();
+                let reserve = self
+                    .options
+                    .reserve_output_tokens
+                    .unwrap_or_else(|| crate::budget::output_reserve(window));
+                window.saturating_sub(reserve)
             }),
         };
         loop {

@@ -8,6 +8,16 @@ pub(crate) struct TokenBudget {
     pub tokens: u64,
 }
 
+/// The most tokens kept free for the answer.
+pub(crate) const MAX_OUTPUT_RESERVE: u64 = 8192;
+
+/// Tokens kept free for the answer in a context window of `window` tokens: a quarter of it, at
+/// most [`MAX_OUTPUT_RESERVE`]. A small local model (a 4k or 8k window) keeps three quarters
+/// for the prompt, the tools and their results; a fixed 8k reserve would leave it nothing.
+pub fn output_reserve(window: u64) -> u64 {
+    (window / 4).min(MAX_OUTPUT_RESERVE)
+}
+
 /// Estimated tokens of `bytes` bytes: one token per four bytes, rounded up.
 pub(crate) fn estimate_tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
@@ -76,4 +86,18 @@ pub(crate) fn elide_oldest_tool_results(
         before,
         after: estimate_request(system, tools, messages),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_output_reserve_is_a_quarter_of_a_small_window_and_8k_at_most() {
+        assert_eq!(output_reserve(4096), 1024);
+        assert_eq!(output_reserve(8192), 2048);
+        assert_eq!(output_reserve(32_768), 8192);
+        assert_eq!(output_reserve(128_000), 8192);
+        assert_eq!(output_reserve(0), 0);
+    }
 }

@@ -113,6 +113,10 @@ pub struct Usage {
     /// Input tokens served from the provider's prompt cache (part of `input_tokens` where the provider counts them there).
     #[serde(default)]
     pub cached_input_tokens: u64,
+    /// Whether the provider reported usage at all: a server that sends none (many local ones)
+    /// leaves it false, and the counts above are then unknown, not zero.
+    #[serde(default)]
+    pub reported: bool,
 }
 
 impl Usage {
@@ -120,6 +124,7 @@ impl Usage {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cached_input_tokens += other.cached_input_tokens;
+        self.reported |= other.reported;
     }
 
     pub fn total(&self) -> u64 {

@@ -15,6 +15,7 @@ pub use agent::{
     Agent, AgentError, AgentEvent, AgentOptions, Checkpoint, RunOutcome, StopReason,
     ToolCallRecord, ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolRefresh,
 };
+pub use budget::output_reserve;
 pub use builtin::{
     ArtifactSink, BashEnv, BuiltinOptions, BuiltinReach, BuiltinResult, BuiltinToolSpec,
     BuiltinTools, Capability, CommandTerminal, ConfinementReport, DirArtifacts, MAX_READ_BYTES,

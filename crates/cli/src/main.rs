@@ -22,7 +22,8 @@ struct Cli {
     #[arg(long)]
     mcp_skills_extension: bool,
 
-    /// More log detail: `-v` info, `-vv` debug (warnings are always shown; `RUST_LOG` overrides).
+    /// More log detail: `-v` warden's info and the libraries' warnings, `-vv` debug (warden's
+    /// own warnings are always shown; `RUST_LOG` overrides).
     #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
     verbose: u8,
 
@@ -137,12 +138,22 @@ fn run_command() -> ExitCode {
         Command::Knowledge(args) => commands::knowledge::run(&globals, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "warden", &mut std::io::stdout());
-            Ok(ExitCode::SUCCESS)
+            use std::io::Write;
+            // Into memory first: clap_complete panics when its writer fails, and a closed pipe
+            // is no failure of warden's.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "warden", &mut script);
+            std::io::stdout()
+                .lock()
+                .write_all(&script)
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(anyhow::Error::from)
         }
     };
     match outcome {
         Ok(code) => code,
+        // Its reader went away (`warden audit | head -1`): quiet, as any Unix tool ends.
+        Err(error) if stdout_closed(&error) => ExitCode::from(141),
         Err(error) => {
             eprintln!("warden: {}", setup::error_line(&error));
             exit_code_of(&error)
@@ -150,14 +161,16 @@ fn run_command() -> ExitCode {
     }
 }
 
-/// Installs the log sink, so a warning is never dropped: stderr at `warn` (more with `-v`,
-/// `RUST_LOG` wins), except for `warden chat`, whose screen stderr would tear: it logs to
+/// Installs the log sink, so a warning of warden's is never dropped: stderr at `warn` for
+/// warden's own crates (the libraries' warnings and more detail with `-v`, `RUST_LOG` wins), except for `warden chat`, whose screen stderr would tear: it logs to
 /// `STATE_DIR/logs/chat.log` (0600) instead.
 fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
+    // warden's own warnings always; the libraries' (rmcp's worker errors, reqwest's) only with
+    // `-v`, where warden's one-line reports already say what went wrong and what to check.
     let level = match cli.verbose {
-        0 => "warn",
-        1 => "info",
+        0 => "warden=warn",
+        1 => "warn,warden=info",
         _ => "debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
@@ -192,6 +205,15 @@ fn chat_log_file() -> Option<std::fs::File> {
         .mode(0o600)
         .open(dir.join("chat.log"))
         .ok()
+}
+
+/// Whether `error` is a write to a standard output whose reader went away.
+fn stdout_closed(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The one exit-code table of every command (documented in the README): 2 for bad usage or

@@ -132,7 +132,25 @@ pub(crate) fn is_usage_error(error: &anyhow::Error) -> bool {
             || cause
                 .downcast_ref::<SessionError>()
                 .is_some_and(SessionError::is_usage)
+            // A name that is not there, arguments that are not valid: the request is wrong.
+            || cause
+                .downcast_ref::<warden_bridge::views::ViewError>()
+                .is_some_and(|view| view.kind == warden_bridge::views::ViewErrorKind::BadRequest)
+            || cause.downcast_ref::<warden_config::EditError>().is_some_and(|edit| {
+                matches!(
+                    edit,
+                    warden_config::EditError::Exists { .. }
+                        | warden_config::EditError::NotFound { .. }
+                        | warden_config::EditError::Invalid(_)
+                        | warden_config::EditError::Syntax { .. }
+                )
+            })
     })
+}
+
+/// A usage error (exit code 2) saying `message`.
+pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
 }
 
 /// A multi-threaded tokio runtime for one command.

@@ -209,6 +209,10 @@ pub struct ModelEntry {
     pub defer_mode: DeferMode,
     /// Anthropic's extended thinking budget in tokens; `None`: no extended thinking.
     pub thinking_budget: Option<u32>,
+    /// Whether answers are streamed (`stream = false` for servers that cannot stream tool calls).
+    pub stream: bool,
+    /// Extra request fields (`[models.NAME.request]`), merged into every request body.
+    pub request: serde_json::Map<String, serde_json::Value>,
 }
 
 /// One validated `[agents.NAME]` profile.
@@ -428,6 +432,8 @@ impl TryFrom<ScopedRawModel> for ModelEntry {
             defer_mode,
             allow_plain_http,
             thinking_budget,
+            stream,
+            request,
         } = raw;
         if provider.is_none() {
             report(
@@ -561,6 +567,8 @@ impl TryFrom<ScopedRawModel> for ModelEntry {
                 context_window,
                 defer_mode,
                 thinking_budget,
+                stream: stream.unwrap_or(true),
+                request: request.unwrap_or_default(),
             }),
             _ => Err(diagnostics),
         }

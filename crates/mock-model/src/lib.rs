@@ -98,6 +98,10 @@ pub struct Turn {
     /// Drop the connection at this point (streaming only).
     #[serde(default)]
     pub cut: Option<Cut>,
+    /// Chat Completions: send no usage chunk even when the request asks for one, as many local
+    /// servers do.
+    #[serde(default)]
+    pub omit_usage: bool,
 }
 
 impl Turn {
@@ -130,6 +134,12 @@ impl Turn {
             name: name.into(),
             arguments: arguments.to_string(),
         });
+        self
+    }
+
+    /// Sends no usage chunk (Chat Completions), as many local servers do.
+    pub fn without_usage(mut self) -> Self {
+        self.omit_usage = true;
         self
     }
 
@@ -524,7 +534,8 @@ async fn handle(
                 let include_usage = json
                     .pointer("/stream_options/include_usage")
                     .and_then(|v| v.as_bool())
-                    == Some(true);
+                    == Some(true)
+                    && !turn.omit_usage;
                 let frames =
                     wire::stream_frames(api, &turn, &model, fragment, include_usage, &json);
                 sse_response(frames, turn.cut)

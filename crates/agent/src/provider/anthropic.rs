@@ -207,6 +207,7 @@ impl StreamDecoder for MessagesDecoder {
                     u64_at("/message/usage/cache_read_input_tokens").unwrap_or(0);
                 self.state.usage.output_tokens =
                     u64_at("/message/usage/output_tokens").unwrap_or(0);
+                self.state.usage.reported = value.pointer("/message/usage").is_some();
             }
             "content_block_start" => {
                 let block_type = str_at("/content_block/type");

@@ -166,6 +166,12 @@ pub struct ModelConfig {
     pub thinking_budget: Option<u32>,
     pub retry: RetryPolicy,
     pub timeouts: Timeouts,
+    /// Whether the answer is streamed (`[models.NAME] stream`; default true). Without it the
+    /// whole answer is read as one JSON body (Chat Completions only).
+    pub stream: bool,
+    /// Fields merged into every request body (`[models.NAME.request]`); a field warden sets
+    /// itself is never replaced.
+    pub extra_body: serde_json::Map<String, Value>,
 }
 
 impl ModelConfig {
@@ -187,6 +193,8 @@ impl ModelConfig {
             thinking_budget: None,
             retry: RetryPolicy::default(),
             timeouts: Timeouts::default(),
+            stream: true,
+            extra_body: serde_json::Map::new(),
         }
     }
 }
@@ -233,6 +241,8 @@ pub fn select_model(
                 thinking_budget: entry.thinking_budget,
                 retry: RetryPolicy::default(),
                 timeouts: Timeouts::default(),
+                stream: entry.stream,
+                extra_body: entry.request.clone(),
             })
         }
         Ok(None) => {
@@ -375,10 +385,25 @@ pub struct ModelResponse {
 pub enum ProviderError {
     #[error("the environment variable {env} that should hold the API key is not set")]
     MissingApiKey { env: String },
-    #[error("the model API answered {status}: {message}")]
-    Http { status: u16, message: String },
+    #[error("the model API at {url} answered {status}: {message}{}", http_hint(*status))]
+    Http {
+        status: u16,
+        message: String,
+        /// The URL the request went to.
+        url: String,
+    },
     #[error("cannot reach the model API: {0}")]
     Connection(String),
+    /// A 200 with nothing in it: what a local server sends when the prompt is longer than its
+    /// own context.
+    #[error(
+        "the model API at {url} answered 200 with an empty body: the server failed on the \
+         request (its log says why). A local server does this when the prompt is longer than \
+         its context (llama.cpp's --n_ctx / -c, Ollama's num_ctx: raise it, or set \
+         [models.NAME] context_window to it so warden trims the conversation to fit), or when it \
+         cannot stream what was asked (llama-cpp-python with tools: set stream = false)"
+    )]
+    EmptyAnswer { url: String },
     #[error("the model's response stream broke after output was received: {0}")]
     StreamInterrupted(String),
     #[error("the model API sent something unexpected: {0}")]
@@ -409,6 +434,18 @@ pub enum ProviderError {
     },
     #[error("the model call was cancelled")]
     Cancelled,
+}
+
+/// What to check after an HTTP error status, for the statuses where warden knows better.
+fn http_hint(status: u16) -> &'static str {
+    match status {
+        404 => {
+            "; check [models.NAME] base_url (it ends before the API path, such as \
+             http://127.0.0.1:8080/v1) and id"
+        }
+        401 | 403 => "; check the API key ([models.NAME] api_key_env names its variable)",
+        _ => "",
+    }
 }
 
 /// `300 s`, or `0.25 s` below a second.
@@ -466,6 +503,15 @@ pub(crate) trait WireFormat: Send + Sync {
 /// Turns a stream of SSE events into deltas and, at the end, the response.
 pub(crate) trait StreamDecoder: Send {
     fn on_event(&mut self, event: &SseEvent) -> Result<Vec<ModelDelta>, ProviderError>;
+    /// A whole answer read as one JSON body (`stream = false`), as deltas; only the wires that
+    /// can ask for one implement it.
+    fn on_complete(&mut self, body: &Value) -> Result<Vec<ModelDelta>, ProviderError> {
+        let _ = body;
+        Err(ProviderError::Protocol(
+            "this API is only read as a stream; remove `stream = false` from the model's entry"
+                .into(),
+        ))
+    }
     /// The finished response, or `None` when the stream has not completed.
     fn finish(&mut self) -> Option<ModelResponse>;
     fn is_done(&self) -> bool;
@@ -524,6 +570,13 @@ fn retryable_status(status: reqwest::StatusCode) -> bool {
 
 /// What a 200 whose body is not an event stream says, as an error; `body` is its beginning
 /// when `whole` is false.
+/// Whether `head` holds only SSE comment lines (`: ping`) and blank lines.
+fn only_comments(head: &[u8]) -> bool {
+    String::from_utf8_lossy(head)
+        .lines()
+        .all(|line| line.trim().is_empty() || line.starts_with(':'))
+}
+
 fn not_a_stream(body: &[u8], content_type: &str, whole: bool) -> ProviderError {
     let text = String::from_utf8_lossy(body);
     let quoted = quote(text.trim());
@@ -586,15 +639,32 @@ impl<W: WireFormat> HttpModelClient<W> {
         let key = self.config.api_key.read().map_err(AttemptError::Fatal)?;
         let timeouts = self.config.timeouts;
         let url = format!("{}{}", self.config.base_url, self.wire.path());
+        let streaming = self.config.stream;
         let mut builder = self
             .http
             .post(&url)
             .header("content-type", "application/json")
-            .header("accept", "text/event-stream");
+            .header(
+                "accept",
+                if streaming {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            );
         for (name, value) in self.wire.headers(key.as_ref()) {
             builder = builder.header(name, value);
         }
-        let body = self.wire.body(&self.config, request, deferred);
+        let mut body = self.wire.body(&self.config, request, deferred);
+        if let Value::Object(fields) = &mut body {
+            for (name, value) in &self.config.extra_body {
+                fields.entry(name.clone()).or_insert_with(|| value.clone());
+            }
+            if !streaming {
+                fields.insert("stream".into(), Value::Bool(false));
+                fields.remove("stream_options");
+            }
+        }
         // The headers and the first body bytes must arrive by this instant.
         let first_byte_deadline = tokio::time::Instant::now() + timeouts.first_byte;
         let send = tokio::time::timeout_at(first_byte_deadline, builder.json(&body).send());
@@ -610,11 +680,16 @@ impl<W: WireFormat> HttpModelClient<W> {
             }
             Ok(Ok(response)) => response,
             Ok(Err(error)) => {
-                let mut message = error_chain(&error);
+                let mut message = format!("{url}: {}", error_chain(&error));
                 if error.is_connect() && error.is_timeout() {
                     message = format!(
                         "connecting took longer than {}: {message}",
                         show_duration(timeouts.connect)
+                    );
+                } else if error.is_connect() {
+                    message.push_str(
+                        "; is the model server running and listening there? ([models.NAME] \
+                         base_url names it)",
                     );
                 }
                 return Err(AttemptError::retry(ProviderError::Connection(message)));
@@ -639,6 +714,7 @@ impl<W: WireFormat> HttpModelClient<W> {
                 return Err(AttemptError::Fatal(ProviderError::Http {
                     status: status.as_u16(),
                     message,
+                    url,
                 }));
             }
             if let Some(after) = retry_after
@@ -657,6 +733,7 @@ impl<W: WireFormat> HttpModelClient<W> {
                 error: ProviderError::Http {
                     status: status.as_u16(),
                     message,
+                    url,
                 },
                 timed_out: false,
             });
@@ -769,20 +846,43 @@ impl<W: WireFormat> HttpModelClient<W> {
             }
         }
         if let Some(body) = json_body {
-            return Err(AttemptError::Fatal(not_a_stream(
-                &body,
-                &content_type,
-                true,
-            )));
+            if streaming {
+                return Err(AttemptError::Fatal(not_a_stream(
+                    &body,
+                    &content_type,
+                    true,
+                )));
+            }
+            let value: Value = serde_json::from_slice(&body).map_err(|error| {
+                AttemptError::Fatal(ProviderError::Protocol(format!(
+                    "an answer that is not JSON: {error}"
+                )))
+            })?;
+            if let Some(message) = value.pointer("/error/message").and_then(Value::as_str) {
+                return Err(AttemptError::Fatal(ProviderError::Api(message.to_string())));
+            }
+            for delta in decoder.on_complete(&value).map_err(AttemptError::Fatal)? {
+                on_delta(delta);
+            }
         }
         match decoder.finish() {
             Some(response) => Ok(response),
+            // Only `: ping`-like keep-alive comments, then the end: the server gave up on the
+            // request (its log says why); asking again may well work.
+            None if events == 0 && received && only_comments(&head) => Err(broken(
+                false,
+                "the stream ended after keep-alive comments only, before any answer (the \
+                 server may have failed on the request; its log says why)"
+                    .into(),
+            )),
             // Bytes came, but not one event: whatever it is, asking again will not change it.
             None if events == 0 && received => Err(AttemptError::Fatal(not_a_stream(
                 &head,
                 &content_type,
                 true,
             ))),
+            // A 200 with no byte at all: deterministic for the same prompt, so not retried.
+            None if !received => Err(AttemptError::Fatal(ProviderError::EmptyAnswer { url })),
             None => Err(broken(
                 emitted,
                 "the stream ended before the response was complete".into(),

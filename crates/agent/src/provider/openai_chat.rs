@@ -71,6 +71,9 @@ impl WireFormat for ChatCompletions {
                         "name": t.name, "description": t.description, "parameters": t.input_schema}})
                 })
                 .collect();
+            // The API's default when tools are given, said aloud: some local servers
+            // (llama-cpp-python's) drop `tools` from a request that carries no `tool_choice`.
+            body["tool_choice"] = json!("auto");
         }
         body
     }
@@ -86,6 +89,38 @@ struct ChatDecoder {
 }
 
 impl StreamDecoder for ChatDecoder {
+    /// A whole answer (`stream = false`): each choice's `message` read as one chunk's `delta`
+    /// (a tool call's index taken from its place), the usage with it, then the end.
+    fn on_complete(&mut self, body: &Value) -> Result<Vec<ModelDelta>, ProviderError> {
+        let mut chunk = body.clone();
+        if let Some(choices) = chunk.get_mut("choices").and_then(Value::as_array_mut) {
+            for choice in choices {
+                let Some(message) = choice.get_mut("message").map(Value::take) else {
+                    continue;
+                };
+                let mut delta = message;
+                if let Some(calls) = delta.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                    for (index, call) in calls.iter_mut().enumerate() {
+                        if call.get("index").is_none() {
+                            call["index"] = json!(index);
+                        }
+                    }
+                }
+                choice["delta"] = delta;
+            }
+        }
+        let event = SseEvent {
+            event: None,
+            data: chunk.to_string(),
+        };
+        let mut deltas = self.on_event(&event)?;
+        deltas.extend(self.on_event(&SseEvent {
+            event: None,
+            data: "[DONE]".into(),
+        })?);
+        Ok(deltas)
+    }
+
     fn on_event(&mut self, event: &SseEvent) -> Result<Vec<ModelDelta>, ProviderError> {
         let data = event.data.trim();
         if data == "[DONE]" {
@@ -107,6 +142,7 @@ impl StreamDecoder for ChatDecoder {
                 input_tokens: get("/prompt_tokens"),
                 output_tokens: get("/completion_tokens"),
                 cached_input_tokens: get("/prompt_tokens_details/cached_tokens"),
+                reported: true,
             };
         }
         for choice in chunk

@@ -158,6 +158,7 @@ impl StreamDecoder for ResponsesDecoder {
                     input_tokens: get("/input_tokens"),
                     output_tokens: get("/output_tokens"),
                     cached_input_tokens: get("/input_tokens_details/cached_tokens"),
+                    reported: usage.is_some_and(Value::is_object),
                 };
                 self.state.stop_reason = Some(str_at("/response/status"));
                 self.state.done = true;

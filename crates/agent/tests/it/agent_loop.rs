@@ -346,6 +346,55 @@ impl ToolExecutor for Big {
 }
 
 #[tokio::test]
+async fn a_4k_window_keeps_a_2_kb_tool_result_and_tools_are_offered_with_tool_choice_auto() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call("c1", "dump", json!({"text": "A"})));
+    mock.push_turn(Turn::text("read it"));
+    let mut config = ModelConfig::new(ModelProvider::OpenAi, "small-local", mock.base_url());
+    config.context_window = 4096;
+    let agent = Agent::new(
+        client_for(config).unwrap(),
+        Arc::new(Big),
+        String::new(),
+        vec![spec("dump")],
+    );
+    let mut conversation = vec![Message::user("dump once")];
+    let outcome = run(&agent, &mut conversation, &CancellationToken::new()).await;
+    assert_eq!(outcome.final_text, "read it");
+    let requests = mock.requests();
+    let second = requests[1].body.to_string();
+    assert!(
+        second.contains(&"A".repeat(2000)),
+        "a 2 KB result fits a 4k window: {second}"
+    );
+    assert!(!second.contains("was elided"), "{second}");
+    assert_eq!(requests[0].body["tool_choice"], "auto");
+}
+
+#[tokio::test]
+async fn usage_a_server_never_reports_is_unknown_not_zero() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::text("no usage here").without_usage());
+    mock.push_turn(Turn::text("counted").with_usage(12, 3));
+    let agent = Agent::new(
+        client(ModelProvider::OpenAi, &mock),
+        Arc::new(Big),
+        String::new(),
+        vec![],
+    );
+    let mut conversation = vec![Message::user("hi")];
+    let silent = run(&agent, &mut conversation, &CancellationToken::new()).await;
+    assert!(!silent.usage.reported, "{:?}", silent.usage);
+    conversation.push(Message::user("again"));
+    let counted = run(&agent, &mut conversation, &CancellationToken::new()).await;
+    assert!(counted.usage.reported, "{:?}", counted.usage);
+    assert_eq!(
+        (counted.usage.input_tokens, counted.usage.output_tokens),
+        (12, 3)
+    );
+}
+
+#[tokio::test]
 async fn the_oldest_tool_results_are_elided_first_with_a_notice() {
     let mock = MockModel::start().await.unwrap();
     mock.push_turn(Turn::tool_call("c1", "dump", json!({"text": "A"})));

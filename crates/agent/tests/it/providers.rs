@@ -399,7 +399,9 @@ async fn client_errors_are_not_retried_and_retries_run_out() {
     let client = client_for(config(ModelProvider::Anthropic, &mock)).unwrap();
     let (result, _) = call(&client, &[Message::user("hi")]).await;
     match result {
-        Err(ProviderError::Http { status, message }) => {
+        Err(ProviderError::Http {
+            status, message, ..
+        }) => {
             assert_eq!(status, 400);
             assert_eq!(message, "scripted failure");
         }
@@ -924,4 +926,112 @@ async fn reasoning_content_of_chat_completions_is_a_thought_and_never_sent_back(
     ];
     call(&client, &conversation).await.0.unwrap();
     assert!(!mock.requests()[1].body.to_string().contains(REASONING));
+}
+
+#[tokio::test]
+async fn a_404_names_the_url_tried_and_what_to_check() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_failure(404, None);
+    let client = client_for(config(ModelProvider::OpenAi, &mock)).unwrap();
+    let (result, _) = call(&client, &[Message::user("hi")]).await;
+    let error = result.unwrap_err().to_string();
+    assert!(
+        error.contains(&format!("{}/chat/completions", mock.base_url())),
+        "{error}"
+    );
+    assert!(error.contains("base_url"), "{error}");
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_one_line_naming_the_url_with_a_hint() {
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = ModelConfig::new(
+        ModelProvider::OpenAi,
+        "local",
+        format!("http://127.0.0.1:{port}/v1"),
+    );
+    config.retry = RetryPolicy {
+        max_retries: 1,
+        base_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(5),
+        max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+    };
+    let client = client_for(config).unwrap();
+    let (result, _) = call(&client, &[Message::user("hi")]).await;
+    let error = result.unwrap_err().to_string();
+    assert!(!error.contains('\n'), "{error}");
+    assert!(
+        error.contains(&format!("127.0.0.1:{port}/v1/chat/completions")),
+        "{error}"
+    );
+    assert!(error.contains("is the model server running"), "{error}");
+}
+
+#[tokio::test]
+async fn an_empty_200_is_named_as_a_prompt_over_the_server_s_context_and_not_retried() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_step(Step::raw("text/event-stream", ""));
+    mock.push_turn(Turn::text("must not be fetched"));
+    let client = client_for(config(ModelProvider::OpenAi, &mock)).unwrap();
+    let (result, _) = call(&client, &[Message::user("hi")]).await;
+    let error = result.unwrap_err();
+    assert!(
+        matches!(error, ProviderError::EmptyAnswer { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("context"), "{error}");
+    assert_eq!(mock.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_of_keep_alive_comments_only_is_named_and_retried() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_step(Step::raw("text/event-stream", ": ping\n\n: ping\n\n"));
+    mock.push_turn(Turn::text("after the keep-alives"));
+    let client = client_for(config(ModelProvider::OpenAi, &mock)).unwrap();
+    let (result, _) = call(&client, &[Message::user("hi")]).await;
+    assert_eq!(result.unwrap().text, "after the keep-alives");
+    assert_eq!(mock.requests().len(), 2);
+    // Alone, it is said for what it is.
+    let mock = MockModel::start().await.unwrap();
+    for _ in 0..4 {
+        mock.push_step(Step::raw("text/event-stream", ": ping\n\n"));
+    }
+    let client = client_for(config(ModelProvider::OpenAi, &mock)).unwrap();
+    let (result, _) = call(&client, &[Message::user("hi")]).await;
+    let error = result.unwrap_err().to_string();
+    assert!(error.contains("keep-alive comments only"), "{error}");
+}
+
+#[tokio::test]
+async fn stream_false_reads_a_whole_answer_with_its_tool_call_and_extra_fields_reach_the_body() {
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(
+        Turn::tool_call("call_1", "read_file", json!({"path": "a.txt"})).with_usage(30, 7),
+    );
+    let mut config = config(ModelProvider::OpenAi, &mock);
+    config.stream = false;
+    config.extra_body = json!({"options": {"num_ctx": 4096}, "model": "not-this-one"})
+        .as_object()
+        .unwrap()
+        .clone();
+    let client = client_for(config).unwrap();
+    let (result, _) = call(&client, &[Message::user("read a.txt")]).await;
+    let response = result.unwrap();
+    assert_eq!(response.tool_calls.len(), 1, "{response:?}");
+    assert_eq!(response.tool_calls[0].name, "read_file");
+    assert_eq!(response.tool_calls[0].arguments, r#"{"path":"a.txt"}"#);
+    assert!(response.usage.reported);
+    assert_eq!(response.usage.input_tokens, 30);
+    let body = &mock.requests()[0].body;
+    assert_eq!(body["stream"], false);
+    assert!(body.get("stream_options").is_none(), "{body}");
+    assert_eq!(body["options"]["num_ctx"], 4096);
+    assert_eq!(body["model"], "test-model", "warden's own fields win");
+    assert_eq!(body["tool_choice"], "auto");
 }

@@ -51,7 +51,13 @@ pub(crate) fn run(globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode
         .as_deref()
         .map(|text| parse_since(text, SystemTime::now()))
         .transpose()
-        .map_err(|error| anyhow::anyhow!("--since: {}", error.0))?;
+        .map_err(|error| {
+            crate::setup::usage(format!(
+                "--since {}: expected an age such as 10m, 2h or 7d, or an RFC 3339 time such as \
+                 2026-12-01T09:00:00Z",
+                error.0
+            ))
+        })?;
     let mut query = AuditQuery {
         session: args.session.clone(),
         since_unix_ms,

@@ -191,6 +191,11 @@ fn check_as_run_would(globals: &Globals, files: &Files, vars: &VarContext) -> us
         }
     };
     let mut problems = 0;
+    for model in config.models.models.values() {
+        if let Some(note) = small_window_note(model) {
+            println!("note: {}: {note}", model.source.display());
+        }
+    }
     // Only the specs' URLs are checked: the file store stands in for the configured backend,
     // which keeps the check from probing the OS keyring.
     let oauth_context = warden_oauth::OAuthContext::new(files.paths.state_dir());
@@ -212,4 +217,25 @@ fn check_as_run_would(globals: &Globals, files: &Files, vars: &VarContext) -> us
         }
     }
     problems
+}
+
+/// The most tokens a turn's prompt, tool list and results may take before the window is too
+/// small to be useful to an agent: a 2 KB tool result alone is about 512.
+const ROOM_FOR_AN_AGENT: u64 = 3072;
+
+/// A note when `model`'s context window leaves too little room for the prompt, the tools and
+/// their results once the answer's share is kept free.
+fn small_window_note(model: &warden_config::ModelEntry) -> Option<String> {
+    let window = model.context_window?;
+    let reserve = warden_agent::output_reserve(window);
+    let room = window - reserve;
+    (room < ROOM_FOR_AN_AGENT).then(|| {
+        format!(
+            "models.{}.context_window = {window} leaves {room} tokens for the system prompt, the \
+             tool list and tool results once {reserve} are kept for the answer; tool results \
+             will be elided to fit. Run the server with a context of 4096 tokens or more and \
+             set context_window to it",
+            model.name
+        )
+    })
 }

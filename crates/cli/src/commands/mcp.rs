@@ -255,7 +255,9 @@ fn split_pair<'a>(
 ) -> anyhow::Result<(&'a str, &'a str)> {
     match text.split_once(separator) {
         Some((key, value)) if !key.trim().is_empty() => Ok((key.trim(), value)),
-        _ => bail!("{flag} expects K{separator}V, got \"{text}\""),
+        _ => Err(crate::setup::usage(format!(
+            "{flag} expects K{separator}V, got \"{text}\""
+        ))),
     }
 }
 
@@ -310,7 +312,20 @@ fn add(files: &Files, args: AddArgs) -> anyhow::Result<ExitCode> {
     };
     let is_remote = url.is_some() && transport != Some(TransportArg::Sse);
     match (url, command.split_first()) {
-        (Some(url), None) => server.url = Some(url),
+        (Some(url), None) => {
+            // Refused now, as `config check` and the runtime would refuse it: an entry that can
+            // never connect is never written (a URL built from `${env:…}` is checked at use).
+            if !url.contains("${")
+                && let Err(error) = warden_mcp::check_url(&name, &url)
+            {
+                return Err(warden_session::UsageError(format!(
+                    "{error}; nothing was written. Use https://, or http:// to a loopback \
+                     address (127.0.0.1, ::1, localhost) for a server on this machine"
+                ))
+                .into());
+            }
+            server.url = Some(url);
+        }
         (None, Some((program, rest))) => {
             server.command = Some(program.clone());
             server.args = (!rest.is_empty()).then(|| rest.to_vec());

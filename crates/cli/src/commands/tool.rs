@@ -7,12 +7,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_bridge::views::{self, ViewError};
 use warden_bridge::{CallRequest, CallView, SearchView, ServerRow, ToolView};
 use warden_host::Host;
+
+use crate::setup::usage;
 
 use crate::Globals;
 use crate::setup::{PolicyFlags, async_runtime, load_config, open_host};
@@ -49,10 +51,10 @@ pub(crate) fn run(globals: &Globals, args: ToolArgs) -> anyhow::Result<ExitCode>
             || !args.policy.allowed_tools.is_empty()
             || !args.policy.disallowed_tools.is_empty()
         {
-            bail!(
+            return Err(usage(
                 "inside an agent session `warden tool` goes through the session's gate; \
-                 --permission-mode, --allowed-tools and --disallowed-tools cannot change it"
-            );
+                 --permission-mode, --allowed-tools and --disallowed-tools cannot change it",
+            ));
         }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -179,7 +181,9 @@ async fn dispatch(backend: &Backend, args: &ToolArgs) -> anyhow::Result<ExitCode
         _ => {}
     }
     if args.uri.is_some() {
-        bail!("too many arguments: warden tool SERVER TOOL '<json arguments>'");
+        return Err(usage(
+            "too many arguments: warden tool SERVER TOOL '<json arguments>'",
+        ));
     }
     match (&args.server, &args.tool, &args.arguments) {
         (None, _, _) => list_servers(&backend.servers().await.map_err(failed)?, args.json),
@@ -208,7 +212,9 @@ async fn dispatch(backend: &Backend, args: &ToolArgs) -> anyhow::Result<ExitCode
 /// Ranks every server's tools (deferred ones included) against `query`.
 async fn search(backend: &Backend, query: &str, args: &ToolArgs) -> anyhow::Result<ExitCode> {
     if query.trim().is_empty() {
-        bail!("give a query: warden tool search \"create an issue\"");
+        return Err(usage(
+            "give a query: warden tool search \"create an issue\"",
+        ));
     }
     let view = backend.search(query, args.limit).await.map_err(failed)?;
     for failure in &view.failures {
@@ -241,14 +247,14 @@ async fn resource(backend: &Backend, args: &ToolArgs) -> anyhow::Result<ExitCode
         }
         (Some("read"), Some(uri)) => {
             let Some(server) = server else {
-                bail!("usage: {USAGE}");
+                return Err(usage(format!("usage: {USAGE}")));
             };
             report(
                 &backend.read_resource(server, uri).await.map_err(failed)?,
                 args,
             )
         }
-        _ => bail!("usage: {USAGE}"),
+        _ => Err(usage(format!("usage: {USAGE}"))),
     }
 }
 
@@ -377,11 +383,15 @@ fn parse_arguments(text: &str) -> anyhow::Result<Value> {
         Err(error) => {
             // Arguments may be large and may hold secrets: show ~100 characters around the error.
             let excerpt = excerpt_around(&text, error.line(), error.column());
-            bail!("the arguments are not JSON ({error}), near: {excerpt}");
+            return Err(usage(format!(
+                "the arguments are not JSON ({error}), near: {excerpt}"
+            )));
         }
     };
     if !value.is_object() {
-        bail!("the arguments must be a JSON object, like '{{\"key\": \"value\"}}'");
+        return Err(usage(
+            "the arguments must be a JSON object, like '{\"key\": \"value\"}'",
+        ));
     }
     Ok(value)
 }

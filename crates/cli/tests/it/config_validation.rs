@@ -378,3 +378,31 @@ fn a_project_file_cannot_pick_the_model_move_tokens_or_replace_an_agent() {
         run.stderr
     );
 }
+
+#[test]
+fn config_check_notes_a_context_window_too_small_for_tool_results() {
+    let sandbox = Sandbox::new();
+    let model = |window: u64| {
+        format!(
+            "[models.tiny]\nprovider = \"openai\"\nid = \"smollm2\"\nbase_url = \"http://127.0.0.1:8080/v1\"\ncontext_window = {window}\n"
+        )
+    };
+    sandbox.user_config(&model(2048));
+    let small = sandbox.run(&["config", "check"]);
+    assert_eq!(small.code, 0, "{}", small.stderr);
+    assert!(
+        small
+            .stdout
+            .contains("models.tiny.context_window = 2048 leaves 1536 tokens"),
+        "{}",
+        small.stdout
+    );
+    sandbox.user_config(&model(4096));
+    let enough = sandbox.run(&["config", "check"]);
+    assert_eq!(enough.code, 0, "{}", enough.stderr);
+    assert!(
+        !enough.stdout.contains("context_window ="),
+        "{}",
+        enough.stdout
+    );
+}

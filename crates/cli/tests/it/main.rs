@@ -22,6 +22,7 @@ mod gate_hooks;
 mod injection_matrix;
 mod knowledge_cli;
 mod knowledge_filters;
+mod local_model;
 mod mcp_flag;
 mod mcp_login_cli;
 mod mcp_manage_cli;

@@ -149,14 +149,14 @@ fn add_refuses_an_existing_name_and_bad_flags() {
     sandbox.ok(&["mcp", "add", "a", "--", "echo"]);
     let before = fs::read(sandbox.user_file()).unwrap();
     let again = sandbox.run(&["mcp", "add", "a", "--", "other"]);
-    assert_eq!(again.code, 1);
+    assert_eq!(again.code, 2, "a name that exists is bad usage");
     assert!(
         again.stderr.contains("a server named `a` already exists"),
         "{}",
         again.stderr
     );
     let header_on_stdio = sandbox.run(&["mcp", "add", "b", "--header", "A: b", "--", "echo"]);
-    assert_eq!(header_on_stdio.code, 1);
+    assert_eq!(header_on_stdio.code, 2);
     assert!(
         header_on_stdio
             .stderr
@@ -170,6 +170,32 @@ fn add_refuses_an_existing_name_and_bad_flags() {
         "{}",
         zero.stderr
     );
+    // An entry `config check` would refuse is refused when it is made.
+    let plain = sandbox.run(&[
+        "mcp",
+        "add",
+        "plain",
+        "--url",
+        "http://example.com/mcp",
+        "--no-login",
+    ]);
+    assert_eq!(plain.code, 2, "{}", plain.stderr);
+    assert!(
+        plain.stderr.contains("plain http") && plain.stderr.contains("nothing was written"),
+        "{}",
+        plain.stderr
+    );
+    let local = sandbox.run(&[
+        "mcp",
+        "add",
+        "local",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--no-login",
+        "--scope",
+        "project",
+    ]);
+    assert_eq!(local.code, 0, "{}", local.stderr);
     let neither = sandbox.run(&["mcp", "add", "d"]);
     assert!(
         neither
@@ -199,7 +225,7 @@ fn add_refuses_a_literal_secret_in_project_scope() {
         "--",
         "server",
     ]);
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, 2, "a refused entry is bad configuration");
     assert!(
         run.stderr.contains("API_KEY = \"${env:API_KEY}\""),
         "{}",
@@ -374,7 +400,7 @@ fn import_reads_mcp_servers_json_with_variables_disabled_entries_and_timeouts() 
     // Importing again collides with existing names: nothing is written.
     let before = fs::read(sandbox.user_file()).unwrap();
     let again = sandbox.run(&["mcp", "import", json_file.to_str().unwrap()]);
-    assert_eq!(again.code, 1);
+    assert_eq!(again.code, 2, "names that exist are bad usage");
     assert!(again.stderr.contains("already exists"), "{}", again.stderr);
     assert_eq!(fs::read(sandbox.user_file()).unwrap(), before);
 
@@ -386,7 +412,7 @@ fn import_reads_mcp_servers_json_with_variables_disabled_entries_and_timeouts() 
         "--scope",
         "project",
     ]);
-    assert_eq!(project.code, 1);
+    assert_eq!(project.code, 2);
     assert!(
         project.stderr.contains("a project file is shared"),
         "{}",

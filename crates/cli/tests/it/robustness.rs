@@ -13,7 +13,8 @@ use warden_mock_model::{MockModel, Turn};
 use warden_testkit::fixture_binary;
 
 use crate::support::{
-    Sandbox, mock_model_config, output, stdio_server, warden_without_model_keys as warden,
+    Sandbox, echo_server, mock_model_config, output, stdio_server,
+    warden_without_model_keys as warden,
 };
 
 /// A copy of the fixture server under a path no other test uses, so the process table can be
@@ -150,21 +151,34 @@ fn config_check_runs_the_checks_run_makes() {
 #[test]
 fn a_closed_stdout_ends_the_command_quietly() {
     let sandbox = Sandbox::new();
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
-    let run = sandbox
-        .command()
-        .args(["config", "schema"])
-        .stdout(writer)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert_eq!(run.status.code(), Some(141));
-    assert!(
-        run.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    sandbox.user_config(&echo_server("fixture", ""));
+    // One record in the audit trail, so `warden audit` has something to print.
+    let call = sandbox.run(&["tool", "fixture", "echo", r#"{"text":"hi"}"#]);
+    assert_eq!(call.code, 0, "{}", call.stderr);
+    for args in [
+        &["config", "schema"][..],
+        &["completions", "bash"],
+        &["audit"],
+        &["audit", "--json"],
+        &["mcp", "list"],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let run = sandbox
+            .command()
+            .args(args)
+            .env("RUST_BACKTRACE", "1")
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(141), "{args:?}");
+        assert!(
+            run.stderr.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
 }
 
 #[tokio::test]
@@ -422,6 +436,33 @@ fn probe_exits_non_zero_when_a_server_cannot_start() {
     let run = sandbox.run(&["mcp", "list", "--probe"]);
     assert_eq!(run.code, 1, "{}", run.stdout);
     assert!(run.stderr.contains("MCP bad"), "{}", run.stderr);
+}
+
+#[test]
+fn a_refused_connection_is_one_line_of_warden_s_and_library_logs_wait_for_v() {
+    let sandbox = Sandbox::new();
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    sandbox.user_config(&format!(
+        "[mcp_servers.gone]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"
+    ));
+    let run = sandbox.run(&["mcp", "list", "--probe"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stderr.contains("MCP gone"), "{}", run.stderr);
+    for noise in ["ERROR", "WARN", "reqwest::Error", "worker quit"] {
+        assert!(
+            !run.stderr.contains(noise),
+            "a library's log reached the default output: {}",
+            run.stderr
+        );
+    }
+    let verbose = sandbox.run(&["-v", "mcp", "list", "--probe"]);
+    assert_eq!(verbose.code, 1, "{}", verbose.stdout);
+    assert!(verbose.stderr.contains("MCP gone"), "{}", verbose.stderr);
 }
 
 /// Every duration and size key at its extremes: the config is refused with a reason or loads,

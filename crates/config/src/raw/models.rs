@@ -37,6 +37,12 @@ pub struct RawModel {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1024))]
     pub thinking_budget: Option<u64>,
+    /// Whether answers are streamed (default true). `false` for a server that cannot stream a tool call (llama-cpp-python's `chatml-function-calling`): the whole answer then arrives at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// Extra fields merged into every request body, for what a server needs beyond the API: Ollama's `options = { num_ctx = 8192 }`, vLLM's `top_k`, `repetition_penalty`. A field warden sets itself (`model`, `messages`, `tools`, `stream`…) cannot be replaced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl RawModel {
@@ -49,6 +55,8 @@ impl RawModel {
         "defer_mode",
         "allow_plain_http",
         "thinking_budget",
+        "stream",
+        "request",
     ];
 }
 
@@ -117,6 +125,22 @@ impl<'a> Walk<'a> {
             defer_mode: self.known(t, p, "defer_mode"),
             allow_plain_http: self.boolean(t, p, "allow_plain_http"),
             thinking_budget: self.unsigned(t, p, "thinking_budget", "a whole number of tokens"),
+            stream: self.boolean(t, p, "stream"),
+            request: match t.get("request") {
+                None => None,
+                Some(toml::Value::Table(fields)) => match serde_json::to_value(fields) {
+                    Ok(serde_json::Value::Object(fields)) => Some(fields),
+                    _ => None,
+                },
+                Some(other) => {
+                    self.wrong_type(
+                        super::key_path(p, "request"),
+                        "a table of request fields",
+                        other,
+                    );
+                    None
+                }
+            },
         }
     }
 
