@@ -32,7 +32,8 @@ pub use prompt::{
 pub use provider::{
     ANTHROPIC_TOOL_SEARCH_NAME, ANTHROPIC_TOOL_SEARCH_TYPE, ApiKey, DEFAULT_MAX_RETRY_AFTER,
     DeferredTools, ModelClient, ModelConfig, ModelDelta, ModelRequest, ModelResponse,
-    NO_MODEL_MESSAGE, ProviderError, RetryPolicy, SelectError, Timeouts, client_for, select_model,
+    NO_MODEL_MESSAGE, ProviderError, RetryPolicy, SelectError, Timeouts, client_for,
+    no_model_message, select_model,
 };
 pub use session::{LoadedSession, Redactor, Session, SessionError, SessionRecord, SessionStore};
 pub use warden_sandbox::{ResourceLimits, SandboxMode};

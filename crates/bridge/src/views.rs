@@ -85,6 +85,10 @@ async fn visible_tools(host: &Host, server: &str) -> Result<Vec<VisibleTool>, Vi
         ));
     }
     host.server_tools(server).await.map_err(|error| {
+        // A name that is not configured is a wrong request, not a server that failed.
+        if error.kind() == warden_mcp::FailureKind::UnknownServer {
+            return ViewError::bad_request(error.to_string());
+        }
         let stderr_tail = host
             .servers()
             .server_status(server)

@@ -10,7 +10,18 @@ use clap::{Parser, Subcommand};
 
 /// An agent host that puts every tool call behind one authorization boundary.
 #[derive(Debug, Parser)]
-#[command(name = "warden", version, about)]
+#[command(
+    name = "warden",
+    version,
+    about = "An agent host: a model's tools — built-in, MCP servers, skills, hooks — behind one \
+             authorization boundary that authorizes, approves, times and audits every call",
+    after_help = "Start here:\n  \
+        warden mcp add everything -- npx -y @modelcontextprotocol/server-everything\n  \
+        warden tool everything echo '{\"message\": \"hi\"}'     # a gated call, no model needed\n  \
+        warden run 'list the files here'                       # needs a model: docs/MODELS.md\n\n\
+        Exit codes: 0 done, 1 failed at run time, 2 bad usage or configuration, 3 --max-turns,\n\
+        130 interrupted, 141 standard output closed."
+)]
 struct Cli {
     /// Use FILE as the only configuration scope (it has user authority).
     #[arg(short = 'c', long = "config", global = true, value_name = "FILE")]
@@ -34,34 +45,75 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the agent headless on one prompt (the answer on stdout).
+    #[command(
+        after_help = "Examples:\n  warden run 'summarise README.md'\n  git diff | warden run - --allowed-tools read_file --output-format json\n  warden run --continue 'and now the tests'"
+    )]
     Run(commands::run::RunArgs),
     /// Serve warden as an Agent Client Protocol agent on stdio, for editors (Zed, JetBrains, Neovim).
+    #[command(
+        after_help = "Example (Zed's settings.json):\n  \"agent_servers\": { \"warden\": { \"command\": \"warden\", \"args\": [\"acp\"] } }"
+    )]
     Acp(commands::acp::AcpArgs),
     /// The interactive terminal chat: streamed answers, tool calls, approvals, /tools, /mcp.
+    #[command(
+        after_help = "Examples:\n  warden chat\n  warden chat --model local --agent reviewer"
+    )]
     Chat(commands::chat::ChatArgs),
-    /// Manage MCP servers: add, list, get, remove, import, trust.
+    /// Manage MCP servers: add, list, get, remove, import, trust, login, logout, prompt.
+    #[command(
+        after_help = "Examples:\n  warden mcp add fs -- npx -y @modelcontextprotocol/server-filesystem .\n  warden mcp add github --url https://api.githubcopilot.com/mcp/\n  warden mcp list --probe"
+    )]
     Mcp(commands::mcp::McpArgs),
     /// Inspect and validate the configuration.
+    #[command(
+        after_help = "Examples:\n  warden config check\n  warden config paths\n  warden config schema > config.schema.json"
+    )]
     Config(commands::config::ConfigArgs),
     /// Browse and call MCP tools: servers → tools → schema → call (through the gate).
+    #[command(
+        after_help = "Examples:\n  warden tool                                   # the servers\n  warden tool fs                                # its tools\n  warden tool fs read_text_file '{\"path\": \"README.md\"}'\n  warden tool search 'create an issue'"
+    )]
     Tool(commands::tool::ToolArgs),
     /// What confines the agent's tools here: workspace roots, protected paths, the bash sandbox.
+    #[command(after_help = "Examples:\n  warden doctor\n  warden doctor --json | jq .sandbox")]
     Doctor(commands::doctor::DoctorArgs),
     /// Token counts of the MCP manifest the model would get, per server and in total.
+    #[command(after_help = "Example:\n  warden context")]
     Context(commands::context::ContextArgs),
     /// Run JavaScript in the code-mode sandbox; its tool calls go through the gate.
+    #[command(
+        after_help = "Example:\n  echo 'return (await tools.call(\"fs\", \"list_directory\", {path: \".\"})).length' > count.js\n  warden code count.js"
+    )]
     Code(commands::code::CodeArgs),
     /// Skills: list, show, check, grants, revoke.
+    #[command(
+        after_help = "Examples:\n  warden skills list\n  warden skills check ./skills/release"
+    )]
     Skills(commands::skills::SkillsArgs),
     /// Show the audit trail: one record per gate decision.
+    #[command(
+        after_help = "Examples:\n  warden audit --since 1h --denied\n  warden audit --json | jq 'select(.public_name == \"bash\")'\n  warden audit --follow"
+    )]
     Audit(commands::audit::AuditArgs),
     /// Serve the gated tool surface as an MCP server (stdio or Streamable HTTP).
+    #[command(
+        after_help = "Examples:\n  warden serve                                  # stdio, for an MCP client's config\n  warden serve --http 127.0.0.1:8765            # a bearer token is written and printed"
+    )]
     Serve(commands::serve::ServeArgs),
     /// warden as an HTTP service: `run` the API, `key create|revoke` its tenants' API keys.
+    #[command(
+        after_help = "Examples:\n  warden service key create --tenant acme --caller web-app\n  warden service run --listen 127.0.0.1:8780"
+    )]
     Service(commands::service::ServiceArgs),
     /// Document collections: add files, list, show, remove, search (BM25), reindex.
+    #[command(
+        after_help = "Examples:\n  warden knowledge add docs docs/*.md\n  warden knowledge search docs 'how do I rotate a key'"
+    )]
     Knowledge(commands::knowledge::KnowledgeArgs),
-    /// Print a shell completion script: `warden completions bash > ~/.local/share/bash-completion/completions/warden`.
+    /// Print a shell completion script for bash, zsh, fish, elvish or powershell.
+    #[command(
+        after_help = "Example:\n  warden completions bash > ~/.local/share/bash-completion/completions/warden"
+    )]
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,

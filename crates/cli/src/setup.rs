@@ -134,6 +134,24 @@ pub(crate) fn is_usage_error(error: &anyhow::Error) -> bool {
                 .is_some_and(SessionError::is_usage)
             // A name that is not there, arguments that are not valid: the request is wrong.
             || cause
+                .downcast_ref::<warden_mcp::McpError>()
+                .is_some_and(|mcp| mcp.kind() == warden_mcp::FailureKind::UnknownServer)
+            || cause
+                .downcast_ref::<warden_knowledge::KnowledgeError>()
+                .is_some_and(names_nothing)
+            || cause
+                .downcast_ref::<warden_session::knowledge::RetrievalError>()
+                .is_some_and(|error| {
+                    use warden_session::knowledge::RetrievalError;
+                    match error {
+                        RetrievalError::Store(store) => names_nothing(store),
+                        RetrievalError::UnknownEmbeddings(_)
+                        | RetrievalError::UnknownReranker(_)
+                        | RetrievalError::MissingKey { .. } => true,
+                        RetrievalError::Endpoint { .. } | RetrievalError::Folder { .. } => false,
+                    }
+                })
+            || cause
                 .downcast_ref::<warden_bridge::views::ViewError>()
                 .is_some_and(|view| view.kind == warden_bridge::views::ViewErrorKind::BadRequest)
             || cause.downcast_ref::<warden_config::EditError>().is_some_and(|edit| {
@@ -146,6 +164,15 @@ pub(crate) fn is_usage_error(error: &anyhow::Error) -> bool {
                 )
             })
     })
+}
+
+/// Whether a knowledge store's error is a name that names nothing (or no name at all).
+fn names_nothing(error: &warden_knowledge::KnowledgeError) -> bool {
+    matches!(
+        error,
+        warden_knowledge::KnowledgeError::UnknownCollection(_)
+            | warden_knowledge::KnowledgeError::BadName(_)
+    )
 }
 
 /// A usage error (exit code 2) saying `message`.

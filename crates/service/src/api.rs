@@ -789,8 +789,10 @@ async fn create_session(
     if let Some(agent) = &agent
         && !state.opener.knows_agent(agent)
     {
+        // A name in the request body that names nothing: the request is wrong (400), as
+        // docs/SERVICE.md says; 404 is for a path that names nothing.
         return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
+            StatusCode::BAD_REQUEST,
             format!("no agent profile named {agent:?} (define it as [agents.{agent}])"),
         ));
     }
@@ -1561,7 +1563,7 @@ async fn issue_widget_token(
     };
     if !state.opener.knows_agent(&request.agent) {
         return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
+            StatusCode::BAD_REQUEST,
             format!(
                 "no agent profile named {:?} (define it as [agents.{}])",
                 request.agent, request.agent

@@ -184,8 +184,15 @@ impl AgentSession {
             }
         }
         let env = |name: &str| std::env::var(name).ok();
-        let model = select_model(&settings, request.model, profile, &env)
-            .map_err(|error| UsageError(error.to_string()))?;
+        let model = select_model(&settings, request.model, profile, &env).map_err(|error| {
+            UsageError(match error {
+                // The hint names the config file this run reads, wherever WARDEN_HOME puts it.
+                warden_agent::SelectError::NoModel => {
+                    warden_agent::no_model_message(&paths.user_config_file())
+                }
+                other => other.to_string(),
+            })
+        })?;
         let client = client_for(model.clone()).map_err(|error| UsageError(error.to_string()))?;
 
         let secrets = known_secrets(&config, &model, &workspace);

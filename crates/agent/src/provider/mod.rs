@@ -32,7 +32,7 @@ pub(crate) const DEFAULT_CONTEXT_WINDOW: u64 = 128_000;
 /// Output token limit sent where the API requires one (Anthropic).
 pub(crate) const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
 
-/// The one-line message shown when no model can be chosen.
+/// The one-line message shown when no model can be chosen and the config file is not known.
 pub const NO_MODEL_MESSAGE: &str = "no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, or add [models.NAME] with provider = \"openai\", id and base_url (e.g. http://127.0.0.1:11434/v1 for Ollama) and model = \"NAME\" to ~/.config/warden/config.toml";
 
 /// Where the API key comes from. Read when a request is made, never stored in logs.
@@ -274,6 +274,17 @@ pub fn select_model(
             }
         }
     }
+}
+
+/// The one-line message shown when no model can be chosen, naming the user config file the
+/// run reads (`WARDEN_HOME` moves it) and a first run that needs no API key.
+pub fn no_model_message(user_config: &std::path::Path) -> String {
+    format!(
+        "no model configured: set OPENAI_API_KEY or ANTHROPIC_API_KEY, or add [models.NAME] with \
+         provider = \"openai\", id and base_url (e.g. http://127.0.0.1:11434/v1 for Ollama, \
+         http://127.0.0.1:8080/v1 for llama.cpp; docs/MODELS.md) and model = \"NAME\" to {}",
+        user_config.display()
+    )
 }
 
 /// No model could be chosen.

@@ -43,9 +43,7 @@ const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
 const FOLLOW_HOLD: Duration = Duration::from_secs(60);
 
 pub(crate) fn run(globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode> {
-    let Some(store) = open_trail(globals, &args)? else {
-        return Ok(ExitCode::SUCCESS);
-    };
+    // The flags first: a bad one is refused whether or not there are records.
     let since_unix_ms = args
         .since
         .as_deref()
@@ -58,6 +56,9 @@ pub(crate) fn run(globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode
                 error.0
             ))
         })?;
+    let Some(store) = open_trail(globals, &args)? else {
+        return Ok(ExitCode::SUCCESS);
+    };
     let mut query = AuditQuery {
         session: args.session.clone(),
         since_unix_ms,

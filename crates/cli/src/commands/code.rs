@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use tokio_util::sync::CancellationToken;
 use warden_codemode::{CodeModeLimits, ExecutionStatus, execute};
 
@@ -38,9 +38,10 @@ pub(crate) fn run(globals: &Globals, args: CodeArgs) -> anyhow::Result<ExitCode>
             std::io::stdin().read_to_string(&mut code)?;
             code
         }
-        (None, Some(file)) => {
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
-        }
+        (None, Some(file)) => std::fs::read_to_string(file).map_err(|error| {
+            // A script file that is not there is a wrong argument, not a failed run.
+            crate::setup::usage(format!("reading {}: {error}", file.display()))
+        })?,
         (None, None) => bail!("give a script with -e SCRIPT, or a file"),
     };
     let (paths, workspace, config) = load_config(globals)?;

@@ -21,12 +21,16 @@ pub(crate) struct ConfigArgs {
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
     /// Print the JSON Schema of the configuration file.
+    #[command(after_help = "Example:\n  warden config schema > config.schema.json")]
     Schema,
     /// Validate the user and project files (or the -c file), including variable references.
+    #[command(after_help = "Examples:\n  warden config check\n  warden -c ci.toml config check")]
     Check,
     /// Show which files and directories warden uses.
+    #[command(after_help = "Example:\n  warden config paths")]
     Paths,
     /// Approve a project's `[agents.NAME]` profile exactly as it is now (it is not loaded before).
+    #[command(after_help = "Example:\n  warden config trust-agent reviewer")]
     TrustAgent(TrustAgentArgs),
 }
 
@@ -83,10 +87,10 @@ fn trust_agent(globals: &Globals, name: &str) -> anyhow::Result<ExitCode> {
         .as_ref()
         .and_then(|file| file.model_settings.agents.get(name))
     else {
-        bail!(
+        return Err(crate::setup::usage(format!(
             "no agent profile named `{name}` in {}",
             project_file.display()
-        );
+        )));
     };
     let user = read_file(&user_file, Scope::User)?;
     if user

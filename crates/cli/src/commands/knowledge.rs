@@ -23,6 +23,7 @@ enum KnowledgeCommand {
     /// Add files or folders (Markdown, plain text, HTML; PDF and others through `[knowledge]
     /// converters`) to a collection, made when new. An unchanged file does no work; a changed one
     /// is replaced; a file gone from an added folder is removed.
+    #[command(after_help = "Example:\n  warden knowledge add docs docs/ README.md")]
     Add {
         collection: String,
         #[arg(required = true)]
@@ -37,17 +38,22 @@ enum KnowledgeCommand {
         embeddings: Option<String>,
     },
     /// The collections, with their documents and chunks counted.
+    #[command(after_help = "Example:\n  warden knowledge list")]
     List {
         #[arg(long)]
         json: bool,
     },
     /// A collection's documents.
+    #[command(after_help = "Example:\n  warden knowledge show docs")]
     Show {
         collection: String,
         #[arg(long)]
         json: bool,
     },
     /// Remove a collection, or one document of it.
+    #[command(
+        after_help = "Examples:\n  warden knowledge remove docs\n  warden knowledge remove docs --document docs/old.md"
+    )]
     Remove {
         collection: String,
         /// Only this document (its path as `show` lists it).
@@ -55,6 +61,7 @@ enum KnowledgeCommand {
         document: Option<String>,
     },
     /// The chunks of a collection that best match a query, with where each comes from.
+    #[command(after_help = "Example:\n  warden knowledge search docs 'how do I rotate a key'")]
     Search {
         collection: String,
         query: String,
@@ -72,6 +79,7 @@ enum KnowledgeCommand {
         json: bool,
     },
     /// Read every document of a collection again and chunk it afresh.
+    #[command(after_help = "Example:\n  warden knowledge reindex docs")]
     Reindex {
         collection: String,
         /// Embed it with `[embeddings.NAME]` (other than before: the collection moves to them).
@@ -173,10 +181,15 @@ pub(crate) fn run(globals: &Globals, args: KnowledgeArgs) -> anyhow::Result<Exit
                 None => store.remove_collection(&collection)?,
             };
             if !removed {
-                anyhow::bail!(
-                    "no {} in collection {collection} (see `warden knowledge show {collection}`)",
-                    document.as_deref().unwrap_or("such collection")
-                );
+                return Err(crate::setup::usage(match &document {
+                    Some(path) => format!(
+                        "no document {path} in collection {collection} (`warden knowledge show \
+                         {collection}` lists them)"
+                    ),
+                    None => format!(
+                        "no collection named {collection:?} (`warden knowledge list` lists them)"
+                    ),
+                }));
             }
             eprintln!("warden: removed");
         }

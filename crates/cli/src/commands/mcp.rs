@@ -28,22 +28,35 @@ pub(crate) struct McpArgs {
 #[derive(Debug, Subcommand)]
 enum McpCommand {
     /// Add a server entry to a configuration file.
+    #[command(
+        after_help = "Examples:\n  warden mcp add fs -- npx -y @modelcontextprotocol/server-filesystem .\n  warden mcp add api --url https://mcp.example.com/mcp --header 'Authorization: Bearer ${env:API_TOKEN}'\n  warden mcp add local -e DEBUG=1 --scope project -- ./server"
+    )]
     Add(Box<AddArgs>),
     /// List the configured servers.
+    #[command(after_help = "Examples:\n  warden mcp list\n  warden mcp list --probe --json")]
     List(ListArgs),
     /// Show one server entry as declared (secrets as references, never values).
+    #[command(after_help = "Example:\n  warden mcp get fs --json")]
     Get(GetArgs),
     /// Remove a server entry.
+    #[command(after_help = "Example:\n  warden mcp remove fs --scope user")]
     Remove(RemoveArgs),
     /// Import servers from an `{"mcpServers": {...}}` JSON file (.mcp.json, claude_desktop_config.json).
+    #[command(after_help = "Example:\n  warden mcp import .mcp.json --scope project")]
     Import(ImportArgs),
     /// Approve a project-scope server entry exactly as it is now.
+    #[command(after_help = "Example:\n  warden mcp trust fs")]
     Trust(TrustArgs),
     /// Log in to a remote server with OAuth (opens the browser; the URL is printed either way).
+    #[command(after_help = "Example:\n  warden mcp login github --no-browser")]
     Login(LoginArgs),
     /// Forget a remote server's OAuth tokens, revoking them where the server allows.
+    #[command(after_help = "Example:\n  warden mcp logout github")]
     Logout(LogoutArgs),
     /// List a server's prompts, or get one: `warden mcp prompt SERVER NAME key=value…` (or JSON).
+    #[command(
+        after_help = "Examples:\n  warden mcp prompt everything\n  warden mcp prompt everything args-prompt city=Paris"
+    )]
     Prompt(crate::commands::prompt::PromptArgs),
 }
 
@@ -785,7 +798,15 @@ fn preregistered_redirect_uri(entry: &ServerEntry) -> Option<String> {
 
 fn file_declares(path: &Path, name: &str) -> anyhow::Result<bool> {
     match std::fs::read_to_string(path) {
-        Ok(text) => Ok(declares_server(&text, name)),
+        // A file that is not TOML is said to be so, not searched and found empty.
+        Ok(text) => match text.parse::<toml_edit::DocumentMut>() {
+            Ok(_) => Ok(declares_server(&text, name)),
+            Err(error) => Err(warden_config::EditError::Syntax {
+                path: path.to_path_buf(),
+                message: error.message().to_owned(),
+            }
+            .into()),
+        },
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
     }
@@ -801,20 +822,24 @@ fn remove(files: &Files, args: RemoveArgs) -> anyhow::Result<ExitCode> {
             file_declares(&user, &args.name)?,
             file_declares(&project, &args.name)?,
         ) {
-            (true, true) => bail!(
-                "`{}` exists in both {} and {}; pass --scope user or --scope project",
-                args.name,
-                user.display(),
-                project.display()
-            ),
+            (true, true) => {
+                return Err(crate::setup::usage(format!(
+                    "`{}` exists in both {} and {}; pass --scope user or --scope project",
+                    args.name,
+                    user.display(),
+                    project.display()
+                )));
+            }
             (true, false) => user,
             (false, true) => project,
-            (false, false) => bail!(
-                "no server named `{}` in {} or {}",
-                args.name,
-                user.display(),
-                project.display()
-            ),
+            (false, false) => {
+                return Err(crate::setup::usage(format!(
+                    "no server named `{}` in {} or {}; `warden mcp list` shows the names",
+                    args.name,
+                    user.display(),
+                    project.display()
+                )));
+            }
         }
     };
     remove_server_from_file(&file, &args.name)?;
@@ -915,11 +940,11 @@ fn timeout_arg(text: &str) -> Result<u64, String> {
 fn no_such_server(name: &str, config: &warden_config::LoadedConfig) -> anyhow::Error {
     let names: Vec<&str> = config.servers.keys().map(String::as_str).collect();
     match warden_config::nearest(name, &names) {
-        Some(near) => {
-            anyhow::anyhow!("no server named `{name}` is configured; did you mean `{near}`?")
-        }
-        None => {
-            anyhow::anyhow!("no server named `{name}` is configured (`warden mcp list` shows them)")
-        }
+        Some(near) => crate::setup::usage(format!(
+            "no server named `{name}` is configured; did you mean `{near}`?"
+        )),
+        None => crate::setup::usage(format!(
+            "no server named `{name}` is configured (`warden mcp list` shows them)"
+        )),
     }
 }

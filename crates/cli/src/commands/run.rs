@@ -86,8 +86,19 @@ pub(crate) struct RunArgs {
 pub(crate) fn run(globals: &Globals, args: RunArgs) -> anyhow::Result<ExitCode> {
     let prompt = match read_prompt(args.prompt.as_deref())? {
         Some(prompt) => prompt,
+        None if args.prompt.as_deref() == Some("-") || !std::io::stdin().is_terminal() => {
+            eprintln!(
+                "warden run: standard input held no prompt (it was empty); pipe one in \
+                 (echo 'list the files' | warden run -) or give it as an argument \
+                 (warden run 'list the files')"
+            );
+            return Ok(ExitCode::from(exit::USAGE));
+        }
         None => {
-            eprintln!("warden run: give a prompt as an argument, or `-` to read it from stdin");
+            eprintln!(
+                "warden run: give a prompt as an argument (warden run 'list the files'), or `-` \
+                 to read it from standard input"
+            );
             return Ok(ExitCode::from(exit::USAGE));
         }
     };
@@ -453,7 +464,17 @@ fn report(
 ) -> anyhow::Result<()> {
     match format {
         OutputFormat::Text => {
-            println!("{}", outcome.final_text);
+            // An interrupted turn may have no answer: say so on stderr, print no bare line.
+            if outcome.stop != StopReason::Cancelled || !outcome.final_text.is_empty() {
+                println!("{}", outcome.final_text);
+            }
+            if outcome.stop == StopReason::Cancelled {
+                eprintln!(
+                    "warden: interrupted after {} turn(s); the running call was cancelled and \
+                     recorded (resume with `warden run --continue`)",
+                    outcome.turns
+                );
+            }
             if outcome.stop == StopReason::MaxTurns {
                 eprintln!(
                     "warden: stopped after {} turns (--max-turns)",

@@ -174,20 +174,37 @@ pub(crate) fn run(globals: &Globals, args: ServeArgs) -> anyhow::Result<ExitCode
         }
         gateway.prepare().await;
         let served = match args.http {
-            None => serve_stdio(gateway).await.context("serving over stdio"),
+            None => serve_stdio(gateway)
+                .await
+                .context("serving over stdio")
+                .map(|()| Ended::ByClient),
             Some(addr) => serve_over_http(gateway, addr, &args).await,
         };
         host.shutdown().await;
-        served?;
-        Ok(ExitCode::SUCCESS)
+        // Ended by SIGINT or SIGTERM: 130, as every command ends on a stop signal.
+        Ok(match served? {
+            Ended::ByClient => ExitCode::SUCCESS,
+            Ended::BySignal => ExitCode::from(crate::commands::run::exit::INTERRUPTED),
+        })
     })
+}
+
+/// How serving ended.
+enum Ended {
+    /// The client went away (stdin closed).
+    ByClient,
+    /// A stop signal (SIGINT, SIGTERM, SIGHUP).
+    BySignal,
 }
 
 async fn serve_over_http(
     gateway: Arc<Gateway>,
     addr: SocketAddr,
     args: &ServeArgs,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Ended> {
+    // Listening for the stop signals starts before "listening on" is said: a signal sent the
+    // moment a supervisor reads that line is not lost.
+    let stop = stop_signal();
     let (listener, auth) = bind_with_auth(addr, args.insecure_no_auth).await?;
     let bound = listener.local_addr()?;
     if args.insecure_no_auth {
@@ -205,13 +222,20 @@ async fn serve_over_http(
         settings.max_sessions = max as usize;
     }
     let shutdown = settings.shutdown.clone();
+    let signalled = shutdown.clone();
     tokio::spawn(async move {
-        stop_signal().await;
+        stop.await;
         shutdown.cancel();
     });
     serve_http(gateway, listener, settings)
         .await
-        .context("serving over HTTP")
+        .context("serving over HTTP")?;
+    // Only the signal cancels it: serving ends on nothing else.
+    Ok(if signalled.is_cancelled() {
+        Ended::BySignal
+    } else {
+        Ended::ByClient
+    })
 }
 
 /// The authentication of `--http` and `--a2a` and the listener: the operator's token from

@@ -26,6 +26,9 @@ pub(crate) struct ServiceArgs {
 #[derive(Debug, clap::Subcommand)]
 enum ServiceCommand {
     /// Serve the HTTP API (REST + SSE) until stopped; every request needs an API key.
+    #[command(
+        after_help = "Examples:\n  warden service run\n  warden service run --listen 127.0.0.1:8780"
+    )]
     Run(RunArgs),
     /// API keys of the service's tenants.
     Key {
@@ -47,6 +50,9 @@ struct RunArgs {
 #[derive(Debug, clap::Subcommand)]
 enum KeyCommand {
     /// Make an API key (printed once; stored hashed). Its tenant is created if new.
+    #[command(
+        after_help = "Examples:\n  warden service key create --tenant acme --caller web-app\n  warden service key create --tenant acme --caller ops --admin"
+    )]
     Create {
         /// The tenant the key belongs to.
         #[arg(long)]
@@ -62,6 +68,9 @@ enum KeyCommand {
         admin: bool,
     },
     /// Revoke an API key by its id (`key_…`).
+    #[command(
+        after_help = "Example:\n  warden service key revoke key_ac5b45f86e44647ed8340367033dbe03"
+    )]
     Revoke { id: String },
 }
 
@@ -106,8 +115,16 @@ fn keys(store: &dyn ServiceStorage, command: KeyCommand) -> anyhow::Result<ExitC
             operator,
             admin,
         } => {
-            if tenant.trim().is_empty() || caller.trim().is_empty() {
-                anyhow::bail!("--tenant and --caller must not be empty");
+            if caller.trim().is_empty() {
+                return Err(crate::setup::usage("--caller must not be empty"));
+            }
+            if !is_url_name(&tenant) {
+                return Err(crate::setup::usage(format!(
+                    "--tenant {tenant:?}: a tenant is named by a letter or digit followed by \
+                     letters, digits, `_` and `-` (64 at most), since URLs name it \
+                     (/v1/tenants/NAME/keys); try --tenant {}",
+                    suggested_name(&tenant)
+                )));
             }
             let role = if operator {
                 Role::Operator
@@ -129,9 +146,42 @@ fn keys(store: &dyn ServiceStorage, command: KeyCommand) -> anyhow::Result<ExitC
                 eprintln!("warden: revoked {id}");
                 Ok(ExitCode::SUCCESS)
             } else {
-                anyhow::bail!("no live key {id} (see the id printed when it was made)");
+                Err(crate::setup::usage(format!(
+                    "no live key {id} (see the id printed when it was made)"
+                )))
             }
         }
+    }
+}
+
+/// Whether `name` can stand in a URL's path as it is: `[A-Za-z0-9][A-Za-z0-9_-]{0,63}`.
+fn is_url_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphanumeric())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// `name` with every other character made `-`: what to type instead.
+fn suggested_name(name: &str) -> String {
+    let plain: String = name
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let plain = plain.trim_matches('-');
+    if plain.is_empty() {
+        "acme".to_owned()
+    } else {
+        plain.chars().take(64).collect()
     }
 }
 
@@ -476,10 +526,16 @@ fn serve(
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
+        // Listening for the stop signals starts before "listening on" is said.
+        let shutdown = crate::setup::cancel_on_stop_signal();
         let bound = listener.local_addr()?;
         eprintln!("warden service listening on http://{bound}/v1");
-        let shutdown = crate::setup::cancel_on_stop_signal();
-        warden_service::serve(listener, store, opener, shutdown).await?;
-        Ok(ExitCode::SUCCESS)
+        warden_service::serve(listener, store, opener, shutdown.clone()).await?;
+        // Stopped by SIGINT or SIGTERM: 130, as every command ends on a stop signal.
+        Ok(if shutdown.is_cancelled() {
+            ExitCode::from(crate::commands::run::exit::INTERRUPTED)
+        } else {
+            ExitCode::SUCCESS
+        })
     })
 }

@@ -26,6 +26,7 @@ pub(crate) struct SkillsArgs {
 #[derive(Debug, Subcommand)]
 enum SkillsCommand {
     /// List the accepted skills: name, origin, description.
+    #[command(after_help = "Example:\n  warden skills list")]
     List {
         /// A JSON array instead of a table.
         #[arg(long)]
@@ -36,6 +37,7 @@ enum SkillsCommand {
         mcp: bool,
     },
     /// Show one skill: where it is, its frontmatter, resource files and body.
+    #[command(after_help = "Example:\n  warden skills show release")]
     Show {
         /// The skill's name.
         name: String,
@@ -44,18 +46,23 @@ enum SkillsCommand {
         json: bool,
     },
     /// Print every rejected skill with its reason and place; exits 1 when there is any.
+    #[command(after_help = "Example:\n  warden skills check")]
     Check {
         /// A JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
     /// List the approved skill grants (tools a remote skill may use once loaded).
+    #[command(after_help = "Example:\n  warden skills grants")]
     Grants {
         /// A JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Revoke the grants of a server's skill (all of the server's without URI).
+    #[command(
+        after_help = "Examples:\n  warden skills revoke weather skill://weather/forecast\n  warden skills revoke weather"
+    )]
     Revoke {
         /// The MCP server's name.
         server: String,
@@ -72,12 +79,16 @@ enum SkillsCommand {
 #[derive(Debug, Subcommand)]
 enum ScriptGrantsCommand {
     /// List the script grants with their expiry.
+    #[command(after_help = "Example:\n  warden skills script-grants list")]
     List {
         /// A JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },
     /// Let SKILL run all its scripts, or SKILL/SCRIPT one of them.
+    #[command(
+        after_help = "Examples:\n  warden skills script-grants add pdf-tools\n  warden skills script-grants add pdf-tools/scripts/extract.py --expires-in 7d"
+    )]
     Add {
         /// `SKILL` or `SKILL/PATH/IN/THE/SKILL.py`.
         target: String,
@@ -89,6 +100,7 @@ enum ScriptGrantsCommand {
         network: bool,
     },
     /// Revoke the grant of SKILL (all of its grants) or SKILL/SCRIPT.
+    #[command(after_help = "Example:\n  warden skills script-grants revoke pdf-tools")]
     Revoke {
         /// `SKILL` or `SKILL/SCRIPT`.
         target: String,
@@ -196,8 +208,11 @@ fn script_grants(command: ScriptGrantsCommand) -> anyhow::Result<ExitCode> {
                 .revoke(skill, script)
                 .context("saving the script grants")?;
             if removed == 0 {
-                eprintln!("no script grant for {target}");
-                return Ok(ExitCode::from(1));
+                eprintln!(
+                    "warden: no script grant for {target} (`warden skills script-grants list` \
+                     shows them)"
+                );
+                return Ok(ExitCode::from(2));
             }
             println!("revoked {removed} grant(s) for {target}");
         }
@@ -349,7 +364,11 @@ fn show(discovery: &Discovery, name: &str, as_json: bool) -> anyhow::Result<Exit
         });
         match rejected {
             Some(rejection) => anyhow::bail!("the skill `{name}` was rejected: {rejection}"),
-            None => anyhow::bail!("no skill is named `{name}` (see `warden skills list`)"),
+            None => {
+                return Err(crate::setup::usage(format!(
+                    "no skill is named `{name}` (see `warden skills list`)"
+                )));
+            }
         }
     };
     let load = use_skill(skill);
@@ -463,10 +482,11 @@ fn revoke(server: &str, uri: Option<&str>) -> anyhow::Result<ExitCode> {
         .context("saving the skill grants")?;
     if removed == 0 {
         match uri {
-            Some(uri) => eprintln!("no grant for {uri} on server `{server}`"),
-            None => eprintln!("no grants for server `{server}`"),
+            Some(uri) => eprintln!("warden: no grant for {uri} on server `{server}`"),
+            None => eprintln!("warden: no grants for server `{server}`"),
         }
-        return Ok(ExitCode::from(1));
+        eprintln!("`warden skills grants` lists them");
+        return Ok(ExitCode::from(2));
     }
     println!("revoked {removed} grant(s)");
     Ok(ExitCode::SUCCESS)

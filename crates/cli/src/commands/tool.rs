@@ -397,8 +397,8 @@ fn parse_arguments(text: &str) -> anyhow::Result<Value> {
 }
 
 /// Prints a call's result: the text on stdout (or in `--out FILE`) when it succeeded, the reason
-/// on stderr with exit code 1 when it did not (130 when a stop signal cancelled it); `--json`
-/// prints the whole view either way.
+/// on stderr with exit code 1 when it did not (2 for a tool that is not there or arguments that
+/// do not fit, 130 when a stop signal cancelled it); `--json` prints the whole view either way.
 fn report(view: &CallView, args: &ToolArgs) -> anyhow::Result<ExitCode> {
     let succeeded = view.succeeded();
     if args.json {
@@ -417,6 +417,10 @@ fn report(view: &CallView, args: &ToolArgs) -> anyhow::Result<ExitCode> {
     } else if view.decision == "cancelled" {
         // Cancelled by a stop signal (Ctrl-C, SIGTERM, SIGHUP): the table's "interrupted".
         ExitCode::from(130)
+    } else if view.layer == "resolve" || view.layer == "validation" {
+        // A tool of that name is not there, or the arguments do not fit its schema: the
+        // request was wrong (the table's 2), not a failure of the call.
+        ExitCode::from(2)
     } else {
         ExitCode::FAILURE
     })

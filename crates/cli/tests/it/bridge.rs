@@ -137,9 +137,9 @@ warden tool fixture echo '{{}}' --allowed-tools '*' || echo "flags exit=$?"
         "allowed as json",
         "from stdin",
         "mcp__fixture__echo",
-        "unknown exit=1",
-        "no server exit=1",
-        "flags exit=1",
+        "unknown exit=2",
+        "no server exit=2",
+        "flags exit=2",
     ];
     for line in expected {
         assert!(
@@ -426,7 +426,7 @@ warden tool resource frobnicate || echo "usage exit=$?"
         .unwrap();
     assert!(templates > 0, "{text}");
     assert!(text.contains("read ok"), "{text}");
-    assert!(text.contains("usage exit=1"), "{text}");
+    assert!(text.contains("usage exit=2"), "{text}");
     let sources: Vec<String> = sandbox
         .audit()
         .iter()

@@ -140,7 +140,7 @@ fn get_shows_references_and_redacts_literals() {
     assert!(text.contains("X-Tenant = \"${env:TENANT}\""), "{text}");
     assert!(!text.contains("sk-live-123"), "{text}");
     let missing = sandbox.run(&["mcp", "get", "nope"]);
-    assert_eq!(missing.code, 1);
+    assert_eq!(missing.code, 2, "an unknown name is bad usage");
 }
 
 #[test]
@@ -277,7 +277,7 @@ fn add_and_remove_preserve_every_other_byte() {
         "# warden config, hand written\nschema_version = 1   # keep this spacing\n\n# a section warden does not edit\n[mcp_servers.second]\nurl = \"https://example.com\"\n# trailing comment\n"
     );
     let missing = sandbox.run(&["mcp", "remove", "first"]);
-    assert_eq!(missing.code, 1);
+    assert_eq!(missing.code, 2, "an unknown name is bad usage");
     assert!(
         missing.stderr.contains("no server named `first`"),
         "{}",
@@ -472,7 +472,7 @@ fn project_servers_need_approval_and_an_edit_asks_again() {
             .ok(&["mcp", "trust", "mine"])
             .contains("needs no approval")
     );
-    assert_eq!(sandbox.run(&["mcp", "trust", "ghost"]).code, 1);
+    assert_eq!(sandbox.run(&["mcp", "trust", "ghost"]).code, 2);
 }
 
 /// `warden mcp trust` shows everything the approval grants — the one description chat's trust
@@ -566,7 +566,7 @@ fn a_project_entry_wins_a_name_and_remove_asks_which_scope() {
     let got = sandbox.json(&["mcp", "get", "dup", "--json"]);
     assert_eq!(got["entry"]["command"], "project-cmd");
     let ambiguous = sandbox.run(&["mcp", "remove", "dup"]);
-    assert_eq!(ambiguous.code, 1);
+    assert_eq!(ambiguous.code, 2);
     assert!(
         ambiguous
             .stderr

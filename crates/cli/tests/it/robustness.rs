@@ -5,7 +5,7 @@
 //! object.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -597,4 +597,301 @@ fn a_short_serve_token_is_refused() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("at least 32"), "{}", run.stderr);
     assert!(!run.stderr.contains("short-token"), "{}", run.stderr);
+}
+
+/// Starts `warden ARGS`, waits for `ready` on its stderr, sends `signal` and returns its exit
+/// code.
+fn exit_code_after_signal(sandbox: &Sandbox, args: &[&str], ready: &str, signal: i32) -> i32 {
+    use std::io::BufRead;
+    let mut child = sandbox
+        .command()
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains(ready) => break,
+            Some(_) => {}
+            None => panic!("warden {args:?} ended before it was ready"),
+        }
+    }
+    let killed = Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    child.wait().unwrap().code().unwrap_or(-1)
+}
+
+#[test]
+fn the_long_running_servers_end_with_130_on_a_stop_signal() {
+    let sandbox = Sandbox::new();
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let code = exit_code_after_signal(
+            &sandbox,
+            &["service", "run", "--listen", "127.0.0.1:0"],
+            "listening on",
+            signal,
+        );
+        assert_eq!(code, 130, "warden service run, signal {signal}");
+        let code = exit_code_after_signal(
+            &sandbox,
+            &["serve", "--http", "127.0.0.1:0", "--insecure-no-auth"],
+            "listening on",
+            signal,
+        );
+        assert_eq!(code, 130, "warden serve --http, signal {signal}");
+    }
+}
+
+#[test]
+fn each_message_says_what_was_wrong_and_what_to_type_instead() {
+    let sandbox = Sandbox::new();
+    let run = |args: &[&str]| {
+        output(
+            sandbox
+                .command()
+                .args(args)
+                .env_remove("OPENAI_API_KEY")
+                .env_remove("ANTHROPIC_API_KEY")
+                .stdin(Stdio::null()),
+        )
+    };
+    // No model: the hint names the config file this run reads (WARDEN_HOME moves it).
+    let no_model = run(&["run", "hi"]);
+    assert_eq!(no_model.code, 2, "{}", no_model.stderr);
+    assert!(
+        no_model
+            .stderr
+            .contains(&sandbox.user_file().display().to_string()),
+        "{}",
+        no_model.stderr
+    );
+    assert!(
+        !no_model.stderr.contains("~/.config"),
+        "{}",
+        no_model.stderr
+    );
+    // An empty standard input is said to be empty.
+    let empty = run(&["run", "-"]);
+    assert_eq!(empty.code, 2, "{}", empty.stderr);
+    assert!(
+        empty.stderr.contains("standard input held no prompt"),
+        "{}",
+        empty.stderr
+    );
+    // A time that is not one: what is expected.
+    let since = run(&["audit", "--since", "yesterday"]);
+    assert_eq!(since.code, 2, "{}", since.stderr);
+    assert!(
+        since
+            .stderr
+            .contains("--since yesterday: expected an age such as 10m"),
+        "{}",
+        since.stderr
+    );
+    // A tenant no URL can name: refused, with a name to use.
+    let tenant = run(&[
+        "service", "key", "create", "--tenant", "a b/c", "--caller", "ops",
+    ]);
+    assert_eq!(tenant.code, 2, "{}", tenant.stderr);
+    assert!(
+        tenant.stderr.contains("try --tenant a-b-c"),
+        "{}",
+        tenant.stderr
+    );
+    // Flags that are not K=V or K: V.
+    for args in [
+        &["mcp", "add", "x", "-e", "NOEQUALS", "--", "echo"][..],
+        &[
+            "mcp",
+            "add",
+            "y",
+            "--header",
+            "nocolon",
+            "--url",
+            "https://example.com/mcp",
+        ],
+    ] {
+        let bad = run(args);
+        assert_eq!(bad.code, 2, "{args:?}: {}", bad.stderr);
+        assert!(bad.stderr.contains("expects K"), "{}", bad.stderr);
+    }
+    // An unknown server, a tool's arguments that are not JSON.
+    sandbox.user_config(&echo_server("fx", ""));
+    let nosuch = run(&["tool", "nosuch"]);
+    assert_eq!(nosuch.code, 2, "{}", nosuch.stderr);
+    let not_json = run(&["tool", "fx", "echo", "{text: hi}"]);
+    assert_eq!(not_json.code, 2, "{}", not_json.stderr);
+    assert!(not_json.stderr.contains("not JSON"), "{}", not_json.stderr);
+    // A config file that is not TOML is said to be so, not searched and found empty.
+    sandbox.write(&sandbox.user_file(), "[mcp_servers.fx\ncommand = ");
+    let broken = run(&["mcp", "remove", "fx"]);
+    assert_eq!(broken.code, 2, "{}", broken.stderr);
+    assert!(
+        broken.stderr.contains("not valid TOML"),
+        "{}",
+        broken.stderr
+    );
+    assert!(
+        !broken.stderr.contains("no server named"),
+        "{}",
+        broken.stderr
+    );
+}
+
+/// The subcommands a `--help` text lists under "Commands:" (without `help`).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|line| !line.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_command_s_help_says_what_it_does_and_shows_an_example() {
+    let sandbox = Sandbox::new();
+    let top = sandbox.ok(&["--help"]);
+    assert!(top.starts_with("An agent host"), "{top}");
+    assert!(top.contains("Start here:"), "{top}");
+    let mut pending: Vec<Vec<String>> = subcommands(&top)
+        .into_iter()
+        .map(|name| vec![name])
+        .collect();
+    assert!(pending.len() >= 15, "{top}");
+    let mut checked = 0;
+    while let Some(path) = pending.pop() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let help = sandbox.ok(&args);
+        let first = help.lines().next().unwrap_or_default();
+        assert!(
+            !first.trim().is_empty(),
+            "{path:?} has no one-line description"
+        );
+        let nested = subcommands(&help);
+        if nested.is_empty() {
+            assert!(
+                help.contains("Example"),
+                "`warden {}` shows no example:\n{help}",
+                path.join(" ")
+            );
+        }
+        for name in nested {
+            let mut deeper = path.clone();
+            deeper.push(name);
+            pending.push(deeper);
+        }
+        checked += 1;
+    }
+    assert!(checked > 30, "{checked} commands checked");
+}
+
+/// The README's exit-code table, command by command: an unknown name and bad usage are 2, a
+/// failure at run time is 1 (a stop signal's 130 is tested with each long-running command).
+#[test]
+fn every_command_maps_unknown_names_bad_usage_and_failures_to_the_one_table() {
+    let sandbox = Sandbox::new();
+    let closed = free_port_now();
+    sandbox.user_config(&format!(
+        "{}[mcp_servers.broken]\ncommand = \"/nonexistent/server\"\n\
+         [models.gone]\nprovider = \"openai\"\nid = \"m\"\nbase_url = \"http://127.0.0.1:{closed}/v1\"\n",
+        echo_server("fx", "")
+    ));
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_address = busy.local_addr().unwrap().to_string();
+    let script = sandbox.root.join("throws.js");
+    std::fs::write(&script, "throw new Error('the script failed')").unwrap();
+    let script = script.display().to_string();
+    let unknown_names: &[&[&str]] = &[
+        &["mcp", "get", "nosuch"],
+        &["mcp", "remove", "nosuch"],
+        &["mcp", "trust", "nosuch"],
+        &["mcp", "logout", "nosuch"],
+        &["mcp", "prompt", "nosuch"],
+        &["tool", "nosuch"],
+        &["tool", "fx", "no_such_tool", "{}"],
+        &["skills", "show", "nosuch"],
+        &["skills", "revoke", "nosuch"],
+        &["skills", "script-grants", "revoke", "nosuch"],
+        &["knowledge", "show", "nosuch"],
+        &["knowledge", "search", "nosuch", "query"],
+        &["knowledge", "remove", "nosuch"],
+        &["service", "key", "revoke", "key_nosuch"],
+        &["config", "trust-agent", "nosuch"],
+        &["run", "--model", "nosuch", "hi"],
+        &["run", "--agent", "nosuch", "hi"],
+        &["code", "/nonexistent/script.js"],
+    ];
+    let bad_usage: &[&[&str]] = &[
+        &["run", "--no-such-flag", "hi"],
+        &["chat", "--no-such-flag"],
+        &["mcp", "list", "--no-such-flag"],
+        &["config", "check", "--no-such-flag"],
+        &["tool", "--no-such-flag"],
+        &["doctor", "--no-such-flag"],
+        &["context", "--no-such-flag"],
+        &["code", "--no-such-flag"],
+        &["skills", "list", "--no-such-flag"],
+        &["audit", "--no-such-flag"],
+        &["serve", "--no-such-flag"],
+        &["service", "run", "--no-such-flag"],
+        &["knowledge", "list", "--no-such-flag"],
+        &["completions", "no-such-shell"],
+        &["acp", "--no-such-flag"],
+        &["audit", "--since", "yesterday"],
+        &["tool", "fx", "echo", "not json"],
+        &["mcp", "add", "fx", "--", "echo"],
+        &["run", "--max-turns", "0", "hi"],
+    ];
+    let failures: &[&[&str]] = &[
+        &["mcp", "list", "--probe"],
+        &["tool", "broken"],
+        &["tool", "fx", "fail", "{}"],
+        &["run", "--model", "gone", "hi"],
+        &["code", &script],
+        &["service", "run", "--listen", &busy_address],
+    ];
+    for (expected, rows) in [(2, unknown_names), (2, bad_usage), (1, failures)] {
+        for args in rows {
+            let run = output(
+                sandbox
+                    .command()
+                    .args(*args)
+                    .env_remove("OPENAI_API_KEY")
+                    .env_remove("ANTHROPIC_API_KEY")
+                    .stdin(Stdio::null()),
+            );
+            assert_eq!(
+                run.code,
+                expected,
+                "warden {}: {}{}",
+                args.join(" "),
+                run.stdout,
+                run.stderr
+            );
+            assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+        }
+    }
+    drop(busy);
+}
+
+/// A loopback port nothing listens on (bound, then released).
+fn free_port_now() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

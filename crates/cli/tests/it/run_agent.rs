@@ -361,6 +361,10 @@ async fn ctrl_c_cancels_the_running_call_and_ends_the_turn() {
         .unwrap()
         .unwrap();
     assert_eq!(output.status.code(), Some(130));
+    // No answer: nothing on stdout (not a bare line), and stderr says what happened.
+    assert!(output.stdout.is_empty(), "{:?}", output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("warden: interrupted"), "{stderr}");
     // The server was told to cancel the call before warden stopped it.
     let ledger = std::fs::read_to_string(&ledger).unwrap();
     assert!(!ledger.contains("slow done"), "{ledger}");

@@ -424,5 +424,5 @@ fn script_grants_are_listed_with_their_expiry() {
     let granted = listed[0]["granted_unix"].as_u64().unwrap();
     assert_eq!(expires - granted, 7 * 86_400);
     let missing = sandbox.run(&["skills", "script-grants", "revoke", "nothing"]);
-    assert_eq!(missing.code, 1);
+    assert_eq!(missing.code, 2, "an unknown name is bad usage");
 }

@@ -188,7 +188,7 @@ fn grants_are_listed_and_revoked() {
     assert!(sandbox.ok(&["skills", "grants"]).contains("docs__search"));
 
     let none = sandbox.run(&["skills", "revoke", "other"]);
-    assert_eq!(none.code, 1);
+    assert_eq!(none.code, 2, "an unknown name is bad usage");
     assert!(
         sandbox
             .ok(&["skills", "revoke", "docs", "skill://guide/SKILL.md"])

@@ -76,7 +76,7 @@ fn browses_and_calls_server_everything_through_the_gate() {
 fn arguments_are_validated_before_the_server_sees_them() {
     let sandbox = with_everything();
     let run = sandbox.run(&["tool", "everything", "echo", r#"{"message": 42}"#]);
-    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(run.code, 2, "arguments that do not fit: {}", run.stdout);
     assert!(run.stderr.contains("denied"), "{}", run.stderr);
     let records = sandbox.audit();
     assert_eq!(records[0]["layer"], "validation");
@@ -86,7 +86,7 @@ fn arguments_are_validated_before_the_server_sees_them() {
 fn an_unknown_tool_is_refused_and_audited_without_a_call() {
     let sandbox = with_everything();
     let run = sandbox.run(&["tool", "everything", "no-such-tool", "{}"]);
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, 2, "an unknown name is bad usage");
     assert!(run.stderr.contains("unknown tool"), "{}", run.stderr);
     let records = sandbox.audit();
     assert_eq!(records.len(), 1);

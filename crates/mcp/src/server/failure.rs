@@ -48,14 +48,14 @@ impl ServerSlot {
                     "\"{command}\" did not finish the MCP handshake within {}",
                     human_duration(deadline)
                 ),
-                "check that the command starts an MCP server on stdio (and writes only MCP to stdout), or raise startup_timeout",
+                "check that the command starts an MCP server on stdio (and writes only MCP to stdout), or raise startup_timeout_sec in its entry",
             ),
             TransportSpec::StreamableHttp { url, .. } | TransportSpec::LegacySse { url, .. } => (
                 format!(
                     "{url} did not finish the MCP handshake within {}",
                     human_duration(deadline)
                 ),
-                "check the url, and that the server is running, or raise startup_timeout",
+                "check the url, and that the server is running, or raise startup_timeout_sec in its entry",
             ),
         };
         let what = match self.stderr.last_line() {

@@ -14,7 +14,7 @@ use warden_policy::{
 };
 
 use crate::support::{
-    ScriptedApprover, SilentApprover, annotations, fs_read_file, fs_write_file, harness,
+    Harness, ScriptedApprover, SilentApprover, annotations, fs_read_file, fs_write_file, harness,
     harness_in_workspace, mcp_tool, request, script,
 };
 
@@ -988,32 +988,39 @@ fn web_fetch() -> warden_policy::ToolDescriptor {
     mcp_tool("web", "fetch", annotations(Some(true), None, Some(true)))
 }
 
+/// A gate over [`web_fetch`] alone.
+fn fetch_gate(policy: GatePolicy, approver: Arc<dyn warden_policy::Approver>) -> Harness {
+    harness(vec![web_fetch()], policy, approver, HookRunner::default())
+}
+
+/// One call of the fetch tool from `surface`.
+async fn fetch(h: &Harness, surface: CallSurface) -> warden_policy::GateOutcome {
+    h.gate
+        .call(request(surface, "mcp__web__fetch", json!({ "path": "x" })))
+        .await
+}
+
+fn in_mode(mode: PermissionMode) -> GatePolicy {
+    GatePolicy {
+        permissions: Permissions {
+            mode,
+            ..Permissions::default()
+        },
+        ..GatePolicy::default()
+    }
+}
+
 #[tokio::test]
 async fn an_external_tool_asks_a_person_in_every_mode_even_when_it_is_read_only() {
     for mode in PermissionMode::ALL {
         let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowOnce));
-        let policy = GatePolicy {
-            permissions: Permissions {
-                mode,
-                ..Permissions::default()
-            },
-            ..GatePolicy::default()
-        };
-        let h = harness(
-            vec![web_fetch()],
-            policy,
-            approver.clone(),
-            HookRunner::default(),
-        );
+        let h = fetch_gate(in_mode(mode), approver.clone());
         for surface in [
             CallSurface::Agent,
             CallSurface::ToolCli,
             CallSurface::Gateway,
         ] {
-            let outcome = h
-                .gate
-                .call(request(surface, "mcp__web__fetch", json!({ "path": "x" })))
-                .await;
+            let outcome = fetch(&h, surface).await;
             assert_eq!(outcome.decision, Decision::Allowed, "{mode} {surface}");
         }
         assert_eq!(approver.asked(), 3, "{mode}: every surface asked");
@@ -1024,27 +1031,8 @@ async fn an_external_tool_asks_a_person_in_every_mode_even_when_it_is_read_only(
 
 #[tokio::test]
 async fn an_external_tool_headless_is_denied_naming_the_flag_and_code_mode_never_reaches_it() {
-    let policy = GatePolicy {
-        permissions: Permissions {
-            mode: PermissionMode::Auto,
-            ..Permissions::default()
-        },
-        ..GatePolicy::default()
-    };
-    let h = harness(
-        vec![web_fetch()],
-        policy,
-        Arc::new(NoApprover),
-        HookRunner::default(),
-    );
-    let outcome = h
-        .gate
-        .call(request(
-            CallSurface::Agent,
-            "mcp__web__fetch",
-            json!({ "path": "x" }),
-        ))
-        .await;
+    let h = fetch_gate(in_mode(PermissionMode::Auto), Arc::new(NoApprover));
+    let outcome = fetch(&h, CallSurface::Agent).await;
     assert_eq!(
         (outcome.decision, outcome.layer),
         (Decision::Denied, Layer::Approval)
@@ -1054,14 +1042,7 @@ async fn an_external_tool_headless_is_denied_naming_the_flag_and_code_mode_never
         reason.contains("--allowed-tools mcp__web__fetch"),
         "{reason}"
     );
-    let outcome = h
-        .gate
-        .call(request(
-            CallSurface::CodeMode,
-            "mcp__web__fetch",
-            json!({ "path": "x" }),
-        ))
-        .await;
+    let outcome = fetch(&h, CallSurface::CodeMode).await;
     assert_eq!(outcome.decision, Decision::Denied);
     assert!(
         outcome.reason.unwrap().contains("code mode never asks"),
@@ -1073,43 +1054,19 @@ async fn an_external_tool_headless_is_denied_naming_the_flag_and_code_mode_never
 #[tokio::test]
 async fn an_allow_rule_naming_an_external_tool_lets_it_run_unasked_and_a_deny_still_wins() {
     for pattern in ["mcp__web__fetch", "mcp__web__*"] {
-        let policy = GatePolicy {
-            permissions: Permissions {
-                allow: vec![ToolGlob::parse(pattern).unwrap()],
-                ..Permissions::default()
-            },
-            ..GatePolicy::default()
-        };
-        let h = harness(
-            vec![web_fetch()],
-            policy.clone(),
-            Arc::new(NoApprover),
-            HookRunner::default(),
-        );
+        let mut policy = GatePolicy::default();
+        policy.permissions.allow = vec![ToolGlob::parse(pattern).unwrap()];
+        let h = fetch_gate(policy.clone(), Arc::new(NoApprover));
         for surface in [CallSurface::Agent, CallSurface::CodeMode] {
-            let outcome = h
-                .gate
-                .call(request(surface, "mcp__web__fetch", json!({ "path": "x" })))
-                .await;
+            let outcome = fetch(&h, surface).await;
             assert_eq!(outcome.decision, Decision::Allowed, "{pattern} {surface}");
         }
-        let mut denied = policy;
-        denied.permissions.deny = vec![ToolGlob::parse("mcp__web__fetch").unwrap()];
-        let h = harness(
-            vec![web_fetch()],
-            denied,
-            Arc::new(NoApprover),
-            HookRunner::default(),
+        policy.permissions.deny = vec![ToolGlob::parse("mcp__web__fetch").unwrap()];
+        let h = fetch_gate(policy, Arc::new(NoApprover));
+        assert_eq!(
+            fetch(&h, CallSurface::Agent).await.decision,
+            Decision::Denied
         );
-        let outcome = h
-            .gate
-            .call(request(
-                CallSurface::Agent,
-                "mcp__web__fetch",
-                json!({ "path": "x" }),
-            ))
-            .await;
-        assert_eq!(outcome.decision, Decision::Denied);
     }
 }
 
@@ -1151,24 +1108,22 @@ async fn a_guarded_path_asks_whatever_the_allow_list_and_an_answer_covers_that_p
             }
         }
     }
-    let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowForSession));
-    let policy = GatePolicy {
-        permissions: Permissions {
-            mode: PermissionMode::Auto,
-            allow: vec![ToolGlob::parse("mcp__fs__*").unwrap()],
-            ..Permissions::default()
-        },
-        ..GatePolicy::default()
+    // Auto mode, and the allow list names both tools: neither covers a guarded path.
+    let guarded_gate = |approver: Arc<dyn warden_policy::Approver>| {
+        let mut policy = in_mode(PermissionMode::Auto);
+        policy.permissions.allow = vec![ToolGlob::parse("mcp__fs__*").unwrap()];
+        warden_policy::Gate::new(warden_policy::GateParts {
+            catalog: Arc::new(Guarded(fs_read_file(), fs_write_file())),
+            dispatcher: Arc::new(crate::support::FileDispatcher::default()),
+            approver,
+            audit: Arc::new(crate::support::MemoryAudit::default()),
+            hooks: HookRunner::default(),
+            policy,
+            cwd: std::env::temp_dir(),
+        })
     };
-    let gate = warden_policy::Gate::new(warden_policy::GateParts {
-        catalog: Arc::new(Guarded(fs_read_file(), fs_write_file())),
-        dispatcher: Arc::new(crate::support::FileDispatcher::default()),
-        approver: approver.clone(),
-        audit: Arc::new(crate::support::MemoryAudit::default()),
-        hooks: HookRunner::default(),
-        policy,
-        cwd: std::env::temp_dir(),
-    });
+    let approver = Arc::new(ScriptedApprover::new(ApprovalAnswer::AllowForSession));
+    let gate = guarded_gate(approver.clone());
     let call = |tool: &str, path: &str| {
         request(
             CallSurface::Agent,
@@ -1194,22 +1149,7 @@ async fn a_guarded_path_asks_whatever_the_allow_list_and_an_answer_covers_that_p
     assert_eq!(approver.asked(), 4, "each file that runs later asks");
 
     // Headless: denied, naming allow_protected.
-    let gate = warden_policy::Gate::new(warden_policy::GateParts {
-        catalog: Arc::new(Guarded(fs_read_file(), fs_write_file())),
-        dispatcher: Arc::new(crate::support::FileDispatcher::default()),
-        approver: Arc::new(NoApprover),
-        audit: Arc::new(crate::support::MemoryAudit::default()),
-        hooks: HookRunner::default(),
-        policy: GatePolicy {
-            permissions: Permissions {
-                mode: PermissionMode::Auto,
-                allow: vec![ToolGlob::parse("mcp__fs__*").unwrap()],
-                ..Permissions::default()
-            },
-            ..GatePolicy::default()
-        },
-        cwd: std::env::temp_dir(),
-    });
+    let gate = guarded_gate(Arc::new(NoApprover));
     let outcome = gate.call(call("read_file", "/work/.env")).await;
     assert_eq!(outcome.decision, Decision::Denied);
     let reason = outcome.reason.unwrap();
