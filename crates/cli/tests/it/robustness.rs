@@ -463,6 +463,30 @@ fn a_refused_connection_is_one_line_of_warden_s_and_library_logs_wait_for_v() {
     let verbose = sandbox.run(&["-v", "mcp", "list", "--probe"]);
     assert_eq!(verbose.code, 1, "{}", verbose.stdout);
     assert!(verbose.stderr.contains("MCP gone"), "{}", verbose.stderr);
+    // An editor that sends garbage gets JSON-RPC errors on stdout; nothing reaches stderr.
+    let mut acp = sandbox
+        .command()
+        .arg("acp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = acp.stdin.take().unwrap();
+        stdin
+            .write_all(b"garbage\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"nope\"}\n")
+            .unwrap();
+    }
+    let answered = acp.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&answered.stdout);
+    assert!(stdout.contains("Parse error"), "{stdout}");
+    assert!(
+        answered.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&answered.stderr)
+    );
 }
 
 /// Every duration and size key at its extremes: the config is refused with a reason or loads,
@@ -864,27 +888,48 @@ fn every_command_maps_unknown_names_bad_usage_and_failures_to_the_one_table() {
         &["service", "run", "--listen", &busy_address],
     ];
     for (expected, rows) in [(2, unknown_names), (2, bad_usage), (1, failures)] {
-        for args in rows {
-            let run = output(
-                sandbox
-                    .command()
-                    .args(*args)
-                    .env_remove("OPENAI_API_KEY")
-                    .env_remove("ANTHROPIC_API_KEY")
-                    .stdin(Stdio::null()),
-            );
-            assert_eq!(
-                run.code,
-                expected,
-                "warden {}: {}{}",
-                args.join(" "),
-                run.stdout,
-                run.stderr
-            );
-            assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
-        }
+        check_codes(&sandbox, expected, rows);
     }
+    // The same invalid configuration is the same 2 for every command that reads it.
+    let invalid = Sandbox::new();
+    invalid.user_config("[mcp_servers.x]\ncommandd = \"y\"\n");
+    let reads_config: &[&[&str]] = &[
+        &["mcp", "list"],
+        &["mcp", "get", "x"],
+        &["run", "hi"],
+        &["tool"],
+        &["config", "check"],
+        &["doctor"],
+        &["context"],
+        &["knowledge", "list"],
+        &["service", "key", "create", "--tenant", "a", "--caller", "b"],
+        &["mcp", "add", "z", "--", "echo"],
+    ];
+    check_codes(&invalid, 2, reads_config);
     drop(busy);
+}
+
+/// Runs each of `rows` in `sandbox` and checks its exit code is `expected`, with no panic.
+fn check_codes(sandbox: &Sandbox, expected: i32, rows: &[&[&str]]) {
+    for args in rows {
+        let run = output(
+            sandbox
+                .command()
+                .args(*args)
+                .env_remove("OPENAI_API_KEY")
+                .env_remove("ANTHROPIC_API_KEY")
+                .stdin(Stdio::null()),
+        );
+        assert_eq!(
+            run.code,
+            expected,
+            "warden {}: {}{}",
+            args.join(" "),
+            run.stdout,
+            run.stderr
+        );
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    }
 }
 
 /// A loopback port nothing listens on (bound, then released).
