@@ -789,10 +789,10 @@ async fn create_session(
     if let Some(agent) = &agent
         && !state.opener.knows_agent(agent)
     {
-        // A name in the request body that names nothing: the request is wrong (400), as
-        // docs/SERVICE.md says; 404 is for a path that names nothing.
+        // A well-formed name that names nothing: 404, as for an id in a path (a 400 would
+        // call a request the OpenAPI document admits invalid; schemathesis holds us to that).
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+            StatusCode::NOT_FOUND,
             format!("no agent profile named {agent:?} (define it as [agents.{agent}])"),
         ));
     }
@@ -1563,7 +1563,7 @@ async fn issue_widget_token(
     };
     if !state.opener.knows_agent(&request.agent) {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
+            StatusCode::NOT_FOUND,
             format!(
                 "no agent profile named {:?} (define it as [agents.{}])",
                 request.agent, request.agent

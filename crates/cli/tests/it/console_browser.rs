@@ -359,7 +359,7 @@ async fn a_widget_token_reaches_only_the_sessions_it_created_of_its_agent() {
             400,
         ),
         (json!({"agent": "support", "caller": "  "}), 400),
-        (json!({"agent": "nobody", "caller": "c"}), 400),
+        (json!({"agent": "nobody", "caller": "c"}), 404),
         (json!({"agent": "support"}), 400),
     ] {
         let (got, answer) = mint(&service, &app, body.clone()).await;

@@ -380,7 +380,7 @@ async fn bad_input_gets_a_4xx_with_a_reason_and_stores_nothing() {
                 .post(&sessions)
                 .bearer_auth(&acme)
                 .json(&json!({"agent": "nobody"})),
-            400,
+            404,
         ),
         (
             client()
