@@ -68,6 +68,8 @@ pub(crate) fn run(
         profiles,
     });
     async_runtime()?.block_on(async {
+        // The stop signals are listened for before "listening on" is said.
+        let stop = crate::setup::stop_signal();
         let (listener, auth) = bind_with_auth(addr, insecure_no_auth).await?;
         let bound = listener.local_addr()?;
         eprintln!(
@@ -81,14 +83,20 @@ pub(crate) fn run(
             settings.idle_timeout = idle;
         }
         let shutdown = settings.shutdown.clone();
+        let signalled = shutdown.clone();
         tokio::spawn(async move {
-            crate::setup::stop_signal().await;
+            stop.await;
             shutdown.cancel();
         });
         warden_a2a::serve_a2a(opener, listener, settings)
             .await
             .context("serving A2A")?;
-        Ok(std::process::ExitCode::SUCCESS)
+        // Stopped by SIGINT or SIGTERM: 130, as every command ends on a stop signal.
+        Ok(if signalled.is_cancelled() {
+            std::process::ExitCode::from(crate::commands::run::exit::INTERRUPTED)
+        } else {
+            std::process::ExitCode::SUCCESS
+        })
     })
 }
 

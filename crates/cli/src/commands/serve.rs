@@ -204,7 +204,8 @@ async fn serve_over_http(
 ) -> anyhow::Result<Ended> {
     // Listening for the stop signals starts before "listening on" is said: a signal sent the
     // moment a supervisor reads that line is not lost.
-    let stop = stop_signal();
+    // (setup's, which registers the handlers when called; an `async fn` would wait to be polled)
+    let stop = crate::setup::stop_signal();
     let (listener, auth) = bind_with_auth(addr, args.insecure_no_auth).await?;
     let bound = listener.local_addr()?;
     if args.insecure_no_auth {
@@ -275,10 +276,6 @@ pub(crate) async fn bind_with_auth(
 }
 
 /// Ctrl-C, SIGTERM or SIGHUP: the HTTP server stops and the session's servers are shut down.
-async fn stop_signal() {
-    crate::setup::stop_signal().await;
-}
-
 /// `--http ADDR`: an IP address and port, or `localhost:PORT` (the loopback address; the name is
 /// never looked up elsewhere).
 pub(crate) fn listen_address(text: &str) -> Result<SocketAddr, String> {

@@ -665,13 +665,13 @@ fn the_long_running_servers_end_with_130_on_a_stop_signal() {
             signal,
         );
         assert_eq!(code, 130, "warden service run, signal {signal}");
-        let code = exit_code_after_signal(
-            &sandbox,
-            &["serve", "--http", "127.0.0.1:0", "--insecure-no-auth"],
-            "listening on",
-            signal,
-        );
-        assert_eq!(code, 130, "warden serve --http, signal {signal}");
+        for args in [
+            &["serve", "--http", "127.0.0.1:0", "--insecure-no-auth"][..],
+            &["serve", "--a2a", "127.0.0.1:0", "--insecure-no-auth"],
+        ] {
+            let code = exit_code_after_signal(&sandbox, args, "listening on", signal);
+            assert_eq!(code, 130, "warden {args:?}, signal {signal}");
+        }
     }
 }
 
