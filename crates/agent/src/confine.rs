@@ -254,7 +254,8 @@ fn network_policy(allowed: bool, bridge_port: Option<u16>) -> NetworkPolicy {
     }
 }
 
-/// The sandbox policy of one `bash` command in `workspace`; `bridge_port` is the tool bridge's
+/// The sandbox policy of one `bash` command in `workspace` (its credential files, a walk of the
+/// workspace, are added by [`prepare_command`] alone); `bridge_port` is the tool bridge's
 /// loopback port, the one TCP port reachable without network.
 pub(crate) fn command_policy(
     confinement: &BashConfinement,
@@ -276,7 +277,8 @@ pub(crate) fn command_policy(
         writable_roots,
         readable_roots: Some(bash_readable_roots(confinement, workspace)),
         read_only_paths: workspace.runs_later_paths(),
-        hidden_files: workspace_secrets(workspace),
+        // Found when a command is prepared (`prepare_command`), not for a report.
+        hidden_files: Vec::new(),
         private_tmp: private_tmp.to_path_buf(),
         network: network_policy(confinement.network, bridge_port),
         limits: confinement.limits,
@@ -313,12 +315,9 @@ pub(crate) fn prepare_command(
     private_tmp: &Path,
     bridge_port: Option<u16>,
 ) -> Result<Prepared, SandboxError> {
-    warden_sandbox::prepare(&command_policy(
-        confinement,
-        workspace,
-        private_tmp,
-        bridge_port,
-    ))
+    let mut policy = command_policy(confinement, workspace, private_tmp, bridge_port);
+    policy.hidden_files = workspace_secrets(workspace);
+    warden_sandbox::prepare(&policy)
 }
 
 /// The kernel sandbox for a skill's script: read-only (writes go to `private_tmp` only), the

@@ -103,16 +103,9 @@ impl Target {
     fn new() -> Self {
         let sandbox = Sandbox::new();
         let home = sandbox.root.join("userhome");
-        let canary = |name: &str| {
-            CANARIES
-                .iter()
-                .find(|(source, _)| *source == name)
-                .unwrap()
-                .1
-        };
         sandbox.write(
             &sandbox.work().join(".env"),
-            &format!("PASSWORD={}\n", canary("workspace .env")),
+            &format!("PASSWORD={}\n", Target::canary("workspace .env")),
         );
         sandbox.write(&sandbox.work().join(".git/config"), "[core]\n");
         sandbox.write(&sandbox.work().join(".git/HEAD"), "ref: refs/heads/main\n");

@@ -442,11 +442,7 @@ fn probe_exits_non_zero_when_a_server_cannot_start() {
 fn a_refused_connection_is_one_line_of_warden_s_and_library_logs_wait_for_v() {
     let sandbox = Sandbox::new();
     // A port nothing listens on (bound, then released).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = warden_testkit::free_port();
     sandbox.user_config(&format!(
         "[mcp_servers.gone]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"
     ));
@@ -827,7 +823,7 @@ fn every_command_s_help_says_what_it_does_and_shows_an_example() {
 #[test]
 fn every_command_maps_unknown_names_bad_usage_and_failures_to_the_one_table() {
     let sandbox = Sandbox::new();
-    let closed = free_port_now();
+    let closed = warden_testkit::free_port();
     sandbox.user_config(&format!(
         "{}[mcp_servers.broken]\ncommand = \"/nonexistent/server\"\n\
          [models.gone]\nprovider = \"openai\"\nid = \"m\"\nbase_url = \"http://127.0.0.1:{closed}/v1\"\n",
@@ -930,13 +926,4 @@ fn check_codes(sandbox: &Sandbox, expected: i32, rows: &[&[&str]]) {
         );
         assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
     }
-}
-
-/// A loopback port nothing listens on (bound, then released).
-fn free_port_now() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
