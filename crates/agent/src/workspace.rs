@@ -64,6 +64,9 @@ pub struct Workspace {
     write_protected: Vec<PathBuf>,
     /// Where the user adds such a rule, for the refusal's fix.
     rule_hint: String,
+    /// Set for a service session's room: a path outside the roots is refused with this reason
+    /// instead of being asked about.
+    confined: Option<String>,
 }
 
 /// What the default protected list is built from.
@@ -279,7 +282,16 @@ impl Workspace {
             allowed: Vec::new(),
             write_protected: Vec::new(),
             rule_hint: "[permissions] allow_protected in your user config".to_owned(),
+            confined: None,
         }
+    }
+
+    /// A workspace whose tools never reach past its roots: a path outside them is refused with
+    /// `reason` (a service session's room, where no one may approve a way out).
+    #[must_use]
+    pub fn confined_to_roots(mut self, reason: impl Into<String>) -> Self {
+        self.confined = Some(reason.into());
+        self
     }
 
     /// Adds the operator's own files that run later (`[permissions] write_protected`): paths
@@ -393,6 +405,8 @@ impl Workspace {
         }
         if inside(&self.roots) {
             Placement::Inside
+        } else if let Some(reason) = &self.confined {
+            Placement::Protected(reason.clone())
         } else {
             Placement::Outside
         }

@@ -389,6 +389,7 @@ impl SessionOpener for BenchOpener {
             tools,
             servers: _,
             session,
+            ..
         } = request;
         let config = self.load()?;
         let mut options = HostOptions::new(self.paths.clone(), self.workspace.clone());
@@ -409,6 +410,7 @@ impl SessionOpener for BenchOpener {
             add_dirs: &[],
             resume: None,
             continue_latest: false,
+            room: None,
         })
         .map_err(|error| error.to_string())
     }
@@ -432,6 +434,25 @@ impl SessionOpener for BenchOpener {
 
     fn knows_agent(&self, agent: &str) -> bool {
         self.agents.contains_key(agent)
+    }
+
+    /// One key drives every session at once: the load measured is the service's, so no quota
+    /// may refuse it.
+    fn tenancy(&self) -> warden_config::Tenancy {
+        let unlimited = u64::from(u32::MAX);
+        warden_config::Tenancy {
+            quotas: warden_config::Quotas {
+                runs: unlimited,
+                runs_per_key: unlimited,
+                sessions: unlimited,
+                sessions_per_key: unlimited,
+                streams: unlimited,
+                streams_per_key: unlimited,
+                requests_per_minute: unlimited,
+                requests_per_minute_per_key: unlimited,
+            },
+            ..warden_config::Tenancy::default()
+        }
     }
 }
 
@@ -684,7 +705,7 @@ pub(crate) async fn child(
         stores.push(storage);
     }
     let key = stores[0]
-        .issue_key("bench", "bench-client", Role::Tenant)
+        .issue_key("bench", "bench-client", Role::Caller)
         .context("making a key")?
         .secret;
     // Two instances go behind nginx when it is installed, else the client takes turns.

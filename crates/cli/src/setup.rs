@@ -111,6 +111,7 @@ pub(crate) fn open_agent_session(
         add_dirs: flags.add_dirs,
         resume: flags.resume,
         continue_latest: flags.continue_latest,
+        room: None,
     })?)
 }
 

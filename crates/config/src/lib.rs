@@ -16,6 +16,7 @@ mod sandbox;
 mod schema;
 mod service;
 mod skill_scripts;
+mod tenancy;
 mod trust;
 
 #[cfg(test)]
@@ -45,7 +46,7 @@ pub use load::{ConfigFile, LoadRequest, LoadedConfig, load, parse_str, read_file
 pub use model::{
     AgentProfile, ClientToolSpec, DEFAULT_AUTO_DEFER_TOKENS, DeferMode, DiscoverySettings,
     EmbeddingsSpec, ExperimentalSettings, KnowledgeSettings, ModelEntry, ModelProvider,
-    ModelSettings, RerankerSpec, ScopedRawAgent, ScopedRawModel, is_entry_name,
+    ModelSettings, RerankerSpec, SERVICE_HOST_TOOLS, ScopedRawAgent, ScopedRawModel, is_entry_name,
 };
 pub use paths::{Paths, PathsError};
 pub use policy::{
@@ -63,6 +64,9 @@ pub use sandbox::{RawSandbox, SandboxModeSetting, SandboxSettings};
 pub use schema::schema_json;
 pub use service::{DATABASE_URL_FORMS, DatabaseUrl, DatabaseUrlError, redact_database_url};
 pub use skill_scripts::{MAX_SCRIPT_TIMEOUT, RawSkillScripts, SkillScriptSettings};
+pub use tenancy::{
+    DEFAULT_CLIENT_CALL_TIMEOUT_SECS, Quotas, RawQuotas, RawTenant, Tenancy, is_host_rule,
+};
 pub use trust::{Approval, ApprovalKind, TrustError, TrustState, TrustStore};
 /// The shared vocabulary the validated settings are written in (defined in `warden-vocab`).
 pub use warden_vocab::{

@@ -51,6 +51,8 @@ pub struct ConfigFile {
     pub rerankers: BTreeMap<String, crate::model::RerankerSpec>,
     /// `[service] widget_origins` of this file (a user-scope file only).
     pub service_widget_origins: Option<Vec<String>>,
+    /// `[service]`'s tenancy settings of this file (a user-scope file only; `None`: none set).
+    pub service_tenancy: Option<crate::tenancy::Tenancy>,
     /// Keys this file set but has no authority over, left out of the settings above (a project
     /// file's `model` and `[oauth]`): each names the file, the key and where to set it instead.
     pub warnings: Vec<Diagnostic>,
@@ -324,6 +326,7 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
             service_database_url: service
                 .as_ref()
                 .and_then(|service| service.database_url.clone()),
+            service_tenancy: service.as_ref().map(tenancy_of),
             service_widget_origins: service.and_then(|service| service.widget_origins),
             warnings,
         })
@@ -497,6 +500,9 @@ pub struct LoadedConfig {
     /// `[service] widget_origins` (user config only; none unless set): the product pages'
     /// origins that may call the service with a widget token.
     pub service_widget_origins: Vec<String>,
+    /// `[service]`'s tenancy settings (user config only): what tenants' servers may read and
+    /// reach, self-approval, the client-call wait and the quotas.
+    pub service_tenancy: crate::tenancy::Tenancy,
     /// What a file set without the authority to, and was therefore left out: a project file's
     /// `model` and `[oauth]`, its `[agents.NAME]` that shadow a user profile, and its profiles
     /// not approved as they are. Print them; none stops the run.
@@ -604,6 +610,9 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                 if let Some(origins) = file.service_widget_origins {
                     loaded.service_widget_origins = origins;
                 }
+                if let Some(tenancy) = file.service_tenancy {
+                    loaded.service_tenancy = tenancy;
+                }
                 // A project file's `[oauth]` never gets here (see `user_scope_only`).
                 if let Some(oauth) = file.oauth {
                     if let Some(setting) = oauth.token_store {
@@ -637,5 +646,24 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
         Ok(loaded)
     } else {
         Err(ConfigError::Invalid(diagnostics))
+    }
+}
+
+/// `[service]`'s tenancy settings as loaded: each unset one its default.
+fn tenancy_of(service: &crate::raw::RawService) -> crate::tenancy::Tenancy {
+    let defaults = crate::tenancy::Tenancy::default();
+    crate::tenancy::Tenancy {
+        tenant_env: service.tenant_env.clone().unwrap_or_default(),
+        tenant_hosts: service.tenant_hosts.clone().unwrap_or_default(),
+        self_approval: service.self_approval.unwrap_or(defaults.self_approval),
+        client_call_timeout_secs: service
+            .client_call_timeout_sec
+            .unwrap_or(defaults.client_call_timeout_secs),
+        quotas: service
+            .quotas
+            .as_ref()
+            .map(|quotas| quotas.over(&defaults.quotas))
+            .unwrap_or(defaults.quotas),
+        tenants: service.tenants.clone().unwrap_or_default(),
     }
 }

@@ -234,7 +234,24 @@ pub struct AgentProfile {
     pub client_tools: Vec<ClientToolSpec>,
     /// Knowledge collections its `search_knowledge` tool searches (none: no such tool).
     pub knowledge: Vec<String>,
+    /// The built-in host tools its `warden service` sessions get (none unless named), each
+    /// confined to the session's own folder.
+    pub host_tools: Vec<String>,
+    /// A folder copied into each new service session's own folder (absolute).
+    pub room_template: Option<PathBuf>,
 }
+
+/// The built-in host tools an agent profile may grant its service sessions (`host_tools`).
+pub const SERVICE_HOST_TOOLS: &[&str] = &[
+    "read_file",
+    "list_dir",
+    "glob",
+    "grep",
+    "write_file",
+    "edit_file",
+    "bash",
+    "run_skill_script",
+];
 
 /// One client-side tool of an agent profile: what the model sees of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,6 +291,11 @@ impl AgentProfile {
                     .collect()
             }),
             knowledge: (!self.knowledge.is_empty()).then(|| self.knowledge.clone()),
+            host_tools: (!self.host_tools.is_empty()).then(|| self.host_tools.clone()),
+            room_template: self
+                .room_template
+                .as_ref()
+                .map(|path| path.display().to_string()),
         };
         let canonical =
             serde_json::to_vec(&("warden.agent.v1", &self.name, declared)).unwrap_or_default();
@@ -618,6 +640,8 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
             mcp_servers,
             client_tools: raw_client_tools,
             knowledge,
+            host_tools,
+            room_template,
         } = raw;
         let mut client_tools = Vec::new();
         for (tool, declared) in raw_client_tools.unwrap_or_default() {
@@ -704,6 +728,48 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
                 );
             }
         }
+        let host_tools = host_tools.unwrap_or_default();
+        for (i, tool) in host_tools.iter().enumerate() {
+            if !SERVICE_HOST_TOOLS.contains(&tool.as_str()) {
+                report(
+                    format!("{}[{i}]", key_path(&base, "host_tools")),
+                    Problem::InvalidValue {
+                        expected: format!(
+                            "one of {}, not \"{tool}\"",
+                            SERVICE_HOST_TOOLS
+                                .iter()
+                                .map(|name| format!("\"{name}\""))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    },
+                );
+            }
+        }
+        let room_template = room_template.map(|folder| {
+            let folder = PathBuf::from(folder);
+            if folder.is_absolute() {
+                folder
+            } else {
+                source
+                    .parent()
+                    .map(|dir| dir.join(&folder))
+                    .unwrap_or(folder)
+            }
+        });
+        if let Some(folder) = &room_template
+            && !folder.is_dir()
+        {
+            report(
+                key_path(&base, "room_template"),
+                Problem::InvalidValue {
+                    expected: format!(
+                        "a folder to copy into each new service session (relative to this file), but {} is not one",
+                        folder.display()
+                    ),
+                },
+            );
+        }
         if diagnostics.is_empty() {
             Ok(AgentProfile {
                 name,
@@ -715,6 +781,8 @@ impl TryFrom<ScopedRawAgent> for AgentProfile {
                 mcp_servers,
                 client_tools,
                 knowledge,
+                host_tools,
+                room_template,
             })
         } else {
             Err(diagnostics)

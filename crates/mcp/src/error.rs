@@ -38,6 +38,9 @@ pub enum FailureKind {
     Redirected,
     /// Plain `http://` to a non-loopback host, or a malformed url.
     InsecureUrl,
+    /// The egress guard of a tenant's server refused its address (or one its DNS name, a
+    /// redirect or its OAuth metadata led to): not public, and not allowed by the operator.
+    EgressRefused,
     /// Something the runtime does not support yet.
     Unsupported,
     /// No tool of that name in the discovered, filtered set.

@@ -1,4 +1,4 @@
-//! Streamable HTTP: url policy, the reqwest client (warden-net's: no redirects, ring TLS), headers, and failure diagnosis.
+//! Streamable HTTP: url policy, the reqwest client (warden-net's: no redirects, ring TLS; under a tenant server's egress guard), headers, and failure diagnosis.
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
@@ -55,22 +55,55 @@ fn is_loopback(parsed: &url::Url) -> bool {
     }
 }
 
-/// warden's outgoing client (never follows redirects), connecting within `connect_timeout`.
+/// Checks the url's literal host against the server's egress guard, when it has one (a name is
+/// checked at each connection by the guarded client's resolver).
+pub(crate) fn check_egress(
+    server: &str,
+    url: &url::Url,
+    egress: Option<&warden_net::EgressGuard>,
+) -> Result<(), McpError> {
+    match egress {
+        Some(guard) => guard
+            .check_literal(url)
+            .map_err(|refusal| egress_refused(server, &refusal)),
+        None => Ok(()),
+    }
+}
+
+/// The failure of a server whose address the egress guard refused: the guard's one line.
+pub(crate) fn egress_refused(server: &str, refusal: &warden_net::EgressError) -> McpError {
+    McpError::new(
+        server,
+        FailureKind::EgressRefused,
+        refusal.to_string(),
+        None,
+    )
+}
+
+/// The egress guard's refusal in an error's source chain, as the server's failure.
+pub(crate) fn egress_failure(server: &str, error: &(dyn StdError + 'static)) -> Option<McpError> {
+    find_in_chain::<warden_net::EgressError>(error).map(|refusal| egress_refused(server, refusal))
+}
+
+/// warden's outgoing client (never follows redirects), connecting within `connect_timeout`,
+/// under the server's egress guard when it has one.
 pub(crate) fn build_client(
     server: &str,
     connect_timeout: Duration,
+    egress: Option<&warden_net::EgressGuard>,
 ) -> Result<reqwest::Client, McpError> {
-    warden_net::http_client()
-        .connect_timeout(connect_timeout)
-        .build()
-        .map_err(|error| {
-            McpError::new(
-                server,
-                FailureKind::Tls,
-                format!("can't build an HTTP client: {error}"),
-                None,
-            )
-        })
+    let mut builder = warden_net::http_client().connect_timeout(connect_timeout);
+    if let Some(guard) = egress {
+        builder = builder.egress_guard(guard.clone());
+    }
+    builder.build().map_err(|error| {
+        McpError::new(
+            server,
+            FailureKind::Tls,
+            format!("can't build an HTTP client: {error}"),
+            None,
+        )
+    })
 }
 
 /// Converts configured headers; an invalid name or value is a configuration failure.
@@ -174,6 +207,9 @@ pub(crate) fn classify_request_error(
     url: &url::Url,
     error: &reqwest::Error,
 ) -> McpError {
+    if let Some(refused) = egress_failure(server, error) {
+        return refused;
+    }
     if let Some(tls) = find_in_chain::<rustls::Error>(error) {
         return McpError::new(
             server,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
-use rmcp::transport::auth::{AuthClient, AuthorizationManager};
+use rmcp::transport::auth::AuthClient;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
@@ -55,7 +55,9 @@ pub(crate) struct AuthorizingClient {
 }
 
 /// Builds the client for `auth`. Stored OAuth tokens are loaded (a missing token is not an
-/// error: the request goes out without one and a 401 says "needs login").
+/// error: the request goes out without one and a 401 says "needs login"). Under `egress` (a
+/// tenant's server) every OAuth request goes through the guard, whether or not the OAuth
+/// settings carry it.
 pub(crate) async fn authorizing_client(
     server: &str,
     url: &url::Url,
@@ -63,23 +65,33 @@ pub(crate) async fn authorizing_client(
     auth: &HttpAuth,
     inline_login: Option<&RedirectMode>,
     sse_limits: SseLimits,
+    egress: Option<&warden_net::EgressGuard>,
 ) -> Result<AuthorizingClient, McpError> {
-    let oauth_failure = |error: warden_oauth::OAuthError| {
-        McpError::new(
+    let oauth_failure = |error: warden_oauth::OAuthError| match error.egress() {
+        Some(refusal) => crate::http::egress_refused(server, refusal),
+        None => McpError::new(
             server,
             FailureKind::Rejected,
             format!("OAuth: {error}"),
             Some(&format!("run `warden mcp login {server}`")),
-        )
+        ),
     };
     let bare = || async {
-        AuthorizationManager::new(url.as_str())
+        warden_oauth::authorization_manager(url.as_str(), egress)
             .await
-            .map_err(|e| oauth_failure(e.into()))
+            .map_err(oauth_failure)
     };
     let (manager, inline) = match auth {
         HttpAuth::Unconfigured | HttpAuth::Forbidden { .. } => (bare().await?, None),
         HttpAuth::OAuth(settings) => {
+            let guarded;
+            let settings = match (egress, &settings.egress) {
+                (Some(guard), None) => {
+                    guarded = settings.clone().with_egress_guard(guard.clone());
+                    &guarded
+                }
+                _ => settings,
+            };
             let manager = match warden_oauth::stored_manager(settings).await {
                 Ok(manager) => manager,
                 // `auth = "oauth"` without a token: a login is the only way, no request needed.
@@ -184,12 +196,13 @@ impl AuthorizingClient {
                             &show_url
                         }
                     };
-                    if let Err(error) = warden_oauth::step_up(
+                    if let Err(error) = warden_oauth::step_up_with_guard(
                         &manager,
                         &challenge.www_authenticate_header,
                         login.redirect.clone(),
                         INLINE_LOGIN_TIMEOUT,
                         show,
+                        login.settings.egress.as_ref(),
                     )
                     .await
                     {

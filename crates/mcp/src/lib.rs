@@ -4,6 +4,8 @@ mod artifacts;
 mod catalog;
 mod client;
 mod direct_call;
+#[cfg(test)]
+mod egress_tests;
 mod error;
 mod guard;
 mod http;

@@ -129,6 +129,11 @@ pub struct ServerSpec {
     /// The operator enabled sampling for this server: its `sampling/createMessage` requests go
     /// to the session's model (when a frontend installed a handler); otherwise they are declined.
     pub sampling: bool,
+    /// A server a tenant registered (HTTP transports): every connection its client makes, and
+    /// every OAuth request for it, goes through this guard — public addresses only unless the
+    /// operator allows more; the URL's literal host is checked before connecting. `None` (the
+    /// default) for the operator's own servers.
+    pub egress: Option<warden_net::EgressGuard>,
 }
 
 impl ServerSpec {
@@ -169,6 +174,7 @@ impl ServerSpec {
             deferred: None,
             tool_filter: ToolFilter::default(),
             sampling: false,
+            egress: None,
         }
     }
 
@@ -253,6 +259,13 @@ impl ServerSpec {
     /// Lets this server's sampling requests reach the session's model.
     pub fn with_sampling(mut self, enabled: bool) -> Self {
         self.sampling = enabled;
+        self
+    }
+
+    /// Puts this server under `guard` (a tenant's server): see [`ServerSpec::egress`]. Its OAuth
+    /// requests use the guard too, whether or not its [`HttpAuth::OAuth`] settings carry it.
+    pub fn with_egress_guard(mut self, guard: warden_net::EgressGuard) -> Self {
+        self.egress = Some(guard);
         self
     }
 }

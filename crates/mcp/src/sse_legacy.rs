@@ -90,9 +90,11 @@ impl LegacySseTransport {
         headers: &[(String, SecretString)],
         connect_timeout: Duration,
         limits: SseLimits,
+        egress: Option<&warden_net::EgressGuard>,
     ) -> Result<Self, McpError> {
         let sse_url = http::check_url(server, url)?;
-        let client = http::build_client(server, connect_timeout)?;
+        http::check_egress(server, &sse_url, egress)?;
+        let client = http::build_client(server, connect_timeout, egress)?;
         let headers = http::header_map(server, headers)?;
         let mut request = client
             .get(sse_url.as_str())

@@ -1,9 +1,13 @@
-//! The one builder of outgoing HTTP clients: redirects are never followed (a 3xx comes back to
-//! the caller as a response, which it reports), connections time out, TLS is rustls on ring
-//! (installed once per process), and every request says `User-Agent: warden/<version>`.
+//! The one builder of outgoing HTTP clients: redirects are not followed unless the caller asks (a
+//! 3xx comes back to the caller as a response, which it reports), connections time out, TLS is
+//! rustls on ring (installed once per process), and every request says
+//! `User-Agent: warden/<version>`. A client that reaches a tenant's server carries an
+//! [`EgressGuard`](crate::EgressGuard) ([`HttpClientBuilder::egress_guard`]).
 
 use std::sync::Once;
 use std::time::Duration;
+
+use crate::egress::EgressGuard;
 
 /// The user agent every outgoing request carries.
 pub const USER_AGENT: &str = concat!("warden/", env!("CARGO_PKG_VERSION"));
@@ -28,6 +32,8 @@ pub fn http_client() -> HttpClientBuilder {
         connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         request_timeout: None,
         local: None,
+        egress: None,
+        max_redirects: 0,
     }
 }
 
@@ -48,6 +54,8 @@ pub struct HttpClientBuilder {
     connect_timeout: Duration,
     request_timeout: Option<Duration>,
     local: Option<LocalEndpoint>,
+    egress: Option<EgressGuard>,
+    max_redirects: usize,
 }
 
 impl HttpClientBuilder {
@@ -80,18 +88,51 @@ impl HttpClientBuilder {
         self
     }
 
+    /// Guards every connection with `guard`: each lookup goes through the guard (one forbidden
+    /// address refuses it, and only checked addresses are connected to), a redirect the client
+    /// follows ([`HttpClientBuilder::follow_redirects`]) to a forbidden IP literal fails with the
+    /// guard's [`EgressError`](crate::EgressError), and proxies from the environment
+    /// (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`) are ignored, since a proxy would connect on the
+    /// client's behalf, unchecked. An IP literal in a request's URL is never looked up: the
+    /// caller checks the URL it starts from with [`EgressGuard::check_literal`] (or
+    /// [`EgressGuard::check_url`]) before sending.
+    pub fn egress_guard(mut self, guard: EgressGuard) -> Self {
+        self.egress = Some(guard);
+        self
+    }
+
+    /// Follows up to `max_hops` redirects ([`crate::DEFAULT_REDIRECT_LIMIT`] is reqwest's usual
+    /// limit); 0, the default, follows none. With an egress guard every hop is checked.
+    pub fn follow_redirects(mut self, max_hops: usize) -> Self {
+        self.max_redirects = max_hops;
+        self
+    }
+
+    /// Whether the client will ignore proxies from the environment (a local or guarded one).
+    pub fn ignores_proxies(&self) -> bool {
+        self.local.is_some() || self.egress.is_some()
+    }
+
     /// The client.
     // The one place warden constructs a reqwest client: clippy.toml disallows the constructors
     // everywhere else so that every client gets these settings.
     #[allow(clippy::disallowed_methods)]
     pub fn build(self) -> Result<reqwest::Client, reqwest::Error> {
         install_crypto_provider();
+        let redirect = match (&self.egress, self.max_redirects) {
+            (Some(guard), max_hops) => guard.redirect_policy(max_hops),
+            (None, 0) => reqwest::redirect::Policy::none(),
+            (None, max_hops) => reqwest::redirect::Policy::limited(max_hops),
+        };
         let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
+            .redirect(redirect)
             .connect_timeout(self.connect_timeout)
             .user_agent(USER_AGENT);
         if let Some(timeout) = self.request_timeout {
             builder = builder.timeout(timeout);
+        }
+        if let Some(guard) = &self.egress {
+            builder = builder.no_proxy().dns_resolver(guard.reqwest_resolver());
         }
         if let Some(local) = self.local {
             builder = builder.no_proxy().http1_only().tls_certs_only(Vec::new());

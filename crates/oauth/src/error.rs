@@ -69,6 +69,10 @@ pub enum OAuthError {
         "refusing plain http to {url}: only loopback hosts may use http://; use its https:// URL"
     )]
     InsecureEndpoint { url: String },
+    /// The egress guard of a tenant's server refused an address (the one line names the host,
+    /// the address and its class).
+    #[error(transparent)]
+    Egress(#[from] warden_net::EgressError),
     /// A URL does not parse.
     #[error("invalid URL {url}: {source}")]
     Url {
@@ -91,6 +95,22 @@ impl OAuthError {
             url: url.to_string(),
             source,
         }
+    }
+
+    /// The egress guard's refusal behind this error, when there is one (directly, or in the
+    /// source chain of a failed request).
+    pub fn egress(&self) -> Option<&warden_net::EgressError> {
+        if let Self::Egress(refusal) = self {
+            return Some(refusal);
+        }
+        let mut current: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(error) = current {
+            if let Some(found) = error.downcast_ref::<warden_net::EgressError>() {
+                return Some(found);
+            }
+            current = error.source();
+        }
+        None
     }
 
     /// Whether the cure is `warden mcp login`.

@@ -41,6 +41,11 @@ pub struct OAuthSettings {
     /// `auth = "oauth"`: without a stored token the server needs a login, and no request is
     /// sent to find that out.
     pub require_login: bool,
+    /// A tenant's server: every OAuth request for it (probe, discovery, registration, token,
+    /// refresh, revocation, a headless authorization request) goes through warden-net's clients
+    /// under this guard, and the server's URL and the endpoints its metadata names are checked
+    /// before use. `None` (the default) for the operator's own servers.
+    pub egress: Option<warden_net::EgressGuard>,
 }
 
 impl OAuthSettings {
@@ -61,7 +66,20 @@ impl OAuthSettings {
             client_metadata_url: None,
             client_name: "warden".to_string(),
             require_login: false,
+            egress: None,
         }
+    }
+
+    /// These settings under `guard` (a tenant's server): see [`OAuthSettings::egress`].
+    pub fn with_egress_guard(mut self, guard: warden_net::EgressGuard) -> Self {
+        self.egress = Some(guard);
+        self
+    }
+
+    /// Checks the server's URL against the egress guard, when there is one: its host (a
+    /// literal, or every address a name resolves to) must be reachable.
+    async fn check_egress(&self) -> Result<(), OAuthError> {
+        check_url_egress(&self.server_url, self.egress.as_ref()).await
     }
 
     /// The redirect URI a pre-registered client must register (`warden mcp get` shows it).
@@ -129,10 +147,32 @@ pub enum Probe {
 /// How long the probe and the 2025-03-26 origin-metadata fallback wait for an answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Checks `url` against `egress` when there is one.
+async fn check_url_egress(
+    url: &str,
+    egress: Option<&warden_net::EgressGuard>,
+) -> Result<(), OAuthError> {
+    let Some(guard) = egress else {
+        return Ok(());
+    };
+    let parsed = url::Url::parse(url).map_err(|e| OAuthError::url(url, e))?;
+    guard.check_url(&parsed).await?;
+    Ok(())
+}
+
 /// Send an unauthenticated `initialize` to see whether the server asks for a login. A redirect
 /// is not followed: it comes back as [`Probe::Status`].
 pub async fn probe(server_url: &str) -> Result<Probe, OAuthError> {
-    let client = crate::endpoint_client(server_url, PROBE_TIMEOUT)?;
+    probe_with_guard(server_url, None).await
+}
+
+/// [`probe`], under `egress` when one is given (a tenant's server: see
+/// [`OAuthSettings::egress`]).
+pub async fn probe_with_guard(
+    server_url: &str,
+    egress: Option<&warden_net::EgressGuard>,
+) -> Result<Probe, OAuthError> {
+    let client = crate::endpoint_client_under(server_url, PROBE_TIMEOUT, egress)?;
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -164,8 +204,9 @@ pub async fn probe(server_url: &str) -> Result<Probe, OAuthError> {
 }
 
 async fn new_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, OAuthError> {
-    warden_net::install_crypto_provider();
-    let mut manager = AuthorizationManager::new(settings.server_url.as_str()).await?;
+    let mut manager =
+        crate::egress::authorization_manager(&settings.server_url, settings.egress.as_ref())
+            .await?;
     manager.set_credential_store(settings.bound_store());
     Ok(manager)
 }
@@ -174,16 +215,19 @@ async fn new_manager(settings: &OAuthSettings) -> Result<AuthorizationManager, O
 /// One back-compat case is added: a 2025-03-26 server with no protected-resource metadata whose
 /// authorization-server metadata, fetched from the server's origin, names another issuer (the
 /// 2025-03-26 revision bound the metadata to the origin, not to an issuer URL). The endpoints
-/// the metadata names must be https or loopback hosts: codes, tokens and secrets go there.
+/// the metadata names must be https or loopback hosts: codes, tokens and secrets go there. Under
+/// `egress` (a tenant's server), the endpoints warden itself sends requests to must be
+/// reachable too (each request is checked again when it is sent).
 async fn discover(
     manager: &AuthorizationManager,
     server_url: &str,
     challenge: Option<&str>,
+    egress: Option<&warden_net::EgressGuard>,
 ) -> Result<AuthorizationMetadata, OAuthError> {
     let metadata = match manager.resolve_metadata_from_challenge(challenge).await {
         Ok(resolution) => resolution.metadata,
         Err(error @ AuthError::AuthorizationServerMismatch { .. }) => {
-            match legacy_origin_metadata(server_url, challenge).await {
+            match legacy_origin_metadata(server_url, challenge, egress).await {
                 Some(metadata) => {
                     debug!("using 2025-03-26 origin metadata whose issuer differs from the origin");
                     metadata
@@ -194,7 +238,29 @@ async fn discover(
         Err(error) => return Err(error.into()),
     };
     require_secure_endpoints(&metadata)?;
+    if egress.is_some() {
+        for endpoint in endpoints_warden_calls(&metadata) {
+            check_url_egress(endpoint, egress).await?;
+        }
+    }
     Ok(metadata)
+}
+
+/// The endpoints of `metadata` warden sends requests to itself (the authorization endpoint is
+/// the user's browser's to visit, except in a headless login, whose request is guarded when
+/// sent): token, registration, revocation.
+fn endpoints_warden_calls(metadata: &AuthorizationMetadata) -> impl Iterator<Item = &str> {
+    let revocation = metadata
+        .additional_fields
+        .get("revocation_endpoint")
+        .and_then(|v| v.as_str());
+    [
+        Some(metadata.token_endpoint.as_str()),
+        metadata.registration_endpoint.as_deref(),
+        revocation,
+    ]
+    .into_iter()
+    .flatten()
 }
 
 /// Refuses metadata that names an endpoint off this machine over plain http.
@@ -219,6 +285,7 @@ fn require_secure_endpoints(metadata: &AuthorizationMetadata) -> Result<(), OAut
 async fn legacy_origin_metadata(
     server_url: &str,
     challenge: Option<&str>,
+    egress: Option<&warden_net::EgressGuard>,
 ) -> Option<AuthorizationMetadata> {
     let base = url::Url::parse(server_url).ok()?;
     if challenge.is_some_and(|c| {
@@ -228,7 +295,7 @@ async fn legacy_origin_metadata(
     }) {
         return None;
     }
-    let client = crate::endpoint_client(server_url, PROBE_TIMEOUT).ok()?;
+    let client = crate::endpoint_client_under(server_url, PROBE_TIMEOUT, egress).ok()?;
     let path = base.path().trim_end_matches('/');
     for candidate in [
         format!("/.well-known/oauth-protected-resource{path}"),
@@ -293,10 +360,11 @@ pub async fn login(
     options: LoginOptions,
     show_url: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<AuthorizationManager, OAuthError> {
+    settings.check_egress().await?;
     let mut manager = new_manager(settings).await?;
     let challenge = match options.challenge.clone() {
         Some(challenge) => Some(challenge),
-        None => match probe(&settings.server_url).await {
+        None => match probe_with_guard(&settings.server_url, settings.egress.as_ref()).await {
             Ok(Probe::AuthRequired { www_authenticate }) => www_authenticate,
             Ok(_) => None,
             Err(e) => {
@@ -305,7 +373,13 @@ pub async fn login(
             }
         },
     };
-    let metadata = discover(&manager, &settings.server_url, challenge.as_deref()).await?;
+    let metadata = discover(
+        &manager,
+        &settings.server_url,
+        challenge.as_deref(),
+        settings.egress.as_ref(),
+    )
+    .await?;
     let issuer = metadata.issuer.clone();
     manager.set_metadata(metadata.clone());
 
@@ -372,6 +446,7 @@ pub async fn login(
         &authorization_url,
         options.timeout,
         show_url,
+        settings.egress.as_ref(),
     )
     .await?;
     info!(server = %settings.server_name, "logged in");
@@ -397,8 +472,15 @@ pub async fn stored_manager(settings: &OAuthSettings) -> Result<AuthorizationMan
     let (Some(client), true) = (file.client.clone(), file.has_token()) else {
         return Err(settings.needs_login());
     };
+    settings.check_egress().await?;
     let mut manager = new_manager(settings).await?;
-    let metadata = discover(&manager, &settings.server_url, None).await?;
+    let metadata = discover(
+        &manager,
+        &settings.server_url,
+        None,
+        settings.egress.as_ref(),
+    )
+    .await?;
     if metadata.issuer != file.issuer {
         warn!(
             server = %settings.server_name,
@@ -423,6 +505,20 @@ pub async fn step_up(
     timeout: Duration,
     show_url: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<(), OAuthError> {
+    step_up_with_guard(manager, www_authenticate, redirect, timeout, show_url, None).await
+}
+
+/// [`step_up`] for a server under `egress` (its settings' [`OAuthSettings::egress`]): a headless
+/// authorization request goes through the guard (the manager, made by [`login`] or
+/// [`stored_manager`] from the same settings, is guarded already).
+pub async fn step_up_with_guard(
+    manager: &AuthorizationManager,
+    www_authenticate: &str,
+    redirect: RedirectMode,
+    timeout: Duration,
+    show_url: &(dyn Fn(&str) + Send + Sync),
+    egress: Option<&warden_net::EgressGuard>,
+) -> Result<(), OAuthError> {
     let base = url::Url::parse("http://localhost/").map_err(|e| OAuthError::url("base", e))?;
     let params = WWWAuthenticateParams::parse(www_authenticate, &base);
     let required = params.scope.unwrap_or_default();
@@ -442,7 +538,15 @@ pub async fn step_up(
         relayed @ RedirectMode::Relayed { .. } => relayed,
     };
     let receiver = RedirectReceiver::prepare(redirect, None).await?;
-    authorize_at(manager, receiver, &authorization_url, timeout, show_url).await
+    authorize_at(
+        manager,
+        receiver,
+        &authorization_url,
+        timeout,
+        show_url,
+        egress,
+    )
+    .await
 }
 
 /// Shows `authorization_url`, waits (up to `timeout`) for the redirect and exchanges its code
@@ -453,9 +557,10 @@ async fn authorize_at(
     authorization_url: &str,
     timeout: Duration,
     show_url: &(dyn Fn(&str) + Send + Sync),
+    egress: Option<&warden_net::EgressGuard>,
 ) -> Result<(), OAuthError> {
     show_url(authorization_url);
-    let callback = receiver.receive(authorization_url, timeout).await?;
+    let callback = receiver.receive(authorization_url, timeout, egress).await?;
     manager
         .exchange_code_for_token_with_issuer(
             &callback.code,
@@ -503,11 +608,14 @@ async fn revoke_stored(
 ) -> Result<usize, String> {
     use oauth2::TokenResponse;
     let minted_for = file.server_url.as_deref().unwrap_or(&settings.server_url);
-    warden_net::install_crypto_provider();
-    let manager = AuthorizationManager::new(minted_for)
+    let egress = settings.egress.as_ref();
+    check_url_egress(minted_for, egress)
         .await
         .map_err(|e| e.to_string())?;
-    let metadata = discover(&manager, minted_for, None)
+    let manager = crate::egress::authorization_manager(minted_for, egress)
+        .await
+        .map_err(|e| e.to_string())?;
+    let metadata = discover(&manager, minted_for, None, egress)
         .await
         .map_err(|e| e.to_string())?;
     if file.issuer.is_some() && metadata.issuer != file.issuer {
@@ -540,6 +648,7 @@ async fn revoke_stored(
         Some(&access),
         &client.client_id,
         client.client_secret.as_ref(),
+        egress,
     )
     .await
     .map_err(|e| e.to_string())

@@ -1,10 +1,13 @@
 //! OAuth 2.1 for warden's remote MCP servers: discovery, client identity, login (PKCE, resource,
 //! scopes, `iss`), refresh under a cross-process lock, step-up, revocation, pre-provisioned and
 //! client-credentials tokens, and the 0600 token store. Built on rmcp's `AuthorizationManager`.
+//! A tenant's server carries an egress guard in its [`OAuthSettings`]: every OAuth request for it
+//! then goes through warden-net's guarded clients.
 
 mod browser;
 mod client_credentials;
 mod context;
+mod egress;
 mod error;
 mod flow;
 mod keyring;
@@ -17,10 +20,11 @@ mod store;
 pub use browser::open_in_browser;
 pub use client_credentials::{ClientCredentials, GrantedToken, client_credentials_token};
 pub use context::OAuthContext;
+pub use egress::authorization_manager;
 pub use error::OAuthError;
 pub use flow::{
     LoginOptions, LogoutReport, OAuthSettings, Probe, is_authorization_required, login, logout,
-    logout_provisioned, probe, step_up, stored_manager,
+    logout_provisioned, probe, probe_with_guard, step_up, step_up_with_guard, stored_manager,
 };
 pub use provisioned::{ProvisionedCredentials, ProvisionedEnv, ProvisionedValues};
 pub use redirect::{DEFAULT_PREREGISTERED_PORT, RedirectInbox, RedirectMode, parse_redirect};
@@ -45,7 +49,20 @@ pub(crate) fn endpoint_client(
     endpoint: &str,
     timeout: std::time::Duration,
 ) -> Result<reqwest::Client, OAuthError> {
+    endpoint_client_under(endpoint, timeout, None)
+}
+
+/// [`endpoint_client`], under `egress` when one is given (a tenant's server): the endpoint's
+/// literal host is checked now, every name at each connection, and no proxy is used.
+pub(crate) fn endpoint_client_under(
+    endpoint: &str,
+    timeout: std::time::Duration,
+    egress: Option<&warden_net::EgressGuard>,
+) -> Result<reqwest::Client, OAuthError> {
     require_secure_endpoint(endpoint)?;
+    if let Some(guard) = egress {
+        return egress::guarded_endpoint_client(endpoint, timeout, guard);
+    }
     warden_net::http_client()
         .request_timeout(timeout)
         .build()

@@ -207,6 +207,7 @@ impl ProvisionedCredentials {
             access.as_ref(),
             &self.client_id,
             self.client_secret.as_ref(),
+            None,
         )
         .await?;
         self.store.clear().await?;

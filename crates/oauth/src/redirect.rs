@@ -137,14 +137,16 @@ impl RedirectReceiver {
 
     /// Wait for the redirect that answers `authorization_url`: on the listener, only a request
     /// to `/callback` carrying that URL's `state` counts; anything else gets a 400 page and the
-    /// wait goes on until `timeout`.
+    /// wait goes on until `timeout`. A headless login asks the authorization endpoint itself,
+    /// under `egress` when one is given (a tenant's server).
     pub(crate) async fn receive(
         self,
         authorization_url: &str,
         timeout: Duration,
+        egress: Option<&warden_net::EgressGuard>,
     ) -> Result<AuthorizationCallback, OAuthError> {
         let redirect = match self.mode {
-            RedirectMode::Headless { .. } => headless_redirect(authorization_url).await?,
+            RedirectMode::Headless { .. } => headless_redirect(authorization_url, egress).await?,
             RedirectMode::Relayed { inbox, .. } => {
                 let state = expected_state(authorization_url)?;
                 tokio::time::timeout(timeout, inbox.awaited(&state))
@@ -189,9 +191,12 @@ pub fn parse_redirect(redirect: &str) -> Result<AuthorizationCallback, OAuthErro
     AuthorizationCallback::from_redirect_url(redirect).map_err(OAuthError::Protocol)
 }
 
-async fn headless_redirect(authorization_url: &str) -> Result<String, OAuthError> {
+async fn headless_redirect(
+    authorization_url: &str,
+    egress: Option<&warden_net::EgressGuard>,
+) -> Result<String, OAuthError> {
     // The redirect is the answer: warden's client never follows it.
-    let client = crate::endpoint_client(authorization_url, crate::ENDPOINT_TIMEOUT)?;
+    let client = crate::endpoint_client_under(authorization_url, crate::ENDPOINT_TIMEOUT, egress)?;
     let response = client
         .get(authorization_url)
         .send()

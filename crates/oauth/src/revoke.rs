@@ -13,7 +13,27 @@ pub async fn revoke_token(
     client_id: &str,
     client_secret: Option<&Secret>,
 ) -> Result<(), OAuthError> {
-    let client = crate::endpoint_client(endpoint, crate::ENDPOINT_TIMEOUT)?;
+    revoke_token_under(
+        endpoint,
+        token,
+        token_type_hint,
+        client_id,
+        client_secret,
+        None,
+    )
+    .await
+}
+
+/// [`revoke_token`], under `egress` when one is given (a tenant's server).
+async fn revoke_token_under(
+    endpoint: &str,
+    token: &Secret,
+    token_type_hint: &str,
+    client_id: &str,
+    client_secret: Option<&Secret>,
+    egress: Option<&warden_net::EgressGuard>,
+) -> Result<(), OAuthError> {
+    let client = crate::endpoint_client_under(endpoint, crate::ENDPOINT_TIMEOUT, egress)?;
     let mut form = vec![
         ("token", token.expose().to_string()),
         ("token_type_hint", token_type_hint.to_string()),
@@ -43,13 +63,14 @@ pub async fn revoke_token(
 
 /// Revoke a grant's tokens at `endpoint`: the refresh token first (revoking it may end the access
 /// token too, RFC 7009 §2.1), then the access token. Returns how many were revoked; the first
-/// refusal ends it.
+/// refusal ends it. Under `egress` when one is given (a tenant's server).
 pub(crate) async fn revoke_grant(
     endpoint: &str,
     refresh_token: Option<&Secret>,
     access_token: Option<&Secret>,
     client_id: &str,
     client_secret: Option<&Secret>,
+    egress: Option<&warden_net::EgressGuard>,
 ) -> Result<usize, OAuthError> {
     let mut revoked = 0;
     for (token, hint) in [
@@ -57,7 +78,7 @@ pub(crate) async fn revoke_grant(
         (access_token, "access_token"),
     ] {
         if let Some(token) = token {
-            revoke_token(endpoint, token, hint, client_id, client_secret).await?;
+            revoke_token_under(endpoint, token, hint, client_id, client_secret, egress).await?;
             revoked += 1;
         }
     }

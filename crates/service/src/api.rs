@@ -49,6 +49,8 @@ pub(crate) struct ServiceState {
 pub(crate) struct ApiError {
     status: StatusCode,
     message: String,
+    /// A 429's `Retry-After` (seconds).
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -56,6 +58,7 @@ impl ApiError {
         Self {
             status,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -66,13 +69,29 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
+        let mut response = (
             self.status,
             Json(ErrorBody {
                 error: self.message,
             }),
         )
-            .into_response()
+            .into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+impl From<crate::quota::QuotaRefusal> for ApiError {
+    fn from(refusal: crate::quota::QuotaRefusal) -> Self {
+        Self {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            retry_after: Some(refusal.retry_after_secs),
+            message: refusal.reason,
+        }
     }
 }
 
@@ -88,6 +107,7 @@ impl From<RunError> for ApiError {
         match error {
             RunError::UnknownSession(_) => Self::not_found("such session"),
             RunError::Busy(_) => Self::new(StatusCode::CONFLICT, error.to_string()),
+            RunError::Quota(refusal) => refusal.into(),
             RunError::Store(error) => error.into(),
         }
     }
@@ -163,6 +183,7 @@ pub(crate) struct NewKeyIssued {
     pub(crate) id: String,
     pub(crate) tenant: String,
     pub(crate) caller: String,
+    pub(crate) role: Role,
     pub(crate) key: String,
 }
 
@@ -353,6 +374,21 @@ pub(crate) struct NewKey {
     /// Who will use the key (not blank).
     #[schemars(regex(pattern = r"\S"))]
     caller: String,
+    /// What it may do (default `caller`).
+    #[serde(default)]
+    role: Option<TenantKeyRole>,
+}
+
+/// The role of a key the operator makes for a tenant.
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum TenantKeyRole {
+    /// Sessions, messages, client calls and its own events.
+    Caller,
+    /// Also decides the tenant's approvals (never of a run it started).
+    Approver,
+    /// Also the tenant's servers, skills, knowledge and prompts.
+    Admin,
 }
 
 /// The router of the API over `store`, with runs opened by `opener`; `bound` is the address
@@ -621,6 +657,11 @@ async fn check_origin(State(state): State<ServiceState>, request: Request, next:
             headers.insert(http::header::ACCESS_CONTROL_ALLOW_ORIGIN, value);
         }
         headers.insert(http::header::VARY, http::HeaderValue::from_static("Origin"));
+        // A 429's wait, readable by the widget's script.
+        headers.insert(
+            http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            http::HeaderValue::from_static("retry-after"),
+        );
         response
     };
     if request.method() == http::Method::OPTIONS {
@@ -734,6 +775,10 @@ async fn authenticate(
                     }
                 }
             }
+            // Requests per minute, of the key and of its tenant (crate::quota).
+            if let Err(refusal) = state.runs.quotas().admit_request(&principal) {
+                return ApiError::from(refusal).into_response();
+            }
             request.extensions_mut().insert(principal);
             next.run(request).await
         }
@@ -796,14 +841,24 @@ async fn create_session(
             format!("no agent profile named {agent:?} (define it as [agents.{agent}])"),
         ));
     }
+    // Counted (and held) before anything is stored; the creator is recorded for the count.
+    let _held = match state
+        .runs
+        .quotas()
+        .admit_session(state.store.as_ref(), &principal)
+        .await
+    {
+        Ok(held) => held,
+        Err(crate::quota::SessionAdmission::Refused(refusal)) => return Err(refusal.into()),
+        Err(crate::quota::SessionAdmission::Store(error)) => return Err(error.into()),
+    };
     let row = state
         .store
         .create_session(&principal.tenant, agent.as_deref())?;
-    if let Some(scope) = &principal.widget {
-        state
-            .store
-            .add_widget_session(&principal.tenant, &scope.token, &row.id)?;
-    }
+    // A widget token's id, or the key's: the sessions it created (sessions_per_key).
+    state
+        .store
+        .add_widget_session(&principal.tenant, &principal.key, &row.id)?;
     Ok((StatusCode::CREATED, Json(row)).into_response())
 }
 
@@ -850,16 +905,13 @@ async fn delete_session(
         ));
     }
     state.store.delete_session(&principal.tenant, &id)?;
-    // Its artifacts go with it (a folder never made is nothing to remove).
-    if let Some(dir) = state.opener.artifacts_dir(&id) {
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => tracing::warn!(
-                "the artifacts of the deleted session {id} stay in {}: {error}",
-                dir.display()
-            ),
-        }
+    // Its room goes with it: its files and artifacts (a room never made is nothing to remove).
+    let room = state.runs.room(&principal.tenant, &id);
+    if let Err(error) = room.remove() {
+        tracing::warn!(
+            "the folder of the deleted session {id} stays in {}: {error}",
+            room.dir.display()
+        );
     }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -1037,6 +1089,8 @@ async fn stream_events(
     if state.store.session(&principal.tenant, &id)?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
+    // Counted until the stream's body is dropped (it ended, or the client went away).
+    let slot = state.runs.quotas().admit_stream(&principal)?;
     // Events another instance stores wake this stream too.
     state.runs.listen();
     let stream = futures::stream::unfold(
@@ -1075,6 +1129,10 @@ async fn stream_events(
             }
         },
     );
+    let stream = futures::StreamExt::map(stream, move |event| {
+        let _counted = &slot;
+        event
+    });
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response())
@@ -1151,6 +1209,9 @@ async fn answer_client_call(
             StatusCode::CONFLICT,
             "the client call was answered already; an answer is taken once",
         )),
+        Err(lapsed @ AnswerError::Lapsed(_)) => {
+            Err(ApiError::new(StatusCode::CONFLICT, lapsed.to_string()))
+        }
         Err(AnswerError::Store(error)) => Err(error.into()),
     }
 }
@@ -1261,6 +1322,12 @@ async fn decide_approval(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
+    if !principal.role.decides_approvals() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "only an approver's or a tenant admin's key decides approvals (warden service key create --role approver)",
+        ));
+    }
     let request: NewDecision = body(&headers, &bytes)?;
     let decision = match request.decision {
         DecisionKind::AllowOnce => Decision::AllowOnce,
@@ -1271,13 +1338,17 @@ async fn decide_approval(
     };
     match state
         .runs
-        .decide(&principal.tenant, &id, decision, &principal.caller)
+        .decide(&principal.tenant, &id, decision, &principal)
     {
         Ok(row) => Ok(Json(ApprovalDecided { approval: row }).into_response()),
         Err(DecideError::Unknown) => Err(ApiError::not_found("such approval")),
         Err(DecideError::Decided) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "the approval was decided already, or expired",
+        )),
+        Err(DecideError::OwnRun) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            DecideError::OwnRun.to_string(),
         )),
         Err(DecideError::Store(error)) => Err(error.into()),
     }
@@ -1294,32 +1365,14 @@ async fn list_servers(
 
 /// Only a tenant admin's key registers or removes servers.
 pub(crate) fn require_admin(principal: &Principal) -> Result<(), ApiError> {
-    if principal.role == Role::Admin {
+    if principal.role.administers() {
         Ok(())
     } else {
         Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "only a tenant admin's key registers servers (warden service key create --admin)",
+            "only a tenant admin's key changes the tenant's servers, skills, knowledge and prompts (warden service key create --role admin)",
         ))
     }
-}
-
-/// Whether a header value only names an environment variable: `${env:NAME}`, or one scheme
-/// word and that (`Bearer ${env:NAME}`).
-fn names_a_variable(value: &str) -> bool {
-    let reference = value
-        .split_once(' ')
-        .filter(|(scheme, _)| !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphabetic()))
-        .map_or(value, |(_, rest)| rest);
-    reference
-        .strip_prefix("${env:")
-        .and_then(|rest| rest.strip_suffix('}'))
-        .is_some_and(|name| {
-            name.chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
 }
 
 /// Registers a remote MCP server for the tenant: never a command, only an http(s) URL; header
@@ -1348,23 +1401,17 @@ async fn put_server(
             format!("the operator configured a server named {name:?}; choose another name"),
         ));
     }
-    let url = url::Url::parse(&request.url).map_err(|error| bad(format!("url: {error}")))?;
-    let loopback = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
-    if !(url.scheme() == "https" || (url.scheme() == "http" && loopback)) {
-        return Err(bad(
-            "url: a tenant's server is reached over https (plain http only on this machine); a command is never accepted".to_owned(),
-        ));
-    }
-    for (header, value) in &request.headers {
-        if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
-            return Err(bad(format!("headers.{header}: not a header name")));
-        }
-        if !names_a_variable(value) {
-            return Err(bad(format!(
-                "headers.{header}: a value names an environment variable (\"${{env:NAME}}\" or \"Bearer ${{env:NAME}}\"); a literal value such as a credential is refused"
-            )));
-        }
-    }
+    crate::tenant_rules::check_headers(
+        &request.headers,
+        &state.opener.tenancy().env_for(&principal.tenant),
+    )
+    .map_err(bad)?;
+    crate::tenant_rules::check_server_url(
+        &state.runs.egress_guard(&principal.tenant),
+        &request.url,
+    )
+    .await
+    .map_err(bad)?;
     let row = ServerRow {
         name,
         url: request.url,
@@ -1427,6 +1474,7 @@ async fn put_skill(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
+    require_admin(&principal)?;
     let request: SkillText = body(&headers, &bytes)?;
     let bad = |reason: String| ApiError::new(StatusCode::BAD_REQUEST, reason);
     warden_skills::check_name(&name).map_err(|why| bad(format!("skill name {name:?}: {why}")))?;
@@ -1468,6 +1516,7 @@ async fn delete_skill(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
+    require_admin(&principal)?;
     let force = match query.as_deref() {
         None | Some("") => false,
         Some("force=true") => true,
@@ -1512,15 +1561,19 @@ async fn issue_key(
             "tenant and caller must not be empty",
         ));
     }
-    let key = state
-        .store
-        .issue_key(&tenant, &request.caller, Role::Tenant)?;
+    let role = match request.role {
+        None | Some(TenantKeyRole::Caller) => Role::Caller,
+        Some(TenantKeyRole::Approver) => Role::Approver,
+        Some(TenantKeyRole::Admin) => Role::Admin,
+    };
+    let key = state.store.issue_key(&tenant, &request.caller, role)?;
     Ok((
         StatusCode::CREATED,
         Json(NewKeyIssued {
             id: key.id,
             tenant,
             caller: request.caller,
+            role,
             key: key.secret,
         }),
     )
@@ -1536,7 +1589,7 @@ async fn issue_widget_token(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    if !matches!(principal.role, Role::Tenant | Role::Admin) {
+    if !matches!(principal.role, Role::Caller | Role::Approver | Role::Admin) {
         return Err(ApiError::not_found("such endpoint for this key"));
     }
     let request: NewWidgetToken = body(&headers, &bytes)?;

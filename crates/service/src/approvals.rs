@@ -38,6 +38,11 @@ pub enum DecideError {
     Unknown,
     #[error("the approval was decided already, or expired")]
     Decided,
+    /// The deciding key started the run that asks (and `[service] self_approval` is off).
+    #[error(
+        "a key does not decide the approvals of a run it started; another approver of the tenant decides (or the operator sets [service] self_approval = true)"
+    )]
+    OwnRun,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -91,12 +96,18 @@ impl Runs {
         tenant: &str,
         id: &str,
         decision: Decision,
-        decided_by: &str,
+        decider: &crate::store::Principal,
     ) -> Result<ApprovalRow, DecideError> {
+        let decided_by = decider.caller.as_str();
         let store = self.store();
         let Some(row) = store.approval(tenant, id)? else {
             return Err(DecideError::Unknown);
         };
+        if row.requested_by.as_deref() == Some(decider.key.as_str())
+            && !self.tenancy().self_approval
+        {
+            return Err(DecideError::OwnRun);
+        }
         let state = decision.state();
         if !store.decide_approval(tenant, id, state, decided_by)? {
             return Err(DecideError::Decided);
@@ -180,6 +191,8 @@ pub(crate) struct RunApprover {
     pub(crate) session: String,
     /// The run's name in its session's lease.
     pub(crate) holder: String,
+    /// The key (or widget token) whose message started the run.
+    pub(crate) requested_by: Option<String>,
 }
 
 impl RunApprover {
@@ -234,6 +247,7 @@ impl Approver for RunApprover {
                 state: "pending".to_owned(),
                 decided_by: None,
                 created_at: now(),
+                requested_by: self.requested_by.clone(),
             };
             let (sender, answered) = oneshot::channel();
             self.runs

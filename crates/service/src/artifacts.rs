@@ -39,9 +39,7 @@ fn session_artifacts(
     if state.store.session(tenant, session)?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
-    let Some(dir) = state.opener.artifacts_dir(session) else {
-        return Ok(Vec::new());
-    };
+    let dir = state.runs.room(tenant, session).artifacts();
     warden_mcp::stored_artifacts(&dir).map_err(|error| {
         tracing::warn!(
             "the artifacts of session {session} could not be listed ({}): {error}",

@@ -17,9 +17,13 @@ use crate::runs::Runs;
 use crate::signals::Signal;
 use crate::store::{ClientCallRow, StoreError, now, random_id};
 
-/// How long a client-side call may wait for its answer (the caller answers on a later request,
-/// perhaps after its user acted).
-const CLIENT_CALL_WAIT: Duration = Duration::from_secs(24 * 60 * 60);
+/// What a lapsed call's stored answer carries beside its error: a late answer is told why it is
+/// refused.
+const LAPSED: &str = "lapsed_after_sec";
+
+/// How much longer the gate's own deadline for a client-side tool is than the call's wait, so
+/// the wait lapses first and the call is marked.
+const GATE_MARGIN: Duration = Duration::from_secs(60);
 
 /// Why an answer was refused.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +32,11 @@ pub enum AnswerError {
     Unknown,
     #[error("the client call was answered already")]
     Answered,
+    /// No answer came within the wait (seconds): the model read an error and the run went on.
+    #[error(
+        "the client call lapsed: no answer came within {0} s, so the model was told so and the run went on without it"
+    )]
+    Lapsed(u64),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -94,7 +103,14 @@ impl Runs {
             return Err(AnswerError::Unknown);
         }
         if !store.answer_client_call(tenant, session, id, answer)? {
-            return Err(AnswerError::Answered);
+            let lapsed = store
+                .client_call(tenant, session, id)?
+                .and_then(|row| row.answer)
+                .and_then(|stored| stored.get(LAPSED).and_then(Value::as_u64));
+            return Err(match lapsed {
+                Some(seconds) => AnswerError::Lapsed(seconds),
+                None => AnswerError::Answered,
+            });
         }
         self.record(
             tenant,
@@ -161,15 +177,53 @@ impl ClientTool {
             &self.holder,
             &json!({"type": "client_call_pending", "call": row}),
         );
+        let wait = self.runs.quotas().client_call_timeout();
         let answer = tokio::select! {
             answer = answered => answer.ok(),
             stored = self.stored_answer(&id) => Some(stored),
+            () = tokio::time::sleep(wait) => Some(self.lapse(&id, wait.as_secs())),
             () = cancel.cancelled() => None,
         };
         self.runs.waiting_calls().take(&id);
         let answer = answer
             .ok_or_else(|| DispatchError::new("the run stopped before the caller answered"))?;
         Ok(output_of(&answer))
+    }
+
+    /// The call `id` waited `seconds` without an answer: it is marked lapsed in the store (a
+    /// late answer is refused with the reason), and the model reads an error. An answer stored
+    /// in the meantime wins.
+    fn lapse(&self, id: &str, seconds: u64) -> Value {
+        let lapsed = json!({
+            "error": format!("the client did not answer within {seconds} s"),
+            LAPSED: seconds,
+        });
+        let store = self.runs.store();
+        match store.answer_client_call(&self.tenant, &self.session, id, &lapsed) {
+            Ok(true) => {
+                self.runs.record_held(
+                    &self.tenant,
+                    &self.session,
+                    &self.holder,
+                    &json!({"type": "client_call_lapsed", "call": id, "after_sec": seconds}),
+                );
+                lapsed
+            }
+            Ok(false) => match store.client_call(&self.tenant, &self.session, id) {
+                Ok(Some(ClientCallRow {
+                    answer: Some(answer),
+                    ..
+                })) => answer,
+                _ => lapsed,
+            },
+            Err(error) => {
+                tracing::warn!(
+                    "session {}: the lapsed client call {id} could not be marked: {error}",
+                    self.session
+                );
+                lapsed
+            }
+        }
     }
 
     /// The answer to call `id` once the store holds one (looked at every [`ANSWER_LOOK`]): what
@@ -241,8 +295,10 @@ impl HostTool for ClientTool {
         SurfaceSet::of(&[CallSurface::Agent])
     }
 
+    /// The call's own wait (`[service] client_call_timeout_sec`) lapses first; the gate's
+    /// deadline is a backstop.
     fn timeout(&self) -> Option<Duration> {
-        Some(CLIENT_CALL_WAIT)
+        Some(self.runs.quotas().client_call_timeout() + GATE_MARGIN)
     }
 
     fn execute<'a>(

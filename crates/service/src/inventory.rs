@@ -173,13 +173,20 @@ pub(crate) async fn servers_status(
         .into_iter()
         .map(|status| {
             let tenant_owned = registered.contains(&status.name);
+            let operator = principal.role == Role::Operator;
             let failure = match (tenant_owned, status.state) {
                 // The operator's `warden mcp login` is not how a tenant signs in.
                 (true, warden_mcp::ServerState::NeedsLogin) => Some(format!(
                     "needs login: a tenant admin signs in with POST /v1/servers/{}/login",
                     status.name
                 )),
-                _ => status.failure,
+                // The operator sees what went wrong; a tenant one generic line, never the
+                // operator's paths, commands or a server's own words.
+                _ if operator => status.failure,
+                (_, _) => status
+                    .failure
+                    .as_deref()
+                    .map(|failure| tenant_failure_line(tenant_owned, failure)),
             };
             ServerStatusRow {
                 origin: if tenant_owned { "tenant" } else { "operator" }.to_owned(),
@@ -194,7 +201,11 @@ pub(crate) async fn servers_status(
                 resources: status.counts.resources,
                 prompts: status.counts.prompts,
                 failure,
-                stderr_tail: status.stderr_tail,
+                stderr_tail: if operator {
+                    status.stderr_tail
+                } else {
+                    Vec::new()
+                },
                 name: status.name,
             }
         })
@@ -496,4 +507,17 @@ pub(crate) async fn revoke_key(
     } else {
         Err(ApiError::not_found("live key with this id"))
     }
+}
+
+/// What a tenant reads of a server's failure: an egress refusal of its own server's address
+/// (which names only its host and address class), else one generic line.
+fn tenant_failure_line(tenant_owned: bool, failure: &str) -> String {
+    if !tenant_owned {
+        return "unavailable: the operator's server did not connect (the operator can see why)"
+            .to_owned();
+    }
+    if let Some(refusal) = failure.find("egress refused").map(|at| &failure[at..]) {
+        return refusal.lines().next().unwrap_or(refusal).to_owned();
+    }
+    "unreachable: the server refused the connection or did not answer MCP over Streamable HTTP at its URL".to_owned()
 }

@@ -312,6 +312,7 @@ pub(crate) async fn put_document(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
+    crate::api::require_admin(&principal)?;
     let request: NewDocument = body(&headers, &bytes)?;
     check_document_name(&request.name)?;
     let knowledge = tenant_knowledge(&state, &principal.tenant)?;
@@ -373,6 +374,7 @@ pub(crate) async fn delete_document(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
+    crate::api::require_admin(&principal)?;
     let request: DocumentName = body(&headers, &bytes)?;
     let knowledge = tenant_knowledge(&state, &principal.tenant)?;
     let removed = with_store(knowledge, move |store, _| {
@@ -393,6 +395,7 @@ pub(crate) async fn delete_collection(
     Path(collection): Path<String>,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
+    crate::api::require_admin(&principal)?;
     let knowledge = tenant_knowledge(&state, &principal.tenant)?;
     let removed = with_store(knowledge, move |store, _| {
         Ok(store.remove_collection(&collection)?)

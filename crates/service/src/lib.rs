@@ -8,19 +8,21 @@ mod inventory;
 mod knowledge;
 mod openapi;
 mod pages;
+mod quota;
 mod runs;
 mod signals;
 mod store;
 mod tenant_oauth;
+mod tenant_rules;
 
 pub use api::{MAX_BODY_BYTES, router, serve};
 pub use approvals::{DecideError, Decision};
 pub use client_tools::AnswerError;
 pub use knowledge::TenantKnowledge;
 pub use openapi::document as openapi_document;
+pub use quota::QuotaRefusal;
 pub use runs::{
-    CancelOutcome, Inspection, LEASE_TTL_ENV, OpenRequest, RunError, Runs, SessionOpener,
-    TenantServer, UserInput,
+    CancelOutcome, Inspection, LEASE_TTL_ENV, OpenRequest, RunError, Runs, SessionOpener, UserInput,
 };
 pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{
@@ -28,6 +30,7 @@ pub use store::{
     PromptMessage, PromptRow, Role, RunHold, SCHEMA_VERSION, ServerRow, ServiceStorage, SessionRow,
     SessionState, SkillRow, SqliteStorage, StoreError, TenantRow, WidgetScope,
 };
+pub use tenant_rules::{room_in, tenant_folder, without_local_processes};
 
 /// What another storage backend shares with the SQLite one: the clock, ids and the key hash.
 pub mod store_support {

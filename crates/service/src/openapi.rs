@@ -511,6 +511,9 @@ fn reason(status: u16) -> &'static str {
         413 => "The body is larger than 1 MiB.",
         422 => "What the request names could not be reached or used (the reason says why).",
         415 => "The body is not declared application/json.",
+        429 => {
+            "Over a quota of the key or its tenant (requests per minute; on some operations runs, sessions or event streams): the reason names it and its limit; retry after `Retry-After` seconds."
+        }
         _ => "Refused.",
     }
 }
@@ -598,6 +601,17 @@ pub fn document() -> Value {
                        "content": json_content(error.clone().to_value())}),
             );
         }
+        // Every request with a key counts against its requests per minute (crate::quota).
+        responses.insert(
+            "429".into(),
+            json!({"description": reason(429),
+                   "headers": {"Retry-After": {
+                       "description": "Seconds to wait before retrying.",
+                       "required": true,
+                       "schema": {"type": "integer", "minimum": 1}
+                   }},
+                   "content": json_content(error.clone().to_value())}),
+        );
         let mut entry = json!({
             "summary": operation.summary,
             "parameters": parameters,

@@ -71,23 +71,26 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn tenant_knowledge(&self, _tenant: &str) -> Option<crate::knowledge::TenantKnowledge> {
         None
     }
-    /// The folder a session's artifacts are written to (large or binary tool results);
-    /// `None`: this service keeps none to show.
-    fn artifacts_dir(&self, _session: &str) -> Option<std::path::PathBuf> {
-        None
-    }
     /// Where the refresh locks of the tenants' in-memory OAuth tokens live (lock files hold
     /// no secret).
     fn oauth_lock_dir(&self) -> std::path::PathBuf {
         std::env::temp_dir().join("warden-service-oauth")
     }
-}
-
-/// A tenant's registered server as a session reaches it: the row, and the in-memory store of
-/// the OAuth tokens a tenant admin's sign-in got for it.
-pub struct TenantServer {
-    pub row: crate::store::ServerRow,
-    pub tokens: warden_oauth::TokenStore,
+    /// The folder under which every session gets its room
+    /// (`<rooms>/<tenant hash>/sessions/<session>/`).
+    fn rooms_dir(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join("warden-service-rooms")
+    }
+    /// `[service]`'s tenancy settings: what tenants' servers may read and reach, who decides
+    /// approvals, the client-call wait and the quotas.
+    fn tenancy(&self) -> warden_config::Tenancy {
+        warden_config::Tenancy::default()
+    }
+    /// The resolver of tenant servers' names (`None`: the system's). Tests inject one, so a
+    /// name that resolves to a private or metadata address is refused without a packet sent.
+    fn egress_resolver(&self) -> Option<Arc<dyn warden_net::NameResolver>> {
+        None
+    }
 }
 
 /// What a session of a tenant's profile would reach, as the console shows it.
@@ -136,9 +139,16 @@ pub struct OpenRequest {
     pub approver: Arc<dyn warden_policy::Approver>,
     /// Host tools beside the session's own (the profile's client-side tools).
     pub tools: Vec<Arc<dyn warden_host::HostTool>>,
-    /// The tenant's registered remote servers: the session reaches them beside the
+    /// The tenant's registered remote servers as the session reaches them (headers from the
+    /// variables the operator lists, connections held to the egress rules): beside the
     /// operator's, and each of their tools asks before every call.
-    pub servers: Vec<TenantServer>,
+    pub servers: Vec<warden_mcp::ServerSpec>,
+    /// The session's own folder: its workspace and artifacts.
+    pub room: warden_session::Room,
+    /// The folder the tenant's skills were written to (a skill root of its sessions).
+    pub skill_root: Option<std::path::PathBuf>,
+    /// Where the tenant's own knowledge collections live (searched before the operator's).
+    pub knowledge: Option<warden_knowledge::KnowledgePlace>,
 }
 
 /// Why a run could not start.
@@ -148,6 +158,9 @@ pub enum RunError {
     UnknownSession(String),
     #[error("session {0} has a run going; wait for it to finish or cancel it")]
     Busy(String),
+    /// Over a quota of runs going (a 429).
+    #[error(transparent)]
+    Quota(#[from] crate::quota::QuotaRefusal),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -175,6 +188,8 @@ pub struct Runs {
     run_numbers: AtomicU64,
     /// When this instance last renewed its runs' leases.
     renewed_at: Mutex<std::time::Instant>,
+    /// The quotas and what counts against them on this instance.
+    quotas: crate::quota::QuotaBook,
 }
 
 /// Which run a write comes from: its tenant, session, and its name in the session's lease.
@@ -182,6 +197,9 @@ pub(crate) struct RunTicket {
     pub(crate) tenant: String,
     pub(crate) session: String,
     pub(crate) holder: String,
+    /// The key (or widget token) whose message started the run; `None` for a run resumed
+    /// after a restart.
+    pub(crate) started_by: Option<String>,
 }
 
 /// A run going in this instance: how to stop it, and the lease it holds.
@@ -242,6 +260,7 @@ impl Runs {
             lease_ttl: lease_ttl(),
             run_numbers: AtomicU64::new(0),
             renewed_at: Mutex::new(std::time::Instant::now()),
+            quotas: crate::quota::QuotaBook::new(opener.tenancy()),
             opener,
         });
         // Inside a runtime (the service), the heartbeat starts now: an instance that has run
@@ -255,8 +274,26 @@ impl Runs {
         &self.tokens
     }
 
+    pub(crate) fn quotas(&self) -> &crate::quota::QuotaBook {
+        &self.quotas
+    }
+
     pub(crate) fn waiting_calls(&self) -> &WaitingCalls {
         &self.waiting_calls
+    }
+
+    /// The egress guard of `tenant`'s servers.
+    pub(crate) fn egress_guard(&self, tenant: &str) -> warden_net::EgressGuard {
+        crate::tenant_rules::egress_guard(
+            &self.opener.tenancy(),
+            tenant,
+            self.opener.egress_resolver(),
+        )
+    }
+
+    /// `[service]`'s tenancy settings, as the opener has them.
+    pub(crate) fn tenancy(&self) -> warden_config::Tenancy {
+        self.opener.tenancy()
     }
 
     pub(crate) fn store(&self) -> &dyn ServiceStorage {
@@ -480,7 +517,8 @@ impl Runs {
         CancelOutcome::Cancelled
     }
 
-    /// Starts a run of `session` with the user's `text`; refused while one is going.
+    /// Starts a run of `session` with the user's `text`; refused while one is going, or when
+    /// the principal's tenant or key has as many runs going (here) as its quota allows.
     pub fn start(
         self: &Arc<Self>,
         principal: &Principal,
@@ -512,26 +550,35 @@ impl Runs {
                     .collect(),
             ),
         };
+        // Counted until the run ends; refused before anything is stored.
+        let slot = self.quotas.admit_run(principal)?;
         self.launch(
             &principal.tenant,
             session,
             &ready,
             Continuation::Messages(messages),
-            Some(principal.caller.clone()),
+            Some((principal.caller.clone(), principal.key.clone())),
             started,
+            slot,
         )
     }
 
-    /// Starts a run from state `from`, continuing the stored conversation with `continuation`.
+    /// Starts a run from state `from`, continuing the stored conversation with `continuation`;
+    /// `slot` is its place among the runs going (crate::quota), freed when it ends.
+    #[allow(clippy::too_many_arguments)]
     fn launch(
         self: &Arc<Self>,
         tenant: &str,
         session: &str,
         from: &[SessionState],
         continuation: Continuation,
-        caller: Option<String>,
+        starter: Option<(String, String)>,
         started: serde_json::Value,
+        slot: crate::quota::Slot,
     ) -> Result<(), RunError> {
+        // Who started it: the caller the audit names, and the key that never decides its
+        // approvals.
+        let (caller, started_by) = starter.unzip();
         let row = self
             .store
             .session(tenant, session)?
@@ -569,6 +616,7 @@ impl Runs {
             tenant: tenant.to_owned(),
             session: session.to_owned(),
             holder,
+            started_by,
         };
         tokio::spawn(async move {
             let (tenant, session, holder) = (&run.tenant, &run.session, &run.holder);
@@ -596,6 +644,7 @@ impl Runs {
                     going.remove(session);
                 }
             }
+            drop(slot);
             runs.wakeup(session).notify_waiters();
         });
         Ok(())
@@ -650,6 +699,8 @@ impl Runs {
             Continuation::ToolResults(results),
             None,
             json!({"type": "run_resumed", "reason": "every client call of the interrupted turn was answered"}),
+            // Counted, never refused: the answers are stored, and nothing else resumes it.
+            self.quotas.hold_run(tenant),
         )?;
         Ok(true)
     }
@@ -757,6 +808,7 @@ impl Runs {
             tenant: tenant.to_owned(),
             session: session.to_owned(),
             holder: run.holder.clone(),
+            requested_by: run.started_by.clone(),
         });
         let tools = self.client_tools(tenant, session, &run.holder, agent);
         let mut opened = self.open_session(tenant, session, agent, caller, approver, tools)?;
@@ -849,14 +901,20 @@ impl Runs {
         approver: Arc<dyn warden_policy::Approver>,
         tools: Vec<Arc<dyn warden_host::HostTool>>,
     ) -> Result<AgentSession, String> {
+        let allowed_env = self.opener.tenancy().env_for(tenant);
+        let egress = self.egress_guard(tenant);
         let servers = self
             .store
             .list_servers(tenant)
             .map_err(|error| error.to_string())?
             .into_iter()
-            .map(|row| TenantServer {
-                tokens: self.tokens.store(tenant, &row.name),
-                row,
+            .map(|row| {
+                crate::tenant_rules::server_spec(
+                    &row,
+                    self.tokens.store(tenant, &row.name),
+                    &allowed_env,
+                    egress.clone(),
+                )
             })
             .collect();
         self.opener.open(OpenRequest {
@@ -866,7 +924,18 @@ impl Runs {
             approver,
             tools,
             servers,
+            room: self.room(tenant, session),
+            skill_root: self.opener.tenant_skill_root(tenant),
+            knowledge: self
+                .opener
+                .tenant_knowledge(tenant)
+                .map(|knowledge| knowledge.place),
         })
+    }
+
+    /// The room of `tenant`'s session `session`.
+    pub(crate) fn room(&self, tenant: &str, session: &str) -> warden_session::Room {
+        crate::tenant_rules::room_in(&self.opener.rooms_dir(), tenant, session)
     }
 
     /// What a session of `tenant` for `agent`'s profile would reach: each server's state after
@@ -911,6 +980,8 @@ impl Runs {
         futures::future::join_all(names.iter().map(|name| servers.catalog(name))).await;
         let servers = host.servers().status();
         host.shutdown().await;
+        drop(opened);
+        crate::tenant_rules::remove_room(&self.room(tenant, &probe));
         Ok(Inspection {
             servers,
             tools,
@@ -960,6 +1031,8 @@ impl Runs {
             })
             .map_err(|refused| refused.0);
         host.shutdown().await;
+        drop(opened);
+        crate::tenant_rules::remove_room(&self.room(tenant, &probe));
         got
     }
 

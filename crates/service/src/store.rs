@@ -12,11 +12,16 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
-    /// A tenant's application or person: that tenant's sessions, nothing else.
-    Tenant,
+    /// A tenant's application or person: sessions, messages, client calls and its own events.
+    /// (Keys made before roles existed, stored as `tenant`, read as callers.)
+    Caller,
+    /// A caller that also decides the tenant's approvals (never of a run it started, unless
+    /// `[service] self_approval` says so).
+    Approver,
     /// The operator: the operator endpoints (tenants, keys, status), across tenants.
     Operator,
-    /// A tenant's administrator: what a tenant key reaches, and registering its remote servers.
+    /// A tenant's administrator: what an approver reaches, and the tenant's servers, skills,
+    /// knowledge, prompts and profiles.
     Admin,
     /// A widget's short-lived session token: one agent profile and one caller of one tenant;
     /// it reaches only the sessions it created (see [`WidgetScope`]).
@@ -27,20 +32,33 @@ impl Role {
     /// Its stored name.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Tenant => "tenant",
+            Self::Caller => "caller",
+            Self::Approver => "approver",
             Self::Operator => "operator",
             Self::Admin => "admin",
             Self::Widget => "widget",
         }
     }
 
-    /// From its stored name (an unknown name is the least: a tenant).
+    /// From its stored name (an unknown name, or `tenant` of a key made before roles, is the
+    /// least: a caller).
     pub fn parse(text: &str) -> Self {
         match text {
             "operator" => Self::Operator,
             "admin" => Self::Admin,
-            _ => Self::Tenant,
+            "approver" => Self::Approver,
+            _ => Self::Caller,
         }
+    }
+
+    /// Whether the key may decide its tenant's approvals.
+    pub fn decides_approvals(self) -> bool {
+        matches!(self, Self::Approver | Self::Admin)
+    }
+
+    /// Whether the key administers its tenant (servers, skills, knowledge, prompts, profiles).
+    pub fn administers(self) -> bool {
+        self == Self::Admin
     }
 }
 
@@ -50,6 +68,9 @@ pub struct Principal {
     pub tenant: String,
     pub caller: String,
     pub role: Role,
+    /// The key's id (`key_…`) or the widget token's (`wid_…`): quotas count per key, and a
+    /// key never decides an approval of a run it started.
+    pub key: String,
     /// For a widget token (`Role::Widget`): the token and the agent profile it is scoped to.
     pub widget: Option<WidgetScope>,
 }
@@ -87,6 +108,7 @@ impl std::fmt::Debug for Principal {
             .field("tenant", &self.tenant)
             .field("caller", &self.caller)
             .field("role", &self.role)
+            .field("key", &self.key)
             .field("widget", &self.widget)
             .finish()
     }
@@ -180,6 +202,11 @@ pub struct ApprovalRow {
     /// Who decided, once decided.
     pub decided_by: Option<String>,
     pub created_at: u64,
+    /// The key (or widget token) whose message started the run: it never decides this
+    /// approval unless `[service] self_approval` allows it. Never shown.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub requested_by: Option<String>,
 }
 
 /// A client-side tool call waiting for the caller's answer, as the API shows it.
@@ -296,7 +323,7 @@ pub struct RunHold {
 }
 
 /// The schema version this warden's backends write (each backend's migrations end at it).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The storage every instance of the service shares. SQLite is the embedded backend; a
 /// PostgreSQL one implements the same contract for several instances.
@@ -327,7 +354,8 @@ pub trait ServiceStorage: Send + Sync + 'static {
         caller: &str,
         ttl_sec: u64,
     ) -> Result<IssuedWidgetToken, StoreError>;
-    /// Records that the widget token `token` created `session`.
+    /// Records that the widget token `token` created `session` (an API key's id too: the
+    /// sessions a key created count against its `sessions_per_key` quota).
     fn add_widget_session(
         &self,
         tenant: &str,
@@ -343,6 +371,22 @@ pub trait ServiceStorage: Send + Sync + 'static {
     ) -> Result<bool, StoreError>;
     fn create_session(&self, tenant: &str, agent: Option<&str>) -> Result<SessionRow, StoreError>;
     fn list_sessions(&self, tenant: &str) -> Result<Vec<SessionRow>, StoreError>;
+    /// How many sessions `tenant` keeps; with `creator`, only those recorded as created by
+    /// that key or widget token ([`ServiceStorage::add_widget_session`]). The quotas count
+    /// with it; a backend should answer with one query.
+    fn count_sessions(&self, tenant: &str, creator: Option<&str>) -> Result<u64, StoreError> {
+        let sessions = self.list_sessions(tenant)?;
+        let mut count = 0;
+        for session in &sessions {
+            if match creator {
+                None => true,
+                Some(creator) => self.widget_owns_session(tenant, creator, &session.id)?,
+            } {
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
     fn session(&self, tenant: &str, id: &str) -> Result<Option<SessionRow>, StoreError>;
     /// Deletes a session with its events; whether there was one.
     fn delete_session(&self, tenant: &str, id: &str) -> Result<bool, StoreError>;
@@ -509,7 +553,11 @@ pub struct SqliteStorage {
 
 /// SQLite's migrations: entry `n` takes a database from version `n` to `n + 1`. Version 1 is
 /// written with `IF NOT EXISTS`, so a database made before versions were recorded takes it too.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
+
+/// Version 3: each approval names the key (or widget token) whose message started its run, so
+/// that key never decides it (unless `[service] self_approval`).
+const SCHEMA_V3: &str = "ALTER TABLE approvals ADD COLUMN requested_by TEXT;";
 
 /// Version 2 put the gate's audit in PostgreSQL's database; SQLite keeps it in `audit.db`, so
 /// nothing changes here.
@@ -824,8 +872,7 @@ fn client_call_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ClientCallRow> {
     })
 }
 
-const APPROVAL_COLUMNS: &str =
-    "id, session_id, tool, arguments, classes, caller, reason, state, decided_by, created_at";
+const APPROVAL_COLUMNS: &str = "id, session_id, tool, arguments, classes, caller, reason, state, decided_by, created_at, requested_by";
 
 fn approval_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
     let arguments: String = row.get(3)?;
@@ -841,6 +888,7 @@ fn approval_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
         state: row.get(7)?,
         decided_by: row.get(8)?,
         created_at: to_u64(row.get(9)?),
+        requested_by: row.get(10)?,
     })
 }
 
@@ -905,7 +953,7 @@ impl ServiceStorage for SqliteStorage {
         let connection = self.lock();
         let found = connection
             .query_row(
-                "SELECT tenant_id, caller, role FROM api_keys
+                "SELECT tenant_id, caller, role, id FROM api_keys
                  WHERE secret_sha256 = ?1 AND revoked_at IS NULL",
                 params![secret_hash(secret)],
                 |row| {
@@ -914,6 +962,7 @@ impl ServiceStorage for SqliteStorage {
                         tenant: row.get(0)?,
                         caller: row.get(1)?,
                         role: Role::parse(&role),
+                        key: row.get(3)?,
                         widget: None,
                     })
                 },
@@ -932,6 +981,7 @@ impl ServiceStorage for SqliteStorage {
                         tenant: row.get(1)?,
                         caller: row.get(2)?,
                         role: Role::Widget,
+                        key: row.get(0)?,
                         widget: Some(WidgetScope {
                             token: row.get(0)?,
                             agent: row.get(3)?,
@@ -1037,6 +1087,22 @@ impl ServiceStorage for SqliteStorage {
         )?;
         let rows = statement.query_map(params![tenant], session_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn count_sessions(&self, tenant: &str, creator: Option<&str>) -> Result<u64, StoreError> {
+        let count: i64 = match creator {
+            None => self.lock().query_row(
+                "SELECT COUNT(*) FROM sessions WHERE tenant_id = ?1",
+                params![tenant],
+                |row| row.get(0),
+            )?,
+            Some(creator) => self.lock().query_row(
+                "SELECT COUNT(*) FROM widget_sessions WHERE tenant_id = ?1 AND token_id = ?2",
+                params![tenant, creator],
+                |row| row.get(0),
+            )?,
+        };
+        Ok(to_u64(count))
     }
 
     fn session(&self, tenant: &str, id: &str) -> Result<Option<SessionRow>, StoreError> {
@@ -1570,8 +1636,8 @@ impl ServiceStorage for SqliteStorage {
             .map_err(|error| StoreError::Corrupt(error.to_string()))?;
         let added = self.lock().execute(
             "INSERT INTO approvals (id, tenant_id, session_id, tool, arguments, classes, caller,
-                                    reason, state, created_at)
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9
+                                    reason, state, created_at, requested_by)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?10
              WHERE EXISTS (SELECT 1 FROM sessions WHERE tenant_id = ?2 AND id = ?3)",
             params![
                 approval.id,
@@ -1582,7 +1648,8 @@ impl ServiceStorage for SqliteStorage {
                 classes,
                 approval.caller,
                 approval.reason,
-                to_i64(approval.created_at)
+                to_i64(approval.created_at),
+                approval.requested_by
             ],
         )?;
         session_owned(added > 0, tenant, &approval.session)

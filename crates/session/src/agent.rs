@@ -58,6 +58,80 @@ pub struct SessionRequest<'a> {
     pub add_dirs: &'a [PathBuf],
     pub resume: Option<&'a str>,
     pub continue_latest: bool,
+    /// A service session's own folder (`None`: the frontend's workspace, as for `warden run`).
+    pub room: Option<Room>,
+}
+
+/// A service session's own folder: its files and its artifacts, and nothing of the host's.
+/// A session opened in a room reads no project config, `AGENTS.md` or workspace skills of the
+/// service's folder; its built-in host tools are only those its agent profile names
+/// (`host_tools`), each confined to the room (paths outside it are refused, never asked about),
+/// and `bash` runs sandboxed without network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Room {
+    /// The folder (`…/tenants/<tenant>/sessions/<session>/`); made when missing.
+    pub dir: PathBuf,
+}
+
+impl Room {
+    /// The folder the session's tools work in.
+    pub fn files(&self) -> PathBuf {
+        self.dir.join("files")
+    }
+
+    /// The folder its large or binary tool results are saved to.
+    pub fn artifacts(&self) -> PathBuf {
+        self.dir.join("artifacts")
+    }
+
+    /// Makes the room when it is new: an empty `files` folder, or a copy of `template`'s
+    /// regular files and folders (links and special files are left out, so nothing in the room
+    /// points outside it).
+    pub fn prepare(&self, template: Option<&Path>) -> std::io::Result<()> {
+        let files = self.files();
+        if files.is_dir() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.dir)?;
+        // Made aside and renamed into place: a room is never half-copied.
+        let partial = self.dir.join(".files.partial");
+        if partial.exists() {
+            std::fs::remove_dir_all(&partial)?;
+        }
+        std::fs::create_dir_all(&partial)?;
+        if let Some(template) = template {
+            copy_regular_tree(template, &partial, 0)?;
+        }
+        std::fs::rename(&partial, &files)?;
+        std::fs::create_dir_all(self.artifacts())
+    }
+
+    /// Removes the room with everything in it (the session was deleted).
+    pub fn remove(&self) -> std::io::Result<()> {
+        match std::fs::remove_dir_all(&self.dir) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Copies the regular files and folders of `from` into `to` (at most 32 levels deep).
+fn copy_regular_tree(from: &Path, to: &Path, depth: usize) -> std::io::Result<()> {
+    if depth > 32 {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            std::fs::create_dir_all(&target)?;
+            copy_regular_tree(&entry.path(), &target, depth + 1)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 /// An open agent session: everything the loop needs.
@@ -92,6 +166,8 @@ pub struct AgentSession {
     catalog_watch: Arc<CatalogWatch>,
     /// What the kernel enforces around the bash tool's commands.
     pub bash_confinement: warden_agent::ConfinementReport,
+    /// Opened in a service session's room: no project instructions are read.
+    in_room: bool,
 }
 
 /// A configuration or usage problem: reported in one line (the binary exits with code 2).
@@ -109,6 +185,8 @@ pub enum SessionError {
     Resume(#[from] warden_agent::SessionError),
     #[error("opening the session: {0}")]
     Host(#[from] warden_host::HostError),
+    #[error("preparing the session's folder: {0}")]
+    Room(String),
 }
 
 impl SessionError {
@@ -152,10 +230,10 @@ impl AgentSession {
         let SessionRequest {
             mut config,
             host: mut options,
+            room,
             ..
         } = request;
         let paths = options.paths.clone();
-        let workspace = options.workspace.clone();
         let settings = config.models.clone();
         let profile: Option<&AgentProfile> = match request.agent {
             Some(name) => Some(settings.agents.get(name).ok_or_else(|| {
@@ -165,7 +243,19 @@ impl AgentSession {
             })?),
             None => None,
         };
-        let mut roots = SkillRoots::standard(&paths, &workspace);
+        if let Some(room) = &room {
+            room.prepare(profile.and_then(|profile| profile.room_template.as_deref()))
+                .map_err(|error| SessionError::Room(error.to_string()))?;
+            options.workspace = room.files();
+        }
+        let workspace = options.workspace.clone();
+        // A room's session reads the operator's skills and those its opener adds (the
+        // tenant's), never a workspace's.
+        let mut roots = if room.is_some() {
+            SkillRoots::new(Some(paths.config_dir().join("skills")), None)
+        } else {
+            SkillRoots::standard(&paths, &workspace)
+        };
         roots.roots.extend(options.skill_roots.iter().cloned());
         let skills = Arc::new(discover(&roots));
         for rejection in &skills.rejections {
@@ -207,19 +297,25 @@ impl AgentSession {
             .map(|(id, _)| id.clone())
             .or_else(|| options.session_id.clone())
             .unwrap_or_else(warden_host::new_session_id);
-        let artifacts = warden_mcp::ArtifactStore::new(warden_host::session_artifacts_dir(
-            paths.state_dir(),
-            &session_id,
-        ));
+        let artifacts = warden_mcp::ArtifactStore::new(match &room {
+            Some(room) => room.artifacts(),
+            None => warden_host::session_artifacts_dir(paths.state_dir(), &session_id),
+        });
 
         let bash_env = BashEnv::masking(warden_bridge::ENV_PREFIX);
-        let tool_workspace = session_workspace(&paths, &workspace, &config, request.add_dirs)?;
+        let (tool_workspace, confinement) = match &room {
+            Some(room) => (room_workspace(room), room_confinement(&config.sandbox)),
+            None => (
+                session_workspace(&paths, &workspace, &config, request.add_dirs)?,
+                bash_confinement(&config.sandbox),
+            ),
+        };
         let mut builtins = BuiltinTools::new(
             tool_workspace,
             Arc::new(SessionArtifacts(artifacts.clone())),
         )
         .with_bash_env(bash_env.clone())
-        .with_confinement(bash_confinement(&config.sandbox));
+        .with_confinement(confinement);
         if let Some(files) = text_files {
             builtins = builtins.with_text_files(files);
         }
@@ -235,8 +331,28 @@ impl AgentSession {
             }
         }
         let bash_confinement = builtins.confinement_report();
+        // In a room, only the host tools the profile grants (and `update_plan`, which touches
+        // nothing); elsewhere every built-in.
+        // `bash` in a room only where the kernel confines it.
+        let granted = |name: &str| {
+            room.is_none()
+                || !warden_config::SERVICE_HOST_TOOLS.contains(&name)
+                || (profile
+                    .is_some_and(|profile| profile.host_tools.iter().any(|tool| tool == name))
+                    && (name != "bash" || bash_confinement.enforced))
+        };
+        if room.is_some()
+            && !bash_confinement.enforced
+            && profile.is_some_and(|profile| profile.host_tools.iter().any(|tool| tool == "bash"))
+        {
+            tracing::warn!(
+                "bash is left out of this service session: the sandbox is not enforced here ({})",
+                bash_confinement.summary
+            );
+        }
         let mut host_tools: Vec<Arc<dyn HostTool>> = builtin_specs()
             .into_iter()
+            .filter(|spec| granted(spec.name))
             .map(|spec| {
                 Arc::new(BuiltinHostTool {
                     spec,
@@ -257,7 +373,7 @@ impl AgentSession {
         host_tools.extend(skill_tools(skills.clone(), remote_skills.clone()));
         let settings = config.skill_scripts.clone();
         let quota = ScriptQuota::new(settings.max_concurrent, settings.max_concurrent_per_user);
-        host_tools.push(Arc::new(RunSkillScript(Arc::new(SkillScripts {
+        let scripts = Arc::new(RunSkillScript(Arc::new(SkillScripts {
             settings,
             discovery: skills.clone(),
             operator_root: paths.config_dir().join("skills"),
@@ -265,7 +381,10 @@ impl AgentSession {
             builtins: builtins.clone(),
             quota,
             user: std::env::var("USER").unwrap_or_else(|_| "local".to_owned()),
-        }))));
+        })));
+        if granted("run_skill_script") {
+            host_tools.push(scripts);
+        }
         host_tools.extend(code_tools());
         if let Some(profile) = profile.filter(|profile| !profile.knowledge.is_empty()) {
             host_tools.push(Arc::new(crate::knowledge::SearchKnowledge::new(
@@ -292,8 +411,13 @@ impl AgentSession {
         options.remote_skills = Some(remote_skills);
         options.sampling = SamplingRoute::ThroughGate;
         let host = Host::open(&config, options)?;
-        let listen = bridge_listen(&config.discovery, paths.state_dir());
-        let bridge = Bridge::start_on(host.clone(), listen).map_err(|error| error.to_string());
+        // The tool bridge serves `warden tool` to bash; a room without bash has no use for it.
+        let bridge = if granted("bash") {
+            let listen = bridge_listen(&config.discovery, paths.state_dir());
+            Bridge::start_on(host.clone(), listen).map_err(|error| error.to_string())
+        } else {
+            Err("bash is not among this session's tools".to_owned())
+        };
         let catalog_watch = Arc::new(CatalogWatch::new(host.clone(), offered.clone()));
         Ok(Self {
             catalog_watch,
@@ -313,6 +437,7 @@ impl AgentSession {
             deferral,
             sampling_model,
             bash_confinement,
+            in_room: room.is_some(),
         })
     }
 
@@ -470,7 +595,12 @@ impl AgentSession {
         let mut prompt = assemble_system_prompt(&PromptParts {
             base: None,
             agent_instructions,
-            project: find_project_instructions(&self.workspace),
+            // A room's files are the tenant's: they never become instructions.
+            project: if self.in_room {
+                Vec::new()
+            } else {
+                find_project_instructions(&self.workspace)
+            },
             execution_routing: Some(execution_routing),
             server_instructions,
             skills_index,
@@ -577,6 +707,27 @@ pub fn session_workspace(
         .with_read_only_roots([paths.state_dir().join("artifacts")])
         .allowing(permissions.allow_protected.iter().cloned(), rule_hint)
         .with_write_protected(permissions.write_protected.iter().cloned()))
+}
+
+/// A room's workspace: its files the one root, its artifacts readable, and every path outside
+/// refused (never asked about: no one in a tenant may open the host to a session).
+fn room_workspace(room: &Room) -> Workspace {
+    Workspace::new(room.files(), &ProtectedDefaults::default())
+        .with_read_only_roots([room.artifacts()])
+        .confined_to_roots(
+            "outside this session's own folder: a service session reaches only its files",
+        )
+}
+
+/// `bash` in a room: sandboxed whatever `[sandbox] mode` says (workspace-write where it is
+/// off), never with network, within `[sandbox]`'s limits.
+fn room_confinement(settings: &warden_config::SandboxSettings) -> BashConfinement {
+    let mut confinement = bash_confinement(settings);
+    if confinement.mode == SandboxMode::Off {
+        confinement.mode = SandboxMode::WorkspaceWrite;
+    }
+    confinement.network = false;
+    confinement
 }
 
 /// The bash tool's confinement from `[sandbox]`.

@@ -16,7 +16,7 @@ mod tool_cli;
 mod turn;
 
 pub use agent::{
-    AgentSession, GateExecutor, SessionError, SessionRequest, UsageError, ad_hoc_servers,
+    AgentSession, GateExecutor, Room, SessionError, SessionRequest, UsageError, ad_hoc_servers,
     bash_confinement, session_workspace, split_command,
 };
 pub use catalog_views::{ServerTools, apply_auto_deferral, every_server, session_deferral};

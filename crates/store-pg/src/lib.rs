@@ -220,8 +220,7 @@ fn client_call_row(row: &Row) -> Result<ClientCallRow, StoreError> {
     })
 }
 
-const APPROVAL_COLUMNS: &str =
-    "id, session_id, tool, arguments, classes, caller, reason, state, decided_by, created_at";
+const APPROVAL_COLUMNS: &str = "id, session_id, tool, arguments, classes, caller, reason, state, decided_by, created_at, requested_by";
 
 fn approval_row(row: &Row) -> Result<ApprovalRow, StoreError> {
     let arguments: &str = col(row, 3)?;
@@ -237,6 +236,7 @@ fn approval_row(row: &Row) -> Result<ApprovalRow, StoreError> {
         state: col(row, 7)?,
         decided_by: col(row, 8)?,
         created_at: to_u64(col(row, 9)?),
+        requested_by: col(row, 10)?,
     })
 }
 
@@ -588,7 +588,7 @@ impl ServiceStorage for PgStorage {
             let connection = pool.get().await?;
             let key = connection
                 .query_opt(
-                    "SELECT tenant_id, caller, role FROM api_keys
+                    "SELECT tenant_id, caller, role, id FROM api_keys
                      WHERE secret_sha256 = $1 AND revoked_at IS NULL",
                     &[&hash],
                 )
@@ -599,6 +599,7 @@ impl ServiceStorage for PgStorage {
                     tenant: col(&row, 0)?,
                     caller: col(&row, 1)?,
                     role: Role::parse(col(&row, 2)?),
+                    key: col(&row, 3)?,
                     widget: None,
                 }));
             }
@@ -616,6 +617,7 @@ impl ServiceStorage for PgStorage {
                         tenant: col(&row, 1)?,
                         caller: col(&row, 2)?,
                         role: Role::Widget,
+                        key: col(&row, 0)?,
                         widget: Some(WidgetScope {
                             token: col(&row, 0)?,
                             agent: col(&row, 3)?,
@@ -765,6 +767,35 @@ impl ServiceStorage for PgStorage {
                 .await
                 .map_err(db)?;
             rows.iter().map(session_row).collect()
+        })
+    }
+
+    fn count_sessions(&self, tenant: &str, creator: Option<&str>) -> Result<u64, StoreError> {
+        let (tenant, creator) = (tenant.to_owned(), creator.map(str::to_owned));
+        self.run(|pool| async move {
+            let connection = pool.get().await?;
+            let row = match &creator {
+                None => {
+                    connection
+                        .query_one(
+                            "SELECT COUNT(*) FROM sessions WHERE tenant_id = $1",
+                            &[&tenant],
+                        )
+                        .await
+                }
+                Some(creator) => {
+                    connection
+                        .query_one(
+                            "SELECT COUNT(*) FROM widget_sessions
+                             WHERE tenant_id = $1 AND token_id = $2",
+                            &[&tenant, creator],
+                        )
+                        .await
+                }
+            }
+            .map_err(db)?;
+            let count: i64 = col(&row, 0)?;
+            Ok(to_u64(count))
         })
     }
 
@@ -1291,8 +1322,8 @@ impl ServiceStorage for PgStorage {
                 .await?
                 .execute(
                     "INSERT INTO approvals (id, tenant_id, session_id, tool, arguments, classes,
-                                            caller, reason, state, created_at)
-                     SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9
+                                            caller, reason, state, created_at, requested_by)
+                     SELECT $1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10
                      WHERE EXISTS (SELECT 1 FROM sessions WHERE tenant_id = $2 AND id = $3)",
                     &[
                         &approval.id,
@@ -1304,6 +1335,7 @@ impl ServiceStorage for PgStorage {
                         &approval.caller,
                         &approval.reason,
                         &to_i64(approval.created_at),
+                        &approval.requested_by,
                     ],
                 )
                 .await

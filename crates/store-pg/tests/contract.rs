@@ -194,15 +194,46 @@ contract!(
     an_audit_query_filters_and_never_reaches_another_tenant_s_records,
     an_audit_record_handed_over_is_stored_though_its_waiter_left,
     a_database_of_a_newer_schema_is_refused_with_both_versions,
+    sessions_are_counted_per_tenant_and_per_creator,
 );
+
+/// The quotas' count: a tenant's sessions, or those one key or widget token created; a
+/// deleted session no longer counts.
+fn sessions_are_counted_per_tenant_and_per_creator(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    store.ensure_tenant("acme").unwrap();
+    store.ensure_tenant("globex").unwrap();
+    let first = store.create_session("acme", None).unwrap();
+    store
+        .add_widget_session("acme", "key_1", &first.id)
+        .unwrap();
+    let second = store.create_session("acme", None).unwrap();
+    store
+        .add_widget_session("acme", "key_1", &second.id)
+        .unwrap();
+    let theirs = store.create_session("acme", Some("support")).unwrap();
+    store
+        .add_widget_session("acme", "wid_1", &theirs.id)
+        .unwrap();
+    store.create_session("acme", None).unwrap();
+    store.create_session("globex", None).unwrap();
+    assert_eq!(store.count_sessions("acme", None).unwrap(), 4);
+    assert_eq!(store.count_sessions("acme", Some("key_1")).unwrap(), 2);
+    assert_eq!(store.count_sessions("acme", Some("wid_1")).unwrap(), 1);
+    assert_eq!(store.count_sessions("globex", None).unwrap(), 1);
+    assert_eq!(store.count_sessions("globex", Some("key_1")).unwrap(), 0);
+    assert!(store.delete_session("acme", &first.id).unwrap());
+    assert_eq!(store.count_sessions("acme", None).unwrap(), 3);
+    assert_eq!(store.count_sessions("acme", Some("key_1")).unwrap(), 1);
+}
 
 fn a_key_resolves_until_revoked_and_only_its_hash_is_stored(backend: &dyn Backend) {
     let store = backend.open().unwrap();
-    let key = store.issue_key("acme", "web-app", Role::Tenant).unwrap();
+    let key = store.issue_key("acme", "web-app", Role::Caller).unwrap();
     let principal = store.resolve_key(&key.secret).unwrap().expect("resolves");
     assert_eq!(principal.tenant, "acme");
     assert_eq!(principal.caller, "web-app");
-    assert_eq!(principal.role, Role::Tenant);
+    assert_eq!(principal.role, Role::Caller);
     assert!(store.resolve_key("wsk_wrong").unwrap().is_none());
     assert_eq!(backend.stored_secrets(), [secret_hash(&key.secret)]);
     assert!(!backend.stored_secrets()[0].contains(&key.secret));
@@ -260,7 +291,7 @@ fn a_widget_token_resolves_to_its_agent_and_caller_until_it_expires(backend: &dy
         .issue_widget_token("acme", "support", "customer-7", 0)
         .unwrap();
     assert!(store.resolve_key(&expired.secret).unwrap().is_none());
-    let key = store.issue_key("acme", "app", Role::Tenant).unwrap();
+    let key = store.issue_key("acme", "app", Role::Caller).unwrap();
     assert!(
         store
             .resolve_key(&key.secret)
@@ -295,7 +326,7 @@ fn a_tenant_never_reaches_another_tenant_s_rows(backend: &dyn Backend) {
         .add_client_call("a", &client_call("call_1", id))
         .unwrap();
     store.add_approval("a", &approval("apr_1", id, 1)).unwrap();
-    let key = store.issue_key("a", "app", Role::Tenant).unwrap();
+    let key = store.issue_key("a", "app", Role::Caller).unwrap();
 
     assert!(store.session("b", id).unwrap().is_none());
     assert!(store.list_sessions("b").unwrap().is_empty());
@@ -980,7 +1011,7 @@ fn tenants_and_keys_are_listed_for_the_operator(backend: &dyn Backend) {
     store.ensure_tenant("beta").unwrap();
     let operator = store.issue_key("ops", "root", Role::Operator).unwrap();
     let admin = store.issue_key("acme", "alice", Role::Admin).unwrap();
-    let app = store.issue_key("acme", "app", Role::Tenant).unwrap();
+    let app = store.issue_key("acme", "app", Role::Caller).unwrap();
     store.create_session("acme", None).unwrap();
     assert_eq!(
         store.resolve_key(&operator.secret).unwrap().unwrap().role,
@@ -1019,7 +1050,7 @@ fn a_new_database_gets_the_current_schema_version_and_reopening_keeps_its_rows(
 ) {
     let store = backend.open().unwrap();
     assert_eq!(backend.version(), SCHEMA_VERSION);
-    let key = store.issue_key("acme", "app", Role::Tenant).unwrap();
+    let key = store.issue_key("acme", "app", Role::Caller).unwrap();
     drop(store);
     let again = backend.open().unwrap();
     assert_eq!(backend.version(), SCHEMA_VERSION);
@@ -1161,6 +1192,7 @@ fn approval(id: &str, session: &str, created_at: u64) -> ApprovalRow {
         state: "pending".to_owned(),
         decided_by: None,
         created_at,
+        requested_by: Some("key_web".to_owned()),
     }
 }
 

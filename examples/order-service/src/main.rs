@@ -140,7 +140,7 @@ fn make_key(paths: &Paths, rest: &[String]) -> anyhow::Result<()> {
     let store = SqliteStorage::open(&database)
         .with_context(|| format!("opening the service database {}", database.display()))?;
     let key = store
-        .issue_key(tenant, caller, Role::Tenant)
+        .issue_key(tenant, caller, Role::Caller)
         .context("making the key")?;
     println!("{}", key.secret);
     eprintln!(

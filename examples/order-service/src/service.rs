@@ -11,7 +11,7 @@ use warden_config::{AgentProfile, ClientToolSpec, ConfigError, LoadRequest, Load
 use warden_host::{HostOptions, gate_policy, hook_runner};
 use warden_policy::{AuditQuery, AuditRow, AuditStore, AuthorizationHandler};
 use warden_service::{OpenRequest, SessionOpener};
-use warden_session::{AgentSession, SessionRequest};
+use warden_session::AgentSession;
 
 use crate::{OrderBook, order_tools};
 
@@ -67,39 +67,23 @@ fn load_config(paths: &Paths, workspace: &Path) -> Result<LoadedConfig, ConfigEr
 
 impl SessionOpener for OrderServiceOpener {
     fn open(&self, request: OpenRequest) -> Result<AgentSession, String> {
-        // This application's sessions reach the servers of warden's config and its own tools;
-        // it opens no server a tenant registered.
-        let OpenRequest {
-            agent,
-            principal,
-            approver,
-            tools,
-            servers: _,
-            session: _,
-        } = request;
-        let config = load_config(&self.paths, &self.workspace)
+        // This application's own tools and authorization, under every tenant rule the service
+        // enforces (the session's own folder, host tools per profile, tenant servers' egress):
+        // `OpenRequest::open` applies them. The config is read for the session's folder, so no
+        // project file of the application's working folder is a tenant's input.
+        let config = load_config(&self.paths, &request.config_folder())
             .map_err(|error| format!("loading warden's config: {error}"))?;
         let mut options = HostOptions::new(self.paths.clone(), self.workspace.clone());
         options.policy = gate_policy(&config.policy);
         options.hooks =
             hook_runner(&config.policy).map_err(|error| format!("reading [hooks]: {error}"))?;
         options.skills_extension = config.experimental.skills_extension;
-        options.approver = Some(approver);
-        options.principal = principal;
         options.authorization = Some(self.permissions.clone());
         options.tools = order_tools(&self.book)
             .map_err(|error| format!("defining the order tools: {error}"))?;
-        options.tools.extend(tools);
-        AgentSession::open(SessionRequest {
-            config,
-            host: options,
-            model: None,
-            agent: agent.as_deref(),
-            add_dirs: &[],
-            resume: None,
-            continue_latest: false,
-        })
-        .map_err(|error| error.to_string())
+        request
+            .open(config, options)
+            .map_err(|error| error.to_string())
     }
 
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, String> {

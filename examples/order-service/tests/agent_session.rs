@@ -91,6 +91,7 @@ async fn a_refused_and_a_timed_out_call_are_results_the_model_reads_and_the_run_
         add_dirs: &[],
         resume: None,
         continue_latest: false,
+        room: None,
     })
     .unwrap();
 

@@ -168,7 +168,7 @@ async fn serve_on(
 fn key(root: &std::path::Path, tenant: &str, caller: &str) -> String {
     SqliteStorage::open(&service_database(&Paths::under_root(root)))
         .unwrap()
-        .issue_key(tenant, caller, Role::Tenant)
+        .issue_key(tenant, caller, Role::Caller)
         .unwrap()
         .secret
 }

@@ -127,6 +127,7 @@ impl SessionOpener for CliOpener {
             add_dirs: &[],
             resume: None,
             continue_latest: false,
+            room: None,
         })
         .map_err(OpenError::from)
     }

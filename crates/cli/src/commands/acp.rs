@@ -61,6 +61,7 @@ impl SessionOpener for CliOpener {
             add_dirs: &request.add_dirs,
             resume: request.resume.as_deref(),
             continue_latest: false,
+            room: None,
         };
         // The editor's terminal runs commands outside warden's sandbox: only when the
         // operator chose it in the user config.

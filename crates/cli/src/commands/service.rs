@@ -13,7 +13,6 @@ use crate::Globals;
 use std::collections::BTreeMap;
 
 use warden_config::{AgentProfile, ClientToolSpec};
-use warden_session::SessionRequest;
 
 use crate::setup::{PolicyFlags, async_runtime, host_options, load_config};
 
@@ -47,11 +46,19 @@ struct RunArgs {
     policy: PolicyFlags,
 }
 
+/// A tenant key's role, as `--role` names it.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum KeyRole {
+    Caller,
+    Approver,
+    Admin,
+}
+
 #[derive(Debug, clap::Subcommand)]
 enum KeyCommand {
     /// Make an API key (printed once; stored hashed). Its tenant is created if new.
     #[command(
-        after_help = "Examples:\n  warden service key create --tenant acme --caller web-app\n  warden service key create --tenant acme --caller ops --admin"
+        after_help = "Examples:\n  warden service key create --tenant acme --caller web-app\n  warden service key create --tenant acme --caller ops@acme --role approver\n  warden service key create --tenant acme --caller admin@acme --role admin"
     )]
     Create {
         /// The tenant the key belongs to.
@@ -60,10 +67,15 @@ enum KeyCommand {
         /// Who uses the key (the caller the audit and authorization see).
         #[arg(long)]
         caller: String,
+        /// What the key may do: `caller` (sessions, messages, client calls, its own events),
+        /// `approver` (also decides the tenant's approvals, never of a run it started) or
+        /// `admin` (also the tenant's servers, skills, knowledge and prompts).
+        #[arg(long, value_enum, default_value = "caller", conflicts_with_all = ["operator", "admin"])]
+        role: KeyRole,
         /// An operator key: reaches the operator endpoints (making tenants' keys).
         #[arg(long, conflicts_with = "admin")]
         operator: bool,
-        /// A tenant admin's key: also registers the tenant's remote servers.
+        /// The same as `--role admin`.
         #[arg(long)]
         admin: bool,
     },
@@ -112,6 +124,7 @@ fn keys(store: &dyn ServiceStorage, command: KeyCommand) -> anyhow::Result<ExitC
         KeyCommand::Create {
             tenant,
             caller,
+            role,
             operator,
             admin,
         } => {
@@ -126,18 +139,19 @@ fn keys(store: &dyn ServiceStorage, command: KeyCommand) -> anyhow::Result<ExitC
                     suggested_name(&tenant)
                 )));
             }
-            let role = if operator {
-                Role::Operator
-            } else if admin {
-                Role::Admin
-            } else {
-                Role::Tenant
+            let role = match (operator, admin, role) {
+                (true, _, _) => Role::Operator,
+                (_, true, _) | (_, _, KeyRole::Admin) => Role::Admin,
+                (_, _, KeyRole::Approver) => Role::Approver,
+                (_, _, KeyRole::Caller) => Role::Caller,
             };
             let key = store.issue_key(&tenant, &caller, role)?;
             println!("{}", key.secret);
             eprintln!(
-                "warden: key {} for {caller} of tenant {tenant} (shown once; revoke with `warden service key revoke {}`)",
-                key.id, key.id
+                "warden: {} key {} for {caller} of tenant {tenant} (shown once; revoke with `warden service key revoke {}`)",
+                role.as_str(),
+                key.id,
+                key.id
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -185,11 +199,7 @@ fn suggested_name(name: &str) -> String {
     }
 }
 
-/// A tenant's name, hashed: any text becomes a safe file or folder name.
-fn tenant_folder(tenant: &str) -> String {
-    use sha2::Digest;
-    hex::encode(&sha2::Sha256::digest(tenant.as_bytes())[..16])
-}
+use warden_service::tenant_folder;
 
 impl RunOpener {
     /// The tenant's own collections: its part of the service's PostgreSQL database, shared by
@@ -224,88 +234,22 @@ struct RunOpener {
     /// The tenants' knowledge collections on the service's PostgreSQL database; `None`: a
     /// SQLite file per tenant on this instance.
     knowledge: Option<Arc<warden_store_pg::PgKnowledgeStore>>,
+    /// `[service]`'s tenancy settings, as the service started.
+    tenancy: warden_config::Tenancy,
 }
 
 impl SessionOpener for RunOpener {
     fn open(&self, request: OpenRequest) -> Result<AgentSession, String> {
-        let OpenRequest {
-            session,
-            agent,
-            principal,
-            approver,
-            tools,
-            servers,
-        } = request;
         let open = || -> anyhow::Result<AgentSession> {
-            let (paths, workspace, mut config) = load_config(&self.globals)?;
-            without_local_processes(&mut config);
+            // The user config only: the room's own folder has no project file, and the
+            // service's working folder is never a tenant's input.
+            let (paths, workspace, config) =
+                crate::setup::load_config_in(&self.globals, request.config_folder())?;
             let mut options = host_options(paths, workspace, &config, &self.policy)?;
-            for warden_service::TenantServer {
-                row: server,
-                tokens,
-            } in servers
-            {
-                if config.servers.contains_key(&server.name) {
-                    tracing::warn!(
-                        "the tenant's server {} is left out: the operator configured one of that name",
-                        server.name
-                    );
-                    continue;
-                }
-                // Its tools ask a person before every call, whatever the mode says.
-                options
-                    .policy
-                    .tool_settings
-                    .push(warden_policy::ToolSettingsRule {
-                        pattern: warden_vocab::ToolGlob::parse(&format!(
-                            "mcp__{}__*",
-                            server.name
-                        ))?,
-                        settings: warden_policy::ToolSettings {
-                            requires_approval: Some(true),
-                            ..warden_policy::ToolSettings::default()
-                        },
-                    });
-                options
-                    .extra_servers
-                    .push(tenant_server_spec(&server, tokens));
-            }
-            if let Some(root) = principal
-                .tenant
-                .as_deref()
-                .and_then(|tenant| self.tenant_skill_root(tenant))
-            {
-                // A tenant's skills are its input, not the operator's: like a workspace's, they
-                // grant no tools by naming them.
-                options.skill_roots.push(warden_skills::SkillRoot {
-                    workspace: root.parent().map(std::path::Path::to_path_buf),
-                    path: root,
-                    origin: warden_skills::Origin::Workspace,
-                });
-            }
-            if let Some(tenant) = principal.tenant.as_deref() {
-                // The tenant's own collections come first; the operator's are searched for a
-                // name the tenant does not have.
-                options
-                    .knowledge
-                    .insert(0, self.tenant_knowledge_place(tenant));
-            }
-            options.approver = Some(approver);
             if let Some(audit) = &self.audit {
                 options.audit = Some(audit.clone() as Arc<dyn warden_policy::AuditSink>);
             }
-            options.principal = principal;
-            options.session_id = Some(session);
-            options.tools.extend(tools);
-            Ok(AgentSession::open(SessionRequest {
-                config,
-                host: options,
-                model: None,
-                agent: agent.as_deref(),
-                add_dirs: &[],
-                resume: None,
-                continue_latest: false,
-            })?)
+            Ok(request.open(config, options)?)
         };
         open().map_err(|error| crate::setup::error_line(&error))
     }
@@ -398,8 +342,12 @@ impl SessionOpener for RunOpener {
             .collect()
     }
 
-    fn artifacts_dir(&self, session: &str) -> Option<std::path::PathBuf> {
-        Some(warden_host::session_artifacts_dir(&self.state_dir, session))
+    fn rooms_dir(&self) -> std::path::PathBuf {
+        self.service_dir.join("tenants")
+    }
+
+    fn tenancy(&self) -> warden_config::Tenancy {
+        self.tenancy.clone()
     }
 
     fn oauth_lock_dir(&self) -> std::path::PathBuf {
@@ -418,76 +366,6 @@ impl SessionOpener for RunOpener {
     }
 }
 
-/// A tenant's registered server as the runtime reaches it: Streamable HTTP, its headers read
-/// from the environment now (a header whose variable is unset is left out, with a warning).
-/// Without an Authorization header it may ask for OAuth: the tokens a tenant admin's sign-in
-/// got are in `tokens` (memory only); without them a 401 leaves it "needs login".
-fn tenant_server_spec(
-    server: &warden_service::ServerRow,
-    tokens: warden_oauth::TokenStore,
-) -> warden_mcp::ServerSpec {
-    let mut headers = Vec::new();
-    for (name, value) in &server.headers {
-        let (scheme, reference) = match value.split_once(' ') {
-            Some((scheme, reference)) => (Some(scheme), reference),
-            None => (None, value.as_str()),
-        };
-        let variable = reference
-            .strip_prefix("${env:")
-            .and_then(|rest| rest.strip_suffix('}'))
-            .unwrap_or_default();
-        match std::env::var(variable) {
-            Ok(secret) => {
-                let value = match scheme {
-                    Some(scheme) => format!("{scheme} {secret}"),
-                    None => secret,
-                };
-                headers.push((name.clone(), value.into()));
-            }
-            Err(_) => tracing::warn!(
-                "the tenant's server {}: header {name} names ${{env:{variable}}}, which is not set; it is left out",
-                server.name
-            ),
-        }
-    }
-    let auth = if server.has_authorization_header() {
-        warden_mcp::HttpAuth::Forbidden {
-            reason: "the tenant's server authenticates with its Authorization header".to_owned(),
-        }
-    } else {
-        warden_mcp::HttpAuth::OAuth(warden_oauth::OAuthSettings::new(
-            server.name.clone(),
-            server.url.clone(),
-            tokens,
-        ))
-    };
-    warden_mcp::ServerSpec::with_transport(
-        server.name.clone(),
-        warden_mcp::TransportSpec::StreamableHttp {
-            url: server.url.clone(),
-            headers,
-            auth,
-        },
-    )
-}
-
-/// Unless `[service] allow_stdio = true`, the service's sessions reach only http/https
-/// servers: the stdio entries are left out, so nothing a session does starts a process here.
-/// Returns the names left out.
-fn without_local_processes(config: &mut warden_config::LoadedConfig) -> Vec<String> {
-    if config.service_allows_stdio {
-        return Vec::new();
-    }
-    let stdio: Vec<String> = config
-        .servers
-        .iter()
-        .filter(|(_, entry)| entry.transport_kind() == "stdio")
-        .map(|(name, _)| name.clone())
-        .collect();
-    config.servers.retain(|name, _| !stdio.contains(name));
-    stdio
-}
-
 /// What every instance on one PostgreSQL database shares besides the storage contract.
 struct SharedParts {
     audit: Arc<dyn warden_policy::AuditLog>,
@@ -501,7 +379,7 @@ fn serve(
     args: RunArgs,
 ) -> anyhow::Result<ExitCode> {
     let (paths, _workspace, mut config) = load_config(globals)?;
-    let left_out = without_local_processes(&mut config);
+    let left_out = warden_service::without_local_processes(&mut config);
     if !left_out.is_empty() {
         eprintln!(
             "warden: the service's sessions do not start stdio servers ({}); set [service] allow_stdio = true in your user config to allow them",
@@ -520,6 +398,7 @@ fn serve(
         service_dir: paths.state_dir().join("service"),
         widget_origins: config.service_widget_origins.clone(),
         state_dir: paths.state_dir().to_path_buf(),
+        tenancy: config.service_tenancy.clone(),
     });
     let runtime = async_runtime()?;
     runtime.block_on(async {

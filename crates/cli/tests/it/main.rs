@@ -38,6 +38,8 @@ mod service_fencing;
 mod service_inventory;
 mod service_nginx;
 mod service_postgres;
+mod service_quotas;
+mod service_tenancy;
 mod skill_scripts;
 mod skills_cli;
 mod skills_mcp;

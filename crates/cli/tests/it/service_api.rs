@@ -69,6 +69,11 @@ impl Service {
             .unwrap()
     }
 
+    /// Its process id (to read `/proc/PID`).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id().expect("the service runs")
+    }
+
     /// Kills the process with SIGKILL (nothing of it runs on) and waits for it.
     pub(crate) async fn kill(&mut self) {
         self.child.start_kill().unwrap();
@@ -114,13 +119,13 @@ impl Service {
         );
     }
 
-    /// A new session of the default agent, made with `key`; its id.
+    /// A new session of profile `support`, made with `key`; its id.
     pub(crate) async fn new_session(&self, key: &str) -> String {
         let (status, session) = send(
             client()
                 .post(self.url("/sessions"))
                 .bearer_auth(key)
-                .json(&json!({})),
+                .json(&json!({"agent": "support"})),
         )
         .await;
         assert_eq!(status, 201, "{session}");
@@ -182,11 +187,36 @@ async fn read_stream(response: reqwest::Response) -> Vec<(u64, Value)> {
     events
 }
 
+/// The mock model and profile `support`, whose sessions get the file tools and bash (each in
+/// the session's own folder); `[agents.support]` is the last table, so more of its keys may
+/// follow.
 pub(crate) fn service_config(mock: &MockModel) -> String {
     format!(
-        "{}[agents.support]\ninstructions = \"Help the customer.\"\n",
+        "{}[agents.support]\ninstructions = \"Help the customer.\"\n\
+         host_tools = [\"read_file\", \"write_file\", \"edit_file\", \"list_dir\", \"glob\", \"grep\", \"bash\"]\n",
         mock_model_config(&mock.base_url(), "openai", None)
     )
+}
+
+/// A key of `role` (`caller`, `approver`, `admin`) for `caller` of `tenant`.
+pub(crate) fn key_as(sandbox: &Sandbox, tenant: &str, caller: &str, role: &str) -> String {
+    sandbox
+        .ok(&[
+            "service", "key", "create", "--tenant", tenant, "--caller", caller, "--role", role,
+        ])
+        .trim()
+        .to_owned()
+}
+
+/// The folder a tenant's session works in (its room's `files`).
+pub(crate) fn room_files(sandbox: &Sandbox, tenant: &str, session: &str) -> std::path::PathBuf {
+    sandbox
+        .state_dir()
+        .join("service/tenants")
+        .join(warden_service::tenant_folder(tenant))
+        .join("sessions")
+        .join(session)
+        .join("files")
 }
 
 #[tokio::test]
@@ -199,11 +229,14 @@ async fn a_session_runs_a_built_in_tool_and_its_events_resume_by_cursor() {
     ));
     mock.push_turn(Turn::text("The file says hello."));
     let sandbox = Sandbox::new();
-    sandbox.user_config(&service_config(&mock));
-    sandbox.write(
-        &sandbox.work().join("hello.txt"),
-        "hello from the workspace\n",
-    );
+    // Each session of the profile starts with a copy of its template folder.
+    let template = sandbox.root.join("template");
+    sandbox.write(&template.join("hello.txt"), "hello from the workspace\n");
+    sandbox.user_config(&format!(
+        "{}room_template = {}\n",
+        service_config(&mock),
+        crate::support::toml_str(&template.display().to_string())
+    ));
     let acme = key(&sandbox, "acme", "web-app");
     let service = Service::start(&sandbox).await;
 
@@ -526,8 +559,9 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
     let sandbox = Sandbox::new();
     sandbox.user_config(&service_config(&mock));
     let acme = key(&sandbox, "acme", "web-app");
-    let operator_of_acme = key(&sandbox, "acme", "ops@acme");
-    let globex = key(&sandbox, "globex", "intruder");
+    let operator_of_acme = key_as(&sandbox, "acme", "ops@acme", "approver");
+    // Another tenant's approver: it may decide approvals, but none of acme's.
+    let globex = key_as(&sandbox, "globex", "intruder", "approver");
     let service = Service::start(&sandbox).await;
     let id = service.new_session(&acme).await;
 
@@ -570,14 +604,14 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
     let (status, _) = send(
         client()
             .post(service.url(&format!("/approvals/{approval}")))
-            .bearer_auth(&acme)
+            .bearer_auth(&operator_of_acme)
             .json(&json!({"decision": "allow_once"})),
     )
     .await;
     assert_eq!(status, 409, "decided once");
     let finished = wait_for_event(&service, &acme, &id, "run_finished").await;
     assert_eq!(finished["final_text"], "It was declined.");
-    assert!(!sandbox.work().join("note.txt").exists());
+    assert!(!room_files(&sandbox, "acme", &id).join("note.txt").exists());
     assert!(
         mock.requests()[1]
             .body
@@ -607,7 +641,7 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
     let (status, _) = send(
         client()
             .post(service.url(&format!("/approvals/{approval}")))
-            .bearer_auth(&acme)
+            .bearer_auth(&operator_of_acme)
             .json(&json!({"decision": "allow_once"})),
     )
     .await;
@@ -626,7 +660,7 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
     };
     assert!(last["messages"].to_string().contains("Written."));
     assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("note.txt")).unwrap(),
+        std::fs::read_to_string(room_files(&sandbox, "acme", &id).join("note.txt")).unwrap(),
         "written after approval\n"
     );
     // The audit names who decided each time.
@@ -645,7 +679,7 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
     assert!(
         reasons
             .iter()
-            .any(|reason| reason.contains("approved by web-app")),
+            .any(|reason| reason.contains("approved by ops@acme")),
         "{reasons:?}"
     );
     // The audit through the API: the tenant's records only, with its tenant and the caller
@@ -925,8 +959,8 @@ async fn a_tenant_s_skills_are_edited_through_the_api_validated_and_reach_only_i
         "{}skills = [\"refunds\"]\n",
         service_config(&mock)
     ));
-    let acme = key(&sandbox, "acme", "admin");
-    let globex = key(&sandbox, "globex", "admin");
+    let acme = key_as(&sandbox, "acme", "admin", "admin");
+    let globex = key_as(&sandbox, "globex", "admin", "admin");
     let service = Service::start(&sandbox).await;
     let skill = "---\nname: refunds\ndescription: How to refund an order within 30 days.\n---\nCheck the order date first.\n";
     let put = |key: &str, name: &str, text: &str| {
@@ -1034,7 +1068,11 @@ async fn a_tenant_admin_registers_a_remote_server_whose_tools_ask_before_every_c
     ));
     mock.push_turn(Turn::text("done"));
     let sandbox = Sandbox::new();
-    sandbox.user_config(&service_config(&mock));
+    // The fixture listens on loopback: the operator allows it for tenants, and the variable.
+    sandbox.user_config(&format!(
+        "{}[service]\ntenant_hosts = [\"127.0.0.1\"]\ntenant_env = [\"ORDERS_TOKEN\"]\n",
+        service_config(&mock)
+    ));
     let admin = sandbox
         .ok(&[
             "service", "key", "create", "--tenant", "acme", "--caller", "ops", "--admin",
@@ -1127,6 +1165,7 @@ async fn allow_for_the_session_holds_for_the_session_s_later_runs() {
     let sandbox = Sandbox::new();
     sandbox.user_config(&service_config(&mock));
     let acme = key(&sandbox, "acme", "web-app");
+    let ops = key_as(&sandbox, "acme", "ops@acme", "approver");
     let service = Service::start(&sandbox).await;
     let id = service.new_session(&acme).await;
     let message = |text: &str| {
@@ -1141,7 +1180,7 @@ async fn allow_for_the_session_holds_for_the_session_s_later_runs() {
     let (status, _) = send(
         client()
             .post(service.url(&format!("/approvals/{approval}")))
-            .bearer_auth(&acme)
+            .bearer_auth(&ops)
             .json(&json!({"decision": "allow_for_session"})),
     )
     .await;
@@ -1165,7 +1204,7 @@ async fn allow_for_the_session_holds_for_the_session_s_later_runs() {
     assert!(!kinds.contains(&"approval_needed"), "{kinds:?}");
     assert_eq!(events.last().unwrap().1["final_text"], "written twice");
     assert_eq!(
-        std::fs::read_to_string(sandbox.work().join("note.txt")).unwrap(),
+        std::fs::read_to_string(room_files(&sandbox, "acme", &id).join("note.txt")).unwrap(),
         "second\n"
     );
 }
@@ -1257,6 +1296,7 @@ async fn a_timeout_covers_the_call_not_its_approval_and_the_run_goes_on() {
         crate::support::toml_str(&fixture.url)
     ));
     let acme = key(&sandbox, "acme", "web-app");
+    let ops = key_as(&sandbox, "acme", "ops@acme", "approver");
     let service = Service::start(&sandbox).await;
     let id = service.new_session(&acme).await;
     service.say(&acme, &id, "build the report").await;
@@ -1267,7 +1307,7 @@ async fn a_timeout_covers_the_call_not_its_approval_and_the_run_goes_on() {
     let (status, _) = send(
         client()
             .post(service.url(&format!("/approvals/{approval}")))
-            .bearer_auth(&acme)
+            .bearer_auth(&ops)
             .json(&json!({"decision": "allow_once"})),
     )
     .await;

@@ -78,7 +78,11 @@ async fn a_tenant_admin_signs_in_to_its_server_and_the_tokens_stay_in_the_servic
     ));
     mock.push_turn(Turn::text("done"));
     let sandbox = Sandbox::new();
-    sandbox.user_config(&service_config(&mock));
+    // The fixture listens on loopback: the operator allows it for tenants.
+    sandbox.user_config(&format!(
+        "{}[service]\ntenant_hosts = [\"127.0.0.1\"]\n",
+        service_config(&mock)
+    ));
     let admin = admin_key(&sandbox, "acme", "ops");
     let member = key(&sandbox, "acme", "web-app");
     let globex_admin = admin_key(&sandbox, "globex", "ops");
@@ -443,7 +447,7 @@ async fn the_operator_lists_tenants_and_keys_and_revokes_a_key_which_no_other_ke
         .find(|row| row["caller"] == "web-app")
         .cloned()
         .unwrap();
-    assert_eq!(member_key["role"], "tenant");
+    assert_eq!(member_key["role"], "caller");
     let key_id = member_key["id"].as_str().unwrap().to_owned();
 
     // Neither a tenant's key nor its admin's reaches the operator endpoints.
@@ -586,7 +590,10 @@ async fn a_session_s_artifacts_are_listed_and_downloaded_by_its_tenant_only_as_a
     }
 
     // Deleting the session deletes its artifacts.
-    let folder = sandbox.state_dir().join("artifacts").join(&session);
+    let folder = crate::service_api::room_files(&sandbox, "acme", &session)
+        .parent()
+        .unwrap()
+        .join("artifacts");
     assert!(folder.is_dir());
     let (status, _) = send(
         client()
@@ -612,8 +619,9 @@ async fn a_tenant_s_documents_are_searched_by_the_endpoint_and_its_agents_and_by
         "{}knowledge = [\"policies\"]\n",
         service_config(&mock)
     ));
-    let member = key(&sandbox, "acme", "web-app");
-    let globex = key(&sandbox, "globex", "other-app");
+    // Documents are a tenant admin's to change.
+    let member = crate::service_api::key_as(&sandbox, "acme", "web-app", "admin");
+    let globex = crate::service_api::key_as(&sandbox, "globex", "other-app", "admin");
     let service = Service::start(&sandbox).await;
     let put = |key: &str, collection: &str, body: Value| {
         client()

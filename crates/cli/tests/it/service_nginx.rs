@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use warden_mock_model::{MockModel, Turn};
 
-use crate::service_api::{Service, client, key, service_config};
+use crate::service_api::{Service, client, service_config};
 use crate::support::{Sandbox, echo_server, toml_str};
 
 /// nginx in front of the instances, and the key every request carries.
@@ -177,8 +177,9 @@ async fn two_instances_behind_nginx_share_sessions_and_a_killed_one_s_run_is_res
     let sandbox = Sandbox::new();
     let ledger = sandbox.work().join("ledger.txt");
     sandbox.user_config(&format!(
-        "{}{}[tool_settings.read_file]\nrequires_approval = true\n[service]\ndatabase_url = {}\nallow_stdio = true\n",
+        "{}room_template = {}\n{}[tool_settings.read_file]\nrequires_approval = true\n[service]\ndatabase_url = {}\nallow_stdio = true\nself_approval = true\n",
         service_config(&mock),
+        toml_str(&sandbox.work().display().to_string()),
         echo_server(
             "fx",
             &format!(
@@ -190,7 +191,8 @@ async fn two_instances_behind_nginx_share_sessions_and_a_killed_one_s_run_is_res
         toml_str(&server.url())
     ));
     sandbox.write(&sandbox.work().join("hello.txt"), "hello from postgres\n");
-    let acme = key(&sandbox, "acme", "web-app");
+    // One approver's key starts the run and decides it (self_approval is on here).
+    let acme = crate::service_api::key_as(&sandbox, "acme", "web-app", "approver");
     // A short lease, so the killed instance is noticed within seconds.
     let lease = [(warden_service::LEASE_TTL_ENV, "4")];
     let mut first = Service::start_with(&sandbox, &lease).await;

@@ -27,8 +27,9 @@ async fn a_session_runs_through_the_service_on_postgresql() {
     mock.push_turn(Turn::text("The file says hello."));
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
-        "{}[service]\ndatabase_url = {}\n",
+        "{}room_template = {}\n[service]\ndatabase_url = {}\n",
         service_config(&mock),
+        toml_str(&sandbox.work().display().to_string()),
         toml_str(&server.url())
     ));
     sandbox.write(&sandbox.work().join("hello.txt"), "hello from postgres\n");
@@ -84,7 +85,7 @@ async fn a_session_runs_through_the_service_on_postgresql() {
     let principal = store.resolve_key(&acme).unwrap().expect("the CLI's key");
     assert_eq!(
         (principal.tenant.as_str(), principal.role),
-        ("acme", Role::Tenant)
+        ("acme", Role::Caller)
     );
     let stored = store.events_after("acme", &id, 0, 500).unwrap();
     assert_eq!(stored.len(), seqs.len());
@@ -174,12 +175,14 @@ async fn two_service_processes_on_one_database_share_the_queue_and_a_cancel_reac
     ));
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
-        "{}[tool_settings.read_file]\nrequires_approval = true\n[service]\ndatabase_url = {}\n",
+        "{}room_template = {}\n[tool_settings.read_file]\nrequires_approval = true\n[service]\ndatabase_url = {}\nself_approval = true\n",
         service_config(&mock),
+        toml_str(&sandbox.work().display().to_string()),
         toml_str(&server.url())
     ));
     sandbox.write(&sandbox.work().join("hello.txt"), "hello from postgres\n");
-    let acme = key(&sandbox, "acme", "web-app");
+    // One approver's key starts the run and decides it (self_approval is on here).
+    let acme = crate::service_api::key_as(&sandbox, "acme", "web-app", "approver");
     let first = Service::start(&sandbox).await;
     let second = Service::start(&sandbox).await;
 
@@ -263,8 +266,8 @@ async fn tenants_keep_their_knowledge_on_postgresql_and_every_instance_searches_
         toml_str(warden_testkit::embedding_model::MODEL),
         toml_str(&server.url())
     ));
-    let acme = key(&sandbox, "acme", "web-app");
-    let globex = key(&sandbox, "globex", "other-app");
+    let acme = crate::service_api::key_as(&sandbox, "acme", "web-app", "admin");
+    let globex = crate::service_api::key_as(&sandbox, "globex", "other-app", "admin");
     let first = Service::start(&sandbox).await;
     let second = Service::start(&sandbox).await;
     for (name, text) in [

@@ -160,10 +160,38 @@ pub struct RawService {
     /// Origins of the product pages that embed the chat widget (`"https://shop.example"`: scheme, host and port, no path). Requests from these origins are answered with CORS headers, and only with a widget token (never an API key); loopback origins are always allowed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub widget_origins: Option<Vec<String>>,
+    /// Environment variables of the service that every tenant's server headers may name (`${env:NAME}`); a header naming any other variable is refused. Default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant_env: Option<Vec<String>>,
+    /// Hosts (`mcp.internal`, `*.internal`), addresses and ranges (`10.2.0.0/16`) every tenant's servers may reach although they are not public: loopback, private, link-local (cloud metadata) and unique-local addresses are refused otherwise. Default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant_hosts: Option<Vec<String>>,
+    /// Whether a key may decide an approval of a run it started itself. Default false: another key of the tenant (an approver or admin) decides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub self_approval: Option<bool>,
+    /// How long a client-side tool call waits for its answer, in seconds (default 900). When it lapses the model reads a tool error and the run goes on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_call_timeout_sec: Option<u64>,
+    /// Every tenant's quotas (an unset limit keeps its default; docs/SERVICE.md lists them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quotas: Option<crate::tenancy::RawQuotas>,
+    /// Per tenant (by name): more environment variables and hosts for its servers, and its own quotas.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<std::collections::BTreeMap<String, crate::tenancy::RawTenant>>,
 }
 
 impl RawService {
-    pub const KEYS: &'static [&'static str] = &["allow_stdio", "database_url", "widget_origins"];
+    pub const KEYS: &'static [&'static str] = &[
+        "allow_stdio",
+        "database_url",
+        "widget_origins",
+        "tenant_env",
+        "tenant_hosts",
+        "self_approval",
+        "client_call_timeout_sec",
+        "quotas",
+        "tenants",
+    ];
 }
 
 /// One `[embeddings.NAME]` entry: an OpenAI-compatible `/v1/embeddings` endpoint.
@@ -427,10 +455,55 @@ impl<'a> Walk<'a> {
                     );
                 }
             }
+            let tenant_env = walk.env_names(t, p, "tenant_env");
+            let tenant_hosts = walk.host_rules(t, p, "tenant_hosts");
+            let client_call_timeout_sec =
+                walk.unsigned(t, p, "client_call_timeout_sec", "a whole number of seconds");
+            if client_call_timeout_sec == Some(0) {
+                walk.report(
+                    key_path(p, "client_call_timeout_sec"),
+                    Problem::InvalidValue {
+                        expected: "a positive number of seconds".into(),
+                    },
+                );
+            }
+            let quotas = walk
+                .table(t, p, "quotas")
+                .map(|table| walk.quotas(table, &key_path(p, "quotas")));
+            let tenants = walk.table(t, p, "tenants").map(|table| {
+                let base = key_path(p, "tenants");
+                let mut tenants = std::collections::BTreeMap::new();
+                for (name, value) in table {
+                    let path = key_path(&base, name);
+                    let Some(entry) = value.as_table() else {
+                        walk.wrong_type(path, "a table (a tenant's settings)", value);
+                        continue;
+                    };
+                    walk.unknown_keys(entry, &path, crate::tenancy::RawTenant::KEYS);
+                    let quotas = walk
+                        .table(entry, &path, "quotas")
+                        .map(|table| walk.quotas(table, &key_path(&path, "quotas")));
+                    tenants.insert(
+                        name.clone(),
+                        crate::tenancy::RawTenant {
+                            env: walk.env_names(entry, &path, "env"),
+                            hosts: walk.host_rules(entry, &path, "hosts"),
+                            quotas,
+                        },
+                    );
+                }
+                tenants
+            });
             RawService {
                 allow_stdio: walk.boolean(t, p, "allow_stdio"),
                 database_url,
                 widget_origins,
+                tenant_env,
+                tenant_hosts,
+                self_approval: walk.boolean(t, p, "self_approval"),
+                client_call_timeout_sec,
+                quotas,
+                tenants,
             }
         });
         let embeddings = self.named_tables(

@@ -83,6 +83,12 @@ pub struct RawAgent {
     /// Knowledge collections the agent searches with its `search_knowledge` tool (made with `warden knowledge add`); leaving the key out offers no such tool.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub knowledge: Option<Vec<String>>,
+    /// The built-in host tools this profile's `warden service` sessions get, by name (`read_file`, `list_dir`, `glob`, `grep`, `write_file`, `edit_file`, `bash`, `run_skill_script`); each works inside the session's own folder only. Leaving the key out gives none: a tenant's session then starts no process and touches no file of this machine. `warden run` and `warden chat` ignore it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_tools: Option<Vec<String>>,
+    /// A folder copied into each new `warden service` session's own folder (a tenant's files to work on); relative to this config file. Leaving it out starts each session in an empty folder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub room_template: Option<String>,
 }
 
 impl RawAgent {
@@ -93,6 +99,8 @@ impl RawAgent {
         "mcp_servers",
         "client_tools",
         "knowledge",
+        "host_tools",
+        "room_template",
     ];
 }
 
@@ -154,6 +162,8 @@ impl<'a> Walk<'a> {
             mcp_servers: self.strings(t, p, "mcp_servers"),
             client_tools: self.client_tools(t, p),
             knowledge: self.strings(t, p, "knowledge"),
+            host_tools: self.strings(t, p, "host_tools"),
+            room_template: self.string(t, p, "room_template"),
         }
     }
 

@@ -380,3 +380,79 @@ pub(super) fn type_name(value: &Value) -> &'static str {
         Value::Table(_) => "a table",
     }
 }
+
+impl Walk<'_> {
+    /// A list of environment variable names (`tenant_env`).
+    pub(super) fn env_names(
+        &mut self,
+        table: &Table,
+        path: &str,
+        key: &str,
+    ) -> Option<Vec<String>> {
+        let names = self.strings(table, path, key)?;
+        for (index, name) in names.iter().enumerate() {
+            if !crate::expand::is_env_name(name) {
+                self.report(
+                    format!("{}[{index}]", key_path(path, key)),
+                    Problem::InvalidValue {
+                        expected: format!(
+                            "an environment variable's name (letters, digits and `_`), not \"{name}\""
+                        ),
+                    },
+                );
+            }
+        }
+        Some(names)
+    }
+
+    /// A list of hosts, addresses and ranges (`tenant_hosts`).
+    pub(super) fn host_rules(
+        &mut self,
+        table: &Table,
+        path: &str,
+        key: &str,
+    ) -> Option<Vec<String>> {
+        let hosts = self.strings(table, path, key)?;
+        for (index, host) in hosts.iter().enumerate() {
+            if !crate::tenancy::is_host_rule(host) {
+                self.report(
+                    format!("{}[{index}]", key_path(path, key)),
+                    Problem::InvalidValue {
+                        expected: format!(
+                            "a host name (\"mcp.internal\", \"*.internal\"), an address (\"10.2.0.7\") or a range (\"10.2.0.0/16\"), not \"{host}\""
+                        ),
+                    },
+                );
+            }
+        }
+        Some(hosts)
+    }
+
+    /// A `quotas` table: each limit a positive whole number.
+    pub(super) fn quotas(&mut self, table: &Table, path: &str) -> crate::tenancy::RawQuotas {
+        self.unknown_keys(table, path, crate::tenancy::RawQuotas::KEYS);
+        let limit = |walk: &mut Self, key: &str| {
+            let value = walk.unsigned(table, path, key, "a positive whole number");
+            if value == Some(0) {
+                walk.report(
+                    key_path(path, key),
+                    Problem::InvalidValue {
+                        expected: "a positive whole number (a limit of 0 would refuse everything)"
+                            .into(),
+                    },
+                );
+            }
+            value
+        };
+        crate::tenancy::RawQuotas {
+            runs: limit(self, "runs"),
+            runs_per_key: limit(self, "runs_per_key"),
+            sessions: limit(self, "sessions"),
+            sessions_per_key: limit(self, "sessions_per_key"),
+            streams: limit(self, "streams"),
+            streams_per_key: limit(self, "streams_per_key"),
+            requests_per_minute: limit(self, "requests_per_minute"),
+            requests_per_minute_per_key: limit(self, "requests_per_minute_per_key"),
+        }
+    }
+}

@@ -396,7 +396,9 @@ impl ServerSlot {
             }
             TransportSpec::StreamableHttp { url, headers, auth } => {
                 let url = http::check_url(self.name(), url).map_err(OpenFailure::Failed)?;
-                let client = http::build_client(self.name(), self.spec.startup_timeout)
+                let egress = self.spec.egress.as_ref();
+                http::check_egress(self.name(), &url, egress).map_err(OpenFailure::Failed)?;
+                let client = http::build_client(self.name(), self.spec.startup_timeout, egress)
                     .map_err(OpenFailure::Failed)?;
                 let headers =
                     http::header_map(self.name(), headers).map_err(OpenFailure::Failed)?;
@@ -407,6 +409,7 @@ impl ServerSlot {
                     auth,
                     self.options.inline_login.as_ref(),
                     self.options.sse_limits,
+                    egress,
                 )
                 .await
                 .map_err(OpenFailure::Failed)?;
@@ -441,6 +444,9 @@ impl ServerSlot {
                                 &url,
                                 auth,
                             )));
+                        }
+                        if let Some(refused) = http::egress_failure(self.name(), &error) {
+                            return Err(OpenFailure::Failed(refused));
                         }
                         let diagnosis = http::diagnose(
                             self.name(),
@@ -478,6 +484,7 @@ impl ServerSlot {
                     headers,
                     self.spec.startup_timeout,
                     self.options.sse_limits,
+                    self.spec.egress.as_ref(),
                 )
                 .await
                 .map_err(OpenFailure::Failed)?;

@@ -10,6 +10,7 @@ mod bad_names;
 mod big_results;
 mod calls;
 mod concurrent_connect;
+mod egress;
 mod elicitation;
 mod eras;
 mod everything_stdio;

@@ -5,6 +5,7 @@
 mod support;
 
 mod context_per_host;
+mod egress;
 mod endpoints;
 mod keyring_store;
 mod oauth_flows;

@@ -1,0 +1,293 @@
+//! The tenant rules every service session is opened under, whoever embeds the service: a room
+//! of its own, no local process unless the operator allows stdio servers, the tenant's servers
+//! reached only with the variables the operator lists and only at addresses its egress rules
+//! allow, each of their tools asking before every call, and the tenant's skills and knowledge.
+
+use std::path::Path;
+use warden_config::LoadedConfig;
+use warden_host::HostOptions;
+use warden_session::{AgentSession, Room, SessionError, SessionRequest};
+
+use crate::runs::OpenRequest;
+use crate::store::ServerRow;
+
+/// A header value's reference: `${env:NAME}` (or `Scheme ${env:NAME}`): the scheme, the name.
+pub(crate) fn header_reference(value: &str) -> Option<(Option<&str>, &str)> {
+    let (scheme, reference) = match value.split_once(' ') {
+        Some((scheme, rest))
+            if !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphabetic()) =>
+        {
+            (Some(scheme), rest)
+        }
+        Some(_) => return None,
+        None => (None, value),
+    };
+    let name = reference.strip_prefix("${env:")?.strip_suffix('}')?;
+    let valid = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    valid.then_some((scheme, name))
+}
+
+/// Why a tenant's server headers are refused: a literal value, or a variable the operator did
+/// not list for the tenant. The reason names the header and the rule, never a value.
+pub(crate) fn check_headers(
+    headers: &std::collections::BTreeMap<String, String>,
+    allowed: &[String],
+) -> Result<(), String> {
+    for (header, value) in headers {
+        if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+            return Err(format!("headers.{header}: not a header name"));
+        }
+        let Some((_, name)) = header_reference(value) else {
+            return Err(format!(
+                "headers.{header}: a value names an environment variable (\"${{env:NAME}}\" or \"Bearer ${{env:NAME}}\"); a literal value such as a credential is refused"
+            ));
+        };
+        if !allowed.iter().any(|listed| listed == name) {
+            return Err(format!(
+                "headers.{header}: ${{env:{name}}} is not a variable the operator lets this tenant's servers read ([service] tenant_env or [service.tenants.NAME] env)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A tenant's registered server as its session reaches it: Streamable HTTP, each header read
+/// from a variable the operator lists for the tenant (any other is left out, with a warning),
+/// and its connections held to the addresses `egress` allows. Without an Authorization header
+/// it may ask for OAuth with the tokens a tenant admin's sign-in got (memory only).
+pub(crate) fn server_spec(
+    server: &ServerRow,
+    tokens: warden_oauth::TokenStore,
+    allowed_env: &[String],
+    egress: warden_net::EgressGuard,
+) -> warden_mcp::ServerSpec {
+    let mut headers = Vec::new();
+    for (name, value) in &server.headers {
+        let Some((scheme, variable)) = header_reference(value) else {
+            continue;
+        };
+        if !allowed_env.iter().any(|listed| listed == variable) {
+            tracing::warn!(
+                "the tenant's server {}: header {name} names ${{env:{variable}}}, which the operator does not list for the tenant; it is left out",
+                server.name
+            );
+            continue;
+        }
+        match std::env::var(variable) {
+            Ok(secret) => {
+                let value = match scheme {
+                    Some(scheme) => format!("{scheme} {secret}"),
+                    None => secret,
+                };
+                headers.push((name.clone(), value.into()));
+            }
+            Err(_) => tracing::warn!(
+                "the tenant's server {}: header {name} names ${{env:{variable}}}, which is not set; it is left out",
+                server.name
+            ),
+        }
+    }
+    let auth = if server.has_authorization_header() {
+        warden_mcp::HttpAuth::Forbidden {
+            reason: "the tenant's server authenticates with its Authorization header".to_owned(),
+        }
+    } else {
+        warden_mcp::HttpAuth::OAuth(
+            warden_oauth::OAuthSettings::new(server.name.clone(), server.url.clone(), tokens)
+                .with_egress_guard(egress.clone()),
+        )
+    };
+    warden_mcp::ServerSpec::with_transport(
+        server.name.clone(),
+        warden_mcp::TransportSpec::StreamableHttp {
+            url: server.url.clone(),
+            headers,
+            auth,
+        },
+    )
+    .with_egress_guard(egress)
+}
+
+/// The egress guard of `tenant`'s servers: public addresses, and the hosts and ranges the
+/// operator allows for tenants (`[service] tenant_hosts`, `[service.tenants.NAME] hosts`),
+/// resolved by `resolver` (the system's unless an embedder or a test injects one). An entry
+/// that does not parse is left out with a warning (config check refuses it first).
+pub(crate) fn egress_guard(
+    tenancy: &warden_config::Tenancy,
+    tenant: &str,
+    resolver: Option<std::sync::Arc<dyn warden_net::NameResolver>>,
+) -> warden_net::EgressGuard {
+    let mut rules = warden_net::EgressRules::new();
+    for entry in tenancy.hosts_for(tenant) {
+        rules = match rules.clone().allow(&entry) {
+            Ok(allowed) => allowed,
+            Err(error) => {
+                tracing::warn!("[service] tenant_hosts: {entry:?} is left out: {error}");
+                rules
+            }
+        };
+    }
+    match resolver {
+        Some(resolver) => warden_net::EgressGuard::with_resolver(rules, resolver),
+        None => warden_net::EgressGuard::new(rules),
+    }
+}
+
+/// Checks a tenant server's URL at registration: https (plain http only to a host the
+/// operator allows for tenants), and every address it names or resolves to public or allowed.
+/// Nothing is connected; the reason names the rule, the host and the address class only.
+pub(crate) async fn check_server_url(
+    guard: &warden_net::EgressGuard,
+    url: &str,
+) -> Result<url::Url, String> {
+    let parsed = url::Url::parse(url).map_err(|error| format!("url: {error}"))?;
+    let host = parsed.host_str().unwrap_or_default().to_owned();
+    let plain_allowed = guard.rules().allows_host(host.trim_matches(['[', ']']))
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| guard.rules().allows_address(address));
+    match parsed.scheme() {
+        "https" => {}
+        "http" if plain_allowed => {}
+        _ => {
+            return Err(
+                "url: a tenant's server is reached over https (plain http only to a host the operator allows for tenants in [service] tenant_hosts); a command is never accepted"
+                    .to_owned(),
+            );
+        }
+    }
+    guard
+        .check_url(&parsed)
+        .await
+        .map_err(|refusal| format!("url: {refusal}"))?;
+    Ok(parsed)
+}
+
+/// Leaves out the stdio servers of `config` unless `[service] allow_stdio = true`, so nothing
+/// a service session does starts a process here. Returns the names left out.
+pub fn without_local_processes(config: &mut LoadedConfig) -> Vec<String> {
+    if config.service_allows_stdio {
+        return Vec::new();
+    }
+    let stdio: Vec<String> = config
+        .servers
+        .iter()
+        .filter(|(_, entry)| entry.transport_kind() == "stdio")
+        .map(|(name, _)| name.clone())
+        .collect();
+    config.servers.retain(|name, _| !stdio.contains(name));
+    stdio
+}
+
+/// The room of `tenant`'s session `session` under `rooms` (the tenant named by a hash, so any
+/// tenant name is a safe folder name).
+pub fn room_in(rooms: &Path, tenant: &str, session: &str) -> Room {
+    Room {
+        dir: rooms
+            .join(tenant_folder(tenant))
+            .join("sessions")
+            .join(session),
+    }
+}
+
+/// A tenant's name, hashed: any text becomes a safe file or folder name.
+pub fn tenant_folder(tenant: &str) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(tenant.as_bytes())[..16])
+}
+
+impl OpenRequest {
+    /// Opens the run's session under every tenant rule, on the embedder's `config` (read from
+    /// the user config and the room, never the service's folder: see
+    /// [`OpenRequest::config_folder`]) and `options` (its paths, policy, hooks, audit and own
+    /// tools).
+    pub fn open(
+        self,
+        mut config: LoadedConfig,
+        mut options: HostOptions,
+    ) -> Result<AgentSession, SessionError> {
+        let OpenRequest {
+            session,
+            agent,
+            principal,
+            approver,
+            tools,
+            servers,
+            room,
+            skill_root,
+            knowledge,
+        } = self;
+        without_local_processes(&mut config);
+        for server in servers {
+            if config.servers.contains_key(&server.name) {
+                tracing::warn!(
+                    "the tenant's server {} is left out: the operator configured one of that name",
+                    server.name
+                );
+                continue;
+            }
+            // Its tools ask a person before every call, whatever the mode says.
+            if let Ok(pattern) = warden_vocab::ToolGlob::parse(&format!("mcp__{}__*", server.name))
+            {
+                options
+                    .policy
+                    .tool_settings
+                    .push(warden_policy::ToolSettingsRule {
+                        pattern,
+                        settings: warden_policy::ToolSettings {
+                            requires_approval: Some(true),
+                            ..warden_policy::ToolSettings::default()
+                        },
+                    });
+            }
+            options.extra_servers.push(server);
+        }
+        if let Some(root) = skill_root {
+            // A tenant's skills are its input, not the operator's: like a workspace's, they
+            // grant no tools by naming them.
+            options.skill_roots.push(warden_skills::SkillRoot {
+                workspace: root.parent().map(Path::to_path_buf),
+                path: root,
+                origin: warden_skills::Origin::Workspace,
+            });
+        }
+        if let Some(place) = knowledge {
+            // The tenant's own collections come first; the operator's are searched for a name
+            // the tenant does not have.
+            options.knowledge.insert(0, place);
+        }
+        options.approver = Some(approver);
+        options.principal = principal;
+        options.session_id = Some(session);
+        options.tools.extend(tools);
+        AgentSession::open(SessionRequest {
+            config,
+            host: options,
+            model: None,
+            agent: agent.as_deref(),
+            add_dirs: &[],
+            resume: None,
+            continue_latest: false,
+            room: Some(room),
+        })
+    }
+
+    /// The folder to load the run's configuration for: the room's own, where no tool writes
+    /// (its tools work in the room's `files`), so no project file of the service's working
+    /// folder or of the tenant's files is read.
+    pub fn config_folder(&self) -> std::path::PathBuf {
+        self.room.dir.clone()
+    }
+}
+
+/// Removes a probe session's room (a status or tool listing, a prompt snapshot).
+pub(crate) fn remove_room(room: &Room) {
+    if let Err(error) = room.remove() {
+        tracing::warn!("could not remove the folder of a finished probe session: {error}");
+    }
+}
