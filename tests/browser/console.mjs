@@ -141,7 +141,8 @@ await run(async () => {
     await page.locator("#tools-table").waitFor(TIMEOUT);
     const client = page.locator('#tools-table tr[data-tool="open_order"]');
     check((await client.textContent()).includes("client"), "the tools page lists the agent's client-side tool with its source");
-    check(await page.locator('#tools-table tr[data-tool="read_file"]').count() === 1, "the tools page lists the built-in tools");
+    check(await page.locator('#tools-table tr[data-tool="write_file"]').count() === 1, "the tools page lists the host tools the profile grants");
+    check(await page.locator('#tools-table tr[data-tool="bash"]').count() === 0, "the tools page lists no host tool the profile does not grant");
     await screenshot(page, "tools");
 
     // Grants: the operator's script grant is listed and revoked.

@@ -326,6 +326,7 @@ impl Host {
             remote_skills.bind(
                 runtime.clone(),
                 session_id.clone(),
+                options.principal.clone(),
                 &gate,
                 approver,
                 audit.clone(),

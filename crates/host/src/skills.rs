@@ -292,6 +292,8 @@ pub struct RemoteSkillsSettings {
 struct Bound {
     runtime: McpRuntime,
     session_id: String,
+    /// The session's tenant and caller: the skill records name them, as calls do.
+    principal: crate::SessionPrincipal,
     gate: Weak<Gate>,
     approver: Arc<dyn Approver>,
     audit: Arc<dyn AuditSink>,
@@ -366,6 +368,7 @@ impl RemoteSkills {
         &self,
         runtime: McpRuntime,
         session_id: String,
+        principal: crate::SessionPrincipal,
         gate: &Arc<Gate>,
         approver: Arc<dyn Approver>,
         audit: Arc<dyn AuditSink>,
@@ -373,6 +376,7 @@ impl RemoteSkills {
         let _ = self.bound.set(Bound {
             runtime,
             session_id,
+            principal,
             gate: Arc::downgrade(gate),
             approver,
             audit,
@@ -773,8 +777,8 @@ impl RemoteSkills {
             surface: CallSurface::Host,
             kind,
             effect: None,
-            tenant: None,
-            caller: None,
+            tenant: bound.principal.tenant.clone(),
+            caller: bound.principal.caller.clone(),
             server: Some(server.to_owned()),
             tool: Some(what.to_owned()),
             public_name: what.to_owned(),

@@ -526,6 +526,21 @@ pub(crate) fn routes() -> Vec<(
             get(inventory::list_keys),
         ),
         ("delete", "/v1/keys/{id}", delete(inventory::revoke_key)),
+        (
+            "get",
+            "/v1/tenants/{tenant}/secrets",
+            get(crate::secrets::list_secrets),
+        ),
+        (
+            "put",
+            "/v1/tenants/{tenant}/secrets/{name}",
+            axum::routing::put(crate::secrets::put_secret),
+        ),
+        (
+            "delete",
+            "/v1/tenants/{tenant}/secrets/{name}",
+            delete(crate::secrets::delete_secret),
+        ),
         ("get", "/v1/servers/status", get(inventory::servers_status)),
         ("post", "/v1/servers/{name}/login", post(inventory::sign_in)),
         ("get", "/v1/tools", get(inventory::list_tools)),
@@ -1401,9 +1416,16 @@ async fn put_server(
             format!("the operator configured a server named {name:?}; choose another name"),
         ));
     }
+    let secrets: Vec<String> = state
+        .store
+        .tenant_secret_names(&principal.tenant)?
+        .into_iter()
+        .map(|secret| secret.name)
+        .collect();
     crate::tenant_rules::check_headers(
         &request.headers,
         &state.opener.tenancy().env_for(&principal.tenant),
+        &secrets,
     )
     .map_err(bad)?;
     crate::tenant_rules::check_server_url(

@@ -10,6 +10,7 @@ mod openapi;
 mod pages;
 mod quota;
 mod runs;
+mod secrets;
 mod signals;
 mod store;
 mod tenant_oauth;
@@ -27,8 +28,8 @@ pub use runs::{
 pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,
-    PromptMessage, PromptRow, Role, RunHold, SCHEMA_VERSION, ServerRow, ServiceStorage, SessionRow,
-    SessionState, SkillRow, SqliteStorage, StoreError, TenantRow, WidgetScope,
+    PromptMessage, PromptRow, Role, RunHold, SCHEMA_VERSION, SecretRow, ServerRow, ServiceStorage,
+    SessionRow, SessionState, SkillRow, SqliteStorage, StoreError, TenantRow, WidgetScope,
 };
 pub use tenant_rules::{room_in, tenant_folder, without_local_processes};
 

@@ -162,7 +162,7 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             request: None,
             query: Vec::new(),
             success: Success::NoContent,
-            errors: &[404],
+            errors: &[403, 404],
         },
         Operation {
             method: "post",
@@ -180,7 +180,7 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             request: Some((schema_of::<NewDocument>(generator), true)),
             query: Vec::new(),
             success: Success::CreatedOrReplaced(schema_of::<DocumentAdded>(generator)),
-            errors: &[400, 404, 409, 413, 415, 422, 502],
+            errors: &[400, 403, 404, 409, 413, 415, 422, 502],
         },
         Operation {
             method: "delete",
@@ -189,7 +189,7 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             request: Some((schema_of::<DocumentName>(generator), true)),
             query: Vec::new(),
             success: Success::NoContent,
-            errors: &[400, 404, 415],
+            errors: &[400, 403, 404, 415],
         },
         Operation {
             method: "get",
@@ -243,7 +243,7 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             request: Some((schema_of::<NewDecision>(generator), true)),
             query: Vec::new(),
             success: Success::Json(200, schema_of::<ApprovalDecided>(generator)),
-            errors: &[400, 404, 409, 413, 415],
+            errors: &[400, 403, 404, 409, 413, 415],
         },
         Operation {
             method: "get",
@@ -327,7 +327,7 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             request: Some((schema_of::<SkillText>(generator), true)),
             query: Vec::new(),
             success: Success::CreatedOrReplaced(schema_of::<SkillShown>(generator)),
-            errors: &[400, 413, 415],
+            errors: &[400, 403, 413, 415],
         },
         Operation {
             method: "delete",
@@ -340,7 +340,7 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
                 "delete even when profiles name it",
             )],
             success: Success::NoContent,
-            errors: &[400, 404, 409],
+            errors: &[400, 403, 404, 409],
         },
         Operation {
             method: "post",
@@ -367,6 +367,33 @@ fn operations(generator: &mut SchemaGenerator) -> Vec<Operation> {
             request: None,
             query: Vec::new(),
             success: Success::Json(200, schema_of::<KeyList>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "get",
+            path: "/v1/tenants/{tenant}/secrets",
+            summary: "Operator keys only: the names of the secrets kept for the tenant's server headers (never a value).",
+            request: None,
+            query: Vec::new(),
+            success: Success::Json(200, schema_of::<crate::secrets::SecretList>(generator)),
+            errors: &[404],
+        },
+        Operation {
+            method: "put",
+            path: "/v1/tenants/{tenant}/secrets/{name}",
+            summary: "Operator keys only: stores a secret the tenant's server headers name as `${secret:NAME}` (new or replacing one); it is never returned.",
+            request: Some((schema_of::<crate::secrets::NewSecret>(generator), true)),
+            query: Vec::new(),
+            success: Success::NoContent,
+            errors: &[400, 404, 413, 415],
+        },
+        Operation {
+            method: "delete",
+            path: "/v1/tenants/{tenant}/secrets/{name}",
+            summary: "Operator keys only: removes a secret of the tenant.",
+            request: None,
+            query: Vec::new(),
+            success: Success::NoContent,
             errors: &[404],
         },
         Operation {
@@ -505,7 +532,9 @@ fn reason(status: u16) -> &'static str {
     match status {
         400 => "The request is malformed (the reason says how).",
         401 => "No API key, or an unknown or revoked one.",
-        403 => "This key may not do that (a tenant admin's key registers servers).",
+        403 => {
+            "This key's role may not do that (an approver decides approvals, never of its own run; an admin changes servers, skills, knowledge and prompts)."
+        }
         404 => "Nothing of that id (or agent profile) for this key's tenant.",
         409 => "The state does not allow it now (the reason says why).",
         413 => "The body is larger than 1 MiB.",

@@ -913,6 +913,13 @@ impl Runs {
                     &row,
                     self.tokens.store(tenant, &row.name),
                     &allowed_env,
+                    &|name| match self.store.tenant_secret(tenant, name) {
+                        Ok(value) => value,
+                        Err(error) => {
+                            tracing::warn!("a tenant's secret could not be read: {error}");
+                            None
+                        }
+                    },
                     egress.clone(),
                 )
             })

@@ -53,12 +53,12 @@ impl Role {
 
     /// Whether the key may decide its tenant's approvals.
     pub fn decides_approvals(self) -> bool {
-        matches!(self, Self::Approver | Self::Admin)
+        matches!(self, Self::Approver | Self::Admin | Self::Operator)
     }
 
     /// Whether the key administers its tenant (servers, skills, knowledge, prompts, profiles).
     pub fn administers(self) -> bool {
-        self == Self::Admin
+        matches!(self, Self::Admin | Self::Operator)
     }
 }
 
@@ -250,6 +250,13 @@ impl ServerRow {
     }
 }
 
+/// A secret the operator keeps for a tenant, as listed: its name and when it was set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct SecretRow {
+    pub name: String,
+    pub updated_at: u64,
+}
+
 /// A prompt snapshot: an MCP prompt an admin copied in from a server, stored as the messages
 /// it gave; a session's message can be one (the prompt is never pulled live).
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -323,7 +330,7 @@ pub struct RunHold {
 }
 
 /// The schema version this warden's backends write (each backend's migrations end at it).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The storage every instance of the service shares. SQLite is the embedded backend; a
 /// PostgreSQL one implements the same contract for several instances.
@@ -491,6 +498,15 @@ pub trait ServiceStorage: Send + Sync + 'static {
     fn list_servers(&self, tenant: &str) -> Result<Vec<ServerRow>, StoreError>;
     /// Removes a registered server; whether there was one.
     fn delete_server(&self, tenant: &str, name: &str) -> Result<bool, StoreError>;
+    /// Stores a secret the operator keeps for `tenant`'s server headers (replacing one of that
+    /// name); whether it is new. Never returned by the API.
+    fn put_tenant_secret(&self, tenant: &str, name: &str, value: &str) -> Result<bool, StoreError>;
+    /// The names of `tenant`'s secrets with when each was set, by name (never a value).
+    fn tenant_secret_names(&self, tenant: &str) -> Result<Vec<SecretRow>, StoreError>;
+    /// The value of `tenant`'s secret `name`, read when a session connects its servers.
+    fn tenant_secret(&self, tenant: &str, name: &str) -> Result<Option<String>, StoreError>;
+    /// Removes one; whether there was one.
+    fn delete_tenant_secret(&self, tenant: &str, name: &str) -> Result<bool, StoreError>;
     /// Stores a prompt snapshot (replacing one of that name); whether it is new.
     fn put_prompt(&self, tenant: &str, prompt: &PromptRow) -> Result<bool, StoreError>;
     fn list_prompts(&self, tenant: &str) -> Result<Vec<PromptRow>, StoreError>;
@@ -553,7 +569,17 @@ pub struct SqliteStorage {
 
 /// SQLite's migrations: entry `n` takes a database from version `n` to `n + 1`. Version 1 is
 /// written with `IF NOT EXISTS`, so a database made before versions were recorded takes it too.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
+
+/// Version 4: the secrets the operator keeps for each tenant's server headers.
+const SCHEMA_V4: &str = "
+CREATE TABLE tenant_secrets (
+    tenant_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, name)
+);";
 
 /// Version 3: each approval names the key (or widget token) whose message started its run, so
 /// that key never decides it (unless `[service] self_approval`).
@@ -1463,6 +1489,59 @@ impl ServiceStorage for SqliteStorage {
     fn delete_server(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
         let changed = self.lock().execute(
             "DELETE FROM servers WHERE tenant_id = ?1 AND name = ?2",
+            params![tenant, name],
+        )?;
+        Ok(changed > 0)
+    }
+
+    fn put_tenant_secret(&self, tenant: &str, name: &str, value: &str) -> Result<bool, StoreError> {
+        let connection = self.lock();
+        let existed = connection
+            .query_row(
+                "SELECT 1 FROM tenant_secrets WHERE tenant_id = ?1 AND name = ?2",
+                params![tenant, name],
+                |_| Ok(true),
+            )
+            .optional()?
+            .unwrap_or(false);
+        connection.execute(
+            "INSERT INTO tenant_secrets (tenant_id, name, value, updated_at)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (tenant_id, name) DO UPDATE SET value = excluded.value,
+                 updated_at = excluded.updated_at",
+            params![tenant, name, value, to_i64(now())],
+        )?;
+        Ok(!existed)
+    }
+
+    fn tenant_secret_names(&self, tenant: &str) -> Result<Vec<SecretRow>, StoreError> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(
+            "SELECT name, updated_at FROM tenant_secrets WHERE tenant_id = ?1 ORDER BY name",
+        )?;
+        let rows = statement.query_map(params![tenant], |row| {
+            Ok(SecretRow {
+                name: row.get(0)?,
+                updated_at: to_u64(row.get(1)?),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn tenant_secret(&self, tenant: &str, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .lock()
+            .query_row(
+                "SELECT value FROM tenant_secrets WHERE tenant_id = ?1 AND name = ?2",
+                params![tenant, name],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
+    fn delete_tenant_secret(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
+        let changed = self.lock().execute(
+            "DELETE FROM tenant_secrets WHERE tenant_id = ?1 AND name = ?2",
             params![tenant, name],
         )?;
         Ok(changed > 0)

@@ -11,8 +11,19 @@ use warden_session::{AgentSession, Room, SessionError, SessionRequest};
 use crate::runs::OpenRequest;
 use crate::store::ServerRow;
 
-/// A header value's reference: `${env:NAME}` (or `Scheme ${env:NAME}`): the scheme, the name.
-pub(crate) fn header_reference(value: &str) -> Option<(Option<&str>, &str)> {
+/// What a tenant server's header value reads: a variable of the service's environment, or a
+/// secret the operator stored for the tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reference<'a> {
+    /// `${env:NAME}`.
+    Env(&'a str),
+    /// `${secret:NAME}`.
+    Secret(&'a str),
+}
+
+/// A header value's reference: `${env:NAME}` or `${secret:NAME}`, alone or after one scheme
+/// word (`Bearer ${secret:NAME}`): the scheme, the reference.
+pub(crate) fn header_reference(value: &str) -> Option<(Option<&str>, Reference<'_>)> {
     let (scheme, reference) = match value.split_once(' ') {
         Some((scheme, rest))
             if !scheme.is_empty() && scheme.chars().all(|c| c.is_ascii_alphabetic()) =>
@@ -22,34 +33,61 @@ pub(crate) fn header_reference(value: &str) -> Option<(Option<&str>, &str)> {
         Some(_) => return None,
         None => (None, value),
     };
-    let name = reference.strip_prefix("${env:")?.strip_suffix('}')?;
+    let (name, reference) = if let Some(rest) = reference.strip_prefix("${env:") {
+        let name = rest.strip_suffix('}')?;
+        (name, Reference::Env(name))
+    } else {
+        let name = reference.strip_prefix("${secret:")?.strip_suffix('}')?;
+        (name, Reference::Secret(name))
+    };
     let valid = name
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    valid.then_some((scheme, name))
+    valid.then_some((scheme, reference))
 }
 
-/// Why a tenant's server headers are refused: a literal value, or a variable the operator did
-/// not list for the tenant. The reason names the header and the rule, never a value.
+/// Whether `name` can name a tenant's secret: a letter or `_`, then letters, digits and `_`
+/// (64 at most).
+pub(crate) fn is_secret_name(name: &str) -> bool {
+    name.len() <= 64
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Why a tenant's server headers are refused: a literal value, a variable the operator did
+/// not list for the tenant, or a secret the operator did not store for it. The reason names the
+/// header and the rule, never a value.
 pub(crate) fn check_headers(
     headers: &std::collections::BTreeMap<String, String>,
     allowed: &[String],
+    secrets: &[String],
 ) -> Result<(), String> {
     for (header, value) in headers {
         if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
             return Err(format!("headers.{header}: not a header name"));
         }
-        let Some((_, name)) = header_reference(value) else {
+        let Some((_, reference)) = header_reference(value) else {
             return Err(format!(
-                "headers.{header}: a value names an environment variable (\"${{env:NAME}}\" or \"Bearer ${{env:NAME}}\"); a literal value such as a credential is refused"
+                "headers.{header}: a value names a secret the operator stored for the tenant (\"${{secret:NAME}}\") or an environment variable (\"${{env:NAME}}\"), alone or after a scheme (\"Bearer ${{secret:NAME}}\"); a literal value such as a credential is refused"
             ));
         };
-        if !allowed.iter().any(|listed| listed == name) {
-            return Err(format!(
-                "headers.{header}: ${{env:{name}}} is not a variable the operator lets this tenant's servers read ([service] tenant_env or [service.tenants.NAME] env)"
-            ));
+        match reference {
+            Reference::Env(name) if !allowed.iter().any(|listed| listed == name) => {
+                return Err(format!(
+                    "headers.{header}: ${{env:{name}}} is not a variable the operator lets this tenant's servers read ([service] tenant_env or [service.tenants.NAME] env)"
+                ));
+            }
+            Reference::Secret(name) if !secrets.iter().any(|stored| stored == name) => {
+                return Err(format!(
+                    "headers.{header}: no secret {name} is stored for this tenant (the operator stores one with PUT /v1/tenants/TENANT/secrets/{name})"
+                ));
+            }
+            Reference::Env(_) | Reference::Secret(_) => {}
         }
     }
     Ok(())
@@ -63,30 +101,37 @@ pub(crate) fn server_spec(
     server: &ServerRow,
     tokens: warden_oauth::TokenStore,
     allowed_env: &[String],
+    secret: &dyn Fn(&str) -> Option<String>,
     egress: warden_net::EgressGuard,
 ) -> warden_mcp::ServerSpec {
     let mut headers = Vec::new();
     for (name, value) in &server.headers {
-        let Some((scheme, variable)) = header_reference(value) else {
+        let Some((scheme, reference)) = header_reference(value) else {
             continue;
         };
-        if !allowed_env.iter().any(|listed| listed == variable) {
-            tracing::warn!(
-                "the tenant's server {}: header {name} names ${{env:{variable}}}, which the operator does not list for the tenant; it is left out",
-                server.name
-            );
-            continue;
-        }
-        match std::env::var(variable) {
-            Ok(secret) => {
+        let read = match reference {
+            Reference::Env(variable) => {
+                if !allowed_env.iter().any(|listed| listed == variable) {
+                    tracing::warn!(
+                        "the tenant's server {}: header {name} names ${{env:{variable}}}, which the operator does not list for the tenant; it is left out",
+                        server.name
+                    );
+                    continue;
+                }
+                std::env::var(variable).ok()
+            }
+            Reference::Secret(stored) => secret(stored),
+        };
+        match read {
+            Some(secret) => {
                 let value = match scheme {
                     Some(scheme) => format!("{scheme} {secret}"),
                     None => secret,
                 };
                 headers.push((name.clone(), value.into()));
             }
-            Err(_) => tracing::warn!(
-                "the tenant's server {}: header {name} names ${{env:{variable}}}, which is not set; it is left out",
+            None => tracing::warn!(
+                "the tenant's server {}: header {name} names something unset; it is left out",
                 server.name
             ),
         }

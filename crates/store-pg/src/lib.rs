@@ -21,8 +21,8 @@ use tokio_postgres::types::FromSql;
 use warden_service::store_support::{now, random_id, secret_hash, session_owned};
 use warden_service::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,
-    PromptRow, Role, RunHold, ServerRow, ServiceSignals, ServiceStorage, SessionRow, SessionState,
-    SkillRow, StoreError, TenantRow, WidgetScope,
+    PromptRow, Role, RunHold, SecretRow, ServerRow, ServiceSignals, ServiceStorage, SessionRow,
+    SessionState, SkillRow, StoreError, TenantRow, WidgetScope,
 };
 
 use crate::pool::Pool;
@@ -1104,6 +1104,70 @@ impl ServiceStorage for PgStorage {
 
     fn delete_server(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
         self.delete_named("servers", tenant, name)
+    }
+
+    fn put_tenant_secret(&self, tenant: &str, name: &str, value: &str) -> Result<bool, StoreError> {
+        let (tenant, name, value) = (tenant.to_owned(), name.to_owned(), value.to_owned());
+        self.run(|pool| async move {
+            let row = pool
+                .get()
+                .await?
+                .query_one(
+                    "INSERT INTO tenant_secrets (tenant_id, name, value, updated_at)
+                     VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (tenant_id, name) DO UPDATE SET value = excluded.value,
+                         updated_at = excluded.updated_at
+                     RETURNING (xmax = 0)",
+                    &[&tenant, &name, &value, &to_i64(now())],
+                )
+                .await
+                .map_err(db)?;
+            col(&row, 0)
+        })
+    }
+
+    fn tenant_secret_names(&self, tenant: &str) -> Result<Vec<SecretRow>, StoreError> {
+        let tenant = tenant.to_owned();
+        self.run(|pool| async move {
+            let rows = pool
+                .get()
+                .await?
+                .query(
+                    "SELECT name, updated_at FROM tenant_secrets
+                     WHERE tenant_id = $1 ORDER BY name",
+                    &[&tenant],
+                )
+                .await
+                .map_err(db)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(SecretRow {
+                        name: col(row, 0)?,
+                        updated_at: to_u64(col(row, 1)?),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn tenant_secret(&self, tenant: &str, name: &str) -> Result<Option<String>, StoreError> {
+        let (tenant, name) = (tenant.to_owned(), name.to_owned());
+        self.run(|pool| async move {
+            let row = pool
+                .get()
+                .await?
+                .query_opt(
+                    "SELECT value FROM tenant_secrets WHERE tenant_id = $1 AND name = $2",
+                    &[&tenant, &name],
+                )
+                .await
+                .map_err(db)?;
+            row.map(|row| col(&row, 0)).transpose()
+        })
+    }
+
+    fn delete_tenant_secret(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
+        self.delete_named("tenant_secrets", tenant, name)
     }
 
     fn put_prompt(&self, tenant: &str, prompt: &PromptRow) -> Result<bool, StoreError> {

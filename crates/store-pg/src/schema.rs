@@ -12,7 +12,7 @@ const MIGRATION_LOCK: i64 = 0x7761_7264_656e;
 /// Entry `n` takes a database from version `n` to `n + 1`; the last one ends at
 /// [`SCHEMA_VERSION`]. Texts are stored as `TEXT` (JSON included, kept byte for byte as SQLite
 /// keeps it) and times as seconds in `BIGINT`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 const V1: &str = "
 CREATE TABLE tenants (
@@ -160,6 +160,16 @@ CREATE INDEX audit_by_session ON audit (session_id, id);
 
 /// Version 3: each approval names the key (or widget token) whose message started its run.
 const V3: &str = "ALTER TABLE approvals ADD COLUMN requested_by TEXT;";
+
+/// Version 4: the secrets the operator keeps for each tenant's server headers.
+const V4: &str = "
+CREATE TABLE tenant_secrets (
+    tenant_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, name)
+);";
 
 /// Brings the database to [`SCHEMA_VERSION`]; refuses one whose version is newer.
 pub(crate) async fn migrate(client: &mut Client) -> Result<(), StoreError> {

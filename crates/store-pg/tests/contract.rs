@@ -195,6 +195,7 @@ contract!(
     an_audit_record_handed_over_is_stored_though_its_waiter_left,
     a_database_of_a_newer_schema_is_refused_with_both_versions,
     sessions_are_counted_per_tenant_and_per_creator,
+    a_tenant_s_secrets_are_set_replaced_listed_by_name_and_removed,
 );
 
 /// The quotas' count: a tenant's sessions, or those one key or widget token created; a
@@ -980,6 +981,31 @@ fn servers_are_registered_replaced_and_removed(backend: &dyn Backend) {
     assert!(store.delete_server("a", "crm").unwrap());
     assert!(!store.delete_server("a", "crm").unwrap());
     assert_eq!(store.list_servers("a").unwrap().len(), 1);
+}
+
+fn a_tenant_s_secrets_are_set_replaced_listed_by_name_and_removed(backend: &dyn Backend) {
+    let store = backend.open().unwrap();
+    assert!(store.put_tenant_secret("a", "ORDERS", "first").unwrap());
+    assert!(!store.put_tenant_secret("a", "ORDERS", "second").unwrap());
+    assert!(store.put_tenant_secret("a", "CRM", "crm").unwrap());
+    assert_eq!(
+        store.tenant_secret("a", "ORDERS").unwrap().as_deref(),
+        Some("second")
+    );
+    let names: Vec<String> = store
+        .tenant_secret_names("a")
+        .unwrap()
+        .into_iter()
+        .map(|row| row.name)
+        .collect();
+    assert_eq!(names, ["CRM", "ORDERS"]);
+    // Another tenant's are its own.
+    assert_eq!(store.tenant_secret("b", "ORDERS").unwrap(), None);
+    assert!(store.tenant_secret_names("b").unwrap().is_empty());
+    assert!(!store.delete_tenant_secret("b", "ORDERS").unwrap());
+    assert!(store.delete_tenant_secret("a", "ORDERS").unwrap());
+    assert!(!store.delete_tenant_secret("a", "ORDERS").unwrap());
+    assert_eq!(store.tenant_secret("a", "ORDERS").unwrap(), None);
 }
 
 fn prompt_snapshots_round_trip(backend: &dyn Backend) {

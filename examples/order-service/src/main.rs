@@ -21,7 +21,7 @@ use warden_service::{Role, ServiceStorage, SqliteStorage};
 
 const USAGE: &str = "usage:
   order-service serve [--listen 127.0.0.1:8790]
-  order-service key --tenant TENANT --caller CALLER
+  order-service key --tenant TENANT --caller CALLER [--approver]
   order-service call CALLER list_orders [CUSTOMER]
   order-service call CALLER cancel_order ORDER";
 
@@ -118,18 +118,21 @@ async fn serve(paths: Paths, workspace: std::path::PathBuf, rest: &[String]) -> 
         .context("serving the API")
 }
 
-/// `key --tenant T --caller C`: a key for the service API, printed once (stored hashed).
+/// `key --tenant T --caller C [--approver]`: a key for the service API, printed once (stored
+/// hashed); `--approver` makes one that decides the tenant's approvals.
 fn make_key(paths: &Paths, rest: &[String]) -> anyhow::Result<()> {
-    let (tenant, caller) = match rest {
+    let approver = rest.iter().any(|arg| arg == "--approver");
+    let rest: Vec<&String> = rest.iter().filter(|arg| *arg != "--approver").collect();
+    let (tenant, caller) = match rest.as_slice() {
         [tenant_flag, tenant, caller_flag, caller]
-            if tenant_flag == "--tenant" && caller_flag == "--caller" =>
+            if *tenant_flag == "--tenant" && *caller_flag == "--caller" =>
         {
-            (tenant, caller)
+            (*tenant, *caller)
         }
         [caller_flag, caller, tenant_flag, tenant]
-            if tenant_flag == "--tenant" && caller_flag == "--caller" =>
+            if *tenant_flag == "--tenant" && *caller_flag == "--caller" =>
         {
-            (tenant, caller)
+            (*tenant, *caller)
         }
         _ => bail!("{USAGE}"),
     };
@@ -140,7 +143,15 @@ fn make_key(paths: &Paths, rest: &[String]) -> anyhow::Result<()> {
     let store = SqliteStorage::open(&database)
         .with_context(|| format!("opening the service database {}", database.display()))?;
     let key = store
-        .issue_key(tenant, caller, Role::Caller)
+        .issue_key(
+            tenant,
+            caller,
+            if approver {
+                Role::Approver
+            } else {
+                Role::Caller
+            },
+        )
         .context("making the key")?;
     println!("{}", key.secret);
     eprintln!(

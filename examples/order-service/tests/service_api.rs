@@ -166,9 +166,18 @@ async fn serve_on(
 
 /// A key of `caller` in `tenant`, made in the service's own database (as `order-service key`).
 fn key(root: &std::path::Path, tenant: &str, caller: &str) -> String {
+    key_of(root, tenant, caller, Role::Caller)
+}
+
+/// A key that decides the tenant's approvals (as `order-service key --approver`).
+fn approver_key(root: &std::path::Path, tenant: &str, caller: &str) -> String {
+    key_of(root, tenant, caller, Role::Approver)
+}
+
+fn key_of(root: &std::path::Path, tenant: &str, caller: &str, role: Role) -> String {
     SqliteStorage::open(&service_database(&Paths::under_root(root)))
         .unwrap()
-        .issue_key(tenant, caller, Role::Caller)
+        .issue_key(tenant, caller, role)
         .unwrap()
         .secret
 }
@@ -189,7 +198,7 @@ async fn a_cancellation_waits_for_approval_and_a_caller_without_the_permission_i
     let book = OrderBook::with_open_orders(&[("A-100", "ada"), ("A-101", "grace")]);
     let support = key(dir.path(), "acme", "support");
     let viewer = key(dir.path(), "acme", "viewer");
-    let ops = key(dir.path(), "acme", "ops@acme");
+    let ops = approver_key(dir.path(), "acme", "ops@acme");
     let service = start(dir.path(), &mock, book.clone()).await;
 
     // support holds orders.cancel: the cancellation waits in the tenant's queue.
@@ -355,7 +364,7 @@ async fn two_instances_on_one_store_hand_a_decision_an_event_stream_and_a_cancel
     let dir = tempfile::tempdir().unwrap();
     let book = OrderBook::with_open_orders(&[("A-100", "ada"), ("A-101", "grace")]);
     let support = key(dir.path(), "acme", "support");
-    let ops = key(dir.path(), "acme", "ops@acme");
+    let ops = approver_key(dir.path(), "acme", "ops@acme");
     let first = start(dir.path(), &mock, book.clone()).await;
     let paths = Paths::under_root(dir.path());
     let second = serve_on(

@@ -21,7 +21,7 @@ fn config(mock: &MockModel) -> String {
         )
     };
     format!(
-        "{}[agents.support]\ninstructions = \"Help the customer.\"\n{}{}{}[agents.other]\ninstructions = \"Another agent.\"\n[agents.billing]\ninstructions = \"Billing questions.\"\nskills = [\"refunds\"]\n[service]\nwidget_origins = [\"https://shop.example\"]\n[permissions]\nallow = [\"open_order\", \"cancel_order\", \"track_parcel\"]\n",
+        "{}[agents.support]\ninstructions = \"Help the customer.\"\nhost_tools = [\"write_file\"]\n{}{}{}[agents.other]\ninstructions = \"Another agent.\"\n[agents.billing]\ninstructions = \"Billing questions.\"\nskills = [\"refunds\"]\n[service]\nwidget_origins = [\"https://shop.example\"]\ntenant_hosts = [\"127.0.0.1\"]\ntenant_env = [\"ORDERS_TOKEN\"]\n[permissions]\nallow = [\"open_order\", \"cancel_order\", \"track_parcel\"]\n",
         mock_model_config(&mock.base_url(), "openai", None),
         tool("open_order", "Opens an order in the page."),
         tool("cancel_order", "Cancels an order."),
@@ -120,7 +120,8 @@ async fn an_operator_watches_a_run_approves_its_call_edits_a_skill_and_filters_t
         "7d",
     ]);
     seed_skill_grant(&sandbox);
-    let app = key(&sandbox, "acme", "web-app");
+    // The product's key seeds the tenant's skills: an admin's.
+    let app = crate::service_api::key_as(&sandbox, "acme", "web-app", "admin");
     let operator = operator_key(&sandbox);
     let admin = sandbox
         .ok(&[
@@ -170,12 +171,29 @@ async fn an_operator_watches_a_run_approves_its_call_edits_a_skill_and_filters_t
         "ok: a revoked script grant leaves the list",
         "ok: no payload ran in the console",
         "ok: the tools page lists the agent's client-side tool with its source",
+        "ok: the tools page lists no host tool the profile does not grant",
         "ok: the operator revokes a tenant's key from the Tenants page",
     ] {
         assert!(printed.contains(seen), "{seen}\n{printed}");
     }
     // The approved write ran with the payload as its plain content.
-    let written = std::fs::read_to_string(sandbox.work().join("note.txt")).unwrap();
+    // In the session's own folder (the only session of tenant acme).
+    let sessions = sandbox
+        .state_dir()
+        .join("service/tenants")
+        .join(warden_service::tenant_folder("acme"))
+        .join("sessions");
+    let session = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| {
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("ses_")
+        })
+        .unwrap();
+    let written = std::fs::read_to_string(session.join("files/note.txt")).unwrap();
     assert!(written.contains(HOSTILE));
     // The key revoked in the browser is refused.
     let (status, _) = send(client().get(service.url("/sessions")).bearer_auth(&admin)).await;

@@ -205,7 +205,12 @@ async fn two_instances_behind_nginx_share_sessions_and_a_killed_one_s_run_is_res
 
     // Made through B, continued through A: the run goes on A.
     let made = balancer
-        .send_to(b, client().post(balancer.url("/sessions")).json(&json!({})))
+        .send_to(
+            b,
+            client()
+                .post(balancer.url("/sessions"))
+                .json(&json!({"agent": "support"})),
+        )
         .await;
     assert_eq!(made.status, 201, "{}", made.body);
     let id = made.body["id"].as_str().unwrap().to_owned();

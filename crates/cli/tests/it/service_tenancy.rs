@@ -3,7 +3,7 @@
 //! private or metadata addresses, another tenant's files read, instructions planted for
 //! another tenant, a process started with the defaults, a run's own key approving its calls, a
 //! caller's key deciding approvals, leaks in status text) is refused, and nothing reaches the
-//! attacker or the model.
+//! attacker or the model. Each scenario runs on the embedded SQLite store and on PostgreSQL.
 
 use serde_json::{Value, json};
 use warden_mock_model::{MockModel, Turn};
@@ -12,6 +12,44 @@ use crate::service_api::{
     Service, client, key, key_as, room_files, send, service_config, wait_for_event,
 };
 use crate::support::{Sandbox, sent_text};
+
+/// Each scenario on both stores: `NAME::sqlite` and `NAME::postgres` (skipped where no
+/// PostgreSQL is installed; CI installs it).
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(None).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let server = warden_testkit::require_or_skip!(warden_testkit::postgres());
+                super::$name(Some(server.url())).await;
+            }
+        }
+    )*};
+}
+
+on_both_stores!(
+    a_tenant_server_header_reads_only_a_variable_the_operator_lists_for_tenants,
+    a_tenant_server_never_points_at_loopback_private_or_metadata_addresses,
+    a_tenant_session_reads_nothing_of_the_service_folder_or_of_another_tenant,
+    with_the_defaults_no_request_starts_a_process_or_touches_a_host_file,
+    a_key_never_decides_the_approvals_of_its_own_run_and_a_caller_decides_none,
+    a_caller_key_edits_no_skill_knowledge_or_server_of_its_tenant,
+    a_secret_the_operator_stores_reaches_only_that_tenant_s_server_and_is_never_shown,
+);
+
+/// The `[service]` table, last in the config: `keys`, and the PostgreSQL database when given.
+fn service_table(database: &Option<String>, keys: &str) -> String {
+    let database = database
+        .as_deref()
+        .map(|url| format!("database_url = {}\n", crate::support::toml_str(url)))
+        .unwrap_or_default();
+    format!("[service]\n{keys}{database}")
+}
 
 /// A session of `agent` made with `key`; its id.
 async fn session_of(service: &Service, key: &str, agent: &str) -> String {
@@ -52,13 +90,18 @@ async fn allow_next(service: &Service, approver: &str, watcher: &str, session: &
     needed["approval"]["tool"].as_str().unwrap().to_owned()
 }
 
-#[tokio::test]
-async fn a_tenant_server_header_reads_only_a_variable_the_operator_lists_for_tenants() {
+async fn a_tenant_server_header_reads_only_a_variable_the_operator_lists_for_tenants(
+    database: Option<String>,
+) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
-        "{}[service]\ntenant_env = [\"ORDERS_TOKEN\"]\ntenant_hosts = [\"203.0.113.7\"]\n",
-        service_config(&mock)
+        "{}{}",
+        service_config(&mock),
+        service_table(
+            &database,
+            "tenant_env = [\"ORDERS_TOKEN\"]\ntenant_hosts = [\"203.0.113.7\"]\n"
+        )
     ));
     let admin = key_as(&sandbox, "mallory", "admin@mallory", "admin");
     let service = Service::start_with(
@@ -101,11 +144,16 @@ async fn a_tenant_server_header_reads_only_a_variable_the_operator_lists_for_ten
     assert_eq!(status, 201, "{stored}");
 }
 
-#[tokio::test]
-async fn a_tenant_server_never_points_at_loopback_private_or_metadata_addresses() {
+async fn a_tenant_server_never_points_at_loopback_private_or_metadata_addresses(
+    database: Option<String>,
+) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
-    sandbox.user_config(&service_config(&mock));
+    sandbox.user_config(&format!(
+        "{}{}",
+        service_config(&mock),
+        service_table(&database, "")
+    ));
     let admin = key_as(&sandbox, "mallory", "admin@mallory", "admin");
     let service = Service::start(&sandbox).await;
     let port = service.address().port();
@@ -133,8 +181,9 @@ async fn a_tenant_server_never_points_at_loopback_private_or_metadata_addresses(
     assert_eq!(listed["servers"], json!([]), "nothing refused was stored");
 }
 
-#[tokio::test]
-async fn a_tenant_session_reads_nothing_of_the_service_folder_or_of_another_tenant() {
+async fn a_tenant_session_reads_nothing_of_the_service_folder_or_of_another_tenant(
+    database: Option<String>,
+) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
     // The operator's folder holds instructions, a project config and a secret; none is a
@@ -149,8 +198,9 @@ async fn a_tenant_session_reads_nothing_of_the_service_folder_or_of_another_tena
         "---\nname: planted\ndescription: PLANTED-SKILL-CANARY\n---\nbody\n",
     );
     sandbox.user_config(&format!(
-        "{}[agents.files]\nhost_tools = [\"read_file\", \"write_file\", \"grep\", \"list_dir\"]\n",
-        service_config(&mock)
+        "{}[agents.files]\nhost_tools = [\"read_file\", \"write_file\", \"grep\", \"list_dir\"]\n{}",
+        service_config(&mock),
+        service_table(&database, "")
     ));
     let victim = key(&sandbox, "victim", "app");
     let victim_ops = key_as(&sandbox, "victim", "ops@victim", "approver");
@@ -302,14 +352,16 @@ async fn a_tenant_session_reads_nothing_of_the_service_folder_or_of_another_tena
     drop(sent_text(&mock));
 }
 
-#[tokio::test]
-async fn with_the_defaults_no_request_starts_a_process_or_touches_a_host_file() {
+async fn with_the_defaults_no_request_starts_a_process_or_touches_a_host_file(
+    database: Option<String>,
+) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
     // A profile that names no host tool, as the defaults are.
     sandbox.user_config(&format!(
-        "{}[agents.support]\ninstructions = \"Help.\"\n",
-        crate::support::mock_model_config(&mock.base_url(), "openai", None)
+        "{}[agents.support]\ninstructions = \"Help.\"\n{}",
+        crate::support::mock_model_config(&mock.base_url(), "openai", None),
+        service_table(&database, "")
     ));
     let marker = sandbox.root.join("process-started");
     let acme = key(&sandbox, "acme", "app");
@@ -364,13 +416,15 @@ async fn with_the_defaults_no_request_starts_a_process_or_touches_a_host_file() 
     assert!(!offered.contains(&"bash".to_owned()), "{offered:?}");
 }
 
-#[tokio::test]
-async fn a_key_never_decides_the_approvals_of_its_own_run_and_a_caller_decides_none() {
+async fn a_key_never_decides_the_approvals_of_its_own_run_and_a_caller_decides_none(
+    database: Option<String>,
+) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
     sandbox.user_config(&format!(
-        "{}[agents.files]\nhost_tools = [\"write_file\"]\n",
-        service_config(&mock)
+        "{}[agents.files]\nhost_tools = [\"write_file\"]\n{}",
+        service_config(&mock),
+        service_table(&database, "")
     ));
     let app = key(&sandbox, "acme", "app");
     let ops = key_as(&sandbox, "acme", "ops@acme", "approver");
@@ -414,11 +468,14 @@ async fn a_key_never_decides_the_approvals_of_its_own_run_and_a_caller_decides_n
     assert!(room_files(&sandbox, "acme", &id).join("note.txt").exists());
 }
 
-#[tokio::test]
-async fn a_caller_key_edits_no_skill_knowledge_or_server_of_its_tenant() {
+async fn a_caller_key_edits_no_skill_knowledge_or_server_of_its_tenant(database: Option<String>) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
-    sandbox.user_config(&service_config(&mock));
+    sandbox.user_config(&format!(
+        "{}{}",
+        service_config(&mock),
+        service_table(&database, "")
+    ));
     let app = key(&sandbox, "acme", "app");
     let service = Service::start(&sandbox).await;
     let skill = "---\nname: tone\ndescription: Tone.\n---\nBe kind.\n";
@@ -450,4 +507,126 @@ async fn a_caller_key_edits_no_skill_knowledge_or_server_of_its_tenant() {
     }
     let (_, skills) = send(client().get(service.url("/skills")).bearer_auth(&app)).await;
     assert_eq!(skills["skills"], json!([]));
+}
+
+/// A loopback listener that keeps the first request's head and answers 404.
+async fn request_recorder() -> (u16, tokio::sync::oneshot::Receiver<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (sender, received) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut head = vec![0u8; 16 * 1024];
+        let read = stream.read(&mut head).await.unwrap_or(0);
+        let _ = sender.send(String::from_utf8_lossy(&head[..read]).into_owned());
+        let _ = stream
+            .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            .await;
+    });
+    (port, received)
+}
+
+async fn a_secret_the_operator_stores_reaches_only_that_tenant_s_server_and_is_never_shown(
+    database: Option<String>,
+) {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}{}",
+        service_config(&mock),
+        service_table(&database, "tenant_hosts = [\"127.0.0.1\"]\n")
+    ));
+    let operator = sandbox
+        .ok(&[
+            "service",
+            "key",
+            "create",
+            "--tenant",
+            "ops",
+            "--caller",
+            "ops",
+            "--operator",
+        ])
+        .trim()
+        .to_owned();
+    let admin = key_as(&sandbox, "acme", "admin@acme", "admin");
+    let mallory = key_as(&sandbox, "mallory", "admin@mallory", "admin");
+    let service = Service::start(&sandbox).await;
+    let secret = "acme-orders-token-5c1d";
+    let put_secret = |key: &str, tenant: &str| {
+        client()
+            .put(service.url(&format!("/tenants/{tenant}/secrets/ORDERS")))
+            .bearer_auth(key)
+            .json(&json!({ "value": secret }))
+    };
+    // Only the operator stores one; a tenant admin's key finds no such endpoint.
+    assert_eq!(send(put_secret(&admin, "acme")).await.0, 404);
+    assert_eq!(send(put_secret(&operator, "acme")).await.0, 204);
+    let (status, bad) = send(
+        client()
+            .put(service.url("/tenants/acme/secrets/TWO_LINES"))
+            .bearer_auth(&operator)
+            .json(&json!({"value": "a\r\nX-Injected: 1"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{bad}");
+    let (status, listed) = send(
+        client()
+            .get(service.url("/tenants/acme/secrets"))
+            .bearer_auth(&operator),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(listed["secrets"][0]["name"], "ORDERS");
+    assert!(!listed.to_string().contains(secret), "{listed}");
+
+    let (port, received) = request_recorder().await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let server = |reference: &str| json!({"url": url, "headers": {"Authorization": format!("Bearer ${{secret:{reference}}}")}});
+    // Another tenant cannot name acme's secret; acme cannot name one that is not stored.
+    let (status, refused) = register(&service, &mallory, "orders", server("ORDERS")).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("no secret ORDERS")
+    );
+    let (status, _) = register(&service, &admin, "orders", server("MISSING")).await;
+    assert_eq!(status, 400);
+    let (status, stored) = register(&service, &admin, "orders", server("ORDERS")).await;
+    assert_eq!(status, 201, "{stored}");
+    assert!(!stored.to_string().contains(secret), "{stored}");
+
+    // A session of acme connects its server with the value; no answer shows it.
+    let (status, report) = send(
+        client()
+            .get(service.url("/servers/status"))
+            .bearer_auth(&admin),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert!(!report.to_string().contains(secret), "{report}");
+    let head = tokio::time::timeout(std::time::Duration::from_secs(30), received)
+        .await
+        .expect("the server was reached")
+        .unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains(&format!("authorization: bearer {secret}")),
+        "{head}"
+    );
+    let (_, servers) = send(client().get(service.url("/servers")).bearer_auth(&admin)).await;
+    assert!(!servers.to_string().contains(secret), "{servers}");
+    // Removed once.
+    for expected in [204, 404] {
+        let (status, _) = send(
+            client()
+                .delete(service.url("/tenants/acme/secrets/ORDERS"))
+                .bearer_auth(&operator),
+        )
+        .await;
+        assert_eq!(status, expected);
+    }
 }

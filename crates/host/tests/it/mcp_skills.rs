@@ -64,6 +64,8 @@ struct Setup<'a> {
     extension: bool,
     fault: Option<&'a str>,
     approver: Arc<RecordingApprover>,
+    /// The session's tenant and caller (a service session's).
+    principal: warden_host::SessionPrincipal,
 }
 
 fn open(root: &Path, setup: Setup<'_>) -> std::sync::Arc<Host> {
@@ -71,6 +73,7 @@ fn open(root: &Path, setup: Setup<'_>) -> std::sync::Arc<Host> {
     let mut options = HostOptions::new(paths, root.to_path_buf());
     options.skills_extension = setup.extension;
     options.approver = Some(setup.approver.clone());
+    options.principal = setup.principal.clone();
     // The fixture's bookkeeping tools run without asking; `forecast` is a write tool.
     for pattern in ["mcp__*__skill_reads", "mcp__*__add_skill"] {
         options
@@ -101,6 +104,7 @@ fn setup<'a>(servers: &'a [(&'a str, &'a str)], extension: bool) -> Setup<'a> {
         extension,
         fault: None,
         approver: RecordingApprover::new(true),
+        principal: warden_host::SessionPrincipal::default(),
     }
 }
 
@@ -686,5 +690,39 @@ async fn a_clashing_command_is_skipped_with_a_warning() {
     );
     // Re-registering an unchanged server is a no-op (no new warnings).
     assert!(warnings.is_empty());
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_tenant_session_s_skill_records_name_its_tenant_and_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tenant_setup = setup(&[("wx", "skills")], false);
+    tenant_setup.principal = warden_host::SessionPrincipal {
+        tenant: Some("acme".to_owned()),
+        caller: Some("web-app".to_owned()),
+    };
+    let host = open(dir.path(), tenant_setup);
+    host.server_tools("wx").await.unwrap();
+    host.remote_skills()
+        .load("wx:notes", CallSurface::Agent, None)
+        .await
+        .unwrap();
+    let rows = AuditStore::open(&Paths::under_root(dir.path()).state_dir().join("audit.db"))
+        .unwrap()
+        .query(&AuditQuery::default())
+        .unwrap();
+    let skill_rows: Vec<_> = rows
+        .iter()
+        .filter(|row| {
+            row.kind
+                .as_deref()
+                .is_some_and(|kind| kind.starts_with("skill"))
+        })
+        .collect();
+    assert!(!skill_rows.is_empty(), "{rows:?}");
+    for row in skill_rows {
+        assert_eq!(row.tenant.as_deref(), Some("acme"), "{row:?}");
+        assert_eq!(row.caller.as_deref(), Some("web-app"), "{row:?}");
+    }
     host.shutdown().await;
 }
