@@ -1381,3 +1381,34 @@ fn acp_terminal_is_the_users_choice_only() {
     );
     assert_eq!(typo.key, "acp.terminal");
 }
+
+#[test]
+fn tenancy_settings_are_read_and_each_bad_value_names_its_key() {
+    let parsed = parse_user(
+        "schema_version = 1\n[service]\ntenant_env = [\"ORDERS_TOKEN\"]\ntenant_hosts = [\"mcp.internal\", \"10.2.0.0/16\"]\nself_approval = true\nclient_call_timeout_sec = 60\n[service.quotas]\nruns = 4\n[service.tenants.acme]\nenv = [\"ACME_TOKEN\"]\nquotas = { streams = 2 }\n",
+    );
+    let tenancy = parsed.service_tenancy.expect("set");
+    assert_eq!(tenancy.env_for("acme"), ["ORDERS_TOKEN", "ACME_TOKEN"]);
+    assert_eq!(tenancy.hosts_for("other"), ["mcp.internal", "10.2.0.0/16"]);
+    assert!(tenancy.self_approval);
+    assert_eq!(tenancy.client_call_timeout_secs, 60);
+    assert_eq!(tenancy.quotas_for("other").runs, 4);
+    let acme = tenancy.quotas_for("acme");
+    assert_eq!((acme.runs, acme.streams), (4, 2));
+
+    let found = problems(
+        "schema_version = 1\n[service]\ntenant_env = [\"NOT-A-NAME\"]\ntenant_hosts = [\"http://x\"]\nclient_call_timeout_sec = 0\n[service.quotas]\nruns = 0\nnope = 1\n[agents.a]\nhost_tools = [\"rm\"]\n",
+        Scope::User,
+    );
+    let keys: Vec<&str> = found.iter().map(|problem| problem.key.as_str()).collect();
+    for key in [
+        "service.tenant_env[0]",
+        "service.tenant_hosts[0]",
+        "service.client_call_timeout_sec",
+        "service.quotas.runs",
+        "service.quotas.nope",
+        "agents.a.host_tools[0]",
+    ] {
+        assert!(keys.contains(&key), "{key} in {keys:?}");
+    }
+}

@@ -42,6 +42,23 @@ on_both_stores!(
     a_secret_the_operator_stores_reaches_only_that_tenant_s_server_and_is_never_shown,
 );
 
+/// A sandbox whose user config is the mock model's and profile `support`'s, then `agents`
+/// (more profiles), then the `[service]` table with `service_keys`.
+fn sandbox_with(
+    mock: &MockModel,
+    database: &Option<String>,
+    agents: &str,
+    service_keys: &str,
+) -> Sandbox {
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}{agents}{}",
+        service_config(mock),
+        service_table(database, service_keys)
+    ));
+    sandbox
+}
+
 /// The `[service]` table, last in the config: `keys`, and the PostgreSQL database when given.
 fn service_table(database: &Option<String>, keys: &str) -> String {
     let database = database
@@ -94,15 +111,12 @@ async fn a_tenant_server_header_reads_only_a_variable_the_operator_lists_for_ten
     database: Option<String>,
 ) {
     let mock = MockModel::start().await.unwrap();
-    let sandbox = Sandbox::new();
-    sandbox.user_config(&format!(
-        "{}{}",
-        service_config(&mock),
-        service_table(
-            &database,
-            "tenant_env = [\"ORDERS_TOKEN\"]\ntenant_hosts = [\"203.0.113.7\"]\n"
-        )
-    ));
+    let sandbox = sandbox_with(
+        &mock,
+        &database,
+        "",
+        "tenant_env = [\"ORDERS_TOKEN\"]\ntenant_hosts = [\"203.0.113.7\"]\n",
+    );
     let admin = key_as(&sandbox, "mallory", "admin@mallory", "admin");
     let service = Service::start_with(
         &sandbox,
@@ -148,12 +162,7 @@ async fn a_tenant_server_never_points_at_loopback_private_or_metadata_addresses(
     database: Option<String>,
 ) {
     let mock = MockModel::start().await.unwrap();
-    let sandbox = Sandbox::new();
-    sandbox.user_config(&format!(
-        "{}{}",
-        service_config(&mock),
-        service_table(&database, "")
-    ));
+    let sandbox = sandbox_with(&mock, &database, "", "");
     let admin = key_as(&sandbox, "mallory", "admin@mallory", "admin");
     let service = Service::start(&sandbox).await;
     let port = service.address().port();
@@ -420,12 +429,12 @@ async fn a_key_never_decides_the_approvals_of_its_own_run_and_a_caller_decides_n
     database: Option<String>,
 ) {
     let mock = MockModel::start().await.unwrap();
-    let sandbox = Sandbox::new();
-    sandbox.user_config(&format!(
-        "{}[agents.files]\nhost_tools = [\"write_file\"]\n{}",
-        service_config(&mock),
-        service_table(&database, "")
-    ));
+    let sandbox = sandbox_with(
+        &mock,
+        &database,
+        "[agents.files]\nhost_tools = [\"write_file\"]\n",
+        "",
+    );
     let app = key(&sandbox, "acme", "app");
     let ops = key_as(&sandbox, "acme", "ops@acme", "approver");
     let other_ops = key_as(&sandbox, "acme", "lead@acme", "approver");
@@ -470,12 +479,7 @@ async fn a_key_never_decides_the_approvals_of_its_own_run_and_a_caller_decides_n
 
 async fn a_caller_key_edits_no_skill_knowledge_or_server_of_its_tenant(database: Option<String>) {
     let mock = MockModel::start().await.unwrap();
-    let sandbox = Sandbox::new();
-    sandbox.user_config(&format!(
-        "{}{}",
-        service_config(&mock),
-        service_table(&database, "")
-    ));
+    let sandbox = sandbox_with(&mock, &database, "", "");
     let app = key(&sandbox, "acme", "app");
     let service = Service::start(&sandbox).await;
     let skill = "---\nname: tone\ndescription: Tone.\n---\nBe kind.\n";
@@ -531,12 +535,7 @@ async fn a_secret_the_operator_stores_reaches_only_that_tenant_s_server_and_is_n
     database: Option<String>,
 ) {
     let mock = MockModel::start().await.unwrap();
-    let sandbox = Sandbox::new();
-    sandbox.user_config(&format!(
-        "{}{}",
-        service_config(&mock),
-        service_table(&database, "tenant_hosts = [\"127.0.0.1\"]\n")
-    ));
+    let sandbox = sandbox_with(&mock, &database, "", "tenant_hosts = [\"127.0.0.1\"]\n");
     let operator = sandbox
         .ok(&[
             "service",

@@ -389,20 +389,9 @@ impl Walk<'_> {
         path: &str,
         key: &str,
     ) -> Option<Vec<String>> {
-        let names = self.strings(table, path, key)?;
-        for (index, name) in names.iter().enumerate() {
-            if !crate::expand::is_env_name(name) {
-                self.report(
-                    format!("{}[{index}]", key_path(path, key)),
-                    Problem::InvalidValue {
-                        expected: format!(
-                            "an environment variable's name (letters, digits and `_`), not \"{name}\""
-                        ),
-                    },
-                );
-            }
-        }
-        Some(names)
+        self.checked_strings(table, path, key, crate::expand::is_env_name, |name| {
+            format!("an environment variable's name (letters, digits and `_`), not \"{name}\"")
+        })
     }
 
     /// A list of hosts, addresses and ranges (`tenant_hosts`).
@@ -412,20 +401,35 @@ impl Walk<'_> {
         path: &str,
         key: &str,
     ) -> Option<Vec<String>> {
-        let hosts = self.strings(table, path, key)?;
-        for (index, host) in hosts.iter().enumerate() {
-            if !crate::tenancy::is_host_rule(host) {
+        self.checked_strings(table, path, key, crate::tenancy::is_host_rule, |host| {
+            format!(
+                "a host name (\"mcp.internal\", \"*.internal\"), an address (\"10.2.0.7\") or a range (\"10.2.0.0/16\"), not \"{host}\""
+            )
+        })
+    }
+
+    /// A list of strings, each of which `valid` accepts; each other one reported as `expected`
+    /// says.
+    fn checked_strings(
+        &mut self,
+        table: &Table,
+        path: &str,
+        key: &str,
+        valid: fn(&str) -> bool,
+        expected: impl Fn(&str) -> String,
+    ) -> Option<Vec<String>> {
+        let items = self.strings(table, path, key)?;
+        for (index, item) in items.iter().enumerate() {
+            if !valid(item) {
                 self.report(
                     format!("{}[{index}]", key_path(path, key)),
                     Problem::InvalidValue {
-                        expected: format!(
-                            "a host name (\"mcp.internal\", \"*.internal\"), an address (\"10.2.0.7\") or a range (\"10.2.0.0/16\"), not \"{host}\""
-                        ),
+                        expected: expected(item),
                     },
                 );
             }
         }
-        Some(hosts)
+        Some(items)
     }
 
     /// A `quotas` table: each limit a positive whole number.
