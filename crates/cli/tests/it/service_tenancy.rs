@@ -40,6 +40,7 @@ on_both_stores!(
     a_key_never_decides_the_approvals_of_its_own_run_and_a_caller_decides_none,
     a_caller_key_edits_no_skill_knowledge_or_server_of_its_tenant,
     a_secret_the_operator_stores_reaches_only_that_tenant_s_server_and_is_never_shown,
+    a_tenant_reads_one_generic_line_for_an_operator_server_that_fails,
 );
 
 /// A sandbox whose user config is the mock model's and profile `support`'s, then `agents`
@@ -628,4 +629,65 @@ async fn a_secret_the_operator_stores_reaches_only_that_tenant_s_server_and_is_n
         .await;
         assert_eq!(status, expected);
     }
+}
+
+async fn a_tenant_reads_one_generic_line_for_an_operator_server_that_fails(
+    database: Option<String>,
+) {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = Sandbox::new();
+    // The operator's server listens nowhere: its failure names its address and the error.
+    sandbox.user_config(&format!(
+        "{}[mcp_servers.inventory]\nurl = \"http://127.0.0.1:9/operator-only-path\"\n{}",
+        service_config(&mock),
+        service_table(&database, "")
+    ));
+    let app = key(&sandbox, "acme", "app");
+    let operator = sandbox
+        .ok(&[
+            "service",
+            "key",
+            "create",
+            "--tenant",
+            "acme",
+            "--caller",
+            "ops",
+            "--operator",
+        ])
+        .trim()
+        .to_owned();
+    let service = Service::start(&sandbox).await;
+    let status_of = |key: String| {
+        let url = service.url("/servers/status");
+        async move {
+            let (status, report) = send(client().get(url).bearer_auth(key)).await;
+            assert_eq!(status, 200, "{report}");
+            report["servers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|server| server["name"] == "inventory")
+                .cloned()
+                .unwrap()
+        }
+    };
+    let seen_by_tenant = status_of(app).await;
+    let line = seen_by_tenant["failure"].as_str().unwrap();
+    assert!(line.starts_with("unavailable"), "{seen_by_tenant}");
+    for leak in ["127.0.0.1", "operator-only-path", "refused", "warden mcp"] {
+        assert!(
+            !seen_by_tenant.to_string().contains(leak),
+            "{leak}: {seen_by_tenant}"
+        );
+    }
+    assert_eq!(seen_by_tenant["stderr_tail"], json!([]));
+    // The operator sees what went wrong.
+    let seen_by_operator = status_of(operator).await;
+    assert!(
+        seen_by_operator["failure"]
+            .as_str()
+            .unwrap()
+            .contains("127.0.0.1:9"),
+        "{seen_by_operator}"
+    );
 }
