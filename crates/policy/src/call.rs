@@ -133,11 +133,13 @@ pub enum CallKind {
     SkillDiscovery,
     /// Negotiating the SEP-2640 skills extension.
     SkillsExtension,
+    /// A request the service refused over a quota (no call was made).
+    QuotaRefusal,
 }
 
 impl CallKind {
     /// Every kind.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Tool,
         Self::ResourceRead,
         Self::PromptGet,
@@ -145,6 +147,7 @@ impl CallKind {
         Self::SkillLoad,
         Self::SkillDiscovery,
         Self::SkillsExtension,
+        Self::QuotaRefusal,
     ];
 
     /// The name stored in the audit trail's `kind` column.
@@ -157,6 +160,7 @@ impl CallKind {
             Self::SkillLoad => "skill-load",
             Self::SkillDiscovery => "skill-discovery",
             Self::SkillsExtension => "skills-extension",
+            Self::QuotaRefusal => "quota-refusal",
         }
     }
 }
@@ -282,6 +286,8 @@ pub enum Layer {
     Dispatch,
     /// The audit trail: `[audit] required` and the call's intent could not be recorded.
     Audit,
+    /// The service's quotas: the request was refused before anything was made.
+    Quota,
 }
 
 impl Layer {
@@ -302,6 +308,7 @@ impl Layer {
             Self::Cancellation => "cancellation",
             Self::Dispatch => "dispatch",
             Self::Audit => "audit",
+            Self::Quota => "quota",
         }
     }
 }

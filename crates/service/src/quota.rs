@@ -121,7 +121,12 @@ pub(crate) struct QuotaBook {
     pruned_at: Mutex<Instant>,
     /// When each (who, quota) refusal was last logged, and how many since.
     logged: Mutex<RefusalLog>,
+    /// Where a logged refusal is also recorded: the service's audit trail.
+    audit: Option<RefusalAudit>,
 }
+
+/// Records a quota refusal in the service's audit trail.
+pub(crate) type RefusalAudit = Arc<dyn Fn(&warden_policy::AuditRecord) + Send + Sync>;
 
 impl QuotaBook {
     pub(crate) fn new(tenancy: Tenancy) -> Self {
@@ -133,7 +138,14 @@ impl QuotaBook {
             limiters: Mutex::default(),
             pruned_at: Mutex::new(Instant::now()),
             logged: Mutex::default(),
+            audit: None,
         }
+    }
+
+    /// The same book, recording each refusal it logs with `audit` too.
+    pub(crate) fn auditing(mut self, audit: RefusalAudit) -> Self {
+        self.audit = Some(audit);
+        self
     }
 
     /// How long a client-side tool call waits for its answer.
@@ -223,6 +235,9 @@ impl QuotaBook {
                 "refused with 429 ({refused} since the last line of this key and quota): {}",
                 refusal.reason
             );
+            if let Some(audit) = &self.audit {
+                audit(&refusal_record(principal, refusal, refused));
+            }
         }
     }
 
@@ -441,6 +456,47 @@ impl QuotaBook {
                 .into());
         }
         Ok(SessionHold { _guard: guard })
+    }
+}
+
+/// The audit record of a quota refusal: who, which quota, and how many refusals of that key
+/// and quota it stands for (records are written at most once a minute per key and quota, so a
+/// flood of refused requests cannot become a flood of writes).
+fn refusal_record(
+    principal: &Principal,
+    refusal: &QuotaRefusal,
+    refused: u64,
+) -> warden_policy::AuditRecord {
+    let arguments = serde_json::json!({
+        "quota": refusal.quota,
+        "limit": refusal.limit,
+        "refused": refused,
+        "key": principal.key,
+    });
+    warden_policy::AuditRecord {
+        time: std::time::SystemTime::now(),
+        session_id: String::new(),
+        surface: warden_policy::CallSurface::User,
+        kind: warden_policy::CallKind::QuotaRefusal,
+        effect: None,
+        tenant: Some(principal.tenant.clone()),
+        caller: Some(principal.caller.clone()),
+        server: None,
+        tool: None,
+        public_name: format!("quota:{}", refusal.quota),
+        annotations: None,
+        classes: warden_policy::CapabilitySet::EMPTY,
+        decision: warden_policy::Decision::Denied,
+        layer: warden_policy::Layer::Quota,
+        reason: Some(refusal.reason.clone()),
+        gate_duration: Duration::ZERO,
+        execution_duration: None,
+        result_bytes: None,
+        result_is_error: None,
+        error: None,
+        arguments_digest: warden_policy::arguments_digest(&arguments),
+        arguments: Some(arguments),
+        confinement: None,
     }
 }
 

@@ -86,6 +86,9 @@ pub trait SessionOpener: Send + Sync + 'static {
     fn tenancy(&self) -> warden_config::Tenancy {
         warden_config::Tenancy::default()
     }
+    /// Records `record` in the service's audit trail (what the service itself refuses, such as
+    /// a request over a quota); by default nothing is recorded.
+    fn record_audit(&self, _record: &warden_policy::AuditRecord) {}
     /// The resolver of tenant servers' names (`None`: the system's). Tests inject one, so a
     /// name that resolves to a private or metadata address is refused without a packet sent.
     fn egress_resolver(&self) -> Option<Arc<dyn warden_net::NameResolver>> {
@@ -260,7 +263,12 @@ impl Runs {
             lease_ttl: lease_ttl(),
             run_numbers: AtomicU64::new(0),
             renewed_at: Mutex::new(std::time::Instant::now()),
-            quotas: crate::quota::QuotaBook::new(opener.tenancy()),
+            quotas: {
+                let recorder = opener.clone();
+                crate::quota::QuotaBook::new(opener.tenancy()).auditing(Arc::new(
+                    move |record: &warden_policy::AuditRecord| recorder.record_audit(record),
+                ))
+            },
             opener,
         });
         // Inside a runtime (the service), the heartbeat starts now: an instance that has run

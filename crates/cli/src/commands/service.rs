@@ -342,6 +342,18 @@ impl SessionOpener for RunOpener {
             .collect()
     }
 
+    fn record_audit(&self, record: &warden_policy::AuditRecord) {
+        use warden_policy::AuditSink;
+        let stored = match &self.audit {
+            Some(audit) => audit.record(record),
+            None => warden_policy::AuditStore::open(&self.audit_path)
+                .and_then(|store| store.record(record)),
+        };
+        if let Err(error) = stored {
+            tracing::warn!("a quota refusal could not be audited: {error}");
+        }
+    }
+
     fn rooms_dir(&self) -> std::path::PathBuf {
         self.service_dir.join("tenants")
     }

@@ -198,9 +198,42 @@ async fn runs_over_a_key_s_or_a_tenant_s_quota_are_refused_and_start_nothing() {
     assert!(accepted.is_some(), "the freed place is taken");
     let finished = wait_for_event(&service, &app, &sessions[2], "run_finished").await;
     assert_eq!(finished["final_text"], "Here is one more.");
-    // The refusals were logged, with the key and the quota.
+    // The refusals were logged, with the key and the quota, and audited for the tenant.
     let line = service.wait_for_log("refused with 429").await;
     assert!(line.contains("runs"), "{line}");
+    let (status, audit) = send(
+        client()
+            .get(service.url("/audit?limit=500"))
+            .bearer_auth(&app),
+    )
+    .await;
+    assert_eq!(status, 200, "{audit}");
+    let refusals: Vec<&Value> = audit["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|record| record["kind"] == "quota-refusal")
+        .collect();
+    let names: Vec<&str> = refusals
+        .iter()
+        .map(|record| record["public_name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"quota:runs_per_key"), "{names:?}");
+    assert!(names.contains(&"quota:runs"), "{names:?}");
+    assert!(
+        refusals
+            .iter()
+            .all(|record| record["tenant"] == "acme" && record["decision"] == "denied"),
+        "{refusals:?}"
+    );
+    // Another tenant sees none of them.
+    let (_, theirs) = send(
+        client()
+            .get(service.url("/audit?limit=500"))
+            .bearer_auth(&other),
+    )
+    .await;
+    assert!(!theirs.to_string().contains("quota-refusal"), "{theirs}");
 }
 
 #[tokio::test]
