@@ -1427,13 +1427,13 @@ async fn put_server(
         &state.opener.tenancy().env_for(&principal.tenant),
         &secrets,
     )
-    .map_err(bad)?;
+    .map_err(|refusal| bad(refusal.to_string()))?;
     crate::tenant_rules::check_server_url(
         &state.runs.egress_guard(&principal.tenant),
         &request.url,
     )
     .await
-    .map_err(bad)?;
+    .map_err(|refusal| bad(refusal.to_string()))?;
     let row = ServerRow {
         name,
         url: request.url,

@@ -59,33 +59,60 @@ pub(crate) fn is_secret_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Why a tenant's server headers are refused: a literal value, a variable the operator did
-/// not list for the tenant, or a secret the operator did not store for it. The reason names the
-/// header and the rule, never a value.
+/// Why a tenant's server registration is refused: each names the field and the rule, never a
+/// header's value.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ServerRefusal {
+    #[error("headers.{0}: not a header name")]
+    HeaderName(String),
+    #[error(
+        "headers.{0}: a value names a secret the operator stored for the tenant (\"${{secret:NAME}}\") or an environment variable (\"${{env:NAME}}\"), alone or after a scheme (\"Bearer ${{secret:NAME}}\"); a literal value such as a credential is refused"
+    )]
+    Literal(String),
+    #[error(
+        "headers.{header}: ${{env:{variable}}} is not a variable the operator lets this tenant's servers read ([service] tenant_env or [service.tenants.NAME] env)"
+    )]
+    UnlistedVariable { header: String, variable: String },
+    #[error(
+        "headers.{header}: no secret {secret} is stored for this tenant (the operator stores one with PUT /v1/tenants/TENANT/secrets/{secret})"
+    )]
+    UnknownSecret { header: String, secret: String },
+    #[error("url: {0}")]
+    Url(#[from] url::ParseError),
+    #[error(
+        "url: a tenant's server is reached over https (plain http only to a host the operator allows for tenants in [service] tenant_hosts); a command is never accepted"
+    )]
+    Scheme,
+    #[error("url: {0}")]
+    Egress(#[from] warden_net::EgressError),
+}
+
+/// Checks a tenant server's headers: each names a variable the operator lists for the tenant
+/// or a secret the operator stored for it.
 pub(crate) fn check_headers(
     headers: &std::collections::BTreeMap<String, String>,
     allowed: &[String],
     secrets: &[String],
-) -> Result<(), String> {
+) -> Result<(), ServerRefusal> {
     for (header, value) in headers {
         if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
-            return Err(format!("headers.{header}: not a header name"));
+            return Err(ServerRefusal::HeaderName(header.clone()));
         }
         let Some((_, reference)) = header_reference(value) else {
-            return Err(format!(
-                "headers.{header}: a value names a secret the operator stored for the tenant (\"${{secret:NAME}}\") or an environment variable (\"${{env:NAME}}\"), alone or after a scheme (\"Bearer ${{secret:NAME}}\"); a literal value such as a credential is refused"
-            ));
+            return Err(ServerRefusal::Literal(header.clone()));
         };
         match reference {
             Reference::Env(name) if !allowed.iter().any(|listed| listed == name) => {
-                return Err(format!(
-                    "headers.{header}: ${{env:{name}}} is not a variable the operator lets this tenant's servers read ([service] tenant_env or [service.tenants.NAME] env)"
-                ));
+                return Err(ServerRefusal::UnlistedVariable {
+                    header: header.clone(),
+                    variable: name.to_owned(),
+                });
             }
             Reference::Secret(name) if !secrets.iter().any(|stored| stored == name) => {
-                return Err(format!(
-                    "headers.{header}: no secret {name} is stored for this tenant (the operator stores one with PUT /v1/tenants/TENANT/secrets/{name})"
-                ));
+                return Err(ServerRefusal::UnknownSecret {
+                    header: header.clone(),
+                    secret: name.to_owned(),
+                });
             }
             Reference::Env(_) | Reference::Secret(_) => {}
         }
@@ -188,8 +215,8 @@ pub(crate) fn egress_guard(
 pub(crate) async fn check_server_url(
     guard: &warden_net::EgressGuard,
     url: &str,
-) -> Result<url::Url, String> {
-    let parsed = url::Url::parse(url).map_err(|error| format!("url: {error}"))?;
+) -> Result<url::Url, ServerRefusal> {
+    let parsed = url::Url::parse(url)?;
     let host = parsed.host_str().unwrap_or_default().to_owned();
     let plain_allowed = guard.rules().allows_host(host.trim_matches(['[', ']']))
         || host
@@ -199,17 +226,9 @@ pub(crate) async fn check_server_url(
     match parsed.scheme() {
         "https" => {}
         "http" if plain_allowed => {}
-        _ => {
-            return Err(
-                "url: a tenant's server is reached over https (plain http only to a host the operator allows for tenants in [service] tenant_hosts); a command is never accepted"
-                    .to_owned(),
-            );
-        }
+        _ => return Err(ServerRefusal::Scheme),
     }
-    guard
-        .check_url(&parsed)
-        .await
-        .map_err(|refusal| format!("url: {refusal}"))?;
+    guard.check_url(&parsed).await?;
     Ok(parsed)
 }
 
@@ -334,5 +353,65 @@ impl OpenRequest {
 pub(crate) fn remove_room(room: &Room) {
     if let Err(error) = room.remove() {
         tracing::warn!("could not remove the folder of a finished probe session: {error}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_names_a_listed_variable_or_a_stored_secret_and_nothing_else() {
+        let headers = |value: &str| {
+            std::collections::BTreeMap::from([("Authorization".to_owned(), value.to_owned())])
+        };
+        let allowed = ["ORDERS_TOKEN".to_owned()];
+        let secrets = ["CRM".to_owned()];
+        for good in [
+            "Bearer ${env:ORDERS_TOKEN}",
+            "${secret:CRM}",
+            "Token ${secret:CRM}",
+        ] {
+            assert!(
+                check_headers(&headers(good), &allowed, &secrets).is_ok(),
+                "{good}"
+            );
+        }
+        let refused = |value: &str| {
+            check_headers(&headers(value), &allowed, &secrets)
+                .expect_err(value)
+                .to_string()
+        };
+        assert!(refused("Bearer s3cr3t").contains("literal"));
+        assert!(
+            !refused("Bearer s3cr3t").contains("s3cr3t"),
+            "never the value"
+        );
+        assert!(refused("${env:OPENAI_API_KEY}").contains("tenant_env"));
+        assert!(refused("${secret:OTHER}").contains("no secret OTHER"));
+        assert!(refused("two words ${env:ORDERS_TOKEN}").contains("literal"));
+        assert!(refused("${env:BAD-NAME}").contains("literal"));
+    }
+
+    #[test]
+    fn a_key_stored_before_roles_reads_as_a_caller_and_decides_nothing() {
+        use crate::store::Role;
+        assert_eq!(Role::parse("tenant"), Role::Caller);
+        assert_eq!(Role::parse("admin"), Role::Admin);
+        assert_eq!(Role::parse("approver"), Role::Approver);
+        assert!(!Role::Caller.decides_approvals() && !Role::Caller.administers());
+        assert!(Role::Approver.decides_approvals() && !Role::Approver.administers());
+        assert!(Role::Admin.decides_approvals() && Role::Admin.administers());
+        assert!(!Role::Widget.decides_approvals());
+    }
+
+    #[test]
+    fn a_room_is_named_by_the_tenant_s_hash_and_the_session() {
+        let room = room_in(Path::new("/rooms"), "acme/../x", "ses_1");
+        assert!(room.dir.starts_with("/rooms"));
+        assert!(room.dir.ends_with("sessions/ses_1"));
+        assert!(!room.dir.to_string_lossy().contains(".."));
+        assert_eq!(tenant_folder("acme"), tenant_folder("acme"));
+        assert_ne!(tenant_folder("acme"), tenant_folder("Acme"));
     }
 }

@@ -2,6 +2,26 @@
 //! workspace, against the mock model, fixture servers and the npm reference servers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+/// Each service scenario (an `async fn NAME(database: Option<String>)` in the calling module) on
+/// both stores: `NAME::sqlite` and `NAME::postgres` (skipped where no
+/// PostgreSQL is installed; CI installs it).
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(None).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let server = warden_testkit::require_or_skip!(warden_testkit::postgres());
+                super::$name(Some(server.url())).await;
+            }
+        }
+    )*};
+}
+
 mod support;
 
 mod a2a;

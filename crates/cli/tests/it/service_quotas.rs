@@ -17,6 +17,28 @@ fn config(mock: &MockModel, extra: &str) -> String {
     )
 }
 
+/// [`config`] with `quotas` (a `[service.quotas]` table), on the PostgreSQL database when
+/// given.
+fn config_on(mock: &MockModel, database: &Option<String>, quotas: &str) -> String {
+    let service = database
+        .as_deref()
+        .map(|url| {
+            format!(
+                "[service]\ndatabase_url = {}\n",
+                crate::support::toml_str(url)
+            )
+        })
+        .unwrap_or_default();
+    config(mock, &format!("{service}{quotas}"))
+}
+
+on_both_stores!(
+    runs_over_a_key_s_or_a_tenant_s_quota_are_refused_and_start_nothing,
+    sessions_over_a_key_s_a_widget_token_s_or_a_tenant_s_quota_are_refused_and_not_stored,
+    streams_over_a_key_s_quota_are_refused_and_a_closed_stream_frees_its_place,
+    requests_over_a_key_s_or_a_tenant_s_rate_are_refused_with_a_wait,
+);
+
 /// A session of the support profile made with `key`; its id.
 async fn support_session(service: &Service, key: &str) -> String {
     let (status, session) = send(
@@ -126,13 +148,18 @@ async fn session_ids(service: &Service, key: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn runs_over_a_key_s_or_a_tenant_s_quota_are_refused_and_start_nothing() {
+async fn runs_over_a_key_s_or_a_tenant_s_quota_are_refused_and_start_nothing(
+    database: Option<String>,
+) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
-    sandbox.user_config(&config(
+    sandbox.user_config(&config_on(
         &mock,
-        "[service.quotas]\nruns = 3\nruns_per_key = 2\n",
+        &database,
+        "[service.quotas]
+runs = 3
+runs_per_key = 2
+",
     ));
     let app = key(&sandbox, "acme", "web-app");
     let ops = key(&sandbox, "acme", "ops");
@@ -236,13 +263,18 @@ async fn runs_over_a_key_s_or_a_tenant_s_quota_are_refused_and_start_nothing() {
     assert!(!theirs.to_string().contains("quota-refusal"), "{theirs}");
 }
 
-#[tokio::test]
-async fn sessions_over_a_key_s_a_widget_token_s_or_a_tenant_s_quota_are_refused_and_not_stored() {
+async fn sessions_over_a_key_s_a_widget_token_s_or_a_tenant_s_quota_are_refused_and_not_stored(
+    database: Option<String>,
+) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
-    sandbox.user_config(&config(
+    sandbox.user_config(&config_on(
         &mock,
-        "[service.quotas]\nsessions = 8\nsessions_per_key = 3\n",
+        &database,
+        "[service.quotas]
+sessions = 8
+sessions_per_key = 3
+",
     ));
     let app = key(&sandbox, "acme", "web-app");
     let ops = key(&sandbox, "acme", "ops");
@@ -312,13 +344,18 @@ async fn sessions_over_a_key_s_a_widget_token_s_or_a_tenant_s_quota_are_refused_
     assert_eq!(session_ids(&service, &app).await.len(), 8);
 }
 
-#[tokio::test]
-async fn streams_over_a_key_s_quota_are_refused_and_a_closed_stream_frees_its_place() {
+async fn streams_over_a_key_s_quota_are_refused_and_a_closed_stream_frees_its_place(
+    database: Option<String>,
+) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
-    sandbox.user_config(&config(
+    sandbox.user_config(&config_on(
         &mock,
-        "[service.quotas]\nstreams = 3\nstreams_per_key = 2\n",
+        &database,
+        "[service.quotas]
+streams = 3
+streams_per_key = 2
+",
     ));
     let app = key(&sandbox, "acme", "web-app");
     let ops = key(&sandbox, "acme", "ops");
@@ -401,14 +438,19 @@ async fn streams_over_a_key_s_quota_are_refused_and_a_closed_stream_frees_its_pl
     assert_eq!(again.status(), 200);
 }
 
-#[tokio::test]
-async fn requests_over_a_key_s_or_a_tenant_s_rate_are_refused_with_a_wait() {
+async fn requests_over_a_key_s_or_a_tenant_s_rate_are_refused_with_a_wait(
+    database: Option<String>,
+) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = Sandbox::new();
     // One request per 20 s once the burst is spent (per key), one per 10 s for the tenant.
-    sandbox.user_config(&config(
+    sandbox.user_config(&config_on(
         &mock,
-        "[service.quotas]\nrequests_per_minute = 6\nrequests_per_minute_per_key = 3\n",
+        &database,
+        "[service.quotas]
+requests_per_minute = 6
+requests_per_minute_per_key = 3
+",
     ));
     let app = key(&sandbox, "acme", "web-app");
     let ops = key(&sandbox, "acme", "ops");

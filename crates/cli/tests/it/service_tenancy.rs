@@ -13,25 +13,6 @@ use crate::service_api::{
 };
 use crate::support::{Sandbox, sent_text};
 
-/// Each scenario on both stores: `NAME::sqlite` and `NAME::postgres` (skipped where no
-/// PostgreSQL is installed; CI installs it).
-macro_rules! on_both_stores {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test]
-            async fn sqlite() {
-                super::$name(None).await;
-            }
-
-            #[tokio::test]
-            async fn postgres() {
-                let server = warden_testkit::require_or_skip!(warden_testkit::postgres());
-                super::$name(Some(server.url())).await;
-            }
-        }
-    )*};
-}
-
 on_both_stores!(
     a_tenant_server_header_reads_only_a_variable_the_operator_lists_for_tenants,
     a_tenant_server_never_points_at_loopback_private_or_metadata_addresses,
@@ -689,5 +670,58 @@ async fn a_tenant_reads_one_generic_line_for_an_operator_server_that_fails(
             .unwrap()
             .contains("127.0.0.1:9"),
         "{seen_by_operator}"
+    );
+}
+
+/// `bash`, when a profile grants it, runs in the session's folder under the sandbox: it writes
+/// there and nowhere else, reads nothing of warden's state, and reaches no network.
+#[tokio::test]
+async fn bash_granted_to_a_profile_is_confined_to_the_session_s_folder_without_network() {
+    let mock = MockModel::start().await.unwrap();
+    let sandbox = sandbox_with(
+        &mock,
+        &None,
+        "[agents.shell]\nhost_tools = [\"bash\"]\n",
+        "",
+    );
+    let app = key(&sandbox, "acme", "app");
+    let ops = key_as(&sandbox, "acme", "ops@acme", "approver");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let escaped = sandbox.work().join("escaped.txt");
+    let database = sandbox.state_dir().join("service.db");
+    let command = format!(
+        "echo inside > inside.txt; echo escaped > {escaped}; cat {database} > stolen.txt; \
+         (exec 3<>/dev/tcp/127.0.0.1/{port}) && echo connected > network.txt; true",
+        escaped = escaped.display(),
+        database = database.display(),
+    );
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "bash",
+        json!({ "command": command }),
+    ));
+    mock.push_turn(Turn::text("Done."));
+    let service = Service::start(&sandbox).await;
+    let id = session_of(&service, &app, "shell").await;
+    service.say(&app, &id, "run it").await;
+    assert_eq!(allow_next(&service, &ops, &app, &id).await, "bash");
+    wait_for_event(&service, &app, &id, "run_finished").await;
+    let room = room_files(&sandbox, "acme", &id);
+    assert_eq!(
+        std::fs::read_to_string(room.join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+    assert!(
+        !escaped.exists(),
+        "nothing written outside the session's folder"
+    );
+    let stolen = std::fs::read(room.join("stolen.txt")).unwrap_or_default();
+    assert!(stolen.is_empty(), "warden's state was not readable");
+    assert!(!room.join("network.txt").exists(), "no network");
+    assert!(
+        listener.accept().is_err(),
+        "nothing connected to the listener"
     );
 }
