@@ -89,8 +89,8 @@ pub trait SessionOpener: Send + Sync + 'static {
     /// Records `record` in the service's audit trail (what the service itself refuses, such as
     /// a request over a quota); by default nothing is recorded.
     fn record_audit(&self, _record: &warden_policy::AuditRecord) {}
-    /// The resolver of tenant servers' names (`None`: the system's). Tests inject one, so a
-    /// name that resolves to a private or metadata address is refused without a packet sent.
+    /// The resolver of tenant servers' names (`None`: the system's); an embedder may pin names
+    /// here. Every address it gives is checked by the egress rules before any connect.
     fn egress_resolver(&self) -> Option<Arc<dyn warden_net::NameResolver>> {
         None
     }
@@ -909,8 +909,10 @@ impl Runs {
         approver: Arc<dyn warden_policy::Approver>,
         tools: Vec<Arc<dyn warden_host::HostTool>>,
     ) -> Result<AgentSession, String> {
-        let allowed_env = self.opener.tenancy().env_for(tenant);
-        let egress = self.egress_guard(tenant);
+        let tenancy = self.opener.tenancy();
+        let allowed_env = tenancy.env_for(tenant);
+        let egress =
+            crate::tenant_rules::egress_guard(&tenancy, tenant, self.opener.egress_resolver());
         let servers = self
             .store
             .list_servers(tenant)
@@ -961,6 +963,8 @@ impl Runs {
         agent: Option<&str>,
     ) -> Result<Inspection, String> {
         let probe = format!("inspect-{}", warden_host::new_session_id());
+        // Declared first, dropped last: after the session that used it.
+        let _room = crate::tenant_rules::ProbeRoom(self.room(tenant, &probe));
         let tools = self.client_tools(tenant, &probe, "", agent);
         let opened = self.open_session(
             tenant,
@@ -995,8 +999,6 @@ impl Runs {
         futures::future::join_all(names.iter().map(|name| servers.catalog(name))).await;
         let servers = host.servers().status();
         host.shutdown().await;
-        drop(opened);
-        crate::tenant_rules::remove_room(&self.room(tenant, &probe));
         Ok(Inspection {
             servers,
             tools,
@@ -1015,6 +1017,8 @@ impl Runs {
         arguments: std::collections::BTreeMap<String, String>,
     ) -> Result<(Option<String>, Vec<crate::store::PromptMessage>), String> {
         let probe = format!("snapshot-{}", warden_host::new_session_id());
+        // Declared first, dropped last: after the session that used it.
+        let _room = crate::tenant_rules::ProbeRoom(self.room(tenant, &probe));
         let opened = self.open_session(
             tenant,
             &probe,
@@ -1046,8 +1050,6 @@ impl Runs {
             })
             .map_err(|refused| refused.0);
         host.shutdown().await;
-        drop(opened);
-        crate::tenant_rules::remove_room(&self.room(tenant, &probe));
         got
     }
 

@@ -349,10 +349,15 @@ impl OpenRequest {
     }
 }
 
-/// Removes a probe session's room (a status or tool listing, a prompt snapshot).
-pub(crate) fn remove_room(room: &Room) {
-    if let Err(error) = room.remove() {
-        tracing::warn!("could not remove the folder of a finished probe session: {error}");
+/// A probe session's room (a status or tool listing, a prompt snapshot), removed when the
+/// probe ends, however it ends.
+pub(crate) struct ProbeRoom(pub(crate) Room);
+
+impl Drop for ProbeRoom {
+    fn drop(&mut self) {
+        if let Err(error) = self.0.remove() {
+            tracing::warn!("could not remove the folder of a finished probe session: {error}");
+        }
     }
 }
 

@@ -47,19 +47,7 @@ fn seed_skill_grant(sandbox: &Sandbox) {
 }
 
 fn operator_key(sandbox: &Sandbox) -> String {
-    sandbox
-        .ok(&[
-            "service",
-            "key",
-            "create",
-            "--tenant",
-            "acme",
-            "--caller",
-            "ops@acme",
-            "--operator",
-        ])
-        .trim()
-        .to_owned()
+    crate::service_api::operator_key(sandbox, "acme", "ops@acme")
 }
 
 /// Runs `tests/browser/SCENARIO.mjs` with `env`; its exit status and what it printed.

@@ -198,6 +198,23 @@ pub(crate) fn service_config(mock: &MockModel) -> String {
     )
 }
 
+/// An operator's key, made in `tenant` for `caller`.
+pub(crate) fn operator_key(sandbox: &Sandbox, tenant: &str, caller: &str) -> String {
+    sandbox
+        .ok(&[
+            "service",
+            "key",
+            "create",
+            "--tenant",
+            tenant,
+            "--caller",
+            caller,
+            "--operator",
+        ])
+        .trim()
+        .to_owned()
+}
+
 /// A key of `role` (`caller`, `approver`, `admin`) for `caller` of `tenant`.
 pub(crate) fn key_as(sandbox: &Sandbox, tenant: &str, caller: &str, role: &str) -> String {
     sandbox

@@ -16,19 +16,7 @@ fn admin_key(sandbox: &Sandbox, tenant: &str, caller: &str) -> String {
 }
 
 fn operator_key(sandbox: &Sandbox) -> String {
-    sandbox
-        .ok(&[
-            "service",
-            "key",
-            "create",
-            "--tenant",
-            "operations",
-            "--caller",
-            "root",
-            "--operator",
-        ])
-        .trim()
-        .to_owned()
+    crate::service_api::operator_key(sandbox, "operations", "root")
 }
 
 /// The status row of `server` as `key`'s tenant sees it.

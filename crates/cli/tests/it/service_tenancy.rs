@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use warden_mock_model::{MockModel, Turn};
 
 use crate::service_api::{
-    Service, client, key, key_as, room_files, send, service_config, wait_for_event,
+    Service, client, key, key_as, operator_key, room_files, send, service_config, wait_for_event,
 };
 use crate::support::{Sandbox, sent_text};
 
@@ -518,19 +518,7 @@ async fn a_secret_the_operator_stores_reaches_only_that_tenant_s_server_and_is_n
 ) {
     let mock = MockModel::start().await.unwrap();
     let sandbox = sandbox_with(&mock, &database, "", "tenant_hosts = [\"127.0.0.1\"]\n");
-    let operator = sandbox
-        .ok(&[
-            "service",
-            "key",
-            "create",
-            "--tenant",
-            "ops",
-            "--caller",
-            "ops",
-            "--operator",
-        ])
-        .trim()
-        .to_owned();
+    let operator = operator_key(&sandbox, "ops", "ops");
     let admin = key_as(&sandbox, "acme", "admin@acme", "admin");
     let mallory = key_as(&sandbox, "mallory", "admin@mallory", "admin");
     let service = Service::start(&sandbox).await;
@@ -624,19 +612,7 @@ async fn a_tenant_reads_one_generic_line_for_an_operator_server_that_fails(
         service_table(&database, "")
     ));
     let app = key(&sandbox, "acme", "app");
-    let operator = sandbox
-        .ok(&[
-            "service",
-            "key",
-            "create",
-            "--tenant",
-            "acme",
-            "--caller",
-            "ops",
-            "--operator",
-        ])
-        .trim()
-        .to_owned();
+    let operator = operator_key(&sandbox, "acme", "ops");
     let service = Service::start(&sandbox).await;
     let status_of = |key: String| {
         let url = service.url("/servers/status");
