@@ -49,6 +49,8 @@ pub struct A2aSettings {
     pub idle_timeout: std::time::Duration,
     /// Stops the server (running tasks are cancelled, sessions end).
     pub shutdown: CancellationToken,
+    /// The agents the card offers as skills (the default one first).
+    pub profiles: Vec<crate::Profile>,
 }
 
 impl A2aSettings {
@@ -59,6 +61,7 @@ impl A2aSettings {
             max_contexts: DEFAULT_MAX_CONTEXTS,
             idle_timeout: warden_serve::DEFAULT_SESSION_IDLE_TIMEOUT,
             shutdown: CancellationToken::new(),
+            profiles: Vec::new(),
         }
     }
 }
@@ -91,6 +94,7 @@ pub async fn serve_a2a(
                 max_contexts: settings.max_contexts,
                 idle: settings.idle_timeout,
             },
+            settings.profiles,
         ),
         bound,
         bearer: matches!(settings.auth, HttpAuth::Bearer(_)),

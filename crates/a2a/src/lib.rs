@@ -11,25 +11,10 @@ mod protocol;
 mod tasks;
 mod v03;
 
-use std::sync::Arc;
-
-use warden_policy::Approver;
-use warden_session::AgentSession;
-pub use warden_session::OpenError;
+pub use warden_session::{OpenError, SessionOpener};
 
 pub use http::{A2A_PATH, A2aSettings, CARD_PATH, DEFAULT_MAX_CONTEXTS, serve_a2a};
 pub use protocol::{PROTOCOL_VERSION, TaskState};
-
-/// What the server asks the binary when a client's first message opens a context.
-pub struct OpenRequest {
-    /// The agent profile the message picked (`metadata["warden/agent"]`), or `None` for the
-    /// default agent.
-    pub agent: Option<String>,
-    /// Asks the client (the task turns `input-required`).
-    pub approver: Arc<dyn Approver>,
-    /// Who is calling, for the gate and the audit: the token's fingerprint and the context.
-    pub caller: String,
-}
 
 /// One agent the card offers as a skill.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,14 +24,29 @@ pub struct Profile {
     pub description: String,
 }
 
-/// Opens the agent sessions clients ask for: the binary supplies it, with the configuration,
-/// the policy flags and the model it was started with.
-pub trait SessionOpener: Send + Sync + 'static {
-    /// The agents offered: the default one first, then each `[agents.NAME]` profile.
-    fn profiles(&self) -> Vec<Profile>;
-
-    /// Opens one session as `request` says.
-    fn open(&self, request: OpenRequest) -> Result<AgentSession, OpenError>;
+impl Profile {
+    /// The agents a configuration offers: the default one first, then each `[agents.NAME]`
+    /// profile, described by the first line of its instructions.
+    pub fn offered_by(config: &warden_config::LoadedConfig) -> Vec<Self> {
+        std::iter::once(Self {
+            id: "default".to_owned(),
+            description:
+                "The default agent: the configured model with every configured MCP server"
+                    .to_owned(),
+        })
+        .chain(config.models.agents.values().map(|profile| Self {
+            id: profile.name.clone(),
+            description: profile
+                .instructions
+                .as_deref()
+                .and_then(|text| text.lines().find(|line| !line.trim().is_empty()))
+                .map_or_else(
+                    || format!("The [agents.{}] profile", profile.name),
+                    |line| line.trim().to_owned(),
+                ),
+        }))
+        .collect()
+    }
 }
 
 /// Why `warden serve --a2a` stopped.

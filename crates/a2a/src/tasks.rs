@@ -21,7 +21,7 @@ use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, CallSu
 use warden_session::{AgentSession, Turn, clip_result};
 
 use crate::protocol::{self, Incoming, RpcError, TaskState, code};
-use crate::{OpenError, OpenRequest, SessionOpener};
+use crate::{Profile, SessionOpener};
 
 /// Events kept for a slow stream reader before it skips some.
 const EVENT_BUFFER: usize = 1024;
@@ -51,6 +51,8 @@ fn new_id() -> String {
 /// Every context and task of one server.
 pub(crate) struct Agent {
     opener: Arc<dyn SessionOpener>,
+    /// The agents the card offers.
+    profiles: Vec<Profile>,
     /// Who the token's holder is, for the audit (the token's fingerprint).
     identity: String,
     contexts: Mutex<HashMap<String, Arc<Context>>>,
@@ -256,9 +258,15 @@ pub(crate) struct Started {
 }
 
 impl Agent {
-    pub(crate) fn new(opener: Arc<dyn SessionOpener>, identity: String, limits: Limits) -> Self {
+    pub(crate) fn new(
+        opener: Arc<dyn SessionOpener>,
+        identity: String,
+        limits: Limits,
+        profiles: Vec<Profile>,
+    ) -> Self {
         Self {
             opener,
+            profiles,
             identity,
             limits,
             order: Mutex::new(VecDeque::new()),
@@ -270,8 +278,7 @@ impl Agent {
 
     /// The card's skills: the agents the opener offers.
     pub(crate) fn skills(&self) -> Vec<Value> {
-        self.opener
-            .profiles()
+        self.profiles
             .iter()
             .map(|profile| {
                 let name = if profile.id == "default" {
@@ -541,14 +548,21 @@ impl Agent {
     async fn open(&self, id: String, agent: Option<String>) -> Result<Arc<Context>, RpcError> {
         let agent = agent.filter(|name| name != "default");
         let live = Arc::new(Live::default());
-        let request = OpenRequest {
+        let spec = warden_session::SessionSpec {
             agent: agent.clone(),
-            approver: Arc::new(ClientApprover { live: live.clone() }),
-            caller: format!("a2a {} context={id}", self.identity),
+            approver: Some(Arc::new(ClientApprover { live: live.clone() })),
+            principal: warden_session::SessionPrincipal {
+                tenant: None,
+                caller: Some(format!("a2a {} context={id}", self.identity)),
+            },
+            ..warden_session::SessionSpec::default()
         };
-        let mut session = self.opener.open(request).map_err(|error| match error {
-            OpenError::Usage(message) => RpcError::invalid_params(message),
-            OpenError::Failed(message) => RpcError::new(code::INTERNAL_ERROR, message),
+        let mut session = self.opener.open(spec).map_err(|error| {
+            if error.is_usage() {
+                RpcError::invalid_params(error.to_string())
+            } else {
+                RpcError::new(code::INTERNAL_ERROR, error.to_string())
+            }
         })?;
         let (tools, failures) = session.tool_list().await;
         for failure in &failures {

@@ -36,7 +36,7 @@ use crate::convert::{
     edit_diff, mcp_server_spec, prompt_text, tool_kind, tool_locations, tool_title,
 };
 use crate::files::EditorFiles;
-use crate::{AcpError, OpenError, OpenRequest, SessionOpener};
+use crate::{AcpError, OpenError, SessionOpener};
 
 /// How often a running turn's streamed text is sent on while the model answers.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
@@ -337,24 +337,29 @@ impl State {
                     live: live.clone(),
                 })
             });
-        let request = OpenRequest {
-            workspace: cwd.to_path_buf(),
+        let spec = warden_session::SessionSpec {
+            workspace: Some(cwd.to_path_buf()),
             add_dirs: add_dirs.to_vec(),
             servers: specs,
-            approver,
-            resume,
-            text_files: files
-                .clone()
-                .map(|files| files as Arc<dyn warden_agent::TextFiles>),
-            terminal: terminal
-                .clone()
-                .map(|terminal| terminal as Arc<dyn warden_agent::CommandTerminal>),
+            approver: Some(approver),
+            resume: resume.map_or(warden_session::Resume::New, warden_session::Resume::Id),
+            editor: warden_session::EditorIo {
+                text_files: files
+                    .clone()
+                    .map(|files| files as Arc<dyn warden_agent::TextFiles>),
+                terminal: terminal
+                    .clone()
+                    .map(|terminal| terminal as Arc<dyn warden_agent::CommandTerminal>),
+            },
+            ..warden_session::SessionSpec::default()
         };
-        let mut session = self.opener.open(request).map_err(|error| match error {
-            OpenError::Usage(message) => invalid_params(message),
-            OpenError::Failed(message) => {
-                Error::internal_error().data(json!({ "message": message }))
+        let mut session = self.opener.open(spec).map_err(|error| match error {
+            // An id that names no saved session is the editor's mistake, said as such.
+            OpenError::Session(warden_session::SessionError::Resume(_)) => {
+                invalid_params(error.to_string())
             }
+            error if error.is_usage() => invalid_params(error.to_string()),
+            error => Error::internal_error().data(json!({ "message": error.to_string() })),
         })?;
         let (tools, failures) = session.tool_list().await;
         for failure in &failures {

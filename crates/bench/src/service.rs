@@ -17,12 +17,11 @@ use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use warden_config::{AgentProfile, ClientToolSpec, LoadRequest, LoadedConfig, Paths};
-use warden_host::{HostOptions, gate_policy};
+use warden_config::{AgentProfile, ClientToolSpec, LoadRequest, Paths};
 use warden_mock_model::{MockModel, Turn};
 use warden_policy::{AuditLog, AuditQuery, AuditRow, AuditStore};
-use warden_service::{OpenRequest, Role, ServiceStorage, SessionOpener, SqliteStorage};
-use warden_session::{AgentSession, SessionRequest};
+use warden_service::{Role, ServiceHost, ServiceStorage, SqliteStorage};
+use warden_session::{ConfigOpener, OpenError, Prepared, SessionOpener, SessionSpec};
 
 use crate::env::memory_of;
 use crate::report::{Row, Target};
@@ -116,8 +115,9 @@ async fn measure(
         }
         mock.push_turn(Turn::text("The notes say the service bench reads this."));
         config.push_str(&format!(
-            "[models.m{index}]\nprovider = \"openai\"\nid = \"bench\"\nbase_url = {}\n[agents.s{index}]\nmodel = \"m{index}\"\n",
-            serde_json::to_string(&mock.base_url())?
+            "[models.m{index}]\nprovider = \"openai\"\nid = \"bench\"\nbase_url = {}\n[agents.s{index}]\nmodel = \"m{index}\"\nhost_tools = [\"read_file\"]\nroom_template = {}\n",
+            serde_json::to_string(&mock.base_url())?,
+            serde_json::to_string(&workspace)?
         ));
         mocks.push(mock);
     }
@@ -358,61 +358,26 @@ fn rows(run: &ServiceRun) -> Vec<Row> {
     ]
 }
 
-/// Opens each run's agent session from the bench's WARDEN_HOME, as `warden service run` does.
+/// Opens each run's agent session from the bench's WARDEN_HOME, as `warden service run` does:
+/// the service applies its tenant rules (a room per session, copied from the profile's
+/// template) around this opener.
 struct BenchOpener {
     paths: Paths,
-    workspace: PathBuf,
+    sessions: ConfigOpener,
     agents: BTreeMap<String, AgentProfile>,
     /// The shared audit (PostgreSQL); `None`: `STATE/audit.db`.
     audit: Option<Arc<dyn AuditLog>>,
 }
 
-impl BenchOpener {
-    fn load(&self) -> Result<LoadedConfig, String> {
-        warden_config::load(&LoadRequest {
-            paths: self.paths.clone(),
-            workspace: self.workspace.clone(),
-            explicit_file: None,
-        })
-        .map_err(|error| error.to_string())
+impl SessionOpener for BenchOpener {
+    fn prepare(&self, spec: &SessionSpec) -> Result<Prepared, OpenError> {
+        self.sessions.prepare(spec)
     }
 }
 
-impl SessionOpener for BenchOpener {
-    fn open(&self, request: OpenRequest) -> Result<AgentSession, String> {
-        // This application's sessions reach the servers of warden's config and its own tools;
-        // it opens no server a tenant registered.
-        let OpenRequest {
-            agent,
-            principal,
-            approver,
-            tools,
-            servers: _,
-            session,
-            ..
-        } = request;
-        let config = self.load()?;
-        let mut options = HostOptions::new(self.paths.clone(), self.workspace.clone());
-        options.policy = gate_policy(&config.policy);
-        options.approver = Some(approver);
-        options.principal = principal;
-        // The host takes the service's session id, so the audit names it (as `warden service`).
-        options.session_id = Some(session);
-        options.tools.extend(tools);
-        if let Some(audit) = &self.audit {
-            options.audit = Some(audit.clone() as Arc<dyn warden_policy::AuditSink>);
-        }
-        AgentSession::open(SessionRequest {
-            config,
-            host: options,
-            model: None,
-            agent: agent.as_deref(),
-            add_dirs: &[],
-            resume: None,
-            continue_latest: false,
-            room: None,
-        })
-        .map_err(|error| error.to_string())
+impl ServiceHost for BenchOpener {
+    fn rooms_dir(&self) -> PathBuf {
+        self.paths.state_dir().join("service").join("tenants")
     }
 
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, String> {
@@ -690,7 +655,11 @@ pub(crate) async fn child(
         }
         let opener = Arc::new(BenchOpener {
             paths: paths.clone(),
-            workspace: workspace.clone(),
+            sessions: ConfigOpener::new(paths.clone(), workspace.clone()).with_audit(
+                instance_audit
+                    .clone()
+                    .map(|audit| audit as Arc<dyn warden_policy::AuditSink>),
+            ),
             agents: config.models.agents.clone(),
             audit: instance_audit,
         });

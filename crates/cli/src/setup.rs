@@ -6,14 +6,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use warden_config::{LoadRequest, LoadedConfig, Paths, PolicySettings};
-use warden_host::{Host, HostOptions, gate_policy, hook_runner};
+use warden_config::{LoadedConfig, Paths, PolicySettings};
+use warden_host::{Host, HostOptions};
 use warden_policy::{
     ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, GatePolicy, PermissionMode, ToolGlob,
 };
 
 use crate::Globals;
-use warden_session::{AgentSession, SessionError, SessionRequest, UsageError, ad_hoc_servers};
+use warden_session::{
+    AgentSession, ConfigOpener, OpenError, PolicyOverrides, Resume, SessionError, SessionOpener,
+    SessionSpec, UsageError, ad_hoc_servers,
+};
 
 /// warden's folders, from `WARDEN_HOME`, the XDG variables or the defaults.
 pub(crate) fn paths() -> anyhow::Result<Paths> {
@@ -32,23 +35,29 @@ pub(crate) fn load_config(globals: &Globals) -> anyhow::Result<(Paths, PathBuf, 
     load_config_in(globals, workspace()?)
 }
 
-/// [`load_config`] for a workspace other than the current directory (an editor's folder).
+/// [`load_config`] for a workspace other than the current directory.
 pub(crate) fn load_config_in(
     globals: &Globals,
     workspace: PathBuf,
 ) -> anyhow::Result<(Paths, PathBuf, LoadedConfig)> {
     let paths = paths()?;
-    let mut config = warden_config::load(&LoadRequest {
-        paths: paths.clone(),
-        workspace: workspace.clone(),
-        explicit_file: globals.config_file.clone(),
-    })?;
-    // What a project file set without the authority to was left out; say so, naming the key.
-    for warning in &config.warnings {
-        tracing::warn!("{warning}");
-    }
-    apply_global_flags(globals, &mut config);
+    let config = ConfigOpener::new(paths.clone(), workspace.clone())
+        .with_config_file(globals.config_file.clone())
+        .with_skills_extension(globals.mcp_skills_extension)
+        .load_config(workspace.clone())?;
     Ok((paths, workspace, config))
+}
+
+/// The sessions' opener for this command line: its configuration file, its policy flags and
+/// its global flags, in the current directory.
+pub(crate) fn config_opener(
+    globals: &Globals,
+    flags: &PolicyFlags,
+) -> anyhow::Result<ConfigOpener> {
+    Ok(ConfigOpener::new(paths()?, workspace()?)
+        .with_config_file(globals.config_file.clone())
+        .with_policy(flags.overrides()?)
+        .with_skills_extension(globals.mcp_skills_extension))
 }
 
 /// Folds the global flags that override config keys into the loaded config.
@@ -69,11 +78,9 @@ pub(crate) fn host_options(
     config: &LoadedConfig,
     flags: &PolicyFlags,
 ) -> anyhow::Result<HostOptions> {
-    let mut options = HostOptions::new(paths, workspace);
-    options.policy = flags.policy(&config.policy)?;
-    options.hooks = hook_runner(&config.policy)?;
-    options.skills_extension = config.experimental.skills_extension;
-    Ok(options)
+    Ok(ConfigOpener::new(paths, workspace.clone())
+        .with_policy(flags.overrides()?)
+        .host_options(workspace, config)?)
 }
 
 /// What `warden run` and `warden chat` ask of their agent session on the command line.
@@ -98,31 +105,22 @@ pub(crate) fn open_agent_session(
     approver: Option<Arc<dyn Approver>>,
     elicitation: Option<Arc<dyn warden_mcp::ElicitationHandler>>,
 ) -> anyhow::Result<AgentSession> {
-    let (paths, workspace, config) = load_config(globals)?;
-    let mut options = host_options(paths, workspace, &config, flags.policy)?;
-    options.extra_servers = ad_hoc_servers(flags.mcp)?;
-    options.approver = approver;
-    options.elicitation = elicitation;
-    Ok(AgentSession::open(SessionRequest {
-        config,
-        host: options,
-        model: flags.model,
-        agent: flags.agent,
-        add_dirs: flags.add_dirs,
-        resume: flags.resume,
-        continue_latest: flags.continue_latest,
-        room: None,
+    let opener = config_opener(globals, flags.policy)?;
+    let resume = match (flags.resume, flags.continue_latest) {
+        (Some(id), _) => Resume::Id(id.to_owned()),
+        (None, true) => Resume::Latest,
+        (None, false) => Resume::New,
+    };
+    Ok(opener.open(SessionSpec {
+        model: flags.model.map(str::to_owned),
+        agent: flags.agent.map(str::to_owned),
+        approver,
+        elicitation,
+        servers: ad_hoc_servers(flags.mcp)?,
+        add_dirs: flags.add_dirs.to_vec(),
+        resume,
+        ..SessionSpec::default()
     })?)
-}
-
-/// An error of loading the configuration for a frontend's session (ACP, A2A), as its opener
-/// reports it: a usage problem as the client's mistake, anything else as a failure.
-pub(crate) fn open_failure(error: anyhow::Error) -> warden_session::OpenError {
-    if is_usage_error(&error) {
-        warden_session::OpenError::Usage(error_line(&error))
-    } else {
-        warden_session::OpenError::Failed(error_line(&error))
-    }
 }
 
 /// Whether `error` is a usage or configuration problem (exit code 2) rather than a failure.
@@ -130,6 +128,7 @@ pub(crate) fn is_usage_error(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
         cause.is::<UsageError>()
             || cause.is::<warden_config::ConfigError>()
+            || cause.downcast_ref::<OpenError>().is_some_and(OpenError::is_usage)
             || cause
                 .downcast_ref::<SessionError>()
                 .is_some_and(SessionError::is_usage)
@@ -230,23 +229,26 @@ impl PolicyFlags {
     /// The session's policy: the config's settings with these flags applied (the command line
     /// is the operator's: its mode wins, its patterns are added).
     pub(crate) fn policy(&self, settings: &PolicySettings) -> anyhow::Result<GatePolicy> {
-        let mut policy = gate_policy(settings);
-        if let Some(mode) = self.permission_mode {
-            policy.permissions.mode = mode;
-        }
+        Ok(self.overrides()?.policy(settings))
+    }
+
+    /// These flags as read: a typo in a pattern is refused here, before anything starts.
+    pub(crate) fn overrides(&self) -> anyhow::Result<PolicyOverrides> {
+        let mut overrides = PolicyOverrides {
+            mode: self.permission_mode,
+            ..PolicyOverrides::default()
+        };
         for text in &self.allowed_tools {
-            policy
-                .permissions
+            overrides
                 .allow
                 .extend(flag_patterns("--allowed-tools", text)?);
         }
         for text in &self.disallowed_tools {
-            policy
-                .permissions
+            overrides
                 .deny
                 .extend(flag_patterns("--disallowed-tools", text)?);
         }
-        Ok(policy)
+        Ok(overrides)
     }
 }
 

@@ -22,7 +22,7 @@ use warden_net::{host_allowed, origin_is_loopback};
 use crate::approvals::{DecideError, Decision};
 use crate::client_tools::AnswerError;
 use crate::inventory;
-use crate::runs::{RunError, Runs, SessionOpener};
+use crate::runs::{RunError, Runs, ServiceHost};
 use crate::store::{
     ApprovalRow, ClientCallRow, EventRow, Principal, Role, ServerRow, ServiceStorage, SessionRow,
     SkillRow, StoreError,
@@ -40,7 +40,7 @@ const DEFAULT_PAGE: usize = 100;
 pub(crate) struct ServiceState {
     pub(crate) store: Arc<dyn ServiceStorage>,
     pub(crate) runs: Arc<Runs>,
-    pub(crate) opener: Arc<dyn SessionOpener>,
+    pub(crate) opener: Arc<dyn ServiceHost>,
     bound: SocketAddr,
 }
 
@@ -395,7 +395,7 @@ pub(crate) enum TenantKeyRole {
 /// served (its `Host` is accepted beside loopback names).
 pub fn router(
     store: Arc<dyn ServiceStorage>,
-    opener: Arc<dyn SessionOpener>,
+    opener: Arc<dyn ServiceHost>,
     bound: SocketAddr,
 ) -> axum::Router {
     let runs = Runs::new(store.clone(), opener.clone());
@@ -600,7 +600,7 @@ async fn json_errors(response: Response) -> Response {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: Arc<dyn ServiceStorage>,
-    opener: Arc<dyn SessionOpener>,
+    opener: Arc<dyn ServiceHost>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let bound = listener.local_addr()?;

@@ -23,7 +23,7 @@ pub use knowledge::TenantKnowledge;
 pub use openapi::document as openapi_document;
 pub use quota::QuotaRefusal;
 pub use runs::{
-    CancelOutcome, Inspection, LEASE_TTL_ENV, OpenRequest, RunError, Runs, SessionOpener, UserInput,
+    CancelOutcome, Inspection, LEASE_TTL_ENV, RunError, Runs, ServiceHost, UserInput,
 };
 pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{

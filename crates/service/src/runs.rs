@@ -19,11 +19,11 @@ use crate::tenant_oauth::TenantTokens;
 /// The most model turns in one run.
 const MAX_TURNS: u32 = 50;
 
-/// Opens the agent session a run uses, from a session's agent profile (`None`: the default
-/// agent). The binary supplies it: the configuration, paths and policy it loaded.
-pub trait SessionOpener: Send + Sync + 'static {
-    /// Opens a run's session as `request` says.
-    fn open(&self, request: OpenRequest) -> Result<AgentSession, String>;
+/// What the service needs of the application it runs in: the sessions' opener (whose
+/// configuration, policy, tools and audit the service's tenant rules then narrow: see
+/// [`OpenRequest::open`]) and the operator's environment around it. The binary supplies it;
+/// so does an embedding application.
+pub trait ServiceHost: warden_session::SessionOpener {
     /// The audit records matching `query` (the service sets its tenant).
     fn audit(
         &self,
@@ -131,7 +131,7 @@ enum Continuation {
 }
 
 /// What a run's session is opened with.
-pub struct OpenRequest {
+pub(crate) struct OpenRequest {
     /// The service's session: the run's host takes its id, so the audit names it.
     pub session: String,
     /// The agent profile (`None`: the default agent).
@@ -171,7 +171,7 @@ pub enum RunError {
 /// The runs going on, and the wake-ups of those who follow a session's events.
 pub struct Runs {
     store: Arc<dyn ServiceStorage>,
-    opener: Arc<dyn SessionOpener>,
+    opener: Arc<dyn ServiceHost>,
     going: Mutex<HashMap<String, GoingRun>>,
     wakeups: Mutex<HashMap<String, Arc<Notify>>>,
     waiting: Waiting,
@@ -249,7 +249,7 @@ const OUTCOME_UNKNOWN: &str =
     "warden stopped before this call's result was kept; it may or may not have run";
 
 impl Runs {
-    pub fn new(store: Arc<dyn ServiceStorage>, opener: Arc<dyn SessionOpener>) -> Arc<Self> {
+    pub fn new(store: Arc<dyn ServiceStorage>, opener: Arc<dyn ServiceHost>) -> Arc<Self> {
         let runs = Arc::new(Self {
             store,
             going: Mutex::default(),
@@ -934,7 +934,7 @@ impl Runs {
                 )
             })
             .collect();
-        self.opener.open(OpenRequest {
+        OpenRequest {
             session: session.to_owned(),
             agent: agent.map(str::to_owned),
             principal,
@@ -947,7 +947,9 @@ impl Runs {
                 .opener
                 .tenant_knowledge(tenant)
                 .map(|knowledge| knowledge.place),
-        })
+        }
+        .open(&*self.opener)
+        .map_err(|error| error.to_string())
     }
 
     /// The room of `tenant`'s session `session`.

@@ -5,8 +5,9 @@
 
 use std::path::Path;
 use warden_config::LoadedConfig;
-use warden_host::HostOptions;
-use warden_session::{AgentSession, Room, SessionError, SessionRequest};
+use warden_session::{
+    AgentSession, OpenError, Prepared, Room, SessionOpener, SessionSpec, open_prepared,
+};
 
 use crate::runs::OpenRequest;
 use crate::store::ServerRow;
@@ -266,15 +267,13 @@ pub fn tenant_folder(tenant: &str) -> String {
 }
 
 impl OpenRequest {
-    /// Opens the run's session under every tenant rule, on the embedder's `config` (read from
-    /// the user config and the room, never the service's folder: see
-    /// [`OpenRequest::config_folder`]) and `options` (its paths, policy, hooks, audit and own
-    /// tools).
-    pub fn open(
-        self,
-        mut config: LoadedConfig,
-        mut options: HostOptions,
-    ) -> Result<AgentSession, SessionError> {
+    /// Opens the run's session through `opener` under every tenant rule: the configuration is
+    /// read for the room's own folder (where no tool writes: its tools work in the room's
+    /// `files`), so no project file of the service's working folder or of the tenant's files is
+    /// read; stdio servers are left out unless the operator allows them; the tenant's servers
+    /// join with their tools asking before every call; the tenant's skills and knowledge come
+    /// first. An embedding application's opener gets exactly these rules.
+    pub(crate) fn open(self, opener: &dyn SessionOpener) -> Result<AgentSession, OpenError> {
         let OpenRequest {
             session,
             agent,
@@ -286,7 +285,23 @@ impl OpenRequest {
             skill_root,
             knowledge,
         } = self;
-        without_local_processes(&mut config);
+        let spec = SessionSpec {
+            workspace: Some(room.dir.clone()),
+            agent,
+            principal,
+            session_id: Some(session),
+            approver: Some(approver),
+            tools,
+            room: Some(room),
+            ..SessionSpec::default()
+        };
+        let mut prepared = opener.prepare(&spec)?;
+        let Prepared {
+            config,
+            host: options,
+            ..
+        } = &mut prepared;
+        without_local_processes(config);
         for server in servers {
             if config.servers.contains_key(&server.name) {
                 tracing::warn!(
@@ -325,27 +340,10 @@ impl OpenRequest {
             // the tenant does not have.
             options.knowledge.insert(0, place);
         }
-        options.approver = Some(approver);
-        options.principal = principal;
-        options.session_id = Some(session);
-        options.tools.extend(tools);
-        AgentSession::open(SessionRequest {
-            config,
-            host: options,
-            model: None,
-            agent: agent.as_deref(),
-            add_dirs: &[],
-            resume: None,
-            continue_latest: false,
-            room: Some(room),
-        })
-    }
-
-    /// The folder to load the run's configuration for: the room's own, where no tool writes
-    /// (its tools work in the room's `files`), so no project file of the service's working
-    /// folder or of the tenant's files is read.
-    pub fn config_folder(&self) -> std::path::PathBuf {
-        self.room.dir.clone()
+        // The service picks no model or profile by default: the session's profile decides.
+        prepared.default_model = None;
+        prepared.default_agent = None;
+        open_prepared(prepared, spec)
     }
 }
 

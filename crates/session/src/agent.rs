@@ -44,8 +44,8 @@ use warden_policy::{
     GuardedPath, PathConcern, ToolOutput,
 };
 
-/// What a frontend decides for one agent session.
-pub struct SessionRequest<'a> {
+/// What [`crate::open_prepared`] hands the session: the operator's and the frontend's choices.
+pub(crate) struct SessionRequest<'a> {
     /// The loaded configuration (the frontend folds its flags in first).
     pub config: LoadedConfig,
     /// The host's options as the frontend built them: paths, workspace, the gate's policy and
@@ -197,32 +197,11 @@ impl SessionError {
 }
 
 impl AgentSession {
-    /// Loads the config, picks the model and agent profile, and opens the session host.
-    pub fn open(request: SessionRequest<'_>) -> Result<Self, SessionError> {
-        Self::open_with(request, None, None)
-    }
-
-    /// [`AgentSession::open`] with the file tools reading and writing text through `files`
-    /// (an editor's buffers) instead of the disk; the workspace checks and the gate stay.
-    pub fn open_with_text_files(
-        request: SessionRequest<'_>,
-        files: Arc<dyn warden_agent::TextFiles>,
-    ) -> Result<Self, SessionError> {
-        Self::open_with(request, Some(files), None)
-    }
-
-    /// [`AgentSession::open`] for an editor: the file tools through its `files` when given,
-    /// and `bash` in its `terminal` when given — unconfined, so the gate asks a person before
-    /// every command (the operator's choice, `[acp] terminal = "editor"`).
-    pub fn open_for_editor(
-        request: SessionRequest<'_>,
-        files: Option<Arc<dyn warden_agent::TextFiles>>,
-        terminal: Option<Arc<dyn warden_agent::CommandTerminal>>,
-    ) -> Result<Self, SessionError> {
-        Self::open_with(request, files, terminal)
-    }
-
-    fn open_with(
+    /// Picks the model and agent profile and opens the session host, with the file tools
+    /// reading and writing text through `text_files` (an editor's buffers) when given and `bash`
+    /// in an editor's `terminal` when given. Frontends open sessions through a
+    /// [`crate::SessionOpener`].
+    pub(crate) fn open_with(
         request: SessionRequest<'_>,
         text_files: Option<Arc<dyn warden_agent::TextFiles>>,
         terminal: Option<Arc<dyn warden_agent::CommandTerminal>>,

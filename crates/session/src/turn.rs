@@ -1,7 +1,7 @@
 //! What frontends that keep the conversation themselves (ACP, A2A) share: one agent turn (the
 //! UserPromptSubmit hook, the user's message, the agent loop on the session's executor, every
-//! new message and the outcome written to the transcript, then the Stop hook), a tool result
-//! clipped for the client, and the error an opener reports.
+//! new message and the outcome written to the transcript, then the Stop hook) and a tool result
+//! clipped for the client.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,28 +31,6 @@ pub fn clip_result(text: &str) -> String {
         end -= 1;
     }
     format!("{}\n… ({} bytes in all)", &text[..end], text.len())
-}
-
-/// Why a frontend's opener could not open a session: said to its client as the request's
-/// error.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// The request names something that does not exist or cannot work (invalid params).
-    #[error("{0}")]
-    Usage(String),
-    /// Anything else (internal error).
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl From<crate::SessionError> for OpenError {
-    fn from(error: crate::SessionError) -> Self {
-        if error.is_usage() {
-            Self::Usage(error.to_string())
-        } else {
-            Self::Failed(error.to_string())
-        }
-    }
 }
 
 /// What one turn runs on: the conversation and its transcript, and how the loop calls tools.

@@ -1,4 +1,4 @@
-//! The order service behind warden's service API: a `SessionOpener` that opens each run's agent
+//! The order service behind warden's service API: a `SessionOpener` that prepares each run's agent
 //! session with the order tools and the caller-permission handler beside the operator's policy,
 //! the run's tenant and caller as the session's principal, and the API's approvals queue as the
 //! approver.
@@ -8,10 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use warden_config::{AgentProfile, ClientToolSpec, ConfigError, LoadRequest, LoadedConfig, Paths};
-use warden_host::{HostOptions, gate_policy, hook_runner};
 use warden_policy::{AuditQuery, AuditRow, AuditStore, AuthorizationHandler};
-use warden_service::{OpenRequest, SessionOpener};
-use warden_session::AgentSession;
+use warden_service::ServiceHost;
+use warden_session::{ConfigOpener, OpenError, Prepared, SessionOpener, SessionSpec};
 
 use crate::{OrderBook, order_tools};
 
@@ -66,26 +65,22 @@ fn load_config(paths: &Paths, workspace: &Path) -> Result<LoadedConfig, ConfigEr
 }
 
 impl SessionOpener for OrderServiceOpener {
-    fn open(&self, request: OpenRequest) -> Result<AgentSession, String> {
-        // This application's own tools and authorization, under every tenant rule the service
-        // enforces (the session's own folder, host tools per profile, tenant servers' egress):
-        // `OpenRequest::open` applies them. The config is read for the session's folder, so no
-        // project file of the application's working folder is a tenant's input.
-        let config = load_config(&self.paths, &request.config_folder())
-            .map_err(|error| format!("loading warden's config: {error}"))?;
-        let mut options = HostOptions::new(self.paths.clone(), self.workspace.clone());
-        options.policy = gate_policy(&config.policy);
-        options.hooks =
-            hook_runner(&config.policy).map_err(|error| format!("reading [hooks]: {error}"))?;
-        options.skills_extension = config.experimental.skills_extension;
-        options.authorization = Some(self.permissions.clone());
-        options.tools = order_tools(&self.book)
-            .map_err(|error| format!("defining the order tools: {error}"))?;
-        request
-            .open(config, options)
-            .map_err(|error| error.to_string())
+    fn prepare(&self, spec: &SessionSpec) -> Result<Prepared, OpenError> {
+        // warden's configuration, policy and hooks for the session's folder, then this
+        // application's own tools and authorization. The service applies every tenant rule
+        // around this (the session's own folder, host tools per profile, tenant servers'
+        // egress), so the config is read for the session's folder and no project file of the
+        // application's working folder is a tenant's input.
+        let mut prepared = ConfigOpener::new(self.paths.clone(), self.workspace.clone())
+            .prepare(spec)?;
+        prepared.host.authorization = Some(self.permissions.clone());
+        prepared.host.tools =
+            order_tools(&self.book).map_err(|error| OpenError::Other(Box::new(error)))?;
+        Ok(prepared)
     }
+}
 
+impl ServiceHost for OrderServiceOpener {
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, String> {
         let path = self.audit_path();
         // No call was made yet: no records.

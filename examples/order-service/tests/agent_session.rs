@@ -9,15 +9,15 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use warden_agent::{Agent, Message, StopReason};
-use warden_config::{LoadRequest, Paths};
+use warden_config::Paths;
 use warden_example_order_service::{OrderBook, order_tools};
 use warden_host::{
     AuthorizationError, AuthorizationHandler, AuthorizationQuestion, AuthorizationVerdict,
-    CapabilityClass, CodeTool, HostOptions,
+    CapabilityClass, CodeTool,
 };
 use warden_mock_model::{MockModel, Turn};
 use warden_policy::BoxFuture;
-use warden_session::{AgentSession, SessionRequest};
+use warden_session::{ConfigOpener, SessionOpener, SessionSpec, open_prepared};
 
 /// The model acts for nobody in particular here: it may read, never cancel.
 struct ReadOnlyAgent;
@@ -56,13 +56,6 @@ async fn a_refused_and_a_timed_out_call_are_results_the_model_reads_and_the_run_
         ),
     )
     .unwrap();
-    let config = warden_config::load(&LoadRequest {
-        paths: paths.clone(),
-        workspace: workspace.clone(),
-        explicit_file: None,
-    })
-    .unwrap();
-
     let book = OrderBook::with_open_orders(&[("A-100", "ada")]);
     let mut tools = order_tools(&book).unwrap();
     let stalled = CodeTool::new(
@@ -79,21 +72,13 @@ async fn a_refused_and_a_timed_out_call_are_results_the_model_reads_and_the_run_
     .timeout(Duration::from_millis(300))
     .unwrap();
     tools.push(Arc::new(stalled));
-    let mut options = HostOptions::new(paths, workspace);
-    options.policy = warden_host::gate_policy(&config.policy);
-    options.authorization = Some(Arc::new(ReadOnlyAgent));
-    options.tools = tools;
-    let mut session = AgentSession::open(SessionRequest {
-        config,
-        host: options,
-        model: None,
-        agent: None,
-        add_dirs: &[],
-        resume: None,
-        continue_latest: false,
-        room: None,
-    })
-    .unwrap();
+    // An embedding application's session: warden's configuration prepared, then the
+    // application's tools and authorization added before it opens.
+    let spec = SessionSpec::default();
+    let mut prepared = ConfigOpener::new(paths, workspace).prepare(&spec).unwrap();
+    prepared.host.authorization = Some(Arc::new(ReadOnlyAgent));
+    prepared.host.tools = tools;
+    let mut session = open_prepared(prepared, spec).unwrap();
 
     mock.push_turn(Turn::tool_call(
         "call_1",

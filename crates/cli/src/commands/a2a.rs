@@ -6,14 +6,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
-use warden_a2a::{
-    A2A_PATH, A2aSettings, CARD_PATH, OpenError, OpenRequest, Profile, SessionOpener,
-};
-use warden_session::{AgentSession, SessionRequest};
+use warden_a2a::{A2A_PATH, A2aSettings, CARD_PATH, Profile};
 
 use crate::Globals;
 use crate::commands::serve::bind_with_auth;
-use crate::setup::{PolicyFlags, async_runtime, host_options, load_config, open_failure};
+use crate::setup::{PolicyFlags, async_runtime, config_opener, load_config};
 
 /// What `warden serve` passes on to `--a2a`.
 pub(crate) struct A2aFlags {
@@ -42,31 +39,8 @@ pub(crate) fn run(
     // The configuration and the policy flags are checked before anything listens.
     let (_, _, config) = load_config(globals)?;
     policy.policy(&config.policy)?;
-    let profiles = std::iter::once(Profile {
-        id: "default".to_owned(),
-        description: "The default agent: the configured model with every configured MCP server"
-            .to_owned(),
-    })
-    .chain(config.models.agents.values().map(|profile| {
-        Profile {
-            id: profile.name.clone(),
-            description: profile
-                .instructions
-                .as_deref()
-                .and_then(|text| text.lines().find(|line| !line.trim().is_empty()))
-                .map_or_else(
-                    || format!("The [agents.{}] profile", profile.name),
-                    |line| line.trim().to_owned(),
-                ),
-        }
-    }))
-    .collect();
-    let opener = Arc::new(CliOpener {
-        globals: globals.clone(),
-        model,
-        policy,
-        profiles,
-    });
+    let profiles = Profile::offered_by(&config);
+    let opener = Arc::new(config_opener(globals, &policy)?.with_defaults(model, None));
     async_runtime()?.block_on(async {
         // The stop signals are listened for before "listening on" is said.
         let stop = crate::setup::stop_signal();
@@ -76,6 +50,7 @@ pub(crate) fn run(
             "warden serve: A2A agent listening on http://{bound}{A2A_PATH} (card at http://{bound}{CARD_PATH})"
         );
         let mut settings = A2aSettings::new(auth);
+        settings.profiles = profiles;
         if let Some(max) = max_contexts {
             settings.max_contexts = max as usize;
         }
@@ -98,37 +73,4 @@ pub(crate) fn run(
             std::process::ExitCode::SUCCESS
         })
     })
-}
-
-/// Opens a context's session as `warden run` opens its own, in the folder warden serves from.
-struct CliOpener {
-    globals: Globals,
-    model: Option<String>,
-    policy: PolicyFlags,
-    profiles: Vec<Profile>,
-}
-
-impl SessionOpener for CliOpener {
-    fn profiles(&self) -> Vec<Profile> {
-        self.profiles.clone()
-    }
-
-    fn open(&self, request: OpenRequest) -> Result<AgentSession, OpenError> {
-        let (paths, workspace, config) = load_config(&self.globals).map_err(open_failure)?;
-        let mut options =
-            host_options(paths, workspace, &config, &self.policy).map_err(open_failure)?;
-        options.approver = Some(request.approver);
-        options.principal.caller = Some(request.caller);
-        AgentSession::open(SessionRequest {
-            config,
-            host: options,
-            model: self.model.as_deref(),
-            agent: request.agent.as_deref(),
-            add_dirs: &[],
-            resume: None,
-            continue_latest: false,
-            room: None,
-        })
-        .map_err(OpenError::from)
-    }
 }

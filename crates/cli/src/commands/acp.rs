@@ -6,11 +6,10 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use warden_acp::{OpenError, OpenRequest, SessionOpener, serve_stdio};
-use warden_session::{AgentSession, SessionRequest};
+use warden_acp::serve_stdio;
 
 use crate::Globals;
-use crate::setup::{PolicyFlags, async_runtime, host_options, load_config_in, open_failure};
+use crate::setup::{PolicyFlags, async_runtime, config_opener};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct AcpArgs {
@@ -25,55 +24,10 @@ pub(crate) struct AcpArgs {
 }
 
 pub(crate) fn run(globals: &Globals, args: AcpArgs) -> anyhow::Result<ExitCode> {
-    // A typo in a policy flag is said at once, not at the editor's first session.
-    args.policy
-        .policy(&warden_config::PolicySettings::default())?;
-    let opener = Arc::new(CliOpener {
-        globals: globals.clone(),
-        args,
-    });
+    // A typo in a policy flag is said at once, not at the editor's first session. Each
+    // session the editor opens reads the config scopes of its own folder.
+    let opener = config_opener(globals, &args.policy)?.with_defaults(args.model, args.agent);
     let runtime = async_runtime()?;
-    runtime.block_on(serve_stdio(opener))?;
+    runtime.block_on(serve_stdio(Arc::new(opener)))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Opens the editor's sessions as `warden run` opens its own: the config scopes of the
-/// editor's folder with the command line's flags folded in.
-struct CliOpener {
-    globals: Globals,
-    args: AcpArgs,
-}
-
-impl SessionOpener for CliOpener {
-    fn open(&self, request: OpenRequest) -> Result<AgentSession, OpenError> {
-        let (paths, workspace, config) =
-            load_config_in(&self.globals, request.workspace).map_err(open_failure)?;
-        let terminal_choice = config.acp_terminal;
-        let mut options =
-            host_options(paths, workspace, &config, &self.args.policy).map_err(open_failure)?;
-        options.extra_servers = request.servers;
-        options.approver = Some(request.approver);
-        let session = SessionRequest {
-            config,
-            host: options,
-            model: self.args.model.as_deref(),
-            agent: self.args.agent.as_deref(),
-            add_dirs: &request.add_dirs,
-            resume: request.resume.as_deref(),
-            continue_latest: false,
-            room: None,
-        };
-        // The editor's terminal runs commands outside warden's sandbox: only when the
-        // operator chose it in the user config.
-        let terminal = request
-            .terminal
-            .filter(|_| terminal_choice == warden_config::AcpTerminal::Editor);
-        AgentSession::open_for_editor(session, request.text_files, terminal).map_err(|error| {
-            match error {
-                // An id that names no saved session is the editor's mistake, said as such.
-                warden_session::SessionError::Resume(_) => OpenError::Usage(error.to_string()),
-                error => OpenError::from(error),
-            }
-        })
-    }
 }

@@ -5,8 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use warden_service::{OpenRequest, Role, ServiceStorage, SessionOpener, SqliteStorage};
-use warden_session::AgentSession;
+use warden_service::{Role, ServiceHost, ServiceStorage, SqliteStorage};
 use warden_store_pg::PgStorage;
 
 use crate::Globals;
@@ -14,7 +13,7 @@ use std::collections::BTreeMap;
 
 use warden_config::{AgentProfile, ClientToolSpec};
 
-use crate::setup::{PolicyFlags, async_runtime, host_options, load_config};
+use crate::setup::{PolicyFlags, async_runtime, load_config};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServiceArgs {
@@ -220,7 +219,9 @@ impl RunOpener {
 /// edit applies to the next run), for the session's profile.
 struct RunOpener {
     globals: Globals,
-    policy: PolicyFlags,
+    /// The sessions' opener: the config read anew for each run, the policy flags, the shared
+    /// audit when there is one.
+    sessions: warden_session::ConfigOpener,
     agents: BTreeMap<String, AgentProfile>,
     audit_path: std::path::PathBuf,
     /// The shared audit (PostgreSQL); `None`: `audit_path`, this instance's own file.
@@ -238,22 +239,16 @@ struct RunOpener {
     tenancy: warden_config::Tenancy,
 }
 
-impl SessionOpener for RunOpener {
-    fn open(&self, request: OpenRequest) -> Result<AgentSession, String> {
-        let open = || -> anyhow::Result<AgentSession> {
-            // The user config only: the room's own folder has no project file, and the
-            // service's working folder is never a tenant's input.
-            let (paths, workspace, config) =
-                crate::setup::load_config_in(&self.globals, request.config_folder())?;
-            let mut options = host_options(paths, workspace, &config, &self.policy)?;
-            if let Some(audit) = &self.audit {
-                options.audit = Some(audit.clone() as Arc<dyn warden_policy::AuditSink>);
-            }
-            Ok(request.open(config, options)?)
-        };
-        open().map_err(|error| crate::setup::error_line(&error))
+impl warden_session::SessionOpener for RunOpener {
+    fn prepare(
+        &self,
+        spec: &warden_session::SessionSpec,
+    ) -> Result<warden_session::Prepared, warden_session::OpenError> {
+        self.sessions.prepare(spec)
     }
+}
 
+impl ServiceHost for RunOpener {
     fn audit(
         &self,
         query: &warden_policy::AuditQuery,
@@ -400,9 +395,14 @@ fn serve(
     }
     // The policy flags are checked before anything listens.
     let _ = args.policy.policy(&config.policy)?;
+    let sessions = crate::setup::config_opener(globals, &args.policy)?.with_audit(
+        shared
+            .as_ref()
+            .map(|shared| shared.audit.clone() as Arc<dyn warden_policy::AuditSink>),
+    );
     let opener = Arc::new(RunOpener {
         globals: globals.clone(),
-        policy: args.policy,
+        sessions,
         agents: config.models.agents.clone(),
         audit_path: paths.state_dir().join("audit.db"),
         audit: shared.as_ref().map(|shared| shared.audit.clone()),
