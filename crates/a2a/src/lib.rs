@@ -30,20 +30,21 @@ impl Profile {
     pub fn offered_by(config: &warden_config::LoadedConfig) -> Vec<Self> {
         std::iter::once(Self {
             id: "default".to_owned(),
-            description:
-                "The default agent: the configured model with every configured MCP server"
-                    .to_owned(),
+            description: "The default agent: the configured model with every configured MCP server"
+                .to_owned(),
         })
-        .chain(config.models.agents.values().map(|profile| Self {
-            id: profile.name.clone(),
-            description: profile
-                .instructions
-                .as_deref()
-                .and_then(|text| text.lines().find(|line| !line.trim().is_empty()))
-                .map_or_else(
-                    || format!("The [agents.{}] profile", profile.name),
-                    |line| line.trim().to_owned(),
-                ),
+        .chain(config.models.agents.values().map(|profile| {
+            Self {
+                id: profile.name.clone(),
+                description: profile
+                    .instructions
+                    .as_deref()
+                    .and_then(|text| text.lines().find(|line| !line.trim().is_empty()))
+                    .map_or_else(
+                        || format!("The [agents.{}] profile", profile.name),
+                        |line| line.trim().to_owned(),
+                    ),
+            }
         }))
         .collect()
     }

@@ -13,11 +13,8 @@ use futures::Stream;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
-use warden_agent::{
-    AgentEvent, Message, Session as Transcript, ToolCallRequest, ToolCallResult, ToolExecutor,
-    ToolList, ToolRefresh,
-};
-use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, CallSurface};
+use warden_agent::{AgentEvent, EventSink, Events, Message, Session as Transcript, ToolList};
+use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, CallSurface, Decision};
 use warden_session::{AgentSession, Turn, clip_result};
 
 use crate::protocol::{self, Incoming, RpcError, TaskState, code};
@@ -89,8 +86,9 @@ struct Open {
     system_prompt: String,
     conversation: Vec<Message>,
     transcript: Transcript,
-    executor: Arc<Tracking>,
-    sender: tokio::sync::mpsc::UnboundedSender<AgentEvent>,
+    executor: Arc<warden_session::GateExecutor>,
+    /// Where the session's events go: the running task's streams.
+    events: Events,
 }
 
 /// What a context's approver, executor and progress forwarder share: its running task and the
@@ -573,12 +571,8 @@ impl Agent {
         let (transcript, conversation) = session.open_transcript().map_err(|error| {
             RpcError::new(code::INTERNAL_ERROR, format!("the transcript: {error}"))
         })?;
-        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(forward_progress(receiver, live.clone()));
-        let executor = Arc::new(Tracking {
-            inner: session.executor_as(CallSurface::A2a, Some(sender.clone())),
-            live: live.clone(),
-        });
+        let events: Events = live.clone();
+        let executor = session.executor_as(CallSurface::A2a, Some(events.clone()));
         let workspace = session.workspace.clone();
         session
             .host
@@ -596,7 +590,7 @@ impl Agent {
                 conversation,
                 transcript,
                 executor,
-                sender,
+                events,
             }),
         }))
     }
@@ -711,7 +705,7 @@ async fn turn(open: &mut Open, task: &TaskEntry, text: String) -> Result<Ended, 
                 executor: open.executor.clone(),
                 system_prompt: &open.system_prompt,
                 tools: &open.tools,
-                events: Some(open.sender.clone()),
+                events: Some(open.events.clone()),
                 cancel: &task.cancel,
                 tick: None,
             },
@@ -732,99 +726,70 @@ async fn turn(open: &mut Open, task: &TaskEntry, text: String) -> Result<Ended, 
     Ok(Ended::Answered(said.join("\n\n")))
 }
 
-/// Sends MCP progress of the running calls to the running task's streams.
-async fn forward_progress(
-    mut receiver: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
-    live: Arc<Live>,
-) {
-    while let Some(event) = receiver.recv().await {
-        if let AgentEvent::ToolProgress {
-            id,
-            message,
-            progress,
-            total,
-        } = event
-            && live.is_running(&id)
-            && let Some(task) = live.current()
-        {
-            task.publish_activity(json!({"warden/progress": {
-                "toolCallId": id,
-                "progress": progress,
-                "total": total,
-                "message": message,
-            }}));
+impl Live {
+    /// Publishes `activity` to the running task's streams, if a task runs.
+    fn publish(&self, activity: Value) {
+        if let Some(task) = self.current() {
+            task.publish_activity(activity);
         }
     }
 }
 
-/// The gate's executor with each call announced to the running task as it starts and as it
-/// ends (`warden/tool` metadata).
-struct Tracking {
-    inner: Arc<warden_session::GateExecutor>,
-    live: Arc<Live>,
-}
-
-impl Tracking {
-    fn announce(&self, tool: Value) {
-        if let Some(task) = self.live.current() {
-            task.publish_activity(json!({ "warden/tool": tool }));
-        }
-    }
-}
-
-impl ToolExecutor for Tracking {
-    fn is_read_only(&self, public_name: &str) -> bool {
-        self.inner.is_read_only(public_name)
-    }
-
-    fn refresh_tools(&self) -> BoxFuture<'_, ToolRefresh> {
-        self.inner.refresh_tools()
-    }
-
-    fn execute<'a>(
-        &'a self,
-        call: ToolCallRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'a, ToolCallResult> {
-        Box::pin(async move {
-            let id = call.id.clone();
-            let name = call.public_name.clone();
-            lock(&self.live.calls).push(id.clone());
-            self.announce(json!({
-                "toolCallId": id,
-                "name": name,
-                "arguments": call.arguments,
-                "status": "running",
-            }));
-            let plan = (name == "update_plan")
-                .then(|| warden_agent::plan_entries(&call.arguments))
-                .flatten();
-            let result = self.inner.execute(call, cancel.clone()).await;
-            lock(&self.live.calls).retain(|running| *running != id);
-            // The model's plan, once the gate let the call through.
-            if let Some(entries) = plan
-                && !result.is_error
-                && let Some(task) = self.live.current()
-            {
-                task.publish_activity(json!({"warden/plan": {"entries": entries}}));
+/// The session's events as the running task's activity: each call as it starts and as it ends
+/// (`warden/tool`), MCP progress of the calls still running (`warden/progress`) and the model's
+/// plan (`warden/plan`).
+impl EventSink for Live {
+    fn emit(&self, event: AgentEvent) {
+        match event {
+            AgentEvent::ToolCallStarted {
+                id,
+                name,
+                arguments,
+            } => {
+                lock(&self.calls).push(id.clone());
+                self.publish(json!({ "warden/tool": {
+                    "toolCallId": id,
+                    "name": name,
+                    "arguments": arguments,
+                    "status": "running",
+                }}));
             }
-            let status = if cancel.is_cancelled() {
-                "canceled"
-            } else if result.is_error {
-                "failed"
-            } else {
-                "completed"
-            };
-            self.announce(json!({
-                "toolCallId": id,
-                "name": name,
-                "status": status,
-                "decision": result.decision,
-                "denial": result.denial,
-                "result": clip_result(&result.text),
-            }));
-            result
-        })
+            AgentEvent::ToolCallFinished { id, name, result } => {
+                lock(&self.calls).retain(|running| *running != id);
+                let status = if result.decision == Decision::Cancelled {
+                    "canceled"
+                } else if result.is_error {
+                    "failed"
+                } else {
+                    "completed"
+                };
+                self.publish(json!({ "warden/tool": {
+                    "toolCallId": id,
+                    "name": name,
+                    "status": status,
+                    "decision": result.decision,
+                    "denial": result.denial,
+                    "result": clip_result(&result.text),
+                }}));
+            }
+            AgentEvent::PlanUpdated { entries, .. } => {
+                self.publish(json!({"warden/plan": {"entries": entries}}));
+            }
+            AgentEvent::ToolProgress {
+                id,
+                message,
+                progress,
+                total,
+            } if self.is_running(&id) => {
+                self.publish(json!({"warden/progress": {
+                    "toolCallId": id,
+                    "progress": progress,
+                    "total": total,
+                    "message": message,
+                }}));
+            }
+            _ => {}
+        }
     }
 }
 

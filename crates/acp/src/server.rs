@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::Diff;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate,
     CancelNotification, Content, ContentBlock, ContentChunk, Implementation, InitializeRequest,
@@ -24,11 +25,11 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
-    AgentEvent, Message, Session as Transcript, ToolCallRequest, ToolCallResult, ToolExecutor,
-    ToolList, ToolRefresh,
+    AgentEvent, EventSink, Message, PLAN_TOOL, Session as Transcript, ToolCallResult, ToolList,
 };
 use warden_host::CallContext;
-use warden_policy::{BoxFuture, CallSurface};
+use warden_policy::CallSurface;
+use warden_policy::Decision;
 use warden_session::{AgentSession, Turn, TurnError, clip_result};
 
 use crate::approver::{EditorApprover, Live};
@@ -243,8 +244,7 @@ struct Open {
     conversation: Vec<Message>,
     transcript: Transcript,
     events: Arc<Forwarder>,
-    executor: Arc<Tracking>,
-    sender: tokio::sync::mpsc::UnboundedSender<AgentEvent>,
+    executor: Arc<warden_session::GateExecutor>,
 }
 
 fn invalid_params(message: impl Into<String>) -> Error {
@@ -381,15 +381,14 @@ impl State {
         let events = Arc::new(Forwarder {
             connection: connection.clone(),
             session_id: id.clone(),
+            sender,
             receiver: Mutex::new(receiver),
             live: live.clone(),
-        });
-        let executor = Arc::new(Tracking {
-            inner: session.executor(Some(sender.clone())),
-            live: live.clone(),
-            events: events.clone(),
             workspace: session.workspace.clone(),
+            diffs: Mutex::default(),
+            plans: Mutex::default(),
         });
+        let executor = session.executor(Some(events.clone() as warden_agent::Events));
         let workspace = session.workspace.clone();
         session
             .host
@@ -408,7 +407,6 @@ impl State {
                 transcript,
                 events,
                 executor,
-                sender,
             }),
         });
         lock(&self.sessions).insert(id, entry.clone());
@@ -458,7 +456,7 @@ impl State {
                     executor: open.executor.clone(),
                     system_prompt: &open.system_prompt,
                     tools: &open.tools,
-                    events: Some(open.sender.clone()),
+                    events: Some(open.events.clone() as warden_agent::Events),
                     cancel: &cancel,
                     tick: Some((FLUSH_INTERVAL, &tick)),
                 },
@@ -643,7 +641,10 @@ impl Entry {
 async fn slash_commands(session: &AgentSession) -> Vec<(AvailableCommand, Command)> {
     let mut commands = Vec::new();
     for status in session.host.servers().status() {
-        let Ok(prompts) = session.host.servers().prompts(&status.name).await else {
+        // Through the gate, as the person's listing: a server the operator denies offers no
+        // prompts here.
+        let context = CallContext::new(CallSurface::User, CancellationToken::new());
+        let Ok(prompts) = session.host.list_prompts(context, &status.name).await else {
             continue;
         };
         for prompt in prompts {
@@ -715,9 +716,6 @@ fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(text_block(text)))
 }
 
-/// The built-in with which the model states its plan.
-const PLAN_TOOL: &str = "update_plan";
-
 fn agent_thought(text: &str) -> SessionUpdate {
     SessionUpdate::AgentThoughtChunk(ContentChunk::new(text_block(text)))
 }
@@ -730,14 +728,50 @@ fn tool_call(id: &str, public_name: &str, arguments: &Value, workspace: &Path) -
         .raw_input(arguments.clone())
 }
 
-/// Sends the loop's events on to the editor: streamed text, and MCP progress of the calls
-/// still running. Tool calls themselves are announced by [`Tracking`], in order with the
-/// permission requests they cause.
+/// Sends the session's events on to the editor. Streamed text and MCP progress of the calls
+/// still running wait for the next flush (every [`FLUSH_INTERVAL`] and before each call); each
+/// call is announced as it starts (`tool_call`, with the diff of the file it is about to
+/// change) and as it ends (`tool_call_update` with the result), in order with the permission
+/// requests it causes, and known to the approver meanwhile. The model's plan is the editor's
+/// plan, not a tool call.
 struct Forwarder {
     connection: ConnectionTo<Client>,
     session_id: String,
+    sender: tokio::sync::mpsc::UnboundedSender<AgentEvent>,
     receiver: Mutex<UnboundedReceiver<AgentEvent>>,
     live: Arc<Live>,
+    workspace: std::path::PathBuf,
+    /// The diff of each running edit, read before it ran.
+    diffs: Mutex<HashMap<String, Diff>>,
+    /// The running plan calls, with their arguments until their plan is shown.
+    plans: Mutex<HashMap<String, Option<Value>>>,
+}
+
+impl EventSink for Forwarder {
+    fn emit(&self, event: AgentEvent) {
+        match event {
+            AgentEvent::ToolCallStarted {
+                id,
+                name,
+                arguments,
+            } => self.call_started(id, &name, &arguments),
+            AgentEvent::ToolCallFinished { id, name, result } => {
+                self.call_finished(id, &name, &result);
+            }
+            AgentEvent::PlanUpdated { id, entries } => {
+                lock(&self.plans).insert(id, None);
+                send(
+                    &self.connection,
+                    &self.session_id,
+                    crate::convert::plan_update(&entries),
+                );
+            }
+            // Text and progress wait for the next flush, in the order they came.
+            event => {
+                let _ = self.sender.send(event);
+            }
+        }
+    }
 }
 
 impl Forwarder {
@@ -792,112 +826,67 @@ impl Forwarder {
     }
 }
 
-/// The gate's executor, with each call announced to the editor as it starts (`tool_call`) and
-/// as it ends (`tool_call_update` with the result), and known to the approver meanwhile.
-struct Tracking {
-    inner: Arc<warden_session::GateExecutor>,
-    live: Arc<Live>,
-    events: Arc<Forwarder>,
-    workspace: std::path::PathBuf,
-}
-
-impl ToolExecutor for Tracking {
-    fn is_read_only(&self, public_name: &str) -> bool {
-        self.inner.is_read_only(public_name)
+impl Forwarder {
+    /// A call starts: what streamed before it goes first, then the call (unless it states the
+    /// plan, which the editor shows as its plan once the gate let it through).
+    fn call_started(&self, id: String, name: &str, arguments: &Value) {
+        self.flush();
+        self.live.call_started(&id, name, arguments);
+        if name == PLAN_TOOL {
+            lock(&self.plans).insert(id, Some(arguments.clone()));
+            return;
+        }
+        send(
+            &self.connection,
+            &self.session_id,
+            SessionUpdate::ToolCall(tool_call(&id, name, arguments, &self.workspace)),
+        );
+        if let Some(diff) = edit_diff(name, arguments, &self.workspace) {
+            lock(&self.diffs).insert(id, diff);
+        }
     }
 
-    fn refresh_tools(&self) -> BoxFuture<'_, ToolRefresh> {
-        self.inner.refresh_tools()
-    }
-
-    fn execute<'a>(
-        &'a self,
-        call: ToolCallRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'a, ToolCallResult> {
-        Box::pin(async move {
-            // Text the model streamed before the call goes first.
-            self.events.flush();
-            let id = call.id.clone();
-            let name = call.public_name.clone();
-            self.live.call_started(&id, &name, &call.arguments);
-            // The model's plan: shown as the editor's plan, not as a tool call, once the gate
-            // let it through.
-            if name == PLAN_TOOL {
-                let entries = warden_agent::plan_entries(&call.arguments);
-                let arguments = call.arguments.clone();
-                let result = self.inner.execute(call, cancel).await;
-                self.live.call_finished(&id);
-                match entries {
-                    Some(entries) if !result.is_error => send(
-                        &self.events.connection,
-                        &self.events.session_id,
-                        crate::convert::plan_update(&entries),
-                    ),
-                    _ => {
-                        send(
-                            &self.events.connection,
-                            &self.events.session_id,
-                            SessionUpdate::ToolCall(tool_call(
-                                &id,
-                                &name,
-                                &arguments,
-                                &self.workspace,
-                            )),
-                        );
-                        send(
-                            &self.events.connection,
-                            &self.events.session_id,
-                            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                                id,
-                                ToolCallUpdateFields::new()
-                                    .status(ToolCallStatus::Failed)
-                                    .content(vec![text_content(&clip_result(&result.text))]),
-                            )),
-                        );
-                    }
-                }
-                return result;
-            }
-            send(
-                &self.events.connection,
-                &self.events.session_id,
-                SessionUpdate::ToolCall(tool_call(&id, &name, &call.arguments, &self.workspace)),
-            );
-            let diff = edit_diff(&name, &call.arguments, &self.workspace);
-            let result = self.inner.execute(call, cancel.clone()).await;
-            self.events.flush();
-            self.live.call_finished(&id);
-            let status = if result.is_error || cancel.is_cancelled() {
-                ToolCallStatus::Failed
-            } else {
-                ToolCallStatus::Completed
+    /// A call ended: its result (and the diff of an edit that went through).
+    fn call_finished(&self, id: String, name: &str, result: &ToolCallResult) {
+        self.flush();
+        self.live.call_finished(&id);
+        let diff = lock(&self.diffs).remove(&id);
+        let failed = result.is_error || result.decision != Decision::Allowed;
+        if name == PLAN_TOOL {
+            let Some(Some(arguments)) = lock(&self.plans).remove(&id) else {
+                // Shown as the editor's plan.
+                return;
             };
-            let text = if result.text.is_empty() && cancel.is_cancelled() {
-                "cancelled".to_owned()
-            } else {
-                clip_result(&result.text)
-            };
-            let mut content = vec![text_content(&text)];
-            if status == ToolCallStatus::Completed
-                && let Some(diff) = diff
-            {
-                content.push(ToolCallContent::Diff(diff));
-            }
-            let fields = ToolCallUpdateFields::new()
-                .status(status)
-                .content(content)
-                .raw_output(json!({
-                    "decision": result.decision,
-                    "denial": result.denial,
-                    "is_error": result.is_error,
-                }));
+            // The plan was refused or invalid: shown as the failed call it was.
             send(
-                &self.events.connection,
-                &self.events.session_id,
-                SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields)),
+                &self.connection,
+                &self.session_id,
+                SessionUpdate::ToolCall(tool_call(&id, name, &arguments, &self.workspace)),
             );
-            result
-        })
+        }
+        let status = if failed {
+            ToolCallStatus::Failed
+        } else {
+            ToolCallStatus::Completed
+        };
+        let mut content = vec![text_content(&clip_result(&result.text))];
+        if status == ToolCallStatus::Completed
+            && let Some(diff) = diff
+        {
+            content.push(ToolCallContent::Diff(diff));
+        }
+        let fields = ToolCallUpdateFields::new()
+            .status(status)
+            .content(content)
+            .raw_output(json!({
+                "decision": result.decision,
+                "denial": result.denial,
+                "is_error": result.is_error,
+            }));
+        send(
+            &self.connection,
+            &self.session_id,
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id, fields)),
+        );
     }
 }

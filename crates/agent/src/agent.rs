@@ -1,4 +1,4 @@
-//! The agent loop: ask the model, run the tool calls it makes through a `ToolExecutor` (read-only ones concurrently), repeat until it stops; events on a channel.
+//! The agent loop: ask the model, run the tool calls it makes through a `ToolExecutor` (read-only ones concurrently), repeat until it stops; events to an `EventSink`, in order.
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use crate::budget::{TokenBudget, elide_oldest_tool_results};
 use crate::conversation::{Message, ToolCall, ToolSpec, Usage};
 use crate::provider::{DeferredTools, ModelClient, ModelDelta, ModelRequest, ProviderError};
 use warden_config::DeferMode;
+use warden_vocab::Decision;
 
 /// A tool call handed to the executor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,8 +29,8 @@ pub struct ToolCallResult {
     /// The text sent back to the model.
     pub text: String,
     pub is_error: bool,
-    /// The gate's decision label (e.g. `allowed`, `denied`, `timed_out`).
-    pub decision: String,
+    /// The gate's decision (serialized as its audit name: `allowed`, `denied`, `timed_out`…).
+    pub decision: Decision,
     /// Why it was denied, when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub denial: Option<String>,
@@ -48,7 +49,7 @@ impl ToolCallResult {
         Self {
             text: text.into(),
             is_error: false,
-            decision: "allowed".into(),
+            decision: Decision::Allowed,
             denial: None,
             tool_references: Vec::new(),
             warnings: Vec::new(),
@@ -59,7 +60,7 @@ impl ToolCallResult {
         Self {
             text: text.into(),
             is_error: true,
-            decision: "allowed".into(),
+            decision: Decision::Allowed,
             denial: None,
             tool_references: Vec::new(),
             warnings: Vec::new(),
@@ -71,7 +72,7 @@ impl ToolCallResult {
         Self {
             text: format!("denied: {reason}"),
             is_error: true,
-            decision: "denied".into(),
+            decision: Decision::Denied,
             denial: Some(reason),
             tool_references: Vec::new(),
             warnings: Vec::new(),
@@ -82,7 +83,7 @@ impl ToolCallResult {
         Self {
             text: "cancelled by the user before it finished".into(),
             is_error: true,
-            decision: "cancelled".into(),
+            decision: Decision::Cancelled,
             denial: None,
             tool_references: Vec::new(),
             warnings: Vec::new(),
@@ -224,6 +225,24 @@ pub enum StopReason {
     Cancelled,
 }
 
+/// Where a session's events go. [`EventSink::emit`] is called in order on the task that runs
+/// the loop, before the call it announces starts and after it ends: a frontend that must act
+/// before a call runs (an editor's diff of the file about to change) does it there. Send
+/// anything slow on; a channel's sender is a sink.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: AgentEvent);
+}
+
+impl EventSink for UnboundedSender<AgentEvent> {
+    fn emit(&self, event: AgentEvent) {
+        // A closed receiver: nobody follows this session any more.
+        let _ = self.send(event);
+    }
+}
+
+/// A shared event sink.
+pub type Events = Arc<dyn EventSink>;
+
 /// Something that happened, for frontends (text, json, stream-json, TUI).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -281,6 +300,12 @@ pub enum AgentEvent {
         /// `tool_calls` when the loop goes on; otherwise the stop reason.
         reason: String,
     },
+    /// The model stated its plan (`update_plan`, once the gate let the call through): the
+    /// whole plan each time.
+    PlanUpdated {
+        id: String,
+        entries: Vec<crate::PlanEntry>,
+    },
     /// Before a model request the tool list changed (tools a server added since are offered
     /// from this request on), or a list could not be refreshed.
     ToolsChanged {
@@ -323,7 +348,7 @@ pub struct Agent {
     system_prompt: String,
     tools: ToolList,
     options: AgentOptions,
-    events: Option<UnboundedSender<AgentEvent>>,
+    events: Option<Events>,
     checkpoint: Option<Checkpoint>,
 }
 
@@ -367,15 +392,17 @@ impl Agent {
         self
     }
 
-    /// Events are sent here as they happen (a closed receiver is ignored).
-    pub fn with_events(mut self, events: UnboundedSender<AgentEvent>) -> Self {
-        self.events = Some(events);
+    /// Events go to `events` as they happen (a channel's sender, or any [`EventSink`]).
+    pub fn with_events(mut self, events: impl EventSink + 'static) -> Self {
+        self.events = Some(Arc::new(events));
         self
     }
 
-    /// The events sender, for an executor that reports [`AgentEvent::ToolProgress`].
-    pub fn events(&self) -> Option<UnboundedSender<AgentEvent>> {
-        self.events.clone()
+    /// [`Agent::with_events`] with a sink already shared (with the executor, which reports
+    /// [`AgentEvent::ToolProgress`] and [`AgentEvent::PlanUpdated`]).
+    pub fn with_event_sink(mut self, events: Events) -> Self {
+        self.events = Some(events);
+        self
     }
 
     pub fn system_prompt(&self) -> &str {
@@ -388,8 +415,8 @@ impl Agent {
     }
 
     fn emit(&self, event: AgentEvent) {
-        if let Some(tx) = &self.events {
-            let _ = tx.send(event);
+        if let Some(events) = &self.events {
+            events.emit(event);
         }
     }
 
@@ -448,8 +475,8 @@ impl Agent {
             }
             let events = self.events.clone();
             let on_delta = move |delta: ModelDelta| {
-                if let Some(tx) = &events {
-                    let _ = tx.send(match delta {
+                if let Some(events) = &events {
+                    events.emit(match delta {
                         ModelDelta::Text { text } => AgentEvent::TextDelta { text },
                         ModelDelta::Thinking { text } => AgentEvent::ThinkingDelta { text },
                         ModelDelta::ToolCallStarted { id, name } => {

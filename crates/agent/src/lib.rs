@@ -12,15 +12,16 @@ mod session;
 mod workspace;
 
 pub use agent::{
-    Agent, AgentError, AgentEvent, AgentOptions, Checkpoint, RunOutcome, StopReason,
-    ToolCallRecord, ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolRefresh,
+    Agent, AgentError, AgentEvent, AgentOptions, Checkpoint, EventSink, Events, RunOutcome,
+    StopReason, ToolCallRecord, ToolCallRequest, ToolCallResult, ToolExecutor, ToolList,
+    ToolRefresh,
 };
 pub use budget::output_reserve;
 pub use builtin::{
     ArtifactSink, BashEnv, BuiltinOptions, BuiltinReach, BuiltinResult, BuiltinToolSpec,
     BuiltinTools, Capability, CommandTerminal, ConfinementReport, DirArtifacts, MAX_READ_BYTES,
-    PlanEntry, PlanPriority, PlanStatus, TerminalRun, TextFiles, builtin_specs, cap_output,
-    plan_entries,
+    PLAN_TOOL, PlanEntry, PlanPriority, PlanStatus, TerminalRun, TextFiles, builtin_specs,
+    cap_output, plan_entries,
 };
 pub use confine::{BashConfinement, bash_readable_roots, clean_environment, prepare_script};
 pub use conversation::{Message, ToolCall, ToolSpec, Usage};

@@ -13,8 +13,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
-    Agent, AgentError, AgentEvent, Message, ModelClient, RunOutcome, StopReason, ToolExecutor,
-    ToolList, ToolSpec,
+    Agent, AgentError, AgentEvent, Message, ModelClient, RunOutcome, StopReason, ToolList, ToolSpec,
 };
 use warden_host::{CallContext, Host};
 use warden_mcp::{FailureKind, ListKind, ServerState, UpstreamEvent, parse_prompt_arguments};
@@ -23,7 +22,7 @@ use warden_policy::CallSurface;
 use crate::app::{Action, App, CallState, Entry, Page};
 use crate::commands::{COMMANDS, PromptInfo, SlashCommand, missing_arguments};
 use crate::dialogs::{ApprovalDialog, ElicitationDialog};
-use crate::gate_hooks::{ToolSources, TrackingExecutor, UiRequest};
+use crate::gate_hooks::{ToolSources, UiRequest};
 use crate::sources::{McpRow, SourceFacts, is_failure, short_reason, source_rows};
 use crate::view::draw;
 
@@ -42,8 +41,9 @@ pub struct ChatSession<'a> {
     pub model_name: String,
     pub system_prompt: String,
     pub tools: ToolList,
-    /// The gate executor (which sends progress on `events`).
-    pub executor: Arc<dyn ToolExecutor>,
+    /// The gate executor (which sends progress on `events`, and cancels a server's calls for
+    /// `/mcp cancel`).
+    pub executor: Arc<warden_session::GateExecutor>,
     pub events: mpsc::UnboundedSender<AgentEvent>,
     pub event_receiver: mpsc::UnboundedReceiver<AgentEvent>,
     pub ui_requests: mpsc::UnboundedReceiver<UiRequest>,
@@ -131,7 +131,6 @@ struct Chat<'a> {
     session: ChatSession<'a>,
     app: App,
     sources: ToolSources,
-    executor: Arc<TrackingExecutor>,
     turn: Option<tokio::task::JoinHandle<TurnResult>>,
     turn_cancel: CancellationToken,
     recorded_upto: usize,
@@ -158,10 +157,6 @@ struct Chat<'a> {
 impl<'a> Chat<'a> {
     fn new(session: ChatSession<'a>) -> Self {
         let sources = ToolSources::default();
-        let executor = Arc::new(TrackingExecutor::new(
-            session.executor.clone(),
-            sources.clone(),
-        ));
         let mut app = App::new(session.model_name.clone());
         app.skills = session
             .skills
@@ -175,7 +170,6 @@ impl<'a> Chat<'a> {
             session,
             app,
             sources,
-            executor,
             turn: None,
             turn_cancel: CancellationToken::new(),
             recorded_upto,
@@ -346,7 +340,7 @@ impl<'a> Chat<'a> {
     fn start_turn(&mut self, prompt: Option<String>) {
         let agent = Agent::new(
             self.session.client.clone(),
-            self.executor.clone(),
+            self.session.executor.clone(),
             self.session.system_prompt.clone(),
             self.session.tools.clone(),
         )
@@ -444,6 +438,13 @@ impl<'a> Chat<'a> {
                     }
                 }
                 return;
+            }
+            // Each tool a server added is filed under its server for `/tools`.
+            AgentEvent::ToolsChanged { added, .. } => {
+                for name in added {
+                    let source = self.sources.source_of(name);
+                    self.sources.set(name.clone(), source);
+                }
             }
             _ => {}
         }
@@ -724,7 +725,13 @@ impl<'a> Chat<'a> {
                 if status.state != ServerState::Connected || status.counts.prompts == Some(0) {
                     continue;
                 }
-                let Ok(prompts) = host.servers().prompts(&status.name).await else {
+                // Through the gate, as the person's listing: a server the operator denies
+                // offers no prompts here.
+                let context = warden_host::CallContext::new(
+                    warden_policy::CallSurface::User,
+                    CancellationToken::new(),
+                );
+                let Ok(prompts) = host.list_prompts(context, &status.name).await else {
                     continue;
                 };
                 for prompt in prompts {
@@ -768,7 +775,7 @@ impl<'a> Chat<'a> {
                 self.app.page = Some(Page::Mcp);
             }
             SlashCommand::McpCancel(server) => {
-                let count = self.executor.cancel_server(&server);
+                let count = self.session.executor.cancel_calls_to(&server);
                 self.app.notice(format!(
                     "cancelled {count} call(s) in flight to MCP {server}"
                 ));

@@ -1,15 +1,11 @@
 //! Hooks the session calls into the chat: the gate's approver and the runtime's elicitation
-//! handler (both ask the person through the UI loop), and an executor that tracks each call's
-//! server so `/mcp cancel SERVER` can cancel its calls in flight.
+//! handler (both ask the person through the UI loop), and which server each tool comes from.
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
-use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
-use warden_agent::{ToolCallRequest, ToolCallResult, ToolExecutor, ToolRefresh};
 use warden_mcp::{ElicitationHandler, ElicitationRequest, ElicitationResponse};
 use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver};
 
@@ -127,81 +123,5 @@ impl ToolSources {
             names.sort();
         }
         map
-    }
-}
-
-/// Wraps the gate executor: every call gets its own cancellation token, filed under its server.
-pub struct TrackingExecutor {
-    inner: Arc<dyn ToolExecutor>,
-    sources: ToolSources,
-    in_flight: Mutex<Vec<(u64, String, CancellationToken)>>,
-    next: std::sync::atomic::AtomicU64,
-}
-
-impl TrackingExecutor {
-    pub fn new(inner: Arc<dyn ToolExecutor>, sources: ToolSources) -> Self {
-        Self {
-            inner,
-            sources,
-            in_flight: Mutex::new(Vec::new()),
-            next: std::sync::atomic::AtomicU64::new(0),
-        }
-    }
-
-    /// Cancels the calls in flight to `server`; how many.
-    pub fn cancel_server(&self, server: &str) -> usize {
-        let in_flight = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut cancelled = 0;
-        for (_, source, token) in in_flight.iter() {
-            if source == server {
-                token.cancel();
-                cancelled += 1;
-            }
-        }
-        cancelled
-    }
-}
-
-impl ToolExecutor for TrackingExecutor {
-    fn is_read_only(&self, public_name: &str) -> bool {
-        self.inner.is_read_only(public_name)
-    }
-
-    /// The session's own refresh; each tool it adds is filed under its server for `/tools`
-    /// and `/mcp cancel`.
-    fn refresh_tools(&self) -> BoxFuture<'_, ToolRefresh> {
-        Box::pin(async move {
-            let refresh = self.inner.refresh_tools().await;
-            for name in &refresh.added {
-                let source = self.sources.source_of(name);
-                self.sources.set(name.clone(), source);
-            }
-            refresh
-        })
-    }
-
-    fn execute<'a>(
-        &'a self,
-        call: ToolCallRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'a, ToolCallResult> {
-        Box::pin(async move {
-            let token = cancel.child_token();
-            let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let server = self.sources.source_of(&call.public_name);
-            self.in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push((id, server, token.clone()));
-            let result = self.inner.execute(call, token).await;
-            self.in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .retain(|(entry, _, _)| *entry != id);
-            result
-        })
     }
 }

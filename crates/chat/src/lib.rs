@@ -15,9 +15,7 @@ pub use app::{Action, App, CallState, Entry, Page, ProgressView, ToolCallView};
 pub use commands::{PromptInfo, SlashCommand};
 pub use dialogs::{ApprovalDialog, ElicitationDialog, TrustDialog};
 pub use driver::{ChatError, ChatSession, ModelSwitch, Recorder, run_chat};
-pub use gate_hooks::{
-    ChatApprover, ChatElicitor, ToolSources, TrackingExecutor, UiRequest, ui_channel,
-};
+pub use gate_hooks::{ChatApprover, ChatElicitor, ToolSources, UiRequest, ui_channel};
 pub use sources::{McpRow, SourceFacts, SourcePage, SourceRow};
 pub use trust::{TrustQuestion, ask_trust};
 pub use view::draw;

@@ -89,6 +89,7 @@ impl Dispatcher for SessionDispatcher {
                 let tool = self.host_tools.get(&call.descriptor.identity.tool);
                 match (tool, self.host.upgrade()) {
                     (Some(tool), Some(host)) => tool.execute(Invocation {
+                        admission: call.admission,
                         host,
                         surface: call.surface,
                         caller: call.caller,

@@ -316,12 +316,12 @@ impl Dispatcher for McpDispatcher {
             }
             let outcome = self.runtime.call_tool(&identity, arguments, options).await;
             flush_progress(forwarding).await;
-            let outcome = outcome.map_err(|error| {
-                if error.kind() == FailureKind::Timeout {
-                    DispatchError::timed_out(error.to_string())
-                } else {
-                    DispatchError::new(error.to_string())
-                }
+            let outcome = outcome.map_err(|error| match error.kind() {
+                FailureKind::Timeout => DispatchError::timed_out(error.to_string()),
+                kind => DispatchError::Server {
+                    kind,
+                    message: error.to_string(),
+                },
             })?;
             convert_off_thread(outcome.result, server, tool, self.artifacts.clone()).await
         })

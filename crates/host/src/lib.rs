@@ -371,9 +371,21 @@ impl Host {
         self.audit.clone()
     }
 
-    /// The session's gate.
-    pub fn gate(&self) -> &Arc<Gate> {
-        &self.gate
+    /// `descriptor` as the gate governs it: the operator's `[tool_settings]` applied (approval,
+    /// timeout, classes), nothing called.
+    pub fn governed(&self, descriptor: ToolDescriptor) -> ToolDescriptor {
+        self.gate.governed(descriptor)
+    }
+
+    /// Allows `identities` for the rest of this session without asking (the answers "allow for
+    /// this session" a person gave in an earlier run of the same session). The gate's other
+    /// layers still apply to every call.
+    pub fn allow_for_session(
+        &self,
+        identities: impl IntoIterator<Item = warden_policy::ToolIdentity>,
+    ) {
+        self.gate
+            .remember_for_session(self.session_id(), identities);
     }
 
     /// Skills published by this session's MCP servers.
@@ -641,6 +653,33 @@ impl Host {
             .ok_or_else(|| PromptRefused("the prompt came back empty".to_owned()))?;
         serde_json::from_value(content)
             .map_err(|error| PromptRefused(format!("reading the prompt: {error}")))
+    }
+
+    /// The prompts `server` offers, listed through the gate (tool `list_mcp_prompts`, audited
+    /// with the context's caller): how a frontend shows a person the prompts to pick from, so a
+    /// deny rule on the server covers its prompts too.
+    pub async fn list_prompts(
+        &self,
+        context: CallContext,
+        server: &str,
+    ) -> Result<Vec<rmcp::model::Prompt>, PromptRefused> {
+        let outcome = self
+            .call_with(
+                context,
+                LIST_PROMPTS,
+                serde_json::json!({ "server": server }),
+            )
+            .await;
+        if outcome.is_error() {
+            return Err(PromptRefused(outcome.model_text()));
+        }
+        let prompts = outcome
+            .output
+            .and_then(|output| output.content)
+            .and_then(|mut content| content.get_mut("prompts").map(Value::take))
+            .ok_or_else(|| PromptRefused("the prompt listing came back empty".to_owned()))?;
+        serde_json::from_value(prompts)
+            .map_err(|error| PromptRefused(format!("reading the prompt listing: {error}")))
     }
 
     /// Sends one call through the gate: the only way any surface reaches a tool.

@@ -79,6 +79,10 @@ pub enum RemoteSkillsError {
     NotBound,
     #[error("saving the skill grant: {0}")]
     Grants(#[from] GrantStoreError),
+    /// The operator's policy refuses reading the server (a rule, the deny list): its skills
+    /// are not read either.
+    #[error("server `{server}`: its skills are not read: {reason}")]
+    Refused { server: String, reason: String },
 }
 
 /// Registers one server's skills: chooses the contract from its capabilities, lists (following
@@ -277,6 +281,29 @@ fn own_tools(server: &str, tools: Vec<String>) -> Vec<String> {
     own
 }
 
+/// Why the operator's policy refuses reading `server`, if it does: the rules and the deny list
+/// for its resource reads (`mcp__SERVER__read_mcp_resource`, and the tool's own name) cover the
+/// skills it publishes, which are resources too.
+fn refused_reads(bound: &Bound, server: &str) -> Option<String> {
+    let gate = bound.gate.upgrade()?;
+    let names = warden_vocab::policy_names(
+        crate::tools::READ_RESOURCE,
+        Some((server, crate::tools::READ_RESOURCE)),
+    );
+    gate.operator_refusal(&names)
+}
+
+/// [`refused_reads`] as an error.
+fn refuse_unreadable(bound: &Bound, server: &str) -> Result<(), RemoteSkillsError> {
+    match refused_reads(bound, server) {
+        Some(reason) => Err(RemoteSkillsError::Refused {
+            server: server.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Settings of a session's remote skills.
 #[derive(Debug, Clone, Default)]
 pub struct RemoteSkillsSettings {
@@ -422,6 +449,20 @@ impl RemoteSkills {
         };
         let current = self.lock().servers.get(server).map(|known| known.epochs);
         if current.is_some_and(|epochs| epochs == before) && before.connection > 0 {
+            return Vec::new();
+        }
+        // A server the operator's policy does not let the session read publishes no skill
+        // to it: nothing is listed or registered, and the refusal is on record.
+        if let Some(reason) = refused_reads(bound, server) {
+            self.lock().servers.remove(server);
+            self.audit(
+                bound,
+                CallKind::SkillDiscovery,
+                server,
+                "skills",
+                Decision::Denied,
+                reason,
+            );
             return Vec::new();
         }
         let taken = self.taken_except(server);
@@ -609,6 +650,7 @@ impl RemoteSkills {
         let (command, skills) = self
             .find(name)
             .ok_or_else(|| RemoteSkillsError::UnknownSkill(name.to_owned()))?;
+        refuse_unreadable(bound, &command.server)?;
         let load = fetch_skill_md(&bound.runtime, &skills, &command).await?;
         let grant = self
             .settle_grant(bound, &command, &load, surface, scope)
@@ -632,6 +674,7 @@ impl RemoteSkills {
         if !self.lock().loaded.contains_key(&command.command) {
             return Err(RemoteSkillsError::NotLoaded(command.command));
         }
+        refuse_unreadable(bound, &command.server)?;
         let root = &command.uri[..command.uri.len() - "SKILL.md".len()];
         let uri = if file.contains("://") {
             file.to_owned()

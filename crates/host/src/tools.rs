@@ -98,6 +98,25 @@ pub trait HostTool: Send + Sync {
 /// gate, the catalogues, the skills), the validated arguments, where progress goes, and the
 /// cancellation that stops it (the caller's, or the gate's timeout).
 pub struct Invocation {
+    /// The gate's proof that it admitted the call: an `Invocation` exists only for a call the
+    /// gate let through, so no code holding a tool can run it around the gate.
+    ///
+    /// ```compile_fail
+    /// fn run_around_the_gate(host: std::sync::Arc<warden_host::Host>) -> warden_host::Invocation {
+    ///     warden_host::Invocation {
+    ///         admission: warden_policy::Admission(()),
+    ///         host,
+    ///         surface: warden_policy::CallSurface::Agent,
+    ///         caller: None,
+    ///         tenant: None,
+    ///         scope: String::new(),
+    ///         arguments: serde_json::Value::Null,
+    ///         progress: None,
+    ///         cancel: Default::default(),
+    ///     }
+    /// }
+    /// ```
+    pub admission: warden_policy::Admission,
     pub host: Arc<Host>,
     /// The surface that made the call.
     pub surface: CallSurface,

@@ -13,9 +13,10 @@ use sha2::{Digest, Sha256};
 use warden_vocab::{CapabilityClass, CapabilitySet};
 
 use crate::approval::BoxFuture;
-use crate::call::{CallKind, CallSurface, Decision, Layer};
+use crate::call::{CallKind, CallSurface, Layer};
 use crate::capability::ToolAnnotations;
 use crate::time::{rfc3339_millis, unix_millis};
+use warden_vocab::Decision;
 
 /// Why the audit trail could not be opened, written or read.
 #[derive(Debug, thiserror::Error)]

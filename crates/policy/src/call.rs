@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use warden_vocab::CapabilitySet;
+use warden_vocab::{CapabilitySet, Decision};
 
 use crate::tool::ToolIdentity;
 
@@ -220,38 +220,6 @@ impl CallRequest {
         self.subject_server
             .as_deref()
             .unwrap_or_else(|| identity.server())
-    }
-}
-
-/// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Decision {
-    /// It ran and returned a result (which may itself be a tool error).
-    Allowed,
-    /// A layer refused it; nothing was executed.
-    Denied,
-    /// It ran past its timeout and was cancelled.
-    TimedOut,
-    /// The caller cancelled it.
-    Cancelled,
-    /// It was admitted but the dispatch failed (dead server, transport error).
-    Failed,
-    /// Its intent was recorded before it started (a skill script); a second record, the
-    /// call's own, says how it ended.
-    Started,
-}
-
-impl Decision {
-    /// The name stored in the audit trail.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Allowed => "allowed",
-            Self::Denied => "denied",
-            Self::TimedOut => "timed_out",
-            Self::Cancelled => "cancelled",
-            Self::Failed => "failed",
-            Self::Started => "started",
-        }
     }
 }
 

@@ -20,7 +20,7 @@ use crate::approval::{
 };
 use crate::audit::{AuditEntry, AuditRecord, AuditSink, arguments_digest};
 use crate::authorize::{check_ceiling, check_rules};
-use crate::call::{CallKind, CallRequest, CallSurface, Decision, GateOutcome, Layer, ToolOutput};
+use crate::call::{CallKind, CallRequest, CallSurface, GateOutcome, Layer, ToolOutput};
 use crate::capability::ToolAnnotations;
 use crate::external::{ExternalQuestion, ask_external};
 use crate::handler::{AllowEveryCall, AuthorizationHandler, AuthorizationQuestion, ask_handler};
@@ -29,6 +29,7 @@ use crate::reach::{CallReach, GuardedPath};
 use crate::schema_cache::SchemaCache;
 use crate::tool::{ToolDescriptor, ToolIdentity};
 use crate::tool_settings::settings_for;
+use warden_vocab::Decision;
 
 /// The tools a call may name: the discovered, filtered, un-gated set. Tools hidden behind a
 /// deferral or a skill that has not been loaded resolve to `None`.
@@ -48,9 +49,12 @@ pub trait Catalog: Send + Sync {
     fn assess(&self, descriptor: &ToolDescriptor, arguments: &Value) -> CallReach;
 }
 
-/// A call the gate has admitted.
-#[derive(Debug, Clone)]
+/// A call the gate has admitted (neither made nor copied outside the gate: see [`Admission`]).
+#[derive(Debug)]
 pub struct DispatchCall {
+    /// The gate's proof that it admitted this call: only the gate makes one, so only a call
+    /// the gate admitted can reach a dispatcher, and through it a tool.
+    pub admission: Admission,
     /// The session.
     pub session_id: String,
     /// The surface that made it.
@@ -69,6 +73,20 @@ pub struct DispatchCall {
     pub progress: Option<ProgressSender>,
 }
 
+/// The gate's proof that a call went through every layer: the field of [`DispatchCall`]
+/// without which a dispatcher cannot run a host tool (`warden_host::Invocation` carries it).
+/// Nothing outside the gate can make one:
+///
+/// ```compile_fail
+/// let forged = warden_policy::Admission(());
+/// ```
+///
+/// ```compile_fail
+/// let forged: warden_policy::Admission = Default::default();
+/// ```
+#[derive(Debug)]
+pub struct Admission(());
+
 /// One progress notification of a running call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProgressUpdate {
@@ -80,30 +98,43 @@ pub struct ProgressUpdate {
 /// The channel a caller gives for a call's progress notifications.
 pub type ProgressSender = tokio::sync::mpsc::UnboundedSender<ProgressUpdate>;
 
-/// Why a dispatch failed (dead server, transport error…): shown to the model as the reason.
+/// Why an admitted call did not run to a result. Each kind is audited as its decision says
+/// and its text reaches the model as the reason.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct DispatchError {
-    /// A sentence the model can act on.
-    pub message: String,
-    /// The dispatcher's own deadline passed (the call was cancelled): a timeout, not a failure.
-    pub timed_out: bool,
+pub enum DispatchError {
+    /// The tool could not do what was asked, in words the model can act on (a skill that is
+    /// not there, a file too large): the call failed.
+    #[error("{0}")]
+    ToModel(String),
+    /// The dispatcher's own deadline passed and the call was cancelled: a timeout, not a
+    /// failure.
+    #[error("{0}")]
+    TimedOut(String),
+    /// The server could not be reached or failed (its process exited, its connection closed):
+    /// what kind of failure, and the line said about it.
+    #[error("{message}")]
+    Server {
+        kind: warden_vocab::FailureKind,
+        message: String,
+    },
 }
 
 impl DispatchError {
-    /// A dispatch error with this message.
+    /// A dispatch error the model reads as `message`.
     pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            timed_out: false,
-        }
+        Self::ToModel(message.into())
     }
 
     /// The dispatcher's own deadline passed and the call was cancelled.
     pub fn timed_out(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            timed_out: true,
+        Self::TimedOut(message.into())
+    }
+
+    /// The decision the gate records for this error.
+    pub fn decision(&self) -> Decision {
+        match self {
+            Self::TimedOut(_) => Decision::TimedOut,
+            Self::ToModel(_) | Self::Server { .. } => Decision::Failed,
         }
     }
 }
@@ -279,6 +310,29 @@ impl Gate {
         let rule_denies = check_rules(&self.policy.rules, name).is_err();
         let deny_listed = ToolGlob::any_matches(&permissions.deny, name);
         admitted && !rule_denies && !deny_listed
+    }
+
+    /// Why the operator's policy refuses anything named `names` (a rule that denies, a deny
+    /// list entry), if it does: what a server publishes beside its tools (its skills) is read
+    /// only where a call to the server's resources would be admitted.
+    pub fn operator_refusal(&self, names: &[String]) -> Option<String> {
+        for name in names {
+            if let Err(reason) = check_rules(&self.policy.rules, name) {
+                return Some(reason);
+            }
+            if let Some(pattern) = self
+                .policy
+                .permissions
+                .deny
+                .iter()
+                .find(|pattern| pattern.matches(name))
+            {
+                return Some(format!(
+                    "{name} is on the operator's deny list (pattern \"{pattern}\")"
+                ));
+            }
+        }
+        None
     }
 
     /// `descriptor` as the gate governs a call of it: the operator's `[tool_settings]` for its
@@ -684,6 +738,7 @@ impl Gate {
             .then(hook_tool);
         let cancel = request.cancel.child_token();
         let call = DispatchCall {
+            admission: Admission(()),
             session_id: request.session_id.clone(),
             surface: request.surface,
             caller: request.caller.clone(),
@@ -768,10 +823,10 @@ impl Gate {
                     Layer::Cancellation,
                     format!("{name} was cancelled by the caller"),
                 )),
-                Ok(Err(error)) if error.timed_out => {
-                    Err(Step::stop(Decision::TimedOut, Layer::Timeout, error.message))
+                Ok(Err(error @ DispatchError::TimedOut(_))) => {
+                    Err(Step::stop(error.decision(), Layer::Timeout, error.to_string()))
                 }
-                Ok(Err(error)) => Err(Step::stop(Decision::Failed, Layer::Dispatch, error.message)),
+                Ok(Err(error)) => Err(Step::stop(error.decision(), Layer::Dispatch, error.to_string())),
                 Err(_panic) => {
                     tracing::error!(public_name = %name, "the dispatcher panicked");
                     let reason = format!("{name} failed inside warden (the dispatcher panicked)");

@@ -80,13 +80,11 @@ pub use audit::{
     AuditStore, arguments_digest, split_classes,
 };
 pub use authorize::{admitted_classes, check_ceiling, check_rules, first_matching_rule};
-pub use call::{
-    CallKind, CallRequest, CallSurface, Decision, GateOutcome, Layer, SurfaceSet, ToolOutput,
-};
+pub use call::{CallKind, CallRequest, CallSurface, GateOutcome, Layer, SurfaceSet, ToolOutput};
 pub use capability::{ToolAnnotations, classes_from_annotations, normalise_declared};
 pub use external::{ExternalQuestion, ask_external};
 pub use gate::{
-    Catalog, DispatchCall, DispatchError, Dispatcher, Gate, GateParts, ProgressSender,
+    Admission, Catalog, DispatchCall, DispatchError, Dispatcher, Gate, GateParts, ProgressSender,
     ProgressUpdate, call_deadline,
 };
 pub use handler::{
@@ -102,6 +100,6 @@ pub use tool_settings::{ToolSettings, ToolSettingsRule, settings_for};
 pub use validate::validate_arguments;
 /// The shared vocabulary the gate's inputs are written in (defined in `warden-vocab`).
 pub use warden_vocab::{
-    AuthorizationRule, CapabilityClass, CapabilitySet, DEFAULT_HOST_TOOL_TIMEOUT, PermissionMode,
-    RuleDecision, ToolGlob, ToolGlobError,
+    AuthorizationRule, CapabilityClass, CapabilitySet, DEFAULT_HOST_TOOL_TIMEOUT, Decision,
+    PermissionMode, RuleDecision, ToolGlob, ToolGlobError,
 };

@@ -22,9 +22,7 @@ pub use client_tools::AnswerError;
 pub use knowledge::TenantKnowledge;
 pub use openapi::document as openapi_document;
 pub use quota::QuotaRefusal;
-pub use runs::{
-    CancelOutcome, Inspection, LEASE_TTL_ENV, RunError, Runs, ServiceHost, UserInput,
-};
+pub use runs::{CancelOutcome, Inspection, LEASE_TTL_ENV, RunError, Runs, ServiceHost, UserInput};
 pub use signals::{LocalSignals, ServiceSignals, Signal};
 pub use store::{
     ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,

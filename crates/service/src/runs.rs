@@ -829,10 +829,7 @@ impl Runs {
             .iter()
             .filter_map(|name| opened.host.tool_identity(name))
             .collect();
-        opened
-            .host
-            .gate()
-            .remember_for_session(opened.host.session_id(), identities);
+        opened.host.allow_for_session(identities);
         let outcome = self.converse(&mut opened, run, continuation, &cancel).await;
         opened.host.shutdown().await;
         outcome
@@ -984,7 +981,7 @@ impl Runs {
             if let Some(description) = host.host_tool_description(&descriptor.public_name) {
                 descriptions.insert(descriptor.public_name.clone(), description);
             }
-            tools.push(host.gate().governed(descriptor));
+            tools.push(host.governed(descriptor));
         }
         for visible in mcp_tools {
             if let Some(description) = &visible.tool.definition.description {
@@ -993,7 +990,7 @@ impl Runs {
                     description.to_string(),
                 );
             }
-            tools.push(host.gate().governed(visible.descriptor));
+            tools.push(host.governed(visible.descriptor));
         }
         // Resources and prompts too, so each server's counts are whole.
         let servers = host.servers();
@@ -1102,7 +1099,7 @@ impl Runs {
         let routing = opened.execution_routing().await;
         let system_prompt = opened.system_prompt(routing);
         let (sender, mut events) = tokio::sync::mpsc::unbounded_channel::<AgentEvent>();
-        let executor = opened.executor(Some(sender.clone()));
+        let executor = opened.executor(Some(Arc::new(sender.clone())));
         let agent = Agent::new(opened.client.clone(), executor, system_prompt, tools)
             .with_options(AgentOptions {
                 max_turns: Some(MAX_TURNS),

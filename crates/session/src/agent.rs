@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::sync::mpsc::UnboundedSender;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use tokio_util::sync::CancellationToken;
 use warden_agent::{
-    AgentEvent, BuiltinTools, Capability, ModelClient, ModelConfig, PromptParts, SessionStore,
-    ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolRefresh, ToolSpec,
+    AgentEvent, BuiltinTools, Capability, Events, ModelClient, ModelConfig, PLAN_TOOL, PromptParts,
+    SessionStore, ToolCallRequest, ToolCallResult, ToolExecutor, ToolList, ToolRefresh, ToolSpec,
     assemble_system_prompt, builtin_specs, client_for, find_project_instructions, select_model,
 };
 use warden_config::{AgentProfile, LoadedConfig};
@@ -615,18 +616,15 @@ impl AgentSession {
         }
     }
 
-    /// The executor the loop calls: every call goes through the gate with source `agent`.
-    pub fn executor(&self, events: Option<UnboundedSender<AgentEvent>>) -> Arc<GateExecutor> {
+    /// The executor the loop calls: every call goes through the gate with source `agent`; MCP
+    /// progress and the model's plan go to `events`.
+    pub fn executor(&self, events: Option<Events>) -> Arc<GateExecutor> {
         self.executor_as(CallSurface::Agent, events)
     }
 
     /// [`AgentSession::executor`] for a frontend that is its own call source (`a2a`): every call
     /// goes through the gate with source `surface`.
-    pub fn executor_as(
-        &self,
-        surface: CallSurface,
-        events: Option<UnboundedSender<AgentEvent>>,
-    ) -> Arc<GateExecutor> {
+    pub fn executor_as(&self, surface: CallSurface, events: Option<Events>) -> Arc<GateExecutor> {
         Arc::new(GateExecutor {
             surface,
             host: self.host.clone(),
@@ -634,6 +632,8 @@ impl AgentSession {
             events,
             deferral: self.deferral.clone(),
             catalog_watch: self.catalog_watch.clone(),
+            in_flight: Mutex::default(),
+            next_call: AtomicU64::new(0),
         })
     }
 }
@@ -830,15 +830,60 @@ impl HostTool for BuiltinHostTool {
     }
 }
 
-/// The loop's executor: the gate, with MCP progress turned into agent events.
+/// The loop's executor: the gate, with MCP progress and the model's plan reported as events,
+/// and each call in flight known by its server (so a frontend can cancel a server's calls).
 pub struct GateExecutor {
     surface: CallSurface,
     host: Arc<Host>,
     read_only: BTreeSet<String>,
-    events: Option<UnboundedSender<AgentEvent>>,
+    events: Option<Events>,
     deferral: Arc<Deferral>,
     catalog_watch: Arc<CatalogWatch>,
+    /// The calls running now: a number, the server (or `built-in`), the call's token.
+    in_flight: Mutex<Vec<(u64, String, CancellationToken)>>,
+    next_call: AtomicU64,
 }
+
+impl GateExecutor {
+    /// Cancels the calls in flight to `server` (`built-in` for warden's own tools); how many.
+    pub fn cancel_calls_to(&self, server: &str) -> usize {
+        let in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        in_flight
+            .iter()
+            .filter(|(_, source, _)| source == server)
+            .map(|(_, _, token)| token.cancel())
+            .count()
+    }
+
+    /// Runs one routed call through the gate, known as in flight meanwhile.
+    async fn call_tracked(
+        &self,
+        context: CallContext,
+        public_name: &str,
+        arguments: Value,
+    ) -> warden_policy::GateOutcome {
+        let token = context.cancel.clone();
+        let number = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let server = warden_vocab::split_public_name(public_name)
+            .map_or_else(|| BUILT_IN.to_owned(), |(server, _)| server.to_owned());
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((number, server, token));
+        let outcome = self.host.call_with(context, public_name, arguments).await;
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(entry, _, _)| *entry != number);
+        outcome
+    }
+}
+
+/// What the calls of warden's own tools are filed under.
+const BUILT_IN: &str = "built-in";
 
 impl ToolExecutor for GateExecutor {
     fn is_read_only(&self, public_name: &str) -> bool {
@@ -862,7 +907,7 @@ impl ToolExecutor for GateExecutor {
                 let id = call.id.clone();
                 tokio::spawn(async move {
                     while let Some(update) = receiver.recv().await {
-                        let _ = events.send(AgentEvent::ToolProgress {
+                        events.emit(AgentEvent::ToolProgress {
                             id: id.clone(),
                             message: update.message,
                             progress: Some(update.progress),
@@ -881,7 +926,10 @@ impl ToolExecutor for GateExecutor {
                 Ok(routed) => routed,
                 Err(message) => return ToolCallResult::error(message),
             };
-            let outcome = self.host.call_with(context, &public_name, arguments).await;
+            let plan = (public_name == PLAN_TOOL)
+                .then(|| warden_agent::plan_entries(&arguments))
+                .flatten();
+            let outcome = self.call_tracked(context, &public_name, arguments).await;
             if let Some(forwarder) = forwarder {
                 forwarder.abort();
             }
@@ -893,14 +941,25 @@ impl ToolExecutor for GateExecutor {
             } else {
                 Vec::new()
             };
-            ToolCallResult {
+            let result = ToolCallResult {
                 text: outcome.model_text(),
                 is_error: outcome.is_error(),
-                decision: outcome.decision.as_str().to_owned(),
+                decision: outcome.decision,
                 denial,
                 tool_references: references,
                 warnings: outcome.warnings,
+            };
+            // The model's plan, once the gate let the call through and the tool took it.
+            if let (Some(entries), Some(events)) = (plan, &self.events)
+                && result.decision == Decision::Allowed
+                && !result.is_error
+            {
+                events.emit(AgentEvent::PlanUpdated {
+                    id: call.id.clone(),
+                    entries,
+                });
             }
+            result
         })
     }
 }

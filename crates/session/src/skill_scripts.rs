@@ -473,11 +473,6 @@ mod tests {
             Some(operator_root.clone()),
             None,
         ));
-        let host = warden_host::Host::open(
-            &warden_config::LoadedConfig::default(),
-            warden_host::HostOptions::new(paths.clone(), workspace.clone()),
-        )
-        .unwrap();
         let settings = SkillScriptSettings {
             enabled: true,
             interpreters: [(".py".to_owned(), "python3".to_owned())].into(),
@@ -507,32 +502,52 @@ mod tests {
         let tool = RunSkillScript(Arc::new(scripts));
         let arguments = json!({"skill": "probe", "script": "scripts/touch.py"});
         assert_eq!(tool.assess(&arguments), CallReach::default());
+        // The script runs only through the gate (its tool is reached by no other path): a
+        // host offers it, and a person allows it.
+        let mut options = warden_host::HostOptions::new(paths.clone(), workspace.clone());
+        options.tools = vec![Arc::new(tool)];
+        options.approver = Some(Arc::new(AllowEverything));
+        let host =
+            warden_host::Host::open(&warden_config::LoadedConfig::default(), options).unwrap();
+        let call = |arguments: &Value| {
+            let context = warden_host::CallContext::new(
+                warden_policy::CallSurface::Agent,
+                CancellationToken::new(),
+            );
+            host.call_with(context, RUN_SKILL_SCRIPT, arguments.clone())
+        };
         // Another of ann's scripts is running.
         let held = quota.try_acquire("ann").unwrap();
-        let invocation = |arguments: &Value| Invocation {
-            host: host.clone(),
-            surface: warden_policy::CallSurface::Agent,
-            caller: None,
-            tenant: None,
-            scope: "s".to_owned(),
-            arguments: arguments.clone(),
-            progress: None,
-            cancel: CancellationToken::new(),
-        };
-        let refused = tool.execute(invocation(&arguments)).await.unwrap_err();
-        assert!(
-            refused.message.contains("gate 6 (quota)"),
-            "{}",
-            refused.message
+        let refused = call(&arguments).await;
+        let reason = refused.reason.clone().unwrap_or_default();
+        assert_eq!(
+            refused.decision,
+            warden_policy::Decision::Failed,
+            "{reason}"
         );
+        assert!(reason.contains("gate 6 (quota)"), "{reason}");
         assert!(!marker.exists(), "the script started");
         drop(held);
-        let ran = tool.execute(invocation(&arguments)).await.unwrap();
-        assert!(!ran.is_error, "{}", ran.text);
+        let ran = call(&arguments).await;
+        let output = ran.output.expect("the script ran");
+        assert!(!output.is_error, "{}", output.text);
         assert!(
             marker.exists(),
             "the script did not run once the quota allowed it"
         );
+        host.shutdown().await;
+    }
+
+    /// A person who allows every call asked about.
+    struct AllowEverything;
+
+    impl warden_policy::Approver for AllowEverything {
+        fn approve<'a>(
+            &'a self,
+            _request: &'a warden_policy::ApprovalRequest,
+        ) -> BoxFuture<'a, warden_policy::ApprovalAnswer> {
+            Box::pin(async { warden_policy::ApprovalAnswer::AllowOnce })
+        }
     }
 
     #[test]

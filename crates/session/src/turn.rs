@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
-use warden_agent::{AgentEvent, AgentOptions, Message, RunOutcome, ToolExecutor, ToolList};
+use warden_agent::{AgentOptions, Events, Message, RunOutcome, ToolExecutor, ToolList};
 use warden_hooks::HookEvent;
 
 use crate::AgentSession;
@@ -40,8 +39,8 @@ pub struct Turn<'a> {
     pub executor: Arc<dyn ToolExecutor>,
     pub system_prompt: &'a str,
     pub tools: &'a ToolList,
-    /// Where the loop's events go (streamed text, MCP progress), if anywhere.
-    pub events: Option<UnboundedSender<AgentEvent>>,
+    /// Where the loop's events go (streamed text, calls, MCP progress, the plan), if anywhere.
+    pub events: Option<Events>,
     pub cancel: &'a CancellationToken,
     /// Called this often while the loop runs (a frontend sends streamed text on), if given.
     pub tick: Option<(Duration, &'a (dyn Fn() + Send + Sync))>,
@@ -93,7 +92,7 @@ impl AgentSession {
             ..AgentOptions::default()
         });
         if let Some(events) = turn.events {
-            agent = agent.with_events(events);
+            agent = agent.with_event_sink(events);
         }
         let result = {
             let run = agent.run(turn.conversation, turn.cancel);

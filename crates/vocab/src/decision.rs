@@ -1,4 +1,4 @@
-//! What an operator rule decides about a tool call: allow or deny.
+//! What an operator rule decides about a tool call (allow or deny), and how a call ended.
 
 use std::fmt;
 
@@ -42,6 +42,46 @@ impl RuleDecision {
 }
 
 impl fmt::Display for RuleDecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a call ended: the gate's decision as the audit trail, the model's result and every
+/// frontend name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// It ran and returned a result (which may itself be a tool error).
+    Allowed,
+    /// A layer refused it; nothing was executed.
+    Denied,
+    /// It ran past its timeout and was cancelled.
+    TimedOut,
+    /// The caller cancelled it.
+    Cancelled,
+    /// It was admitted but the dispatch failed (dead server, transport error).
+    Failed,
+    /// Its intent was recorded before it started (a skill script); a second record, the
+    /// call's own, says how it ended.
+    Started,
+}
+
+impl Decision {
+    /// The name stored in the audit trail.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+            Self::TimedOut => "timed_out",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+            Self::Started => "started",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }

@@ -7,6 +7,7 @@
 
 mod capability;
 mod decision;
+mod failure;
 mod glob;
 mod hook_event;
 mod mode;
@@ -16,7 +17,8 @@ mod timeouts;
 mod tool_args;
 
 pub use capability::{CapabilityClass, CapabilitySet};
-pub use decision::RuleDecision;
+pub use decision::{Decision, RuleDecision};
+pub use failure::FailureKind;
 pub use glob::{GLOB_SCHEMA_PATTERN, ToolGlob, ToolGlobError};
 pub use hook_event::HookEvent;
 pub use mode::PermissionMode;

@@ -71,8 +71,8 @@ impl SessionOpener for OrderServiceOpener {
         // around this (the session's own folder, host tools per profile, tenant servers'
         // egress), so the config is read for the session's folder and no project file of the
         // application's working folder is a tenant's input.
-        let mut prepared = ConfigOpener::new(self.paths.clone(), self.workspace.clone())
-            .prepare(spec)?;
+        let mut prepared =
+            ConfigOpener::new(self.paths.clone(), self.workspace.clone()).prepare(spec)?;
         prepared.host.authorization = Some(self.permissions.clone());
         prepared.host.tools =
             order_tools(&self.book).map_err(|error| OpenError::Other(Box::new(error)))?;

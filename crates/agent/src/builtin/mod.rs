@@ -26,7 +26,7 @@ pub use bash::{BashEnv, ConfinementReport};
 pub use files::MAX_READ_BYTES;
 pub(crate) use output::DEFAULT_OUTPUT_CAP;
 pub use output::{ArtifactSink, BuiltinResult, DirArtifacts, cap_output};
-pub use plan::{PlanEntry, PlanPriority, PlanStatus, plan_entries};
+pub use plan::{PLAN_TOOL, PlanEntry, PlanPriority, PlanStatus, plan_entries};
 pub use spec::{BuiltinToolSpec, Capability, builtin_specs};
 pub use terminal::{CommandTerminal, TerminalRun};
 

@@ -51,10 +51,13 @@ pub(super) struct UpdatePlanArgs {
     entries: Vec<PlanEntry>,
 }
 
+/// The built-in with which the model states its plan.
+pub const PLAN_TOOL: &str = "update_plan";
+
 /// The plan an `update_plan` call states, when its arguments are one (for frontends that show
 /// it); `None` when they are not.
 pub fn plan_entries(arguments: &Value) -> Option<Vec<PlanEntry>> {
-    let args: UpdatePlanArgs = parse_args("update_plan", arguments).ok()?;
+    let args: UpdatePlanArgs = parse_args(PLAN_TOOL, arguments).ok()?;
     checked(&args.entries).ok()?;
     Some(args.entries)
 }

@@ -107,7 +107,10 @@ async fn a_tool_round_trip_reaches_the_model_on_every_provider() {
         assert_eq!(outcome.usage.input_tokens, 250);
         assert_eq!(outcome.usage.output_tokens, 22);
         assert_eq!(outcome.tool_calls.len(), 2);
-        assert_eq!(outcome.tool_calls[1].result.decision, "denied");
+        assert_eq!(
+            outcome.tool_calls[1].result.decision,
+            warden_vocab::Decision::Denied
+        );
         assert_eq!(
             executor.calls.lock().unwrap()[0].arguments["text"],
             "hello from the tool"

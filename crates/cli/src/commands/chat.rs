@@ -137,7 +137,7 @@ async fn chat(
     let routing = session.execution_routing().await;
     let system_prompt = session.system_prompt(routing);
     let (events, event_receiver) = tokio::sync::mpsc::unbounded_channel();
-    let executor = session.executor(Some(events.clone()));
+    let executor = session.executor(Some(std::sync::Arc::new(events.clone())));
 
     // Tool bridge calls are written to the transcript as they finish.
     let (transcript, conversation) = crate::commands::run::open_transcript(session)?;

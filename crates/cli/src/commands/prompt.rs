@@ -35,9 +35,15 @@ pub(crate) fn run(globals: &Globals, args: PromptArgs) -> anyhow::Result<ExitCod
 }
 
 async fn prompt(host: &warden_host::Host, args: &PromptArgs) -> anyhow::Result<ExitCode> {
-    let runtime = host.servers();
+    // A server name that names nothing is the user's mistake, said as such (exit 2).
+    host.servers().server_status(&args.server)?;
     let Some(name) = &args.name else {
-        let prompts = runtime.prompts(&args.server).await?;
+        // Through the gate, as the person's listing: a denied server lists nothing.
+        let context = warden_host::CallContext::new(
+            warden_policy::CallSurface::User,
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let prompts = host.list_prompts(context, &args.server).await?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&prompts)?);
         } else {

@@ -229,7 +229,7 @@ async fn run_session(
     let routing = session.execution_routing().await;
     let system_prompt = session.system_prompt(routing);
     let (events_sender, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let executor = session.executor(Some(events_sender.clone()));
+    let executor = session.executor(Some(Arc::new(events_sender.clone())));
     let agent = Agent::new(session.client.clone(), executor, system_prompt, tools)
         .with_options(AgentOptions {
             max_turns: Some(args.max_turns),

@@ -70,3 +70,24 @@ fn the_operator_can_deny_prompts() {
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["decision"], "denied", "{rows:?}");
 }
+
+#[test]
+fn a_server_the_operator_denies_lists_no_prompts_and_the_refusal_is_on_record() {
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "[permissions]\ndeny = [\"mcp__fx__*\"]\n\n{}",
+        echo_server("fx", "")
+    ));
+    let run = sandbox.run(&["mcp", "prompt", "fx"]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(!run.stdout.contains("greet"), "{}", run.stdout);
+    assert!(run.stderr.contains("deny list"), "{}", run.stderr);
+    let rows: Vec<_> = sandbox
+        .audit()
+        .into_iter()
+        .filter(|row| row["tool"] == "list_mcp_prompts")
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["decision"], "denied", "{rows:?}");
+    assert_eq!(rows[0]["server"], "fx", "{rows:?}");
+}

@@ -69,6 +69,15 @@ struct Setup<'a> {
 }
 
 fn open(root: &Path, setup: Setup<'_>) -> std::sync::Arc<Host> {
+    open_adjusted(root, setup, |_| {})
+}
+
+/// [`open`] with the host's options adjusted last (the operator's policy).
+fn open_adjusted(
+    root: &Path,
+    setup: Setup<'_>,
+    adjust: impl FnOnce(&mut HostOptions),
+) -> std::sync::Arc<Host> {
     let paths = Paths::under_root(root);
     let mut options = HostOptions::new(paths, root.to_path_buf());
     options.skills_extension = setup.extension;
@@ -95,6 +104,7 @@ fn open(root: &Path, setup: Setup<'_>) -> std::sync::Arc<Host> {
         }
         options.extra_servers.push(spec);
     }
+    adjust(&mut options);
     Host::open(&LoadedConfig::default(), options).unwrap()
 }
 
@@ -725,4 +735,54 @@ async fn a_tenant_session_s_skill_records_name_its_tenant_and_caller() {
         assert_eq!(row.caller.as_deref(), Some("web-app"), "{row:?}");
     }
     host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_the_operator_denies_publishes_no_skill_to_the_session() {
+    for denied in ["mcp__wx__*", "read_mcp_resource"] {
+        let dir = tempfile::tempdir().unwrap();
+        let host = open_adjusted(dir.path(), setup(&[("wx", "skills")], false), |options| {
+            options
+                .policy
+                .permissions
+                .deny
+                .push(ToolGlob::parse(denied).unwrap());
+        });
+        // Connecting registers no command of the server's: its skills are never listed.
+        let _ = host.server_tools("wx").await;
+        assert!(command_names(&host).is_empty(), "{denied}");
+        let Err(refused) = host
+            .remote_skills()
+            .load("wx:notes", CallSurface::Agent, None)
+            .await
+        else {
+            panic!("a skill of a denied server loaded ({denied})");
+        };
+        assert!(
+            matches!(refused, RemoteSkillsError::UnknownSkill(_)),
+            "{denied}: {refused}"
+        );
+        let rows = AuditStore::open(&Paths::under_root(dir.path()).state_dir().join("audit.db"))
+            .unwrap()
+            .query(&AuditQuery::default())
+            .unwrap();
+        let discovery: Vec<_> = rows
+            .iter()
+            .filter(|row| row.kind.as_deref() == Some("skill-discovery"))
+            .map(|row| {
+                (
+                    row.decision.as_str(),
+                    row.reason.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert!(
+            discovery
+                .iter()
+                .all(|(decision, reason)| *decision == "denied" && reason.contains(denied)),
+            "{denied}: {discovery:?}"
+        );
+        assert!(!discovery.is_empty(), "{denied}: the refusal is on record");
+        host.shutdown().await;
+    }
 }

@@ -1,0 +1,191 @@
+//! The events a session reports, in the order every frontend relies on: a call's start before
+//! it runs, its end after, the model's plan once the gate let it through; and a frontend
+//! cancelling the calls in flight to one source.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use warden_agent::AgentEvent;
+use warden_host::{CapabilityClass, CodeTool, HostTool};
+use warden_mock_model::{MockModel, Turn as ModelTurn};
+use warden_session::{ConfigOpener, PolicyOverrides, SessionOpener, SessionSpec, Turn};
+use warden_vocab::{Decision, ToolGlob};
+
+use crate::support::{Home, Recorded, one_turn};
+
+fn plan() -> serde_json::Value {
+    json!({"entries": [
+        {"content": "write the notes", "status": "in_progress", "priority": "high"},
+        {"content": "say so", "status": "pending", "priority": "low"}
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_is_announced_before_it_runs_and_the_plan_once_the_gate_let_it_through() {
+    let mock = MockModel::start().await.unwrap();
+    let home = Home::new(&mock, "");
+    mock.push_turn(ModelTurn::tool_call("call_plan", "update_plan", plan()));
+    mock.push_turn(ModelTurn::tool_call(
+        "call_write",
+        "write_file",
+        json!({"path": "notes.txt", "content": "written\n"}),
+    ));
+    mock.push_turn(ModelTurn::text("Done."));
+    let mut session = ConfigOpener::new(home.paths.clone(), home.workspace.clone())
+        .open(SessionSpec::default())
+        .unwrap();
+    let notes = home.workspace.join("notes.txt");
+    let sink = Recorded::watching(&notes);
+
+    let ended = one_turn(
+        &mut session,
+        sink.clone(),
+        "Plan, then write.",
+        &CancellationToken::new(),
+    )
+    .await;
+
+    assert_eq!(ended.outcome.final_text, "Done.");
+    assert_eq!(
+        sink.labels(),
+        [
+            "started update_plan",
+            "plan of 2",
+            "finished update_plan allowed",
+            "started write_file",
+            "finished write_file allowed",
+        ]
+    );
+    // The start of the write reached the sink before the file was written (an editor reads
+    // the text it is about to replace there).
+    assert_eq!(
+        *sink.existed_at_start.lock().unwrap(),
+        [
+            ("update_plan".to_owned(), false),
+            ("write_file".to_owned(), false)
+        ]
+    );
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "written\n");
+    session.host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_the_gate_refuses_is_no_plan() {
+    let mock = MockModel::start().await.unwrap();
+    let home = Home::new(&mock, "");
+    mock.push_turn(ModelTurn::tool_call("call_plan", "update_plan", plan()));
+    mock.push_turn(ModelTurn::text("No plan then."));
+    let overrides = PolicyOverrides {
+        deny: vec![ToolGlob::parse("update_plan").unwrap()],
+        ..PolicyOverrides::default()
+    };
+    let mut session = ConfigOpener::new(home.paths.clone(), home.workspace.clone())
+        .with_policy(overrides)
+        .open(SessionSpec::default())
+        .unwrap();
+    let sink = Arc::new(Recorded::default());
+
+    one_turn(
+        &mut session,
+        sink.clone(),
+        "Plan.",
+        &CancellationToken::new(),
+    )
+    .await;
+
+    assert_eq!(
+        sink.labels(),
+        ["started update_plan", "finished update_plan denied"]
+    );
+    session.host.shutdown().await;
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NoArguments {}
+
+/// A tool of the frontend's that runs until it is cancelled.
+fn stalling_tool() -> Arc<dyn HostTool> {
+    Arc::new(
+        CodeTool::new(
+            "stall",
+            "Waits until it is cancelled.",
+            CapabilityClass::ReadOnly,
+            |_: NoArguments, call| async move {
+                call.cancel.cancelled().await;
+                Ok("stopped")
+            },
+        )
+        .unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frontend_cancels_the_calls_in_flight_to_one_source_and_the_turn_goes_on() {
+    let mock = MockModel::start().await.unwrap();
+    let home = Home::new(&mock, "");
+    mock.push_turn(ModelTurn::tool_call("call_stall", "stall", json!({})));
+    mock.push_turn(ModelTurn::text("It was cancelled."));
+    let mut session = ConfigOpener::new(home.paths.clone(), home.workspace.clone())
+        .open(SessionSpec {
+            tools: vec![stalling_tool()],
+            ..SessionSpec::default()
+        })
+        .unwrap();
+    let sink = Arc::new(Recorded::default());
+    let (tools, _) = session.tool_list().await;
+    let system_prompt = session.system_prompt(String::new());
+    let (mut transcript, mut conversation) = session.open_transcript().unwrap();
+    let executor = session.executor(Some(sink.clone()));
+    // No MCP server is called: nothing to cancel there.
+    assert_eq!(executor.cancel_calls_to("fs"), 0);
+    let canceller = {
+        let executor = executor.clone();
+        let sink = sink.clone();
+        tokio::spawn(async move {
+            loop {
+                let started = sink.events.lock().unwrap().iter().any(|event| {
+                    matches!(event, AgentEvent::ToolCallStarted { name, .. } if name == "stall")
+                });
+                if started {
+                    // The call may still be on its way through the gate's layers.
+                    let cancelled = executor.cancel_calls_to("built-in");
+                    if cancelled > 0 {
+                        return cancelled;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    let cancel = CancellationToken::new();
+    let ended = session
+        .run_turn(
+            Turn {
+                conversation: &mut conversation,
+                transcript: &mut transcript,
+                executor,
+                system_prompt: &system_prompt,
+                tools: &tools,
+                events: Some(sink.clone()),
+                cancel: &cancel,
+                tick: None,
+            },
+            "Stall.".to_owned(),
+        )
+        .await
+        .unwrap();
+
+    assert_eq!(canceller.await.unwrap(), 1);
+    assert_eq!(ended.outcome.final_text, "It was cancelled.");
+    assert_eq!(
+        ended.outcome.tool_calls[0].result.decision,
+        Decision::Cancelled
+    );
+    assert!(
+        !cancel.is_cancelled(),
+        "only the call was cancelled, not the turn"
+    );
+    session.host.shutdown().await;
+}
