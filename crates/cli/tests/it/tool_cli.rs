@@ -274,3 +274,32 @@ fn context_counts_the_manifest_and_search_finds_deferred_tools() {
     assert!(names.contains(&"mcp__fs__write_file"), "{names:?}");
     assert!(names.len() <= 3);
 }
+
+#[test]
+fn an_empty_allow_list_lets_every_tool_through_and_the_deny_list_still_wins() {
+    let sandbox = Sandbox::new();
+    let server = stdio_server("fixture", &fixture_binary(), &["echo"]);
+    let names = |sandbox: &Sandbox| -> Vec<String> {
+        sandbox
+            .json(&["tool", "fixture", "--json"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    sandbox.user_config(&server);
+    let every = names(&sandbox);
+    assert!(every.contains(&"echo".to_owned()), "{every:?}");
+
+    // `allow = []` is no allow list at all: nothing is filtered out.
+    sandbox.user_config(&format!("{server}tools = {{ allow = [] }}\n"));
+    assert_eq!(names(&sandbox), every);
+
+    sandbox.user_config(&format!(
+        "{server}tools = {{ allow = [], deny = [\"echo\"] }}\n"
+    ));
+    let filtered = names(&sandbox);
+    assert!(!filtered.contains(&"echo".to_owned()), "{filtered:?}");
+    assert_eq!(filtered.len(), every.len() - 1, "{filtered:?}");
+}

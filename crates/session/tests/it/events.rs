@@ -189,3 +189,61 @@ async fn a_frontend_cancels_the_calls_in_flight_to_one_source_and_the_turn_goes_
     );
     session.host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_list_that_cannot_be_refreshed_is_a_warning_and_the_turn_goes_on() {
+    let mock = MockModel::start().await.unwrap();
+    let home = Home::new(&mock, "");
+    mock.push_turn(ModelTurn::tool_call(
+        "call_1",
+        "mcp__lc__mutate",
+        json!({"add": warden_testkit::fixtures::FAILING_LISTING}),
+    ));
+    mock.push_turn(ModelTurn::text("Still here."));
+    let (program, args) = warden_testkit::fixture_command("list-changed");
+    let server = warden_mcp::ServerSpec::stdio("lc", program.display().to_string()).with_args(args);
+    let mut session = ConfigOpener::new(home.paths.clone(), home.workspace.clone())
+        .with_policy(PolicyOverrides {
+            allow: vec![ToolGlob::parse("mcp__lc__*").unwrap()],
+            ..PolicyOverrides::default()
+        })
+        .open(SessionSpec {
+            servers: vec![server],
+            ..SessionSpec::default()
+        })
+        .unwrap();
+    let sink = Arc::new(Recorded::default());
+
+    let ended = one_turn(
+        &mut session,
+        sink.clone(),
+        "Change the tools.",
+        &CancellationToken::new(),
+    )
+    .await;
+
+    // The server announced a change, then could not list: said once, and the model was asked
+    // again with the tools it had.
+    assert_eq!(ended.outcome.final_text, "Still here.");
+    assert_eq!(mock.requests().len(), 2);
+    let warnings: Vec<String> = sink
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ToolsChanged { warnings, .. } => Some(warnings.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("lc"), "{warnings:?}");
+    assert!(
+        warnings[0].contains("the tools it offered before stay listed"),
+        "{warnings:?}"
+    );
+    let second = mock.requests()[1].body.to_string();
+    assert!(second.contains("mcp__lc__mutate"), "{second}");
+    session.host.shutdown().await;
+}
