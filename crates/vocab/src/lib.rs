@@ -9,6 +9,7 @@ mod capability;
 mod decision;
 mod glob;
 mod hook_event;
+mod loopback;
 mod mode;
 mod public_name;
 mod rule;
@@ -19,6 +20,7 @@ pub use capability::{CapabilityClass, CapabilitySet};
 pub use decision::RuleDecision;
 pub use glob::{GLOB_SCHEMA_PATTERN, ToolGlob, ToolGlobError};
 pub use hook_event::HookEvent;
+pub use loopback::{is_loopback_host, is_loopback_ip, is_loopback_socket_addr};
 pub use mode::PermissionMode;
 pub use public_name::{
     HOST_TOOL_SOURCES, PUBLIC_NAME_PREFIX, PUBLIC_NAME_SEPARATOR, join_public_name, policy_names,
