@@ -400,7 +400,7 @@ pub(crate) fn bridge_port(exported: &[(String, String)]) -> Option<u16> {
     let rest = url.strip_prefix("http://")?;
     let authority = rest.split('/').next()?;
     let (host, port) = authority.rsplit_once(':')?;
-    matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+    warden_net::is_loopback_host(host)
         .then(|| port.parse().ok())
         .flatten()
 }

@@ -32,7 +32,7 @@ impl CodeModeHost for GateHost {
         tool: &'a str,
         arguments: Value,
         cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<Value, String>> {
+    ) -> BoxFuture<'a, Result<Value, warden_codemode::ToolCallError>> {
         Box::pin(async move {
             let public_name = self
                 .host
@@ -44,7 +44,7 @@ impl CodeModeHost for GateHost {
                 (Decision::Allowed, Some(output)) if !output.is_error => {
                     Ok(Value::String(output.text.clone()))
                 }
-                _ => Err(outcome.model_text()),
+                _ => Err(warden_codemode::ToolCallError::Failed(outcome.model_text())),
             }
         })
     }
@@ -64,8 +64,12 @@ impl CodeModeHost for NoTools {
         _tool: &'a str,
         _arguments: Value,
         _cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<Value, String>> {
-        Box::pin(async { Err("no tools".to_owned()) })
+    ) -> BoxFuture<'a, Result<Value, warden_codemode::ToolCallError>> {
+        Box::pin(async {
+            Err(warden_codemode::ToolCallError::Failed(
+                "no tools".to_owned(),
+            ))
+        })
     }
 
     fn catalog(&self) -> Arc<CodeCatalog> {

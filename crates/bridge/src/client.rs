@@ -63,21 +63,15 @@ fn on_unix_socket(
 
 /// Only loopback: the token must never travel to another machine. The URL is parsed, not
 /// matched by prefix: `http://127.0.0.1:1@evil.example/` names the host `evil.example`.
-fn is_loopback_url(url: &str) -> bool {
+fn is_local_bridge_url(url: &str) -> bool {
     let Ok(parsed) = url::Url::parse(url) else {
         return false;
-    };
-    let loopback_host = match parsed.host() {
-        Some(url::Host::Ipv4(address)) => address.is_loopback(),
-        Some(url::Host::Ipv6(address)) => address.is_loopback(),
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        None => false,
     };
     parsed.scheme() == "http"
         && parsed.username().is_empty()
         && parsed.password().is_none()
         && parsed.port().is_some()
-        && loopback_host
+        && warden_net::is_loopback_url(&parsed)
 }
 
 impl BridgeClient {
@@ -100,7 +94,7 @@ impl BridgeClient {
             Some(socket) => (on_unix_socket(builder, socket, url)?, UNIX_BASE.to_owned()),
             None => {
                 let base = url.trim_end_matches('/').to_owned();
-                if !is_loopback_url(&base) {
+                if !is_local_bridge_url(&base) {
                     return Err(BridgeClientError::NotLoopback(base));
                 }
                 (builder, base)
@@ -261,15 +255,15 @@ mod tests {
 
     #[test]
     fn only_loopback_urls_are_accepted() {
-        assert!(is_loopback_url("http://127.0.0.1:4000"));
-        assert!(is_loopback_url("http://localhost:4000/"));
-        assert!(is_loopback_url("http://[::1]:4000"));
-        assert!(!is_loopback_url("https://127.0.0.1:4000"));
-        assert!(!is_loopback_url("http://127.0.0.1.evil.test:4000"));
-        assert!(!is_loopback_url("http://example.com:4000"));
-        assert!(!is_loopback_url("http://localhost.example.com:80"));
-        assert!(!is_loopback_url("http://127.0.0.1:1@evil.example/"));
-        assert!(!is_loopback_url("http://user:pass@127.0.0.1:4000/"));
+        assert!(is_local_bridge_url("http://127.0.0.1:4000"));
+        assert!(is_local_bridge_url("http://localhost:4000/"));
+        assert!(is_local_bridge_url("http://[::1]:4000"));
+        assert!(!is_local_bridge_url("https://127.0.0.1:4000"));
+        assert!(!is_local_bridge_url("http://127.0.0.1.evil.test:4000"));
+        assert!(!is_local_bridge_url("http://example.com:4000"));
+        assert!(!is_local_bridge_url("http://localhost.example.com:80"));
+        assert!(!is_local_bridge_url("http://127.0.0.1:1@evil.example/"));
+        assert!(!is_local_bridge_url("http://user:pass@127.0.0.1:4000/"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{BoxFuture, CANCELLED_CALLS_GRACE, CodeModeHost, CodeModeLimits};
+use super::{BoxFuture, CANCELLED_CALLS_GRACE, CodeModeHost, CodeModeLimits, ToolCallError};
 
 /// A `tools.call` from the script.
 pub(super) struct CallRequest {
@@ -29,7 +29,7 @@ pub(super) struct CallRequest {
 }
 
 /// A finished call: the promise it settles and the value or the message to throw.
-pub(super) type Finished = (u64, Result<Value, String>);
+pub(super) type Finished = (u64, Result<Value, ToolCallError>);
 
 /// How the sandbox's calls reach the host.
 pub(super) trait CallDriver {
@@ -76,19 +76,17 @@ impl Budget {
         if self.calls >= self.limits.max_calls {
             return Admission::Refused((
                 request.id,
-                Err(format!(
-                    "code-mode budget exhausted: at most {} tool calls per execution",
-                    self.limits.max_calls
-                )),
+                Err(ToolCallError::TooManyCalls {
+                    max_calls: self.limits.max_calls,
+                }),
             ));
         }
         if self.result_bytes >= self.limits.max_result_bytes {
             return Admission::Refused((
                 request.id,
-                Err(format!(
-                    "code-mode budget exhausted: tool results already reached {} bytes in this execution",
-                    self.limits.max_result_bytes
-                )),
+                Err(ToolCallError::ResultsSpent {
+                    max_result_bytes: self.limits.max_result_bytes,
+                }),
             ));
         }
         self.calls += 1;
@@ -108,8 +106,8 @@ impl Budget {
     pub(crate) fn settle(
         &mut self,
         server: &str,
-        result: Result<Value, String>,
-    ) -> Result<Value, String> {
+        result: Result<Value, ToolCallError>,
+    ) -> Result<Value, ToolCallError> {
         if let Some(running) = self.in_flight.get_mut(server) {
             *running = running.saturating_sub(1);
         }
@@ -117,10 +115,10 @@ impl Budget {
         let bytes = json_len(&value);
         if self.result_bytes + bytes > self.limits.max_result_bytes {
             self.result_bytes = self.limits.max_result_bytes;
-            return Err(format!(
-                "code-mode budget exhausted: this result ({bytes} bytes) would take tool results past {} bytes in this execution",
-                self.limits.max_result_bytes
-            ));
+            return Err(ToolCallError::ResultTooLarge {
+                bytes,
+                max_result_bytes: self.limits.max_result_bytes,
+            });
         }
         self.result_bytes += bytes;
         Ok(value)
@@ -162,7 +160,7 @@ fn json_len(value: &Value) -> usize {
 struct HostAnswer {
     id: u64,
     server: String,
-    result: Result<Value, String>,
+    result: Result<Value, ToolCallError>,
 }
 
 /// One call to the host; `cancel` is the execution's token for its calls.
@@ -182,7 +180,7 @@ async fn call_host(
     drop(arguments);
     let result = match parsed {
         Ok(arguments) => host.call(&server, &tool, arguments, cancel).await,
-        Err(error) => Err(format!("the arguments are not JSON: {error}")),
+        Err(error) => Err(ToolCallError::ArgumentsNotJson(error.to_string())),
     };
     HostAnswer { id, server, result }
 }
@@ -353,8 +351,7 @@ impl CallDriver for ChannelCalls {
     fn start(&mut self, request: CallRequest) {
         let id = request.id;
         if self.requests.unbounded_send(request).is_err() {
-            self.ready
-                .push((id, Err("the execution is ending".to_string())));
+            self.ready.push((id, Err(ToolCallError::ExecutionEnding)));
         }
     }
 

@@ -31,7 +31,8 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// `code_search` describes.
 pub trait CodeModeHost: Send + Sync {
     /// Calls `tool` on `server`. `Ok` is the value the script receives (any JSON); `Err` is a
-    /// refusal or failure, thrown into the script as an `Error` with this message.
+    /// refusal or failure ([`ToolCallError::Failed`]), thrown into the script as an `Error` with
+    /// its message.
     ///
     /// `cancel` fires when the execution ends before the call does (the script returned or threw
     /// without awaiting it, a limit stopped the script, or the caller cancelled the run). The
@@ -44,7 +45,7 @@ pub trait CodeModeHost: Send + Sync {
         tool: &'a str,
         arguments: Value,
         cancel: tokio_util::sync::CancellationToken,
-    ) -> BoxFuture<'a, Result<Value, String>>;
+    ) -> BoxFuture<'a, Result<Value, ToolCallError>>;
 
     /// The tools code mode can see, each marked callable or not (with the reason).
     fn catalog(&self) -> std::sync::Arc<CodeCatalog>;
@@ -180,6 +181,38 @@ impl ExecutionReport {
     }
 }
 
+/// Why a script's `tools.call` failed: thrown into the script as an `Error` whose message is this
+/// error's text (the script, and so the model, reads it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolCallError {
+    /// The host refused the call or the tool failed: the text the model reads for that outcome.
+    #[error("{0}")]
+    Failed(String),
+    /// The script's arguments were not JSON.
+    #[error("the arguments are not JSON: {0}")]
+    ArgumentsNotJson(String),
+    /// [`CodeModeLimits::max_calls`] calls were already made.
+    #[error("code-mode budget exhausted: at most {max_calls} tool calls per execution")]
+    TooManyCalls { max_calls: u32 },
+    /// The results so far already reached [`CodeModeLimits::max_result_bytes`].
+    #[error(
+        "code-mode budget exhausted: tool results already reached {max_result_bytes} bytes in this execution"
+    )]
+    ResultsSpent { max_result_bytes: usize },
+    /// This result would take the results past [`CodeModeLimits::max_result_bytes`]; it is
+    /// withheld.
+    #[error(
+        "code-mode budget exhausted: this result ({bytes} bytes) would take tool results past {max_result_bytes} bytes in this execution"
+    )]
+    ResultTooLarge {
+        bytes: usize,
+        max_result_bytes: usize,
+    },
+    /// The execution ended before the call could be handed over.
+    #[error("the execution is ending")]
+    ExecutionEnding,
+}
+
 /// Code mode could not run at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CodeModeError {
@@ -199,8 +232,12 @@ pub async fn probe(limits: CodeModeLimits) -> Result<(), CodeModeError> {
             _tool: &'a str,
             _arguments: Value,
             _cancel: tokio_util::sync::CancellationToken,
-        ) -> BoxFuture<'a, Result<Value, String>> {
-            Box::pin(async { Err("no tools are available to the probe".to_string()) })
+        ) -> BoxFuture<'a, Result<Value, ToolCallError>> {
+            Box::pin(async {
+                Err(ToolCallError::Failed(
+                    "no tools are available to the probe".to_string(),
+                ))
+            })
         }
         fn catalog(&self) -> std::sync::Arc<CodeCatalog> {
             self.0.clone()

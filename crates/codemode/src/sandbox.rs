@@ -20,7 +20,9 @@ use tokio_util::sync::CancellationToken;
 use super::calls::{
     CallDriver, CallRequest, ChannelCalls, InlineCalls, Served, StopOnDrop, serve_calls,
 };
-use super::{CodeModeError, CodeModeHost, CodeModeLimits, ExecutionReport, ExecutionStatus};
+use super::{
+    CodeModeError, CodeModeHost, CodeModeLimits, ExecutionReport, ExecutionStatus, ToolCallError,
+};
 
 /// Native stack of the sandbox thread; the JavaScript stack limit sits well inside it.
 const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
@@ -29,13 +31,39 @@ const THREAD_NAME: &str = "warden-code-mode";
 
 /// What the sandbox thread hands back.
 pub(super) struct ScriptOutcome {
-    value: Result<Option<String>, String>,
+    value: Result<Option<String>, ScriptError>,
     logs: String,
     logs_truncated: bool,
 }
 
+/// The sandbox could not be set up: code mode is unavailable ([`CodeModeError::Unavailable`]).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SetupError {
+    #[error("cannot create a QuickJS runtime: {0}")]
+    Runtime(rquickjs::Error),
+    #[error("cannot create a QuickJS context: {0}")]
+    Context(rquickjs::Error),
+}
+
+/// Why a script gave no value; its text is the report's error, which the model reads.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(super) enum ScriptError {
+    /// The script threw, or did not compile: the exception, its stack when it has one.
+    #[error("{0}")]
+    Threw(String),
+    /// The calls it started and has not awaited would hold too much outside its heap
+    /// ([`CodeModeLimits::max_pending_argument_bytes`]): the execution ends with this.
+    #[error(
+        "code-mode memory limit: the arguments of tool calls started and not yet answered would hold {would_hold} bytes outside the script's heap, over the limit of {limit} bytes; await calls before starting more"
+    )]
+    PendingArguments { would_hold: usize, limit: usize },
+    /// The execution was stopped before its promise settled.
+    #[error("the execution was stopped")]
+    Stopped,
+}
+
 /// How one run of the sandbox ended, whichever way its calls went.
-type SandboxRun = Served<Result<ScriptOutcome, String>>;
+type SandboxRun = Served<Result<ScriptOutcome, SetupError>>;
 
 /// Runs `code` in a fresh sandbox. `code` is either an expression (its value is returned; a
 /// returned function is called, a promise awaited) or the body of an async function (use
@@ -85,7 +113,11 @@ pub async fn execute(
             .then(|| (ExecutionStatus::TimedOut, time_limit_message(limits.time)))
     };
     let outcome = match (run.outcome, stopped) {
-        (Some(Err(cause)), _) => return Err(CodeModeError::Unavailable { cause }),
+        (Some(Err(cause)), _) => {
+            return Err(CodeModeError::Unavailable {
+                cause: cause.to_string(),
+            });
+        }
         (Some(Ok(outcome)), None) => outcome,
         (outcome, Some((status, message))) => {
             if let Some(Ok(outcome)) = outcome {
@@ -120,7 +152,7 @@ pub async fn execute(
         }
         Err(error) => {
             report.status = ExecutionStatus::Threw;
-            report.error = Some(error);
+            report.error = Some(error.to_string());
         }
     }
     Ok(report)
@@ -212,7 +244,7 @@ async fn run_on_channels(
     stop: &Arc<AtomicBool>,
 ) -> Result<SandboxRun, CodeModeError> {
     let (mut calls, requests, answers) = ChannelCalls::new();
-    let (done_tx, done_rx) = oneshot::channel::<Result<ScriptOutcome, String>>();
+    let (done_tx, done_rx) = oneshot::channel::<Result<ScriptOutcome, SetupError>>();
     let thread_stop = stop.clone();
     let script = code.to_string();
     std::thread::Builder::new()
@@ -242,7 +274,7 @@ struct ScriptCalls<'js> {
     /// At most this many (`CodeModeLimits::max_pending_argument_bytes`).
     max_held_bytes: usize,
     /// Set when a call would have gone past `max_held_bytes`: the execution ends with it.
-    limit_error: Option<String>,
+    limit_error: Option<ScriptError>,
 }
 
 /// A call the script is waiting on.
@@ -261,13 +293,6 @@ impl<'js> ScriptCalls<'js> {
     }
 }
 
-/// The error that ends an execution whose pending calls would hold too much.
-fn held_limit_message(would_hold: usize, limit: usize) -> String {
-    format!(
-        "code-mode memory limit: the arguments of tool calls started and not yet answered would hold {would_hold} bytes outside the script's heap, over the limit of {limit} bytes; await calls before starting more"
-    )
-}
-
 /// Builds the runtime and context under the limits, runs `code` and collects its console.
 fn run_script(
     code: &str,
@@ -275,8 +300,8 @@ fn run_script(
     stop: &Arc<AtomicBool>,
     deadline: Instant,
     calls: &mut dyn CallDriver,
-) -> Result<ScriptOutcome, String> {
-    let runtime = Runtime::new().map_err(|e| format!("cannot create a QuickJS runtime: {e}"))?;
+) -> Result<ScriptOutcome, SetupError> {
+    let runtime = Runtime::new().map_err(SetupError::Runtime)?;
     runtime.set_memory_limit(limits.memory_bytes);
     runtime.set_max_stack_size(limits.stack_bytes);
     let handler_stop = stop.clone();
@@ -293,8 +318,7 @@ fn run_script(
         }
         false
     })));
-    let context =
-        Context::full(&runtime).map_err(|e| format!("cannot create a QuickJS context: {e}"))?;
+    let context = Context::full(&runtime).map_err(SetupError::Context)?;
     let logs = Rc::new(RefCell::new(LogBuffer {
         text: String::new(),
         truncated: false,
@@ -330,7 +354,7 @@ fn run_in_context<'js>(
     stop: &AtomicBool,
     over_limit: &Arc<AtomicBool>,
     calls: &mut dyn CallDriver,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ScriptError> {
     let script_calls = Rc::new(RefCell::new(ScriptCalls {
         next_id: 0,
         pending: HashMap::new(),
@@ -356,7 +380,7 @@ fn drive_script<'js>(
     stop: &AtomicBool,
     over_limit: &Arc<AtomicBool>,
     calls: &mut dyn CallDriver,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ScriptError> {
     let sink = Function::new(ctx.clone(), move |level: String, line: String| {
         logs.borrow_mut().push(&level, &line);
     })
@@ -374,8 +398,12 @@ fn drive_script<'js>(
             let argument_bytes = arguments.len();
             let would_hold = calls.held_bytes.saturating_add(argument_bytes);
             if would_hold > calls.max_held_bytes {
-                let message = held_limit_message(would_hold, calls.max_held_bytes);
-                calls.limit_error.get_or_insert_with(|| message.clone());
+                let error = ScriptError::PendingArguments {
+                    would_hold,
+                    limit: calls.max_held_bytes,
+                };
+                let message = error.to_string();
+                calls.limit_error.get_or_insert(error);
                 native_over_limit.store(true, Ordering::SeqCst);
                 return Err(Exception::throw_message(&ctx, &message));
             }
@@ -405,14 +433,18 @@ fn drive_script<'js>(
     // even encoded.
     let limit_calls = script_calls.clone();
     let limit = Function::new(ctx.clone(), move || -> Option<String> {
-        limit_calls.borrow().limit_error.clone()
+        limit_calls
+            .borrow()
+            .limit_error
+            .as_ref()
+            .map(ToString::to_string)
     })
     .map_err(|e| describe_error(ctx, e))?;
-    let prelude: Function = ctx.eval(PRELUDE).catch(ctx).map_err(|e| caught_text(&e))?;
+    let prelude: Function = ctx.eval(PRELUDE).catch(ctx).map_err(|e| thrown(&e))?;
     prelude
         .call::<_, ()>((sink, native, limit))
         .catch(ctx)
-        .map_err(|e| caught_text(&e))?;
+        .map_err(|e| thrown(&e))?;
 
     let main: Function = match ctx
         .eval::<Function, _>(format!("(async () => (\n{code}\n))"))
@@ -422,15 +454,15 @@ fn drive_script<'js>(
         Err(_) => ctx
             .eval::<Function, _>(format!("(async () => {{\n{code}\n}})"))
             .catch(ctx)
-            .map_err(|e| caught_text(&e))?,
+            .map_err(|e| thrown(&e))?,
     };
-    let runner: Function = ctx.eval(RUNNER).catch(ctx).map_err(|e| caught_text(&e))?;
+    let runner: Function = ctx.eval(RUNNER).catch(ctx).map_err(|e| thrown(&e))?;
     // The limit's interrupt can end the script before its first `await`, while this call runs.
     let limit_error = || script_calls.borrow().limit_error.clone();
     let promise: Promise = runner
         .call((main,))
         .catch(ctx)
-        .map_err(|e| limit_error().unwrap_or_else(|| caught_text(&e)))?;
+        .map_err(|e| limit_error().unwrap_or_else(|| thrown(&e)))?;
     loop {
         while !stop.load(Ordering::Relaxed)
             && !over_limit.load(Ordering::Relaxed)
@@ -460,8 +492,8 @@ fn drive_script<'js>(
         }
     }
     let value: Value = match promise.result::<Value>() {
-        Some(result) => result.catch(ctx).map_err(|e| caught_text(&e))?,
-        None => return Err("the execution was stopped".to_string()),
+        Some(result) => result.catch(ctx).map_err(|e| thrown(&e))?,
+        None => return Err(ScriptError::Stopped),
     };
     if value.is_undefined() {
         return Ok(None);
@@ -477,11 +509,11 @@ fn drive_script<'js>(
 fn settle_call<'js>(
     ctx: &Ctx<'js>,
     (resolve, reject): (Function<'js>, Function<'js>),
-    result: Result<serde_json::Value, String>,
+    result: Result<serde_json::Value, ToolCallError>,
 ) {
     let settled = match result {
         Ok(value) => json_to_js(ctx, &value).and_then(|value| resolve.call::<_, ()>((value,))),
-        Err(message) => Exception::from_message(ctx.clone(), &message)
+        Err(error) => Exception::from_message(ctx.clone(), &error.to_string())
             .and_then(|error| reject.call::<_, ()>((error,))),
     };
     if let Err(error) = settled {
@@ -592,12 +624,17 @@ const RUNNER: &str = r#"(async function (main) {
   return value === undefined ? undefined : JSON.stringify(value);
 })"#;
 
-fn describe_error(ctx: &Ctx<'_>, error: rquickjs::Error) -> String {
+fn describe_error(ctx: &Ctx<'_>, error: rquickjs::Error) -> ScriptError {
     if error.is_exception() {
-        caught_text(&CaughtError::from_error(ctx, error))
+        thrown(&CaughtError::from_error(ctx, error))
     } else {
-        error.to_string()
+        ScriptError::Threw(error.to_string())
     }
+}
+
+/// What the script threw, as [`ScriptError::Threw`].
+fn thrown(error: &CaughtError<'_>) -> ScriptError {
+    ScriptError::Threw(caught_text(error))
 }
 
 fn caught_text(error: &CaughtError<'_>) -> String {

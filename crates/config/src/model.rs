@@ -492,7 +492,7 @@ impl TryFrom<ScopedRawModel> for ModelEntry {
                     },
                 );
             } else if let Some(host) = plain_http_host(url)
-                && !is_loopback_host(host)
+                && !warden_vocab::is_loopback_host(host)
                 && allow_plain_http != Some(true)
             {
                 report(
@@ -801,17 +801,10 @@ fn plain_http_host(url: &str) -> Option<&str> {
     authority.split(':').next()
 }
 
-/// Whether `host` is this machine: `localhost` or a loopback address.
-fn is_loopback_host(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|address| address.is_loopback())
-}
-
 #[cfg(test)]
 mod plain_http_tests {
     use super::*;
+    use warden_vocab::is_loopback_host;
 
     #[test]
     fn only_loopback_hosts_count_as_this_machine() {

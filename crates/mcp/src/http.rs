@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::error::Error as StdError;
-use std::net::IpAddr;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
@@ -27,7 +26,7 @@ pub fn check_url(server: &str, raw: &str) -> Result<url::Url, McpError> {
     })?;
     match parsed.scheme() {
         "https" => Ok(parsed),
-        "http" if is_loopback(&parsed) => Ok(parsed),
+        "http" if warden_net::is_loopback_url(&parsed) => Ok(parsed),
         "http" => Err(McpError::new(
             server,
             FailureKind::InsecureUrl,
@@ -43,15 +42,6 @@ pub fn check_url(server: &str, raw: &str) -> Result<url::Url, McpError> {
             format!("unsupported url scheme \"{other}\" in {raw}"),
             Some("use an https:// url (or http:// to localhost)"),
         )),
-    }
-}
-
-fn is_loopback(parsed: &url::Url) -> bool {
-    match parsed.host() {
-        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(address)) => IpAddr::V4(address).is_loopback(),
-        Some(url::Host::Ipv6(address)) => IpAddr::V6(address).is_loopback(),
-        None => false,
     }
 }
 

@@ -2,7 +2,9 @@
 //! --a2a`): a `Host` must name loopback or the bound address, so a page on a rebound DNS name
 //! cannot reach them; a browser `Origin` on loopback is this machine's own.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
+
+use crate::loopback::{is_loopback_host, is_loopback_url};
 
 /// The host part of a `Host` header (without the port; brackets of an IPv6 address removed).
 pub fn host_name(host: &str) -> &str {
@@ -12,39 +14,19 @@ pub fn host_name(host: &str) -> &str {
     host.rsplit_once(':').map_or(host, |(name, _port)| name)
 }
 
-/// Whether a `Host` header names loopback (`localhost`, `127.0.0.1`, `::1`) or the address the
-/// server is bound to (when that is not the unspecified address).
+/// Whether a `Host` header names loopback ([`is_loopback_host`]) or the address the server is
+/// bound to (when that is not the unspecified address).
 pub fn host_allowed(host: &str, bound: &SocketAddr) -> bool {
     let name = host_name(host);
-    matches!(name, "localhost" | "127.0.0.1" | "::1")
-        || (!bound.ip().is_unspecified() && name == bound.ip().to_string())
+    is_loopback_host(name) || (!bound.ip().is_unspecified() && name == bound.ip().to_string())
 }
 
-/// Whether `host` (a URL's host, without a port) names this machine: `localhost` (any case, one
-/// trailing dot allowed), an address in `127.0.0.0/8`, `::1`, or the IPv4-mapped form of a
-/// loopback address (`::ffff:127.0.0.1`); an IPv6 address may be in brackets.
-/// `localhost.evil.example` and `127.0.0.1.evil.example` are names like any other.
-pub fn is_loopback_host(host: &str) -> bool {
-    let host = host
-        .strip_prefix('[')
-        .and_then(|inner| inner.strip_suffix(']'))
-        .unwrap_or(host);
-    if host.eq_ignore_ascii_case("localhost") || host.eq_ignore_ascii_case("localhost.") {
-        return true;
-    }
-    host.parse::<IpAddr>()
-        .is_ok_and(|address| address.to_canonical().is_loopback())
-}
-
-/// Whether a browser `Origin` is a page served from loopback, on any port.
+/// Whether a browser `Origin` is a page served from loopback ([`is_loopback_url`]), over http or
+/// https, on any port.
 pub fn origin_is_loopback(origin: &str) -> bool {
-    ["http://localhost", "http://127.0.0.1", "http://[::1]"]
-        .iter()
-        .any(|allowed| {
-            origin
-                .strip_prefix(allowed)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
-        })
+    url::Url::parse(origin).is_ok_and(|url| {
+        matches!(url.scheme(), "http" | "https") && url.path() == "/" && is_loopback_url(&url)
+    })
 }
 
 #[cfg(test)]
@@ -66,42 +48,16 @@ mod tests {
         assert!(origin_is_loopback("http://localhost:3000"));
         assert!(!origin_is_loopback("http://localhost.evil.example"));
         assert!(!origin_is_loopback("https://evil.example"));
-    }
-
-    #[test]
-    fn loopback_hosts_are_localhost_127_and_the_ipv6_forms() {
-        for loopback in [
-            "localhost",
-            "LocalHost",
-            "localhost.",
-            "127.0.0.1",
-            "127.0.0.2",
-            "127.255.255.254",
-            "::1",
-            "[::1]",
-            "0:0:0:0:0:0:0:1",
-            "::ffff:127.0.0.1",
-            "[::ffff:127.9.9.9]",
-            "::ffff:7f00:1",
-        ] {
-            assert!(is_loopback_host(loopback), "{loopback}");
-        }
-        for other in [
-            "localhost.evil.example",
-            "evil-localhost",
-            "127.0.0.1.evil.example",
-            "128.0.0.1",
-            "10.0.0.1",
-            "0.0.0.0",
-            "::",
-            "::2",
-            "::127.0.0.1",
-            "64:ff9b::7f00:1",
-            "[::1",
-            "",
-            "127.1",
-        ] {
-            assert!(!is_loopback_host(other), "{other}");
-        }
+        assert!(host_allowed("127.0.0.2:8080", &loopback));
+        assert!(host_allowed("[::ffff:127.0.0.1]:8080", &loopback));
+        assert!(!host_allowed("app.localhost:8080", &loopback));
+        assert!(origin_is_loopback("http://127.0.0.1"));
+        assert!(origin_is_loopback("http://[::1]:8080"));
+        assert!(origin_is_loopback("http://127.0.0.2:8080"));
+        assert!(origin_is_loopback("https://localhost:8443"));
+        assert!(!origin_is_loopback("http://127.0.0.1:1@evil.example"));
+        assert!(!origin_is_loopback("http://app.localhost:3000"));
+        assert!(!origin_is_loopback("null"));
+        assert!(!origin_is_loopback("file://localhost"));
     }
 }

@@ -595,42 +595,49 @@ pub async fn logout(settings: &OAuthSettings) -> Result<LogoutReport, OAuthError
     if report.had_tokens {
         match revoke_stored(settings, &file).await {
             Ok(count) => report.revoked = count,
-            Err(note) => report.revocation_note = Some(note),
+            Err(note) => report.revocation_note = Some(note.to_string()),
         }
     }
     settings.store.remove()?;
     Ok(report)
 }
 
+/// Why `logout` revoked nothing: the report's `revocation_note` is this text.
+#[derive(Debug, thiserror::Error)]
+enum RevokeError {
+    #[error(transparent)]
+    OAuth(#[from] OAuthError),
+    #[error("the authorization server of {server} is no longer the issuer that minted the tokens")]
+    IssuerChanged { server: String },
+    #[error("the authorization server offers no revocation endpoint")]
+    NoRevocationEndpoint,
+    #[error("no client is stored")]
+    NoClient,
+}
+
 async fn revoke_stored(
     settings: &OAuthSettings,
     file: &crate::store::TokenFile,
-) -> Result<usize, String> {
+) -> Result<usize, RevokeError> {
     use oauth2::TokenResponse;
     let minted_for = file.server_url.as_deref().unwrap_or(&settings.server_url);
     let egress = settings.egress.as_ref();
-    check_url_egress(minted_for, egress)
-        .await
-        .map_err(|e| e.to_string())?;
-    let manager = crate::egress::authorization_manager(minted_for, egress)
-        .await
-        .map_err(|e| e.to_string())?;
-    let metadata = discover(&manager, minted_for, None, egress)
-        .await
-        .map_err(|e| e.to_string())?;
+    check_url_egress(minted_for, egress).await?;
+    let manager = crate::egress::authorization_manager(minted_for, egress).await?;
+    let metadata = discover(&manager, minted_for, None, egress).await?;
     if file.issuer.is_some() && metadata.issuer != file.issuer {
-        return Err(format!(
-            "the authorization server of {minted_for} is no longer the issuer that minted the tokens"
-        ));
+        return Err(RevokeError::IssuerChanged {
+            server: minted_for.to_owned(),
+        });
     }
     let Some(endpoint) = metadata
         .additional_fields
         .get("revocation_endpoint")
         .and_then(|v| v.as_str())
     else {
-        return Err("the authorization server offers no revocation endpoint".to_string());
+        return Err(RevokeError::NoRevocationEndpoint);
     };
-    let client = file.client.as_ref().ok_or("no client is stored")?;
+    let client = file.client.as_ref().ok_or(RevokeError::NoClient)?;
     let Some(tokens) = file
         .credentials
         .as_ref()
@@ -651,7 +658,7 @@ async fn revoke_stored(
         egress,
     )
     .await
-    .map_err(|e| e.to_string())
+    .map_err(RevokeError::from)
 }
 
 /// `warden mcp logout` for an entry with pre-provisioned tokens (`access_token_env`,

@@ -73,15 +73,9 @@ pub(crate) fn endpoint_client_under(
 /// http only to a loopback host (the rule MCP server URLs follow).
 pub(crate) fn require_secure_endpoint(endpoint: &str) -> Result<(), OAuthError> {
     let url = url::Url::parse(endpoint).map_err(|e| OAuthError::url(endpoint, e))?;
-    let loopback = match url.host() {
-        Some(url::Host::Domain(domain)) => domain.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(address)) => address.is_loopback(),
-        Some(url::Host::Ipv6(address)) => address.is_loopback(),
-        None => false,
-    };
     match url.scheme() {
         "https" => Ok(()),
-        "http" if loopback => Ok(()),
+        "http" if warden_net::is_loopback_url(&url) => Ok(()),
         _ => Err(OAuthError::InsecureEndpoint {
             url: crate::store::canonical_server_url(endpoint),
         }),

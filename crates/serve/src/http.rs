@@ -3,7 +3,7 @@
 //! session per client — idle sessions closed, their number capped — and JSON-RPC error bodies
 //! for requests that are not JSON or not JSON-RPC.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +30,9 @@ use crate::{Gateway, GatewayHandler, ServeError};
 pub const MCP_PATH: &str = "/mcp";
 /// The largest request body accepted (4 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
-/// Browser origins accepted: loopback only, any port.
+/// Browser origins accepted: loopback only, any port. rmcp matches `Origin` and `Host` against
+/// lists of spellings, not a rule: these are the usual spellings of warden's loopback rule
+/// (`warden_net::is_loopback_host`), and [`allowed_hosts`] adds the bound address.
 const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 /// `Host` values accepted on a loopback address.
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -87,30 +89,23 @@ impl HttpSettings {
     }
 }
 
-/// Whether `addr` is a loopback address.
-pub fn is_loopback(addr: &SocketAddr) -> bool {
-    addr.ip().is_loopback()
-}
-
 /// Binds the listener, refusing `--insecure-no-auth` off loopback before anything listens.
 pub async fn bind_http(addr: SocketAddr, auth: &HttpAuth) -> Result<TcpListener, ServeError> {
-    if matches!(auth, HttpAuth::InsecureNone) && !is_loopback(&addr) {
+    if matches!(auth, HttpAuth::InsecureNone) && !warden_net::is_loopback_socket_addr(&addr) {
         return Err(ServeError::InsecureOffLoopback(addr));
     }
     Ok(TcpListener::bind(addr).await?)
 }
 
-/// The `Host` values accepted: loopback names, plus the bound address when it is not loopback.
+/// The `Host` values accepted: loopback names, plus the bound address (also a loopback one such
+/// as `127.0.0.2`) unless it is the unspecified address.
 fn allowed_hosts(bound: &SocketAddr) -> Vec<String> {
     let mut hosts: Vec<String> = LOOPBACK_HOSTS
         .iter()
         .map(|host| (*host).to_owned())
         .collect();
-    if !bound.ip().is_loopback() && !bound.ip().is_unspecified() {
-        let ip = match bound.ip() {
-            IpAddr::V4(ip) => ip.to_string(),
-            IpAddr::V6(ip) => ip.to_string(),
-        };
+    let ip = bound.ip().to_string();
+    if !bound.ip().is_unspecified() && !hosts.contains(&ip) {
         hosts.push(ip);
     }
     hosts

@@ -27,8 +27,8 @@ pub use approval::{
 pub use handler::{GatewayHandler, PROVENANCE_META_KEY};
 pub use http::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT, HttpAuth,
-    HttpSettings, INVALID_REQUEST, MCP_PATH, PARSE_ERROR, bind_http, is_loopback, json_rpc_error,
-    read_body, require_bearer, serve_http,
+    HttpSettings, INVALID_REQUEST, MCP_PATH, PARSE_ERROR, bind_http, json_rpc_error, read_body,
+    require_bearer, serve_http,
 };
 pub use sessions::SessionGauge;
 pub use token::{TOKEN_ENV, token_from_env, too_short_message};

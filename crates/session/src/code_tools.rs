@@ -73,7 +73,7 @@ impl CodeModeHost for GateCodeHost {
         tool: &'a str,
         arguments: Value,
         cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<Value, String>> {
+    ) -> BoxFuture<'a, Result<Value, warden_codemode::ToolCallError>> {
         Box::pin(async move {
             let public_name = self
                 .host
@@ -94,7 +94,7 @@ impl CodeModeHost for GateCodeHost {
                         .cloned();
                     Ok(structured.unwrap_or_else(|| Value::String(output.text.clone())))
                 }
-                _ => Err(outcome.model_text()),
+                _ => Err(warden_codemode::ToolCallError::Failed(outcome.model_text())),
             }
         })
     }

@@ -10,6 +10,7 @@ mod decision;
 mod failure;
 mod glob;
 mod hook_event;
+mod loopback;
 mod mode;
 mod public_name;
 mod rule;
@@ -21,6 +22,7 @@ pub use decision::{Decision, RuleDecision};
 pub use failure::FailureKind;
 pub use glob::{GLOB_SCHEMA_PATTERN, ToolGlob, ToolGlobError};
 pub use hook_event::HookEvent;
+pub use loopback::{is_loopback_host, is_loopback_ip, is_loopback_socket_addr};
 pub use mode::PermissionMode;
 pub use public_name::{
     HOST_TOOL_SOURCES, PUBLIC_NAME_PREFIX, PUBLIC_NAME_SEPARATOR, join_public_name, policy_names,

@@ -86,7 +86,7 @@ async fn serve(paths: Paths, workspace: std::path::PathBuf, rest: &[String]) -> 
     let listen: SocketAddr = listen
         .parse()
         .with_context(|| format!("--listen expects IP:PORT (127.0.0.1:8790), not {listen:?}"))?;
-    if !listen.ip().is_loopback() {
+    if !warden_vocab::is_loopback_socket_addr(&listen) {
         bail!(
             "--listen {listen} is not a loopback address; the order service serves only this machine (put your own TLS proxy in front to reach it from elsewhere)"
         );

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use warden_codemode::{self as code_mode, BoxFuture, execute};
+use warden_codemode::{self as code_mode, BoxFuture, ToolCallError, execute};
 use warden_codemode::{
     Callability, CodeCatalog, CodeModeHost, CodeModeLimits, CodeSearchRequest, CodeTool,
     ExecutionStatus,
@@ -63,7 +63,7 @@ impl CodeModeHost for EchoHost {
         tool: &'a str,
         arguments: Value,
         cancel: tokio_util::sync::CancellationToken,
-    ) -> BoxFuture<'a, Result<Value, String>> {
+    ) -> BoxFuture<'a, Result<Value, ToolCallError>> {
         Box::pin(async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
             {
@@ -92,7 +92,7 @@ impl CodeModeHost for EchoHost {
                 other => Err(format!("unknown tool {other:?}")),
             };
             *self.running.lock().unwrap().get_mut(server).unwrap() -= 1;
-            result
+            result.map_err(ToolCallError::Failed)
         })
     }
 
@@ -499,8 +499,8 @@ async fn works_with_zero_tools() {
             _: &'a str,
             _: Value,
             _: tokio_util::sync::CancellationToken,
-        ) -> BoxFuture<'a, Result<Value, String>> {
-            Box::pin(async { Err("unknown tool".to_string()) })
+        ) -> BoxFuture<'a, Result<Value, ToolCallError>> {
+            Box::pin(async { Err(ToolCallError::Failed("unknown tool".to_string())) })
         }
         fn catalog(&self) -> Arc<CodeCatalog> {
             self.0.clone()

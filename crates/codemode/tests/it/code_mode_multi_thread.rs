@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use warden_codemode::{BoxFuture, execute};
+use warden_codemode::{BoxFuture, ToolCallError, execute};
 use warden_codemode::{CodeCatalog, CodeModeHost, CodeModeLimits, ExecutionStatus};
 use warden_mcp::ToolIdentity;
 use warden_mcp::{CallOptions, McpRuntime, RuntimeOptions, ServerSpec};
@@ -42,11 +42,14 @@ impl CodeModeHost for FixtureHost {
         tool: &'a str,
         arguments: Value,
         cancel: tokio_util::sync::CancellationToken,
-    ) -> BoxFuture<'a, Result<Value, String>> {
+    ) -> BoxFuture<'a, Result<Value, ToolCallError>> {
         Box::pin(async move {
+            let failed = ToolCallError::Failed;
             let arguments: Map<String, Value> = match arguments {
                 Value::Object(map) => map,
-                other => return Err(format!("arguments must be an object, not {other}")),
+                other => {
+                    return Err(failed(format!("arguments must be an object, not {other}")));
+                }
             };
             let outcome = self
                 .runtime
@@ -59,11 +62,12 @@ impl CodeModeHost for FixtureHost {
                     },
                 )
                 .await
-                .map_err(|error| error.to_string())?;
-            let result = serde_json::to_value(&outcome.result).map_err(|e| e.to_string())?;
+                .map_err(|error| failed(error.to_string()))?;
+            let result =
+                serde_json::to_value(&outcome.result).map_err(|e| failed(e.to_string()))?;
             match result["content"][0]["text"].as_str() {
                 Some(text) if !outcome.is_error() => Ok(Value::String(text.to_string())),
-                _ => Err(format!("the call failed: {result}")),
+                _ => Err(failed(format!("the call failed: {result}"))),
             }
         })
     }
@@ -91,7 +95,7 @@ impl CodeModeHost for LocalHost {
         tool: &'a str,
         arguments: Value,
         cancel: tokio_util::sync::CancellationToken,
-    ) -> BoxFuture<'a, Result<Value, String>> {
+    ) -> BoxFuture<'a, Result<Value, ToolCallError>> {
         Box::pin(async move {
             self.calls.fetch_add(1, Ordering::SeqCst);
             {
@@ -118,7 +122,7 @@ impl CodeModeHost for LocalHost {
                 other => Err(format!("unknown tool {other:?}")),
             };
             *self.running.lock().unwrap().get_mut(server).unwrap() -= 1;
-            result
+            result.map_err(ToolCallError::Failed)
         })
     }
 
@@ -434,7 +438,7 @@ impl CodeModeHost for CancellingHost {
         tool: &'a str,
         arguments: Value,
         cancel: tokio_util::sync::CancellationToken,
-    ) -> BoxFuture<'a, Result<Value, String>> {
+    ) -> BoxFuture<'a, Result<Value, ToolCallError>> {
         self.inner.call(server, tool, arguments, cancel)
     }
 

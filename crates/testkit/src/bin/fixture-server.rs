@@ -19,7 +19,15 @@ struct Args {
     newest_revision: Option<rmcp::model::ProtocolVersion>,
 }
 
-fn parse_revision(text: &str) -> Result<rmcp::model::ProtocolVersion, String> {
+/// `--newest-revision` names no revision rmcp knows.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown revision; known: {known}")]
+struct UnknownRevision {
+    /// The known revisions, comma-separated.
+    known: String,
+}
+
+fn parse_revision(text: &str) -> Result<rmcp::model::ProtocolVersion, UnknownRevision> {
     let known = rmcp::model::ProtocolVersion::KNOWN_VERSIONS;
     known
         .iter()
@@ -27,7 +35,9 @@ fn parse_revision(text: &str) -> Result<rmcp::model::ProtocolVersion, String> {
         .cloned()
         .ok_or_else(|| {
             let names: Vec<&str> = known.iter().map(|version| version.as_str()).collect();
-            format!("unknown revision; known: {}", names.join(", "))
+            UnknownRevision {
+                known: names.join(", "),
+            }
         })
 }
 

@@ -30,10 +30,22 @@ struct Args {
     status: u16,
 }
 
-fn parse_kind(name: &str) -> Result<FixtureKind, String> {
+/// The positional argument names no fixture kind.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown fixture `{name}`; known: {known}")]
+struct UnknownFixture {
+    name: String,
+    /// The known kinds, comma-separated.
+    known: String,
+}
+
+fn parse_kind(name: &str) -> Result<FixtureKind, UnknownFixture> {
     FixtureKind::from_name(name).ok_or_else(|| {
         let known: Vec<&str> = FixtureKind::ALL.iter().map(|kind| kind.name()).collect();
-        format!("unknown fixture `{name}`; known: {}", known.join(", "))
+        UnknownFixture {
+            name: name.to_owned(),
+            known: known.join(", "),
+        }
     })
 }
 
