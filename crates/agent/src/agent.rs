@@ -353,9 +353,9 @@ pub struct Agent {
 }
 
 /// Called with the whole conversation each time a run adds to it (the model's answer, then a
-/// turn's tool results), so a frontend can keep it as it happens: a crash then loses at most the
-/// turn in flight.
-pub type Checkpoint = Arc<dyn Fn(&[Message]) + Send + Sync>;
+/// turn's tool results), so a frontend can keep it as it happens: the run goes on once the
+/// returned future is done, so a crash loses at most the turn in flight.
+pub type Checkpoint = Arc<dyn Fn(&[Message]) -> BoxFuture<'static, ()> + Send + Sync>;
 
 impl Agent {
     pub fn new(
@@ -381,9 +381,9 @@ impl Agent {
         self
     }
 
-    fn checkpoint(&self, conversation: &[Message]) {
+    async fn checkpoint(&self, conversation: &[Message]) {
         if let Some(checkpoint) = &self.checkpoint {
-            checkpoint(conversation);
+            checkpoint(conversation).await;
         }
     }
 
@@ -544,7 +544,7 @@ impl Agent {
                 text: response.text,
                 tool_calls: response.tool_calls,
             });
-            self.checkpoint(conversation);
+            self.checkpoint(conversation).await;
             if calls.is_empty() {
                 self.emit(AgentEvent::TurnEnded {
                     turn,
@@ -574,7 +574,7 @@ impl Agent {
                     result,
                 });
             }
-            self.checkpoint(conversation);
+            self.checkpoint(conversation).await;
             if cancel.is_cancelled() {
                 self.emit(AgentEvent::TurnEnded {
                     turn,

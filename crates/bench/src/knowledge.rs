@@ -511,7 +511,12 @@ fn latency(chunks: usize, queries: usize) -> anyhow::Result<Vec<Row>> {
             return Ok(rows);
         }
     };
-    let storage = warden_store_pg::PgStorage::connect(&server.url())?;
+    // Connected on a runtime of its own (this section runs on a thread without one): the
+    // collections answer on their own bridge.
+    let storage = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(warden_store_pg::PgStorage::connect(&server.url()))?;
     let knowledge = std::sync::Arc::new(storage.knowledge()?);
     anyhow::ensure!(
         knowledge.has_vectors(),

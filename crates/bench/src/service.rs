@@ -638,8 +638,13 @@ pub(crate) async fn child(
             match database {
                 Some(url) => {
                     let storage = warden_store_pg::PgStorage::connect(url)
+                        .await
                         .context("opening the service database")?;
-                    let instance_audit: Arc<dyn AuditLog> = Arc::new(storage.audit());
+                    let instance_audit: Arc<dyn AuditLog> = Arc::new(
+                        storage
+                            .audit()
+                            .context("opening the audit trail of the service database")?,
+                    );
                     (Arc::new(storage), Some(instance_audit))
                 }
                 None => (
@@ -675,6 +680,7 @@ pub(crate) async fn child(
     }
     let key = stores[0]
         .issue_key("bench", "bench-client", Role::Caller)
+        .await
         .context("making a key")?
         .secret;
     // Two instances go behind nginx when it is installed, else the client takes turns.
@@ -768,6 +774,7 @@ pub(crate) async fn child(
     for session in &finished {
         let stored: std::collections::BTreeSet<u64> = stores[0]
             .events_after("bench", &session.id, 0, PAGE)
+            .await
             .context("reading a session's events from the store")?
             .into_iter()
             .map(|event| event.seq)

@@ -607,9 +607,11 @@ pub async fn serve(
     // One instance on an embedded store: whatever ran before it stopped with it. Instances
     // sharing a store interrupt only runs whose lease lapsed (Runs' heartbeat).
     let interrupted = if store.is_shared() {
-        store.interrupt_lapsed(crate::store::now(), crate::runs::LEASE_TTL_SECS)
+        store
+            .interrupt_lapsed(crate::store::now(), crate::runs::LEASE_TTL_SECS)
+            .await
     } else {
-        store.interrupt_running()
+        store.interrupt_running().await
     };
     match interrupted {
         Ok(0) => {}
@@ -755,7 +757,7 @@ async fn authenticate(
     let Some(presented) = presented else {
         return unauthorized("send an API key as Authorization: Bearer KEY");
     };
-    match state.store.resolve_key(presented) {
+    match state.store.resolve_key(presented).await {
         Ok(Some(principal)) => {
             if let Some(WidgetOnly(origin)) = request.extensions().get::<WidgetOnly>()
                 && principal.widget.is_none()
@@ -776,11 +778,11 @@ async fn authenticate(
                     None => return refused(),
                     Some(None) => {}
                     Some(Some(session)) => {
-                        match state.store.widget_owns_session(
-                            &principal.tenant,
-                            &scope.token,
-                            session,
-                        ) {
+                        match state
+                            .store
+                            .widget_owns_session(&principal.tenant, &scope.token, session)
+                            .await
+                        {
                             Ok(true) => {}
                             Ok(false) => {
                                 return ApiError::not_found("such session").into_response();
@@ -869,11 +871,13 @@ async fn create_session(
     };
     let row = state
         .store
-        .create_session(&principal.tenant, agent.as_deref())?;
+        .create_session(&principal.tenant, agent.as_deref())
+        .await?;
     // A widget token's id, or the key's: the sessions it created (sessions_per_key).
     state
         .store
-        .add_widget_session(&principal.tenant, &principal.key, &row.id)?;
+        .add_widget_session(&principal.tenant, &principal.key, &row.id)
+        .await?;
     Ok((StatusCode::CREATED, Json(row)).into_response())
 }
 
@@ -882,7 +886,7 @@ async fn list_sessions(
     extensions: http::Extensions,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    let rows = state.store.list_sessions(&principal.tenant)?;
+    let rows = state.store.list_sessions(&principal.tenant).await?;
     Ok(Json(SessionList { sessions: rows }).into_response())
 }
 
@@ -894,9 +898,10 @@ async fn show_session(
     let principal = principal(&extensions)?;
     let row = state
         .store
-        .session(&principal.tenant, &id)?
+        .session(&principal.tenant, &id)
+        .await?
         .ok_or_else(|| ApiError::not_found("such session"))?;
-    let messages = state.store.messages(&principal.tenant, &id)?;
+    let messages = state.store.messages(&principal.tenant, &id).await?;
     Ok(Json(SessionDetail {
         session: row,
         messages,
@@ -910,16 +915,16 @@ async fn delete_session(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    if state.store.session(&principal.tenant, &id)?.is_none() {
+    if state.store.session(&principal.tenant, &id).await?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
-    if state.runs.is_going_anywhere(&principal.tenant, &id) {
+    if state.runs.is_going_anywhere(&principal.tenant, &id).await {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "the session has a run going; cancel it first",
         ));
     }
-    state.store.delete_session(&principal.tenant, &id)?;
+    state.store.delete_session(&principal.tenant, &id).await?;
     // Its room goes with it: its files and artifacts (a room never made is nothing to remove).
     let room = state.runs.room(&principal.tenant, &id);
     if let Err(error) = room.remove() {
@@ -954,13 +959,14 @@ async fn post_message(
         NewMessage::Prompt(PromptReference { prompt: name }) => crate::runs::UserInput::Prompt(
             state
                 .store
-                .prompt(&principal.tenant, &name)?
+                .prompt(&principal.tenant, &name)
+                .await?
                 .ok_or_else(|| ApiError::not_found(&format!("prompt snapshot named {name:?}")))?,
         ),
     };
     // The cursor to follow the run from: its events come after every event stored so far.
-    let after = last_seq(&state, &principal, &id)?;
-    state.runs.start(&principal, &id, input)?;
+    let after = last_seq(&state, &principal, &id).await?;
+    state.runs.start(&principal, &id, input).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(Accepted {
@@ -972,15 +978,16 @@ async fn post_message(
 }
 
 /// The cursor of the last event stored for the session (0: none).
-fn last_seq(state: &ServiceState, principal: &Principal, id: &str) -> Result<u64, ApiError> {
-    if state.store.session(&principal.tenant, id)?.is_none() {
+async fn last_seq(state: &ServiceState, principal: &Principal, id: &str) -> Result<u64, ApiError> {
+    if state.store.session(&principal.tenant, id).await?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
     let mut after = 0;
     loop {
         let page = state
             .store
-            .events_after(&principal.tenant, id, after, MAX_PAGE)?;
+            .events_after(&principal.tenant, id, after, MAX_PAGE)
+            .await?;
         match page.last() {
             Some(last) => after = last.seq,
             None => return Ok(after),
@@ -994,10 +1001,10 @@ async fn cancel_run(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    if state.store.session(&principal.tenant, &id)?.is_none() {
+    if state.store.session(&principal.tenant, &id).await?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
-    match state.runs.cancel_anywhere(&principal.tenant, &id) {
+    match state.runs.cancel_anywhere(&principal.tenant, &id).await {
         crate::runs::CancelOutcome::Cancelled => {
             Ok((StatusCode::ACCEPTED, Json(Cancelled { cancelled: true })).into_response())
         }
@@ -1068,12 +1075,13 @@ async fn list_events(
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
     let (after, limit) = cursor_query(query.as_deref())?;
-    if state.store.session(&principal.tenant, &id)?.is_none() {
+    if state.store.session(&principal.tenant, &id).await?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
     let events = state
         .store
-        .events_after(&principal.tenant, &id, after, limit)?;
+        .events_after(&principal.tenant, &id, after, limit)
+        .await?;
     let next = events.last().map_or(after, |last| last.seq);
     Ok(Json(EventPage { events, next }).into_response())
 }
@@ -1101,7 +1109,7 @@ async fn stream_events(
             )
         })?;
     }
-    if state.store.session(&principal.tenant, &id)?.is_none() {
+    if state.store.session(&principal.tenant, &id).await?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
     // Counted until the stream's body is dropped (it ended, or the client went away).
@@ -1127,10 +1135,11 @@ async fn stream_events(
                 let notified = wakeup.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                let going = state.runs.is_going_anywhere(&principal.tenant, &id);
+                let going = state.runs.is_going_anywhere(&principal.tenant, &id).await;
                 let page = state
                     .store
                     .events_after(&principal.tenant, &id, after, MAX_PAGE)
+                    .await
                     .unwrap_or_default();
                 if !page.is_empty() {
                     pending = page.into_iter();
@@ -1159,10 +1168,13 @@ async fn list_client_calls(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    if state.store.session(&principal.tenant, &id)?.is_none() {
+    if state.store.session(&principal.tenant, &id).await?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
-    let pending = state.store.pending_client_calls(&principal.tenant, &id)?;
+    let pending = state
+        .store
+        .pending_client_calls(&principal.tenant, &id)
+        .await?;
     Ok(Json(ClientCallList {
         client_calls: pending,
     })
@@ -1211,12 +1223,13 @@ async fn answer_client_call(
         }
         Err(refused) => return Err(refused),
     };
-    if state.store.session(&principal.tenant, &id)?.is_none() {
+    if state.store.session(&principal.tenant, &id).await?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
     match state
         .runs
         .answer_client_call(&principal.tenant, &id, &call, &answer)
+        .await
     {
         Ok(()) => Ok(Json(Answered { answered: call }).into_response()),
         Err(AnswerError::Unknown) => Err(ApiError::not_found("such client call")),
@@ -1324,7 +1337,7 @@ async fn list_approvals(
     extensions: http::Extensions,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    let pending = state.store.pending_approvals(&principal.tenant)?;
+    let pending = state.store.pending_approvals(&principal.tenant).await?;
     Ok(Json(ApprovalList { approvals: pending }).into_response())
 }
 
@@ -1354,6 +1367,7 @@ async fn decide_approval(
     match state
         .runs
         .decide(&principal.tenant, &id, decision, &principal)
+        .await
     {
         Ok(row) => Ok(Json(ApprovalDecided { approval: row }).into_response()),
         Err(DecideError::Unknown) => Err(ApiError::not_found("such approval")),
@@ -1374,7 +1388,7 @@ async fn list_servers(
     extensions: http::Extensions,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    let servers = state.store.list_servers(&principal.tenant)?;
+    let servers = state.store.list_servers(&principal.tenant).await?;
     Ok(Json(ServerList { servers }).into_response())
 }
 
@@ -1418,7 +1432,8 @@ async fn put_server(
     }
     let secrets: Vec<String> = state
         .store
-        .tenant_secret_names(&principal.tenant)?
+        .tenant_secret_names(&principal.tenant)
+        .await?
         .into_iter()
         .map(|secret| secret.name)
         .collect();
@@ -1440,7 +1455,7 @@ async fn put_server(
         headers: request.headers,
         created_at: crate::store::now(),
     };
-    let created = state.store.put_server(&principal.tenant, &row)?;
+    let created = state.store.put_server(&principal.tenant, &row).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -1456,7 +1471,7 @@ async fn delete_server(
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
     require_admin(&principal)?;
-    if state.store.delete_server(&principal.tenant, &name)? {
+    if state.store.delete_server(&principal.tenant, &name).await? {
         state.runs.tokens().forget(&principal.tenant, &name);
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
@@ -1469,7 +1484,7 @@ async fn list_skills(
     extensions: http::Extensions,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    let skills = state.store.list_skills(&principal.tenant)?;
+    let skills = state.store.list_skills(&principal.tenant).await?;
     Ok(Json(SkillList { skills }).into_response())
 }
 
@@ -1481,7 +1496,8 @@ async fn show_skill(
     let principal = principal(&extensions)?;
     let text = state
         .store
-        .skill_text(&principal.tenant, &name)?
+        .skill_text(&principal.tenant, &name)
+        .await?
         .ok_or_else(|| ApiError::not_found("such skill"))?;
     Ok(Json(SkillShown { name, text }).into_response())
 }
@@ -1508,12 +1524,15 @@ async fn put_skill(
             document.frontmatter.name
         )));
     }
-    let created = state.store.put_skill(
-        &principal.tenant,
-        &name,
-        &document.frontmatter.description,
-        &request.text,
-    )?;
+    let created = state
+        .store
+        .put_skill(
+            &principal.tenant,
+            &name,
+            &document.frontmatter.description,
+            &request.text,
+        )
+        .await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -1550,7 +1569,12 @@ async fn delete_skill(
             ));
         }
     };
-    if state.store.skill_text(&principal.tenant, &name)?.is_none() {
+    if state
+        .store
+        .skill_text(&principal.tenant, &name)
+        .await?
+        .is_none()
+    {
         return Err(ApiError::not_found("such skill"));
     }
     let profiles = state.opener.profiles_naming_skill(&name);
@@ -1561,7 +1585,7 @@ async fn delete_skill(
         );
         return Ok((StatusCode::CONFLICT, Json(SkillInUse { error, profiles })).into_response());
     }
-    state.store.delete_skill(&principal.tenant, &name)?;
+    state.store.delete_skill(&principal.tenant, &name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -1588,7 +1612,10 @@ async fn issue_key(
         Some(TenantKeyRole::Approver) => Role::Approver,
         Some(TenantKeyRole::Admin) => Role::Admin,
     };
-    let key = state.store.issue_key(&tenant, &request.caller, role)?;
+    let key = state
+        .store
+        .issue_key(&tenant, &request.caller, role)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(NewKeyIssued {
@@ -1647,7 +1674,8 @@ async fn issue_widget_token(
     }
     let issued = state
         .store
-        .issue_widget_token(&principal.tenant, &request.agent, caller, ttl)?;
+        .issue_widget_token(&principal.tenant, &request.agent, caller, ttl)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(WidgetTokenIssued {

@@ -91,7 +91,7 @@ impl Waiting {
 
 impl Runs {
     /// Decides a pending approval of `tenant` as `decided_by`; the waiting run goes on.
-    pub fn decide(
+    pub async fn decide(
         &self,
         tenant: &str,
         id: &str,
@@ -100,7 +100,7 @@ impl Runs {
     ) -> Result<ApprovalRow, DecideError> {
         let decided_by = decider.caller.as_str();
         let store = self.store();
-        let Some(row) = store.approval(tenant, id)? else {
+        let Some(row) = store.approval(tenant, id).await? else {
             return Err(DecideError::Unknown);
         };
         if row.requested_by.as_deref() == Some(decider.key.as_str())
@@ -109,7 +109,7 @@ impl Runs {
             return Err(DecideError::OwnRun);
         }
         let state = decision.state();
-        if !store.decide_approval(tenant, id, state, decided_by)? {
+        if !store.decide_approval(tenant, id, state, decided_by).await? {
             return Err(DecideError::Decided);
         }
         self.record(
@@ -117,7 +117,8 @@ impl Runs {
             &row.session,
             &json!({"type": "approval_decided", "approval": id, "decision": state,
                     "decided_by": decided_by}),
-        );
+        )
+        .await;
         // The run waiting for it may be this instance's or another's.
         self.store().signals().publish(Signal::ApprovalDecided {
             tenant: tenant.to_owned(),
@@ -137,7 +138,8 @@ impl Runs {
     }
 }
 
-/// Forgets a waiting approval whose run stopped waiting (cancelled): it expires.
+/// Forgets a waiting approval whose run stopped waiting (cancelled): it expires (stored by a
+/// task of its own, since a drop cannot wait for the store).
 struct Abandoned<'a> {
     approver: &'a RunApprover,
     id: String,
@@ -156,12 +158,17 @@ impl Drop for Abandoned<'_> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.id);
-        let _ = self.approver.runs.store().decide_approval(
-            &self.approver.tenant,
-            &self.id,
-            "expired",
-            "warden (the run stopped waiting)",
-        );
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let runs = Arc::clone(&self.approver.runs);
+        let (tenant, id) = (self.approver.tenant.clone(), std::mem::take(&mut self.id));
+        runtime.spawn(async move {
+            let _ = runs
+                .store()
+                .decide_approval(&tenant, &id, "expired", "warden (the run stopped waiting)")
+                .await;
+        });
     }
 }
 
@@ -202,7 +209,7 @@ impl RunApprover {
     async fn stored_decision(&self, id: &str) -> (ApprovalAnswer, String) {
         loop {
             tokio::time::sleep(DECISION_LOOK).await;
-            if let Ok(Some(row)) = self.runs.store().approval(&self.tenant, id)
+            if let Ok(Some(row)) = self.runs.store().approval(&self.tenant, id).await
                 && let Some(answer) = answer_of(&row.state, None)
             {
                 self.runs
@@ -256,7 +263,7 @@ impl Approver for RunApprover {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(id.clone(), sender);
-            if let Err(error) = self.runs.store().add_approval(&self.tenant, &row) {
+            if let Err(error) = self.runs.store().add_approval(&self.tenant, &row).await {
                 self.runs
                     .waiting()
                     .answers
@@ -270,12 +277,14 @@ impl Approver for RunApprover {
                 id: id.clone(),
                 armed: true,
             };
-            self.runs.record_held(
-                &self.tenant,
-                &self.session,
-                &self.holder,
-                &json!({"type": "approval_needed", "approval": row}),
-            );
+            self.runs
+                .record_held(
+                    &self.tenant,
+                    &self.session,
+                    &self.holder,
+                    &json!({"type": "approval_needed", "approval": row}),
+                )
+                .await;
             let answer = tokio::select! {
                 answer = answered => answer.ok(),
                 stored = self.stored_decision(&id) => Some(stored),

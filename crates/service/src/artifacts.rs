@@ -31,12 +31,12 @@ pub(crate) struct ArtifactList {
 }
 
 /// The session's artifacts, after checking the session is the caller's tenant's.
-fn session_artifacts(
+async fn session_artifacts(
     state: &ServiceState,
     tenant: &str,
     session: &str,
 ) -> Result<Vec<warden_mcp::StoredArtifact>, ApiError> {
-    if state.store.session(tenant, session)?.is_none() {
+    if state.store.session(tenant, session).await?.is_none() {
         return Err(ApiError::not_found("such session"));
     }
     let dir = state.runs.room(tenant, session).artifacts();
@@ -59,7 +59,7 @@ pub(crate) async fn list_artifacts(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    let listed = session_artifacts(&state, &principal.tenant, &id)?;
+    let listed = session_artifacts(&state, &principal.tenant, &id).await?;
     let artifacts = listed
         .into_iter()
         .map(|artifact| ArtifactRow {
@@ -83,7 +83,8 @@ pub(crate) async fn download_artifact(
     if !warden_mcp::is_artifact_id(&artifact) {
         return Err(ApiError::not_found("such artifact"));
     }
-    let found = session_artifacts(&state, &principal.tenant, &id)?
+    let found = session_artifacts(&state, &principal.tenant, &id)
+        .await?
         .into_iter()
         .find(|stored| stored.id == artifact)
         .ok_or_else(|| ApiError::not_found("such artifact"))?;

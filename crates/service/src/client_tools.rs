@@ -60,7 +60,7 @@ impl WaitingCalls {
 
     /// Hands the stored answer of call `id` to the run waiting for it, when this instance
     /// holds it.
-    pub(crate) fn deliver(
+    pub(crate) async fn deliver(
         &self,
         store: &dyn crate::store::ServiceStorage,
         tenant: &str,
@@ -70,7 +70,7 @@ impl WaitingCalls {
         let Some(waiting) = self.take(id) else {
             return;
         };
-        match store.client_call(tenant, session, id) {
+        match store.client_call(tenant, session, id).await {
             Ok(Some(ClientCallRow {
                 answer: Some(answer),
                 ..
@@ -91,7 +91,7 @@ impl WaitingCalls {
 impl Runs {
     /// The caller's answer to a pending client call of `session`: `{"result": …}` or
     /// `{"error": "…"}`. The waiting run goes on with it.
-    pub fn answer_client_call(
+    pub async fn answer_client_call(
         self: &Arc<Self>,
         tenant: &str,
         session: &str,
@@ -99,12 +99,16 @@ impl Runs {
         answer: &Value,
     ) -> Result<(), AnswerError> {
         let store = self.store();
-        if store.client_call(tenant, session, id)?.is_none() {
+        if store.client_call(tenant, session, id).await?.is_none() {
             return Err(AnswerError::Unknown);
         }
-        if !store.answer_client_call(tenant, session, id, answer)? {
+        if !store
+            .answer_client_call(tenant, session, id, answer)
+            .await?
+        {
             let lapsed = store
-                .client_call(tenant, session, id)?
+                .client_call(tenant, session, id)
+                .await?
                 .and_then(|row| row.answer)
                 .and_then(|stored| stored.get(LAPSED).and_then(Value::as_u64));
             return Err(match lapsed {
@@ -116,7 +120,8 @@ impl Runs {
             tenant,
             session,
             &json!({"type": "client_call_answered", "call": id}),
-        );
+        )
+        .await;
         // The run waiting for it may be this instance's or another's.
         store.signals().publish(Signal::ClientCallAnswered {
             tenant: tenant.to_owned(),
@@ -125,7 +130,7 @@ impl Runs {
         });
         // No run holds it when the session was interrupted (its instance stopped): the session
         // goes on once the turn's calls are all answered.
-        if let Err(error) = self.resume_after_answers(tenant, session) {
+        if let Err(error) = self.resume_after_answers(tenant, session).await {
             tracing::warn!("session {session} could not resume: {error}");
         }
         Ok(())
@@ -165,23 +170,25 @@ impl ClientTool {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id.clone(), sender);
-        if let Err(error) = self.runs.store().add_client_call(&self.tenant, &row) {
+        if let Err(error) = self.runs.store().add_client_call(&self.tenant, &row).await {
             self.runs.waiting_calls().take(&id);
             return Err(DispatchError::new(format!(
                 "the call could not be handed to the caller: {error}"
             )));
         }
-        self.runs.record_held(
-            &self.tenant,
-            &self.session,
-            &self.holder,
-            &json!({"type": "client_call_pending", "call": row}),
-        );
+        self.runs
+            .record_held(
+                &self.tenant,
+                &self.session,
+                &self.holder,
+                &json!({"type": "client_call_pending", "call": row}),
+            )
+            .await;
         let wait = self.runs.quotas().client_call_timeout();
         let answer = tokio::select! {
             answer = answered => answer.ok(),
             stored = self.stored_answer(&id) => Some(stored),
-            () = tokio::time::sleep(wait) => Some(self.lapse(&id, wait.as_secs())),
+            () = tokio::time::sleep(wait) => Some(self.lapse(&id, wait.as_secs()).await),
             () = cancel.cancelled() => None,
         };
         self.runs.waiting_calls().take(&id);
@@ -193,23 +200,28 @@ impl ClientTool {
     /// The call `id` waited `seconds` without an answer: it is marked lapsed in the store (a
     /// late answer is refused with the reason), and the model reads an error. An answer stored
     /// in the meantime wins.
-    fn lapse(&self, id: &str, seconds: u64) -> Value {
+    async fn lapse(&self, id: &str, seconds: u64) -> Value {
         let lapsed = json!({
             "error": format!("the client did not answer within {seconds} s"),
             LAPSED: seconds,
         });
         let store = self.runs.store();
-        match store.answer_client_call(&self.tenant, &self.session, id, &lapsed) {
+        match store
+            .answer_client_call(&self.tenant, &self.session, id, &lapsed)
+            .await
+        {
             Ok(true) => {
-                self.runs.record_held(
-                    &self.tenant,
-                    &self.session,
-                    &self.holder,
-                    &json!({"type": "client_call_lapsed", "call": id, "after_sec": seconds}),
-                );
+                self.runs
+                    .record_held(
+                        &self.tenant,
+                        &self.session,
+                        &self.holder,
+                        &json!({"type": "client_call_lapsed", "call": id, "after_sec": seconds}),
+                    )
+                    .await;
                 lapsed
             }
-            Ok(false) => match store.client_call(&self.tenant, &self.session, id) {
+            Ok(false) => match store.client_call(&self.tenant, &self.session, id).await {
                 Ok(Some(ClientCallRow {
                     answer: Some(answer),
                     ..
@@ -238,6 +250,7 @@ impl ClientTool {
                 .runs
                 .store()
                 .client_call(&self.tenant, &self.session, id)
+                .await
             {
                 return answer;
             }

@@ -163,7 +163,8 @@ pub(crate) async fn servers_status(
     let agent = agent_query(&state, query.as_deref())?;
     let registered: Vec<String> = state
         .store
-        .list_servers(&principal.tenant)?
+        .list_servers(&principal.tenant)
+        .await?
         .into_iter()
         .map(|row| row.name)
         .collect();
@@ -276,7 +277,8 @@ pub(crate) async fn sign_in(
     require_admin(&principal)?;
     let server = state
         .store
-        .list_servers(&principal.tenant)?
+        .list_servers(&principal.tenant)
+        .await?
         .into_iter()
         .find(|row| row.name == name)
         .ok_or_else(|| ApiError::not_found("such server"))?;
@@ -365,7 +367,7 @@ pub(crate) async fn list_prompts(
     extensions: http::Extensions,
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
-    let prompts = state.store.list_prompts(&principal.tenant)?;
+    let prompts = state.store.list_prompts(&principal.tenant).await?;
     Ok(Json(PromptList { prompts }).into_response())
 }
 
@@ -377,7 +379,8 @@ pub(crate) async fn show_prompt(
     let principal = principal(&extensions)?;
     let prompt = state
         .store
-        .prompt(&principal.tenant, &name)?
+        .prompt(&principal.tenant, &name)
+        .await?
         .ok_or_else(|| ApiError::not_found("such prompt"))?;
     Ok(Json(prompt).into_response())
 }
@@ -437,7 +440,7 @@ pub(crate) async fn put_prompt(
         copied_by: principal.caller.clone(),
         created_at: crate::store::now(),
     };
-    let created = state.store.put_prompt(&principal.tenant, &row)?;
+    let created = state.store.put_prompt(&principal.tenant, &row).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -453,7 +456,7 @@ pub(crate) async fn delete_prompt(
 ) -> Result<Response, ApiError> {
     let principal = principal(&extensions)?;
     require_admin(&principal)?;
-    if state.store.delete_prompt(&principal.tenant, &name)? {
+    if state.store.delete_prompt(&principal.tenant, &name).await? {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiError::not_found("such prompt"))
@@ -474,7 +477,7 @@ pub(crate) async fn list_tenants(
     extensions: http::Extensions,
 ) -> Result<Response, ApiError> {
     require_operator(&principal(&extensions)?)?;
-    let tenants = state.store.list_tenants()?;
+    let tenants = state.store.list_tenants().await?;
     Ok(Json(TenantList { tenants }).into_response())
 }
 
@@ -486,13 +489,14 @@ pub(crate) async fn list_keys(
     require_operator(&principal(&extensions)?)?;
     if !state
         .store
-        .list_tenants()?
+        .list_tenants()
+        .await?
         .iter()
         .any(|row| row.name == tenant)
     {
         return Err(ApiError::not_found("such tenant"));
     }
-    let keys = state.store.list_keys(&tenant)?;
+    let keys = state.store.list_keys(&tenant).await?;
     Ok(Json(KeyList { keys }).into_response())
 }
 
@@ -502,7 +506,7 @@ pub(crate) async fn revoke_key(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     require_operator(&principal(&extensions)?)?;
-    if state.store.revoke_key(&id)? {
+    if state.store.revoke_key(&id).await? {
         Ok(Json(KeyRevoked { revoked: id }).into_response())
     } else {
         Err(ApiError::not_found("live key with this id"))

@@ -1,4 +1,4 @@
-//! warden as a service: an HTTP API (REST + SSE) over the same host and gate every other surface uses — sessions opened from agent profiles, a run per message with its events stored as they happen, tenants and API keys — stored in SQLite under the state folder (no other process needed).
+//! warden as a service: an HTTP API (REST + SSE) over the same host and gate every other surface uses — sessions opened from agent profiles, a run per message with its events stored as they happen, tenants and API keys — stored through the `warden-store` contract (SQLite under the state folder, no other process needed; or PostgreSQL for several instances).
 
 mod api;
 mod approvals;
@@ -11,8 +11,6 @@ mod pages;
 mod quota;
 mod runs;
 mod secrets;
-mod signals;
-mod store;
 mod tenant_oauth;
 mod tenant_rules;
 
@@ -23,15 +21,19 @@ pub use knowledge::TenantKnowledge;
 pub use openapi::document as openapi_document;
 pub use quota::QuotaRefusal;
 pub use runs::{CancelOutcome, Inspection, LEASE_TTL_ENV, RunError, Runs, ServiceHost, UserInput};
-pub use signals::{LocalSignals, ServiceSignals, Signal};
-pub use store::{
-    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, Principal,
-    PromptMessage, PromptRow, Role, RunHold, SCHEMA_VERSION, SecretRow, ServerRow, ServiceStorage,
-    SessionRow, SessionState, SkillRow, SqliteStorage, StoreError, TenantRow, WidgetScope,
-};
 pub use tenant_rules::{room_in, tenant_folder, without_local_processes};
+/// The storage contract and its rows live in `warden-store`; they stay reachable here.
+pub use warden_store::{
+    ApprovalRow, ClientCallRow, EventRow, IssuedKey, IssuedWidgetToken, KeyRow, LocalSignals,
+    Principal, PromptMessage, PromptRow, Role, RunHold, SCHEMA_VERSION, SecretRow, ServerRow,
+    ServiceSignals, ServiceStorage, SessionRow, SessionState, Signal, SkillRow, SqliteStorage,
+    StoreError, StoreFuture, TenantRow, WidgetScope,
+};
+// The service's modules name the contract `crate::store` and its signals `crate::signals`.
+use warden_store as store;
+use warden_store::signals;
 
 /// What another storage backend shares with the SQLite one: the clock, ids and the key hash.
 pub mod store_support {
-    pub use crate::store::{now, random_id, secret_hash, session_owned};
+    pub use warden_store::{now, random_id, secret_hash, session_owned};
 }

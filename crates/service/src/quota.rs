@@ -421,7 +421,9 @@ impl QuotaBook {
             .clone();
         let guard = lock.lock_owned().await;
         let quotas = self.quotas(&principal.tenant);
-        let by_key = store.count_sessions(&principal.tenant, Some(&principal.key))?;
+        let by_key = store
+            .count_sessions(&principal.tenant, Some(&principal.key))
+            .await?;
         if by_key >= quotas.sessions_per_key {
             return Err(self
                 .refuse(
@@ -438,7 +440,7 @@ impl QuotaBook {
                 )
                 .into());
         }
-        let by_tenant = store.count_sessions(&principal.tenant, None)?;
+        let by_tenant = store.count_sessions(&principal.tenant, None).await?;
         if by_tenant >= quotas.sessions {
             return Err(self
                 .refuse(
@@ -612,7 +614,7 @@ mod tests {
     #[tokio::test]
     async fn sessions_are_counted_in_the_store_per_tenant_and_per_creator() {
         let store = crate::store::SqliteStorage::in_memory().unwrap();
-        store.ensure_tenant("acme").unwrap();
+        store.ensure_tenant("acme").await.unwrap();
         let book = book(warden_config::RawQuotas {
             sessions: Some(3),
             sessions_per_key: Some(2),
@@ -621,8 +623,11 @@ mod tests {
         let one = principal("acme", "key_1");
         for _ in 0..2 {
             let _hold = book.admit_session(&store, &one).await.unwrap();
-            let row = store.create_session("acme", None).unwrap();
-            store.add_widget_session("acme", "key_1", &row.id).unwrap();
+            let row = store.create_session("acme", None).await.unwrap();
+            store
+                .add_widget_session("acme", "key_1", &row.id)
+                .await
+                .unwrap();
         }
         let Err(SessionAdmission::Refused(refused)) = book.admit_session(&store, &one).await else {
             panic!("the key's third session is refused");
@@ -631,7 +636,7 @@ mod tests {
         let two = principal("acme", "key_2");
         {
             let _hold = book.admit_session(&store, &two).await.unwrap();
-            store.create_session("acme", None).unwrap();
+            store.create_session("acme", None).await.unwrap();
         }
         let Err(SessionAdmission::Refused(refused)) = book.admit_session(&store, &two).await else {
             panic!("the tenant's fourth session is refused");

@@ -323,8 +323,8 @@ impl Runs {
     }
 
     /// Stores an event of `session` and wakes its followers, on every instance.
-    pub(crate) fn record(&self, tenant: &str, session: &str, event: &serde_json::Value) {
-        if let Err(error) = self.store.append_event(tenant, session, event) {
+    pub(crate) async fn record(&self, tenant: &str, session: &str, event: &serde_json::Value) {
+        if let Err(error) = self.store.append_event(tenant, session, event).await {
             tracing::warn!("session {session}: an event could not be stored: {error}");
         }
         self.wakeup(session).notify_waiters();
@@ -335,14 +335,18 @@ impl Runs {
 
     /// Stores an event of the run `holder` of `session`, while the run holds the session's
     /// lease; a run that lost it is stopped instead (fenced), and the event is not stored.
-    pub(crate) fn record_held(
+    pub(crate) async fn record_held(
         &self,
         tenant: &str,
         session: &str,
         holder: &str,
         event: &serde_json::Value,
     ) {
-        match self.store.append_run_event(tenant, session, holder, event) {
+        match self
+            .store
+            .append_run_event(tenant, session, holder, event)
+            .await
+        {
             Ok(Some(_)) => {
                 self.wakeup(session).notify_waiters();
                 self.store.signals().publish(Signal::EventsAppended {
@@ -394,7 +398,7 @@ impl Runs {
                 loop {
                     ticks.tick().await;
                     let Some(runs) = runs.upgrade() else { return };
-                    runs.renew_and_sweep();
+                    runs.renew_and_sweep().await;
                 }
             });
         }
@@ -408,7 +412,7 @@ impl Runs {
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 };
                 let Some(runs) = runs.upgrade() else { return };
-                runs.on_signal(signal);
+                runs.on_signal(signal).await;
             }
         });
     }
@@ -417,7 +421,7 @@ impl Runs {
     /// are, once the leases could not be renewed for nearly their length, before another
     /// instance may take them for dead), and interrupts the runs whose instance stopped
     /// renewing theirs (it died): their sessions can be resumed through any instance.
-    fn renew_and_sweep(&self) {
+    async fn renew_and_sweep(&self) {
         let held: Vec<RunHold> = self
             .going
             .lock()
@@ -430,7 +434,7 @@ impl Runs {
             })
             .collect();
         let now = crate::store::now();
-        match self.store.renew_runs(&held, now + self.lease_ttl) {
+        match self.store.renew_runs(&held, now + self.lease_ttl).await {
             Ok(renewed) => {
                 *self
                     .renewed_at
@@ -465,7 +469,7 @@ impl Runs {
                 }
             }
         }
-        match self.store.interrupt_lapsed(now, self.lease_ttl) {
+        match self.store.interrupt_lapsed(now, self.lease_ttl).await {
             Ok(0) => {}
             Ok(count) => tracing::warn!(
                 "{count} run(s) of a stopped instance were marked interrupted; their sessions resume with their next message"
@@ -474,7 +478,7 @@ impl Runs {
         }
     }
 
-    fn on_signal(&self, signal: Signal) {
+    async fn on_signal(&self, signal: Signal) {
         match signal {
             Signal::ApprovalDecided {
                 id,
@@ -487,9 +491,11 @@ impl Runs {
                 tenant,
                 session,
                 id,
-            } => self
-                .waiting_calls()
-                .deliver(self.store(), &tenant, &session, &id),
+            } => {
+                self.waiting_calls()
+                    .deliver(self.store(), &tenant, &session, &id)
+                    .await;
+            }
             Signal::EventsAppended { session } => self.wakeup(&session).notify_waiters(),
             Signal::CancelRun { session } => {
                 self.cancel(&session);
@@ -498,22 +504,23 @@ impl Runs {
     }
 
     /// Whether a run of `session` is going on any instance (this one's, or the store says so).
-    pub fn is_going_anywhere(&self, tenant: &str, session: &str) -> bool {
+    pub async fn is_going_anywhere(&self, tenant: &str, session: &str) -> bool {
         self.is_going(session)
             || self
                 .store
                 .session(tenant, session)
+                .await
                 .ok()
                 .flatten()
                 .is_some_and(|row| row.state == SessionState::Running)
     }
 
     /// Cancels the run of `session` wherever it goes.
-    pub fn cancel_anywhere(&self, tenant: &str, session: &str) -> CancelOutcome {
+    pub async fn cancel_anywhere(&self, tenant: &str, session: &str) -> CancelOutcome {
         if self.cancel(session) {
             return CancelOutcome::Cancelled;
         }
-        if !self.is_going_anywhere(tenant, session) {
+        if !self.is_going_anywhere(tenant, session).await {
             return CancelOutcome::NotGoing;
         }
         if !self.store.signals_reach_every_instance() {
@@ -527,7 +534,7 @@ impl Runs {
 
     /// Starts a run of `session` with the user's `text`; refused while one is going, or when
     /// the principal's tenant or key has as many runs going (here) as its quota allows.
-    pub fn start(
+    pub async fn start(
         self: &Arc<Self>,
         principal: &Principal,
         session: &str,
@@ -569,12 +576,13 @@ impl Runs {
             started,
             slot,
         )
+        .await
     }
 
     /// Starts a run from state `from`, continuing the stored conversation with `continuation`;
     /// `slot` is its place among the runs going (crate::quota), freed when it ends.
     #[allow(clippy::too_many_arguments)]
-    fn launch(
+    async fn launch(
         self: &Arc<Self>,
         tenant: &str,
         session: &str,
@@ -589,20 +597,25 @@ impl Runs {
         let (caller, started_by) = starter.unzip();
         let row = self
             .store
-            .session(tenant, session)?
+            .session(tenant, session)
+            .await?
             .ok_or_else(|| RunError::UnknownSession(session.to_owned()))?;
         let holder = format!(
             "{}/run_{}",
             self.instance,
             self.run_numbers.fetch_add(1, Ordering::Relaxed) + 1
         );
-        if !self.store.begin_run(
-            tenant,
-            session,
-            from,
-            &holder,
-            crate::store::now() + self.lease_ttl,
-        )? {
+        if !self
+            .store
+            .begin_run(
+                tenant,
+                session,
+                from,
+                &holder,
+                crate::store::now() + self.lease_ttl,
+            )
+            .await?
+        {
             return Err(RunError::Busy(session.to_owned()));
         }
         self.listen();
@@ -618,7 +631,7 @@ impl Runs {
                     fenced: AtomicBool::new(false),
                 },
             );
-        self.record_held(tenant, session, &holder, &started);
+        self.record_held(tenant, session, &holder, &started).await;
         let runs = self.clone();
         let run = RunTicket {
             tenant: tenant.to_owned(),
@@ -638,8 +651,8 @@ impl Runs {
                     json!({"type": "run_failed", "error": reason}),
                 ),
             };
-            runs.record_held(tenant, session, holder, &event);
-            if let Err(error) = runs.store.end_run(tenant, session, holder, state) {
+            runs.record_held(tenant, session, holder, &event).await;
+            if let Err(error) = runs.store.end_run(tenant, session, holder, state).await {
                 tracing::warn!("session {session}: the run's end could not be stored: {error}");
             }
             {
@@ -662,23 +675,23 @@ impl Runs {
     /// goes on once every one of them is answered: the answers become the turn's results (a
     /// call of another tool in that turn, whose result was not kept, reads as lost). Whether a
     /// run started.
-    pub(crate) fn resume_after_answers(
+    pub(crate) async fn resume_after_answers(
         self: &Arc<Self>,
         tenant: &str,
         session: &str,
     ) -> Result<bool, RunError> {
-        let Some(row) = self.store.session(tenant, session)? else {
+        let Some(row) = self.store.session(tenant, session).await? else {
             return Ok(false);
         };
         if row.state != SessionState::Interrupted {
             return Ok(false);
         }
-        let stored = self.store.messages(tenant, session)?;
+        let stored = self.store.messages(tenant, session).await?;
         let conversation: Vec<Message> = serde_json::from_value(stored).unwrap_or_default();
         let Some(Message::Assistant { tool_calls, .. }) = conversation.last() else {
             return Ok(false);
         };
-        let mut calls = self.store.client_calls(tenant, session)?;
+        let mut calls = self.store.client_calls(tenant, session).await?;
         let mut results = Vec::new();
         for call in tool_calls {
             let arguments = call.parsed_arguments().unwrap_or(serde_json::Value::Null);
@@ -709,13 +722,36 @@ impl Runs {
             json!({"type": "run_resumed", "reason": "every client call of the interrupted turn was answered"}),
             // Counted, never refused: the answers are stored, and nothing else resumes it.
             self.quotas.hold_run(tenant),
-        )?;
+        )
+        .await?;
         Ok(true)
     }
 
-    /// Writes the tenant's skills (the store holds them) into its skill folder, replacing what
-    /// was there, so the run's session discovers exactly them with the usual checks.
-    fn write_tenant_skills(&self, tenant: &str) -> Result<(), String> {
+    /// The tenant's skills as the store holds them: each name with its SKILL.md text.
+    async fn stored_skills(&self, tenant: &str) -> Result<Vec<(String, String)>, String> {
+        let mut skills = Vec::new();
+        for skill in self
+            .store
+            .list_skills(tenant)
+            .await
+            .map_err(|error| error.to_string())?
+        {
+            let text = self
+                .store
+                .skill_text(tenant, &skill.name)
+                .await
+                .map_err(|error| error.to_string())?;
+            skills.push((skill.name, text));
+        }
+        Ok(skills
+            .into_iter()
+            .filter_map(|(name, text)| Some((name, text?)))
+            .collect())
+    }
+
+    /// Writes the tenant's skills (as the store held them) into its skill folder, replacing
+    /// what was there, so the run's session discovers exactly them with the usual checks.
+    fn write_tenant_skills(&self, tenant: &str, skills: &[(String, String)]) -> Result<(), String> {
         let Some(root) = self.opener.tenant_skill_root(tenant) else {
             return Ok(());
         };
@@ -725,41 +761,49 @@ impl Runs {
             std::fs::remove_dir_all(&root).map_err(failed)?;
         }
         std::fs::create_dir_all(&root).map_err(failed)?;
-        for skill in self
-            .store
-            .list_skills(tenant)
-            .map_err(|error| error.to_string())?
-        {
-            let Some(text) = self
-                .store
-                .skill_text(tenant, &skill.name)
-                .map_err(|error| error.to_string())?
-            else {
-                continue;
-            };
-            let folder = root.join(&skill.name);
+        for (name, text) in skills {
+            let folder = root.join(name);
             std::fs::create_dir_all(&folder).map_err(failed)?;
             std::fs::write(folder.join("SKILL.md"), text).map_err(failed)?;
         }
         Ok(())
     }
 
-    /// Keeps a run's conversation in the store as it grows, while the run holds its lease.
+    /// Keeps a run's conversation in the store as it grows, while the run holds its lease (the
+    /// agent goes on once it is stored).
     fn checkpoint(self: &Arc<Self>, run: &RunTicket) -> warden_agent::Checkpoint {
         let runs = Arc::downgrade(self);
         let (tenant, session, holder) =
             (run.tenant.clone(), run.session.clone(), run.holder.clone());
         Arc::new(move |conversation: &[Message]| {
-            let Some(runs) = runs.upgrade() else { return };
-            if let Err(error) = runs.keep_conversation(&tenant, &session, &holder, conversation) {
-                tracing::warn!("session {session}: the conversation could not be kept: {error}");
-            }
+            let messages = serde_json::to_value(conversation);
+            let (runs, tenant, session, holder) = (
+                runs.clone(),
+                tenant.clone(),
+                session.clone(),
+                holder.clone(),
+            );
+            Box::pin(async move {
+                let Some(runs) = runs.upgrade() else { return };
+                let kept = match messages {
+                    Ok(messages) => {
+                        runs.keep_messages(&tenant, &session, &holder, &messages)
+                            .await
+                    }
+                    Err(error) => Err(error.to_string()),
+                };
+                if let Err(error) = kept {
+                    tracing::warn!(
+                        "session {session}: the conversation could not be kept: {error}"
+                    );
+                }
+            })
         })
     }
 
     /// Stores the run's conversation, while the run holds its session's lease; a run that
     /// lost it is stopped (fenced) and its conversation is not stored.
-    fn keep_conversation(
+    async fn keep_conversation(
         &self,
         tenant: &str,
         session: &str,
@@ -767,9 +811,21 @@ impl Runs {
         conversation: &[Message],
     ) -> Result<(), String> {
         let messages = serde_json::to_value(conversation).map_err(|error| error.to_string())?;
+        self.keep_messages(tenant, session, holder, &messages).await
+    }
+
+    /// [`Self::keep_conversation`] of a conversation already in JSON.
+    async fn keep_messages(
+        &self,
+        tenant: &str,
+        session: &str,
+        holder: &str,
+        messages: &serde_json::Value,
+    ) -> Result<(), String> {
         let kept = self
             .store
-            .save_run_messages(tenant, session, holder, &messages)
+            .save_run_messages(tenant, session, holder, messages)
+            .await
             .map_err(|error| error.to_string())?;
         if !kept {
             self.fence(
@@ -819,11 +875,14 @@ impl Runs {
             requested_by: run.started_by.clone(),
         });
         let tools = self.client_tools(tenant, session, &run.holder, agent);
-        let mut opened = self.open_session(tenant, session, agent, caller, approver, tools)?;
+        let mut opened = self
+            .open_session(tenant, session, agent, caller, approver, tools)
+            .await?;
         // "Allow for this session" outlives the run that asked: earlier runs' answers hold here.
         let allowed = self
             .store
             .allowed_for_session(tenant, session)
+            .await
             .map_err(|error| error.to_string())?;
         let identities: Vec<_> = allowed
             .iter()
@@ -837,7 +896,7 @@ impl Runs {
 
     /// Opens an agent session of `tenant` for `agent`'s profile, as a run does: the tenant's
     /// skills written to its folder, its registered servers with their in-memory tokens.
-    fn open_session(
+    async fn open_session(
         &self,
         tenant: &str,
         session: &str,
@@ -850,6 +909,7 @@ impl Runs {
             tenant: Some(tenant.to_owned()),
             caller,
         };
+        let servers = self.tenant_servers(tenant).await?;
         let folder = self
             .skill_folders
             .lock()
@@ -858,95 +918,85 @@ impl Runs {
             .or_default()
             .clone();
         loop {
-            let wanted = self.skills_fingerprint(tenant)?;
+            // Read from the store first: the folder's lock is never held across a wait.
+            let skills = self.stored_skills(tenant).await?;
+            let wanted = skills_fingerprint(&skills);
             {
                 let held = folder.read().unwrap_or_else(PoisonError::into_inner);
                 if held.as_deref() == Some(wanted.as_str()) {
-                    return self
-                        .open_with_skills_held(tenant, session, agent, principal, approver, tools);
+                    // Opened while the tenant's skill folder is held for reading.
+                    return OpenRequest {
+                        session: session.to_owned(),
+                        agent: agent.map(str::to_owned),
+                        principal,
+                        approver,
+                        tools,
+                        servers,
+                        room: self.room(tenant, session),
+                        skill_root: self.opener.tenant_skill_root(tenant),
+                        knowledge: self
+                            .opener
+                            .tenant_knowledge(tenant)
+                            .map(|knowledge| knowledge.place),
+                    }
+                    .open(&*self.opener)
+                    .map_err(|error| error.to_string());
                 }
             }
             let mut held = folder.write().unwrap_or_else(PoisonError::into_inner);
             if held.as_deref() != Some(wanted.as_str()) {
-                self.write_tenant_skills(tenant)?;
+                self.write_tenant_skills(tenant, &skills)?;
                 *held = Some(wanted);
             }
         }
     }
 
-    /// What identifies the tenant's skills as stored: a hash of every name and text.
-    fn skills_fingerprint(&self, tenant: &str) -> Result<String, String> {
-        use sha2::Digest;
-        let mut hash = sha2::Sha256::new();
-        for skill in self
+    /// The tenant's registered servers as its sessions reach them: each header read from a
+    /// variable the operator lists or a secret the operator stored for the tenant (the
+    /// secrets its headers name are read from the store here).
+    async fn tenant_servers(&self, tenant: &str) -> Result<Vec<warden_mcp::ServerSpec>, String> {
+        let rows = self
             .store
-            .list_skills(tenant)
-            .map_err(|error| error.to_string())?
-        {
-            let text = self
-                .store
-                .skill_text(tenant, &skill.name)
-                .map_err(|error| error.to_string())?
-                .unwrap_or_default();
-            hash.update(skill.name.as_bytes());
-            hash.update([0]);
-            hash.update(text.len().to_le_bytes());
-            hash.update(text.as_bytes());
+            .list_servers(tenant)
+            .await
+            .map_err(|error| error.to_string())?;
+        let mut secrets: HashMap<String, Option<String>> = HashMap::new();
+        for row in &rows {
+            for value in row.headers.values() {
+                let Some((_, crate::tenant_rules::Reference::Secret(name))) =
+                    crate::tenant_rules::header_reference(value)
+                else {
+                    continue;
+                };
+                if secrets.contains_key(name) {
+                    continue;
+                }
+                let read = match self.store.tenant_secret(tenant, name).await {
+                    Ok(value) => value,
+                    Err(error) => {
+                        tracing::warn!("a tenant's secret could not be read: {error}");
+                        None
+                    }
+                };
+                secrets.insert(name.to_owned(), read);
+            }
         }
-        Ok(hex::encode(hash.finalize()))
-    }
-
-    /// Opens the session while the tenant's skill folder is held for reading.
-    fn open_with_skills_held(
-        &self,
-        tenant: &str,
-        session: &str,
-        agent: Option<&str>,
-        principal: warden_host::SessionPrincipal,
-        approver: Arc<dyn warden_policy::Approver>,
-        tools: Vec<Arc<dyn warden_host::HostTool>>,
-    ) -> Result<AgentSession, String> {
         let tenancy = self.opener.tenancy();
         let allowed_env = tenancy.env_for(tenant);
         let egress =
             crate::tenant_rules::egress_guard(&tenancy, tenant, self.opener.egress_resolver());
-        let servers = self
-            .store
-            .list_servers(tenant)
-            .map_err(|error| error.to_string())?
-            .into_iter()
+        Ok(rows
+            .iter()
             .map(|row| {
                 crate::tenant_rules::server_spec(
-                    &row,
+                    row,
                     self.tokens.store(tenant, &row.name),
                     &allowed_env,
-                    &|name| match self.store.tenant_secret(tenant, name) {
-                        Ok(value) => value,
-                        Err(error) => {
-                            tracing::warn!("a tenant's secret could not be read: {error}");
-                            None
-                        }
-                    },
+                    &|name| secrets.get(name).cloned().flatten(),
                     egress.clone(),
                 )
             })
-            .collect();
-        OpenRequest {
-            session: session.to_owned(),
-            agent: agent.map(str::to_owned),
-            principal,
-            approver,
-            tools,
-            servers,
-            room: self.room(tenant, session),
-            skill_root: self.opener.tenant_skill_root(tenant),
-            knowledge: self
-                .opener
-                .tenant_knowledge(tenant)
-                .map(|knowledge| knowledge.place),
-        }
-        .open(&*self.opener)
-        .map_err(|error| error.to_string())
+            .collect())
     }
 
     /// The room of `tenant`'s session `session`.
@@ -965,14 +1015,16 @@ impl Runs {
         // Declared first, dropped last: after the session that used it.
         let _room = crate::tenant_rules::ProbeRoom(self.room(tenant, &probe));
         let tools = self.client_tools(tenant, &probe, "", agent);
-        let opened = self.open_session(
-            tenant,
-            &probe,
-            agent,
-            None,
-            Arc::new(warden_policy::NoApprover),
-            tools,
-        )?;
+        let opened = self
+            .open_session(
+                tenant,
+                &probe,
+                agent,
+                None,
+                Arc::new(warden_policy::NoApprover),
+                tools,
+            )
+            .await?;
         let host = opened.host.clone();
         let (mcp_tools, _failures) = host.all_tools().await;
         let mut descriptions = HashMap::new();
@@ -1018,16 +1070,18 @@ impl Runs {
         let probe = format!("snapshot-{}", warden_host::new_session_id());
         // Declared first, dropped last: after the session that used it.
         let _room = crate::tenant_rules::ProbeRoom(self.room(tenant, &probe));
-        let opened = self.open_session(
-            tenant,
-            &probe,
-            None,
-            Some(caller.to_owned()),
-            Arc::new(crate::approvals::RequesterApproves {
-                caller: caller.to_owned(),
-            }),
-            Vec::new(),
-        )?;
+        let opened = self
+            .open_session(
+                tenant,
+                &probe,
+                None,
+                Some(caller.to_owned()),
+                Arc::new(crate::approvals::RequesterApproves {
+                    caller: caller.to_owned(),
+                }),
+                Vec::new(),
+            )
+            .await?;
         let host = opened.host.clone();
         let mut context = warden_host::CallContext::new(
             warden_policy::CallSurface::User,
@@ -1094,7 +1148,8 @@ impl Runs {
                 session,
                 holder,
                 &json!({"type": "warning", "message": failure}),
-            );
+            )
+            .await;
         }
         let routing = opened.execution_routing().await;
         let system_prompt = opened.system_prompt(routing);
@@ -1110,6 +1165,7 @@ impl Runs {
         let stored = self
             .store
             .messages(tenant, session)
+            .await
             .map_err(|error| error.to_string())?;
         let mut conversation: Vec<Message> = serde_json::from_value(stored)
             .map_err(|error| format!("the session's stored messages are unreadable: {error}"))?;
@@ -1123,14 +1179,16 @@ impl Runs {
                         session,
                         holder,
                         &json!({"type": "tool_call_outcome_unknown", "id": id, "name": name, "reason": OUTCOME_UNKNOWN}),
-                    );
+                    )
+                    .await;
                 }
                 conversation.extend(messages);
             }
             Continuation::ToolResults(results) => conversation.extend(results),
         }
         // Kept before the model is asked: a crash meanwhile loses nothing the caller sent.
-        self.keep_conversation(tenant, session, holder, &conversation)?;
+        self.keep_conversation(tenant, session, holder, &conversation)
+            .await?;
         let recorder = {
             let runs = self.clone();
             let (tenant, session, holder) =
@@ -1138,7 +1196,7 @@ impl Runs {
             tokio::spawn(async move {
                 while let Some(event) = events.recv().await {
                     match serde_json::to_value(&event) {
-                        Ok(value) => runs.record_held(&tenant, &session, &holder, &value),
+                        Ok(value) => runs.record_held(&tenant, &session, &holder, &value).await,
                         Err(error) => tracing::warn!("an event could not be encoded: {error}"),
                     }
                 }
@@ -1148,7 +1206,8 @@ impl Runs {
         drop(agent);
         // Every event of the run is stored before its end is.
         let _ = recorder.await;
-        self.keep_conversation(tenant, session, holder, &conversation)?;
+        self.keep_conversation(tenant, session, holder, &conversation)
+            .await?;
         let outcome = result.map_err(|error| format!("the model request failed: {error}"))?;
         Ok(json!({
             "type": "run_finished",
@@ -1158,6 +1217,19 @@ impl Runs {
             "usage": outcome.usage,
         }))
     }
+}
+
+/// What identifies the tenant's skills as stored: a hash of every name and text.
+fn skills_fingerprint(skills: &[(String, String)]) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    for (name, text) in skills {
+        hash.update(name.as_bytes());
+        hash.update([0]);
+        hash.update(text.len().to_le_bytes());
+        hash.update(text.as_bytes());
+    }
+    hex::encode(hash.finalize())
 }
 
 /// Answers the calls of the conversation's last assistant turn that have no result (the run

@@ -66,7 +66,8 @@ pub(crate) async fn put_secret(
     }
     state
         .store
-        .put_tenant_secret(&tenant, &name, &request.value)?;
+        .put_tenant_secret(&tenant, &name, &request.value)
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -77,7 +78,7 @@ pub(crate) async fn list_secrets(
     Path(tenant): Path<String>,
 ) -> Result<Response, ApiError> {
     require_operator(&principal(&extensions)?)?;
-    let secrets = state.store.tenant_secret_names(&tenant)?;
+    let secrets = state.store.tenant_secret_names(&tenant).await?;
     Ok(Json(SecretList { secrets }).into_response())
 }
 
@@ -88,7 +89,7 @@ pub(crate) async fn delete_secret(
     Path((tenant, name)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     require_operator(&principal(&extensions)?)?;
-    if state.store.delete_tenant_secret(&tenant, &name)? {
+    if state.store.delete_tenant_secret(&tenant, &name).await? {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiError::not_found("such secret"))

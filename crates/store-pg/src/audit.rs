@@ -13,8 +13,7 @@ use warden_policy::{
     BoxFuture,
 };
 
-use crate::OwnedRuntime;
-use crate::pool::Pool;
+use crate::bridge::Bridge;
 
 /// Records one transaction holds at most (a bound on a waiter's wait, not a target).
 pub const AUDIT_BATCH_MAX: usize = 256;
@@ -60,7 +59,7 @@ fn complete_sql() -> String {
 
 /// The gate's audit trail in the service's PostgreSQL database, for every instance on it.
 ///
-/// A record is handed to a writer task (on the storage's runtime, with a connection of its
+/// A record is handed to a writer task (on the bridge's runtime, with a connection of its
 /// own) when the gate calls; the task commits everything that arrived while its last commit
 /// was in flight in one transaction (group commit) and answers each waiter once that
 /// transaction committed (`synchronous_commit` as the server sets it: on by default, so the
@@ -73,9 +72,8 @@ pub struct PgAudit {
 }
 
 struct Shared {
-    _runtime: Arc<OwnedRuntime>,
-    handle: tokio::runtime::Handle,
-    pool: Arc<Pool>,
+    /// The runtime its writer task and its queries run on, and the queries' pool.
+    bridge: Arc<Bridge>,
     /// The URL with its password redacted.
     target: String,
     /// Transactions the writer committed (a batch or a record retried alone each count one).
@@ -118,21 +116,17 @@ impl Reply {
 }
 
 impl PgAudit {
-    pub(crate) fn start(
-        runtime: Arc<OwnedRuntime>,
-        handle: tokio::runtime::Handle,
-        pool: Arc<Pool>,
-        target: String,
-    ) -> Self {
+    pub(crate) fn start(bridge: Arc<Bridge>, target: String) -> Self {
         let shared = Arc::new(Shared {
-            _runtime: runtime,
-            handle,
-            pool,
+            bridge,
             target,
             commits: AtomicU64::new(0),
         });
         let (sender, jobs) = tokio::sync::mpsc::unbounded_channel();
-        shared.handle.spawn(write_queued(Arc::clone(&shared), jobs));
+        shared
+            .bridge
+            .handle()
+            .spawn(write_queued(Arc::clone(&shared), jobs));
         Self { shared, sender }
     }
 
@@ -172,20 +166,16 @@ impl PgAudit {
         Box::pin(async move { answer.await.unwrap_or_else(|_| Err(self.stopped())) })
     }
 
-    /// Runs a query on the pool and waits for it on this thread.
+    /// Runs a query on the bridge's pool and waits for it on this thread.
     fn read<T, F, Fut>(&self, job: F) -> Result<T, AuditError>
     where
-        F: FnOnce(Arc<Pool>) -> Fut,
+        F: FnOnce(Arc<crate::pool::Pool>) -> Fut,
         Fut: std::future::Future<Output = Result<T, String>> + Send + 'static,
         T: Send + 'static,
     {
-        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
-        let future = job(Arc::clone(&self.shared.pool));
-        self.shared.handle.spawn(async move {
-            let _ = sender.send(future.await);
-        });
-        receiver
-            .recv()
+        self.shared
+            .bridge
+            .run(job)
             .map_err(|_| self.stopped())?
             .map_err(|message| AuditError::Backend {
                 target: self.shared.target.clone(),
@@ -348,7 +338,8 @@ struct Writer {
 impl Writer {
     async fn connect(shared: &Shared) -> Result<Self, String> {
         let (client, connection) = shared
-            .pool
+            .bridge
+            .pool()
             .config()
             .connect(NoTls)
             .await

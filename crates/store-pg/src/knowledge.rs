@@ -9,11 +9,11 @@ use warden_knowledge::{
     KnowledgeError, check_collection_name, check_tag, headings_of, query_terms, vector_bytes,
     vector_of,
 };
-use warden_service::StoreError;
-use warden_service::store_support::now;
+use warden_store::{StoreError, now, to_i64, to_u64};
 
+use crate::bridge::Bridge;
 use crate::pool::Pool;
-use crate::{OwnedRuntime, col, db, run_on, to_i64, to_u64};
+use crate::{col, db};
 
 /// The tables, made at connect when missing (several instances starting together make them
 /// once: the migration's advisory lock is held).
@@ -96,9 +96,8 @@ const HNSW_MAX_DIMENSIONS: usize = 2000;
 /// The knowledge part of one PostgreSQL database, for every tenant; [`Self::tenant`] gives one
 /// tenant's view.
 pub struct PgKnowledgeStore {
-    _runtime: Arc<OwnedRuntime>,
-    handle: tokio::runtime::Handle,
-    pool: Arc<Pool>,
+    /// The runtime and pool its synchronous contract works on.
+    bridge: Arc<Bridge>,
     /// Why vectors cannot be stored (no pgvector), or `None` when they can.
     no_vectors: Option<String>,
 }
@@ -131,12 +130,8 @@ fn knowledge_error(error: StoreError) -> KnowledgeError {
 impl PgKnowledgeStore {
     /// Makes the tables when missing, and the vectors' table when the database has (or can
     /// make) the pgvector extension.
-    pub(crate) fn open(
-        runtime: Arc<OwnedRuntime>,
-        handle: tokio::runtime::Handle,
-        pool: Arc<Pool>,
-    ) -> Result<Self, StoreError> {
-        let no_vectors = run_on(&handle, &pool, |pool| async move {
+    pub(crate) fn open(bridge: Arc<Bridge>) -> Result<Self, StoreError> {
+        let made = bridge.run(|pool| async move {
             let mut connection = pool.get().await?;
             let transaction = connection.transaction().await.map_err(db)?;
             transaction
@@ -167,19 +162,15 @@ impl PgKnowledgeStore {
                 .map_err(db)?;
             transaction.batch_execute(VECTOR_TABLE).await.map_err(db)?;
             transaction.commit().await.map_err(db)?;
-            Ok(None)
+            Ok::<_, StoreError>(None)
         })?;
+        let no_vectors = made?;
         if let Some(reason) = &no_vectors {
             tracing::warn!(
                 "the service database has no pgvector ({reason}): knowledge collections stay lexical"
             );
         }
-        Ok(Self {
-            _runtime: runtime,
-            handle,
-            pool,
-            no_vectors,
-        })
+        Ok(Self { bridge, no_vectors })
     }
 
     /// Whether vectors can be stored (the database has pgvector).
@@ -329,10 +320,12 @@ impl PgKnowledge {
         T: Send + 'static,
     {
         let tenant = self.tenant.clone();
-        run_on(&self.store.handle, &self.store.pool, move |pool| {
-            job(pool, tenant)
-        })
-        .map_err(knowledge_error)
+        self.store
+            .bridge
+            .run(move |pool| job(pool, tenant))
+            .map_err(StoreError::from)
+            .and_then(|answer| answer)
+            .map_err(knowledge_error)
     }
 
     fn require_collection(&self, name: &str) -> Result<(), KnowledgeError> {

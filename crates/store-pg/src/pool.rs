@@ -6,12 +6,13 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_postgres::{Client, Config, NoTls};
-use warden_service::StoreError;
+use warden_store::StoreError;
 
 use crate::db;
 
 pub(crate) struct Pool {
     config: Config,
+    size: usize,
     idle: Mutex<Vec<Client>>,
     permits: Semaphore,
 }
@@ -27,6 +28,7 @@ impl Pool {
     pub(crate) fn new(config: Config, size: usize) -> Self {
         Self {
             config,
+            size,
             idle: Mutex::new(Vec::with_capacity(size)),
             permits: Semaphore::new(size),
         }
@@ -35,6 +37,11 @@ impl Pool {
     /// How its connections connect (a writer that keeps a connection of its own uses it).
     pub(crate) fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// How many connections it keeps at most.
+    pub(crate) fn size(&self) -> usize {
+        self.size
     }
 
     /// A connection: an idle one, or a new one while fewer than `size` are out.

@@ -2,7 +2,7 @@
 //! an advisory lock (instances starting together migrate once); a newer version is refused.
 
 use tokio_postgres::Client;
-use warden_service::{SCHEMA_VERSION, StoreError};
+use warden_store::{StoreError, migrations_due};
 
 use crate::{col, db};
 
@@ -10,8 +10,8 @@ use crate::{col, db};
 const MIGRATION_LOCK: i64 = 0x7761_7264_656e;
 
 /// Entry `n` takes a database from version `n` to `n + 1`; the last one ends at
-/// [`SCHEMA_VERSION`]. Texts are stored as `TEXT` (JSON included, kept byte for byte as SQLite
-/// keeps it) and times as seconds in `BIGINT`.
+/// [`SCHEMA_VERSION`](warden_store::SCHEMA_VERSION). Texts are stored as `TEXT` (JSON included,
+/// kept byte for byte as SQLite keeps it) and times as seconds in `BIGINT`.
 pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 const V1: &str = "
@@ -171,7 +171,8 @@ CREATE TABLE tenant_secrets (
     PRIMARY KEY (tenant_id, name)
 );";
 
-/// Brings the database to [`SCHEMA_VERSION`]; refuses one whose version is newer.
+/// Brings the database to [`SCHEMA_VERSION`](warden_store::SCHEMA_VERSION) (the migrations due
+/// by `warden-store`'s driver, in one transaction); refuses one whose version is newer.
 pub(crate) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
     let transaction = client.transaction().await.map_err(db)?;
     transaction
@@ -187,16 +188,10 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
         .await
         .map_err(db)?;
     let found: i64 = col(&row, 0)?;
-    if found > SCHEMA_VERSION {
-        return Err(StoreError::NewerSchema {
-            found,
-            known: SCHEMA_VERSION,
-        });
-    }
     let mut version = found;
-    for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+    for (after, migration) in migrations_due(found, MIGRATIONS)? {
         transaction.batch_execute(migration).await.map_err(db)?;
-        version += 1;
+        version = after;
     }
     if version != found {
         transaction

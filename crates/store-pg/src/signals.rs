@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio_postgres::{AsyncMessage, NoTls};
-use warden_service::{LocalSignals, ServiceSignals, Signal};
+use warden_store::{LocalSignals, ServiceSignals, Signal};
 
 use crate::pool::Pool;
 
@@ -32,58 +32,73 @@ struct Notice {
 
 /// Signals over LISTEN/NOTIFY. Published signals go to this process's subscribers at once and
 /// to a publisher task that sends them, several to a notification, to every instance; a listener
-/// task (started with the first subscriber) holds a connection of its own that LISTENs and hands
-/// the other instances' signals to the subscribers. While its connection is down signals from
-/// elsewhere are missed: the waiters' periodic look at the store covers them.
+/// task holds a connection of its own that LISTENs and hands the other instances' signals to the
+/// subscribers. Both run on the caller's runtime (the publisher from the first publish, the
+/// listener from the first subscriber). While its connection is down signals from elsewhere are
+/// missed: the waiters' periodic look at the store covers them.
 pub struct PgSignals {
     local: Arc<LocalSignals>,
     instance: String,
-    handle: tokio::runtime::Handle,
     pool: Arc<Pool>,
     publisher: OnceLock<UnboundedSender<Signal>>,
     listener: OnceLock<()>,
 }
 
 impl PgSignals {
-    pub(crate) fn new(handle: tokio::runtime::Handle, pool: Arc<Pool>) -> Self {
+    pub(crate) fn new(pool: Arc<Pool>) -> Self {
         Self {
             local: Arc::new(LocalSignals::default()),
             instance: format!("{:016x}", rand_u64()),
-            handle,
             pool,
             publisher: OnceLock::new(),
             listener: OnceLock::new(),
         }
     }
 
-    fn publisher(&self) -> &UnboundedSender<Signal> {
-        self.publisher.get_or_init(|| {
+    /// The publisher task's queue, started on the caller's runtime by the first publish made
+    /// inside one (`None` outside a runtime: the signal then reaches this process only).
+    fn publisher(&self) -> Option<&UnboundedSender<Signal>> {
+        if let Some(publisher) = self.publisher.get() {
+            return Some(publisher);
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        Some(self.publisher.get_or_init(|| {
             let (sender, signals) = tokio::sync::mpsc::unbounded_channel();
-            self.handle.spawn(publish_queued(
+            runtime.spawn(publish_queued(
                 Arc::clone(&self.pool),
                 self.instance.clone(),
                 signals,
             ));
             sender
-        })
+        }))
     }
 }
 
 impl ServiceSignals for PgSignals {
     fn publish(&self, signal: Signal) {
         self.local.publish(signal.clone());
-        let _ = self.publisher().send(signal);
+        match self.publisher() {
+            Some(publisher) => {
+                let _ = publisher.send(signal);
+            }
+            None => tracing::debug!("a signal published outside a runtime stays in this process"),
+        }
     }
 
+    /// The listener task starts on the caller's runtime with the first subscriber inside one.
     fn subscribe(&self) -> broadcast::Receiver<Signal> {
         let receiver = self.local.subscribe();
-        self.listener.get_or_init(|| {
-            self.handle.spawn(listen(
-                Arc::clone(&self.pool),
-                self.instance.clone(),
-                Arc::clone(&self.local),
-            ));
-        });
+        if self.listener.get().is_none()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            self.listener.get_or_init(|| {
+                runtime.spawn(listen(
+                    Arc::clone(&self.pool),
+                    self.instance.clone(),
+                    Arc::clone(&self.local),
+                ));
+            });
+        }
         receiver
     }
 }

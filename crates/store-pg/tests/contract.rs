@@ -7,28 +7,28 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use warden_policy::{
     AuditEntry, AuditLog, AuditQuery, AuditRecord, AuditSink, AuditStore, CallKind, CallSurface,
     CapabilitySet, Decision, Layer,
 };
-use warden_service::store_support::{now, secret_hash};
-use warden_service::{
+use warden_store::{
     ApprovalRow, ClientCallRow, PromptMessage, PromptRow, Role, RunHold, SCHEMA_VERSION, ServerRow,
-    ServiceStorage, SessionState, SqliteStorage, StoreError,
+    ServiceStorage, SessionState, SqliteStorage, StoreError, now, secret_hash,
 };
 use warden_store_pg::PgStorage;
 use warden_testkit::{Missing, PgServer};
 
 /// A database of one backend that the cases open (again) and look into directly.
-trait Backend {
-    fn open(&self) -> Result<Arc<dyn ServiceStorage>, StoreError>;
+trait Backend: Sync {
+    fn open(&self) -> BoxFuture<'_, Result<Arc<dyn ServiceStorage>, StoreError>>;
     /// The `secret_sha256` column of every stored key and widget token.
-    fn stored_secrets(&self) -> Vec<String>;
-    fn version(&self) -> i64;
-    fn stamp_version(&self, version: i64);
+    fn stored_secrets(&self) -> BoxFuture<'_, Vec<String>>;
+    fn version(&self) -> BoxFuture<'_, i64>;
+    fn stamp_version(&self, version: i64) -> BoxFuture<'_, ()>;
     /// A new handle on the backend's audit trail, as another instance (or a restart) opens it.
-    fn audit(&self) -> Arc<dyn AuditLog>;
+    fn audit(&self) -> BoxFuture<'_, Arc<dyn AuditLog>>;
 }
 
 struct Sqlite {
@@ -49,11 +49,13 @@ impl Sqlite {
 }
 
 impl Backend for Sqlite {
-    fn open(&self) -> Result<Arc<dyn ServiceStorage>, StoreError> {
-        Ok(Arc::new(SqliteStorage::open(&self.path)?))
+    fn open(&self) -> BoxFuture<'_, Result<Arc<dyn ServiceStorage>, StoreError>> {
+        let opened = SqliteStorage::open(&self.path)
+            .map(|storage| Arc::new(storage) as Arc<dyn ServiceStorage>);
+        Box::pin(async move { opened })
     }
 
-    fn stored_secrets(&self) -> Vec<String> {
+    fn stored_secrets(&self) -> BoxFuture<'_, Vec<String>> {
         let connection = self.raw();
         let mut statement = connection
             .prepare(
@@ -61,27 +63,33 @@ impl Backend for Sqlite {
                  UNION ALL SELECT secret_sha256 FROM widget_tokens",
             )
             .unwrap();
-        statement
+        let secrets = statement
             .query_map([], |row| row.get(0))
             .unwrap()
             .collect::<Result<_, _>>()
-            .unwrap()
+            .unwrap();
+        Box::pin(async move { secrets })
     }
 
-    fn version(&self) -> i64 {
-        self.raw()
+    fn version(&self) -> BoxFuture<'_, i64> {
+        let version = self
+            .raw()
             .query_row("SELECT version FROM schema_version", [], |row| row.get(0))
-            .unwrap()
+            .unwrap();
+        Box::pin(async move { version })
     }
 
-    fn stamp_version(&self, version: i64) {
+    fn stamp_version(&self, version: i64) -> BoxFuture<'_, ()> {
         self.raw()
             .execute("UPDATE schema_version SET version = ?1", [version])
             .unwrap();
+        Box::pin(async {})
     }
 
-    fn audit(&self) -> Arc<dyn AuditLog> {
-        Arc::new(AuditStore::open(&self.path.with_file_name("audit.db")).unwrap())
+    fn audit(&self) -> BoxFuture<'_, Arc<dyn AuditLog>> {
+        let log: Arc<dyn AuditLog> =
+            Arc::new(AuditStore::open(&self.path.with_file_name("audit.db")).unwrap());
+        Box::pin(async move { log })
     }
 }
 
@@ -97,74 +105,80 @@ impl Postgres {
     }
 
     /// Runs one statement on a connection of its own; its rows' first column as text.
-    fn query(&self, sql: &str) -> Vec<String> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let (client, connection) =
-                tokio_postgres::connect(&self.server.url(), tokio_postgres::NoTls)
-                    .await
-                    .unwrap();
-            tokio::spawn(connection);
-            client
-                .simple_query(sql)
+    async fn query(&self, sql: &str) -> Vec<String> {
+        let (client, connection) =
+            tokio_postgres::connect(&self.server.url(), tokio_postgres::NoTls)
                 .await
-                .unwrap()
-                .into_iter()
-                .filter_map(|message| match message {
-                    tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
-                    _ => None,
-                })
-                .collect()
-        })
+                .unwrap();
+        tokio::spawn(connection);
+        client
+            .simple_query(sql)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|message| match message {
+                tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .collect()
     }
 }
 
 impl Backend for Postgres {
-    fn open(&self) -> Result<Arc<dyn ServiceStorage>, StoreError> {
-        Ok(Arc::new(PgStorage::connect(&self.server.url())?))
+    fn open(&self) -> BoxFuture<'_, Result<Arc<dyn ServiceStorage>, StoreError>> {
+        Box::pin(async move {
+            let storage = PgStorage::connect(&self.server.url()).await?;
+            Ok(Arc::new(storage) as Arc<dyn ServiceStorage>)
+        })
     }
 
-    fn stored_secrets(&self) -> Vec<String> {
-        self.query(
+    fn stored_secrets(&self) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(self.query(
             "SELECT secret_sha256 FROM api_keys
              UNION ALL SELECT secret_sha256 FROM widget_tokens",
-        )
+        ))
     }
 
-    fn version(&self) -> i64 {
-        self.query("SELECT version FROM schema_version")[0]
-            .parse()
-            .unwrap()
+    fn version(&self) -> BoxFuture<'_, i64> {
+        Box::pin(async move {
+            self.query("SELECT version FROM schema_version").await[0]
+                .parse()
+                .unwrap()
+        })
     }
 
-    fn stamp_version(&self, version: i64) {
-        self.query(&format!("UPDATE schema_version SET version = {version}"));
+    fn stamp_version(&self, version: i64) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.query(&format!("UPDATE schema_version SET version = {version}"))
+                .await;
+        })
     }
 
-    fn audit(&self) -> Arc<dyn AuditLog> {
-        Arc::new(PgStorage::connect(&self.server.url()).unwrap().audit())
+    fn audit(&self) -> BoxFuture<'_, Arc<dyn AuditLog>> {
+        Box::pin(async move {
+            let storage = PgStorage::connect(&self.server.url()).await.unwrap();
+            Arc::new(storage.audit().unwrap()) as Arc<dyn AuditLog>
+        })
     }
 }
 
+/// Every case runs on a runtime of two workers, as the service's handlers do.
 macro_rules! contract {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
             $(
-                #[test]
-                fn $case() {
-                    super::$case(&super::Sqlite::new());
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(&super::Sqlite::new()).await;
                 }
             )*
         }
         mod postgres {
             $(
-                #[test]
-                fn $case() {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
                     let backend = warden_testkit::require_or_skip!(super::Postgres::new());
-                    super::$case(&backend);
+                    super::$case(&backend).await;
                 }
             )*
         }
@@ -200,56 +214,79 @@ contract!(
 
 /// The quotas' count: a tenant's sessions, or those one key or widget token created; a
 /// deleted session no longer counts.
-fn sessions_are_counted_per_tenant_and_per_creator(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("acme").unwrap();
-    store.ensure_tenant("globex").unwrap();
-    let first = store.create_session("acme", None).unwrap();
+async fn sessions_are_counted_per_tenant_and_per_creator(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("acme").await.unwrap();
+    store.ensure_tenant("globex").await.unwrap();
+    let first = store.create_session("acme", None).await.unwrap();
     store
         .add_widget_session("acme", "key_1", &first.id)
+        .await
         .unwrap();
-    let second = store.create_session("acme", None).unwrap();
+    let second = store.create_session("acme", None).await.unwrap();
     store
         .add_widget_session("acme", "key_1", &second.id)
+        .await
         .unwrap();
-    let theirs = store.create_session("acme", Some("support")).unwrap();
+    let theirs = store.create_session("acme", Some("support")).await.unwrap();
     store
         .add_widget_session("acme", "wid_1", &theirs.id)
+        .await
         .unwrap();
-    store.create_session("acme", None).unwrap();
-    store.create_session("globex", None).unwrap();
-    assert_eq!(store.count_sessions("acme", None).unwrap(), 4);
-    assert_eq!(store.count_sessions("acme", Some("key_1")).unwrap(), 2);
-    assert_eq!(store.count_sessions("acme", Some("wid_1")).unwrap(), 1);
-    assert_eq!(store.count_sessions("globex", None).unwrap(), 1);
-    assert_eq!(store.count_sessions("globex", Some("key_1")).unwrap(), 0);
-    assert!(store.delete_session("acme", &first.id).unwrap());
-    assert_eq!(store.count_sessions("acme", None).unwrap(), 3);
-    assert_eq!(store.count_sessions("acme", Some("key_1")).unwrap(), 1);
+    store.create_session("acme", None).await.unwrap();
+    store.create_session("globex", None).await.unwrap();
+    assert_eq!(store.count_sessions("acme", None).await.unwrap(), 4);
+    assert_eq!(
+        store.count_sessions("acme", Some("key_1")).await.unwrap(),
+        2
+    );
+    assert_eq!(
+        store.count_sessions("acme", Some("wid_1")).await.unwrap(),
+        1
+    );
+    assert_eq!(store.count_sessions("globex", None).await.unwrap(), 1);
+    assert_eq!(
+        store.count_sessions("globex", Some("key_1")).await.unwrap(),
+        0
+    );
+    assert!(store.delete_session("acme", &first.id).await.unwrap());
+    assert_eq!(store.count_sessions("acme", None).await.unwrap(), 3);
+    assert_eq!(
+        store.count_sessions("acme", Some("key_1")).await.unwrap(),
+        1
+    );
 }
 
-fn a_key_resolves_until_revoked_and_only_its_hash_is_stored(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    let key = store.issue_key("acme", "web-app", Role::Caller).unwrap();
-    let principal = store.resolve_key(&key.secret).unwrap().expect("resolves");
+async fn a_key_resolves_until_revoked_and_only_its_hash_is_stored(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    let key = store
+        .issue_key("acme", "web-app", Role::Caller)
+        .await
+        .unwrap();
+    let principal = store
+        .resolve_key(&key.secret)
+        .await
+        .unwrap()
+        .expect("resolves");
     assert_eq!(principal.tenant, "acme");
     assert_eq!(principal.caller, "web-app");
     assert_eq!(principal.role, Role::Caller);
-    assert!(store.resolve_key("wsk_wrong").unwrap().is_none());
-    assert_eq!(backend.stored_secrets(), [secret_hash(&key.secret)]);
-    assert!(!backend.stored_secrets()[0].contains(&key.secret));
+    assert!(store.resolve_key("wsk_wrong").await.unwrap().is_none());
+    assert_eq!(backend.stored_secrets().await, [secret_hash(&key.secret)]);
+    assert!(!backend.stored_secrets().await[0].contains(&key.secret));
     assert!(!format!("{key:?}").contains(&key.secret), "Debug redacts");
-    assert!(store.revoke_key(&key.id).unwrap());
-    assert!(!store.revoke_key(&key.id).unwrap(), "revoked once");
-    assert!(store.resolve_key(&key.secret).unwrap().is_none());
-    assert!(!store.revoke_key("key_unknown").unwrap());
+    assert!(store.revoke_key(&key.id).await.unwrap());
+    assert!(!store.revoke_key(&key.id).await.unwrap(), "revoked once");
+    assert!(store.resolve_key(&key.secret).await.unwrap().is_none());
+    assert!(!store.revoke_key("key_unknown").await.unwrap());
 }
 
-fn a_widget_token_resolves_to_its_agent_and_caller_until_it_expires(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("acme").unwrap();
+async fn a_widget_token_resolves_to_its_agent_and_caller_until_it_expires(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("acme").await.unwrap();
     let token = store
         .issue_widget_token("acme", "support", "customer-7", 900)
+        .await
         .unwrap();
     assert!(token.secret.starts_with("wwt_"));
     assert!(token.expires_at >= now() + 899);
@@ -257,153 +294,208 @@ fn a_widget_token_resolves_to_its_agent_and_caller_until_it_expires(backend: &dy
         !format!("{token:?}").contains(&token.secret),
         "Debug redacts"
     );
-    assert_eq!(backend.stored_secrets(), [secret_hash(&token.secret)]);
-    let principal = store.resolve_key(&token.secret).unwrap().expect("resolves");
+    assert_eq!(backend.stored_secrets().await, [secret_hash(&token.secret)]);
+    let principal = store
+        .resolve_key(&token.secret)
+        .await
+        .unwrap()
+        .expect("resolves");
     assert_eq!(principal.role, Role::Widget);
     assert_eq!(principal.tenant, "acme");
     assert_eq!(principal.caller, "customer-7");
     let scope = principal.widget.expect("scoped");
     assert_eq!(scope.agent, "support");
     assert_eq!(scope.token, token.id);
-    let session = store.create_session("acme", Some("support")).unwrap();
+    let session = store.create_session("acme", Some("support")).await.unwrap();
     assert!(
         !store
             .widget_owns_session("acme", &scope.token, &session.id)
+            .await
             .unwrap()
     );
     store
         .add_widget_session("acme", &scope.token, &session.id)
+        .await
         .unwrap();
     store
         .add_widget_session("acme", &scope.token, &session.id)
+        .await
         .unwrap();
     assert!(
         store
             .widget_owns_session("acme", &scope.token, &session.id)
+            .await
             .unwrap()
     );
     assert!(
         !store
             .widget_owns_session("globex", &scope.token, &session.id)
+            .await
             .unwrap()
     );
     // An expired token resolves to nobody; an API key still resolves without a widget scope.
     let expired = store
         .issue_widget_token("acme", "support", "customer-7", 0)
+        .await
         .unwrap();
-    assert!(store.resolve_key(&expired.secret).unwrap().is_none());
-    let key = store.issue_key("acme", "app", Role::Caller).unwrap();
+    assert!(store.resolve_key(&expired.secret).await.unwrap().is_none());
+    let key = store.issue_key("acme", "app", Role::Caller).await.unwrap();
     assert!(
         store
             .resolve_key(&key.secret)
+            .await
             .unwrap()
             .unwrap()
             .widget
             .is_none()
     );
     // A deleted session is no longer the widget's.
-    assert!(store.delete_session("acme", &session.id).unwrap());
+    assert!(store.delete_session("acme", &session.id).await.unwrap());
     assert!(
         !store
             .widget_owns_session("acme", &scope.token, &session.id)
+            .await
             .unwrap()
     );
 }
 
-fn a_tenant_never_reaches_another_tenant_s_rows(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("a").unwrap();
-    store.ensure_tenant("b").unwrap();
-    let session = store.create_session("a", None).unwrap();
+async fn a_tenant_never_reaches_another_tenant_s_rows(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("a").await.unwrap();
+    store.ensure_tenant("b").await.unwrap();
+    let session = store.create_session("a", None).await.unwrap();
     let id = session.id.as_str();
-    store.append_event("a", id, &json!({"type": "x"})).unwrap();
-    keep_messages(store.as_ref(), "a", id, &json!([{"role": "user"}]));
-    store.put_skill("a", "s", "d", "text").unwrap();
+    store
+        .append_event("a", id, &json!({"type": "x"}))
+        .await
+        .unwrap();
+    keep_messages(store.as_ref(), "a", id, &json!([{"role": "user"}])).await;
+    store.put_skill("a", "s", "d", "text").await.unwrap();
     store
         .put_server("a", &server("srv", "https://a.example"))
+        .await
         .unwrap();
-    store.put_prompt("a", &prompt("p", "one")).unwrap();
+    store.put_prompt("a", &prompt("p", "one")).await.unwrap();
     store
         .add_client_call("a", &client_call("call_1", id))
+        .await
         .unwrap();
-    store.add_approval("a", &approval("apr_1", id, 1)).unwrap();
-    let key = store.issue_key("a", "app", Role::Caller).unwrap();
+    store
+        .add_approval("a", &approval("apr_1", id, 1))
+        .await
+        .unwrap();
+    let key = store.issue_key("a", "app", Role::Caller).await.unwrap();
 
-    assert!(store.session("b", id).unwrap().is_none());
-    assert!(store.list_sessions("b").unwrap().is_empty());
-    assert!(store.events_after("b", id, 0, 10).unwrap().is_empty());
-    assert!(store.append_event("b", id, &json!({})).is_err());
-    assert_eq!(store.messages("b", id).unwrap(), json!([]));
+    assert!(store.session("b", id).await.unwrap().is_none());
+    assert!(store.list_sessions("b").await.unwrap().is_empty());
+    assert!(store.events_after("b", id, 0, 10).await.unwrap().is_empty());
+    assert!(store.append_event("b", id, &json!({})).await.is_err());
+    assert_eq!(store.messages("b", id).await.unwrap(), json!([]));
     store
         .save_run_messages("b", id, "inst_b/run_1", &json!(["overwritten"]))
+        .await
         .unwrap();
-    assert_eq!(store.messages("a", id).unwrap(), json!([{"role": "user"}]));
-    assert!(!store.delete_session("b", id).unwrap());
+    assert_eq!(
+        store.messages("a", id).await.unwrap(),
+        json!([{"role": "user"}])
+    );
+    assert!(!store.delete_session("b", id).await.unwrap());
     let moved = store
         .transition("b", id, &[SessionState::Idle], SessionState::Running)
+        .await
         .unwrap();
     assert!(!moved);
-    assert!(store.list_skills("b").unwrap().is_empty());
-    assert!(store.skill_text("b", "s").unwrap().is_none());
-    assert!(!store.delete_skill("b", "s").unwrap());
-    assert!(store.list_servers("b").unwrap().is_empty());
-    assert!(!store.delete_server("b", "srv").unwrap());
-    assert!(store.list_prompts("b").unwrap().is_empty());
-    assert!(store.prompt("b", "p").unwrap().is_none());
-    assert!(!store.delete_prompt("b", "p").unwrap());
-    assert!(store.client_calls("b", id).unwrap().is_empty());
-    assert!(store.pending_client_calls("b", id).unwrap().is_empty());
-    assert!(store.client_call("b", id, "call_1").unwrap().is_none());
+    assert!(store.list_skills("b").await.unwrap().is_empty());
+    assert!(store.skill_text("b", "s").await.unwrap().is_none());
+    assert!(!store.delete_skill("b", "s").await.unwrap());
+    assert!(store.list_servers("b").await.unwrap().is_empty());
+    assert!(!store.delete_server("b", "srv").await.unwrap());
+    assert!(store.list_prompts("b").await.unwrap().is_empty());
+    assert!(store.prompt("b", "p").await.unwrap().is_none());
+    assert!(!store.delete_prompt("b", "p").await.unwrap());
+    assert!(store.client_calls("b", id).await.unwrap().is_empty());
+    assert!(
+        store
+            .pending_client_calls("b", id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .client_call("b", id, "call_1")
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(
         !store
             .answer_client_call("b", id, "call_1", &json!({"result": 1}))
+            .await
             .unwrap()
     );
     assert!(
         store
             .add_client_call("b", &client_call("call_2", id))
+            .await
             .is_err(),
         "a call is added only under the tenant's own session"
     );
     assert!(
-        store.add_approval("b", &approval("apr_2", id, 2)).is_err(),
+        store
+            .add_approval("b", &approval("apr_2", id, 2))
+            .await
+            .is_err(),
         "an approval is added only under the tenant's own session"
     );
-    assert!(store.pending_approvals("b").unwrap().is_empty());
-    assert!(store.approval("b", "apr_1").unwrap().is_none());
+    assert!(store.pending_approvals("b").await.unwrap().is_empty());
+    assert!(store.approval("b", "apr_1").await.unwrap().is_none());
     assert!(
         !store
             .decide_approval("b", "apr_1", "allowed_for_session", "mallory")
+            .await
             .unwrap()
     );
-    assert!(store.allowed_for_session("b", id).unwrap().is_empty());
-    assert!(store.list_keys("b").unwrap().is_empty());
-    assert_eq!(store.resolve_key(&key.secret).unwrap().unwrap().tenant, "a");
+    assert!(store.allowed_for_session("b", id).await.unwrap().is_empty());
+    assert!(store.list_keys("b").await.unwrap().is_empty());
+    assert_eq!(
+        store
+            .resolve_key(&key.secret)
+            .await
+            .unwrap()
+            .unwrap()
+            .tenant,
+        "a"
+    );
 
     // What `a` has is untouched.
-    assert_eq!(store.events_after("a", id, 0, 10).unwrap().len(), 1);
-    assert_eq!(store.list_skills("a").unwrap().len(), 1);
-    assert_eq!(store.list_servers("a").unwrap().len(), 1);
-    assert_eq!(store.list_prompts("a").unwrap().len(), 1);
-    assert_eq!(store.pending_client_calls("a", id).unwrap().len(), 1);
-    assert_eq!(store.pending_approvals("a").unwrap().len(), 1);
-    assert_eq!(store.list_keys("a").unwrap().len(), 1);
+    assert_eq!(store.events_after("a", id, 0, 10).await.unwrap().len(), 1);
+    assert_eq!(store.list_skills("a").await.unwrap().len(), 1);
+    assert_eq!(store.list_servers("a").await.unwrap().len(), 1);
+    assert_eq!(store.list_prompts("a").await.unwrap().len(), 1);
+    assert_eq!(store.pending_client_calls("a", id).await.unwrap().len(), 1);
+    assert_eq!(store.pending_approvals("a").await.unwrap().len(), 1);
+    assert_eq!(store.list_keys("a").await.unwrap().len(), 1);
 }
 
-fn events_come_in_order_and_page_after_a_cursor(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("a").unwrap();
-    let session = store.create_session("a", Some("support")).unwrap();
+async fn events_come_in_order_and_page_after_a_cursor(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("a").await.unwrap();
+    let session = store.create_session("a", Some("support")).await.unwrap();
     assert_eq!(session.agent.as_deref(), Some("support"));
     assert_eq!(session.state, SessionState::Idle);
-    assert_eq!(store.session("a", &session.id).unwrap().unwrap(), session);
+    assert_eq!(
+        store.session("a", &session.id).await.unwrap().unwrap(),
+        session
+    );
     for n in 1..=5 {
         let seq = store
             .append_event("a", &session.id, &json!({"n": n, "z": 0, "a": [1]}))
+            .await
             .unwrap();
         assert_eq!(seq, n);
     }
-    let after_two = store.events_after("a", &session.id, 2, 10).unwrap();
+    let after_two = store.events_after("a", &session.id, 2, 10).await.unwrap();
     assert_eq!(
         after_two.iter().map(|row| row.seq).collect::<Vec<_>>(),
         [3, 4, 5]
@@ -417,22 +509,32 @@ fn events_come_in_order_and_page_after_a_cursor(backend: &dyn Backend) {
     let mut cursor = 0;
     let mut pages = Vec::new();
     loop {
-        let page = store.events_after("a", &session.id, cursor, 2).unwrap();
+        let page = store
+            .events_after("a", &session.id, cursor, 2)
+            .await
+            .unwrap();
         let Some(last) = page.last() else { break };
         cursor = last.seq;
         pages.push(page.iter().map(|row| row.seq).collect::<Vec<_>>());
     }
     assert_eq!(pages, [vec![1, 2], vec![3, 4], vec![5]]);
 
-    assert_eq!(store.messages("a", &session.id).unwrap(), json!([]));
+    assert_eq!(store.messages("a", &session.id).await.unwrap(), json!([]));
     let messages = json!([{"role": "user", "content": "hi"}, {"role": "assistant"}]);
-    keep_messages(store.as_ref(), "a", &session.id, &messages);
-    assert_eq!(store.messages("a", &session.id).unwrap(), messages);
+    keep_messages(store.as_ref(), "a", &session.id, &messages).await;
+    assert_eq!(store.messages("a", &session.id).await.unwrap(), messages);
 
-    let other = store.create_session("a", None).unwrap();
-    assert_eq!(store.append_event("a", &other.id, &json!({})).unwrap(), 1);
+    let other = store.create_session("a", None).await.unwrap();
+    assert_eq!(
+        store
+            .append_event("a", &other.id, &json!({}))
+            .await
+            .unwrap(),
+        1
+    );
     let listed: Vec<String> = store
         .list_sessions("a")
+        .await
         .unwrap()
         .into_iter()
         .map(|row| row.id)
@@ -440,47 +542,49 @@ fn events_come_in_order_and_page_after_a_cursor(backend: &dyn Backend) {
     assert_eq!(listed.len(), 2);
     assert!(listed.contains(&session.id) && listed.contains(&other.id));
 
-    assert!(store.delete_session("a", &session.id).unwrap());
-    assert!(!store.delete_session("a", &session.id).unwrap());
-    assert!(store.session("a", &session.id).unwrap().is_none());
+    assert!(store.delete_session("a", &session.id).await.unwrap());
+    assert!(!store.delete_session("a", &session.id).await.unwrap());
+    assert!(store.session("a", &session.id).await.unwrap().is_none());
     assert!(
         store
             .events_after("a", &session.id, 0, 10)
+            .await
             .unwrap()
             .is_empty()
     );
-    assert_eq!(store.list_sessions("a").unwrap().len(), 1);
+    assert_eq!(store.list_sessions("a").await.unwrap().len(), 1);
 }
 
-fn concurrent_appends_number_events_without_gaps_or_repeats(backend: &dyn Backend) {
+async fn concurrent_appends_number_events_without_gaps_or_repeats(backend: &dyn Backend) {
     const THREADS: u64 = 4;
     const EACH: u64 = 25;
-    let store = backend.open().unwrap();
-    store.ensure_tenant("a").unwrap();
-    let session = store.create_session("a", None).unwrap();
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("a").await.unwrap();
+    let session = store.create_session("a", None).await.unwrap();
     let handles: Vec<_> = (0..THREADS)
         .map(|thread| {
             let store = Arc::clone(&store);
             let id = session.id.clone();
-            std::thread::spawn(move || {
-                (0..EACH)
-                    .map(|n| {
-                        store
-                            .append_event("a", &id, &json!({"thread": thread, "n": n}))
-                            .unwrap()
-                    })
-                    .collect::<Vec<_>>()
+            tokio::spawn(async move {
+                let mut seqs = Vec::new();
+                for n in 0..EACH {
+                    let event = json!({"thread": thread, "n": n});
+                    seqs.push(store.append_event("a", &id, &event).await.unwrap());
+                }
+                seqs
             })
         })
         .collect();
-    let mut seqs: Vec<u64> = handles
+    let mut seqs: Vec<u64> = futures::future::join_all(handles)
+        .await
         .into_iter()
-        .flat_map(|handle| handle.join().unwrap())
+        .flat_map(|seqs| seqs.unwrap())
         .collect();
     seqs.sort_unstable();
     assert_eq!(seqs, (1..=THREADS * EACH).collect::<Vec<_>>());
     let stored = store
         .events_after("a", &session.id, 0, 1000)
+        .await
         .unwrap()
         .into_iter()
         .map(|row| row.seq)
@@ -488,13 +592,14 @@ fn concurrent_appends_number_events_without_gaps_or_repeats(backend: &dyn Backen
     assert_eq!(stored, (1..=THREADS * EACH).collect::<Vec<_>>());
 }
 
-fn a_running_session_is_interrupted_at_start_and_its_approvals_expire(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("a").unwrap();
-    let running = store.create_session("a", None).unwrap();
-    let idle = store.create_session("a", None).unwrap();
+async fn a_running_session_is_interrupted_at_start_and_its_approvals_expire(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("a").await.unwrap();
+    let running = store.create_session("a", None).await.unwrap();
+    let idle = store.create_session("a", None).await.unwrap();
     store
         .append_event("a", &running.id, &json!({"n": 1}))
+        .await
         .unwrap();
     assert!(
         store
@@ -504,34 +609,42 @@ fn a_running_session_is_interrupted_at_start_and_its_approvals_expire(backend: &
                 &[SessionState::Idle],
                 SessionState::Running
             )
+            .await
             .unwrap()
     );
     store
         .add_approval("a", &approval("apr_1", &running.id, 1))
+        .await
         .unwrap();
     drop(store);
 
     // The next start of the service.
-    let store = backend.open().unwrap();
-    assert_eq!(store.interrupt_running().unwrap(), 1);
-    let row = store.session("a", &running.id).unwrap().unwrap();
+    let store = backend.open().await.unwrap();
+    assert_eq!(store.interrupt_running().await.unwrap(), 1);
+    let row = store.session("a", &running.id).await.unwrap().unwrap();
     assert_eq!(row.state, SessionState::Interrupted);
     assert_eq!(
-        store.session("a", &idle.id).unwrap().unwrap().state,
+        store.session("a", &idle.id).await.unwrap().unwrap().state,
         SessionState::Idle
     );
-    let last = store.events_after("a", &running.id, 1, 10).unwrap();
+    let last = store.events_after("a", &running.id, 1, 10).await.unwrap();
     assert_eq!(last.len(), 1);
     assert_eq!(last[0].seq, 2);
     assert_eq!(last[0].event["type"], "run_interrupted");
-    assert!(store.events_after("a", &idle.id, 0, 10).unwrap().is_empty());
+    assert!(
+        store
+            .events_after("a", &idle.id, 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
-        store.approval("a", "apr_1").unwrap().unwrap().state,
+        store.approval("a", "apr_1").await.unwrap().unwrap().state,
         "expired"
     );
-    assert!(store.pending_approvals("a").unwrap().is_empty());
+    assert!(store.pending_approvals("a").await.unwrap().is_empty());
     assert_eq!(
-        store.interrupt_running().unwrap(),
+        store.interrupt_running().await.unwrap(),
         0,
         "nothing runs any more"
     );
@@ -547,27 +660,31 @@ fn a_running_session_is_interrupted_at_start_and_its_approvals_expire(backend: &
                 ],
                 SessionState::Running
             )
+            .await
             .unwrap(),
         "an interrupted session takes a new message"
     );
 }
 
 /// Stores `messages` as an idle session's run does: the run begins, keeps them, and ends.
-fn keep_messages(store: &dyn ServiceStorage, tenant: &str, id: &str, messages: &Value) {
+async fn keep_messages(store: &dyn ServiceStorage, tenant: &str, id: &str, messages: &Value) {
     let holder = "inst_a/run_keep";
     assert!(
         store
             .begin_run(tenant, id, &[SessionState::Idle], holder, now() + 60)
+            .await
             .unwrap()
     );
     assert!(
         store
             .save_run_messages(tenant, id, holder, messages)
+            .await
             .unwrap()
     );
     assert!(
         store
             .end_run(tenant, id, holder, SessionState::Idle)
+            .await
             .unwrap()
     );
 }
@@ -579,23 +696,24 @@ fn hold(session: &str, holder: &str) -> RunHold {
     }
 }
 
-fn a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("acme").unwrap();
+async fn a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("acme").await.unwrap();
     let at = now();
     let mut ids = Vec::new();
     // The first is leased far ahead, the second's lease lapsed already.
     for (run, until) in [("inst_a/run_1", at + 60), ("inst_b/run_1", at - 1)] {
-        let session = store.create_session("acme", None).unwrap();
+        let session = store.create_session("acme", None).await.unwrap();
         assert!(
             store
                 .begin_run("acme", &session.id, &[SessionState::Idle], run, until)
+                .await
                 .unwrap()
         );
         ids.push(session.id);
     }
     // The third is running with no lease at all (a run started before leases were kept).
-    let third = store.create_session("acme", None).unwrap();
+    let third = store.create_session("acme", None).await.unwrap();
     assert!(
         store
             .transition(
@@ -604,39 +722,48 @@ fn a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not(backend: &dy
                 &[SessionState::Idle],
                 SessionState::Running
             )
+            .await
             .unwrap()
     );
     ids.push(third.id);
     store
         .add_approval("acme", &approval("apr_1", &ids[1], 1))
+        .await
         .unwrap();
     // Only the lapsed one is interrupted; the one without a lease is within its grace.
-    assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 1);
-    let state = |id: &str| store.session("acme", id).unwrap().unwrap().state;
-    assert_eq!(state(&ids[0]), SessionState::Running);
-    assert_eq!(state(&ids[1]), SessionState::Interrupted);
-    assert_eq!(state(&ids[2]), SessionState::Running);
-    let events = store.events_after("acme", &ids[1], 0, 10).unwrap();
+    assert_eq!(store.interrupt_lapsed(at, 30).await.unwrap(), 1);
+    let state = async |id: &str| store.session("acme", id).await.unwrap().unwrap().state;
+    assert_eq!(state(&ids[0]).await, SessionState::Running);
+    assert_eq!(state(&ids[1]).await, SessionState::Interrupted);
+    assert_eq!(state(&ids[2]).await, SessionState::Running);
+    let events = store.events_after("acme", &ids[1], 0, 10).await.unwrap();
     assert_eq!(events[0].event["type"], "run_interrupted");
     assert_eq!(
-        store.approval("acme", "apr_1").unwrap().unwrap().state,
+        store
+            .approval("acme", "apr_1")
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
         "expired"
     );
     // Renewed, the first outlives a sweep that would have found it lapsed.
     assert_eq!(
         store
             .renew_runs(&[hold(&ids[0], "inst_a/run_1")], at + 120)
+            .await
             .unwrap(),
         [ids[0].clone()]
     );
-    assert_eq!(store.interrupt_lapsed(at + 61, 30).unwrap(), 1);
-    assert_eq!(state(&ids[0]), SessionState::Running);
+    assert_eq!(store.interrupt_lapsed(at + 61, 30).await.unwrap(), 1);
+    assert_eq!(state(&ids[0]).await, SessionState::Running);
     // Past the grace, the run that never leased counted as lapsed.
-    assert_eq!(state(&ids[2]), SessionState::Interrupted);
+    assert_eq!(state(&ids[2]).await, SessionState::Interrupted);
     // A run that ended gave its lease back: a new run of it leases afresh.
     assert!(
         store
             .end_run("acme", &ids[0], "inst_a/run_1", SessionState::Idle)
+            .await
             .unwrap()
     );
     assert!(
@@ -648,110 +775,132 @@ fn a_run_whose_lease_lapsed_is_interrupted_and_a_renewed_one_is_not(backend: &dy
                 "inst_a/run_2",
                 at + 60
             )
+            .await
             .unwrap()
     );
-    assert_eq!(store.interrupt_lapsed(at, 30).unwrap(), 0);
+    assert_eq!(store.interrupt_lapsed(at, 30).await.unwrap(), 0);
 }
 
-fn a_run_that_lost_its_lease_can_write_nothing_more(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("acme").unwrap();
+async fn a_run_that_lost_its_lease_can_write_nothing_more(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("acme").await.unwrap();
     let at = now();
-    let id = store.create_session("acme", None).unwrap().id;
+    let id = store.create_session("acme", None).await.unwrap().id;
     let (first, second) = ("inst_a/run_1", "inst_b/run_1");
     assert!(
         store
             .begin_run("acme", &id, &[SessionState::Idle], first, at + 5)
+            .await
             .unwrap()
     );
     // A second start while it runs is refused.
     assert!(
         !store
             .begin_run("acme", &id, &[SessionState::Idle], second, at + 5)
+            .await
             .unwrap()
     );
     // While it holds the lease, its writes land; a stranger's do not.
     assert_eq!(
         store
             .append_run_event("acme", &id, first, &json!({"type": "a"}))
+            .await
             .unwrap(),
         Some(1)
     );
     assert!(
         store
             .save_run_messages("acme", &id, first, &json!(["first's"]))
+            .await
             .unwrap()
     );
     assert_eq!(
         store
             .append_run_event("acme", &id, second, &json!({"type": "x"}))
+            .await
             .unwrap(),
         None
     );
     assert!(
         store
             .renew_runs(&[hold(&id, first), hold(&id, second)], at + 10)
+            .await
             .unwrap()
             == [id.clone()]
     );
     // Its instance stops renewing: another instance interrupts the session.
-    assert_eq!(store.interrupt_lapsed(at + 11, 30).unwrap(), 1);
+    assert_eq!(store.interrupt_lapsed(at + 11, 30).await.unwrap(), 1);
     assert_eq!(
-        store.renew_runs(&[hold(&id, first)], at + 20).unwrap(),
+        store
+            .renew_runs(&[hold(&id, first)], at + 20)
+            .await
+            .unwrap(),
         Vec::<String>::new(),
         "a lost lease is not renewed"
     );
     assert_eq!(
         store
             .append_run_event("acme", &id, first, &json!({"type": "late"}))
+            .await
             .unwrap(),
         None
     );
     assert!(
         !store
             .save_run_messages("acme", &id, first, &json!(["late"]))
+            .await
             .unwrap()
     );
     assert!(
         !store
             .end_run("acme", &id, first, SessionState::Idle)
+            .await
             .unwrap()
     );
     // Resumed by another run: the first run's writes stay refused, the second's land.
     assert!(
         store
             .begin_run("acme", &id, &[SessionState::Interrupted], second, at + 60)
+            .await
             .unwrap()
     );
     assert_eq!(
         store
             .append_run_event("acme", &id, first, &json!({"type": "late"}))
+            .await
             .unwrap(),
         None
     );
     assert!(
         !store
             .end_run("acme", &id, first, SessionState::Idle)
+            .await
             .unwrap()
     );
     assert_eq!(
         store
             .append_run_event("acme", &id, second, &json!({"type": "b"}))
+            .await
             .unwrap(),
         Some(3)
     );
-    assert_eq!(store.messages("acme", &id).unwrap(), json!(["first's"]));
+    assert_eq!(
+        store.messages("acme", &id).await.unwrap(),
+        json!(["first's"])
+    );
     assert!(
         store
             .end_run("acme", &id, second, SessionState::Idle)
+            .await
             .unwrap()
     );
     assert_eq!(
-        store.session("acme", &id).unwrap().unwrap().state,
+        store.session("acme", &id).await.unwrap().unwrap().state,
         SessionState::Idle
     );
     let kinds: Vec<_> = store
         .events_after("acme", &id, 0, 10)
+        .await
         .unwrap()
         .into_iter()
         .map(|row| row.event["type"].as_str().unwrap().to_owned())
@@ -761,33 +910,42 @@ fn a_run_that_lost_its_lease_can_write_nothing_more(backend: &dyn Backend) {
     assert_eq!(
         store
             .append_run_event("acme", &id, second, &json!({"type": "after"}))
+            .await
             .unwrap(),
         None
     );
 }
 
-fn a_session_moves_only_from_the_states_it_is_asked_from(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("a").unwrap();
-    let session = store.create_session("a", None).unwrap();
+async fn a_session_moves_only_from_the_states_it_is_asked_from(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("a").await.unwrap();
+    let session = store.create_session("a", None).await.unwrap();
     let id = session.id.as_str();
     assert!(
         store
             .transition("a", id, &[SessionState::Idle], SessionState::Running)
+            .await
             .unwrap()
     );
     assert!(
         !store
             .transition("a", id, &[SessionState::Idle], SessionState::Running)
+            .await
             .unwrap(),
         "a second run cannot start while one runs"
     );
     assert!(
         store
             .transition("a", id, &[SessionState::Running], SessionState::Failed)
+            .await
             .unwrap()
     );
-    assert!(!store.transition("a", id, &[], SessionState::Idle).unwrap());
+    assert!(
+        !store
+            .transition("a", id, &[], SessionState::Idle)
+            .await
+            .unwrap()
+    );
     assert!(
         store
             .transition(
@@ -796,10 +954,11 @@ fn a_session_moves_only_from_the_states_it_is_asked_from(backend: &dyn Backend) 
                 &[SessionState::Idle, SessionState::Failed],
                 SessionState::Idle
             )
+            .await
             .unwrap()
     );
     assert_eq!(
-        store.session("a", id).unwrap().unwrap().state,
+        store.session("a", id).await.unwrap().unwrap().state,
         SessionState::Idle
     );
     assert!(
@@ -810,128 +969,158 @@ fn a_session_moves_only_from_the_states_it_is_asked_from(backend: &dyn Backend) 
                 &[SessionState::Idle],
                 SessionState::Running
             )
+            .await
             .unwrap()
     );
     // Of racing starts, one wins.
-    let winners: usize = (0..4)
+    let winners = (0..4)
         .map(|_| {
             let store = Arc::clone(&store);
             let id = id.to_owned();
-            std::thread::spawn(move || {
+            tokio::spawn(async move {
                 store
                     .transition("a", &id, &[SessionState::Idle], SessionState::Running)
+                    .await
                     .unwrap()
             })
         })
-        .collect::<Vec<_>>()
+        .collect::<Vec<_>>();
+    let winners: usize = futures::future::join_all(winners)
+        .await
         .into_iter()
-        .map(|handle| usize::from(handle.join().unwrap()))
+        .map(|won| usize::from(won.unwrap()))
         .sum();
     assert_eq!(winners, 1);
 }
 
-fn an_approval_is_decided_once(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("a").unwrap();
-    let session = store.create_session("a", None).unwrap();
+async fn an_approval_is_decided_once(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("a").await.unwrap();
+    let session = store.create_session("a", None).await.unwrap();
     let first = approval("apr_1", &session.id, 1);
     let second = approval("apr_2", &session.id, 2);
-    store.add_approval("a", &second).unwrap();
-    store.add_approval("a", &first).unwrap();
+    store.add_approval("a", &second).await.unwrap();
+    store.add_approval("a", &first).await.unwrap();
     assert!(
         store
             .add_approval("a", &approval("apr_3", "ses_unknown", 3))
+            .await
             .is_err(),
         "an approval belongs to a stored session"
     );
     assert_eq!(
-        store.pending_approvals("a").unwrap(),
+        store.pending_approvals("a").await.unwrap(),
         [first.clone(), second.clone()],
         "oldest first"
     );
-    assert_eq!(store.approval("a", "apr_1").unwrap().unwrap(), first);
+    assert_eq!(store.approval("a", "apr_1").await.unwrap().unwrap(), first);
     assert!(
         store
             .decide_approval("a", "apr_1", "allowed_for_session", "alice")
+            .await
             .unwrap()
     );
     assert!(
         !store
             .decide_approval("a", "apr_1", "denied", "bob")
+            .await
             .unwrap(),
         "decided once"
     );
-    let decided = store.approval("a", "apr_1").unwrap().unwrap();
+    let decided = store.approval("a", "apr_1").await.unwrap().unwrap();
     assert_eq!(decided.state, "allowed_for_session");
     assert_eq!(decided.decided_by.as_deref(), Some("alice"));
     assert!(
         store
             .decide_approval("a", "apr_2", "denied", "bob")
+            .await
             .unwrap()
     );
     assert_eq!(
-        store.allowed_for_session("a", &session.id).unwrap(),
+        store.allowed_for_session("a", &session.id).await.unwrap(),
         ["srv__write"]
     );
-    assert!(store.pending_approvals("a").unwrap().is_empty());
+    assert!(store.pending_approvals("a").await.unwrap().is_empty());
     assert!(
         !store
             .decide_approval("a", "apr_x", "denied", "bob")
+            .await
             .unwrap()
     );
 }
 
-fn a_client_call_is_answered_once(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("a").unwrap();
-    let session = store.create_session("a", None).unwrap();
+async fn a_client_call_is_answered_once(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("a").await.unwrap();
+    let session = store.create_session("a", None).await.unwrap();
     let id = session.id.as_str();
     let mut first = client_call("call_1", id);
     first.created_at = 10;
     let mut second = client_call("call_2", id);
     second.created_at = 20;
-    store.add_client_call("a", &second).unwrap();
-    store.add_client_call("a", &first).unwrap();
+    store.add_client_call("a", &second).await.unwrap();
+    store.add_client_call("a", &first).await.unwrap();
     assert_eq!(
-        store.pending_client_calls("a", id).unwrap(),
+        store.pending_client_calls("a", id).await.unwrap(),
         [first.clone(), second.clone()]
     );
     assert_eq!(
-        store.client_call("a", id, "call_1").unwrap().unwrap(),
+        store.client_call("a", id, "call_1").await.unwrap().unwrap(),
         first
     );
     let answer = json!({"result": {"rows": [1, 2]}});
     assert!(
         store
             .answer_client_call("a", id, "call_1", &answer)
+            .await
             .unwrap()
     );
     assert!(
         !store
             .answer_client_call("a", id, "call_1", &json!({"error": "late"}))
+            .await
             .unwrap(),
         "answered once"
     );
-    let answered = store.client_call("a", id, "call_1").unwrap().unwrap();
+    let answered = store.client_call("a", id, "call_1").await.unwrap().unwrap();
     assert_eq!(answered.state, "answered");
     assert_eq!(answered.answer, Some(answer));
-    assert_eq!(store.pending_client_calls("a", id).unwrap(), [second]);
-    assert_eq!(store.client_calls("a", id).unwrap().len(), 2);
-    assert!(store.client_call("a", id, "call_x").unwrap().is_none());
-    assert!(store.delete_session("a", id).unwrap());
-    assert!(store.client_calls("a", id).unwrap().is_empty());
+    assert_eq!(store.pending_client_calls("a", id).await.unwrap(), [second]);
+    assert_eq!(store.client_calls("a", id).await.unwrap().len(), 2);
+    assert!(
+        store
+            .client_call("a", id, "call_x")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(store.delete_session("a", id).await.unwrap());
+    assert!(store.client_calls("a", id).await.unwrap().is_empty());
 }
 
-fn skills_are_put_listed_read_and_deleted(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("a").unwrap();
-    assert!(store.put_skill("a", "zeta", "last", "z text").unwrap());
-    assert!(store.put_skill("a", "alpha", "first", "a text").unwrap());
+async fn skills_are_put_listed_read_and_deleted(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("a").await.unwrap();
     assert!(
-        !store.put_skill("a", "alpha", "first, again", "a2").unwrap(),
+        store
+            .put_skill("a", "zeta", "last", "z text")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .put_skill("a", "alpha", "first", "a text")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .put_skill("a", "alpha", "first, again", "a2")
+            .await
+            .unwrap(),
         "a replacement is not new"
     );
-    let listed = store.list_skills("a").unwrap();
+    let listed = store.list_skills("a").await.unwrap();
     assert_eq!(
         listed
             .iter()
@@ -940,31 +1129,32 @@ fn skills_are_put_listed_read_and_deleted(backend: &dyn Backend) {
         [("alpha", "first, again"), ("zeta", "last")]
     );
     assert_eq!(
-        store.skill_text("a", "alpha").unwrap().as_deref(),
+        store.skill_text("a", "alpha").await.unwrap().as_deref(),
         Some("a2")
     );
-    assert!(store.skill_text("a", "beta").unwrap().is_none());
-    assert!(store.delete_skill("a", "alpha").unwrap());
-    assert!(!store.delete_skill("a", "alpha").unwrap());
-    assert_eq!(store.list_skills("a").unwrap().len(), 1);
+    assert!(store.skill_text("a", "beta").await.unwrap().is_none());
+    assert!(store.delete_skill("a", "alpha").await.unwrap());
+    assert!(!store.delete_skill("a", "alpha").await.unwrap());
+    assert_eq!(store.list_skills("a").await.unwrap().len(), 1);
 }
 
-fn servers_are_registered_replaced_and_removed(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("a").unwrap();
+async fn servers_are_registered_replaced_and_removed(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("a").await.unwrap();
     let first = server("crm", "https://crm.example/mcp");
-    assert!(store.put_server("a", &first).unwrap());
+    assert!(store.put_server("a", &first).await.unwrap());
     assert!(
         store
             .put_server("a", &server("billing", "https://b.example"))
+            .await
             .unwrap()
     );
     let mut replaced = server("crm", "https://crm2.example/mcp");
     replaced
         .headers
         .insert("X-Team".to_owned(), "${env:TEAM}".to_owned());
-    assert!(!store.put_server("a", &replaced).unwrap());
-    let listed = store.list_servers("a").unwrap();
+    assert!(!store.put_server("a", &replaced).await.unwrap());
+    let listed = store.list_servers("a").await.unwrap();
     assert_eq!(
         listed
             .iter()
@@ -978,77 +1168,105 @@ fn servers_are_registered_replaced_and_removed(backend: &dyn Backend) {
         listed[1].created_at, first.created_at,
         "registered when first put"
     );
-    assert!(store.delete_server("a", "crm").unwrap());
-    assert!(!store.delete_server("a", "crm").unwrap());
-    assert_eq!(store.list_servers("a").unwrap().len(), 1);
+    assert!(store.delete_server("a", "crm").await.unwrap());
+    assert!(!store.delete_server("a", "crm").await.unwrap());
+    assert_eq!(store.list_servers("a").await.unwrap().len(), 1);
 }
 
-fn a_tenant_s_secrets_are_set_replaced_listed_by_name_and_removed(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    assert!(store.put_tenant_secret("a", "ORDERS", "first").unwrap());
-    assert!(!store.put_tenant_secret("a", "ORDERS", "second").unwrap());
-    assert!(store.put_tenant_secret("a", "CRM", "crm").unwrap());
+async fn a_tenant_s_secrets_are_set_replaced_listed_by_name_and_removed(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    assert!(
+        store
+            .put_tenant_secret("a", "ORDERS", "first")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .put_tenant_secret("a", "ORDERS", "second")
+            .await
+            .unwrap()
+    );
+    assert!(store.put_tenant_secret("a", "CRM", "crm").await.unwrap());
     assert_eq!(
-        store.tenant_secret("a", "ORDERS").unwrap().as_deref(),
+        store.tenant_secret("a", "ORDERS").await.unwrap().as_deref(),
         Some("second")
     );
     let names: Vec<String> = store
         .tenant_secret_names("a")
+        .await
         .unwrap()
         .into_iter()
         .map(|row| row.name)
         .collect();
     assert_eq!(names, ["CRM", "ORDERS"]);
     // Another tenant's are its own.
-    assert_eq!(store.tenant_secret("b", "ORDERS").unwrap(), None);
-    assert!(store.tenant_secret_names("b").unwrap().is_empty());
-    assert!(!store.delete_tenant_secret("b", "ORDERS").unwrap());
-    assert!(store.delete_tenant_secret("a", "ORDERS").unwrap());
-    assert!(!store.delete_tenant_secret("a", "ORDERS").unwrap());
-    assert_eq!(store.tenant_secret("a", "ORDERS").unwrap(), None);
+    assert_eq!(store.tenant_secret("b", "ORDERS").await.unwrap(), None);
+    assert!(store.tenant_secret_names("b").await.unwrap().is_empty());
+    assert!(!store.delete_tenant_secret("b", "ORDERS").await.unwrap());
+    assert!(store.delete_tenant_secret("a", "ORDERS").await.unwrap());
+    assert!(!store.delete_tenant_secret("a", "ORDERS").await.unwrap());
+    assert_eq!(store.tenant_secret("a", "ORDERS").await.unwrap(), None);
 }
 
-fn prompt_snapshots_round_trip(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("a").unwrap();
+async fn prompt_snapshots_round_trip(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("a").await.unwrap();
     let first = prompt("triage", "look at this");
-    assert!(store.put_prompt("a", &first).unwrap());
-    assert!(store.put_prompt("a", &prompt("alpha", "x")).unwrap());
+    assert!(store.put_prompt("a", &first).await.unwrap());
+    assert!(store.put_prompt("a", &prompt("alpha", "x")).await.unwrap());
     let replaced = prompt("triage", "look again");
-    assert!(!store.put_prompt("a", &replaced).unwrap());
-    assert_eq!(store.prompt("a", "triage").unwrap().unwrap(), replaced);
+    assert!(!store.put_prompt("a", &replaced).await.unwrap());
+    assert_eq!(
+        store.prompt("a", "triage").await.unwrap().unwrap(),
+        replaced
+    );
     assert_eq!(
         store
             .list_prompts("a")
+            .await
             .unwrap()
             .iter()
             .map(|row| row.name.as_str())
             .collect::<Vec<_>>(),
         ["alpha", "triage"]
     );
-    assert!(store.delete_prompt("a", "triage").unwrap());
-    assert!(!store.delete_prompt("a", "triage").unwrap());
-    assert!(store.prompt("a", "triage").unwrap().is_none());
+    assert!(store.delete_prompt("a", "triage").await.unwrap());
+    assert!(!store.delete_prompt("a", "triage").await.unwrap());
+    assert!(store.prompt("a", "triage").await.unwrap().is_none());
 }
 
-fn tenants_and_keys_are_listed_for_the_operator(backend: &dyn Backend) {
-    let store = backend.open().unwrap();
-    store.ensure_tenant("beta").unwrap();
-    store.ensure_tenant("beta").unwrap();
-    let operator = store.issue_key("ops", "root", Role::Operator).unwrap();
-    let admin = store.issue_key("acme", "alice", Role::Admin).unwrap();
-    let app = store.issue_key("acme", "app", Role::Caller).unwrap();
-    store.create_session("acme", None).unwrap();
+async fn tenants_and_keys_are_listed_for_the_operator(backend: &dyn Backend) {
+    let store = backend.open().await.unwrap();
+    store.ensure_tenant("beta").await.unwrap();
+    store.ensure_tenant("beta").await.unwrap();
+    let operator = store
+        .issue_key("ops", "root", Role::Operator)
+        .await
+        .unwrap();
+    let admin = store.issue_key("acme", "alice", Role::Admin).await.unwrap();
+    let app = store.issue_key("acme", "app", Role::Caller).await.unwrap();
+    store.create_session("acme", None).await.unwrap();
     assert_eq!(
-        store.resolve_key(&operator.secret).unwrap().unwrap().role,
+        store
+            .resolve_key(&operator.secret)
+            .await
+            .unwrap()
+            .unwrap()
+            .role,
         Role::Operator
     );
     assert_eq!(
-        store.resolve_key(&admin.secret).unwrap().unwrap().role,
+        store
+            .resolve_key(&admin.secret)
+            .await
+            .unwrap()
+            .unwrap()
+            .role,
         Role::Admin
     );
-    assert!(store.revoke_key(&app.id).unwrap());
-    let tenants = store.list_tenants().unwrap();
+    assert!(store.revoke_key(&app.id).await.unwrap());
+    let tenants = store.list_tenants().await.unwrap();
     assert_eq!(
         tenants
             .iter()
@@ -1057,7 +1275,7 @@ fn tenants_and_keys_are_listed_for_the_operator(backend: &dyn Backend) {
         [("acme", 1, 1), ("beta", 0, 0), ("ops", 1, 0)],
         "live keys and sessions counted"
     );
-    let keys = store.list_keys("acme").unwrap();
+    let keys = store.list_keys("acme").await.unwrap();
     assert_eq!(keys.len(), 2);
     let by_id: BTreeMap<&str, _> = keys.iter().map(|row| (row.id.as_str(), row)).collect();
     assert_eq!(by_id[admin.id.as_str()].role, Role::Admin);
@@ -1071,25 +1289,30 @@ fn tenants_and_keys_are_listed_for_the_operator(backend: &dyn Backend) {
     );
 }
 
-fn a_new_database_gets_the_current_schema_version_and_reopening_keeps_its_rows(
+async fn a_new_database_gets_the_current_schema_version_and_reopening_keeps_its_rows(
     backend: &dyn Backend,
 ) {
-    let store = backend.open().unwrap();
-    assert_eq!(backend.version(), SCHEMA_VERSION);
-    let key = store.issue_key("acme", "app", Role::Caller).unwrap();
+    let store = backend.open().await.unwrap();
+    assert_eq!(backend.version().await, SCHEMA_VERSION);
+    let key = store.issue_key("acme", "app", Role::Caller).await.unwrap();
     drop(store);
-    let again = backend.open().unwrap();
-    assert_eq!(backend.version(), SCHEMA_VERSION);
+    let again = backend.open().await.unwrap();
+    assert_eq!(backend.version().await, SCHEMA_VERSION);
     assert_eq!(
-        again.resolve_key(&key.secret).unwrap().unwrap().tenant,
+        again
+            .resolve_key(&key.secret)
+            .await
+            .unwrap()
+            .unwrap()
+            .tenant,
         "acme"
     );
 }
 
-fn a_database_of_a_newer_schema_is_refused_with_both_versions(backend: &dyn Backend) {
-    drop(backend.open().unwrap());
-    backend.stamp_version(SCHEMA_VERSION + 41);
-    let Err(error) = backend.open() else {
+async fn a_database_of_a_newer_schema_is_refused_with_both_versions(backend: &dyn Backend) {
+    drop(backend.open().await.unwrap());
+    backend.stamp_version(SCHEMA_VERSION + 41).await;
+    let Err(error) = backend.open().await else {
         panic!("a newer schema must be refused");
     };
     assert!(
@@ -1107,11 +1330,15 @@ fn a_database_of_a_newer_schema_is_refused_with_both_versions(backend: &dyn Back
         "{message}"
     );
     assert!(!message.contains('\n'));
-    assert_eq!(backend.version(), SCHEMA_VERSION + 41, "left as it was");
+    assert_eq!(
+        backend.version().await,
+        SCHEMA_VERSION + 41,
+        "left as it was"
+    );
 }
 
-#[test]
-fn a_sqlite_database_made_before_schema_versions_is_brought_to_the_current_one() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_database_made_before_schema_versions_is_brought_to_the_current_one() {
     let backend = Sqlite::new();
     {
         let raw = backend.raw();
@@ -1121,9 +1348,9 @@ fn a_sqlite_database_made_before_schema_versions_is_brought_to_the_current_one()
         )
         .unwrap();
     }
-    let store = backend.open().unwrap();
-    assert_eq!(backend.version(), SCHEMA_VERSION);
-    assert_eq!(store.list_tenants().unwrap()[0].name, "old");
+    let store = backend.open().await.unwrap();
+    assert_eq!(backend.version().await, SCHEMA_VERSION);
+    assert_eq!(store.list_tenants().await.unwrap()[0].name, "old");
 }
 
 #[test]
@@ -1136,12 +1363,18 @@ fn postgres_storage_answers_inside_another_runtime_and_is_dropped_there() {
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let store = PgStorage::connect(&url).unwrap();
-        store.ensure_tenant("a").unwrap();
-        let session = store.create_session("a", None).unwrap();
-        assert_eq!(store.append_event("a", &session.id, &json!({})).unwrap(), 1);
+        let store = PgStorage::connect(&url).await.unwrap();
+        store.ensure_tenant("a").await.unwrap();
+        let session = store.create_session("a", None).await.unwrap();
+        assert_eq!(
+            store
+                .append_event("a", &session.id, &json!({}))
+                .await
+                .unwrap(),
+            1
+        );
         let spawned = tokio::spawn(async move {
-            let listed = store.list_sessions("a").unwrap();
+            let listed = store.list_sessions("a").await.unwrap();
             drop(store);
             listed.len()
         });
@@ -1149,15 +1382,16 @@ fn postgres_storage_answers_inside_another_runtime_and_is_dropped_there() {
     });
 }
 
-#[test]
-fn a_bad_or_unreachable_postgres_url_is_an_error_that_never_shows_the_password() {
-    let Err(error) = PgStorage::connect("postgres://warden:hunter2@127.0.0.1:1/db") else {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_or_unreachable_postgres_url_is_an_error_that_never_shows_the_password() {
+    let Err(error) = PgStorage::connect("postgres://warden:hunter2@127.0.0.1:1/db").await else {
         panic!("nothing listens on port 1");
     };
     let message = error.to_string();
     assert!(!message.contains("hunter2"), "{message}");
     assert!(message.contains("[redacted]"), "{message}");
-    let Err(error) = PgStorage::connect("postgres://warden:hunter2@127.0.0.1:notaport/db") else {
+    let Err(error) = PgStorage::connect("postgres://warden:hunter2@127.0.0.1:notaport/db").await
+    else {
         panic!("a bad port");
     };
     assert!(!error.to_string().contains("hunter2"), "{error}");
@@ -1222,15 +1456,6 @@ fn approval(id: &str, session: &str, created_at: u64) -> ApprovalRow {
     }
 }
 
-/// A runtime for the audit cases (the gate writes its records from async code).
-fn audit_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn audit_record(tenant: &str, session: &str, name: &str) -> AuditRecord {
     AuditRecord {
         time: std::time::SystemTime::now(),
@@ -1263,9 +1488,11 @@ fn names(rows: &[warden_policy::AuditRow]) -> Vec<String> {
     rows.iter().map(|row| row.public_name.clone()).collect()
 }
 
-fn audit_records_of_two_instances_are_stored_once_and_read_from_either(backend: &dyn Backend) {
-    drop(backend.open().unwrap());
-    let (first, second) = (backend.audit(), backend.audit());
+async fn audit_records_of_two_instances_are_stored_once_and_read_from_either(
+    backend: &dyn Backend,
+) {
+    drop(backend.open().await.unwrap());
+    let (first, second) = (backend.audit().await, backend.audit().await);
     let mut from_first = audit_record("acme", "s1", "first");
     from_first.annotations = Some(warden_policy::ToolAnnotations {
         read_only_hint: Some(true),
@@ -1278,12 +1505,12 @@ fn audit_records_of_two_instances_are_stored_once_and_read_from_either(backend: 
     from_second.layer = Layer::Rule;
     from_second.reason = Some("a rule denies it".to_owned());
     from_second.result_is_error = Some(true);
-    audit_runtime().block_on(async {
+    {
         first.record_async(from_first.clone(), true).await.unwrap();
-    });
+    }
     second.record(&from_second).unwrap();
     // Each record is committed before its writer heard back: a handle opened now sees both.
-    let third = backend.audit();
+    let third = backend.audit().await;
     for log in [&first, &second, &third] {
         let rows = log.query(&AuditQuery::default()).unwrap();
         assert_eq!(names(&rows), ["first", "second"]);
@@ -1296,18 +1523,15 @@ fn audit_records_of_two_instances_are_stored_once_and_read_from_either(backend: 
     }
 }
 
-fn a_call_s_outcome_completes_its_intent_in_place(backend: &dyn Backend) {
-    drop(backend.open().unwrap());
-    let log = backend.audit();
-    let runtime = audit_runtime();
+async fn a_call_s_outcome_completes_its_intent_in_place(backend: &dyn Backend) {
+    drop(backend.open().await.unwrap());
+    let log = backend.audit().await;
     let mut intent = audit_record("acme", "s1", "slow");
     intent.decision = Decision::Started;
     intent.execution_duration = None;
     intent.result_bytes = None;
     intent.result_is_error = None;
-    let entry = runtime
-        .block_on(log.begin_async(intent.clone(), true))
-        .unwrap();
+    let entry = log.begin_async(intent.clone(), true).await.unwrap();
     assert_ne!(entry, AuditEntry::NONE);
     // Before the outcome (as after a crash mid-call): the intent says the call started.
     let rows = log.query(&AuditQuery::default()).unwrap();
@@ -1315,33 +1539,32 @@ fn a_call_s_outcome_completes_its_intent_in_place(backend: &dyn Backend) {
     assert_eq!(rows[0].decision, "started");
     assert_eq!(Some(rows[0].id), entry.id());
     let outcome = audit_record("acme", "s1", "slow");
-    runtime
-        .block_on(log.complete_async(entry, outcome, true))
-        .unwrap();
+    log.complete_async(entry, outcome, true).await.unwrap();
     let rows = log.query(&AuditQuery::default()).unwrap();
     assert_eq!(rows.len(), 1, "one record per call");
     assert_eq!(Some(rows[0].id), entry.id());
     assert_eq!(rows[0].decision, "allowed");
     assert_eq!(rows[0].execution_ms, Some(7));
     // No intent, or one that is not there: the outcome is a record of its own.
-    runtime
-        .block_on(log.complete_async(AuditEntry::NONE, audit_record("acme", "s1", "b"), true))
+    log.complete_async(AuditEntry::NONE, audit_record("acme", "s1", "b"), true)
+        .await
         .unwrap();
     let missing = AuditEntry::stored(entry.id().unwrap() + 1_000_000);
-    runtime
-        .block_on(log.complete_async(missing, audit_record("acme", "s1", "c"), true))
+    log.complete_async(missing, audit_record("acme", "s1", "c"), true)
+        .await
         .unwrap();
     let rows = log.query(&AuditQuery::default()).unwrap();
     assert_eq!(names(&rows), ["slow", "b", "c"]);
 }
 
-fn concurrent_audit_records_are_each_stored_once_and_a_cursor_skips_none(backend: &dyn Backend) {
+async fn concurrent_audit_records_are_each_stored_once_and_a_cursor_skips_none(
+    backend: &dyn Backend,
+) {
     const WRITERS: usize = 4;
     const EACH: usize = 60;
-    drop(backend.open().unwrap());
-    let instances = [backend.audit(), backend.audit()];
-    let reader = backend.audit();
-    let runtime = audit_runtime();
+    drop(backend.open().await.unwrap());
+    let instances = [backend.audit().await, backend.audit().await];
+    let reader = backend.audit().await;
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // A client paging after its cursor while the instances write.
     let pager = {
@@ -1370,7 +1593,7 @@ fn concurrent_audit_records_are_each_stored_once_and_a_cursor_skips_none(backend
             }
         })
     };
-    runtime.block_on(async {
+    {
         let mut writes = Vec::new();
         for (instance, log) in instances.iter().enumerate() {
             for writer in 0..WRITERS {
@@ -1384,7 +1607,7 @@ fn concurrent_audit_records_are_each_stored_once_and_a_cursor_skips_none(backend
         for written in futures::future::join_all(writes).await {
             written.unwrap();
         }
-    });
+    };
     done.store(true, std::sync::atomic::Ordering::Release);
     let paged = pager.join().unwrap();
     let rows = instances[0].query(&AuditQuery::default()).unwrap();
@@ -1404,9 +1627,9 @@ fn concurrent_audit_records_are_each_stored_once_and_a_cursor_skips_none(backend
     assert_eq!(paged, unique);
 }
 
-fn an_audit_query_filters_and_never_reaches_another_tenant_s_records(backend: &dyn Backend) {
-    drop(backend.open().unwrap());
-    let log = backend.audit();
+async fn an_audit_query_filters_and_never_reaches_another_tenant_s_records(backend: &dyn Backend) {
+    drop(backend.open().await.unwrap());
+    let log = backend.audit().await;
     let hostile = "acme' OR 'x'='x";
     let mut denied = audit_record("acme", "s1", "rm");
     denied.decision = Decision::Denied;
@@ -1486,29 +1709,28 @@ fn an_audit_query_filters_and_never_reaches_another_tenant_s_records(backend: &d
     );
 }
 
-fn an_audit_record_handed_over_is_stored_though_its_waiter_left(backend: &dyn Backend) {
-    drop(backend.open().unwrap());
-    let log = backend.audit();
-    let runtime = audit_runtime();
-    runtime.block_on(async {
+async fn an_audit_record_handed_over_is_stored_though_its_waiter_left(backend: &dyn Backend) {
+    drop(backend.open().await.unwrap());
+    let log = backend.audit().await;
+    {
         let abandoned = log.record_async(audit_record("acme", "s1", "left"), false);
         drop(abandoned);
         // A later record of the same writer commits after it.
         log.record_async(audit_record("acme", "s1", "after"), false)
             .await
             .unwrap();
-    });
-    let rows = backend.audit().query(&AuditQuery::default()).unwrap();
+    };
+    let rows = backend.audit().await.query(&AuditQuery::default()).unwrap();
     assert_eq!(names(&rows), ["left", "after"]);
 }
 
-#[test]
-fn postgres_audit_commits_records_arriving_together_in_one_transaction() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_audit_commits_records_arriving_together_in_one_transaction() {
     let backend = warden_testkit::require_or_skip!(Postgres::new());
-    let storage = PgStorage::connect(&backend.server.url()).unwrap();
-    let audit = storage.audit();
+    let storage = PgStorage::connect(&backend.server.url()).await.unwrap();
+    let audit = storage.audit().unwrap();
     const RECORDS: usize = 200;
-    audit_runtime().block_on(async {
+    {
         // Handed over together, before any is awaited.
         let writes: Vec<_> = (0..RECORDS)
             .map(|index| audit.record_async(audit_record("acme", "s", &format!("r{index}")), false))
@@ -1516,7 +1738,7 @@ fn postgres_audit_commits_records_arriving_together_in_one_transaction() {
         for written in futures::future::join_all(writes).await {
             written.unwrap();
         }
-    });
+    }
     let commits = audit.commits();
     assert!(commits >= 1);
     assert!(
@@ -1528,8 +1750,8 @@ fn postgres_audit_commits_records_arriving_together_in_one_transaction() {
 
 /// The next signal `receiver` gets, or a failure after a generous bound.
 async fn next_signal(
-    receiver: &mut tokio::sync::broadcast::Receiver<warden_service::Signal>,
-) -> warden_service::Signal {
+    receiver: &mut tokio::sync::broadcast::Receiver<warden_store::Signal>,
+) -> warden_store::Signal {
     tokio::time::timeout(std::time::Duration::from_secs(30), receiver.recv())
         .await
         .expect("a signal within 30 s")
@@ -1540,11 +1762,11 @@ async fn next_signal(
 /// is then LISTENing).
 async fn until_listening(
     from: &PgStorage,
-    receiver: &mut tokio::sync::broadcast::Receiver<warden_service::Signal>,
+    receiver: &mut tokio::sync::broadcast::Receiver<warden_store::Signal>,
 ) {
     for attempt in 0..300 {
         from.signals()
-            .publish(warden_service::Signal::EventsAppended {
+            .publish(warden_store::Signal::EventsAppended {
                 session: format!("ready-{attempt}"),
             });
         if let Ok(Ok(_)) =
@@ -1557,22 +1779,22 @@ async fn until_listening(
 }
 
 /// Takes whatever is still arriving, until nothing has come for a while.
-async fn drain(receiver: &mut tokio::sync::broadcast::Receiver<warden_service::Signal>) {
+async fn drain(receiver: &mut tokio::sync::broadcast::Receiver<warden_store::Signal>) {
     while let Ok(Ok(_)) =
         tokio::time::timeout(std::time::Duration::from_millis(500), receiver.recv()).await
     {}
 }
 
-#[test]
-fn postgres_signals_reach_the_other_instance_once_and_its_own_subscribers_once() {
-    use warden_service::Signal;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_signals_reach_the_other_instance_once_and_its_own_subscribers_once() {
+    use warden_store::Signal;
     let backend = warden_testkit::require_or_skip!(Postgres::new());
     let (a, b) = (
-        PgStorage::connect(&backend.server.url()).unwrap(),
-        PgStorage::connect(&backend.server.url()).unwrap(),
+        PgStorage::connect(&backend.server.url()).await.unwrap(),
+        PgStorage::connect(&backend.server.url()).await.unwrap(),
     );
     assert!(a.signals_reach_every_instance());
-    audit_runtime().block_on(async {
+    {
         let mut on_a = a.signals().subscribe();
         let mut on_b = b.signals().subscribe();
         until_listening(&a, &mut on_b).await;
@@ -1599,22 +1821,23 @@ fn postgres_signals_reach_the_other_instance_once_and_its_own_subscribers_once()
         };
         b.signals().publish(marker.clone());
         assert_eq!(next_signal(&mut on_a).await, marker);
-    });
+    }
 }
 
-#[test]
-fn a_forged_notification_cannot_decide_an_approval() {
-    use warden_service::Signal;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_notification_cannot_decide_an_approval() {
+    use warden_store::Signal;
     let backend = warden_testkit::require_or_skip!(Postgres::new());
     let (a, b) = (
-        PgStorage::connect(&backend.server.url()).unwrap(),
-        PgStorage::connect(&backend.server.url()).unwrap(),
+        PgStorage::connect(&backend.server.url()).await.unwrap(),
+        PgStorage::connect(&backend.server.url()).await.unwrap(),
     );
-    a.ensure_tenant("acme").unwrap();
-    let session = a.create_session("acme", None).unwrap();
+    a.ensure_tenant("acme").await.unwrap();
+    let session = a.create_session("acme", None).await.unwrap();
     a.add_approval("acme", &approval("apr_1", &session.id, 1))
+        .await
         .unwrap();
-    audit_runtime().block_on(async {
+    {
         let mut on_b = b.signals().subscribe();
         until_listening(&a, &mut on_b).await;
         drain(&mut on_b).await;
@@ -1625,16 +1848,12 @@ fn a_forged_notification_cannot_decide_an_approval() {
             "state": "allowed_once", "reason": null, "decided_by": "mallory"
         }]});
         let channel = warden_store_pg::SIGNAL_CHANNEL;
-        // On a thread of its own: `query` runs a runtime of its own.
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    backend.query(&format!("SELECT pg_notify('{channel}', '{forged}')"));
-                    backend.query(&format!("SELECT pg_notify('{channel}', 'not json')"));
-                })
-                .join()
-                .unwrap();
-        });
+        backend
+            .query(&format!("SELECT pg_notify('{channel}', '{forged}')"))
+            .await;
+        backend
+            .query(&format!("SELECT pg_notify('{channel}', 'not json')"))
+            .await;
         let marker = Signal::EventsAppended {
             session: "after".to_owned(),
         };
@@ -1645,7 +1864,11 @@ fn a_forged_notification_cannot_decide_an_approval() {
             "the forged decision was not handed on"
         );
         // A decision the store holds is handed on.
-        assert!(a.decide_approval("acme", "apr_1", "denied", "ops").unwrap());
+        assert!(
+            a.decide_approval("acme", "apr_1", "denied", "ops")
+                .await
+                .unwrap()
+        );
         let decided = Signal::ApprovalDecided {
             tenant: "acme".to_owned(),
             id: "apr_1".to_owned(),
@@ -1655,9 +1878,9 @@ fn a_forged_notification_cannot_decide_an_approval() {
         };
         a.signals().publish(decided.clone());
         assert_eq!(next_signal(&mut on_b).await, decided);
-    });
+    }
     assert_eq!(
-        b.approval("acme", "apr_1").unwrap().unwrap().state,
+        b.approval("acme", "apr_1").await.unwrap().unwrap().state,
         "denied"
     );
 }

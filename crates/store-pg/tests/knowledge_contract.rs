@@ -30,6 +30,17 @@ impl Backend for Sqlite {
     }
 }
 
+/// The storage of the database at `url`, connected on a runtime of its own: the knowledge
+/// collections it opens answer on their own bridge, from any thread.
+fn connect(url: &str) -> PgStorage {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(PgStorage::connect(url))
+        .unwrap()
+}
+
 struct Postgres {
     _server: PgServer,
     store: Arc<PgKnowledgeStore>,
@@ -38,7 +49,7 @@ struct Postgres {
 impl Postgres {
     fn new() -> Result<Self, Missing> {
         let server = warden_testkit::postgres()?;
-        let storage = PgStorage::connect(&server.url()).unwrap();
+        let storage = connect(&server.url());
         let store = Arc::new(storage.knowledge().unwrap());
         Missing::unless(store.has_vectors(), || {
             warden_testkit::PGVECTOR_SETUP_HINT.to_owned()
@@ -874,7 +885,7 @@ fn without_pgvector_collections_stay_lexical_and_embedding_is_refused_with_the_f
         }
     });
     let url = server.url_for("plain").replace("warden@", "plain@");
-    let storage = PgStorage::connect(&url).unwrap();
+    let storage = connect(&url);
     let store = Arc::new(storage.knowledge().unwrap());
     assert!(!store.has_vectors());
     let acme = store.tenant("acme");

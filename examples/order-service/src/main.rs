@@ -70,7 +70,7 @@ async fn main() -> anyhow::Result<()> {
     let workspace = std::env::current_dir().context("reading the current folder")?;
     match arguments.split_first() {
         Some((command, rest)) if command == "serve" => serve(paths, workspace, rest).await,
-        Some((command, rest)) if command == "key" => make_key(&paths, rest),
+        Some((command, rest)) if command == "key" => make_key(&paths, rest).await,
         Some((command, rest)) if command == "call" => call(paths, workspace, rest).await,
         _ => bail!("{USAGE}"),
     }
@@ -120,7 +120,7 @@ async fn serve(paths: Paths, workspace: std::path::PathBuf, rest: &[String]) -> 
 
 /// `key --tenant T --caller C [--approver]`: a key for the service API, printed once (stored
 /// hashed); `--approver` makes one that decides the tenant's approvals.
-fn make_key(paths: &Paths, rest: &[String]) -> anyhow::Result<()> {
+async fn make_key(paths: &Paths, rest: &[String]) -> anyhow::Result<()> {
     let approver = rest.iter().any(|arg| arg == "--approver");
     let rest: Vec<&String> = rest.iter().filter(|arg| *arg != "--approver").collect();
     let (tenant, caller) = match rest.as_slice() {
@@ -152,6 +152,7 @@ fn make_key(paths: &Paths, rest: &[String]) -> anyhow::Result<()> {
                 Role::Caller
             },
         )
+        .await
         .context("making the key")?;
     println!("{}", key.secret);
     eprintln!(

@@ -165,19 +165,20 @@ async fn serve_on(
 }
 
 /// A key of `caller` in `tenant`, made in the service's own database (as `order-service key`).
-fn key(root: &std::path::Path, tenant: &str, caller: &str) -> String {
-    key_of(root, tenant, caller, Role::Caller)
+async fn key(root: &std::path::Path, tenant: &str, caller: &str) -> String {
+    key_of(root, tenant, caller, Role::Caller).await
 }
 
 /// A key that decides the tenant's approvals (as `order-service key --approver`).
-fn approver_key(root: &std::path::Path, tenant: &str, caller: &str) -> String {
-    key_of(root, tenant, caller, Role::Approver)
+async fn approver_key(root: &std::path::Path, tenant: &str, caller: &str) -> String {
+    key_of(root, tenant, caller, Role::Approver).await
 }
 
-fn key_of(root: &std::path::Path, tenant: &str, caller: &str, role: Role) -> String {
+async fn key_of(root: &std::path::Path, tenant: &str, caller: &str, role: Role) -> String {
     SqliteStorage::open(&service_database(&Paths::under_root(root)))
         .unwrap()
         .issue_key(tenant, caller, role)
+        .await
         .unwrap()
         .secret
 }
@@ -196,9 +197,9 @@ async fn a_cancellation_waits_for_approval_and_a_caller_without_the_permission_i
     let mock = MockModel::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let book = OrderBook::with_open_orders(&[("A-100", "ada"), ("A-101", "grace")]);
-    let support = key(dir.path(), "acme", "support");
-    let viewer = key(dir.path(), "acme", "viewer");
-    let ops = approver_key(dir.path(), "acme", "ops@acme");
+    let support = key(dir.path(), "acme", "support").await;
+    let viewer = key(dir.path(), "acme", "viewer").await;
+    let ops = approver_key(dir.path(), "acme", "ops@acme").await;
     let service = start(dir.path(), &mock, book.clone()).await;
 
     // support holds orders.cancel: the cancellation waits in the tenant's queue.
@@ -332,7 +333,7 @@ async fn a_handler_that_panics_denies_the_call_and_the_run_goes_on() {
     let mock = MockModel::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let book = OrderBook::with_open_orders(&[("A-100", "ada")]);
-    let support = key(dir.path(), "acme", "support");
+    let support = key(dir.path(), "acme", "support").await;
     let service = start_with(dir.path(), &mock, book.clone(), PanickingHandler).await;
     mock.push_turn(Turn::tool_call(
         "call_1",
@@ -363,8 +364,8 @@ async fn two_instances_on_one_store_hand_a_decision_an_event_stream_and_a_cancel
     let mock = MockModel::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let book = OrderBook::with_open_orders(&[("A-100", "ada"), ("A-101", "grace")]);
-    let support = key(dir.path(), "acme", "support");
-    let ops = approver_key(dir.path(), "acme", "ops@acme");
+    let support = key(dir.path(), "acme", "support").await;
+    let ops = approver_key(dir.path(), "acme", "ops@acme").await;
     let first = start(dir.path(), &mock, book.clone()).await;
     let paths = Paths::under_root(dir.path());
     let second = serve_on(

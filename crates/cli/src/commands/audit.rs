@@ -116,9 +116,14 @@ fn open_trail(globals: &Globals, args: &AuditArgs) -> anyhow::Result<Option<Box<
     if args.service {
         let (_paths, _workspace, config) = crate::setup::load_config(globals)?;
         if let Some(url) = &config.service_database_url {
-            let storage = warden_store_pg::PgStorage::connect(&url.resolve()?)
+            // Connected on a runtime of its own; the trail answers on its own bridge.
+            let storage = crate::setup::async_runtime()?
+                .block_on(warden_store_pg::PgStorage::connect(&url.resolve()?))
                 .context("opening the service database")?;
-            return Ok(Some(Box::new(storage.audit())));
+            let trail = storage
+                .audit()
+                .context("opening the audit trail of the service database")?;
+            return Ok(Some(Box::new(trail)));
         }
     }
     let paths = crate::setup::paths()?;

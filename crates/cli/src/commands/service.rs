@@ -87,6 +87,9 @@ enum KeyCommand {
 
 pub(crate) fn run(globals: &Globals, args: ServiceArgs) -> anyhow::Result<ExitCode> {
     let (paths, _workspace, config) = load_config(globals)?;
+    // The store answers on this runtime (a PostgreSQL store's connections run on it), the
+    // service's too.
+    let runtime = async_runtime()?;
     // On PostgreSQL the gate's audit and the tenants' knowledge go into the same database, for
     // every instance.
     let (store, shared): (Arc<dyn ServiceStorage>, Option<SharedParts>) = match &config
@@ -94,9 +97,15 @@ pub(crate) fn run(globals: &Globals, args: ServiceArgs) -> anyhow::Result<ExitCo
     {
         Some(url) => {
             let resolved = url.resolve()?;
-            let storage = PgStorage::connect(&resolved).context("opening the service database")?;
+            let storage = runtime
+                .block_on(PgStorage::connect(&resolved))
+                .context("opening the service database")?;
             let shared = SharedParts {
-                audit: Arc::new(storage.audit()),
+                audit: Arc::new(
+                    storage
+                        .audit()
+                        .context("opening the audit trail of the service database")?,
+                ),
                 knowledge: Arc::new(
                     storage
                         .knowledge()
@@ -113,12 +122,12 @@ pub(crate) fn run(globals: &Globals, args: ServiceArgs) -> anyhow::Result<ExitCo
         }
     };
     match args.command {
-        ServiceCommand::Key { command } => keys(store.as_ref(), command),
-        ServiceCommand::Run(run) => serve(globals, store, shared, run),
+        ServiceCommand::Key { command } => runtime.block_on(keys(store.as_ref(), command)),
+        ServiceCommand::Run(run) => serve(globals, &runtime, store, shared, run),
     }
 }
 
-fn keys(store: &dyn ServiceStorage, command: KeyCommand) -> anyhow::Result<ExitCode> {
+async fn keys(store: &dyn ServiceStorage, command: KeyCommand) -> anyhow::Result<ExitCode> {
     match command {
         KeyCommand::Create {
             tenant,
@@ -144,7 +153,7 @@ fn keys(store: &dyn ServiceStorage, command: KeyCommand) -> anyhow::Result<ExitC
                 (_, _, KeyRole::Approver) => Role::Approver,
                 (_, _, KeyRole::Caller) => Role::Caller,
             };
-            let key = store.issue_key(&tenant, &caller, role)?;
+            let key = store.issue_key(&tenant, &caller, role).await?;
             println!("{}", key.secret);
             eprintln!(
                 "warden: {} key {} for {caller} of tenant {tenant} (shown once; revoke with `warden service key revoke {}`)",
@@ -155,7 +164,7 @@ fn keys(store: &dyn ServiceStorage, command: KeyCommand) -> anyhow::Result<ExitC
             Ok(ExitCode::SUCCESS)
         }
         KeyCommand::Revoke { id } => {
-            if store.revoke_key(&id)? {
+            if store.revoke_key(&id).await? {
                 eprintln!("warden: revoked {id}");
                 Ok(ExitCode::SUCCESS)
             } else {
@@ -381,6 +390,7 @@ struct SharedParts {
 
 fn serve(
     globals: &Globals,
+    runtime: &tokio::runtime::Runtime,
     store: Arc<dyn ServiceStorage>,
     shared: Option<SharedParts>,
     args: RunArgs,
@@ -412,7 +422,6 @@ fn serve(
         state_dir: paths.state_dir().to_path_buf(),
         tenancy: config.service_tenancy.clone(),
     });
-    let runtime = async_runtime()?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await

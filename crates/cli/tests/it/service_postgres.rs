@@ -81,18 +81,23 @@ async fn a_session_runs_through_the_service_on_postgresql() {
     );
 
     // It all went to PostgreSQL: read back there, and no SQLite file was made.
-    let store = PgStorage::connect(&server.url()).unwrap();
-    let principal = store.resolve_key(&acme).unwrap().expect("the CLI's key");
+    let store = PgStorage::connect(&server.url()).await.unwrap();
+    let principal = store
+        .resolve_key(&acme)
+        .await
+        .unwrap()
+        .expect("the CLI's key");
     assert_eq!(
         (principal.tenant.as_str(), principal.role),
         ("acme", Role::Caller)
     );
-    let stored = store.events_after("acme", &id, 0, 500).unwrap();
+    let stored = store.events_after("acme", &id, 0, 500).await.unwrap();
     assert_eq!(stored.len(), seqs.len());
     assert_eq!(stored.last().unwrap().event["type"], "run_finished");
     assert!(
         store
             .messages("acme", &id)
+            .await
             .unwrap()
             .to_string()
             .contains("The file says hello.")
@@ -101,6 +106,7 @@ async fn a_session_runs_through_the_service_on_postgresql() {
     // The gate's record of the call is in the database too, and no audit file was made.
     let records = store
         .audit()
+        .unwrap()
         .query(&warden_policy::AuditQuery {
             session: Some(id.clone()),
             ..Default::default()
