@@ -189,104 +189,32 @@ pub struct Host {
 impl Host {
     /// Registers the config's servers (trusted, enabled, variables expanded) with a new runtime.
     /// Servers that cannot start are kept as [`IdleServer`]s with their reason.
-    pub fn open(config: &LoadedConfig, options: HostOptions) -> Result<Arc<Self>, HostError> {
+    pub fn open(config: &LoadedConfig, mut options: HostOptions) -> Result<Arc<Self>, HostError> {
         let session_id = options.session_id.clone().unwrap_or_else(new_session_id);
+        // The servers: the config's that may start and the ad-hoc ones; the others idle.
         let oauth_context =
             warden_oauth::OAuthContext::from_config(options.paths.state_dir(), config);
         let trust = TrustStore::open(&options.paths)?;
         let vars = VarContext::from_process(&options.workspace);
-        let mut specs = Vec::new();
-        let mut facts = HashMap::new();
-        let mut idle = Vec::new();
-        for entry in config.servers.values() {
-            if !entry.enabled {
-                idle.push(IdleServer {
-                    name: entry.name.clone(),
-                    reason: "disabled in the config (enabled = false)".to_owned(),
-                });
-                continue;
-            }
-            if let Some(reason) = trust.state(entry).idle_reason(&entry.name) {
-                idle.push(IdleServer {
-                    name: entry.name.clone(),
-                    reason,
-                });
-                continue;
-            }
-            match server_spec(entry, &vars, &oauth_context) {
-                Ok(spec) => {
-                    facts.insert(entry.name.clone(), ServerFacts::from_entry(entry));
-                    specs.push(spec);
-                }
-                Err(error) => idle.push(IdleServer {
-                    name: entry.name.clone(),
-                    reason: error.to_string(),
-                }),
-            }
-        }
-        for spec in options.extra_servers {
-            facts.insert(spec.name.clone(), ServerFacts::ad_hoc(spec.tool_timeout));
-            specs.retain(|existing| existing.name != spec.name);
-            specs.push(spec);
-        }
-        // The gate times each call (a `[tool_settings]` timeout replaces the server's); the
-        // runtime's own deadline is a backstop behind it, so it must not end a call the settings
-        // give longer.
-        if let Some(longest) = options
-            .policy
-            .tool_settings
-            .iter()
-            .filter_map(|rule| rule.settings.timeout)
-            .max()
-        {
-            for spec in &mut specs {
-                spec.tool_timeout = spec.tool_timeout.max(longest);
-            }
-        }
+        let mut servers = ConfiguredServers::from_config(config, &trust, &vars, &oauth_context);
+        servers.add_extra(std::mem::take(&mut options.extra_servers));
+        servers.widen_backstop(&options.policy);
+        // The session's artifact store, and the runtime's options.
         let state_dir = options.paths.state_dir();
-        let mut runtime_options = RuntimeOptions::new(options.workspace.clone());
         let artifacts = options
             .artifacts
             .clone()
             .unwrap_or_else(|| ArtifactStore::new(session_artifacts_dir(state_dir, &session_id)));
-        runtime_options.artifacts_dir = artifacts.root().to_path_buf();
-        runtime_options.session_id = session_id.clone();
-        runtime_options.client_version = env!("CARGO_PKG_VERSION").to_owned();
-        runtime_options.skills_extension = options.skills_extension;
-        runtime_options.elicitation = options.elicitation.clone();
-        runtime_options.protocol = options.protocol;
-        // Retention runs before this session writes its first artifact.
-        let retention = apply_retention(&state_dir.join("artifacts"), RetentionPolicy::default());
-        for problem in &retention.problems {
-            tracing::warn!("artifact retention: {problem}");
-        }
-        // A resumed session shields its earlier artifacts from other sessions' retention from
-        // now on; a new session takes its folder's lock with its first artifact.
-        if options.session_id.is_some()
-            && artifacts.root().is_dir()
-            && let Err(error) = artifacts.hold_session_lock()
-        {
-            tracing::warn!("artifacts: {error}");
-        }
+        let mut runtime_options = runtime_options(&options, &artifacts, &session_id);
+        settle_artifacts(state_dir, &artifacts, options.session_id.is_some());
         // Built around its own weak handle: host tools get the host with each call, and gated
         // sampling calls back into it.
         Ok(Arc::new_cyclic(|host: &Weak<Host>| {
-            runtime_options.sampling = match options.sampling {
-                SamplingRoute::Declined => None,
-                SamplingRoute::ThroughGate => Some(Arc::new(GatedSampler { host: host.clone() })
-                    as Arc<dyn warden_mcp::SamplingHandler>),
-            };
+            runtime_options.sampling = sampling_handler(&options.sampling, host);
+            let ConfiguredServers { specs, facts, idle } = servers;
             let runtime = McpRuntime::new(specs, runtime_options);
             let index = Arc::new(ToolIndex::new(facts).with_defer_mode(options.defer_mode));
-            let mut host_tools = HostTools::new();
-            for tool in options
-                .tools
-                .into_iter()
-                .chain(resource_tools(&runtime, &artifacts))
-            {
-                host_tools.insert(tool.name().to_owned(), tool);
-            }
-            let host_tools = Arc::new(host_tools);
+            let host_tools = session_host_tools(options.tools, &runtime, &artifacts);
             let audit = options.audit.unwrap_or_else(|| {
                 Arc::new(AuditStore::open_lazily(&state_dir.join("audit.db"))) as Arc<dyn AuditSink>
             });
@@ -727,6 +655,142 @@ impl Host {
         self.gate.end_session(&self.session_id);
         self.runtime.shutdown().await;
     }
+}
+
+/// The servers a session registers: the specs of those that start, what the tool index knows of
+/// each, and those kept idle with why.
+struct ConfiguredServers {
+    specs: Vec<ServerSpec>,
+    facts: HashMap<String, ServerFacts>,
+    idle: Vec<IdleServer>,
+}
+
+impl ConfiguredServers {
+    /// The config's servers: a disabled one, one not trusted and one whose entry cannot be
+    /// expanded stay idle, with why.
+    fn from_config(
+        config: &LoadedConfig,
+        trust: &TrustStore,
+        vars: &VarContext,
+        oauth_context: &warden_oauth::OAuthContext,
+    ) -> Self {
+        let mut specs = Vec::new();
+        let mut facts = HashMap::new();
+        let mut idle = Vec::new();
+        for entry in config.servers.values() {
+            if !entry.enabled {
+                idle.push(IdleServer {
+                    name: entry.name.clone(),
+                    reason: "disabled in the config (enabled = false)".to_owned(),
+                });
+                continue;
+            }
+            if let Some(reason) = trust.state(entry).idle_reason(&entry.name) {
+                idle.push(IdleServer {
+                    name: entry.name.clone(),
+                    reason,
+                });
+                continue;
+            }
+            match server_spec(entry, vars, oauth_context) {
+                Ok(spec) => {
+                    facts.insert(entry.name.clone(), ServerFacts::from_entry(entry));
+                    specs.push(spec);
+                }
+                Err(error) => idle.push(IdleServer {
+                    name: entry.name.clone(),
+                    reason: error.to_string(),
+                }),
+            }
+        }
+        Self { specs, facts, idle }
+    }
+
+    /// Adds the session's ad-hoc servers (`--mcp`), each in place of a configured server of its
+    /// name.
+    fn add_extra(&mut self, extra: Vec<ServerSpec>) {
+        for spec in extra {
+            self.facts
+                .insert(spec.name.clone(), ServerFacts::ad_hoc(spec.tool_timeout));
+            self.specs.retain(|existing| existing.name != spec.name);
+            self.specs.push(spec);
+        }
+    }
+
+    /// The gate times each call (a `[tool_settings]` timeout replaces the server's); the
+    /// runtime's own deadline is a backstop behind it, so it must not end a call the settings
+    /// give longer.
+    fn widen_backstop(&mut self, policy: &GatePolicy) {
+        if let Some(longest) = policy
+            .tool_settings
+            .iter()
+            .filter_map(|rule| rule.settings.timeout)
+            .max()
+        {
+            for spec in &mut self.specs {
+                spec.tool_timeout = spec.tool_timeout.max(longest);
+            }
+        }
+    }
+}
+
+/// The MCP runtime's options for the session (its sampling handler is set once the host exists).
+fn runtime_options(
+    options: &HostOptions,
+    artifacts: &ArtifactStore,
+    session_id: &str,
+) -> RuntimeOptions {
+    let mut runtime_options = RuntimeOptions::new(options.workspace.clone());
+    runtime_options.artifacts_dir = artifacts.root().to_path_buf();
+    runtime_options.session_id = session_id.to_owned();
+    runtime_options.client_version = env!("CARGO_PKG_VERSION").to_owned();
+    runtime_options.skills_extension = options.skills_extension;
+    runtime_options.elicitation = options.elicitation.clone();
+    runtime_options.protocol = options.protocol;
+    runtime_options
+}
+
+/// Artifact retention, before this session writes its first artifact; a resumed session then
+/// shields its earlier artifacts from other sessions' retention (a new session takes its
+/// folder's lock with its first artifact).
+fn settle_artifacts(state_dir: &std::path::Path, artifacts: &ArtifactStore, resumed: bool) {
+    let retention = apply_retention(&state_dir.join("artifacts"), RetentionPolicy::default());
+    for problem in &retention.problems {
+        tracing::warn!("artifact retention: {problem}");
+    }
+    if resumed
+        && artifacts.root().is_dir()
+        && let Err(error) = artifacts.hold_session_lock()
+    {
+        tracing::warn!("artifacts: {error}");
+    }
+}
+
+/// Who answers the servers' sampling requests: nobody, or the gate of `host`.
+fn sampling_handler(
+    route: &SamplingRoute,
+    host: &Weak<Host>,
+) -> Option<Arc<dyn warden_mcp::SamplingHandler>> {
+    match route {
+        SamplingRoute::Declined => None,
+        SamplingRoute::ThroughGate => {
+            Some(Arc::new(GatedSampler { host: host.clone() })
+                as Arc<dyn warden_mcp::SamplingHandler>)
+        }
+    }
+}
+
+/// The session's tools implemented in code, by name: the surface's, then the resource tools.
+fn session_host_tools(
+    tools: Vec<Arc<dyn HostTool>>,
+    runtime: &McpRuntime,
+    artifacts: &ArtifactStore,
+) -> Arc<HostTools> {
+    let mut host_tools = HostTools::new();
+    for tool in tools.into_iter().chain(resource_tools(runtime, artifacts)) {
+        host_tools.insert(tool.name().to_owned(), tool);
+    }
+    Arc::new(host_tools)
 }
 
 /// Who a session's calls belong to when their surface names nobody: the authorization handler,

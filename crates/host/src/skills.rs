@@ -475,75 +475,95 @@ impl RemoteSkills {
         .await;
         let epochs = bound.runtime.skill_list_epochs(server).unwrap_or(before);
         match result {
-            Ok(skills) => {
-                // Audited when skills are in play: the extension enabled or declared, or a
-                // listing that registered or skipped a skill.
-                if self.settings.extension_enabled || skills.declared {
-                    self.audit(
-                        bound,
-                        CallKind::SkillsExtension,
-                        server,
-                        "skills-extension",
-                        Decision::Allowed,
-                        skills.negotiation.clone(),
-                    );
-                }
-                let listing = match skills.contract {
-                    Contract::Extension => "skills/list",
-                    Contract::LegacyResources => "resources/list",
-                };
-                let any = !skills.registration.commands.is_empty()
-                    || !skills.registration.warnings.is_empty();
-                if any || skills.contract == Contract::Extension {
-                    self.audit(
-                        bound,
-                        CallKind::SkillDiscovery,
-                        server,
-                        listing,
-                        Decision::Allowed,
-                        format!(
-                            "{} skill command(s) registered, {} skipped",
-                            skills.registration.commands.len(),
-                            skills.registration.warnings.len()
-                        ),
-                    );
-                }
-                for warning in &skills.registration.warnings {
-                    tracing::warn!("MCP {server}: {warning}");
-                }
-                let warnings = skills.registration.warnings.clone();
-                let mut state = self.lock();
-                state.loaded.retain(|command, _| {
-                    !command.starts_with(&format!(
-                        "mcp__{}__",
-                        warden_skills::sanitize_server(server)
-                    ))
-                });
-                state.servers.insert(
-                    server.to_owned(),
-                    Registered {
-                        epochs,
-                        skills: Arc::new(skills),
-                    },
-                );
-                warnings
-            }
-            Err(error) => {
-                let warning = format!("skills of `{server}` not registered: {error}");
-                tracing::warn!("MCP {server}: {warning}");
-                if self.settings.extension_enabled {
-                    self.audit(
-                        bound,
-                        CallKind::SkillDiscovery,
-                        server,
-                        "skills",
-                        Decision::Failed,
-                        warning.clone(),
-                    );
-                }
-                vec![warning]
-            }
+            Ok(skills) => self.record_registration(bound, server, epochs, skills),
+            Err(error) => self.registration_failed(bound, server, &error),
         }
+    }
+
+    /// Takes in a server's registered skills (`epochs`: its lists when they were read): the
+    /// negotiation and the listing audited when skills are in play, skipped skills warned
+    /// about, the server's loaded skills forgotten. The warnings.
+    fn record_registration(
+        &self,
+        bound: &Bound,
+        server: &str,
+        epochs: ListEpochs,
+        skills: ServerSkills,
+    ) -> Vec<String> {
+        // Audited when skills are in play: the extension enabled or declared, or a
+        // listing that registered or skipped a skill.
+        if self.settings.extension_enabled || skills.declared {
+            self.audit(
+                bound,
+                CallKind::SkillsExtension,
+                server,
+                "skills-extension",
+                Decision::Allowed,
+                skills.negotiation.clone(),
+            );
+        }
+        let listing = match skills.contract {
+            Contract::Extension => "skills/list",
+            Contract::LegacyResources => "resources/list",
+        };
+        let any =
+            !skills.registration.commands.is_empty() || !skills.registration.warnings.is_empty();
+        if any || skills.contract == Contract::Extension {
+            self.audit(
+                bound,
+                CallKind::SkillDiscovery,
+                server,
+                listing,
+                Decision::Allowed,
+                format!(
+                    "{} skill command(s) registered, {} skipped",
+                    skills.registration.commands.len(),
+                    skills.registration.warnings.len()
+                ),
+            );
+        }
+        for warning in &skills.registration.warnings {
+            tracing::warn!("MCP {server}: {warning}");
+        }
+        let warnings = skills.registration.warnings.clone();
+        let mut state = self.lock();
+        state.loaded.retain(|command, _| {
+            !command.starts_with(&format!(
+                "mcp__{}__",
+                warden_skills::sanitize_server(server)
+            ))
+        });
+        state.servers.insert(
+            server.to_owned(),
+            Registered {
+                epochs,
+                skills: Arc::new(skills),
+            },
+        );
+        warnings
+    }
+
+    /// Warns that a server's skills could not be registered (audited when the extension is
+    /// enabled). The warning.
+    fn registration_failed(
+        &self,
+        bound: &Bound,
+        server: &str,
+        error: &RemoteSkillsError,
+    ) -> Vec<String> {
+        let warning = format!("skills of `{server}` not registered: {error}");
+        tracing::warn!("MCP {server}: {warning}");
+        if self.settings.extension_enabled {
+            self.audit(
+                bound,
+                CallKind::SkillDiscovery,
+                server,
+                "skills",
+                Decision::Failed,
+                warning.clone(),
+            );
+        }
+        vec![warning]
     }
 
     fn taken_except(&self, server: &str) -> BTreeSet<String> {
@@ -723,45 +743,16 @@ impl RemoteSkills {
             }
             GrantCheck::Ask(reason) => reason,
         };
-        let reason = match &why {
-            warden_skills::AskReason::New => "a new grant".to_owned(),
-            warden_skills::AskReason::Widened { added } => {
-                format!("the skill now also names {}", added.join(", "))
-            }
-            warden_skills::AskReason::Rotated => {
-                "the skill's content changed since it was approved".to_owned()
-            }
-            warden_skills::AskReason::Changed => {
-                "the skill's tool list changed since it was approved".to_owned()
-            }
-        };
-        let request = ApprovalRequest {
-            session_id: bound.session_id.clone(),
+        let reason = ask_reason(&why);
+        let request = grant_request(
+            bound,
+            command,
+            load,
             surface,
-            kind: CallKind::SkillLoad,
-            caller: None,
-            identity: ToolIdentity::mcp(&command.server, &format!("skill-grant:{}", command.skill)),
-            public_name: command.command.clone(),
-            annotations: ToolAnnotations::default(),
-            classes: CapabilitySet::EMPTY,
-            effect: None,
-            arguments: json!({
-                "server": command.server,
-                "resource_uri": command.uri,
-                "tools": tools,
-                "content_hash": load.content_hash,
-            }),
-            reason: format!(
-                "the skill {} from server `{}` asks to use the tools {} without asking again ({reason})",
-                command.command,
-                command.server,
-                tools.join(", ")
-            ),
-            guarded: None,
-            requires_approval: false,
-            offers_always: store.is_some(),
-            once_only: false,
-        };
+            &tools,
+            &reason,
+            store.is_some(),
+        );
         match bound.approver.approve(&request).await {
             // Once or for this session: the tools are unlocked for this session only, and the
             // same grant is not asked again in it.
@@ -914,4 +905,60 @@ pub fn render_loaded(loaded: &LoadedRemoteSkill) -> String {
         }
     }
     text
+}
+
+/// Why a skill's grant is asked about, in the approval's words.
+fn ask_reason(why: &warden_skills::AskReason) -> String {
+    match why {
+        warden_skills::AskReason::New => "a new grant".to_owned(),
+        warden_skills::AskReason::Widened { added } => {
+            format!("the skill now also names {}", added.join(", "))
+        }
+        warden_skills::AskReason::Rotated => {
+            "the skill's content changed since it was approved".to_owned()
+        }
+        warden_skills::AskReason::Changed => {
+            "the skill's tool list changed since it was approved".to_owned()
+        }
+    }
+}
+
+/// The approval asked for a skill's grant of `tools` (`reason`: why it is asked; `offers_always`:
+/// an answer for every later session can be stored).
+fn grant_request(
+    bound: &Bound,
+    command: &SkillCommand,
+    load: &RemoteSkillLoad,
+    surface: CallSurface,
+    tools: &[String],
+    reason: &str,
+    offers_always: bool,
+) -> ApprovalRequest {
+    ApprovalRequest {
+        session_id: bound.session_id.clone(),
+        surface,
+        kind: CallKind::SkillLoad,
+        caller: None,
+        identity: ToolIdentity::mcp(&command.server, &format!("skill-grant:{}", command.skill)),
+        public_name: command.command.clone(),
+        annotations: ToolAnnotations::default(),
+        classes: CapabilitySet::EMPTY,
+        effect: None,
+        arguments: json!({
+            "server": command.server,
+            "resource_uri": command.uri,
+            "tools": tools,
+            "content_hash": load.content_hash,
+        }),
+        reason: format!(
+            "the skill {} from server `{}` asks to use the tools {} without asking again ({reason})",
+            command.command,
+            command.server,
+            tools.join(", ")
+        ),
+        guarded: None,
+        requires_approval: false,
+        offers_always,
+        once_only: false,
+    }
 }

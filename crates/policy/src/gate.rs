@@ -426,55 +426,116 @@ impl Gate {
         };
         let result = self
             .run_layers(&request, &arguments, &mut trace, &in_flight)
-            .await;
+            .await
+            .unwrap_or_else(Step::from);
         self.finish(&request, &arguments, trace, result, in_flight.alone())
             .await
     }
 
+    /// The layers in their order: the step of a call that ran, or where a layer stopped it.
     async fn run_layers(
         &self,
         request: &CallRequest,
         arguments: &Value,
         trace: &mut Trace,
         in_flight: &InFlight<'_>,
-    ) -> Step {
-        // 1. Resolve.
-        let Some(mut descriptor) = self.catalog.resolve(&request.public_name) else {
+    ) -> Result<Step, Stop> {
+        // 1. Resolve: a callable tool, a call not yet cancelled, a surface the tool answers.
+        let mut descriptor = self.resolve(request, trace)?;
+        // 2. Authorization: ceiling, rules, external command.
+        let (classes, names) = self.authorize(request, &mut descriptor, arguments).await?;
+        // 3. Argument validation.
+        self.validate(&descriptor, arguments)?;
+        // 3a. The embedding application's authorization handler, on the valid arguments.
+        self.ask_application(request, &descriptor, classes, arguments)
+            .await?;
+        // 3b. The workspace: what the call reaches may refuse it, and may add classes.
+        let reach = self.assess_reach(&descriptor, arguments, trace)?;
+        let classes = classes.union(reach.added_classes);
+        // 4. PreToolUse hooks.
+        self.pre_tool_use(request, &descriptor, arguments, trace)
+            .await?;
+        // 5. Approval (no timeout: a person may take as long as they need).
+        let approved_because = self
+            .approve(request, &descriptor, arguments, classes, &names, &reach)
+            .await?;
+        // 6. The intent, committed before anything runs.
+        self.record_intent(
+            request,
+            arguments,
+            trace,
+            &descriptor,
+            &approved_because,
+            in_flight,
+        )
+        .await?;
+        // 7. Execution under a timeout and the caller's cancellation. The descriptor moves into
+        // the call; PostToolUse hooks only need its names.
+        let post_hook_tool = self.post_hook_tool(request, &descriptor);
+        let output = self
+            .execute_admitted(request, descriptor, arguments, trace)
+            .await?;
+        // 8. PostToolUse hooks (exit 2 adds feedback for the model; the call has already run).
+        let hook_feedback = self
+            .post_tool_use(request, arguments, post_hook_tool, &output, trace)
+            .await;
+        Ok(Step {
+            decision: Decision::Allowed,
+            layer: Layer::Approval,
+            reason: Some(approved_because),
+            output: Some(output),
+            hook_feedback,
+        })
+    }
+
+    /// Layer 1: the tool the call names, unless the call was cancelled before it began or the
+    /// tool does not answer the calling surface. What is known of the tool goes on the trace.
+    fn resolve(&self, request: &CallRequest, trace: &mut Trace) -> Result<ToolDescriptor, Stop> {
+        let Some(descriptor) = self.catalog.resolve(&request.public_name) else {
             let reason = self
                 .catalog
                 .explain_unresolved(&request.public_name)
                 .unwrap_or_else(|| format!("unknown tool \"{}\"", request.public_name));
-            return Step::stop(Decision::Denied, Layer::Resolve, reason);
+            return Err(Stop::new(Decision::Denied, Layer::Resolve, reason));
         };
         trace.kind = descriptor.kind;
         // Cancelled before it began (the turn was stopped while the model's calls queued): on
         // record as cancelled, nothing weighed or run.
         if request.cancel.is_cancelled() {
             let reason = format!("{} was cancelled before it started", request.public_name);
-            return Step::stop(Decision::Cancelled, Layer::Cancellation, reason);
+            return Err(Stop::new(Decision::Cancelled, Layer::Cancellation, reason));
         }
         if !descriptor.surfaces.contains(request.surface) {
             // The tool exists but answers another surface (the sampling answer answers a
             // server's request, a prompt is the user's to choose): to this caller it is not
             // there, and nothing about it is weighed.
-            return Step::stop(
+            return Err(Stop::new(
                 Decision::Denied,
                 Layer::Resolve,
                 format!(
                     "{} cannot be called from the {} surface",
                     request.public_name, request.surface
                 ),
-            );
+            ));
         }
         trace.classes = descriptor.classes();
         trace.resolved = Some((descriptor.identity.clone(), descriptor.annotations));
         trace.effect = descriptor.effect;
+        Ok(descriptor)
+    }
 
-        // 2. Authorization: ceiling, rules, external command.
-        let permissions = &self.policy.permissions;
-        let classes = match check_ceiling(&descriptor, permissions.mode) {
+    /// Layer 2: the mode's ceiling, the operator's `[tool_settings]` applied to `descriptor`,
+    /// the rules, and the external authorizer if one is set. The classes the ceiling admitted,
+    /// and the names the operator's patterns match.
+    async fn authorize(
+        &self,
+        request: &CallRequest,
+        descriptor: &mut ToolDescriptor,
+        arguments: &Value,
+    ) -> Result<(CapabilitySet, Vec<String>), Stop> {
+        let classes = match check_ceiling(descriptor, self.policy.permissions.mode) {
             Ok(classes) => classes,
-            Err(reason) => return Step::stop(Decision::Denied, Layer::Authorization, reason),
+            Err(reason) => return Err(Stop::new(Decision::Denied, Layer::Authorization, reason)),
         };
         // The names patterns are matched against: the public name, and for a resource read or
         // prompt get the server's own (`mcp__srv__read_mcp_resource`), so a rule, a list entry or
@@ -488,10 +549,10 @@ impl Gate {
         );
         // The operator's `[tool_settings]` for these names: what they set replaces the tool's
         // own, and `requires_approval` only ever adds asking.
-        apply_tool_settings(&mut descriptor, &self.policy.tool_settings, &names);
+        apply_tool_settings(descriptor, &self.policy.tool_settings, &names);
         for name in &names {
             if let Err(reason) = check_rules(&self.policy.rules, name) {
-                return Step::stop(Decision::Denied, Layer::Rule, reason);
+                return Err(Stop::new(Decision::Denied, Layer::Rule, reason));
             }
         }
         if let Some(authorizer) = &self.policy.external {
@@ -508,28 +569,38 @@ impl Gate {
                 required_permission: descriptor.required_permission.as_deref(),
                 arguments,
             };
-            // Boxed, as are the hook runs below: their futures are large (an HTTP request, child
+            // Boxed, as are the hook runs: their futures are large (an HTTP request, child
             // processes), and unboxed every call's future carried them, 40 KB moved per call
             // where 5 KB is left.
             if let Err(reason) = Box::pin(ask_external(authorizer, &question)).await {
-                return Step::stop(Decision::Denied, Layer::External, reason);
+                return Err(Stop::new(Decision::Denied, Layer::External, reason));
             }
         }
+        Ok((classes, names))
+    }
 
-        // 3. Argument validation.
-        if let Err(problem) =
-            self.schemas
-                .validate(&descriptor.identity, &descriptor.input_schema, arguments)
-        {
-            return Step::stop(
-                Decision::Denied,
-                Layer::Validation,
-                format!("{}: {problem}", descriptor.public_name),
-            );
-        }
+    /// Layer 3: the arguments against the tool's input schema.
+    fn validate(&self, descriptor: &ToolDescriptor, arguments: &Value) -> Result<(), Stop> {
+        self.schemas
+            .validate(&descriptor.identity, &descriptor.input_schema, arguments)
+            .map_err(|problem| {
+                Stop::new(
+                    Decision::Denied,
+                    Layer::Validation,
+                    format!("{}: {problem}", descriptor.public_name),
+                )
+            })
+    }
 
-        // 3a. The embedding application's authorization handler, on the valid arguments (an
-        // error or a panic denies).
+    /// Layer 3a: the embedding application's authorization handler, on the valid arguments (an
+    /// error or a panic denies; the caller's cancellation stops the wait).
+    async fn ask_application(
+        &self,
+        request: &CallRequest,
+        descriptor: &ToolDescriptor,
+        classes: CapabilitySet,
+        arguments: &Value,
+    ) -> Result<(), Stop> {
         let question = AuthorizationQuestion {
             session_id: &request.session_id,
             tenant: request.tenant.as_deref(),
@@ -548,49 +619,72 @@ impl Gate {
             decided = ask_handler(self.authorization.as_ref(), &question) => decided,
             () = request.cancel.cancelled() => {
                 let reason = "cancelled while the application decided on it".to_owned();
-                return Step::stop(Decision::Cancelled, Layer::Cancellation, reason);
+                return Err(Stop::new(Decision::Cancelled, Layer::Cancellation, reason));
             }
         };
-        if let Err(reason) = decided {
-            return Step::stop(Decision::Denied, Layer::Application, reason);
-        }
+        decided.map_err(|reason| Stop::new(Decision::Denied, Layer::Application, reason))
+    }
 
-        // 3b. The workspace: a protected path is refused, a path outside the roots asks, and a
-        // call may add classes to its tool's (a write that replaces a file is destructive).
-        let reach = self.catalog.assess(&descriptor, arguments);
-        if let Some((layer, reason)) = reach.refused {
-            return Step::stop(Decision::Denied, layer, reason);
+    /// Layer 3b: the workspace. A protected path is refused, a path outside the roots asks, and
+    /// a call may add classes to its tool's (a write that replaces a file is destructive); the
+    /// added classes go on the trace.
+    fn assess_reach(
+        &self,
+        descriptor: &ToolDescriptor,
+        arguments: &Value,
+        trace: &mut Trace,
+    ) -> Result<CallReach, Stop> {
+        let mut reach = self.catalog.assess(descriptor, arguments);
+        if let Some((layer, reason)) = reach.refused.take() {
+            return Err(Stop::new(Decision::Denied, layer, reason));
         }
-        let classes = classes.union(reach.added_classes);
         trace.classes = trace.classes.union(reach.added_classes);
+        Ok(reach)
+    }
 
-        // 4. PreToolUse hooks.
-        let hook_tool = || HookTool {
-            public_name: descriptor.public_name.clone(),
-            server: request.server_of(&descriptor.identity).to_owned(),
-            tool: descriptor.identity.tool.clone(),
-        };
-        if self
+    /// Layer 4: the PreToolUse hooks for the tool, if any (exit 2 blocks the call; a hook that
+    /// could not run is a warning on the trace).
+    async fn pre_tool_use(
+        &self,
+        request: &CallRequest,
+        descriptor: &ToolDescriptor,
+        arguments: &Value,
+        trace: &mut Trace,
+    ) -> Result<(), Stop> {
+        if !self
             .hooks
-            .has_hooks_for_tool(HookEvent::PreToolUse, &hook_tool())
+            .has_hooks_for_tool(HookEvent::PreToolUse, &hook_tool(request, descriptor))
         {
-            let input = HookInput {
-                event: HookEvent::PreToolUse,
-                session_id: request.session_id.clone(),
-                cwd: self.cwd.clone(),
-                tool: Some(hook_tool()),
-                arguments: Some(arguments.clone()),
-                result: None,
-                prompt: None,
-            };
-            let verdict = Box::pin(self.hooks.run(&input)).await;
-            trace.warnings.extend(verdict.failures());
-            if let HookVerdict::Block { reason, .. } = verdict {
-                return Step::stop(Decision::Denied, Layer::Hook, reason);
-            }
+            return Ok(());
         }
+        let input = HookInput {
+            event: HookEvent::PreToolUse,
+            session_id: request.session_id.clone(),
+            cwd: self.cwd.clone(),
+            tool: Some(hook_tool(request, descriptor)),
+            arguments: Some(arguments.clone()),
+            result: None,
+            prompt: None,
+        };
+        let verdict = Box::pin(self.hooks.run(&input)).await;
+        trace.warnings.extend(verdict.failures());
+        if let HookVerdict::Block { reason, .. } = verdict {
+            return Err(Stop::new(Decision::Denied, Layer::Hook, reason));
+        }
+        Ok(())
+    }
 
-        // 5. Approval (no timeout: a person may take as long as they need).
+    /// Layer 5: whether the call runs, is refused, or waits for a person's answer. Why it may
+    /// run, for the audit trail.
+    async fn approve(
+        &self,
+        request: &CallRequest,
+        descriptor: &ToolDescriptor,
+        arguments: &Value,
+        classes: CapabilitySet,
+        names: &[String],
+        reach: &CallReach,
+    ) -> Result<String, Stop> {
         let remembered = match &reach.guarded {
             Some(guarded) => self.remembered_guarded.lock().is_ok_and(|map| {
                 map.get(request.scope()).is_some_and(|paths| {
@@ -602,10 +696,10 @@ impl Gate {
             None => self.session_has(&self.remembered, request.scope(), &descriptor.identity),
         };
         let need = approval_need(ApprovalFacts {
-            permissions,
+            permissions: &self.policy.permissions,
             classes,
             public_name: &descriptor.public_name,
-            names: &names,
+            names,
             surface: request.surface,
             remembered,
             granted: self.session_has(&self.granted, request.scope(), &descriptor.identity),
@@ -613,87 +707,126 @@ impl Gate {
             guarded: reach.guarded.as_ref(),
             unconfined: reach.unconfined.as_deref(),
         });
-        let approved_because = match need {
-            ApprovalNeed::Run(why) => why,
-            ApprovalNeed::Deny(why) => return Step::stop(Decision::Denied, Layer::Approval, why),
+        match need {
+            ApprovalNeed::Run(why) => Ok(why),
+            ApprovalNeed::Deny(why) => Err(Stop::new(Decision::Denied, Layer::Approval, why)),
             ApprovalNeed::Ask(why) => {
-                let approval = ApprovalRequest {
-                    session_id: request.session_id.clone(),
-                    surface: request.surface,
-                    kind: descriptor.kind,
-                    caller: request.caller.clone(),
-                    identity: descriptor.identity.clone(),
-                    public_name: descriptor.public_name.clone(),
-                    annotations: descriptor.annotations,
-                    classes,
-                    effect: descriptor.effect,
-                    arguments: arguments.clone(),
-                    reason: why,
-                    guarded: reach.guarded.clone(),
-                    requires_approval: descriptor.requires_approval,
-                    offers_always: false,
-                    once_only: reach.unconfined.is_some(),
-                };
-                let (answer, answered_by) = tokio::select! {
-                    answer = self.approver.approve_naming(&approval) => answer,
-                    () = request.cancel.cancelled() => {
-                        let reason = "cancelled while waiting for approval".to_owned();
-                        return Step::stop(Decision::Cancelled, Layer::Cancellation, reason);
-                    }
-                };
-                let who = answered_by.unwrap_or_else(|| "the user".to_owned());
-                match answer {
-                    ApprovalAnswer::AllowOnce => format!("approved by {who}"),
-                    // An unconfined call is allowed once, whatever the answer offered more:
-                    // nothing is remembered, the next one asks again.
-                    ApprovalAnswer::AllowForSession | ApprovalAnswer::AllowAlways
-                        if reach.unconfined.is_some() =>
-                    {
-                        format!("approved by {who} for this call only (it runs unconfined)")
-                    }
-                    ApprovalAnswer::AllowForSession | ApprovalAnswer::AllowAlways => {
-                        match &reach.guarded {
-                            Some(guarded) => {
-                                let because = format!(
-                                    "approved by {who} for this session on {}",
-                                    guarded.path.display()
-                                );
-                                if let Ok(mut remembered) = self.remembered_guarded.lock() {
-                                    remembered
-                                        .entry(request.scope().to_owned())
-                                        .or_default()
-                                        .push((descriptor.identity.clone(), guarded.clone()));
-                                }
-                                because
-                            }
-                            None => {
-                                if let Ok(mut remembered) = self.remembered.lock() {
-                                    remembered
-                                        .entry(request.scope().to_owned())
-                                        .or_default()
-                                        .insert(descriptor.identity.clone());
-                                }
-                                format!("approved by {who} for this session")
-                            }
-                        }
-                    }
-                    ApprovalAnswer::Deny { reason } => {
-                        let reason = reason.map_or_else(
-                            || format!("{who} declined this call"),
-                            |why| format!("{who} declined this call: {why}"),
-                        );
-                        return Step::stop(Decision::Denied, Layer::Approval, reason);
-                    }
-                    ApprovalAnswer::NobodyToAsk { reason } => {
-                        return Step::stop(Decision::Denied, Layer::Approval, reason);
-                    }
-                }
+                self.ask_approval(request, descriptor, arguments, classes, reach, why)
+                    .await
+            }
+        }
+    }
+
+    /// Asks the approver about the call (the caller's cancellation stops the wait) and takes
+    /// its answer: an answer for the session is remembered, a refusal stops the call.
+    async fn ask_approval(
+        &self,
+        request: &CallRequest,
+        descriptor: &ToolDescriptor,
+        arguments: &Value,
+        classes: CapabilitySet,
+        reach: &CallReach,
+        why: String,
+    ) -> Result<String, Stop> {
+        let approval = ApprovalRequest {
+            session_id: request.session_id.clone(),
+            surface: request.surface,
+            kind: descriptor.kind,
+            caller: request.caller.clone(),
+            identity: descriptor.identity.clone(),
+            public_name: descriptor.public_name.clone(),
+            annotations: descriptor.annotations,
+            classes,
+            effect: descriptor.effect,
+            arguments: arguments.clone(),
+            reason: why,
+            guarded: reach.guarded.clone(),
+            requires_approval: descriptor.requires_approval,
+            offers_always: false,
+            once_only: reach.unconfined.is_some(),
+        };
+        let (answer, answered_by) = tokio::select! {
+            answer = self.approver.approve_naming(&approval) => answer,
+            () = request.cancel.cancelled() => {
+                let reason = "cancelled while waiting for approval".to_owned();
+                return Err(Stop::new(Decision::Cancelled, Layer::Cancellation, reason));
             }
         };
+        let who = answered_by.unwrap_or_else(|| "the user".to_owned());
+        match answer {
+            ApprovalAnswer::AllowOnce => Ok(format!("approved by {who}")),
+            // An unconfined call is allowed once, whatever the answer offered more: nothing is
+            // remembered, the next one asks again.
+            ApprovalAnswer::AllowForSession | ApprovalAnswer::AllowAlways
+                if reach.unconfined.is_some() =>
+            {
+                Ok(format!(
+                    "approved by {who} for this call only (it runs unconfined)"
+                ))
+            }
+            ApprovalAnswer::AllowForSession | ApprovalAnswer::AllowAlways => {
+                Ok(self.remember_for_scope(request, descriptor, reach, &who))
+            }
+            ApprovalAnswer::Deny { reason } => {
+                let reason = reason.map_or_else(
+                    || format!("{who} declined this call"),
+                    |why| format!("{who} declined this call: {why}"),
+                );
+                Err(Stop::new(Decision::Denied, Layer::Approval, reason))
+            }
+            ApprovalAnswer::NobodyToAsk { reason } => {
+                Err(Stop::new(Decision::Denied, Layer::Approval, reason))
+            }
+        }
+    }
 
-        // 6. The intent, committed before anything runs: a process that dies mid-call leaves
-        // "started" on record, never nothing. With `[audit] required` a call that could not be
-        // recorded does not run.
+    /// Remembers `who`'s "allow for this session" in the call's scope (for a call that reaches
+    /// a guarded path: on that path only), and says so.
+    fn remember_for_scope(
+        &self,
+        request: &CallRequest,
+        descriptor: &ToolDescriptor,
+        reach: &CallReach,
+        who: &str,
+    ) -> String {
+        match &reach.guarded {
+            Some(guarded) => {
+                let because = format!(
+                    "approved by {who} for this session on {}",
+                    guarded.path.display()
+                );
+                if let Ok(mut remembered) = self.remembered_guarded.lock() {
+                    remembered
+                        .entry(request.scope().to_owned())
+                        .or_default()
+                        .push((descriptor.identity.clone(), guarded.clone()));
+                }
+                because
+            }
+            None => {
+                if let Ok(mut remembered) = self.remembered.lock() {
+                    remembered
+                        .entry(request.scope().to_owned())
+                        .or_default()
+                        .insert(descriptor.identity.clone());
+                }
+                format!("approved by {who} for this session")
+            }
+        }
+    }
+
+    /// Layer 6: the intent, committed before anything runs: a process that dies mid-call leaves
+    /// "started" on record, never nothing. With `[audit] required` (or a tool that requires it)
+    /// a call that could not be recorded does not run.
+    async fn record_intent(
+        &self,
+        request: &CallRequest,
+        arguments: &Value,
+        trace: &mut Trace,
+        descriptor: &ToolDescriptor,
+        approved_because: &str,
+        in_flight: &InFlight<'_>,
+    ) -> Result<(), Stop> {
         let intent = self.audit_record(
             request,
             arguments,
@@ -701,7 +834,7 @@ impl Gate {
             &Step {
                 decision: Decision::Started,
                 layer: Layer::Approval,
-                reason: Some(approved_because.clone()),
+                reason: Some(approved_because.to_owned()),
                 output: None,
                 hook_feedback: None,
             },
@@ -714,28 +847,44 @@ impl Gate {
                      record it ({error})",
                     descriptor.public_name
                 );
-                return Step::stop(Decision::Denied, Layer::Audit, reason);
+                return Err(Stop::new(Decision::Denied, Layer::Audit, reason));
             }
             Err(error) if self.policy.audit_required => {
                 let reason = format!(
                     "the audit trail cannot record this call ({error}), and [audit] required = \
                      true refuses what would go unrecorded"
                 );
-                return Step::stop(Decision::Denied, Layer::Audit, reason);
+                return Err(Stop::new(Decision::Denied, Layer::Audit, reason));
             }
             Err(error) => {
                 tracing::warn!(%error, public_name = %request.public_name, "audit: the call's intent could not be written; the call goes on");
                 trace.intent_error = Some(error.to_string());
             }
         }
+        Ok(())
+    }
 
-        // 7. Execution under a timeout and the caller's cancellation. The descriptor moves into
-        // the call; PostToolUse hooks only need its names.
+    /// The tool as the PostToolUse hooks see it, when any apply to it.
+    fn post_hook_tool(
+        &self,
+        request: &CallRequest,
+        descriptor: &ToolDescriptor,
+    ) -> Option<HookTool> {
+        self.hooks
+            .has_hooks_for_tool(HookEvent::PostToolUse, &hook_tool(request, descriptor))
+            .then(|| hook_tool(request, descriptor))
+    }
+
+    /// Layer 7: the admitted call dispatched under its timeout (the tool's, else the policy's
+    /// default) and the caller's cancellation; how long it ran goes on the trace.
+    async fn execute_admitted(
+        &self,
+        request: &CallRequest,
+        descriptor: ToolDescriptor,
+        arguments: &Value,
+        trace: &mut Trace,
+    ) -> Result<ToolOutput, Stop> {
         let timeout = descriptor.timeout.unwrap_or(self.policy.default_timeout);
-        let post_hook_tool = self
-            .hooks
-            .has_hooks_for_tool(HookEvent::PostToolUse, &hook_tool())
-            .then(hook_tool);
         let cancel = request.cancel.child_token();
         let call = DispatchCall {
             admission: Admission(()),
@@ -754,40 +903,40 @@ impl Gate {
             .await;
         cancel.cancel();
         trace.execution_duration = Some(executing.elapsed());
-        let output = match executed {
-            Ok(output) => output,
-            Err(stop) => return stop,
-        };
+        executed
+    }
 
-        // 8. PostToolUse hooks (exit 2 adds feedback for the model; the call has already run).
-        let mut hook_feedback = None;
-        if let Some(hook_tool) = post_hook_tool {
-            let input = HookInput {
-                event: HookEvent::PostToolUse,
-                session_id: request.session_id.clone(),
-                cwd: self.cwd.clone(),
-                tool: Some(hook_tool),
-                arguments: Some(arguments.clone()),
-                result: Some(
-                    output
-                        .content
-                        .clone()
-                        .unwrap_or_else(|| result_value(&output.text, output.is_error)),
-                ),
-                prompt: None,
-            };
-            let verdict = Box::pin(self.hooks.run(&input)).await;
-            trace.warnings.extend(verdict.failures());
-            if let HookVerdict::Block { reason, .. } = verdict {
-                hook_feedback = Some(reason);
-            }
-        }
-        Step {
-            decision: Decision::Allowed,
-            layer: Layer::Approval,
-            reason: Some(approved_because),
-            output: Some(output),
-            hook_feedback,
+    /// Layer 8: the PostToolUse hooks. The call has already run:
+    /// exit 2 gives the model feedback, the hook's reason (`tool`: the tool as the hooks see it, when
+    /// any apply).
+    async fn post_tool_use(
+        &self,
+        request: &CallRequest,
+        arguments: &Value,
+        tool: Option<HookTool>,
+        output: &ToolOutput,
+        trace: &mut Trace,
+    ) -> Option<String> {
+        let tool = tool?;
+        let input = HookInput {
+            event: HookEvent::PostToolUse,
+            session_id: request.session_id.clone(),
+            cwd: self.cwd.clone(),
+            tool: Some(tool),
+            arguments: Some(arguments.clone()),
+            result: Some(
+                output
+                    .content
+                    .clone()
+                    .unwrap_or_else(|| result_value(&output.text, output.is_error)),
+            ),
+            prompt: None,
+        };
+        let verdict = Box::pin(self.hooks.run(&input)).await;
+        trace.warnings.extend(verdict.failures());
+        match verdict {
+            HookVerdict::Block { reason, .. } => Some(reason),
+            HookVerdict::Proceed { .. } => None,
         }
     }
 
@@ -799,7 +948,7 @@ impl Gate {
         caller_cancel: &CancellationToken,
         cancel: CancellationToken,
         timeout: Duration,
-    ) -> Result<ToolOutput, Step> {
+    ) -> Result<ToolOutput, Stop> {
         let name = call.descriptor.public_name.clone();
         let dispatch = CALL_DEADLINE.scope(
             std::time::Instant::now() + timeout,
@@ -812,30 +961,30 @@ impl Gate {
             biased;
             () = caller_cancel.cancelled() => {
                 let reason = format!("{name} was cancelled by the caller");
-                Step::stop(Decision::Cancelled, Layer::Cancellation, reason)
+                Stop::new(Decision::Cancelled, Layer::Cancellation, reason)
             }
             result = &mut dispatch => return match result {
                 Ok(Ok(output)) => Ok(output),
                 // A dispatcher that could only notice the cancellation by failing (it held the
                 // task, as code mode's sandbox does) ends the call as cancelled, not failed.
-                Ok(Err(_)) if caller_cancel.is_cancelled() => Err(Step::stop(
+                Ok(Err(_)) if caller_cancel.is_cancelled() => Err(Stop::new(
                     Decision::Cancelled,
                     Layer::Cancellation,
                     format!("{name} was cancelled by the caller"),
                 )),
                 Ok(Err(error @ DispatchError::TimedOut(_))) => {
-                    Err(Step::stop(error.decision(), Layer::Timeout, error.to_string()))
+                    Err(Stop::new(error.decision(), Layer::Timeout, error.to_string()))
                 }
-                Ok(Err(error)) => Err(Step::stop(error.decision(), Layer::Dispatch, error.to_string())),
+                Ok(Err(error)) => Err(Stop::new(error.decision(), Layer::Dispatch, error.to_string())),
                 Err(_panic) => {
                     tracing::error!(public_name = %name, "the dispatcher panicked");
                     let reason = format!("{name} failed inside warden (the dispatcher panicked)");
-                    Err(Step::stop(Decision::Failed, Layer::Dispatch, reason))
+                    Err(Stop::new(Decision::Failed, Layer::Dispatch, reason))
                 }
             },
             () = tokio::time::sleep(timeout) => {
                 let reason = format!("{name} did not finish within {timeout:?} and was cancelled");
-                Step::stop(Decision::TimedOut, Layer::Timeout, reason)
+                Stop::new(Decision::TimedOut, Layer::Timeout, reason)
             }
         };
         // Tell the dispatcher, and give it a moment to pass the cancellation on (an MCP
@@ -949,12 +1098,29 @@ struct Step {
     hook_feedback: Option<String>,
 }
 
-impl Step {
-    fn stop(decision: Decision, layer: Layer, reason: String) -> Self {
+/// Where a layer stopped a call, and why: the call ends there, with no output.
+struct Stop {
+    decision: Decision,
+    layer: Layer,
+    reason: String,
+}
+
+impl Stop {
+    fn new(decision: Decision, layer: Layer, reason: String) -> Self {
         Self {
             decision,
             layer,
-            reason: Some(reason),
+            reason,
+        }
+    }
+}
+
+impl From<Stop> for Step {
+    fn from(stop: Stop) -> Self {
+        Self {
+            decision: stop.decision,
+            layer: stop.layer,
+            reason: Some(stop.reason),
             output: None,
             hook_feedback: None,
         }
@@ -976,5 +1142,15 @@ fn apply_tool_settings(
     }
     if settings.requires_approval == Some(true) {
         descriptor.requires_approval = true;
+    }
+}
+
+/// The tool of a call as hooks see it and match it: its public name, its server and its own
+/// name.
+fn hook_tool(request: &CallRequest, descriptor: &ToolDescriptor) -> HookTool {
+    HookTool {
+        public_name: descriptor.public_name.clone(),
+        server: request.server_of(&descriptor.identity).to_owned(),
+        tool: descriptor.identity.tool.clone(),
     }
 }

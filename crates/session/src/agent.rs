@@ -215,164 +215,55 @@ impl AgentSession {
         } = request;
         let paths = options.paths.clone();
         let settings = config.models.clone();
-        let profile: Option<&AgentProfile> = match request.agent {
-            Some(name) => Some(settings.agents.get(name).ok_or_else(|| {
-                UsageError(format!(
-                    "no agent profile named `{name}`; define [agents.{name}] in your config"
-                ))
-            })?),
-            None => None,
-        };
+        // The agent profile, and the room it works in (its files become the workspace).
+        let profile = agent_profile(&settings, request.agent)?;
         if let Some(room) = &room {
-            room.prepare(profile.and_then(|profile| profile.room_template.as_deref()))
-                .map_err(|error| SessionError::Room(error.to_string()))?;
-            options.workspace = room.files();
+            prepare_room(room, profile, &mut options)?;
         }
         let workspace = options.workspace.clone();
-        // A room's session reads the operator's skills and those its opener adds (the
-        // tenant's), never a workspace's.
-        let mut roots = if room.is_some() {
-            SkillRoots::new(Some(paths.config_dir().join("skills")), None)
-        } else {
-            SkillRoots::standard(&paths, &workspace)
-        };
-        roots.roots.extend(options.skill_roots.iter().cloned());
-        let skills = Arc::new(discover(&roots));
-        for rejection in &skills.rejections {
-            tracing::warn!("skill rejected: {rejection}");
-        }
+        // The local skills, and what the profile asks of them and of the servers.
+        let skills = discover_skills(&paths, &workspace, room.is_some(), &options.skill_roots);
         if let Some(profile) = profile {
-            if let Some(missing) = profile
-                .skills
-                .iter()
-                .find(|name| skills.get(name).is_none())
-            {
-                return Err(UsageError(format!("the skill {missing} was not found")).into());
-            }
-            if let Some(servers) = &profile.mcp_servers {
-                config.servers.retain(|name, _| servers.contains(name));
-            }
+            apply_profile(profile, &skills, &mut config)?;
         }
-        let env = |name: &str| std::env::var(name).ok();
-        let model = select_model(&settings, request.model, profile, &env).map_err(|error| {
-            UsageError(match error {
-                // The hint names the config file this run reads, wherever WARDEN_HOME puts it.
-                warden_agent::SelectError::NoModel => {
-                    warden_agent::no_model_message(&paths.user_config_file())
-                }
-                other => other.to_string(),
-            })
-        })?;
+        // The model.
+        let model = choose_model(&settings, request.model, profile, &paths)?;
         let client = client_for(model.clone()).map_err(|error| UsageError(error.to_string()))?;
-
+        // The transcript, the session's id and its artifact store.
         let secrets = known_secrets(&config, &model, &workspace);
         let store = SessionStore::new(paths.state_dir().join("sessions"), secrets);
         let resumed = resume(&store, &workspace, request.resume, request.continue_latest)?;
-        // One artifact store for the session: large built-in output and large or binary MCP
-        // results land in the same private folder, under the same retention and lock.
-        // The resumed session's id, else the one the frontend chose (the service's session),
-        // else a new one.
-        let session_id = resumed
-            .as_ref()
-            .map(|(id, _)| id.clone())
-            .or_else(|| options.session_id.clone())
-            .unwrap_or_else(warden_host::new_session_id);
-        let artifacts = warden_mcp::ArtifactStore::new(match &room {
-            Some(room) => room.artifacts(),
-            None => warden_host::session_artifacts_dir(paths.state_dir(), &session_id),
-        });
-
+        let session_id = session_id(resumed.as_ref(), &options);
+        let artifacts = session_artifacts(room.as_ref(), &paths, &session_id);
+        // The built-in tools, and which of them the session is granted.
         let bash_env = BashEnv::masking(warden_bridge::ENV_PREFIX);
-        let (tool_workspace, confinement) = match &room {
-            Some(room) => (room_workspace(room), room_confinement(&config.sandbox)),
-            None => (
-                session_workspace(&paths, &workspace, &config, request.add_dirs)?,
-                bash_confinement(&config.sandbox),
-            ),
-        };
-        let mut builtins = BuiltinTools::new(
+        let (tool_workspace, confinement) =
+            tool_workspace(room.as_ref(), &paths, &workspace, &config, request.add_dirs)?;
+        let builtins = builtin_tools(
             tool_workspace,
-            Arc::new(SessionArtifacts(artifacts.clone())),
-        )
-        .with_bash_env(bash_env.clone())
-        .with_confinement(confinement);
-        if let Some(files) = text_files {
-            builtins = builtins.with_text_files(files);
-        }
-        if let Some(terminal) = terminal {
-            builtins = builtins.with_terminal(terminal);
-        }
-        let builtins = Arc::new(builtins);
-        if builtins.confinement().mode != SandboxMode::Off {
-            // A sandboxed command of the same user must not read warden's own environment (the
-            // model keys) through /proc: warden makes itself non-dumpable.
-            if let Err(error) = warden_sandbox::make_non_dumpable() {
-                tracing::warn!(%error, "could not make warden non-dumpable");
-            }
-        }
+            confinement,
+            &artifacts,
+            &bash_env,
+            text_files,
+            terminal,
+        );
         let bash_confinement = builtins.confinement_report();
-        // In a room, only the host tools the profile grants (and `update_plan`, which touches
-        // nothing); elsewhere every built-in.
-        // `bash` in a room only where the kernel confines it.
-        let granted = |name: &str| {
-            room.is_none()
-                || !warden_config::SERVICE_HOST_TOOLS.contains(&name)
-                || (profile
-                    .is_some_and(|profile| profile.host_tools.iter().any(|tool| tool == name))
-                    && (name != "bash" || bash_confinement.enforced))
-        };
-        if room.is_some()
-            && !bash_confinement.enforced
-            && profile.is_some_and(|profile| profile.host_tools.iter().any(|tool| tool == "bash"))
-        {
-            tracing::warn!(
-                "bash is left out of this service session: the sandbox is not enforced here ({})",
-                bash_confinement.summary
-            );
-        }
-        let mut host_tools: Vec<Arc<dyn HostTool>> = builtin_specs()
-            .into_iter()
-            .filter(|spec| granted(spec.name))
-            .map(|spec| {
-                Arc::new(BuiltinHostTool {
-                    spec,
-                    tools: builtins.clone(),
-                }) as Arc<dyn HostTool>
-            })
-            .collect();
-        let remote_skills = Arc::new(RemoteSkills::new(RemoteSkillsSettings {
-            // `--mcp-skills-extension` is folded into the config by `load_config`.
-            extension_enabled: config.experimental.skills_extension,
-            grants_path: Some(warden_skills::GrantStore::path_in(paths.state_dir())),
-            reserved: skills
-                .skills
-                .iter()
-                .map(|skill| skill.name.clone())
-                .collect(),
-        }));
-        host_tools.extend(skill_tools(skills.clone(), remote_skills.clone()));
-        let settings = config.skill_scripts.clone();
-        let quota = ScriptQuota::new(settings.max_concurrent, settings.max_concurrent_per_user);
-        let scripts = Arc::new(RunSkillScript(Arc::new(SkillScripts {
-            settings,
-            discovery: skills.clone(),
-            operator_root: paths.config_dir().join("skills"),
-            grants_path: warden_skills::ScriptGrantStore::path_in(paths.state_dir()),
-            builtins: builtins.clone(),
-            quota,
-            user: std::env::var("USER").unwrap_or_else(|_| "local".to_owned()),
-        })));
-        if granted("run_skill_script") {
-            host_tools.push(scripts);
-        }
+        let grants = HostToolGrants::new(room.is_some(), profile, &bash_confinement);
+        grants.warn_bash_left_out(&bash_confinement);
+        // The host tools: the granted built-ins, the skills' tools and scripts, code mode's,
+        // the profile's knowledge, the deferred tools' search and sampling.
+        let mut host_tools = granted_builtins(&grants, &builtins);
+        let remote_skills = remote_skills(&config, &paths, &skills);
+        host_tools.extend(skill_host_tools(
+            &grants,
+            &config,
+            &paths,
+            &skills,
+            &remote_skills,
+            &builtins,
+        ));
         host_tools.extend(code_tools());
-        if let Some(profile) = profile.filter(|profile| !profile.knowledge.is_empty()) {
-            host_tools.push(Arc::new(crate::knowledge::SearchKnowledge::new(
-                profile.knowledge.clone(),
-                options.knowledge.clone(),
-                crate::knowledge::RetrievalConfig::of(&config),
-            )));
-        }
+        host_tools.extend(knowledge_tool(profile, &options, &config));
         let offered = ToolList::default();
         let deferral =
             crate::catalog_views::session_deferral(&config, model.defer_mode, offered.clone());
@@ -381,23 +272,11 @@ impl AgentSession {
         host_tools.push(Arc::new(warden_host::SamplingTool::new(
             sampling_model.clone(),
         )));
+        // The host, with the session's tools behind its gate.
         options.defer_mode = Some(model.defer_mode);
-        // The embedding application's tools come first, so a built-in of the same name wins.
-        let mut application_tools = std::mem::take(&mut options.tools);
-        application_tools.extend(host_tools);
-        options.tools = application_tools;
-        options.session_id = Some(session_id);
-        options.artifacts = Some(artifacts);
-        options.remote_skills = Some(remote_skills);
-        options.sampling = SamplingRoute::ThroughGate;
+        let options = with_session_tools(options, host_tools, session_id, artifacts, remote_skills);
         let host = Host::open(&config, options)?;
-        // The tool bridge serves `warden tool` to bash; a room without bash has no use for it.
-        let bridge = if granted("bash") {
-            let listen = bridge_listen(&config.discovery, paths.state_dir());
-            Bridge::start_on(host.clone(), listen).map_err(|error| error.to_string())
-        } else {
-            Err("bash is not among this session's tools".to_owned())
-        };
+        let bridge = start_bridge(grants.grants("bash"), &config, &paths, &host);
         let catalog_watch = Arc::new(CatalogWatch::new(host.clone(), offered.clone()));
         Ok(Self {
             catalog_watch,
@@ -635,6 +514,335 @@ impl AgentSession {
             in_flight: Mutex::default(),
             next_call: AtomicU64::new(0),
         })
+    }
+}
+
+/// The agent profile `--agent` names, if it names one.
+fn agent_profile<'a>(
+    settings: &'a warden_config::ModelSettings,
+    agent: Option<&str>,
+) -> Result<Option<&'a AgentProfile>, UsageError> {
+    let Some(name) = agent else {
+        return Ok(None);
+    };
+    let profile = settings.agents.get(name).ok_or_else(|| {
+        UsageError(format!(
+            "no agent profile named `{name}`; define [agents.{name}] in your config"
+        ))
+    })?;
+    Ok(Some(profile))
+}
+
+/// Makes the room when it is new (from the profile's room template, if any): its files are the
+/// session's workspace.
+fn prepare_room(
+    room: &Room,
+    profile: Option<&AgentProfile>,
+    options: &mut HostOptions,
+) -> Result<(), SessionError> {
+    room.prepare(profile.and_then(|profile| profile.room_template.as_deref()))
+        .map_err(|error| SessionError::Room(error.to_string()))?;
+    options.workspace = room.files();
+    Ok(())
+}
+
+/// The local skills: the standard roots, or in a room the operator's skills only (never a
+/// workspace's), and those the opener adds (the tenant's). Rejected skills are logged.
+fn discover_skills(
+    paths: &warden_config::Paths,
+    workspace: &Path,
+    in_room: bool,
+    extra_roots: &[warden_skills::SkillRoot],
+) -> Arc<Discovery> {
+    // A room's session reads the operator's skills and those its opener adds (the
+    // tenant's), never a workspace's.
+    let mut roots = if in_room {
+        SkillRoots::new(Some(paths.config_dir().join("skills")), None)
+    } else {
+        SkillRoots::standard(paths, workspace)
+    };
+    roots.roots.extend(extra_roots.iter().cloned());
+    let skills = Arc::new(discover(&roots));
+    for rejection in &skills.rejections {
+        tracing::warn!("skill rejected: {rejection}");
+    }
+    skills
+}
+
+/// What an agent profile asks of the session: every skill it names must exist, and only the
+/// servers it lists (when it lists any) are registered.
+fn apply_profile(
+    profile: &AgentProfile,
+    skills: &Discovery,
+    config: &mut LoadedConfig,
+) -> Result<(), UsageError> {
+    if let Some(missing) = profile
+        .skills
+        .iter()
+        .find(|name| skills.get(name).is_none())
+    {
+        return Err(UsageError(format!("the skill {missing} was not found")));
+    }
+    if let Some(servers) = &profile.mcp_servers {
+        config.servers.retain(|name, _| servers.contains(name));
+    }
+    Ok(())
+}
+
+/// The model: `--model`, else the profile's, else the config's.
+fn choose_model(
+    settings: &warden_config::ModelSettings,
+    name: Option<&str>,
+    profile: Option<&AgentProfile>,
+    paths: &warden_config::Paths,
+) -> Result<ModelConfig, UsageError> {
+    let env = |name: &str| std::env::var(name).ok();
+    select_model(settings, name, profile, &env).map_err(|error| {
+        UsageError(match error {
+            // The hint names the config file this run reads, wherever WARDEN_HOME puts it.
+            warden_agent::SelectError::NoModel => {
+                warden_agent::no_model_message(&paths.user_config_file())
+            }
+            other => other.to_string(),
+        })
+    })
+}
+
+/// The resumed session's id, else the one the frontend chose (the service's session), else a
+/// new one.
+fn session_id(
+    resumed: Option<&(String, Vec<warden_agent::Message>)>,
+    options: &HostOptions,
+) -> String {
+    resumed
+        .map(|(id, _)| id.clone())
+        .or_else(|| options.session_id.clone())
+        .unwrap_or_else(warden_host::new_session_id)
+}
+
+/// The built-in tools' workspace and `bash`'s confinement: a room's own (confined to the room,
+/// sandboxed), else the session's workspace with `--add-dir`'s folders under `[sandbox]`.
+fn tool_workspace(
+    room: Option<&Room>,
+    paths: &warden_config::Paths,
+    workspace: &Path,
+    config: &LoadedConfig,
+    add_dirs: &[PathBuf],
+) -> Result<(Workspace, BashConfinement), UsageError> {
+    Ok(match room {
+        Some(room) => (room_workspace(room), room_confinement(&config.sandbox)),
+        None => (
+            session_workspace(paths, workspace, config, add_dirs)?,
+            bash_confinement(&config.sandbox),
+        ),
+    })
+}
+
+/// One artifact store for the session: large built-in output and large or binary MCP results
+/// land in the same private folder (the room's, else the session's), under the same retention
+/// and lock.
+fn session_artifacts(
+    room: Option<&Room>,
+    paths: &warden_config::Paths,
+    session_id: &str,
+) -> warden_mcp::ArtifactStore {
+    warden_mcp::ArtifactStore::new(match room {
+        Some(room) => room.artifacts(),
+        None => warden_host::session_artifacts_dir(paths.state_dir(), session_id),
+    })
+}
+
+/// The built-in tools on `workspace` under `confinement`, with the file tools reading and
+/// writing through `text_files` and `bash` running in `terminal` when given. Where `bash` is
+/// sandboxed, warden makes itself non-dumpable.
+fn builtin_tools(
+    workspace: Workspace,
+    confinement: BashConfinement,
+    artifacts: &warden_mcp::ArtifactStore,
+    bash_env: &BashEnv,
+    text_files: Option<Arc<dyn warden_agent::TextFiles>>,
+    terminal: Option<Arc<dyn warden_agent::CommandTerminal>>,
+) -> Arc<BuiltinTools> {
+    let mut builtins = BuiltinTools::new(workspace, Arc::new(SessionArtifacts(artifacts.clone())))
+        .with_bash_env(bash_env.clone())
+        .with_confinement(confinement);
+    if let Some(files) = text_files {
+        builtins = builtins.with_text_files(files);
+    }
+    if let Some(terminal) = terminal {
+        builtins = builtins.with_terminal(terminal);
+    }
+    let builtins = Arc::new(builtins);
+    if builtins.confinement().mode != SandboxMode::Off {
+        // A sandboxed command of the same user must not read warden's own environment (the
+        // model keys) through /proc: warden makes itself non-dumpable.
+        if let Err(error) = warden_sandbox::make_non_dumpable() {
+            tracing::warn!(%error, "could not make warden non-dumpable");
+        }
+    }
+    builtins
+}
+
+/// Which built-in host tools a session is given. In a room, only the host tools the profile
+/// grants (and `update_plan`, which touches nothing), and `bash` only where the kernel confines
+/// it; elsewhere every built-in.
+struct HostToolGrants<'a> {
+    in_room: bool,
+    profile: Option<&'a AgentProfile>,
+    bash_enforced: bool,
+}
+
+impl<'a> HostToolGrants<'a> {
+    /// The grants of a session in a room or not, under `profile`, with `bash` confined as
+    /// `confinement` reports.
+    fn new(
+        in_room: bool,
+        profile: Option<&'a AgentProfile>,
+        confinement: &warden_agent::ConfinementReport,
+    ) -> Self {
+        Self {
+            in_room,
+            profile,
+            bash_enforced: confinement.enforced,
+        }
+    }
+
+    /// Whether the session has the built-in `name`.
+    fn grants(&self, name: &str) -> bool {
+        !self.in_room
+            || !warden_config::SERVICE_HOST_TOOLS.contains(&name)
+            || (self.profile_names(name) && (name != "bash" || self.bash_enforced))
+    }
+
+    /// Whether the profile names `name` among its host tools.
+    fn profile_names(&self, name: &str) -> bool {
+        self.profile
+            .is_some_and(|profile| profile.host_tools.iter().any(|tool| tool == name))
+    }
+
+    /// Warns when a room's profile names `bash` and the sandbox that would confine it is not
+    /// enforced here.
+    fn warn_bash_left_out(&self, confinement: &warden_agent::ConfinementReport) {
+        if self.in_room && !self.bash_enforced && self.profile_names("bash") {
+            tracing::warn!(
+                "bash is left out of this service session: the sandbox is not enforced here ({})",
+                confinement.summary
+            );
+        }
+    }
+}
+
+/// The built-ins the session is granted, as host tools.
+fn granted_builtins(
+    grants: &HostToolGrants<'_>,
+    builtins: &Arc<BuiltinTools>,
+) -> Vec<Arc<dyn HostTool>> {
+    builtin_specs()
+        .into_iter()
+        .filter(|spec| grants.grants(spec.name))
+        .map(|spec| {
+            Arc::new(BuiltinHostTool {
+                spec,
+                tools: builtins.clone(),
+            }) as Arc<dyn HostTool>
+        })
+        .collect()
+}
+
+/// The skills the session's servers publish: their names may not take a local skill's.
+fn remote_skills(
+    config: &LoadedConfig,
+    paths: &warden_config::Paths,
+    skills: &Discovery,
+) -> Arc<RemoteSkills> {
+    Arc::new(RemoteSkills::new(RemoteSkillsSettings {
+        // `--mcp-skills-extension` is folded into the config by `load_config`.
+        extension_enabled: config.experimental.skills_extension,
+        grants_path: Some(warden_skills::GrantStore::path_in(paths.state_dir())),
+        reserved: skills
+            .skills
+            .iter()
+            .map(|skill| skill.name.clone())
+            .collect(),
+    }))
+}
+
+/// The skills' tools (local and remote), and the tool that runs the skills' scripts under
+/// `[skill_scripts]` and its quota when the session is granted it.
+fn skill_host_tools(
+    grants: &HostToolGrants<'_>,
+    config: &LoadedConfig,
+    paths: &warden_config::Paths,
+    skills: &Arc<Discovery>,
+    remote_skills: &Arc<RemoteSkills>,
+    builtins: &Arc<BuiltinTools>,
+) -> Vec<Arc<dyn HostTool>> {
+    let mut tools = skill_tools(skills.clone(), remote_skills.clone());
+    let settings = config.skill_scripts.clone();
+    let quota = ScriptQuota::new(settings.max_concurrent, settings.max_concurrent_per_user);
+    let scripts = Arc::new(RunSkillScript(Arc::new(SkillScripts {
+        settings,
+        discovery: skills.clone(),
+        operator_root: paths.config_dir().join("skills"),
+        grants_path: warden_skills::ScriptGrantStore::path_in(paths.state_dir()),
+        builtins: builtins.clone(),
+        quota,
+        user: std::env::var("USER").unwrap_or_else(|_| "local".to_owned()),
+    })));
+    if grants.grants("run_skill_script") {
+        tools.push(scripts);
+    }
+    tools
+}
+
+/// The knowledge search over the profile's collections, when it names any.
+fn knowledge_tool(
+    profile: Option<&AgentProfile>,
+    options: &HostOptions,
+    config: &LoadedConfig,
+) -> Option<Arc<dyn HostTool>> {
+    let profile = profile.filter(|profile| !profile.knowledge.is_empty())?;
+    Some(Arc::new(crate::knowledge::SearchKnowledge::new(
+        profile.knowledge.clone(),
+        options.knowledge.clone(),
+        crate::knowledge::RetrievalConfig::of(config),
+    )))
+}
+
+/// The frontend's host options with what the session adds: its tools (after the embedding
+/// application's, so a built-in of the same name wins), its id, artifact store and remote
+/// skills, and sampling through the gate.
+fn with_session_tools(
+    mut options: HostOptions,
+    host_tools: Vec<Arc<dyn HostTool>>,
+    session_id: String,
+    artifacts: warden_mcp::ArtifactStore,
+    remote_skills: Arc<RemoteSkills>,
+) -> HostOptions {
+    // The embedding application's tools come first, so a built-in of the same name wins.
+    let mut application_tools = std::mem::take(&mut options.tools);
+    application_tools.extend(host_tools);
+    options.tools = application_tools;
+    options.session_id = Some(session_id);
+    options.artifacts = Some(artifacts);
+    options.remote_skills = Some(remote_skills);
+    options.sampling = SamplingRoute::ThroughGate;
+    options
+}
+
+/// The tool bridge that serves `warden tool` to bash, or why there is none: a room without
+/// bash has no use for it.
+fn start_bridge(
+    bash_granted: bool,
+    config: &LoadedConfig,
+    paths: &warden_config::Paths,
+    host: &Arc<Host>,
+) -> Result<Bridge, String> {
+    if bash_granted {
+        let listen = bridge_listen(&config.discovery, paths.state_dir());
+        Bridge::start_on(host.clone(), listen).map_err(|error| error.to_string())
+    } else {
+        Err("bash is not among this session's tools".to_owned())
     }
 }
 
