@@ -83,7 +83,9 @@ pub async fn serve_a2a(
     let bound = listener.local_addr()?;
     let identity = match &settings.auth {
         HttpAuth::Bearer(token) => format!("token={}", token.fingerprint()),
-        HttpAuth::InsecureNone if bound.ip().is_loopback() => "unauthenticated".to_owned(),
+        HttpAuth::InsecureNone if warden_net::is_loopback_socket_addr(&bound) => {
+            "unauthenticated".to_owned()
+        }
         HttpAuth::InsecureNone => return Err(A2aError::InsecureOffLoopback(bound)),
     };
     let shared = Arc::new(Shared {

@@ -16,6 +16,7 @@ use warden_policy::{BoxFuture, CallKind, CapabilitySet, DispatchError, SurfaceSe
 
 use crate::tools::{HostTool, Invocation};
 use crate::{CallContext, Host};
+use warden_mcp::SamplingDeclined;
 
 /// Who answers a sampling request the gate admitted.
 pub trait SamplingAnswerer: Send + Sync {
@@ -149,8 +150,9 @@ impl warden_mcp::SamplingHandler for GatedSampler {
         request: warden_mcp::SamplingRequest,
     ) -> std::pin::Pin<
         Box<
-            dyn std::future::Future<Output = Result<warden_mcp::SamplingAnswer, String>>
-                + Send
+            dyn std::future::Future<
+                    Output = Result<warden_mcp::SamplingAnswer, warden_mcp::SamplingDeclined>,
+                > + Send
                 + '_,
         >,
     > {
@@ -158,7 +160,9 @@ impl warden_mcp::SamplingHandler for GatedSampler {
             // The runtime (and so this handler) lives inside the host: a request that arrives
             // while the host is being dropped finds nobody to answer.
             let Some(host) = self.host.upgrade() else {
-                return Err("the session is closing".to_owned());
+                return Err(SamplingDeclined::Refused(
+                    "the session is closing".to_owned(),
+                ));
             };
             let mut context = CallContext::new(CallSurface::Server, CancellationToken::new());
             context.caller = Some(format!("mcp server {}", request.server));
@@ -179,19 +183,28 @@ impl warden_mcp::SamplingHandler for GatedSampler {
                     .collect(),
                 max_tokens: request.max_tokens,
             };
-            let arguments = serde_json::to_value(&arguments)
-                .map_err(|error| format!("encoding the sampling request: {error}"))?;
+            let arguments = serde_json::to_value(&arguments).map_err(|error| {
+                SamplingDeclined::Failed(format!("encoding the sampling request: {error}"))
+            })?;
             let outcome = host.call_with(context, SAMPLING_TOOL, arguments).await;
             if outcome.is_error() {
-                return Err(outcome.model_text());
+                // Refused before the model was asked (a rule, a person), or the answer failed.
+                return Err(if outcome.decision == warden_policy::Decision::Denied {
+                    SamplingDeclined::Refused(outcome.model_text())
+                } else {
+                    SamplingDeclined::Failed(outcome.model_text())
+                });
             }
             let result: SamplingResult = outcome
                 .output
                 .and_then(|output| output.content)
-                .ok_or_else(|| "the model's answer came back empty".to_owned())
+                .ok_or_else(|| {
+                    SamplingDeclined::Failed("the model's answer came back empty".to_owned())
+                })
                 .and_then(|content| {
-                    serde_json::from_value(content)
-                        .map_err(|error| format!("reading the model's answer: {error}"))
+                    serde_json::from_value(content).map_err(|error| {
+                        SamplingDeclined::Failed(format!("reading the model's answer: {error}"))
+                    })
                 })?;
             Ok(warden_mcp::SamplingAnswer {
                 text: result.text,

@@ -109,7 +109,19 @@ pub trait SamplingHandler: Send + Sync + 'static {
     fn sample(
         &self,
         request: SamplingRequest,
-    ) -> Pin<Box<dyn Future<Output = Result<SamplingAnswer, String>> + Send + '_>>;
+    ) -> Pin<Box<dyn Future<Output = Result<SamplingAnswer, SamplingDeclined>> + Send + '_>>;
+}
+
+/// Why a sampling request was not answered; its text is what the server is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SamplingDeclined {
+    /// Nothing was asked of a model: the gate or a person refused the request, or the session
+    /// is closing.
+    #[error("{0}")]
+    Refused(String),
+    /// The model was asked, and its answer could not be had or read.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// Which list a `list_changed` notification names.
@@ -302,9 +314,13 @@ impl ClientContext {
                 }
                 Ok(result)
             }
-            Err(reason) => {
-                tracing::info!(server = %self.server, %reason, "sampling request declined");
-                Err(ErrorData::new(rmcp::model::ErrorCode(-1), reason, None))
+            Err(declined) => {
+                tracing::info!(server = %self.server, reason = %declined, "sampling request declined");
+                Err(ErrorData::new(
+                    rmcp::model::ErrorCode(-1),
+                    declined.to_string(),
+                    None,
+                ))
             }
         }
     }

@@ -29,7 +29,8 @@ pub use artifacts::{
 pub use catalog::{Catalog, McpTool, PAGE_LIMIT, ResourceRow, ToolIdentity, ToolSet};
 pub use client::{
     ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse, ListKind,
-    Progress, SamplingAnswer, SamplingHandler, SamplingRequest, SamplingRole, SamplingTurn,
+    Progress, SamplingAnswer, SamplingDeclined, SamplingHandler, SamplingRequest, SamplingRole,
+    SamplingTurn,
 };
 pub use error::{CallError, ConnectError, FailureKind, McpError};
 pub use guard::SseLimits;

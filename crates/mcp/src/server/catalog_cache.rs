@@ -58,8 +58,13 @@ impl CatalogCache {
         }
     }
 
+    /// Keeps `warning` (once: the same failure met again, by a `list_changed` and then by the
+    /// next listing, is said once).
     fn warn(&mut self, warning: String) {
         const KEPT: usize = 20;
+        if self.warnings.contains(&warning) {
+            return;
+        }
         if self.warnings.len() == KEPT {
             self.warnings.remove(0);
         }
@@ -223,7 +228,7 @@ impl ServerSlot {
         for list in which {
             if let Err(error) = self.refresh(&live, *list).await {
                 self.lock_catalog().warn(format!(
-                    "refreshing the list after list_changed failed: {error}"
+                    "refreshing a list failed, the last one is kept: {error}"
                 ));
             }
         }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Map, json};
 use warden_mcp::{
-    CallOptions, McpRuntime, RuntimeOptions, SamplingAnswer, SamplingHandler, SamplingRequest,
-    SamplingRole, ServerSpec, ToolIdentity,
+    CallOptions, McpRuntime, RuntimeOptions, SamplingAnswer, SamplingDeclined, SamplingHandler,
+    SamplingRequest, SamplingRole, ServerSpec, ToolIdentity,
 };
 
 use crate::common::{self, arguments};
@@ -24,7 +24,7 @@ impl SamplingHandler for Recorder {
     fn sample(
         &self,
         request: SamplingRequest,
-    ) -> Pin<Box<dyn Future<Output = Result<SamplingAnswer, String>> + Send + '_>> {
+    ) -> Pin<Box<dyn Future<Output = Result<SamplingAnswer, SamplingDeclined>> + Send + '_>> {
         self.seen.lock().unwrap().push(request);
         Box::pin(async {
             Ok(SamplingAnswer {
