@@ -7,7 +7,28 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::api::route::Route;
 use crate::api::{ApiError, ServiceState, principal};
+
+/// The routes of this resource (in the order the OpenAPI document lists them).
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        Route::get(
+            "/v1/sessions/{id}/artifacts",
+            list_artifacts,
+            "The files the session's tools saved (large or binary results), oldest first.",
+        )
+        .json::<ArtifactList>(200)
+        .errors(&[404]),
+        Route::get(
+            "/v1/sessions/{id}/artifacts/{artifact}",
+            download_artifact,
+            "One artifact of the session, downloaded as an attachment.",
+        )
+        .attachment()
+        .errors(&[404]),
+    ]
+}
 
 /// Bytes read from an artifact file per chunk of the download.
 const CHUNK_BYTES: usize = 64 * 1024;

@@ -9,9 +9,38 @@ use axum::response::{Html, IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
-use crate::api::{ApiError, ServiceState, body, principal, require_admin};
+use crate::api::route::Route;
+use crate::api::{ApiError, ServiceState, body, principal, require_admin, require_operator};
 use crate::store::{KeyRow, Principal, PromptRow, Role, TenantRow};
 use crate::tenant_oauth::{CALLBACK_PATH, SignInOutcome};
+
+/// The routes of this resource (in the order the OpenAPI document lists them).
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/v1/servers/status", servers_status, "Each server a session of the tenant (of `agent`'s profile) reaches, connected now: state, protocol, counts, last failure.")
+            .query(crate::openapi::agent_parameters())
+            .json::<ServerStatusList>(200)
+            .errors(&[400, 404, 422]),
+        Route::post("/v1/servers/{name}/login", sign_in, "A tenant admin starts an OAuth sign-in to a registered server: open `authorization_url`; the tokens are held in memory only.")
+            .json::<SignInStarted>(200)
+            .errors(&[403, 404, 409, 422]),
+        Route::get("/v1/tools", list_tools, "Every tool a session of the tenant (of `agent`'s profile) is offered, with its source and what governs its calls.")
+            .query(crate::openapi::agent_parameters())
+            .json::<ToolList>(200)
+            .errors(&[400, 404, 422]),
+        Route::get("/v1/prompts", list_prompts, "The tenant's prompt snapshots.")
+            .json::<PromptList>(200),
+        Route::get("/v1/prompts/{name}", show_prompt, "A prompt snapshot.")
+            .json::<PromptRow>(200)
+            .errors(&[404]),
+        Route::put("/v1/prompts/{name}", put_prompt, "A tenant admin copies a server's prompt in (got once now, through the gate); a message can then be it.")
+            .body::<NewPrompt>()
+            .created_or_replaced::<PromptRow>()
+            .errors(&[400, 403, 413, 415, 422]),
+        Route::delete("/v1/prompts/{name}", delete_prompt, "Deletes a prompt snapshot (a tenant admin's key).")
+            .errors(&[403, 404]),
+    ]
+}
 
 /// One server a session of the tenant reaches, as it stood after connecting.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -460,15 +489,6 @@ pub(crate) async fn delete_prompt(
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiError::not_found("such prompt"))
-    }
-}
-
-/// The operator endpoints answer 404 to any other key, as if they did not exist.
-pub(crate) fn require_operator(principal: &Principal) -> Result<(), ApiError> {
-    if principal.role == Role::Operator {
-        Ok(())
-    } else {
-        Err(ApiError::not_found("such endpoint for this key"))
     }
 }
 

@@ -13,6 +13,7 @@ use warden_session::knowledge::{
     MAX_HITS, RetrievalConfig, RetrievalError, Retrieved, Search, embedder_for, retrieve,
 };
 
+use crate::api::route::Route;
 use crate::api::{ApiError, ServiceState, body, principal};
 
 /// Where a tenant's collections live and the operator's `[embeddings]` entries and reranker
@@ -22,6 +23,28 @@ pub struct TenantKnowledge {
     /// the service's PostgreSQL database.
     pub place: KnowledgePlace,
     pub retrieval: RetrievalConfig,
+}
+
+/// The routes of this resource (in the order the OpenAPI document lists them).
+pub(crate) fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/v1/knowledge", list_collections, "The tenant's knowledge collections.")
+            .json::<CollectionList>(200)
+            .errors(&[404]),
+        Route::delete("/v1/knowledge/{collection}", delete_collection, "Removes one of the tenant's knowledge collections with its documents.")
+            .errors(&[403, 404]),
+        Route::post("/v1/knowledge/{collection}/search", search, "The passages of the tenant's collection that best match a query: the retrieval an agent's `search_knowledge` tool runs (BM25, fused with vector nearness when the collection is embedded).")
+            .body::<KnowledgeQuery>()
+            .json::<SearchResult>(200)
+            .errors(&[400, 404, 409, 413, 415, 502]),
+        Route::put("/v1/knowledge/{collection}/documents", put_document, "Adds or replaces one document of the tenant's collection (made on first use); an unchanged document does no work.")
+            .body::<NewDocument>()
+            .created_or_replaced::<DocumentAdded>()
+            .errors(&[400, 403, 404, 409, 413, 415, 422, 502]),
+        Route::delete("/v1/knowledge/{collection}/documents", delete_document, "Removes one document (named in the body) and its chunks from the tenant's collection.")
+            .body::<DocumentName>()
+            .errors(&[400, 403, 404, 415]),
+    ]
 }
 
 /// `POST /v1/knowledge/{collection}/search`.

@@ -9,8 +9,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
-use crate::api::{ApiError, ServiceState, body, principal};
-use crate::inventory::require_operator;
+use crate::api::{ApiError, ServiceState, body, principal, require_operator};
 use crate::store::SecretRow;
 
 /// The longest secret value, in bytes.
