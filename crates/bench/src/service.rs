@@ -380,17 +380,15 @@ impl ServiceHost for BenchOpener {
         self.paths.state_dir().join("service").join("tenants")
     }
 
-    fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, String> {
+    fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, warden_policy::AuditError> {
         if let Some(audit) = &self.audit {
-            return audit.query(query).map_err(|error| error.to_string());
+            return audit.query(query);
         }
         let path = self.paths.state_dir().join("audit.db");
         if !path.exists() {
             return Ok(Vec::new());
         }
-        AuditStore::open(&path)
-            .and_then(|store| store.query(query))
-            .map_err(|error| error.to_string())
+        AuditStore::open(&path).and_then(|store| store.query(query))
     }
 
     fn client_tools(&self, _agent: Option<&str>) -> Vec<ClientToolSpec> {

@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use warden_agent::{Agent, AgentEvent, AgentOptions, Message};
 use warden_session::AgentSession;
+use warden_skills::GrantStoreError;
 
 use crate::approvals::{RunApprover, Waiting};
 use crate::client_tools::{ClientTool, WaitingCalls};
@@ -28,7 +29,7 @@ pub trait ServiceHost: warden_session::SessionOpener {
     fn audit(
         &self,
         query: &warden_policy::AuditQuery,
-    ) -> Result<Vec<warden_policy::AuditRow>, String>;
+    ) -> Result<Vec<warden_policy::AuditRow>, warden_policy::AuditError>;
     /// The client-side tools the agent profile declares.
     fn client_tools(&self, agent: Option<&str>) -> Vec<warden_config::ClientToolSpec>;
     /// Whether an agent profile of this name exists (a session naming another is refused).
@@ -45,16 +46,24 @@ pub trait ServiceHost: warden_session::SessionOpener {
     /// The operator's skill grants and skill-script grants (files in the state folder).
     fn grants(
         &self,
-    ) -> Result<(Vec<warden_skills::Grant>, Vec<warden_skills::ScriptGrant>), String> {
+    ) -> Result<(Vec<warden_skills::Grant>, Vec<warden_skills::ScriptGrant>), GrantStoreError> {
         Ok((Vec::new(), Vec::new()))
     }
     /// Revokes the grant of `server`'s skill at `resource_uri`; whether there was one.
-    fn revoke_skill_grant(&self, _server: &str, _resource_uri: &str) -> Result<bool, String> {
+    fn revoke_skill_grant(
+        &self,
+        _server: &str,
+        _resource_uri: &str,
+    ) -> Result<bool, GrantStoreError> {
         Ok(false)
     }
     /// Revokes the script grant of `skill` for `script` (`None`: every script grant of the
     /// skill); whether there was one.
-    fn revoke_script_grant(&self, _skill: &str, _script: Option<&str>) -> Result<bool, String> {
+    fn revoke_script_grant(
+        &self,
+        _skill: &str,
+        _script: Option<&str>,
+    ) -> Result<bool, GrantStoreError> {
         Ok(false)
     }
     /// The origins of product pages that may call the service with a widget token

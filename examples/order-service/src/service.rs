@@ -81,15 +81,13 @@ impl SessionOpener for OrderServiceOpener {
 }
 
 impl ServiceHost for OrderServiceOpener {
-    fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, String> {
+    fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, warden_policy::AuditError> {
         let path = self.audit_path();
         // No call was made yet: no records.
         if !path.exists() {
             return Ok(Vec::new());
         }
-        AuditStore::open(&path)
-            .and_then(|store| store.query(query))
-            .map_err(|error| error.to_string())
+        AuditStore::open(&path).and_then(|store| store.query(query))
     }
 
     fn client_tools(&self, agent: Option<&str>) -> Vec<ClientToolSpec> {

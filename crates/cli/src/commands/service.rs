@@ -261,17 +261,15 @@ impl ServiceHost for RunOpener {
     fn audit(
         &self,
         query: &warden_policy::AuditQuery,
-    ) -> Result<Vec<warden_policy::AuditRow>, String> {
+    ) -> Result<Vec<warden_policy::AuditRow>, warden_policy::AuditError> {
         if let Some(audit) = &self.audit {
-            return audit.query(query).map_err(|error| error.to_string());
+            return audit.query(query);
         }
         // No audit file yet: no records.
         if !self.audit_path.exists() {
             return Ok(Vec::new());
         }
-        warden_policy::AuditStore::open(&self.audit_path)
-            .and_then(|store| store.query(query))
-            .map_err(|error| error.to_string())
+        warden_policy::AuditStore::open(&self.audit_path).and_then(|store| store.query(query))
     }
 
     fn operator_servers(&self) -> Vec<String> {
@@ -302,36 +300,39 @@ impl ServiceHost for RunOpener {
 
     fn grants(
         &self,
-    ) -> Result<(Vec<warden_skills::Grant>, Vec<warden_skills::ScriptGrant>), String> {
+    ) -> Result<
+        (Vec<warden_skills::Grant>, Vec<warden_skills::ScriptGrant>),
+        warden_skills::GrantStoreError,
+    > {
         let skills =
-            warden_skills::GrantStore::open(warden_skills::GrantStore::path_in(&self.state_dir))
-                .map_err(|error| error.to_string())?;
+            warden_skills::GrantStore::open(warden_skills::GrantStore::path_in(&self.state_dir))?;
         let scripts = warden_skills::ScriptGrantStore::open(
             warden_skills::ScriptGrantStore::path_in(&self.state_dir),
-        )
-        .map_err(|error| error.to_string())?;
+        )?;
         Ok((skills.list().to_vec(), scripts.list().to_vec()))
     }
 
-    fn revoke_skill_grant(&self, server: &str, resource_uri: &str) -> Result<bool, String> {
+    fn revoke_skill_grant(
+        &self,
+        server: &str,
+        resource_uri: &str,
+    ) -> Result<bool, warden_skills::GrantStoreError> {
         let mut store =
-            warden_skills::GrantStore::open(warden_skills::GrantStore::path_in(&self.state_dir))
-                .map_err(|error| error.to_string())?;
+            warden_skills::GrantStore::open(warden_skills::GrantStore::path_in(&self.state_dir))?;
         store
             .revoke(server, Some(resource_uri))
             .map(|removed| removed > 0)
-            .map_err(|error| error.to_string())
     }
 
-    fn revoke_script_grant(&self, skill: &str, script: Option<&str>) -> Result<bool, String> {
+    fn revoke_script_grant(
+        &self,
+        skill: &str,
+        script: Option<&str>,
+    ) -> Result<bool, warden_skills::GrantStoreError> {
         let mut store = warden_skills::ScriptGrantStore::open(
             warden_skills::ScriptGrantStore::path_in(&self.state_dir),
-        )
-        .map_err(|error| error.to_string())?;
-        store
-            .revoke(skill, script)
-            .map(|removed| removed > 0)
-            .map_err(|error| error.to_string())
+        )?;
+        store.revoke(skill, script).map(|removed| removed > 0)
     }
 
     fn widget_origins(&self) -> Vec<String> {

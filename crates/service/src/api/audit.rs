@@ -128,7 +128,7 @@ async fn query_audit(
     let records = state
         .opener
         .audit(&page)
-        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error))?;
+        .map_err(|error| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?;
     let next = records
         .last()
         .map_or(filter.after_id.unwrap_or(0), |record| record.id);

@@ -55,8 +55,8 @@ pub(crate) struct ScriptGrantRow {
     pub(crate) expires_at: Option<u64>,
 }
 
-fn grant_error(error: String) -> ApiError {
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error)
+fn grant_error(error: warden_skills::GrantStoreError) -> ApiError {
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
 }
 
 async fn list_grants(
