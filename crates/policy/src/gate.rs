@@ -12,7 +12,7 @@ use futures::FutureExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_hooks::{HookEvent, HookInput, HookRunner, HookTool, HookVerdict, result_value};
-use warden_vocab::{CapabilityClass, CapabilitySet, ToolGlob};
+use warden_vocab::{CapabilityClass, CapabilitySet};
 
 use crate::approval::{
     ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, Approver, BoxFuture,
@@ -304,12 +304,10 @@ impl Gate {
     /// all admitted by the ceiling, one whose first matching rule denies, and one on the deny list.
     /// (Visible does not mean it runs without asking.)
     pub fn visible(&self, descriptor: &ToolDescriptor) -> bool {
-        let permissions = &self.policy.permissions;
-        let name = descriptor.public_name.as_str();
-        let admitted = check_ceiling(descriptor, permissions.mode).is_ok();
-        let rule_denies = check_rules(&self.policy.rules, name).is_err();
-        let deny_listed = ToolGlob::any_matches(&permissions.deny, name);
-        admitted && !rule_denies && !deny_listed
+        check_ceiling(descriptor, self.policy.permissions.mode).is_ok()
+            && self
+                .operator_refusal(std::slice::from_ref(&descriptor.public_name))
+                .is_none()
     }
 
     /// Why the operator's policy refuses anything named `names` (a rule that denies, a deny
