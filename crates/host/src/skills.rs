@@ -338,6 +338,9 @@ struct State {
     loaded: BTreeMap<String, String>,
     /// Grants approved for this session only: (approval scope, skill URI, content hash, tools).
     session_grants: std::collections::BTreeSet<(String, String, String, Vec<String>)>,
+    /// Servers whose reads the operator's policy refuses, with the counters when that was
+    /// recorded: refused again only when their lists change.
+    refused: BTreeMap<String, ListEpochs>,
 }
 
 /// A loaded remote skill, as the model sees it.
@@ -447,14 +450,22 @@ impl RemoteSkills {
         let Ok(before) = bound.runtime.skill_list_epochs(server) else {
             return Vec::new();
         };
-        let current = self.lock().servers.get(server).map(|known| known.epochs);
+        let current = {
+            let state = self.lock();
+            let registered = state.servers.get(server).map(|known| known.epochs);
+            registered.or_else(|| state.refused.get(server).copied())
+        };
         if current.is_some_and(|epochs| epochs == before) && before.connection > 0 {
             return Vec::new();
         }
         // A server the operator's policy does not let the session read publishes no skill
-        // to it: nothing is listed or registered, and the refusal is on record.
+        // to it: nothing is listed or registered, and the refusal is on record once.
         if let Some(reason) = refused_reads(bound, server) {
-            self.lock().servers.remove(server);
+            {
+                let mut state = self.lock();
+                state.servers.remove(server);
+                state.refused.insert(server.to_owned(), before);
+            }
             self.audit(
                 bound,
                 CallKind::SkillDiscovery,

@@ -786,3 +786,29 @@ async fn a_server_the_operator_denies_publishes_no_skill_to_the_session() {
         host.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn a_denied_server_s_refusal_is_recorded_once_however_often_its_tools_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = open_adjusted(dir.path(), setup(&[("wx", "skills")], false), |options| {
+        options
+            .policy
+            .permissions
+            .deny
+            .push(ToolGlob::parse("mcp__wx__*").unwrap());
+    });
+    for _ in 0..3 {
+        let _ = host.server_tools("wx").await;
+        let _ = host.all_tools().await;
+    }
+    let rows = AuditStore::open(&Paths::under_root(dir.path()).state_dir().join("audit.db"))
+        .unwrap()
+        .query(&AuditQuery::default())
+        .unwrap();
+    let refusals = rows
+        .iter()
+        .filter(|row| row.kind.as_deref() == Some("skill-discovery"))
+        .count();
+    assert_eq!(refusals, 1, "{rows:?}");
+    host.shutdown().await;
+}
