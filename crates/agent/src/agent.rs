@@ -300,6 +300,22 @@ pub enum AgentEvent {
         /// `tool_calls` when the loop goes on; otherwise the stop reason.
         reason: String,
     },
+    /// The gate asks a person about call `id` before it runs, and says why.
+    ToolApprovalAsked {
+        id: String,
+        name: String,
+        reason: String,
+    },
+    /// The answer to [`AgentEvent::ToolApprovalAsked`]: whether call `id` runs, who answered
+    /// (none: the wait was cancelled or there was nobody to ask), and the reason as the audit
+    /// records it.
+    ToolApprovalDecided {
+        id: String,
+        name: String,
+        allowed: bool,
+        answered_by: Option<String>,
+        reason: String,
+    },
     /// The model stated its plan (`update_plan`, once the gate let the call through): the
     /// whole plan each time.
     PlanUpdated {

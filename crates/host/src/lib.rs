@@ -646,6 +646,7 @@ impl Host {
                 cancel: context.cancel,
                 progress: context.progress,
                 subject_server,
+                approval_watch: context.approval_watch,
             })
             .await
     }
@@ -815,6 +816,8 @@ pub struct CallContext {
     pub cancel: CancellationToken,
     /// Where progress notifications go.
     pub progress: Option<ProgressSender>,
+    /// Told when the gate asks a person about the call and when the answer comes.
+    pub approval_watch: Option<warden_policy::ApprovalWatcher>,
 }
 
 impl CallContext {
@@ -826,6 +829,7 @@ impl CallContext {
             approval_scope: None,
             cancel,
             progress: None,
+            approval_watch: None,
         }
     }
 }

@@ -241,6 +241,38 @@ pub enum ApprovalAnswer {
     },
 }
 
+/// The gate's word on a question it asked: whether the call runs, who answered, and the reason
+/// the audit records ("approved by the user for this session", "cancelled while waiting…").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalVerdict {
+    /// Whether the call goes on.
+    pub allowed: bool,
+    /// Who answered, as the audit names them (`None`: nobody answered: cancelled, or there was
+    /// nobody to ask).
+    pub answered_by: Option<String>,
+    /// The reason as recorded.
+    pub reason: String,
+}
+
+/// Told about a call's approval as it happens, for the surface's event stream: the question
+/// when the gate asks it, the verdict when it is answered. Called on the call's task, in order.
+pub trait ApprovalWatch: Send + Sync {
+    /// The gate is about to ask.
+    fn asked(&self, request: &ApprovalRequest);
+    /// The question was answered, or the wait ended without an answer.
+    fn decided(&self, request: &ApprovalRequest, verdict: &ApprovalVerdict);
+}
+
+/// A shared [`ApprovalWatch`], as a call carries it.
+#[derive(Clone)]
+pub struct ApprovalWatcher(pub std::sync::Arc<dyn ApprovalWatch>);
+
+impl std::fmt::Debug for ApprovalWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApprovalWatcher")
+    }
+}
+
 /// Asks a person. The gate waits for the answer without a timeout.
 pub trait Approver: Send + Sync {
     /// Asks about one call.

@@ -205,6 +205,9 @@ pub struct CallRequest {
     /// a prompt get): that server. The audit record, hooks and the external authorizer name it
     /// as the call's server instead of `builtin`.
     pub subject_server: Option<String>,
+    /// Told when the gate asks a person about this call and when the answer comes (the
+    /// session's event stream), if the caller wants to know.
+    pub approval_watch: Option<crate::approval::ApprovalWatcher>,
 }
 
 impl CallRequest {

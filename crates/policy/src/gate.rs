@@ -15,8 +15,8 @@ use warden_hooks::{HookEvent, HookInput, HookRunner, HookTool, HookVerdict, resu
 use warden_vocab::{CapabilityClass, CapabilitySet};
 
 use crate::approval::{
-    ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, Approver, BoxFuture,
-    approval_need,
+    ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, ApprovalVerdict, Approver,
+    BoxFuture, approval_need,
 };
 use crate::audit::{AuditEntry, AuditRecord, AuditSink, arguments_digest};
 use crate::authorize::{check_ceiling, check_rules};
@@ -743,14 +743,47 @@ impl Gate {
             offers_always: false,
             once_only: reach.unconfined.is_some(),
         };
-        let (answer, answered_by) = tokio::select! {
-            answer = self.approver.approve_naming(&approval) => answer,
+        let watch = request.approval_watch.as_ref();
+        if let Some(watch) = watch {
+            watch.0.asked(&approval);
+        }
+        let (verdict, answered_by) = tokio::select! {
+            (answer, answered_by) = self.approver.approve_naming(&approval) => {
+                let who = answered_by.unwrap_or_else(|| "the user".to_owned());
+                let named = !matches!(answer, ApprovalAnswer::NobodyToAsk { .. });
+                let verdict = self.take_answer(request, descriptor, reach, answer, &who);
+                (verdict, named.then_some(who))
+            }
             () = request.cancel.cancelled() => {
                 let reason = "cancelled while waiting for approval".to_owned();
-                return Err(Stop::new(Decision::Cancelled, Layer::Cancellation, reason));
+                (Err(Stop::new(Decision::Cancelled, Layer::Cancellation, reason)), None)
             }
         };
-        let who = answered_by.unwrap_or_else(|| "the user".to_owned());
+        if let Some(watch) = watch {
+            let (allowed, reason) = match &verdict {
+                Ok(because) => (true, because.clone()),
+                Err(stop) => (false, stop.reason.clone()),
+            };
+            let verdict = ApprovalVerdict {
+                allowed,
+                answered_by,
+                reason,
+            };
+            watch.0.decided(&approval, &verdict);
+        }
+        verdict
+    }
+
+    /// What `who`'s answer means for the call: the reason it runs (an answer for the session
+    /// is remembered), or why it stops.
+    fn take_answer(
+        &self,
+        request: &CallRequest,
+        descriptor: &ToolDescriptor,
+        reach: &CallReach,
+        answer: ApprovalAnswer,
+        who: &str,
+    ) -> Result<String, Stop> {
         match answer {
             ApprovalAnswer::AllowOnce => Ok(format!("approved by {who}")),
             // An unconfined call is allowed once, whatever the answer offered more: nothing is
@@ -763,7 +796,7 @@ impl Gate {
                 ))
             }
             ApprovalAnswer::AllowForSession | ApprovalAnswer::AllowAlways => {
-                Ok(self.remember_for_scope(request, descriptor, reach, &who))
+                Ok(self.remember_for_scope(request, descriptor, reach, who))
             }
             ApprovalAnswer::Deny { reason } => {
                 let reason = reason.map_or_else(

@@ -72,8 +72,8 @@ mod tool_settings;
 mod validate;
 
 pub use approval::{
-    ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, Approver, BoxFuture, NoApprover,
-    approval_need,
+    ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, ApprovalVerdict, ApprovalWatch,
+    ApprovalWatcher, Approver, BoxFuture, NoApprover, approval_need,
 };
 pub use audit::{
     AuditColumns, AuditEntry, AuditError, AuditLog, AuditQuery, AuditRecord, AuditRow, AuditSink,

@@ -1124,6 +1124,13 @@ impl ToolExecutor for GateExecutor {
                     }
                 })
             });
+            if let Some(events) = &self.events {
+                context.approval_watch =
+                    Some(warden_policy::ApprovalWatcher(Arc::new(ApprovalEvents {
+                        events: events.clone(),
+                        id: call.id.clone(),
+                    })));
+            }
             // `call_tool` reaches the tool behind it, and a deferred tool called by its exact
             // name is loaded first: either way the gate sees (and audits) the tool itself.
             let (public_name, arguments) = match self
@@ -1169,6 +1176,36 @@ impl ToolExecutor for GateExecutor {
             }
             result
         })
+    }
+}
+
+/// A call's approval told to the session's event stream, under the model's call id.
+struct ApprovalEvents {
+    events: Events,
+    id: String,
+}
+
+impl warden_policy::ApprovalWatch for ApprovalEvents {
+    fn asked(&self, request: &warden_policy::ApprovalRequest) {
+        self.events.emit(AgentEvent::ToolApprovalAsked {
+            id: self.id.clone(),
+            name: request.public_name.clone(),
+            reason: request.reason.clone(),
+        });
+    }
+
+    fn decided(
+        &self,
+        request: &warden_policy::ApprovalRequest,
+        verdict: &warden_policy::ApprovalVerdict,
+    ) {
+        self.events.emit(AgentEvent::ToolApprovalDecided {
+            id: self.id.clone(),
+            name: request.public_name.clone(),
+            allowed: verdict.allowed,
+            answered_by: verdict.answered_by.clone(),
+            reason: verdict.reason.clone(),
+        });
     }
 }
 

@@ -629,6 +629,20 @@ async fn a_call_that_needs_approval_waits_in_the_tenant_s_queue_until_someone_de
     let finished = wait_for_event(&service, &acme, &id, "run_finished").await;
     assert_eq!(finished["final_text"], "It was declined.");
     assert!(!room_files(&sandbox, "acme", &id).join("note.txt").exists());
+    // The session's own stream told the question and its answer, by the model's call id.
+    let asked = wait_for_event(&service, &acme, &id, "tool_approval_asked").await;
+    assert_eq!(
+        (&asked["id"], &asked["name"]),
+        (&json!("call_1"), &json!("write_file"))
+    );
+    let answered = wait_for_event(&service, &acme, &id, "tool_approval_decided").await;
+    assert_eq!(answered["id"], "call_1");
+    assert_eq!(answered["allowed"], false);
+    assert_eq!(answered["answered_by"], "ops@acme");
+    assert_eq!(
+        answered["reason"],
+        "ops@acme declined this call: not on a Friday"
+    );
     assert!(
         mock.requests()[1]
             .body

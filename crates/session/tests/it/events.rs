@@ -1,6 +1,7 @@
 //! The events a session reports, in the order every frontend relies on: a call's start before
 //! it runs, its end after, the model's plan once the gate let it through; and a frontend
-//! cancelling the calls in flight to one source.
+//! cancelling the calls in flight to one source; a person's approval asked and answered between
+//! a call's start and its end.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -242,5 +243,144 @@ async fn a_tool_list_that_cannot_be_refreshed_is_a_warning_and_the_turn_goes_on(
     assert!(warnings[0].contains("the last one is kept"), "{warnings:?}");
     let second = mock.requests()[1].body.to_string();
     assert!(second.contains("mcp__lc__mutate"), "{second}");
+    session.host.shutdown().await;
+}
+
+/// Answers the questions in order: allow once, then refuse.
+struct OnceThenNo(std::sync::Mutex<u32>);
+
+impl warden_policy::Approver for OnceThenNo {
+    fn approve<'a>(
+        &'a self,
+        _: &'a warden_policy::ApprovalRequest,
+    ) -> warden_policy::BoxFuture<'a, warden_policy::ApprovalAnswer> {
+        let mut asked = self.0.lock().unwrap();
+        *asked += 1;
+        let answer = if *asked == 1 {
+            warden_policy::ApprovalAnswer::AllowOnce
+        } else {
+            warden_policy::ApprovalAnswer::Deny {
+                reason: Some("not twice".to_owned()),
+            }
+        };
+        Box::pin(std::future::ready(answer))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_and_its_answer_are_reported_between_a_calls_start_and_its_end() {
+    let mock = MockModel::start().await.unwrap();
+    let home = Home::new(&mock, "");
+    mock.push_turn(ModelTurn::tool_call("call_1", "guarded", json!({})));
+    mock.push_turn(ModelTurn::tool_call("call_2", "guarded", json!({})));
+    mock.push_turn(ModelTurn::text("Once was enough."));
+    let guarded: Arc<dyn HostTool> = Arc::new(
+        CodeTool::new(
+            "guarded",
+            "Says so, with a person's yes.",
+            CapabilityClass::ReadOnly,
+            |_: NoArguments, _| async move { Ok("done") },
+        )
+        .unwrap()
+        .requires_approval(),
+    );
+    let mut session = ConfigOpener::new(home.paths.clone(), home.workspace.clone())
+        .open(SessionSpec {
+            tools: vec![guarded],
+            approver: Some(Arc::new(OnceThenNo(std::sync::Mutex::new(0)))),
+            ..SessionSpec::default()
+        })
+        .unwrap();
+    let sink = Arc::new(Recorded::default());
+
+    let ended = one_turn(
+        &mut session,
+        sink.clone(),
+        "Twice.",
+        &CancellationToken::new(),
+    )
+    .await;
+
+    assert_eq!(ended.outcome.final_text, "Once was enough.");
+    assert_eq!(
+        sink.labels(),
+        [
+            "started guarded",
+            "asked guarded",
+            "allowed guarded by the user",
+            "finished guarded allowed",
+            "started guarded",
+            "asked guarded",
+            "refused guarded by the user",
+            "finished guarded denied",
+        ]
+    );
+    // Each answer carries the call's id and the reason the audit records.
+    let decided: Vec<(String, String)> = sink
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|event| match event {
+            AgentEvent::ToolApprovalDecided { id, reason, .. } => {
+                Some((id.clone(), reason.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            ("call_1".to_owned(), "approved by the user".to_owned()),
+            (
+                "call_2".to_owned(),
+                "the user declined this call: not twice".to_owned()
+            ),
+        ]
+    );
+    session.host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headless_question_is_reported_as_refused_by_nobody() {
+    let mock = MockModel::start().await.unwrap();
+    let home = Home::new(&mock, "");
+    mock.push_turn(ModelTurn::tool_call("call_1", "guarded", json!({})));
+    mock.push_turn(ModelTurn::text("Nobody said yes."));
+    let guarded: Arc<dyn HostTool> = Arc::new(
+        CodeTool::new(
+            "guarded",
+            "Says so, with a person's yes.",
+            CapabilityClass::ReadOnly,
+            |_: NoArguments, _| async move { Ok("done") },
+        )
+        .unwrap()
+        .requires_approval(),
+    );
+    let mut session = ConfigOpener::new(home.paths.clone(), home.workspace.clone())
+        .open(SessionSpec {
+            tools: vec![guarded],
+            ..SessionSpec::default()
+        })
+        .unwrap();
+    let sink = Arc::new(Recorded::default());
+
+    one_turn(
+        &mut session,
+        sink.clone(),
+        "Once.",
+        &CancellationToken::new(),
+    )
+    .await;
+
+    assert_eq!(
+        sink.labels(),
+        [
+            "started guarded",
+            "asked guarded",
+            "refused guarded by nobody",
+            "finished guarded denied",
+        ]
+    );
     session.host.shutdown().await;
 }

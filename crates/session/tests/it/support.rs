@@ -72,6 +72,17 @@ impl Recorded {
                 AgentEvent::PlanUpdated { entries, .. } => {
                     Some(format!("plan of {}", entries.len()))
                 }
+                AgentEvent::ToolApprovalAsked { name, .. } => Some(format!("asked {name}")),
+                AgentEvent::ToolApprovalDecided {
+                    name,
+                    allowed,
+                    answered_by,
+                    ..
+                } => Some(format!(
+                    "{} {name} by {}",
+                    if *allowed { "allowed" } else { "refused" },
+                    answered_by.as_deref().unwrap_or("nobody")
+                )),
                 _ => None,
             })
             .collect()

@@ -331,6 +331,7 @@ pub(crate) fn request(surface: CallSurface, public_name: &str, arguments: Value)
         progress: None,
         subject_server: None,
         tenant: None,
+        approval_watch: None,
     }
 }
 
