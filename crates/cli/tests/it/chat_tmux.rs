@@ -852,6 +852,42 @@ async fn tools_a_server_announces_reach_the_next_request_in_chat() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_a_server_announces_become_slash_commands_without_a_restart() {
+    require_or_skip!(warden_testkit::tmux());
+    let mock = MockModel::start().await.unwrap();
+    mock.push_turn(Turn::tool_call(
+        "call_1",
+        "mcp__lc__mutate",
+        json!({"add_prompt": "fresh"}),
+    ));
+    mock.push_turn(Turn::text("Added a prompt."));
+    mock.push_turn(Turn::text("Fresh it is."));
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&format!(
+        "{}{}",
+        model_config(&mock),
+        stdio_server("lc", &warden_testkit::fixture_binary(), &["list-changed"])
+    ));
+    let tmux = Tmux::start(&sandbox, &["--allowed-tools", "mcp__lc__*"]);
+    tmux.wait_for(&["/help for commands", "ready"]).await;
+    // The prompt the server started with is a command; `fresh` is not one yet.
+    tmux.type_text("/mcp__lc__f");
+    let before = tmux.wait_for(&["/mcp__lc__first"]).await;
+    assert!(!before.contains("/mcp__lc__fresh"), "{before}");
+    tmux.keys(&["BSpace"; 11]);
+    tmux.line("add a prompt");
+    tmux.wait_for(&["Added a prompt."]).await;
+    // The server's prompts/list_changed reloaded the commands: completion offers the new one.
+    tmux.type_text("/mcp__lc__fr");
+    tmux.wait_for(&["/mcp__lc__fresh"]).await;
+    tmux.keys(&["BSpace"; 12]);
+    tmux.line("/mcp__lc__fresh");
+    tmux.wait_for(&["prompt (user)", "Fresh it is."]).await;
+    assert!(sent_text(&mock).contains("This is prompt fresh."));
+    tmux.keys(&["C-d"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_cancel_cancels_the_call_in_flight_and_the_turn_goes_on() {
     require_or_skip!(warden_testkit::tmux());
     let mock = MockModel::start().await.unwrap();
