@@ -54,6 +54,13 @@ pub struct HookInput {
     /// For UserPromptSubmit: the prompt text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// The tenant the session belongs to, when the surface knows one (`warden service`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// Who within the surface made the call or sent the prompt (an API key's caller, a
+    /// gateway client), if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
 }
 
 impl HookInput {
@@ -67,6 +74,8 @@ impl HookInput {
             arguments: None,
             result: None,
             prompt: None,
+            tenant: None,
+            caller: None,
         }
     }
 }

@@ -42,6 +42,8 @@ fn pre_tool_input(dir: &Path, public_name: &str) -> HookInput {
         arguments: Some(json!({"path": "/tmp/x", "content": "secret"})),
         result: None,
         prompt: None,
+        tenant: None,
+        caller: None,
     }
 }
 

@@ -337,6 +337,8 @@ impl Host {
         let mut input =
             warden_hooks::HookInput::session_event(event, &self.session_id, cwd.to_path_buf());
         input.prompt = prompt;
+        input.tenant = self.principal.tenant.clone();
+        input.caller = self.principal.caller.clone();
         self.hooks.run(&input).await
     }
 

@@ -663,6 +663,8 @@ impl Gate {
             arguments: Some(arguments.clone()),
             result: None,
             prompt: None,
+            tenant: request.tenant.clone(),
+            caller: request.caller.clone(),
         };
         let verdict = Box::pin(self.hooks.run(&input)).await;
         trace.warnings.extend(verdict.failures());
@@ -962,6 +964,8 @@ impl Gate {
                     .unwrap_or_else(|| result_value(&output.text, output.is_error)),
             ),
             prompt: None,
+            tenant: request.tenant.clone(),
+            caller: request.caller.clone(),
         };
         let verdict = Box::pin(self.hooks.run(&input)).await;
         trace.warnings.extend(verdict.failures());

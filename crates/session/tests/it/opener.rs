@@ -61,6 +61,95 @@ async fn the_spec_s_principal_and_session_id_reach_the_audit() {
     assert_eq!(read.decision, "allowed");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spec_s_principal_reaches_every_hook_the_session_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let mock = MockModel::start().await.unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let log = scratch.path().join("hooks.log");
+    let hook = scratch.path().join("log-input");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat >> {}\necho >> {}\n",
+            log.display(),
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hooks: String = [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+    ]
+    .iter()
+    .map(|event| {
+        format!(
+            "[[hooks.{event}]]\ncommand = {:?}\n",
+            hook.display().to_string()
+        )
+    })
+    .collect();
+    let home = Home::new(&mock, &hooks);
+    std::fs::write(home.workspace.join("a.txt"), "alpha\n").unwrap();
+    mock.push_turn(ModelTurn::tool_call(
+        "call_1",
+        "read_file",
+        json!({"path": "a.txt"}),
+    ));
+    mock.push_turn(ModelTurn::text("alpha"));
+    let mut session = ConfigOpener::new(home.paths.clone(), home.workspace.clone())
+        .open(SessionSpec {
+            principal: SessionPrincipal {
+                tenant: Some("acme".to_owned()),
+                caller: Some("ada".to_owned()),
+            },
+            ..SessionSpec::default()
+        })
+        .unwrap();
+    session
+        .host
+        .session_event(warden_vocab::HookEvent::SessionStart, &home.workspace, None)
+        .await;
+    one_turn(
+        &mut session,
+        Arc::new(Recorded::default()),
+        "Read a.txt.",
+        &CancellationToken::new(),
+    )
+    .await;
+    session.host.shutdown().await;
+
+    let inputs: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let events: Vec<&str> = inputs
+        .iter()
+        .map(|input| input["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse"
+        ]
+    );
+    for input in &inputs {
+        assert_eq!(
+            (&input["tenant"], &input["caller"]),
+            (&json!("acme"), &json!("ada")),
+            "{input}"
+        );
+    }
+}
+
 /// A wrapper that narrows what the opener prepared: no configured server survives it.
 struct NoServers(ConfigOpener);
 
