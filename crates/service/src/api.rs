@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use http::request::Parts;
 use http::{HeaderMap, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -17,7 +18,7 @@ use warden_net::{host_allowed, origin_is_loopback};
 
 use crate::inventory;
 use crate::runs::{RunError, Runs, ServiceHost};
-use crate::store::{Principal, Role, ServiceStorage, StoreError};
+use crate::store::{Principal, Role, ServiceStorage, SessionRow, StoreError};
 
 mod approvals;
 mod audit;
@@ -475,31 +476,101 @@ fn unauthorized(reason: &str) -> Response {
     response
 }
 
-pub(crate) fn principal(request_extensions: &http::Extensions) -> Result<Principal, ApiError> {
+fn principal(request_extensions: &http::Extensions) -> Result<Principal, ApiError> {
     request_extensions
         .get::<Principal>()
         .cloned()
         .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "no API key"))
 }
 
-/// Only a tenant admin's key registers or removes servers.
-pub(crate) fn require_admin(principal: &Principal) -> Result<(), ApiError> {
-    if principal.role.administers() {
+/// The tenant's session `id`; another tenant's, or none, is a 404.
+pub(crate) async fn tenant_session(
+    state: &ServiceState,
+    tenant: &str,
+    id: &str,
+) -> Result<SessionRow, ApiError> {
+    state
+        .store
+        .session(tenant, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("such session"))
+}
+
+/// Refuses an agent profile name the operator did not define: a well-formed name that names
+/// nothing is a 404, as an unknown id in a path is (a 400 would call a request the OpenAPI
+/// document admits invalid).
+pub(crate) fn known_agent(state: &ServiceState, agent: &str) -> Result<(), ApiError> {
+    if state.opener.knows_agent(agent) {
         Ok(())
     } else {
         Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "only a tenant admin's key changes the tenant's servers, skills, knowledge and prompts (warden service key create --role admin)",
+            StatusCode::NOT_FOUND,
+            format!("no agent profile named {agent:?} (define it as [agents.{agent}])"),
         ))
     }
 }
 
-/// The operator endpoints answer 404 to any other key, as if they did not exist.
-pub(crate) fn require_operator(principal: &Principal) -> Result<(), ApiError> {
-    if principal.role == Role::Operator {
-        Ok(())
+/// A `DELETE`'s answer: 204 when `found` was removed, else 404 naming `what`.
+pub(crate) fn removed(found: bool, what: &str) -> Result<Response, ApiError> {
+    if found {
+        Ok(StatusCode::NO_CONTENT.into_response())
     } else {
-        Err(ApiError::not_found("such endpoint for this key"))
+        Err(ApiError::not_found(what))
+    }
+}
+
+/// A `PUT`'s answer: 201 when it created the resource, 200 when it replaced one.
+pub(crate) fn created_or_replaced(created: bool) -> StatusCode {
+    if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    }
+}
+
+/// The tenant and caller of the request's key, as [`authenticate`] resolved it.
+pub(crate) struct Caller(pub(crate) Principal);
+
+/// A tenant admin's key: only it registers or removes servers, skills, knowledge and prompts
+/// (403 for any other).
+pub(crate) struct Admin(pub(crate) Principal);
+
+/// An operator's key: the operator endpoints answer 404 to any other, as if they did not exist.
+pub(crate) struct Operator;
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        principal(&parts.extensions).map(Self)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let principal = principal(&parts.extensions)?;
+        if principal.role.administers() {
+            Ok(Self(principal))
+        } else {
+            Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "only a tenant admin's key changes the tenant's servers, skills, knowledge and prompts (warden service key create --role admin)",
+            ))
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        if principal(&parts.extensions)?.role == Role::Operator {
+            Ok(Self)
+        } else {
+            Err(ApiError::not_found("such endpoint for this key"))
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::api::route::Route;
-use crate::api::{ApiError, ServiceState, principal};
+use crate::api::{ApiError, Caller, ServiceState, tenant_session};
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
 pub(crate) fn routes() -> Vec<Route> {
@@ -57,9 +57,7 @@ async fn session_artifacts(
     tenant: &str,
     session: &str,
 ) -> Result<Vec<warden_mcp::StoredArtifact>, ApiError> {
-    if state.store.session(tenant, session).await?.is_none() {
-        return Err(ApiError::not_found("such session"));
-    }
+    tenant_session(state, tenant, session).await?;
     let dir = state.runs.room(tenant, session).artifacts();
     warden_mcp::stored_artifacts(&dir).map_err(|error| {
         tracing::warn!(
@@ -76,10 +74,9 @@ async fn session_artifacts(
 /// `GET /v1/sessions/{id}/artifacts`.
 pub(crate) async fn list_artifacts(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let listed = session_artifacts(&state, &principal.tenant, &id).await?;
     let artifacts = listed
         .into_iter()
@@ -97,10 +94,9 @@ pub(crate) async fn list_artifacts(
 /// `GET /v1/sessions/{id}/artifacts/{artifact}`: the file, as an attachment.
 pub(crate) async fn download_artifact(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path((id, artifact)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     if !warden_mcp::is_artifact_id(&artifact) {
         return Err(ApiError::not_found("such artifact"));
     }
@@ -133,18 +129,7 @@ pub(crate) async fn download_artifact(
     {
         headers.insert(header::CONTENT_DISPOSITION, disposition);
     }
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'none'; sandbox"),
-    );
-    headers.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("private, no-store"),
-    );
+    crate::pages::guard_content(headers, "default-src 'none'; sandbox", "private, no-store");
     Ok(response)
 }
 

@@ -10,7 +10,10 @@ use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use crate::api::route::Route;
-use crate::api::{ApiError, ServiceState, body, principal, require_admin, require_operator};
+use crate::api::{
+    Admin, ApiError, Caller, Operator, ServiceState, body, created_or_replaced, known_agent,
+    removed,
+};
 use crate::store::{KeyRow, Principal, PromptRow, Role, TenantRow};
 use crate::tenant_oauth::{CALLBACK_PATH, SignInOutcome};
 
@@ -158,13 +161,8 @@ fn agent_query(state: &ServiceState, query: Option<&str>) -> Result<Option<Strin
             }
         }
     }
-    if let Some(name) = &agent
-        && !state.opener.knows_agent(name)
-    {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("no agent profile named {name:?} (define it as [agents.{name}])"),
-        ));
+    if let Some(name) = &agent {
+        known_agent(state, name)?;
     }
     Ok(agent)
 }
@@ -185,10 +183,9 @@ async fn inspect(
 /// `GET /v1/servers/status`: each server a session of the tenant reaches, connected now.
 pub(crate) async fn servers_status(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let agent = agent_query(&state, query.as_deref())?;
     let registered: Vec<String> = state
         .store
@@ -247,10 +244,9 @@ pub(crate) async fn servers_status(
 /// governs its calls.
 pub(crate) async fn list_tools(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let agent = agent_query(&state, query.as_deref())?;
     let inspection = inspect(&state, &principal, agent.as_deref()).await?;
     let mut tools: Vec<ToolRow> = inspection
@@ -298,12 +294,10 @@ pub(crate) async fn list_tools(
 /// the tokens it gets are held in memory for the tenant and that server only.
 pub(crate) async fn sign_in(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Admin(principal): Admin,
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    require_admin(&principal)?;
     let server = state
         .store
         .list_servers(&principal.tenant)
@@ -393,19 +387,17 @@ pub(crate) async fn sign_in_callback(
 
 pub(crate) async fn list_prompts(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let prompts = state.store.list_prompts(&principal.tenant).await?;
     Ok(Json(PromptList { prompts }).into_response())
 }
 
 pub(crate) async fn show_prompt(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let prompt = state
         .store
         .prompt(&principal.tenant, &name)
@@ -418,13 +410,11 @@ pub(crate) async fn show_prompt(
 /// through the gate (audited as the admin's), and stored; sessions only ever see the copy.
 pub(crate) async fn put_prompt(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Admin(principal): Admin,
     Path(name): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    require_admin(&principal)?;
     let request: NewPrompt = body(&headers, &bytes)?;
     if warden_skills::check_name(&name).is_err() {
         return Err(ApiError::new(
@@ -470,43 +460,33 @@ pub(crate) async fn put_prompt(
         created_at: crate::store::now(),
     };
     let created = state.store.put_prompt(&principal.tenant, &row).await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, Json(row)).into_response())
+    Ok((created_or_replaced(created), Json(row)).into_response())
 }
 
 pub(crate) async fn delete_prompt(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Admin(principal): Admin,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    require_admin(&principal)?;
-    if state.store.delete_prompt(&principal.tenant, &name).await? {
-        Ok(StatusCode::NO_CONTENT.into_response())
-    } else {
-        Err(ApiError::not_found("such prompt"))
-    }
+    removed(
+        state.store.delete_prompt(&principal.tenant, &name).await?,
+        "such prompt",
+    )
 }
 
 pub(crate) async fn list_tenants(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    _: Operator,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
     let tenants = state.store.list_tenants().await?;
     Ok(Json(TenantList { tenants }).into_response())
 }
 
 pub(crate) async fn list_keys(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    _: Operator,
     Path(tenant): Path<String>,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
     if !state
         .store
         .list_tenants()
@@ -522,10 +502,9 @@ pub(crate) async fn list_keys(
 
 pub(crate) async fn revoke_key(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    _: Operator,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
     if state.store.revoke_key(&id).await? {
         Ok(Json(KeyRevoked { revoked: id }).into_response())
     } else {

@@ -14,7 +14,7 @@ use warden_session::knowledge::{
 };
 
 use crate::api::route::Route;
-use crate::api::{ApiError, ServiceState, body, principal};
+use crate::api::{Admin, ApiError, Caller, ServiceState, body, removed};
 
 /// Where a tenant's collections live and the operator's `[embeddings]` entries and reranker
 /// they are embedded and searched with.
@@ -233,9 +233,8 @@ async fn with_store<T: Send + 'static>(
 /// `GET /v1/knowledge`: the tenant's collections.
 pub(crate) async fn list_collections(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let knowledge = tenant_knowledge(&state, &principal.tenant)?;
     let collections = with_store(knowledge, |store, _| Ok(store.collections()?)).await?;
     Ok(Json(CollectionList {
@@ -255,12 +254,11 @@ pub(crate) async fn list_collections(
 /// `POST /v1/knowledge/{collection}/search`.
 pub(crate) async fn search(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(collection): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let request: KnowledgeQuery = body(&headers, &bytes)?;
     if request.query.trim().is_empty() {
         return Err(ApiError::new(
@@ -329,13 +327,11 @@ pub(crate) async fn search(
 /// `PUT /v1/knowledge/{collection}/documents`: adds or replaces one document.
 pub(crate) async fn put_document(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Admin(principal): Admin,
     Path(collection): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    crate::api::require_admin(&principal)?;
     let request: NewDocument = body(&headers, &bytes)?;
     check_document_name(&request.name)?;
     let knowledge = tenant_knowledge(&state, &principal.tenant)?;
@@ -391,44 +387,32 @@ pub(crate) async fn put_document(
 /// `DELETE /v1/knowledge/{collection}/documents`: removes one document and its chunks.
 pub(crate) async fn delete_document(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Admin(principal): Admin,
     Path(collection): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    crate::api::require_admin(&principal)?;
     let request: DocumentName = body(&headers, &bytes)?;
     let knowledge = tenant_knowledge(&state, &principal.tenant)?;
-    let removed = with_store(knowledge, move |store, _| {
+    let found = with_store(knowledge, move |store, _| {
         Ok(store.remove_document(&collection, &request.name)?)
     })
     .await?;
-    if removed {
-        Ok(StatusCode::NO_CONTENT.into_response())
-    } else {
-        Err(ApiError::not_found("such document in the collection"))
-    }
+    removed(found, "such document in the collection")
 }
 
 /// `DELETE /v1/knowledge/{collection}`: removes the collection with its documents.
 pub(crate) async fn delete_collection(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Admin(principal): Admin,
     Path(collection): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    crate::api::require_admin(&principal)?;
     let knowledge = tenant_knowledge(&state, &principal.tenant)?;
-    let removed = with_store(knowledge, move |store, _| {
+    let found = with_store(knowledge, move |store, _| {
         Ok(store.remove_collection(&collection)?)
     })
     .await?;
-    if removed {
-        Ok(StatusCode::NO_CONTENT.into_response())
-    } else {
-        Err(ApiError::not_found("such knowledge collection"))
-    }
+    removed(found, "such knowledge collection")
 }
 
 /// A document's name: parts of letters, digits, `.`, `_` and `-`, none starting with `.` (so

@@ -99,6 +99,21 @@ fn page(content_type: &'static str, csp: &'static str, text: &'static str) -> Re
     let mut response = text.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    guard_content(headers, csp, "no-cache");
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+/// What every body the service serves as a file (a page, a script, an artifact) carries: its
+/// content security policy, no type sniffing, and how long it may be cached.
+pub(crate) fn guard_content(
+    headers: &mut http::HeaderMap,
+    csp: &'static str,
+    cache_control: &'static str,
+) {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(csp),
@@ -108,11 +123,9 @@ fn page(content_type: &'static str, csp: &'static str, text: &'static str) -> Re
         HeaderValue::from_static("nosniff"),
     );
     headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(cache_control),
     );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
 }
 
 async fn console_index() -> Response {

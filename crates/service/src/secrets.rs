@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
-use crate::api::{ApiError, ServiceState, body, principal, require_operator};
+use crate::api::{ApiError, Operator, ServiceState, body, removed};
 use crate::store::SecretRow;
 
 /// The longest secret value, in bytes.
@@ -41,12 +41,11 @@ pub(crate) struct SecretList {
 /// Stores or replaces a secret of `tenant` (204).
 pub(crate) async fn put_secret(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    _: Operator,
     Path((tenant, name)): Path<(String, String)>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
     let request: NewSecret = body(&headers, &bytes)?;
     let bad = |reason: &str| ApiError::new(StatusCode::BAD_REQUEST, reason);
     if !crate::tenant_rules::is_secret_name(&name) {
@@ -73,10 +72,9 @@ pub(crate) async fn put_secret(
 /// The names of `tenant`'s secrets.
 pub(crate) async fn list_secrets(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    _: Operator,
     Path(tenant): Path<String>,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
     let secrets = state.store.tenant_secret_names(&tenant).await?;
     Ok(Json(SecretList { secrets }).into_response())
 }
@@ -84,13 +82,11 @@ pub(crate) async fn list_secrets(
 /// Removes a secret of `tenant` (204), or 404.
 pub(crate) async fn delete_secret(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    _: Operator,
     Path((tenant, name)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
-    if state.store.delete_tenant_secret(&tenant, &name).await? {
-        Ok(StatusCode::NO_CONTENT.into_response())
-    } else {
-        Err(ApiError::not_found("such secret"))
-    }
+    removed(
+        state.store.delete_tenant_secret(&tenant, &name).await?,
+        "such secret",
+    )
 }

@@ -17,6 +17,7 @@ pub mod oauth_gate;
 pub mod pdf;
 pub mod postgres;
 pub mod requirement;
+pub mod service_api;
 
 pub use embedding_model::{EmbeddingModel, embedding_model};
 pub use nginx::{Nginx, UPSTREAM_HEADER, nginx_bin};

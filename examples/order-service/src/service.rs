@@ -3,13 +3,12 @@
 //! the run's tenant and caller as the session's principal, and the API's approvals queue as the
 //! approver.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use warden_config::{AgentProfile, ClientToolSpec, ConfigError, LoadRequest, LoadedConfig, Paths};
-use warden_policy::{AuditQuery, AuditRow, AuditStore, AuthorizationHandler};
-use warden_service::ServiceHost;
+use warden_config::{ClientToolSpec, Paths};
+use warden_policy::{AuditQuery, AuditRow, AuthorizationHandler};
+use warden_service::{ConfigHost, ServiceHost};
 use warden_session::{ConfigOpener, OpenError, Prepared, SessionOpener, SessionSpec};
 
 use crate::{OrderBook, order_tools};
@@ -25,11 +24,11 @@ pub fn service_database(paths: &Paths) -> PathBuf {
 /// (client-side tools) beside the built-ins, its authorization handler (`CallerPermissions` in
 /// the binary) and the run's tenant and caller as the principal every call carries.
 pub struct OrderServiceOpener {
-    paths: Paths,
-    workspace: PathBuf,
+    /// warden's own host of the service: sessions from the configuration, the audit in
+    /// `STATE/audit.db`, the agent profiles and their client-side tools.
+    host: ConfigHost,
     book: Arc<OrderBook>,
     permissions: Arc<dyn AuthorizationHandler>,
-    agents: BTreeMap<String, AgentProfile>,
 }
 
 impl OrderServiceOpener {
@@ -40,28 +39,15 @@ impl OrderServiceOpener {
         workspace: PathBuf,
         book: Arc<OrderBook>,
         permissions: impl AuthorizationHandler + 'static,
-    ) -> Result<Self, ConfigError> {
-        let config = load_config(&paths, &workspace)?;
+    ) -> Result<Self, OpenError> {
+        let sessions = ConfigOpener::new(paths, workspace.clone());
+        let config = sessions.load_config(workspace)?;
         Ok(Self {
-            paths,
-            workspace,
+            host: ConfigHost::new(sessions, &config),
             book,
             permissions: Arc::new(permissions),
-            agents: config.models.agents,
         })
     }
-
-    fn audit_path(&self) -> PathBuf {
-        self.paths.state_dir().join("audit.db")
-    }
-}
-
-fn load_config(paths: &Paths, workspace: &Path) -> Result<LoadedConfig, ConfigError> {
-    warden_config::load(&LoadRequest {
-        paths: paths.clone(),
-        workspace: workspace.to_path_buf(),
-        explicit_file: None,
-    })
 }
 
 impl SessionOpener for OrderServiceOpener {
@@ -71,8 +57,7 @@ impl SessionOpener for OrderServiceOpener {
         // around this (the session's own folder, host tools per profile, tenant servers'
         // egress), so the config is read for the session's folder and no project file of the
         // application's working folder is a tenant's input.
-        let mut prepared =
-            ConfigOpener::new(self.paths.clone(), self.workspace.clone()).prepare(spec)?;
+        let mut prepared = self.host.prepare(spec)?;
         prepared.host.authorization = Some(self.permissions.clone());
         prepared.host.tools =
             order_tools(&self.book).map_err(|error| OpenError::Other(Box::new(error)))?;
@@ -80,24 +65,18 @@ impl SessionOpener for OrderServiceOpener {
     }
 }
 
+/// The audit and the agent profiles as warden's own service host reads them; the rest of the
+/// service's environment (rooms, skills, grants) at `ServiceHost`'s defaults.
 impl ServiceHost for OrderServiceOpener {
     fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, warden_policy::AuditError> {
-        let path = self.audit_path();
-        // No call was made yet: no records.
-        if !path.exists() {
-            return Ok(Vec::new());
-        }
-        AuditStore::open(&path).and_then(|store| store.query(query))
+        self.host.audit(query)
     }
 
     fn client_tools(&self, agent: Option<&str>) -> Vec<ClientToolSpec> {
-        agent
-            .and_then(|agent| self.agents.get(agent))
-            .map(|profile| profile.client_tools.clone())
-            .unwrap_or_default()
+        self.host.client_tools(agent)
     }
 
     fn knows_agent(&self, agent: &str) -> bool {
-        self.agents.contains_key(agent)
+        self.host.knows_agent(agent)
     }
 }

@@ -5,14 +5,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use warden_service::{Role, ServiceHost, ServiceStorage, SqliteStorage};
+use warden_service::{Role, ServiceStorage, SqliteStorage};
 use warden_store_pg::PgStorage;
 
 use crate::Globals;
-use std::collections::BTreeMap;
-
-use warden_config::{AgentProfile, ClientToolSpec};
-
 use crate::setup::{PolicyFlags, async_runtime, load_config};
 
 #[derive(Debug, clap::Args)]
@@ -207,182 +203,6 @@ fn suggested_name(name: &str) -> String {
     }
 }
 
-use warden_service::tenant_folder;
-
-impl RunOpener {
-    /// The tenant's own collections: its part of the service's PostgreSQL database, shared by
-    /// every instance, or else `STATE/service/knowledge/<tenant hash>.db`.
-    fn tenant_knowledge_place(&self, tenant: &str) -> warden_knowledge::KnowledgePlace {
-        match &self.knowledge {
-            Some(shared) => warden_knowledge::KnowledgePlace::Open(Arc::new(shared.tenant(tenant))),
-            None => warden_knowledge::KnowledgePlace::File(
-                self.service_dir
-                    .join("knowledge")
-                    .join(format!("{}.db", tenant_folder(tenant))),
-            ),
-        }
-    }
-}
-
-/// Opens each run's agent session as `warden run` would (the configuration read again, so an
-/// edit applies to the next run), for the session's profile.
-struct RunOpener {
-    globals: Globals,
-    /// The sessions' opener: the config read anew for each run, the policy flags, the shared
-    /// audit when there is one.
-    sessions: warden_session::ConfigOpener,
-    agents: BTreeMap<String, AgentProfile>,
-    audit_path: std::path::PathBuf,
-    /// The shared audit (PostgreSQL); `None`: `audit_path`, this instance's own file.
-    audit: Option<Arc<dyn warden_policy::AuditLog>>,
-    /// `STATE_DIR/service`: the tenants' skill folders.
-    service_dir: std::path::PathBuf,
-    /// `[service] widget_origins`: product pages that may call with a widget token.
-    widget_origins: Vec<String>,
-    /// The state folder: the operator's skill and script grants are files in it.
-    state_dir: std::path::PathBuf,
-    /// The tenants' knowledge collections on the service's PostgreSQL database; `None`: a
-    /// SQLite file per tenant on this instance.
-    knowledge: Option<Arc<warden_store_pg::PgKnowledgeStore>>,
-    /// `[service]`'s tenancy settings, as the service started.
-    tenancy: warden_config::Tenancy,
-}
-
-impl warden_session::SessionOpener for RunOpener {
-    fn prepare(
-        &self,
-        spec: &warden_session::SessionSpec,
-    ) -> Result<warden_session::Prepared, warden_session::OpenError> {
-        self.sessions.prepare(spec)
-    }
-}
-
-impl ServiceHost for RunOpener {
-    fn audit(
-        &self,
-        query: &warden_policy::AuditQuery,
-    ) -> Result<Vec<warden_policy::AuditRow>, warden_policy::AuditError> {
-        if let Some(audit) = &self.audit {
-            return audit.query(query);
-        }
-        // No audit file yet: no records.
-        if !self.audit_path.exists() {
-            return Ok(Vec::new());
-        }
-        warden_policy::AuditStore::open(&self.audit_path).and_then(|store| store.query(query))
-    }
-
-    fn operator_servers(&self) -> Vec<String> {
-        load_config(&self.globals)
-            .map(|(_, _, config)| config.servers.into_keys().collect())
-            .unwrap_or_default()
-    }
-
-    fn tenant_skill_root(&self, tenant: &str) -> Option<std::path::PathBuf> {
-        Some(self.service_dir.join("skills").join(tenant_folder(tenant)))
-    }
-
-    fn tenant_knowledge(&self, tenant: &str) -> Option<warden_service::TenantKnowledge> {
-        let retrieval = match load_config(&self.globals) {
-            Ok((_, _, config)) => warden_session::knowledge::RetrievalConfig::of(&config),
-            Err(error) => {
-                tracing::warn!(
-                    "the config could not be read for [embeddings] and [knowledge]: {error:#}"
-                );
-                Default::default()
-            }
-        };
-        Some(warden_service::TenantKnowledge {
-            place: self.tenant_knowledge_place(tenant),
-            retrieval,
-        })
-    }
-
-    fn grants(
-        &self,
-    ) -> Result<
-        (Vec<warden_skills::Grant>, Vec<warden_skills::ScriptGrant>),
-        warden_skills::GrantStoreError,
-    > {
-        let skills =
-            warden_skills::GrantStore::open(warden_skills::GrantStore::path_in(&self.state_dir))?;
-        let scripts = warden_skills::ScriptGrantStore::open(
-            warden_skills::ScriptGrantStore::path_in(&self.state_dir),
-        )?;
-        Ok((skills.list().to_vec(), scripts.list().to_vec()))
-    }
-
-    fn revoke_skill_grant(
-        &self,
-        server: &str,
-        resource_uri: &str,
-    ) -> Result<bool, warden_skills::GrantStoreError> {
-        let mut store =
-            warden_skills::GrantStore::open(warden_skills::GrantStore::path_in(&self.state_dir))?;
-        store
-            .revoke(server, Some(resource_uri))
-            .map(|removed| removed > 0)
-    }
-
-    fn revoke_script_grant(
-        &self,
-        skill: &str,
-        script: Option<&str>,
-    ) -> Result<bool, warden_skills::GrantStoreError> {
-        let mut store = warden_skills::ScriptGrantStore::open(
-            warden_skills::ScriptGrantStore::path_in(&self.state_dir),
-        )?;
-        store.revoke(skill, script).map(|removed| removed > 0)
-    }
-
-    fn widget_origins(&self) -> Vec<String> {
-        self.widget_origins.clone()
-    }
-
-    fn profiles_naming_skill(&self, skill: &str) -> Vec<String> {
-        self.agents
-            .values()
-            .filter(|profile| profile.skills.iter().any(|named| named == skill))
-            .map(|profile| profile.name.clone())
-            .collect()
-    }
-
-    fn record_audit(&self, record: &warden_policy::AuditRecord) {
-        use warden_policy::AuditSink;
-        let stored = match &self.audit {
-            Some(audit) => audit.record(record),
-            None => warden_policy::AuditStore::open(&self.audit_path)
-                .and_then(|store| store.record(record)),
-        };
-        if let Err(error) = stored {
-            tracing::warn!("a quota refusal could not be audited: {error}");
-        }
-    }
-
-    fn rooms_dir(&self) -> std::path::PathBuf {
-        self.service_dir.join("tenants")
-    }
-
-    fn tenancy(&self) -> warden_config::Tenancy {
-        self.tenancy.clone()
-    }
-
-    fn oauth_lock_dir(&self) -> std::path::PathBuf {
-        self.service_dir.join("oauth-locks")
-    }
-
-    fn knows_agent(&self, agent: &str) -> bool {
-        self.agents.contains_key(agent)
-    }
-
-    fn client_tools(&self, agent: Option<&str>) -> Vec<ClientToolSpec> {
-        agent
-            .and_then(|agent| self.agents.get(agent))
-            .map(|profile| profile.client_tools.clone())
-            .unwrap_or_default()
-    }
-}
-
 /// What every instance on one PostgreSQL database shares besides the storage contract.
 struct SharedParts {
     audit: Arc<dyn warden_policy::AuditLog>,
@@ -396,7 +216,7 @@ fn serve(
     shared: Option<SharedParts>,
     args: RunArgs,
 ) -> anyhow::Result<ExitCode> {
-    let (paths, _workspace, mut config) = load_config(globals)?;
+    let (_paths, _workspace, mut config) = load_config(globals)?;
     let left_out = warden_service::without_local_processes(&mut config);
     if !left_out.is_empty() {
         eprintln!(
@@ -406,23 +226,17 @@ fn serve(
     }
     // The policy flags are checked before anything listens.
     let _ = args.policy.policy(&config.policy)?;
-    let sessions = crate::setup::config_opener(globals, &args.policy)?.with_audit(
-        shared
-            .as_ref()
-            .map(|shared| shared.audit.clone() as Arc<dyn warden_policy::AuditSink>),
+    let mut host = warden_service::ConfigHost::new(
+        crate::setup::config_opener(globals, &args.policy)?,
+        &config,
     );
-    let opener = Arc::new(RunOpener {
-        globals: globals.clone(),
-        sessions,
-        agents: config.models.agents.clone(),
-        audit_path: paths.state_dir().join("audit.db"),
-        audit: shared.as_ref().map(|shared| shared.audit.clone()),
-        knowledge: shared.map(|shared| shared.knowledge),
-        service_dir: paths.state_dir().join("service"),
-        widget_origins: config.service_widget_origins.clone(),
-        state_dir: paths.state_dir().to_path_buf(),
-        tenancy: config.service_tenancy.clone(),
-    });
+    if let Some(shared) = shared {
+        let knowledge = shared.knowledge;
+        host = host
+            .with_shared_audit(shared.audit)
+            .with_shared_knowledge(move |tenant| Arc::new(knowledge.tenant(tenant)));
+    }
+    let opener = Arc::new(host);
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await

@@ -8,6 +8,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use warden_mock_model::{MockModel, Step, Turn};
 
 use crate::support::{Sandbox, mock_model_config};
+pub(crate) use warden_testkit::service_api::{client, read_stream, send};
 
 /// A running `warden service run`, killed when dropped.
 pub(crate) struct Service {
@@ -153,38 +154,6 @@ pub(crate) fn key(sandbox: &Sandbox, tenant: &str, caller: &str) -> String {
         ])
         .trim()
         .to_owned()
-}
-
-pub(crate) fn client() -> reqwest::Client {
-    warden_net::http_client().loopback().build().unwrap()
-}
-
-pub(crate) async fn send(request: reqwest::RequestBuilder) -> (u16, Value) {
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
-/// Reads an SSE stream to its end: each event's id and data.
-async fn read_stream(response: reqwest::Response) -> Vec<(u64, Value)> {
-    let text = tokio::time::timeout(Duration::from_secs(60), response.text())
-        .await
-        .expect("the stream ends once the run is over")
-        .unwrap();
-    let mut events = Vec::new();
-    let mut id = None;
-    for line in text.lines() {
-        if let Some(value) = line.strip_prefix("id:") {
-            id = Some(value.trim().parse::<u64>().unwrap());
-        } else if let Some(data) = line.strip_prefix("data:") {
-            events.push((
-                id.take().unwrap(),
-                serde_json::from_str(data.trim()).unwrap(),
-            ));
-        }
-    }
-    events
 }
 
 /// The mock model and profile `support`, whose sessions get the file tools and bash (each in

@@ -8,7 +8,7 @@ use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::route::Route;
-use super::{ApiError, ServiceState, body, principal};
+use super::{ApiError, Caller, ServiceState, body};
 use crate::approvals::{DecideError, Decision};
 use crate::store::ApprovalRow;
 
@@ -65,9 +65,8 @@ pub(crate) enum DecisionKind {
 
 async fn list_approvals(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let pending = state.store.pending_approvals(&principal.tenant).await?;
     Ok(Json(ApprovalList { approvals: pending }).into_response())
 }
@@ -75,12 +74,11 @@ async fn list_approvals(
 /// Decides a pending approval; the audit names the deciding key's caller.
 async fn decide_approval(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     if !principal.role.decides_approvals() {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,

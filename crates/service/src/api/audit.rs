@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::route::Route;
-use super::{ApiError, DEFAULT_PAGE, MAX_PAGE, ServiceState, principal};
+use super::{ApiError, Caller, DEFAULT_PAGE, MAX_PAGE, ServiceState};
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
 pub(super) fn routes() -> Vec<Route> {
@@ -115,10 +115,9 @@ fn audit_query(query: Option<&str>, tenant: &str) -> Result<warden_policy::Audit
 /// The tenant's audit records, oldest first from the cursor; `next` is the cursor to go on from.
 async fn query_audit(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let filter = audit_query(query.as_deref(), &principal.tenant)?;
     // A page: the oldest records after the cursor, at most `limit`.
     let page = warden_policy::AuditQuery {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::route::Route;
-use super::{ApiError, ServiceState, body, principal};
+use super::{ApiError, Caller, ServiceState, body, tenant_session};
 use crate::client_tools::AnswerError;
 use crate::store::ClientCallRow;
 
@@ -46,13 +46,10 @@ pub(crate) struct Answered {
 
 async fn list_client_calls(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    if state.store.session(&principal.tenant, &id).await?.is_none() {
-        return Err(ApiError::not_found("such session"));
-    }
+    tenant_session(&state, &principal.tenant, &id).await?;
     let pending = state
         .store
         .pending_client_calls(&principal.tenant, &id)
@@ -88,12 +85,11 @@ pub(crate) struct ClientError {
 /// The caller's answer to a client-side tool call; the waiting run goes on with it.
 async fn answer_client_call(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path((id, call)): Path<(String, String)>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let answer = match body::<ClientAnswer>(&headers, &bytes) {
         Ok(ClientAnswer::Result(ClientResult { result })) => json!({"result": result}),
         Ok(ClientAnswer::Error(ClientError { error })) => json!({"error": error}),
@@ -105,9 +101,7 @@ async fn answer_client_call(
         }
         Err(refused) => return Err(refused),
     };
-    if state.store.session(&principal.tenant, &id).await?.is_none() {
-        return Err(ApiError::not_found("such session"));
-    }
+    tenant_session(&state, &principal.tenant, &id).await?;
     match state
         .runs
         .answer_client_call(&principal.tenant, &id, &call, &answer)

@@ -11,7 +11,7 @@ use http::{HeaderMap, StatusCode};
 use serde::Serialize;
 
 use super::route::Route;
-use super::{ApiError, DEFAULT_PAGE, MAX_PAGE, ServiceState, principal};
+use super::{ApiError, Caller, DEFAULT_PAGE, MAX_PAGE, ServiceState, tenant_session};
 use crate::store::EventRow;
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
@@ -85,15 +85,12 @@ fn cursor_query(query: Option<&str>) -> Result<(u64, usize), ApiError> {
 
 async fn list_events(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let (after, limit) = cursor_query(query.as_deref())?;
-    if state.store.session(&principal.tenant, &id).await?.is_none() {
-        return Err(ApiError::not_found("such session"));
-    }
+    tenant_session(&state, &principal.tenant, &id).await?;
     let events = state
         .store
         .events_after(&principal.tenant, &id, after, limit)
@@ -107,12 +104,11 @@ async fn list_events(
 /// event was sent.
 async fn stream_events(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let (mut after, _) = cursor_query(query.as_deref())?;
     if let Some(last) = headers
         .get("last-event-id")
@@ -125,9 +121,7 @@ async fn stream_events(
             )
         })?;
     }
-    if state.store.session(&principal.tenant, &id).await?.is_none() {
-        return Err(ApiError::not_found("such session"));
-    }
+    tenant_session(&state, &principal.tenant, &id).await?;
     // Counted until the stream's body is dropped (it ended, or the client went away).
     let slot = state.runs.quotas().admit_stream(&principal)?;
     // Events another instance stores wake this stream too.

@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde::Serialize;
 
 use super::route::Route;
-use super::{ApiError, ServiceState, principal, require_operator};
+use super::{ApiError, Operator, ServiceState, removed};
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
 pub(super) fn routes() -> Vec<Route> {
@@ -59,11 +59,7 @@ fn grant_error(error: warden_skills::GrantStoreError) -> ApiError {
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
 }
 
-async fn list_grants(
-    State(state): State<ServiceState>,
-    extensions: http::Extensions,
-) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
+async fn list_grants(State(state): State<ServiceState>, _: Operator) -> Result<Response, ApiError> {
     let (skills, scripts) = state.opener.grants().map_err(grant_error)?;
     Ok(Json(GrantList {
         skill_grants: skills
@@ -90,55 +86,47 @@ async fn list_grants(
     .into_response())
 }
 
-fn revoked(found: bool) -> Result<Response, ApiError> {
-    if found {
-        Ok(StatusCode::NO_CONTENT.into_response())
-    } else {
-        Err(ApiError::not_found("such grant"))
-    }
-}
-
 /// Revokes a skill grant; the skill's URI is one path segment, percent-encoded.
 async fn revoke_skill_grant(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    _: Operator,
     Path((server, uri)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
-    revoked(
+    removed(
         state
             .opener
             .revoke_skill_grant(&server, &uri)
             .map_err(grant_error)?,
+        "such grant",
     )
 }
 
 /// Revokes every script grant of a skill (the skill-wide one and each script's).
 async fn revoke_skill_scripts_grant(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    _: Operator,
     Path(skill): Path<String>,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
-    revoked(
+    removed(
         state
             .opener
             .revoke_script_grant(&skill, None)
             .map_err(grant_error)?,
+        "such grant",
     )
 }
 
 /// Revokes the grant of one script (its path in the skill folder, percent-encoded).
 async fn revoke_script_grant(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    _: Operator,
     Path((skill, script)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    require_operator(&principal(&extensions)?)?;
-    revoked(
+    removed(
         state
             .opener
             .revoke_script_grant(&skill, Some(&script))
             .map_err(grant_error)?,
+        "such grant",
     )
 }

@@ -8,7 +8,7 @@ use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::route::Route;
-use super::{ApiError, MAX_PAGE, ServiceState, body, principal};
+use super::{ApiError, Caller, MAX_PAGE, ServiceState, body, tenant_session};
 use crate::store::Principal;
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
@@ -72,12 +72,11 @@ pub(crate) struct PromptReference {
 
 async fn post_message(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let value: serde_json::Value = body(&headers, &bytes)?;
     let message: NewMessage = serde_json::from_value(value).map_err(|_| {
         ApiError::new(
@@ -113,9 +112,7 @@ async fn post_message(
 
 /// The cursor of the last event stored for the session (0: none).
 async fn last_seq(state: &ServiceState, principal: &Principal, id: &str) -> Result<u64, ApiError> {
-    if state.store.session(&principal.tenant, id).await?.is_none() {
-        return Err(ApiError::not_found("such session"));
-    }
+    tenant_session(state, &principal.tenant, id).await?;
     let mut after = 0;
     loop {
         let page = state
@@ -131,13 +128,10 @@ async fn last_seq(state: &ServiceState, principal: &Principal, id: &str) -> Resu
 
 async fn cancel_run(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    if state.store.session(&principal.tenant, &id).await?.is_none() {
-        return Err(ApiError::not_found("such session"));
-    }
+    tenant_session(&state, &principal.tenant, &id).await?;
     match state.runs.cancel_anywhere(&principal.tenant, &id).await {
         crate::runs::CancelOutcome::Cancelled => {
             Ok((StatusCode::ACCEPTED, Json(Cancelled { cancelled: true })).into_response())

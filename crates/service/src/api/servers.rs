@@ -8,7 +8,7 @@ use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::route::Route;
-use super::{ApiError, ServiceState, body, principal, require_admin};
+use super::{Admin, ApiError, Caller, ServiceState, body, created_or_replaced, removed};
 use crate::store::ServerRow;
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
@@ -45,9 +45,8 @@ pub(crate) struct ServerList {
 
 async fn list_servers(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let servers = state.store.list_servers(&principal.tenant).await?;
     Ok(Json(ServerList { servers }).into_response())
 }
@@ -56,13 +55,11 @@ async fn list_servers(
 /// values name environment variables, never hold a credential. Its tools ask before every call.
 async fn put_server(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Admin(principal): Admin,
     Path(name): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    require_admin(&principal)?;
     let request: NewServer = body(&headers, &bytes)?;
     let bad = |reason: String| ApiError::new(StatusCode::BAD_REQUEST, reason);
     if !warden_config::is_valid_server_name(&name)
@@ -104,25 +101,17 @@ async fn put_server(
         created_at: crate::store::now(),
     };
     let created = state.store.put_server(&principal.tenant, &row).await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, Json(row)).into_response())
+    Ok((created_or_replaced(created), Json(row)).into_response())
 }
 
 async fn delete_server(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Admin(principal): Admin,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    require_admin(&principal)?;
-    if state.store.delete_server(&principal.tenant, &name).await? {
+    let found = state.store.delete_server(&principal.tenant, &name).await?;
+    if found {
         state.runs.tokens().forget(&principal.tenant, &name);
-        Ok(StatusCode::NO_CONTENT.into_response())
-    } else {
-        Err(ApiError::not_found("such server"))
     }
+    removed(found, "such server")
 }

@@ -8,7 +8,7 @@ use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::route::Route;
-use super::{ApiError, ServiceState, body, principal};
+use super::{ApiError, Caller, ServiceState, body, known_agent, tenant_session};
 use crate::store::SessionRow;
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
@@ -63,11 +63,10 @@ pub(crate) struct NewSession {
 
 async fn create_session(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let request: NewSession = if bytes.is_empty() {
         NewSession { agent: None }
     } else {
@@ -89,15 +88,8 @@ async fn create_session(
             _ => agent = Some(scope.agent.clone()),
         }
     }
-    if let Some(agent) = &agent
-        && !state.opener.knows_agent(agent)
-    {
-        // A well-formed name that names nothing: 404, as for an id in a path (a 400 would
-        // call a request the OpenAPI document admits invalid; schemathesis holds us to that).
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("no agent profile named {agent:?} (define it as [agents.{agent}])"),
-        ));
+    if let Some(agent) = &agent {
+        known_agent(&state, agent)?;
     }
     // Counted (and held) before anything is stored; the creator is recorded for the count.
     let _held = match state
@@ -124,24 +116,18 @@ async fn create_session(
 
 async fn list_sessions(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let rows = state.store.list_sessions(&principal.tenant).await?;
     Ok(Json(SessionList { sessions: rows }).into_response())
 }
 
 async fn show_session(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    let row = state
-        .store
-        .session(&principal.tenant, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("such session"))?;
+    let row = tenant_session(&state, &principal.tenant, &id).await?;
     let messages = state.store.messages(&principal.tenant, &id).await?;
     Ok(Json(SessionDetail {
         session: row,
@@ -152,13 +138,10 @@ async fn show_session(
 
 async fn delete_session(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    if state.store.session(&principal.tenant, &id).await?.is_none() {
-        return Err(ApiError::not_found("such session"));
-    }
+    tenant_session(&state, &principal.tenant, &id).await?;
     if state.runs.is_going_anywhere(&principal.tenant, &id).await {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

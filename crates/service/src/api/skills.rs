@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::route::Route;
-use super::{ApiError, ServiceState, body, principal, require_admin};
+use super::{Admin, ApiError, Caller, ServiceState, body, created_or_replaced};
 use crate::store::SkillRow;
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
@@ -63,19 +63,17 @@ pub(crate) struct SkillInUse {
 
 async fn list_skills(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let skills = state.store.list_skills(&principal.tenant).await?;
     Ok(Json(SkillList { skills }).into_response())
 }
 
 async fn show_skill(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     let text = state
         .store
         .skill_text(&principal.tenant, &name)
@@ -88,13 +86,11 @@ async fn show_skill(
 /// rules, hidden Unicode, sizes); an error names its line.
 async fn put_skill(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Admin(principal): Admin,
     Path(name): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    require_admin(&principal)?;
     let request: SkillText = body(&headers, &bytes)?;
     let bad = |reason: String| ApiError::new(StatusCode::BAD_REQUEST, reason);
     warden_skills::check_name(&name).map_err(|why| bad(format!("skill name {name:?}: {why}")))?;
@@ -115,13 +111,8 @@ async fn put_skill(
             &request.text,
         )
         .await?;
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
     Ok((
-        status,
+        created_or_replaced(created),
         Json(SkillShown {
             name,
             text: request.text,
@@ -134,12 +125,10 @@ async fn put_skill(
 /// `?force=true` — after which those profiles fail to open, saying the skill was not found.
 async fn delete_skill(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Admin(principal): Admin,
     Path(name): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
-    require_admin(&principal)?;
     let force = match query.as_deref() {
         None | Some("") => false,
         Some("force=true") => true,

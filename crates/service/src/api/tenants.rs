@@ -8,7 +8,7 @@ use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::route::Route;
-use super::{ApiError, ServiceState, body, principal};
+use super::{ApiError, Caller, ServiceState, body};
 use crate::store::Role;
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
@@ -74,12 +74,11 @@ pub(crate) enum TenantKeyRole {
 
 async fn issue_key(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     Path(tenant): Path<String>,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     if principal.role != Role::Operator {
         return Err(ApiError::not_found("such endpoint for this key"));
     }

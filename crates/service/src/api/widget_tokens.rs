@@ -8,7 +8,7 @@ use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::route::Route;
-use super::{ApiError, ServiceState, body, principal};
+use super::{ApiError, Caller, ServiceState, body, known_agent};
 use crate::store::Role;
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
@@ -52,11 +52,10 @@ const WIDGET_TOKEN_MAX_TTL: u64 = 3600;
 /// hands it to the page; it reaches one agent profile's sessions that it creates, nothing else.
 async fn issue_widget_token(
     State(state): State<ServiceState>,
-    extensions: http::Extensions,
+    Caller(principal): Caller,
     headers: HeaderMap,
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
-    let principal = principal(&extensions)?;
     if !matches!(principal.role, Role::Caller | Role::Approver | Role::Admin) {
         return Err(ApiError::not_found("such endpoint for this key"));
     }
@@ -82,15 +81,7 @@ async fn issue_widget_token(
             format!("ttl_sec must be a whole number from 1 to {WIDGET_TOKEN_MAX_TTL}"),
         ));
     };
-    if !state.opener.knows_agent(&request.agent) {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!(
-                "no agent profile named {:?} (define it as [agents.{}])",
-                request.agent, request.agent
-            ),
-        ));
-    }
+    known_agent(&state, &request.agent)?;
     let issued = state
         .store
         .issue_widget_token(&principal.tenant, &request.agent, caller, ttl)
