@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use warden_agent::{Agent, AgentEvent, AgentOptions, Message};
 use warden_session::AgentSession;
 use warden_skills::GrantStoreError;
+use warden_vocab::HookEvent;
 
 use crate::approvals::{RunApprover, Waiting};
 use crate::client_tools::{ClientTool, WaitingCalls};
@@ -898,9 +899,64 @@ impl Runs {
             .filter_map(|name| opened.host.tool_identity(name))
             .collect();
         opened.host.allow_for_session(identities);
-        let outcome = self.converse(&mut opened, run, continuation, &cancel).await;
+        // The operator's lifecycle hooks see a run as `warden run` shows them a session: it
+        // starts, its prompt is submitted, it stops, it ends.
+        opened.lifecycle_hook(HookEvent::SessionStart, None).await;
+        let outcome = match self.submitted(&opened, run, continuation).await {
+            Ok(continuation) => {
+                let outcome = self.converse(&mut opened, run, continuation, &cancel).await;
+                opened.lifecycle_hook(HookEvent::Stop, None).await;
+                outcome
+            }
+            Err(blocked) => Ok(blocked),
+        };
+        opened.lifecycle_hook(HookEvent::SessionEnd, None).await;
         opened.host.shutdown().await;
         outcome
+    }
+
+    /// Offers the caller's new messages to the operator's UserPromptSubmit hooks. A hook that
+    /// blocks keeps them from the model and the conversation: the caller reads its reason as a
+    /// `prompt_blocked` event, and the run ends there (its end event is returned).
+    async fn submitted(
+        &self,
+        opened: &AgentSession,
+        run: &RunTicket,
+        continuation: Continuation,
+    ) -> Result<Continuation, serde_json::Value> {
+        let Continuation::Messages(messages) = &continuation else {
+            return Ok(continuation);
+        };
+        let prompt: Vec<&str> = messages
+            .iter()
+            .filter_map(|message| match message {
+                Message::User { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        if prompt.is_empty() {
+            return Ok(continuation);
+        }
+        let verdict = opened
+            .lifecycle_hook(HookEvent::UserPromptSubmit, Some(prompt.join("\n\n")))
+            .await;
+        let Some(reason) = verdict.block_reason() else {
+            return Ok(continuation);
+        };
+        self.record_held(
+            &run.tenant,
+            &run.session,
+            &run.holder,
+            &json!({"type": "prompt_blocked", "reason": reason}),
+        )
+        .await;
+        Err(json!({
+            "type": "run_finished",
+            "final_text": "",
+            "stop": "prompt_blocked",
+            "turns": 0,
+            "usage": warden_agent::Usage::default(),
+        }))
     }
 
     /// Opens an agent session of `tenant` for `agent`'s profile, as a run does: the tenant's

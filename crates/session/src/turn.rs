@@ -65,12 +65,22 @@ pub enum TurnError {
 }
 
 impl AgentSession {
+    /// Runs the operator's hooks for a lifecycle `event` of this session (with the prompt for
+    /// UserPromptSubmit), in its workspace; what they said.
+    pub async fn lifecycle_hook(
+        &self,
+        event: HookEvent,
+        prompt: Option<String>,
+    ) -> warden_hooks::HookVerdict {
+        self.host
+            .session_event(event, &self.workspace, prompt)
+            .await
+    }
+
     /// Runs one turn of `text` on the conversation.
     pub async fn run_turn(&self, turn: Turn<'_>, text: String) -> Result<TurnEnd, TurnError> {
-        let workspace = self.workspace.clone();
         let verdict = self
-            .host
-            .session_event(HookEvent::UserPromptSubmit, &workspace, Some(text.clone()))
+            .lifecycle_hook(HookEvent::UserPromptSubmit, Some(text.clone()))
             .await;
         if let Some(reason) = verdict.block_reason() {
             return Err(TurnError::Blocked(reason.to_owned()));
@@ -120,9 +130,7 @@ impl AgentSession {
         {
             tracing::warn!("writing the transcript: {error}");
         }
-        self.host
-            .session_event(HookEvent::Stop, &workspace, None)
-            .await;
+        self.lifecycle_hook(HookEvent::Stop, None).await;
         Ok(TurnEnd { outcome, first_new })
     }
 }
