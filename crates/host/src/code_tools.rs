@@ -1,12 +1,17 @@
-//! The embedding API's tools: a Rust application defines a tool in code — name, description, an
-//! argument type whose JSON Schema is derived with `schemars`, its effect class, the permission it
-//! requires, its timeout and whether it always asks — and registers it on the host it opens
-//! ([`crate::HostOptions::tools`]). The body is private to the tool and runs only when the gate
-//! dispatches an admitted call: after the application's authorization handler, after approval,
-//! under the tool's timeout.
+//! The one shape of a tool defined in code. An embedding Rust application defines its tools
+//! with [`CodeTool::new`] — name, description, an argument type whose JSON Schema is derived with
+//! `schemars`, its effect class, the permission it requires, its timeout and whether it always
+//! asks — and registers them on the host it opens ([`crate::HostOptions::tools`]). warden's own
+//! host tools (resources, prompts, skills, code mode, search, knowledge, scripts, the agent's
+//! built-ins) are built the same way with [`CodeTool::builtin`], which adds what only they
+//! declare: their call kind, surfaces, subject server, assessment, audit requirement, when they
+//! are offered, and a body that reaches the session's [`crate::Host`] through its
+//! [`Invocation`]. Either way the arguments are parsed once, by `warden_vocab::parse_arguments`,
+//! and the body runs only when the gate dispatches an admitted call: after authorization, after
+//! approval, under the tool's timeout.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -15,8 +20,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use warden_policy::{
-    BoxFuture, CallSurface, CapabilityClass, CapabilitySet, DispatchError, ToolOutput,
-    normalise_declared,
+    BoxFuture, CallKind, CallReach, CallSurface, CapabilityClass, CapabilitySet, DispatchError,
+    SurfaceSet, ToolOutput, ToolSource, normalise_declared,
 };
 use warden_vocab::{arguments_schema, parse_arguments};
 
@@ -52,7 +57,8 @@ impl CodeToolError {
     }
 }
 
-/// What a tool body is told about the call it serves.
+/// What an embedding application's tool body is told about the call it serves (never the
+/// session's host).
 #[derive(Debug, Clone)]
 pub struct CodeToolCall {
     /// The session.
@@ -68,17 +74,42 @@ pub struct CodeToolCall {
     pub cancel: CancellationToken,
 }
 
-type Body = dyn Fn(Value, CodeToolCall) -> BoxFuture<'static, Result<ToolOutput, DispatchError>>
-    + Send
-    + Sync;
+impl CodeToolCall {
+    fn of(invocation: Invocation) -> Self {
+        Self {
+            session_id: invocation.host.session_id().to_owned(),
+            surface: invocation.surface,
+            caller: invocation.caller,
+            tenant: invocation.tenant,
+            cancel: invocation.cancel,
+        }
+    }
+}
 
-/// A tool defined in code. Build it with [`CodeTool::new`], adjust it with the setters, and put
-/// it in [`crate::HostOptions::tools`] (`Arc::new(tool)`).
+type Body =
+    dyn Fn(Invocation) -> BoxFuture<'static, Result<ToolOutput, DispatchError>> + Send + Sync;
+type Assessment = dyn Fn(&Value) -> CallReach + Send + Sync;
+type Offer = dyn Fn() -> bool + Send + Sync;
+
+/// A tool defined in code. Build it with [`CodeTool::new`] (an embedding application's) or
+/// [`CodeTool::builtin`] (warden's own), adjust it with the setters, and register it
+/// (`Arc::new(tool)`).
 pub struct CodeTool {
     name: String,
     description: String,
+    /// A description settled after the tool was registered (the deferred servers'), which
+    /// replaces `description` once set.
+    settled_description: Option<Arc<OnceLock<String>>>,
     input_schema: Value,
-    effect: CapabilityClass,
+    source: ToolSource,
+    classes: CapabilitySet,
+    effect: Option<CapabilityClass>,
+    kind: CallKind,
+    surfaces: SurfaceSet,
+    subject_server: Option<fn(&Value) -> Option<String>>,
+    assess: Option<Arc<Assessment>>,
+    offered: Option<Arc<Offer>>,
+    requires_audit: bool,
     required_permission: Option<String>,
     timeout: Option<Duration>,
     requires_approval: bool,
@@ -89,7 +120,10 @@ impl std::fmt::Debug for CodeTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CodeTool")
             .field("name", &self.name)
+            .field("source", &self.source)
+            .field("classes", &self.classes)
             .field("effect", &self.effect)
+            .field("kind", &self.kind)
             .field("required_permission", &self.required_permission)
             .field("timeout", &self.timeout)
             .field("requires_approval", &self.requires_approval)
@@ -98,9 +132,9 @@ impl std::fmt::Debug for CodeTool {
 }
 
 impl CodeTool {
-    /// A tool named `name` whose arguments are an `A` (its JSON Schema derived from the type)
-    /// and whose body answers with a `T` — a string is the model's text as it is, anything else
-    /// is shown as JSON and kept as the result's structured content.
+    /// An embedding application's tool named `name` whose arguments are an `A` (its JSON Schema
+    /// derived from the type) and whose body answers with a `T` — a string is the model's text
+    /// as it is, anything else is shown as JSON and kept as the result's structured content.
     ///
     /// `effect` is what the tool does (`ReadOnly`, `Write`, `Destructive`, `External`): the audit
     /// records it and approvers see it. It adds no check of its own; the gate derives the tool's
@@ -114,38 +148,93 @@ impl CodeTool {
         body: F,
     ) -> Result<Self, CodeToolDefinitionError>
     where
-        A: JsonSchema + DeserializeOwned + Send + 'static,
+        A: JsonSchema + DeserializeOwned + 'static,
         T: Serialize + Send + 'static,
         F: Fn(A, CodeToolCall) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<T, CodeToolError>> + Send + 'static,
     {
         check_name(name)?;
-        let tool_name = name.to_owned();
-        let body = Arc::new(body);
-        let erased: Arc<Body> = Arc::new(move |arguments: Value, call: CodeToolCall| {
-            let parsed = parse_arguments::<A>(&tool_name, &arguments);
-            let body = body.clone();
-            Box::pin(async move {
-                let arguments = parsed.map_err(DispatchError::new)?;
-                match body(arguments, call).await {
-                    Ok(answer) => answer_output(&answer),
-                    Err(CodeToolError(message)) => Ok(ToolOutput {
-                        is_error: true,
-                        ..ToolOutput::text(message)
-                    }),
+        let classes = normalise_declared(CapabilitySet::of(&[effect]));
+        let mut tool = Self::builtin(
+            name,
+            description,
+            classes,
+            move |arguments: A, invocation| {
+                let answer = body(arguments, CodeToolCall::of(invocation));
+                async move {
+                    match answer.await {
+                        Ok(answer) => answer_output(&answer),
+                        Err(CodeToolError(message)) => Ok(ToolOutput {
+                            is_error: true,
+                            ..ToolOutput::text(message)
+                        }),
+                    }
                 }
-            })
+            },
+        );
+        tool.source = ToolSource::Code;
+        tool.effect = Some(effect);
+        Ok(tool)
+    }
+
+    /// One of warden's own tools (source `builtin`): its arguments an `A` with a derived
+    /// schema, its capability classes as declared, and a body given the gate's whole
+    /// [`Invocation`] (the session's host, the approval scope, progress). Names are warden's
+    /// constants, so they are not checked.
+    pub fn builtin<A, F, Fut>(
+        name: &str,
+        description: &str,
+        classes: CapabilitySet,
+        body: F,
+    ) -> Self
+    where
+        A: JsonSchema + DeserializeOwned + 'static,
+        F: Fn(A, Invocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, DispatchError>> + Send + 'static,
+    {
+        Self::builtin_with_schema(name, description, arguments_schema::<A>(), classes, body)
+    }
+
+    /// [`CodeTool::builtin`] with the schema given, for arguments whose schema is not derived
+    /// from their type (an enum of the collections a session searches, a built-in's own).
+    pub fn builtin_with_schema<A, F, Fut>(
+        name: &str,
+        description: &str,
+        input_schema: Value,
+        classes: CapabilitySet,
+        body: F,
+    ) -> Self
+    where
+        A: DeserializeOwned + 'static,
+        F: Fn(A, Invocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, DispatchError>> + Send + 'static,
+    {
+        let tool_name = name.to_owned();
+        let body: Arc<Body> = Arc::new(move |invocation: Invocation| {
+            match parse_arguments::<A>(&tool_name, &invocation.arguments) {
+                Ok(arguments) => Box::pin(body(arguments, invocation)),
+                Err(message) => Box::pin(std::future::ready(Err(DispatchError::new(message)))),
+            }
         });
-        Ok(Self {
+        Self {
             name: name.to_owned(),
             description: description.to_owned(),
-            input_schema: arguments_schema::<A>(),
-            effect,
+            settled_description: None,
+            input_schema,
+            source: ToolSource::Builtin,
+            classes,
+            effect: None,
+            kind: CallKind::Tool,
+            surfaces: SurfaceSet::CALLERS,
+            subject_server: None,
+            assess: None,
+            offered: None,
+            requires_audit: false,
             required_permission: None,
             timeout: None,
             requires_approval: false,
-            body: erased,
-        })
+            body,
+        }
     }
 
     /// The permission a call requires, handed to the application's authorization handler (which
@@ -169,6 +258,56 @@ impl CodeTool {
     /// grant say (an "allow for this session" answer still counts).
     pub fn requires_approval(mut self) -> Self {
         self.requires_approval = true;
+        self
+    }
+
+    /// What a call does for the audit and the external authorizer (a resource read, a prompt
+    /// get, a skill load); a plain tool call otherwise.
+    pub fn call_kind(mut self, kind: CallKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// The only surfaces that may call it (all callers otherwise).
+    pub fn only_for(mut self, surfaces: SurfaceSet) -> Self {
+        self.surfaces = surfaces;
+        self
+    }
+
+    /// How to read, from a call's arguments, the one MCP server it reaches on the caller's
+    /// behalf (the audit, hooks and the external authorizer name it as the call's server).
+    pub fn subject_server_from(mut self, subject: fn(&Value) -> Option<String>) -> Self {
+        self.subject_server = Some(subject);
+        self
+    }
+
+    /// What a call with these (validated) arguments reaches, for the gate to weigh before
+    /// approval.
+    pub fn assessed_by(
+        mut self,
+        assess: impl Fn(&Value) -> CallReach + Send + Sync + 'static,
+    ) -> Self {
+        self.assess = Some(Arc::new(assess));
+        self
+    }
+
+    /// A call runs only once its intent is on record in the audit trail, whatever `[audit]
+    /// required` says.
+    pub fn audit_required(mut self) -> Self {
+        self.requires_audit = true;
+        self
+    }
+
+    /// Whether the model's tool list offers it now (asked at each listing; it stays callable
+    /// through the gate either way).
+    pub fn offered_when(mut self, offered: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        self.offered = Some(Arc::new(offered));
+        self
+    }
+
+    /// The description becomes `settled`'s value once it is set.
+    pub fn settled_description(mut self, settled: Arc<OnceLock<String>>) -> Self {
+        self.settled_description = Some(settled);
         self
     }
 }
@@ -210,12 +349,15 @@ impl HostTool for CodeTool {
         &self.name
     }
 
-    fn source(&self) -> warden_policy::ToolSource {
-        warden_policy::ToolSource::Code
+    fn source(&self) -> ToolSource {
+        self.source.clone()
     }
 
     fn description(&self) -> &str {
-        &self.description
+        self.settled_description
+            .as_ref()
+            .and_then(|settled| settled.get())
+            .unwrap_or(&self.description)
     }
 
     fn input_schema(&self) -> Value {
@@ -223,11 +365,33 @@ impl HostTool for CodeTool {
     }
 
     fn classes(&self) -> CapabilitySet {
-        normalise_declared(CapabilitySet::of(&[self.effect]))
+        self.classes
+    }
+
+    fn kind(&self) -> CallKind {
+        self.kind
+    }
+
+    fn surfaces(&self) -> SurfaceSet {
+        self.surfaces
+    }
+
+    fn subject_server(&self, arguments: &Value) -> Option<String> {
+        self.subject_server.and_then(|subject| subject(arguments))
+    }
+
+    fn assess(&self, arguments: &Value) -> CallReach {
+        self.assess
+            .as_ref()
+            .map_or_else(CallReach::default, |assess| assess(arguments))
+    }
+
+    fn requires_audit(&self) -> bool {
+        self.requires_audit
     }
 
     fn effect(&self) -> Option<CapabilityClass> {
-        Some(self.effect)
+        self.effect
     }
 
     fn required_permission(&self) -> Option<&str> {
@@ -242,18 +406,15 @@ impl HostTool for CodeTool {
         self.requires_approval
     }
 
+    fn offered(&self) -> bool {
+        self.offered.as_ref().is_none_or(|offered| offered())
+    }
+
     fn execute<'a>(
         &'a self,
         invocation: Invocation,
     ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let call = CodeToolCall {
-            session_id: invocation.host.session_id().to_owned(),
-            surface: invocation.surface,
-            caller: invocation.caller,
-            tenant: invocation.tenant,
-            cancel: invocation.cancel,
-        };
-        (self.body)(invocation.arguments, call)
+        (self.body)(invocation)
     }
 }
 
@@ -313,5 +474,56 @@ mod tests {
             CapabilitySet::of(&[CapabilityClass::Destructive, CapabilityClass::External])
         );
         assert_eq!(tool.effect(), Some(CapabilityClass::External));
+    }
+
+    /// What only warden's own tools declare is what the gate reads of them; an embedding
+    /// application's tool keeps its source and effect.
+    #[test]
+    fn a_builtin_declares_what_the_gate_reads() {
+        let offered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let settled = Arc::new(OnceLock::new());
+        let shown = offered.clone();
+        let tool = CodeTool::builtin(
+            "read_thing",
+            "Reads a thing.",
+            CapabilitySet::of(&[CapabilityClass::Write, CapabilityClass::External]),
+            |_: NoArguments, _| async { Ok(ToolOutput::text("ok".to_owned())) },
+        )
+        .call_kind(CallKind::ResourceRead)
+        .only_for(SurfaceSet::of(&[CallSurface::User]))
+        .subject_server_from(|arguments| arguments["server"].as_str().map(str::to_owned))
+        .assessed_by(|arguments| {
+            CallReach::refused(format!("no {}", arguments["server"].as_str().unwrap()))
+        })
+        .audit_required()
+        .offered_when(move || shown.load(std::sync::atomic::Ordering::SeqCst))
+        .settled_description(settled.clone());
+        let arguments = serde_json::json!({"server": "fx"});
+        assert_eq!(tool.source(), ToolSource::Builtin);
+        assert_eq!(tool.effect(), None);
+        assert_eq!(
+            tool.classes(),
+            CapabilitySet::of(&[CapabilityClass::Write, CapabilityClass::External])
+        );
+        assert_eq!(tool.kind(), CallKind::ResourceRead);
+        assert_eq!(tool.surfaces(), SurfaceSet::of(&[CallSurface::User]));
+        assert_eq!(tool.subject_server(&arguments).as_deref(), Some("fx"));
+        assert_eq!(tool.assess(&arguments), CallReach::refused("no fx"));
+        assert!(tool.requires_audit());
+        assert!(!tool.offered());
+        offered.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(tool.offered());
+        assert_eq!(tool.description(), "Reads a thing.");
+        settled.set("Reads the settled things.".to_owned()).unwrap();
+        assert_eq!(tool.description(), "Reads the settled things.");
+
+        let embedded = named("lookup").unwrap();
+        assert_eq!(embedded.source(), ToolSource::Code);
+        assert_eq!(embedded.effect(), Some(CapabilityClass::ReadOnly));
+        assert_eq!(
+            (embedded.kind(), embedded.surfaces()),
+            (CallKind::Tool, SurfaceSet::CALLERS)
+        );
+        assert!(embedded.offered() && !embedded.requires_audit());
     }
 }

@@ -43,7 +43,7 @@ pub use index::{ServerFacts, ToolIndex};
 pub use policy::{HookSettingsError, gate_policy, hook_runner};
 pub use sampling::{
     SAMPLING_TOOL, SamplingAnswerer, SamplingArguments, SamplingResult, SamplingRoute,
-    SamplingTool, SamplingTurn,
+    SamplingTurn, sampling_tool,
 };
 pub use search::{
     CALL_TOOL, CallToolArguments, DEFAULT_SEARCH_LIMIT, DESCRIBE_TOOL, DescribeToolArguments,

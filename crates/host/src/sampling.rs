@@ -2,20 +2,19 @@
 //! from a server whose entry has `sampling = true` becomes a call of the host tool
 //! [`SAMPLING_TOOL`] (surface `server`, kind `sampling`, the asking server as the caller), so it is authorized,
 //! offered to hooks, timed and audited like every other call. The tool has one shape here
-//! ([`SamplingTool`]: only the `server` surface may call it); the surface supplies only who
+//! ([`sampling_tool`]: only the `server` surface may call it); the surface supplies only who
 //! answers ([`SamplingAnswerer`]: the agent session's model, or serve's calling client).
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use warden_policy::CallSurface;
 
-use serde_json::Value;
 use warden_policy::{BoxFuture, CallKind, CapabilitySet, DispatchError, SurfaceSet, ToolOutput};
 
-use crate::tools::{HostTool, Invocation};
-use crate::{CallContext, Host};
+use crate::tools::Invocation;
+use crate::{CallContext, CodeTool, Host};
 use warden_mcp::SamplingDeclined;
 
 /// Who answers a sampling request the gate admitted.
@@ -31,71 +30,35 @@ pub trait SamplingAnswerer: Send + Sync {
     ) -> BoxFuture<'a, Result<SamplingResult, String>>;
 }
 
-/// [`SAMPLING_TOOL`]: a server's sampling request answered by `A`. It admits only the `server`
-/// surface — to the model and every other surface it is not there — and is never offered.
-pub struct SamplingTool<A>(A);
-
-impl<A: SamplingAnswerer> SamplingTool<A> {
-    pub fn new(answerer: A) -> Self {
-        Self(answerer)
-    }
-}
-
-impl<A: SamplingAnswerer> HostTool for SamplingTool<A> {
-    fn name(&self) -> &str {
-        SAMPLING_TOOL
-    }
-
-    fn description(&self) -> &str {
-        self.0.description()
-    }
-
-    fn input_schema(&self) -> Value {
-        warden_vocab::arguments_schema::<SamplingArguments>()
-    }
-
-    /// It reads nothing of the user's and changes nothing; the operator's `sampling = true` on
-    /// the server is the consent to spend a model on it.
-    fn classes(&self) -> CapabilitySet {
-        CapabilitySet::READ_ONLY
-    }
-
-    fn kind(&self) -> CallKind {
-        CallKind::Sampling
-    }
-
-    fn surfaces(&self) -> SurfaceSet {
-        SurfaceSet::of(&[CallSurface::Server])
-    }
-
-    fn offered(&self) -> bool {
-        false
-    }
-
-    fn execute<'a>(
-        &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation {
-            arguments, cancel, ..
-        } = invocation;
-        Box::pin(async move {
-            let request: SamplingArguments =
-                warden_vocab::parse_arguments(SAMPLING_TOOL, &arguments).map_err(|error| {
-                    DispatchError::new(format!("a malformed sampling request: {error}"))
-                })?;
-            let result = self
-                .0
-                .answer(request, cancel)
-                .await
-                .map_err(DispatchError::new)?;
-            let content = serde_json::to_value(&result)
-                .map_err(|error| DispatchError::new(format!("encoding the answer: {error}")))?;
-            let mut output = ToolOutput::text(result.text);
-            output.content = Some(content);
-            Ok(output)
-        })
-    }
+/// [`SAMPLING_TOOL`]: a server's sampling request answered by `answerer`. It admits only the
+/// `server` surface — to the model and every other surface it is not there — and is never
+/// offered. It reads nothing of the user's and changes nothing; the operator's `sampling = true`
+/// on the server is the consent to spend a model on it.
+pub fn sampling_tool<A: SamplingAnswerer + 'static>(answerer: A) -> CodeTool {
+    let description = answerer.description().to_owned();
+    let answerer = Arc::new(answerer);
+    CodeTool::builtin(
+        SAMPLING_TOOL,
+        &description,
+        CapabilitySet::READ_ONLY,
+        move |request: SamplingArguments, invocation: Invocation| {
+            let answerer = answerer.clone();
+            async move {
+                let result = answerer
+                    .answer(request, invocation.cancel)
+                    .await
+                    .map_err(DispatchError::new)?;
+                let content = serde_json::to_value(&result)
+                    .map_err(|error| DispatchError::new(format!("encoding the answer: {error}")))?;
+                let mut output = ToolOutput::text(result.text);
+                output.content = Some(content);
+                Ok(output)
+            }
+        },
+    )
+    .call_kind(CallKind::Sampling)
+    .only_for(SurfaceSet::of(&[CallSurface::Server]))
+    .offered_when(|| false)
 }
 
 /// The host tool that answers a server's sampling request (never offered to the model).

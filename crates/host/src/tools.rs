@@ -1,5 +1,6 @@
-//! Host tools: tools defined in code (never by config) that the gate resolves beside MCP tools —
-//! the resource tools here, and the agent's built-ins plugged in through [`HostTool`].
+//! Host tools: tools defined in code (never by config) that the gate resolves beside MCP tools,
+//! all through [`HostTool`] — the resource and prompt tools here, built as [`CodeTool`]s like
+//! warden's other tools and an embedding application's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,9 +23,8 @@ use warden_policy::{
     BoxFuture, CallKind, CallReach, CallSurface, CapabilityClass, CapabilitySet, DispatchError,
     ProgressSender, SurfaceSet, ToolOutput, ToolSource,
 };
-use warden_vocab::{arguments_schema, parse_arguments};
 
-use crate::Host;
+use crate::{CodeTool, Host};
 
 /// A tool implemented by warden itself. Its classes are declared in code for the gate.
 pub trait HostTool: Send + Sync {
@@ -143,219 +143,129 @@ pub const LIST_PROMPTS: &str = "list_mcp_prompts";
 /// The name of the tool through which every surface gets an MCP prompt.
 pub const GET_PROMPT: &str = "get_mcp_prompt";
 
-/// `list_mcp_resources {server?}`: rows of server, URI, name and MIME type.
-pub(crate) struct ListResources {
-    runtime: McpRuntime,
-}
-
-/// `read_mcp_resource {server, uri}`: reads a URI the server advertised.
-pub(crate) struct ReadResource {
-    runtime: McpRuntime,
-    artifacts: ArtifactStore,
-}
-
-/// `get_mcp_prompt {server, name, arguments?}`: one prompt's messages. Prompts are chosen by the
-/// user (a slash command, `warden mcp prompt`, a gateway client), so the model's tool list never
-/// offers it; it exists so that getting a prompt, which reaches a server with arguments, passes
-/// the gate and is audited (source `prompt-get`) like everything else.
-pub(crate) struct GetPrompt {
-    runtime: McpRuntime,
-}
-
-/// The resource tools and the prompt tool over `runtime`.
+/// The resource tools and the prompt tools over `runtime`.
 pub fn resource_tools(runtime: &McpRuntime, artifacts: &ArtifactStore) -> Vec<Arc<dyn HostTool>> {
     vec![
-        Arc::new(ListResources {
-            runtime: runtime.clone(),
-        }),
-        Arc::new(ReadResource {
-            runtime: runtime.clone(),
-            artifacts: artifacts.clone(),
-        }),
-        Arc::new(GetPrompt {
-            runtime: runtime.clone(),
-        }),
-        Arc::new(ListPrompts {
-            runtime: runtime.clone(),
-        }),
+        Arc::new(list_resources(runtime.clone())),
+        Arc::new(read_resource(runtime.clone(), artifacts.clone())),
+        Arc::new(get_prompt(runtime.clone())),
+        Arc::new(list_prompts(runtime.clone())),
     ]
 }
 
-struct ListPrompts {
-    runtime: McpRuntime,
-}
-
-impl HostTool for ListPrompts {
-    fn name(&self) -> &str {
-        LIST_PROMPTS
-    }
-
-    fn description(&self) -> &str {
-        "Lists the prompts one MCP server offers, with their arguments."
-    }
-
-    fn input_schema(&self) -> Value {
-        arguments_schema::<ListPromptsArguments>()
-    }
-
-    fn classes(&self) -> CapabilitySet {
-        CapabilitySet::READ_ONLY
-    }
-
-    fn subject_server(&self, arguments: &Value) -> Option<String> {
-        server_argument(arguments)
-    }
-
-    fn offered(&self) -> bool {
-        false
-    }
-
-    fn execute<'a>(
-        &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation { arguments, .. } = invocation;
-        Box::pin(async move {
-            let ListPromptsArguments { server } =
-                parse_arguments(LIST_PROMPTS, &arguments).map_err(DispatchError::new)?;
-            let prompts = self
-                .runtime
-                .prompts(&server)
-                .await
-                .map_err(|error| DispatchError::new(error.to_string()))?;
-            let names: Vec<&str> = prompts.iter().map(|prompt| prompt.name.as_str()).collect();
-            let text = if names.is_empty() {
-                format!("{server} offers no prompts.")
-            } else {
-                names.join("\n")
-            };
-            let mut output = ToolOutput::text(text);
-            output.content = Some(json!({ "prompts": prompts }));
-            Ok(output)
-        })
-    }
-}
-
-impl HostTool for GetPrompt {
-    fn name(&self) -> &str {
-        GET_PROMPT
-    }
-
-    fn description(&self) -> &str {
-        "Gets one prompt an MCP server offers, with its arguments."
-    }
-
-    fn input_schema(&self) -> Value {
-        arguments_schema::<GetPromptArguments>()
-    }
-
-    fn classes(&self) -> CapabilitySet {
-        CapabilitySet::READ_ONLY
-    }
-
-    fn subject_server(&self, arguments: &Value) -> Option<String> {
-        server_argument(arguments)
-    }
-
-    fn kind(&self) -> CallKind {
-        CallKind::PromptGet
-    }
-
-    /// Prompts are the user's to choose (MCP's rule): the person at the terminal, or the
-    /// person behind a gateway client. A model cannot fetch one and follow it.
-    fn surfaces(&self) -> SurfaceSet {
-        SurfaceSet::of(&[CallSurface::User, CallSurface::Gateway])
-    }
-
-    fn offered(&self) -> bool {
-        false
-    }
-
-    fn execute<'a>(
-        &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation {
-            arguments,
-            cancel: _,
-            ..
-        } = invocation;
-        Box::pin(async move {
-            let GetPromptArguments {
-                server,
-                name,
-                arguments: prompt_arguments,
-            } = parse_arguments(GET_PROMPT, &arguments).map_err(DispatchError::new)?;
-            let (server, name) = (server.as_str(), name.as_str());
-            if let Some(relay) = current_relay().filter(|relay| relay.request().pass_input_required)
-            {
-                return self
-                    .relay_prompt(&relay, server, name, prompt_arguments)
-                    .await;
-            }
-            let result = self
-                .runtime
-                .get_prompt(server, name, prompt_arguments)
-                .await
-                .map_err(|error| DispatchError::new(error.to_string()))?;
-            prompt_output(&result)
-        })
-    }
-}
-
-impl GetPrompt {
-    /// A relaying surface's prompt get (`warden serve`, stateless passthrough): the request goes
-    /// to the server as the client would have sent it, and the server's answer as it was sent —
-    /// a prompt, an `input_required` result for the client to answer, or its JSON-RPC error —
-    /// goes to the relay.
-    async fn relay_prompt(
-        &self,
-        relay: &CallRelay,
-        server: &str,
-        name: &str,
-        arguments: std::collections::BTreeMap<String, String>,
-    ) -> Result<ToolOutput, DispatchError> {
-        let mut params = GetPromptRequestParams::new(name);
-        params.arguments = Some(
-            arguments
-                .into_iter()
-                .map(|(key, value)| (key, Value::String(value)))
-                .collect(),
-        );
-        params.input_responses = relay.request().input_responses.clone();
-        params.request_state = relay.request().request_state.clone();
-        let answer = self
-            .runtime
-            .relay_request(
-                server,
-                ClientRequest::GetPromptRequest(GetPromptRequest::new(params)),
-                relay.request().meta.clone(),
-            )
-            .await;
-        match answer {
-            Ok(ServerResult::GetPromptResult(result)) => {
-                let output = prompt_output(&result);
-                relay.put(RelayedAnswer::Prompt(result));
-                output
-            }
-            Ok(ServerResult::InputRequiredResult(input)) => {
-                let output = input_required_output(&input);
-                relay.put(RelayedAnswer::InputRequired(input));
+/// `list_mcp_prompts {server}`: one server's prompts (never offered to the model).
+fn list_prompts(runtime: McpRuntime) -> CodeTool {
+    CodeTool::builtin(
+        LIST_PROMPTS,
+        "Lists the prompts one MCP server offers, with their arguments.",
+        CapabilitySet::READ_ONLY,
+        move |ListPromptsArguments { server }, _| {
+            let runtime = runtime.clone();
+            async move {
+                let prompts = runtime.prompts(&server).await.map_err(dispatch_error)?;
+                let names: Vec<&str> = prompts.iter().map(|prompt| prompt.name.as_str()).collect();
+                let text = if names.is_empty() {
+                    format!("{server} offers no prompts.")
+                } else {
+                    names.join("\n")
+                };
+                let mut output = ToolOutput::text(text);
+                output.content = Some(json!({ "prompts": prompts }));
                 Ok(output)
             }
-            Ok(_other) => Err(DispatchError::new(format!(
-                "MCP {server}: answered prompts/get with something that is not a prompt"
-            ))),
-            Err(RelayError::Rpc(error)) => {
-                let message = format!(
-                    "MCP {server}: prompt \"{name}\" failed: {} (JSON-RPC error {})",
-                    error.message, error.code.0
-                );
-                relay.put(RelayedAnswer::Error(error));
-                Err(DispatchError::new(message))
+        },
+    )
+    .subject_server_from(server_argument)
+    .offered_when(|| false)
+}
+
+/// `get_mcp_prompt {server, name, arguments?}`: one prompt's messages. Prompts are chosen by the
+/// user (a slash command, `warden mcp prompt`, a gateway client) — MCP's rule — so only the user
+/// and gateway surfaces may call it and the model's tool list never offers it; it exists so that
+/// getting a prompt, which reaches a server with arguments, passes the gate and is audited
+/// (source `prompt-get`) like everything else.
+fn get_prompt(runtime: McpRuntime) -> CodeTool {
+    CodeTool::builtin(
+        GET_PROMPT,
+        "Gets one prompt an MCP server offers, with its arguments.",
+        CapabilitySet::READ_ONLY,
+        move |arguments: GetPromptArguments, _| {
+            let runtime = runtime.clone();
+            async move {
+                let GetPromptArguments {
+                    server,
+                    name,
+                    arguments,
+                } = arguments;
+                if let Some(relay) =
+                    current_relay().filter(|relay| relay.request().pass_input_required)
+                {
+                    return relay_prompt(&runtime, &relay, &server, &name, arguments).await;
+                }
+                let result = runtime
+                    .get_prompt(&server, &name, arguments)
+                    .await
+                    .map_err(dispatch_error)?;
+                prompt_output(&result)
             }
-            Err(RelayError::Failed(error)) => Err(DispatchError::new(error.to_string())),
+        },
+    )
+    .subject_server_from(server_argument)
+    .call_kind(CallKind::PromptGet)
+    .only_for(SurfaceSet::of(&[CallSurface::User, CallSurface::Gateway]))
+    .offered_when(|| false)
+}
+
+/// A relaying surface's prompt get (`warden serve`, stateless passthrough): the request goes
+/// to the server as the client would have sent it, and the server's answer as it was sent —
+/// a prompt, an `input_required` result for the client to answer, or its JSON-RPC error —
+/// goes to the relay.
+async fn relay_prompt(
+    runtime: &McpRuntime,
+    relay: &CallRelay,
+    server: &str,
+    name: &str,
+    arguments: std::collections::BTreeMap<String, String>,
+) -> Result<ToolOutput, DispatchError> {
+    let mut params = GetPromptRequestParams::new(name);
+    params.arguments = Some(
+        arguments
+            .into_iter()
+            .map(|(key, value)| (key, Value::String(value)))
+            .collect(),
+    );
+    params.input_responses = relay.request().input_responses.clone();
+    params.request_state = relay.request().request_state.clone();
+    let answer = runtime
+        .relay_request(
+            server,
+            ClientRequest::GetPromptRequest(GetPromptRequest::new(params)),
+            relay.request().meta.clone(),
+        )
+        .await;
+    match answer {
+        Ok(ServerResult::GetPromptResult(result)) => {
+            let output = prompt_output(&result);
+            relay.put(RelayedAnswer::Prompt(result));
+            output
         }
+        Ok(ServerResult::InputRequiredResult(input)) => {
+            let output = input_required_output(&input);
+            relay.put(RelayedAnswer::InputRequired(input));
+            Ok(output)
+        }
+        Ok(_other) => Err(DispatchError::new(format!(
+            "MCP {server}: answered prompts/get with something that is not a prompt"
+        ))),
+        Err(RelayError::Rpc(error)) => {
+            let message = format!(
+                "MCP {server}: prompt \"{name}\" failed: {} (JSON-RPC error {})",
+                error.message, error.code.0
+            );
+            relay.put(RelayedAnswer::Error(error));
+            Err(DispatchError::new(message))
+        }
+        Err(RelayError::Failed(error)) => Err(dispatch_error(error)),
     }
 }
 
@@ -438,142 +348,95 @@ struct ReadResourceArguments {
     uri: String,
 }
 
-impl HostTool for ListResources {
-    fn name(&self) -> &str {
-        LIST_RESOURCES
-    }
-
-    fn description(&self) -> &str {
-        "Lists the resources MCP servers advertise (server, URI, name, MIME type). Read one with read_mcp_resource."
-    }
-
-    fn input_schema(&self) -> Value {
-        arguments_schema::<ListResourcesArguments>()
-    }
-
-    fn classes(&self) -> CapabilitySet {
-        CapabilitySet::READ_ONLY
-    }
-
-    fn subject_server(&self, arguments: &Value) -> Option<String> {
-        server_argument(arguments)
-    }
-
-    fn execute<'a>(
-        &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation {
-            arguments,
-            cancel: _,
-            ..
-        } = invocation;
-        Box::pin(async move {
-            let ListResourcesArguments { server } =
-                parse_arguments(LIST_RESOURCES, &arguments).map_err(DispatchError::new)?;
-            let rows = self
-                .runtime
-                .resources(server.as_deref())
-                .await
-                .map_err(|error| DispatchError::new(error.to_string()))?;
-            let rows: Vec<&warden_mcp::ResourceRow> = rows
-                .iter()
-                .filter(|row| {
-                    !row.resource
-                        .uri
-                        .to_ascii_lowercase()
-                        .starts_with("skill://")
-                })
-                .collect();
-            let summaries: Vec<Value> = rows
-                .iter()
-                .map(|row| {
-                    json!({
-                        "server": row.server,
-                        "uri": row.resource.uri,
-                        "name": row.resource.name,
-                        "mimeType": row.resource.mime_type,
-                    })
-                })
-                .collect();
-            let text = if summaries.is_empty() {
-                "No resources are advertised.".to_owned()
-            } else {
-                serde_json::to_string_pretty(&summaries)
-                    .map_err(|error| DispatchError::new(error.to_string()))?
-            };
-            // The whole resources as their servers sent them, for a surface that relays them.
-            let full: Vec<Value> = rows
-                .iter()
-                .map(|row| json!({"server": row.server, "resource": row.resource}))
-                .collect();
-            let mut output = ToolOutput::text(text);
-            output.content = Some(json!({ "resources": full }));
-            Ok(output)
-        })
-    }
+/// `list_mcp_resources {server?}`: rows of server, URI, name and MIME type.
+fn list_resources(runtime: McpRuntime) -> CodeTool {
+    CodeTool::builtin(
+        LIST_RESOURCES,
+        "Lists the resources MCP servers advertise (server, URI, name, MIME type). Read one with read_mcp_resource.",
+        CapabilitySet::READ_ONLY,
+        move |ListResourcesArguments { server }, _| {
+            let runtime = runtime.clone();
+            async move {
+                let rows = runtime
+                    .resources(server.as_deref())
+                    .await
+                    .map_err(dispatch_error)?;
+                resources_output(&rows)
+            }
+        },
+    )
+    .subject_server_from(server_argument)
 }
 
-impl HostTool for ReadResource {
-    fn name(&self) -> &str {
-        READ_RESOURCE
-    }
-
-    fn description(&self) -> &str {
-        "Reads one resource an MCP server advertised (listed, or matching one of its URI templates)."
-    }
-
-    fn input_schema(&self) -> Value {
-        arguments_schema::<ReadResourceArguments>()
-    }
-
-    fn classes(&self) -> CapabilitySet {
-        CapabilitySet::READ_ONLY
-    }
-
-    fn subject_server(&self, arguments: &Value) -> Option<String> {
-        server_argument(arguments)
-    }
-
-    fn kind(&self) -> CallKind {
-        CallKind::ResourceRead
-    }
-
-    fn execute<'a>(
-        &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation {
-            arguments,
-            cancel: _,
-            ..
-        } = invocation;
-        Box::pin(async move {
-            let ReadResourceArguments { server, uri } =
-                parse_arguments(READ_RESOURCE, &arguments).map_err(DispatchError::new)?;
-            let (server, uri) = (server.as_str(), uri.as_str());
-            let read = self
-                .runtime
-                .read_resource(server, uri)
-                .await
-                .map_err(|error| DispatchError::new(error.to_string()))?;
-            // Shown like an embedded resource of a tool result: provenance, and large or
-            // binary contents as artifacts.
-            let result = CallToolResult::success(
-                read.contents
-                    .into_iter()
-                    .map(ContentBlock::resource)
-                    .collect(),
-            );
-            convert_off_thread(
-                result,
-                server.to_owned(),
-                READ_RESOURCE.to_owned(),
-                self.artifacts.clone(),
-            )
-            .await
+/// The advertised resources (skills' own left out) as the gate's output.
+fn resources_output(rows: &[warden_mcp::ResourceRow]) -> Result<ToolOutput, DispatchError> {
+    let rows: Vec<&warden_mcp::ResourceRow> = rows
+        .iter()
+        .filter(|row| {
+            !row.resource
+                .uri
+                .to_ascii_lowercase()
+                .starts_with("skill://")
         })
-    }
+        .collect();
+    let summaries: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            json!({
+                "server": row.server,
+                "uri": row.resource.uri,
+                "name": row.resource.name,
+                "mimeType": row.resource.mime_type,
+            })
+        })
+        .collect();
+    let text = if summaries.is_empty() {
+        "No resources are advertised.".to_owned()
+    } else {
+        serde_json::to_string_pretty(&summaries).map_err(dispatch_error)?
+    };
+    // The whole resources as their servers sent them, for a surface that relays them.
+    let full: Vec<Value> = rows
+        .iter()
+        .map(|row| json!({"server": row.server, "resource": row.resource}))
+        .collect();
+    let mut output = ToolOutput::text(text);
+    output.content = Some(json!({ "resources": full }));
+    Ok(output)
+}
+
+/// `read_mcp_resource {server, uri}`: reads a URI the server advertised.
+fn read_resource(runtime: McpRuntime, artifacts: ArtifactStore) -> CodeTool {
+    CodeTool::builtin(
+        READ_RESOURCE,
+        "Reads one resource an MCP server advertised (listed, or matching one of its URI templates).",
+        CapabilitySet::READ_ONLY,
+        move |ReadResourceArguments { server, uri }, _| {
+            let (runtime, artifacts) = (runtime.clone(), artifacts.clone());
+            async move {
+                let read = runtime
+                    .read_resource(&server, &uri)
+                    .await
+                    .map_err(dispatch_error)?;
+                // Shown like an embedded resource of a tool result: provenance, and large or
+                // binary contents as artifacts.
+                let result = CallToolResult::success(
+                    read.contents
+                        .into_iter()
+                        .map(ContentBlock::resource)
+                        .collect(),
+                );
+                convert_off_thread(result, server, READ_RESOURCE.to_owned(), artifacts).await
+            }
+        },
+    )
+    .subject_server_from(server_argument)
+    .call_kind(CallKind::ResourceRead)
+}
+
+/// A failure the gate reports as the call's.
+fn dispatch_error(error: impl std::fmt::Display) -> DispatchError {
+    DispatchError::new(error.to_string())
 }
 
 /// The `server` argument of a tool that reaches one named MCP server.

@@ -19,7 +19,7 @@ use rmcp::RoleServer;
 use rmcp::model::CreateMessageRequestParams;
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::json;
-use warden_host::{SamplingAnswerer, SamplingArguments, SamplingResult, SamplingTool};
+use warden_host::{SamplingAnswerer, SamplingArguments, SamplingResult, sampling_tool};
 use warden_mcp::{ElicitationHandler, ElicitationKind, ElicitationRequest, ElicitationResponse};
 use warden_policy::{ApprovalAnswer, ApprovalRequest, Approver, BoxFuture, NoApprover};
 
@@ -355,7 +355,7 @@ pub fn relay_to_clients(options: &mut warden_host::HostOptions, approver: &Elici
     options.elicitation = Some(Arc::new(UpstreamElicitation::new(approver.directory())));
     options
         .tools
-        .push(Arc::new(SamplingTool::new(RelaySampling::new(
+        .push(Arc::new(sampling_tool(RelaySampling::new(
             approver.directory(),
         ))));
     options.sampling = warden_host::SamplingRoute::ThroughGate;

@@ -33,10 +33,10 @@ use crate::catalog_watch::CatalogWatch;
 use crate::code_tools::code_tools;
 use crate::deferral::{Deferral, SEARCH_TOOLS, tool_references};
 use crate::sampling::SamplingModel;
-use crate::skill_scripts::{RunSkillScript, ScriptQuota, SkillScripts};
+use crate::skill_scripts::{ScriptQuota, SkillScripts, run_skill_script};
 use crate::skill_tools::skill_tools;
 use warden_host::{
-    CallContext, Host, HostOptions, HostTool, Invocation, SamplingRoute, VisibleTool,
+    CallContext, CodeTool, Host, HostOptions, HostTool, Invocation, SamplingRoute, VisibleTool,
 };
 use warden_host::{RemoteSkills, RemoteSkillsSettings};
 use warden_mcp::ServerSpec;
@@ -269,9 +269,7 @@ impl AgentSession {
             crate::catalog_views::session_deferral(&config, model.defer_mode, offered.clone());
         host_tools.push(deferral.search_tool());
         let sampling_model = SamplingModel::new(client.clone());
-        host_tools.push(Arc::new(warden_host::SamplingTool::new(
-            sampling_model.clone(),
-        )));
+        host_tools.push(Arc::new(warden_host::sampling_tool(sampling_model.clone())));
         // The host, with the session's tools behind its gate.
         options.defer_mode = Some(model.defer_mode);
         let options = with_session_tools(options, host_tools, session_id, artifacts, remote_skills);
@@ -740,13 +738,27 @@ fn granted_builtins(
     builtin_specs()
         .into_iter()
         .filter(|spec| grants.grants(spec.name))
-        .map(|spec| {
-            Arc::new(BuiltinHostTool {
-                spec,
-                tools: builtins.clone(),
-            }) as Arc<dyn HostTool>
-        })
+        .map(|spec| builtin_host_tool(spec, builtins))
         .collect()
+}
+
+/// One of the agent's built-ins as a host tool, offered through the gate.
+pub(crate) fn builtin_host_tool(
+    spec: warden_agent::BuiltinToolSpec,
+    builtins: &Arc<BuiltinTools>,
+) -> Arc<dyn HostTool> {
+    let name = spec.name;
+    let (assessed, run) = (builtins.clone(), builtins.clone());
+    let tool = CodeTool::builtin_with_schema(
+        name,
+        spec.description,
+        spec.input_schema,
+        capability_classes(&spec.capabilities),
+        move |arguments: Value, invocation: Invocation| {
+            run_builtin(run.clone(), name, arguments, invocation.cancel)
+        },
+    );
+    Arc::new(tool.assessed_by(move |arguments| assess_builtin(&assessed, name, arguments)))
 }
 
 /// The skills the session's servers publish: their names may not take a local skill's.
@@ -780,7 +792,7 @@ fn skill_host_tools(
     let mut tools = skill_tools(skills.clone(), remote_skills.clone());
     let settings = config.skill_scripts.clone();
     let quota = ScriptQuota::new(settings.max_concurrent, settings.max_concurrent_per_user);
-    let scripts = Arc::new(RunSkillScript(Arc::new(SkillScripts {
+    let scripts = Arc::new(run_skill_script(Arc::new(SkillScripts {
         settings,
         discovery: skills.clone(),
         operator_root: paths.config_dir().join("skills"),
@@ -802,7 +814,7 @@ fn knowledge_tool(
     config: &LoadedConfig,
 ) -> Option<Arc<dyn HostTool>> {
     let profile = profile.filter(|profile| !profile.knowledge.is_empty())?;
-    Some(Arc::new(crate::knowledge::SearchKnowledge::new(
+    Some(Arc::new(crate::knowledge::search_knowledge(
         profile.knowledge.clone(),
         options.knowledge.clone(),
         crate::knowledge::RetrievalConfig::of(config),
@@ -955,87 +967,65 @@ impl warden_agent::ArtifactSink for SessionArtifacts {
     }
 }
 
-/// A built-in tool of the agent crate, offered through the gate.
-struct BuiltinHostTool {
-    spec: warden_agent::BuiltinToolSpec,
-    tools: Arc<BuiltinTools>,
-}
-
 fn capability_classes(capabilities: &[Capability]) -> CapabilitySet {
     capabilities.iter().copied().collect()
 }
 
-impl HostTool for BuiltinHostTool {
-    fn name(&self) -> &str {
-        self.spec.name
-    }
-
-    fn description(&self) -> &str {
-        self.spec.description
-    }
-
-    fn input_schema(&self) -> Value {
-        self.spec.input_schema.clone()
-    }
-
-    fn classes(&self) -> CapabilitySet {
-        capability_classes(&self.spec.capabilities)
-    }
-
-    fn assess(&self, arguments: &Value) -> CallReach {
-        // A command the editor runs in its terminal: outside the sandbox, asked every time.
-        if let Some(why) = self.tools.runs_unconfined(self.spec.name) {
-            return CallReach {
-                unconfined: Some(why.to_owned()),
-                ..CallReach::default()
-            };
-        }
-        let Some(reach) = self.tools.reach(self.spec.name, arguments) else {
-            return CallReach::default();
+/// What a call of the built-in `name` reaches: a path outside the workspace or protected, a
+/// file it replaces, a command the editor runs outside the sandbox.
+fn assess_builtin(tools: &BuiltinTools, name: &'static str, arguments: &Value) -> CallReach {
+    // A command the editor runs in its terminal: outside the sandbox, asked every time.
+    if let Some(why) = tools.runs_unconfined(name) {
+        return CallReach {
+            unconfined: Some(why.to_owned()),
+            ..CallReach::default()
         };
-        let mut assessed = CallReach::default();
-        if reach.replaces_existing {
-            assessed.added_classes = CapabilitySet::of(&[CapabilityClass::Destructive]);
+    }
+    let Some(reach) = tools.reach(name, arguments) else {
+        return CallReach::default();
+    };
+    let mut assessed = CallReach::default();
+    if reach.replaces_existing {
+        assessed.added_classes = CapabilitySet::of(&[CapabilityClass::Destructive]);
+    }
+    let concern = match reach.placement {
+        Placement::Inside => None,
+        Placement::Outside => Some(PathConcern::Outside),
+        Placement::Secret(holds) => Some(PathConcern::Secret {
+            holds: holds.to_owned(),
+        }),
+        Placement::RunsLater(runs) => Some(PathConcern::RunsLater { runs }),
+        Placement::Protected(reason) => {
+            return CallReach::refused(format!("{name} was refused: {reason}"));
         }
-        let concern = match reach.placement {
-            Placement::Inside => None,
-            Placement::Outside => Some(PathConcern::Outside),
-            Placement::Secret(holds) => Some(PathConcern::Secret {
-                holds: holds.to_owned(),
-            }),
-            Placement::RunsLater(runs) => Some(PathConcern::RunsLater { runs }),
-            Placement::Protected(reason) => {
-                return CallReach::refused(format!("{} was refused: {reason}", self.spec.name));
-            }
-        };
-        assessed.guarded = concern.map(|concern| GuardedPath {
-            // A listing or a walk reads a folder: an answer for the session covers beneath it.
-            folder: matches!(self.spec.name, "list_dir" | "glob" | "grep") && reach.path.is_dir(),
-            writes: reach.access == Access::Write,
-            path: reach.path,
-            concern,
-        });
-        assessed
-    }
+    };
+    assessed.guarded = concern.map(|concern| GuardedPath {
+        // A listing or a walk reads a folder: an answer for the session covers beneath it.
+        folder: matches!(name, "list_dir" | "glob" | "grep") && reach.path.is_dir(),
+        writes: reach.access == Access::Write,
+        path: reach.path,
+        concern,
+    });
+    assessed
+}
 
-    fn execute<'a>(
-        &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation {
-            arguments, cancel, ..
-        } = invocation;
-        Box::pin(async move {
-            let result = self.tools.execute(self.spec.name, arguments, cancel).await;
-            Ok(ToolOutput {
-                size_bytes: result.text.len() as u64,
-                text: result.text,
-                is_error: result.is_error,
-                content: None,
-                confinement: result.confinement,
-            })
-        })
-    }
+/// Runs one admitted call of the built-in `name`: the gate's dispatch is the one place a
+/// built-in runs.
+async fn run_builtin(
+    tools: Arc<BuiltinTools>,
+    name: &'static str,
+    arguments: Value,
+    cancel: CancellationToken,
+) -> Result<ToolOutput, DispatchError> {
+    #[allow(clippy::disallowed_methods)]
+    let result = tools.execute(name, arguments, cancel).await;
+    Ok(ToolOutput {
+        size_bytes: result.text.len() as u64,
+        text: result.text,
+        is_error: result.is_error,
+        content: None,
+        confinement: result.confinement,
+    })
 }
 
 /// The loop's executor: the gate, with MCP progress and the model's plan reported as events,

@@ -11,9 +11,8 @@ use warden_codemode::{
     ExecutionStatus, execute,
 };
 use warden_discovery::ServerDoc;
-use warden_host::{CallContext, Host, HostTool, Invocation};
+use warden_host::{CallContext, CodeTool as HostCodeTool, Host, HostTool, Invocation};
 use warden_policy::{BoxFuture, CallSurface, CapabilitySet, Decision, DispatchError, ToolOutput};
-use warden_vocab::{arguments_schema, parse_arguments};
 
 /// The name of the tool that runs JavaScript in the sandbox.
 pub const CODE_EXECUTE: &str = "code_execute";
@@ -110,10 +109,8 @@ impl CodeModeHost for GateCodeHost {
 
 /// `code_execute` and `code_search`, over the host that runs them.
 pub fn code_tools() -> Vec<Arc<dyn HostTool>> {
-    vec![Arc::new(CodeExecute), Arc::new(CodeSearch)]
+    vec![Arc::new(code_execute()), Arc::new(code_search())]
 }
-
-struct CodeExecute;
 
 /// `code_execute`'s arguments.
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
@@ -123,79 +120,55 @@ struct CodeExecuteArguments {
     code: String,
 }
 
-struct CodeSearch;
-
-impl HostTool for CodeExecute {
-    fn name(&self) -> &str {
-        CODE_EXECUTE
-    }
-
-    fn description(&self) -> &str {
-        "Runs JavaScript in a sandbox (no files, network or processes; 128 MiB, 30 s) for read-only computation across many tool calls: `await tools.call(server, tool, args)` calls a read-only MCP tool and returns its structured result (or its text). The script's value is returned as JSON; console.log is captured. Find callable tools and their signatures with code_search."
-    }
-
-    fn input_schema(&self) -> Value {
-        arguments_schema::<CodeExecuteArguments>()
-    }
-
-    fn classes(&self) -> CapabilitySet {
-        // The script itself changes nothing; every tool it calls is gated as read-only.
-        CapabilitySet::READ_ONLY
-    }
-
-    fn execute<'a>(
-        &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation {
-            host,
-            arguments,
-            cancel,
-            ..
-        } = invocation;
-        Box::pin(async move {
-            let CodeExecuteArguments { code } =
-                parse_arguments(CODE_EXECUTE, &arguments).map_err(DispatchError::new)?;
-            let code = code.as_str();
-            // The gate's timer cannot interrupt the sandbox (it holds this task), so the call's
-            // own deadline, when shorter than code mode's time limit, becomes the limit.
-            let mut limits = CodeModeLimits::default();
-            let gate_deadline = warden_policy::call_deadline()
-                .map(|deadline| deadline.saturating_duration_since(std::time::Instant::now()))
-                .filter(|left| *left < limits.time);
-            if let Some(left) = gate_deadline {
-                limits.time = left;
-            }
-            let code_host = GateCodeHost::new(host, cancel).await;
-            let report = execute(&code_host, code, limits)
-                .await
-                .map_err(|error| DispatchError::new(error.to_string()))?;
-            match report.status {
-                ExecutionStatus::Cancelled => {
-                    return Err(DispatchError::new(report.model_text()));
-                }
-                ExecutionStatus::TimedOut if gate_deadline.is_some() => {
-                    return Err(DispatchError::timed_out(report.model_text()));
-                }
-                _ => {}
-            }
-            let mut output = ToolOutput::text(report.model_text());
-            output.is_error = report.status != ExecutionStatus::Completed;
-            Ok(output)
-        })
-    }
+/// `code_execute {code}`. The script itself changes nothing; every tool it calls is gated as
+/// read-only.
+fn code_execute() -> HostCodeTool {
+    HostCodeTool::builtin(
+        CODE_EXECUTE,
+        "Runs JavaScript in a sandbox (no files, network or processes; 128 MiB, 30 s) for read-only computation across many tool calls: `await tools.call(server, tool, args)` calls a read-only MCP tool and returns its structured result (or its text). The script's value is returned as JSON; console.log is captured. Find callable tools and their signatures with code_search.",
+        CapabilitySet::READ_ONLY,
+        |CodeExecuteArguments { code }, invocation: Invocation| {
+            run_script(invocation.host, code, invocation.cancel)
+        },
+    )
 }
 
-impl HostTool for CodeSearch {
-    fn name(&self) -> &str {
-        CODE_SEARCH
+/// Runs one `code_execute` script through the gate.
+async fn run_script(
+    host: Arc<Host>,
+    code: String,
+    cancel: CancellationToken,
+) -> Result<ToolOutput, DispatchError> {
+    // The gate's timer cannot interrupt the sandbox (it holds this task), so the call's
+    // own deadline, when shorter than code mode's time limit, becomes the limit.
+    let mut limits = CodeModeLimits::default();
+    let gate_deadline = warden_policy::call_deadline()
+        .map(|deadline| deadline.saturating_duration_since(std::time::Instant::now()))
+        .filter(|left| *left < limits.time);
+    if let Some(left) = gate_deadline {
+        limits.time = left;
     }
-
-    fn description(&self) -> &str {
-        "Describes what code_execute can call: browse servers, search by words, or describe up to 20 tools as TypeScript-like signatures (tools that are not read-only are listed with the reason they cannot be called)."
+    let code_host = GateCodeHost::new(host, cancel).await;
+    let report = execute(&code_host, &code, limits)
+        .await
+        .map_err(|error| DispatchError::new(error.to_string()))?;
+    match report.status {
+        ExecutionStatus::Cancelled => return Err(DispatchError::new(report.model_text())),
+        ExecutionStatus::TimedOut if gate_deadline.is_some() => {
+            return Err(DispatchError::timed_out(report.model_text()));
+        }
+        _ => {}
     }
+    let mut output = ToolOutput::text(report.model_text());
+    output.is_error = report.status != ExecutionStatus::Completed;
+    Ok(output)
+}
 
-    fn input_schema(&self) -> Value {
+/// `code_search {query?, server?, tools?, limit?}`.
+fn code_search() -> HostCodeTool {
+    HostCodeTool::builtin_with_schema(
+        CODE_SEARCH,
+        "Describes what code_execute can call: browse servers, search by words, or describe up to 20 tools as TypeScript-like signatures (tools that are not read-only are listed with the reason they cannot be called).",
         json!({
             "type": "object",
             "properties": {
@@ -205,32 +178,13 @@ impl HostTool for CodeSearch {
                 "limit": {"type": "integer", "minimum": 1, "maximum": 20}
             },
             "additionalProperties": false
-        })
-    }
-
-    fn classes(&self) -> CapabilitySet {
-        CapabilitySet::READ_ONLY
-    }
-
-    fn execute<'a>(
-        &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation {
-            host,
-            arguments,
-            cancel,
-            ..
-        } = invocation;
-        Box::pin(async move {
-            let request: CodeSearchRequest =
-                serde_json::from_value(arguments).map_err(|error| {
-                    DispatchError::new(format!("bad code_search arguments: {error}"))
-                })?;
-            let code_host = GateCodeHost::new(host, cancel).await;
+        }),
+        CapabilitySet::READ_ONLY,
+        |request: CodeSearchRequest, invocation: Invocation| async move {
+            let code_host = GateCodeHost::new(invocation.host, invocation.cancel).await;
             Ok(ToolOutput::text(code_host.catalog().search(&request)))
-        })
-    }
+        },
+    )
 }
 
 #[cfg(test)]

@@ -13,10 +13,10 @@ use warden_config::{DeferMode, ModelProvider};
 use warden_discovery::{ManifestTool, tools_array_tokens};
 use warden_discovery::{SUMMARY_CHARS, one_line, parameters_of};
 use warden_host::{
-    CALL_TOOL, CallToolArguments, Host, HostTool, Invocation, SearchArguments, SearchScope,
-    VisibleTool, instructions_summary, search_schema,
+    CALL_TOOL, CallToolArguments, CodeTool, Host, HostTool, Invocation, SearchArguments,
+    SearchScope, VisibleTool, instructions_summary, search_schema,
 };
-use warden_policy::{BoxFuture, CapabilitySet, DispatchError, ToolOutput};
+use warden_policy::{CapabilitySet, ToolOutput};
 
 pub use warden_host::SEARCH_TOOLS;
 /// Tool names a generated summary lists.
@@ -31,7 +31,7 @@ pub struct Deferral {
     /// `None`: automatic deferral is off.
     auto_defer_tokens: Option<u64>,
     always_load: BTreeSet<String>,
-    search_description: OnceLock<String>,
+    search_description: Arc<OnceLock<String>>,
     system_section: OnceLock<String>,
     /// Deferred tools loaded on first use (called by name or through `call_tool`).
     loaded: Mutex<BTreeSet<String>>,
@@ -57,7 +57,7 @@ impl Deferral {
             offered,
             auto_defer_tokens,
             always_load,
-            search_description: OnceLock::new(),
+            search_description: Arc::default(),
             system_section: OnceLock::new(),
             loaded: Mutex::new(BTreeSet::new()),
         })
@@ -71,9 +71,17 @@ impl Deferral {
     /// The search tool; registered with every session (it is offered only in `normal` and
     /// `reference` modes, and only when something is deferred).
     pub fn search_tool(self: &Arc<Self>) -> Arc<dyn HostTool> {
-        Arc::new(SearchTools {
-            deferral: self.clone(),
-        })
+        let deferral = self.clone();
+        let tool = CodeTool::builtin(
+            SEARCH_TOOLS,
+            SEARCH_DESCRIPTION_BEFORE_SETTLING,
+            CapabilitySet::READ_ONLY,
+            move |request: SearchArguments, invocation: Invocation| {
+                let deferral = deferral.clone();
+                async move { Ok(deferral.search(&invocation.host, &request).await) }
+            },
+        );
+        Arc::new(tool.settled_description(self.search_description.clone()))
     }
 
     /// Automatic deferral: when the schemas of `tools` (the non-deferred MCP tools) cost more
@@ -359,86 +367,54 @@ fn system_tools_section(servers: &[(String, String)], specs: &[(String, ToolSpec
     out
 }
 
-struct SearchTools {
-    deferral: Arc<Deferral>,
-}
-
 const SEARCH_DESCRIPTION_BEFORE_SETTLING: &str =
     "Searches the tools of the deferred MCP servers and loads the best matches.";
 
-impl HostTool for SearchTools {
-    fn name(&self) -> &str {
-        SEARCH_TOOLS
-    }
-
-    fn description(&self) -> &str {
-        self.deferral
-            .search_description
-            .get()
-            .map_or(SEARCH_DESCRIPTION_BEFORE_SETTLING, String::as_str)
-    }
-
-    fn input_schema(&self) -> Value {
-        search_schema()
-    }
-
-    fn classes(&self) -> CapabilitySet {
-        CapabilitySet::READ_ONLY
-    }
-
-    fn execute<'a>(
-        &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation {
-            host, arguments, ..
-        } = invocation;
-        Box::pin(async move {
-            let request = SearchArguments::parse(arguments).map_err(DispatchError::new)?;
-            let query = request.query.as_str();
-            let search = host
-                .search_tools(SearchScope::Deferred, query, request.limit())
-                .await;
-            let mut loaded = Vec::new();
-            for hit in &search.hits {
-                if let Some(tool) = search.candidate(&hit.public_name) {
-                    loaded.extend(host.load_tools(&hit.server, std::slice::from_ref(tool)));
-                }
+impl Deferral {
+    /// `search_tools`: searches the deferred servers and loads the hits the gate shows.
+    async fn search(&self, host: &Host, request: &SearchArguments) -> ToolOutput {
+        let query = request.query.as_str();
+        let mut search = host
+            .search_tools(SearchScope::Deferred, query, request.limit())
+            .await;
+        let mut loaded = Vec::new();
+        for hit in &search.hits {
+            if let Some(tool) = search.candidate(&hit.public_name) {
+                loaded.extend(host.load_tools(&hit.server, std::slice::from_ref(tool)));
             }
-            if let Ok(mut names) = self.deferral.loaded.lock() {
-                names.extend(
-                    loaded
-                        .iter()
-                        .map(|visible| visible.descriptor.public_name.clone()),
-                );
-            }
-            // Only `normal` appends schemas; `reference` reveals the definitions already in the
-            // request with tool_reference blocks, so the tools array never changes.
-            if self.deferral.mode == DeferMode::Normal {
-                self.deferral.offered.append(loaded.iter().map(tool_spec));
-            }
-            // Only the hits the gate shows once loaded are offered.
-            let mut search = search;
-            search.hits.retain(|hit| {
+        }
+        if let Ok(mut names) = self.loaded.lock() {
+            names.extend(
                 loaded
                     .iter()
-                    .any(|visible| visible.descriptor.public_name == hit.public_name)
-            });
-            let references: Vec<String> = search
-                .hits
-                .iter()
-                .map(|hit| hit.public_name.clone())
-                .collect();
-            let text = search.render(
-                &format!("No deferred tool matches \"{query}\"."),
-                "These tools are loaded: call them by the names above.",
+                    .map(|visible| visible.descriptor.public_name.clone()),
             );
-            let mut output = ToolOutput::text(text);
-            if self.deferral.mode == DeferMode::Reference && !references.is_empty() {
-                output.content = Some(json!({ "tool_references": references }));
-            }
-            Ok(output)
-        })
+        }
+        // Only `normal` appends schemas; `reference` reveals the definitions already in the
+        // request with tool_reference blocks, so the tools array never changes.
+        if self.mode == DeferMode::Normal {
+            self.offered.append(loaded.iter().map(tool_spec));
+        }
+        // Only the hits the gate shows once loaded are offered.
+        search.hits.retain(|hit| {
+            loaded
+                .iter()
+                .any(|visible| visible.descriptor.public_name == hit.public_name)
+        });
+        let references: Vec<String> = search
+            .hits
+            .iter()
+            .map(|hit| hit.public_name.clone())
+            .collect();
+        let text = search.render(
+            &format!("No deferred tool matches \"{query}\"."),
+            "These tools are loaded: call them by the names above.",
+        );
+        let mut output = ToolOutput::text(text);
+        if self.mode == DeferMode::Reference && !references.is_empty() {
+            output.content = Some(json!({ "tool_references": references }));
+        }
+        output
     }
 }
 

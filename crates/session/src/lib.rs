@@ -30,7 +30,7 @@ pub use opener::{
     SessionSpec, open_prepared,
 };
 pub use sampling::SamplingModel;
-pub use skill_scripts::{RUN_SKILL_SCRIPT, RunSkillScript, ScriptQuota, SkillScripts};
+pub use skill_scripts::{RUN_SKILL_SCRIPT, ScriptQuota, SkillScripts, run_skill_script};
 pub use skill_tools::{READ_SKILL_FILE, USE_SKILL, skill_tools};
 pub use tool_cli::{TOOL_CLI_USAGE, bridge_listen, settle_tool_cli, with_tool_cli_usage};
 pub use turn::{MAX_TURNS, RESULT_LIMIT, Turn, TurnEnd, TurnError, clip_result};

@@ -1,5 +1,5 @@
 //! Who answers sampling in an agent session: a server the operator enabled (`sampling = true`)
-//! asks, the request crosses the gate as `answer_mcp_sampling` (`warden_host::SamplingTool`),
+//! asks, the request crosses the gate as `answer_mcp_sampling` (`warden_host::sampling_tool`),
 //! and the session's current model answers it.
 
 use std::sync::{Arc, PoisonError, RwLock};
@@ -84,7 +84,7 @@ mod tests {
     use std::sync::Arc;
     use warden_agent::{ModelConfig, client_for};
     use warden_config::ModelProvider;
-    use warden_host::{SAMPLING_TOOL, SamplingTool};
+    use warden_host::{SAMPLING_TOOL, sampling_tool};
     use warden_mock_model::{MockModel, Turn};
     use warden_policy::CallSurface;
 
@@ -101,7 +101,7 @@ mod tests {
         let (first_mock, first) = mock_client("from the first model", "first-1").await;
         let (second_mock, second) = mock_client("from the second model", "second-1").await;
         let model = SamplingModel::new(first);
-        let tool = SamplingTool::new(model.clone());
+        let tool = sampling_tool(model.clone());
         model.switch_to(second);
         let arguments = json!({
             "server": "everything",

@@ -18,12 +18,10 @@ use tokio_util::sync::CancellationToken;
 use warden_agent::BuiltinTools;
 use warden_agent::run_confined;
 use warden_config::SkillScriptSettings;
-use warden_host::{HostTool, Invocation};
-use warden_policy::{
-    BoxFuture, CallReach, CapabilityClass, CapabilitySet, DispatchError, Layer, ToolOutput,
-};
+use warden_host::{CodeTool, Invocation};
+use warden_policy::{CallReach, CapabilityClass, CapabilitySet, DispatchError, Layer, ToolOutput};
 use warden_skills::{Discovery, LocalSkill, ScriptGrant, ScriptGrantCheck, ScriptGrantStore};
-use warden_vocab::{arguments_schema, parse_arguments};
+use warden_vocab::parse_arguments;
 
 /// The tool's name.
 pub const RUN_SKILL_SCRIPT: &str = "run_skill_script";
@@ -118,12 +116,12 @@ struct Admitted {
 
 impl SkillScripts {
     /// Gates 1 to 4, in order; the first closed one refuses with its reason.
-    fn admit(&self, arguments: &Value) -> Result<Admitted, String> {
+    fn admit(&self, arguments: &ScriptArguments) -> Result<Admitted, String> {
         let ScriptArguments {
             skill: skill_name,
             script,
             arguments: script_arguments,
-        } = parse_arguments(RUN_SKILL_SCRIPT, arguments)?;
+        } = arguments;
         let (skill_name, script) = (skill_name.as_str(), script.as_str());
         // 1. Enabled, and the skill's root allowed to run scripts.
         if !self.settings.enabled {
@@ -190,7 +188,7 @@ impl SkillScripts {
                 )
             })?;
         // 4. The arguments: bounded, and valid against the script's schema when it declares one.
-        let input = serde_json::to_vec(&script_arguments)
+        let input = serde_json::to_vec(script_arguments)
             .map_err(|error| format!("gate 4 (arguments): {error}"))?;
         if input.len() > self.settings.max_arguments_bytes {
             return Err(format!(
@@ -200,7 +198,7 @@ impl SkillScripts {
             ));
         }
         let schema = read_schema(&path)?;
-        warden_policy::validate_arguments(&schema, &script_arguments)
+        warden_policy::validate_arguments(&schema, script_arguments)
             .map_err(|problem| format!("gate 4 (arguments): {problem}"))?;
         Ok(Admitted {
             skill: skill.clone(),
@@ -212,9 +210,22 @@ impl SkillScripts {
         })
     }
 
+    /// Gates 1 to 4 on a call's raw arguments, for the gate's assessment before approval.
+    fn assess(&self, arguments: &Value) -> CallReach {
+        let admitted = parse_arguments(RUN_SKILL_SCRIPT, arguments)
+            .and_then(|arguments| self.admit(&arguments));
+        match admitted {
+            Ok(_) => CallReach::default(),
+            Err(reason) => CallReach::refused_at(
+                Layer::SkillScript,
+                format!("{RUN_SKILL_SCRIPT} refused: {reason}"),
+            ),
+        }
+    }
+
     async fn run(
         &self,
-        arguments: Value,
+        arguments: ScriptArguments,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, DispatchError> {
         let refused =
@@ -300,11 +311,6 @@ impl SkillScripts {
     }
 }
 
-/// The classes of a script run: it writes (to its temp folder) and may reach the world.
-fn script_classes() -> CapabilitySet {
-    CapabilitySet::of(&[CapabilityClass::Write, CapabilityClass::External])
-}
-
 /// `script` inside `skill_dir`: a relative path to a regular file that stays inside the folder
 /// (symlinks followed).
 fn script_path(skill_dir: &Path, script: &str) -> Result<PathBuf, String> {
@@ -351,8 +357,27 @@ fn clean_script_environment(tmpdir: &Path) -> Vec<(std::ffi::OsString, std::ffi:
     warden_agent::clean_environment(std::env::vars_os(), &[], |_| false, Some(tmpdir), &[])
 }
 
-/// The `run_skill_script` tool.
-pub struct RunSkillScript(pub Arc<SkillScripts>);
+/// The `run_skill_script` tool: it writes (to its temp folder) and may reach the world; the
+/// model is offered it only when scripts are on and there is a local skill; gate 5, the run's
+/// intent durable in the audit trail before the process starts, is the gate's own.
+pub fn run_skill_script(scripts: Arc<SkillScripts>) -> CodeTool {
+    let (assessed, offered) = (scripts.clone(), scripts.clone());
+    CodeTool::builtin(
+        RUN_SKILL_SCRIPT,
+        "Runs a script that a local skill carries (a file in the skill's folder), with `arguments` \
+         as JSON on its standard input; returns what it printed. It runs only when the user has \
+         turned skill scripts on and granted this skill or script, in a sandbox that can write \
+         only to a temp folder.",
+        CapabilitySet::of(&[CapabilityClass::Write, CapabilityClass::External]),
+        move |arguments: ScriptArguments, invocation: Invocation| {
+            let scripts = scripts.clone();
+            async move { scripts.run(arguments, invocation.cancel).await }
+        },
+    )
+    .assessed_by(move |arguments| assessed.assess(arguments))
+    .offered_when(move || offered.settings.enabled && !offered.discovery.skills.is_empty())
+    .audit_required()
+}
 
 /// `run_skill_script`'s arguments.
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
@@ -372,62 +397,13 @@ fn empty_object() -> Value {
     Value::Object(serde_json::Map::new())
 }
 
-impl HostTool for RunSkillScript {
-    fn name(&self) -> &str {
-        RUN_SKILL_SCRIPT
-    }
-
-    fn description(&self) -> &str {
-        "Runs a script that a local skill carries (a file in the skill's folder), with `arguments` \
-         as JSON on its standard input; returns what it printed. It runs only when the user has \
-         turned skill scripts on and granted this skill or script, in a sandbox that can write \
-         only to a temp folder."
-    }
-
-    fn input_schema(&self) -> Value {
-        arguments_schema::<ScriptArguments>()
-    }
-
-    fn classes(&self) -> CapabilitySet {
-        script_classes()
-    }
-
-    fn offered(&self) -> bool {
-        self.0.settings.enabled && !self.0.discovery.skills.is_empty()
-    }
-
-    /// Gate 5: the run's intent is durable in the audit trail before the process starts, or
-    /// it does not start.
-    fn requires_audit(&self) -> bool {
-        true
-    }
-
-    fn assess(&self, arguments: &Value) -> CallReach {
-        match self.0.admit(arguments) {
-            Ok(_) => CallReach::default(),
-            Err(reason) => CallReach::refused_at(
-                Layer::SkillScript,
-                format!("{RUN_SKILL_SCRIPT} refused: {reason}"),
-            ),
-        }
-    }
-
-    fn execute<'a>(
-        &'a self,
-        invocation: Invocation,
-    ) -> BoxFuture<'a, Result<ToolOutput, DispatchError>> {
-        let Invocation {
-            arguments, cancel, ..
-        } = invocation;
-        Box::pin(self.0.run(arguments, cancel))
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;
+    use warden_host::HostTool;
+    use warden_policy::BoxFuture;
 
     #[test]
     fn the_quota_counts_per_user_and_in_all_and_frees_on_drop() {
@@ -499,7 +475,7 @@ mod tests {
             quota: quota.clone(),
             user: "ann".to_owned(),
         };
-        let tool = RunSkillScript(Arc::new(scripts));
+        let tool = run_skill_script(Arc::new(scripts));
         let arguments = json!({"skill": "probe", "script": "scripts/touch.py"});
         assert_eq!(tool.assess(&arguments), CallReach::default());
         // The script runs only through the gate (its tool is reached by no other path): a

@@ -388,6 +388,7 @@ mod tests {
             Arc::new(DirArtifacts::new(&dir)),
         )
         .with_bash_env(env);
+        #[allow(clippy::disallowed_methods)]
         let result = tools
             .execute(
                 "bash",

@@ -220,7 +220,9 @@ impl BuiltinTools {
         }
     }
 
-    /// Runs the built-in tool `name` with `args`; failures are results with `is_error`.
+    /// Runs the built-in tool `name` with `args`; failures are results with `is_error`. Only
+    /// the gate's dispatch calls it: the root `clippy.toml` refuses every other caller
+    /// (`disallowed-methods`).
     pub async fn execute(
         &self,
         name: &str,

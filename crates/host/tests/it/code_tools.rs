@@ -1,6 +1,7 @@
 //! Tools an embedding application defines in code, through the host's one gate: the derived
 //! schema and typed arguments, the order authorization → approval → body under its timeout, a
-//! timeout that never counts a pending approval, and the effect class in the audit trail.
+//! timeout that never counts a pending approval, and the effect class in the audit trail; and
+//! warden's own tools built in the same shape.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -353,4 +354,71 @@ async fn a_body_past_its_timeout_is_cancelled_and_the_session_goes_on() {
     let next = f.call("lookup", json!({"order_id": "A-2"})).await;
     assert_eq!(next.decision, Decision::Allowed);
     f.host.shutdown().await;
+}
+
+/// warden's own tools are built in the same shape: on record as warden's (`builtin`), with
+/// their declared classes and kind and no effect, a body that reaches the session's host, and
+/// arguments parsed once, worded as every tool words them.
+#[tokio::test]
+async fn warden_s_own_tools_share_the_shape_and_reach_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths::under_root(dir.path());
+    let own = CodeTool::builtin_with_schema(
+        "whose_session",
+        "Names the session.",
+        json!({"type": "object"}),
+        warden_policy::CapabilitySet::READ_ONLY,
+        |arguments: LookupArguments, invocation: warden_host::Invocation| async move {
+            let session = invocation.host.session_id().to_owned();
+            Ok(warden_policy::ToolOutput::text(format!(
+                "{} in {session}",
+                arguments.order_id
+            )))
+        },
+    )
+    .call_kind(warden_policy::CallKind::SkillLoad);
+    let mut options = HostOptions::new(paths.clone(), dir.path().to_path_buf());
+    options.policy.permissions.mode = PermissionMode::Auto;
+    options.tools = vec![Arc::new(own)];
+    let host = Host::open(&LoadedConfig::default(), options).unwrap();
+    let call = |arguments: serde_json::Value| {
+        let context = CallContext::new(CallSurface::Agent, CancellationToken::new());
+        host.call_with(context, "whose_session", arguments)
+    };
+    let outcome = call(json!({"order_id": "A-1"})).await;
+    assert_eq!(outcome.decision, Decision::Allowed, "{outcome:?}");
+    assert_eq!(
+        outcome.model_text(),
+        format!("A-1 in {}", host.session_id())
+    );
+    // The schema lets it through; the typed arguments do not fit.
+    let unfit = call(json!({"order": "A-1"})).await;
+    assert_eq!(unfit.decision, Decision::Failed, "{unfit:?}");
+    assert_eq!(
+        unfit.reason.as_deref(),
+        Some("whose_session: unknown field `order`, expected `order_id` or `with_items`")
+    );
+    let rows = AuditStore::open(&paths.state_dir().join("audit.db"))
+        .unwrap()
+        .query(&AuditQuery::default())
+        .unwrap();
+    let recorded: Vec<_> = rows
+        .iter()
+        .map(|row| {
+            (
+                row.server.as_deref(),
+                row.kind.as_deref(),
+                row.effect.as_deref(),
+                row.classes.clone(),
+            )
+        })
+        .collect();
+    let expected = (
+        Some("builtin"),
+        Some("skill-load"),
+        None,
+        vec!["read_only".to_owned()],
+    );
+    assert_eq!(recorded, [expected.clone(), expected]);
+    host.shutdown().await;
 }
