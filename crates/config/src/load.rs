@@ -51,6 +51,10 @@ pub struct ConfigFile {
     pub rerankers: BTreeMap<String, crate::model::RerankerSpec>,
     /// `[service] widget_origins` of this file (a user-scope file only).
     pub service_widget_origins: Option<Vec<String>>,
+    /// `[service] public_url` of this file (a user-scope file only).
+    pub service_public_url: Option<String>,
+    /// `[service] allowed_hosts` of this file (a user-scope file only).
+    pub service_allowed_hosts: Option<Vec<String>>,
     /// `[service]`'s tenancy settings of this file (a user-scope file only; `None`: none set).
     pub service_tenancy: Option<crate::tenancy::Tenancy>,
     /// Keys this file set but has no authority over, left out of the settings above (a project
@@ -327,6 +331,12 @@ pub fn parse_str(text: &str, path: &Path, scope: Scope) -> Result<ConfigFile, Co
                 .as_ref()
                 .and_then(|service| service.database_url.clone()),
             service_tenancy: service.as_ref().map(tenancy_of),
+            service_public_url: service
+                .as_ref()
+                .and_then(|service| service.public_url.clone()),
+            service_allowed_hosts: service
+                .as_ref()
+                .and_then(|service| service.allowed_hosts.clone()),
             service_widget_origins: service.and_then(|service| service.widget_origins),
             warnings,
         })
@@ -500,6 +510,11 @@ pub struct LoadedConfig {
     /// `[service] widget_origins` (user config only; none unless set): the product pages'
     /// origins that may call the service with a widget token.
     pub service_widget_origins: Vec<String>,
+    /// `[service] public_url` (user config only): where people and authorization servers reach
+    /// the service.
+    pub service_public_url: Option<String>,
+    /// `[service] allowed_hosts` (user config only): more Host names the service answers.
+    pub service_allowed_hosts: Vec<String>,
     /// `[service]`'s tenancy settings (user config only): what tenants' servers may read and
     /// reach, self-approval, the client-call wait and the quotas.
     pub service_tenancy: crate::tenancy::Tenancy,
@@ -609,6 +624,12 @@ pub fn load(request: &LoadRequest) -> Result<LoadedConfig, ConfigError> {
                 loaded.knowledge.rerankers.extend(file.rerankers);
                 if let Some(origins) = file.service_widget_origins {
                     loaded.service_widget_origins = origins;
+                }
+                if file.service_public_url.is_some() {
+                    loaded.service_public_url = file.service_public_url;
+                }
+                if let Some(hosts) = file.service_allowed_hosts {
+                    loaded.service_allowed_hosts = hosts;
                 }
                 if let Some(tenancy) = file.service_tenancy {
                     loaded.service_tenancy = tenancy;

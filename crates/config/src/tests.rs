@@ -1360,6 +1360,52 @@ fn widget_origins_are_web_origins_without_a_path() {
 }
 
 #[test]
+fn the_public_url_is_an_https_origin_and_allowed_hosts_are_host_values() {
+    let parsed = parse_user(
+        "schema_version = 1\n[service]\npublic_url = \"https://agents.example.com\"\nallowed_hosts = [\"agents.internal\", \"10.0.0.5:8080\", \"[fd00::5]:80\"]\n",
+    );
+    assert_eq!(
+        parsed.service_public_url.as_deref(),
+        Some("https://agents.example.com")
+    );
+    assert_eq!(
+        parsed.service_allowed_hosts,
+        Some(vec![
+            "agents.internal".to_owned(),
+            "10.0.0.5:8080".to_owned(),
+            "[fd00::5]:80".to_owned()
+        ])
+    );
+    // Plain http only for a loopback host (a test, or a proxy on the same machine).
+    let local =
+        parse_user("schema_version = 1\n[service]\npublic_url = \"http://127.0.0.1:8080\"\n");
+    assert_eq!(
+        local.service_public_url.as_deref(),
+        Some("http://127.0.0.1:8080")
+    );
+    for bad in [
+        "http://agents.example.com",
+        "https://agents.example.com/",
+        "https://agents.example.com/warden",
+        "agents.example.com",
+    ] {
+        let refused = only_problem(
+            &format!("schema_version = 1\n[service]\npublic_url = \"{bad}\"\n"),
+            Scope::User,
+        );
+        assert_eq!(refused.key, "service.public_url", "{bad}");
+        assert!(refused.to_string().contains("https unless"), "{refused}");
+    }
+    for bad in ["https://agents.internal", "agents.internal/v1", "a:b:c"] {
+        let refused = only_problem(
+            &format!("schema_version = 1\n[service]\nallowed_hosts = [\"{bad}\"]\n"),
+            Scope::User,
+        );
+        assert_eq!(refused.key, "service.allowed_hosts", "{bad}");
+    }
+}
+
+#[test]
 fn acp_terminal_is_the_users_choice_only() {
     let parsed = parse_user("schema_version = 1\n[acp]\nterminal = \"editor\"\n");
     assert_eq!(parsed.acp_terminal, Some(crate::AcpTerminal::Editor));

@@ -160,6 +160,12 @@ pub struct RawService {
     /// Origins of the product pages that embed the chat widget (`"https://shop.example"`: scheme, host and port, no path). Requests from these origins are answered with CORS headers, and only with a widget token (never an API key); loopback origins are always allowed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub widget_origins: Option<Vec<String>>,
+    /// The URL people and authorization servers reach this service at, behind a proxy or a load balancer (`"https://agents.example.com"`: scheme, host, optional port; no path; https unless the host is loopback). Sign-in redirect URIs and links use it, its host is served, and warden publishes its OAuth client ID metadata document at `<public_url>/oauth/client-metadata.json` and signs in with that URL as its client id wherever the authorization server accepts one. Default none: the Host a request names (loopback or the bound address).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
+    /// More `Host` names the service answers (`"agents.internal"`, `"10.0.0.5:8080"`: a host and optional port, as a proxy forwards them) beside loopback, the bound address and `public_url`'s host; any other Host is refused (DNS rebinding). Default none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_hosts: Option<Vec<String>>,
     /// Environment variables of the service that every tenant's server headers may name (`${env:NAME}`); a header naming any other variable is refused. Default none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tenant_env: Option<Vec<String>>,
@@ -185,6 +191,8 @@ impl RawService {
         "allow_stdio",
         "database_url",
         "widget_origins",
+        "public_url",
+        "allowed_hosts",
         "tenant_env",
         "tenant_hosts",
         "self_approval",
@@ -455,6 +463,39 @@ impl<'a> Walk<'a> {
                     );
                 }
             }
+            let public_url = walk.string(t, p, "public_url").filter(|url| {
+                let usable = crate::is_web_origin(url)
+                    && (url.starts_with("https://")
+                        || url
+                            .strip_prefix("http://")
+                            .is_some_and(|authority| {
+                                warden_vocab::is_loopback_host(authority_host(authority))
+                            }));
+                if !usable {
+                    walk.report(
+                        key_path(p, "public_url"),
+                        Problem::InvalidValue {
+                            expected: format!(
+                                "the service's public origin such as \"https://agents.example.com\" (https unless the host is loopback; scheme, host, optional port; no path), not \"{url}\""
+                            ),
+                        },
+                    );
+                }
+                usable
+            });
+            let allowed_hosts = walk.strings(t, p, "allowed_hosts");
+            for host in allowed_hosts.iter().flatten() {
+                if !crate::is_web_origin(&format!("http://{host}")) {
+                    walk.report(
+                        key_path(p, "allowed_hosts"),
+                        Problem::InvalidValue {
+                            expected: format!(
+                                "a Host value such as \"agents.internal\" or \"10.0.0.5:8080\" (a host and optional port; no scheme or path), not \"{host}\""
+                            ),
+                        },
+                    );
+                }
+            }
             let tenant_env = walk.env_names(t, p, "tenant_env");
             let tenant_hosts = walk.host_rules(t, p, "tenant_hosts");
             let client_call_timeout_sec =
@@ -498,6 +539,8 @@ impl<'a> Walk<'a> {
                 allow_stdio: walk.boolean(t, p, "allow_stdio"),
                 database_url,
                 widget_origins,
+                public_url,
+                allowed_hosts,
                 tenant_env,
                 tenant_hosts,
                 self_approval: walk.boolean(t, p, "self_approval"),
@@ -729,5 +772,17 @@ mod tests {
         assert_eq!(props(&defs["RawHook"]), sorted(RawHook::KEYS));
         assert_eq!(props(&defs["RawOAuth"]), sorted(RawOAuth::KEYS));
         assert_eq!(props(&defs["RawEmbeddings"]), sorted(RawEmbeddings::KEYS));
+    }
+}
+
+/// The host of an origin's `host[:port]` (an IPv6 address without its brackets).
+fn authority_host(authority: &str) -> &str {
+    match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed
+            .split_once(']')
+            .map_or(bracketed, |(host, _)| host),
+        None => authority
+            .split_once(':')
+            .map_or(authority, |(host, _)| host),
     }
 }
