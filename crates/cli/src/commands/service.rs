@@ -265,8 +265,8 @@ impl ServiceHost for RunOpener {
         if let Some(audit) = &self.audit {
             return audit.query(query);
         }
-        // No audit file yet: no records.
-        if !self.audit_path.exists() {
+        // No audit trail yet (neither its database nor its journal): no records.
+        if !warden_policy::AuditStore::exists(&self.audit_path) {
             return Ok(Vec::new());
         }
         warden_policy::AuditStore::open(&self.audit_path).and_then(|store| store.query(query))
