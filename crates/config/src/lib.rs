@@ -55,7 +55,7 @@ pub use policy::{
     ToolSettingsEntry, user_path,
 };
 pub use raw::{
-    BridgeTransport, CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization,
+    AuditSync, BridgeTransport, CURRENT_SCHEMA_VERSION, RawAgent, RawAudit, RawAuthorization,
     RawAuthorizationRule, RawClientTool, RawConfig, RawDiscovery, RawExperimental, RawHook,
     RawHooks, RawModel, RawOAuth, RawPermissions, RawPolicy, RawServer, RawService, RawToolFilter,
     RawToolPolicy, RawToolSettings, SUPPORTED_SCHEMA_VERSIONS, TokenStoreSetting, nearest,

@@ -13,7 +13,7 @@ use warden_vocab::{
 use crate::entry::Scope;
 use crate::error::{Diagnostic, Problem};
 use crate::raw::{
-    KnownValues, RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks,
+    AuditSync, KnownValues, RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks,
     RawPermissions, RawToolSettings, key_path,
 };
 
@@ -130,6 +130,8 @@ pub struct AuditSettings {
     pub full_arguments: Option<bool>,
     /// `None`: not set (a call whose intent cannot be recorded goes on, reported).
     pub required: Option<bool>,
+    /// `None`: not set (a record is durable once written: it survives warden being killed).
+    pub sync: Option<AuditSync>,
 }
 
 impl AuditSettings {
@@ -141,6 +143,11 @@ impl AuditSettings {
     /// Whether a call the audit trail cannot record is refused (default false).
     pub fn required(&self) -> bool {
         self.required.unwrap_or(false)
+    }
+
+    /// When a record counts as durable (default `process`).
+    pub fn sync(&self) -> AuditSync {
+        self.sync.unwrap_or_default()
     }
 }
 
@@ -272,6 +279,13 @@ impl PolicySettings {
         }
         if let Some(required) = audit.required {
             self.audit.required = Some(self.audit.required.unwrap_or(required) || required);
+        }
+        if let Some(sync) = audit.sync {
+            // The stronger promise wins, whichever scope asks for it.
+            self.audit.sync = Some(match self.audit.sync {
+                Some(AuditSync::Power) => AuditSync::Power,
+                _ => sync,
+            });
         }
         self.authorization.rules.extend(authorization.rules);
         if authorization.command.is_some() {
@@ -442,6 +456,7 @@ impl TryFrom<ScopedRawPolicy> for PolicySettings {
         if let Some(RawAudit {
             full_arguments,
             required,
+            sync,
         }) = audit
         {
             if project && full_arguments == Some(true) {
@@ -455,6 +470,7 @@ impl TryFrom<ScopedRawPolicy> for PolicySettings {
             }
             settings.audit.full_arguments = full_arguments;
             settings.audit.required = required;
+            settings.audit.sync = sync;
         }
 
         if let Some(raw) = hooks {

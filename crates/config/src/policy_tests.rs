@@ -811,3 +811,31 @@ fn a_project_file_may_not_declare_tool_settings() {
         "user config only",
     );
 }
+
+#[test]
+fn audit_sync_is_process_unless_set_and_power_wins_in_any_scope() {
+    use crate::AuditSync;
+    assert_eq!(settings("", Scope::User).audit.sync(), AuditSync::Process);
+    assert_eq!(
+        settings("[audit]\nsync = \"power\"\n", Scope::Project)
+            .audit
+            .sync(),
+        AuditSync::Power
+    );
+    let mut merged = settings("[audit]\nsync = \"power\"\n", Scope::User);
+    merged.merge(settings("[audit]\nsync = \"process\"\n", Scope::Project));
+    assert_eq!(
+        merged.audit.sync(),
+        AuditSync::Power,
+        "a later file never weakens it"
+    );
+    let mut merged = settings("[audit]\nsync = \"process\"\n", Scope::User);
+    merged.merge(settings("[audit]\nsync = \"power\"\n", Scope::Project));
+    assert_eq!(merged.audit.sync(), AuditSync::Power);
+    only(
+        "[audit]\nsync = \"disk\"\n",
+        Scope::User,
+        "audit.sync",
+        "one of \"process\", \"power\", not \"disk\"",
+    );
+}

@@ -27,8 +27,8 @@ use warden_hooks::HookRunner;
 use warden_mcp::{ArtifactStore, RetentionPolicy, apply_retention};
 use warden_mcp::{McpError, McpRuntime, McpTool, RuntimeOptions, ServerSpec};
 use warden_policy::{
-    Approver, AuditSink, AuditStore, CallRequest, CallSurface, Gate, GateOutcome, GateParts,
-    GatePolicy, NoApprover, ProgressSender, ToolDescriptor,
+    Approver, AuditOptions, AuditSink, AuditStore, CallRequest, CallSurface, Gate, GateOutcome,
+    GateParts, GatePolicy, NoApprover, ProgressSender, ToolDescriptor,
 };
 /// What an embedding application implements to decide calls on its own terms.
 pub use warden_policy::{
@@ -216,7 +216,14 @@ impl Host {
             let index = Arc::new(ToolIndex::new(facts).with_defer_mode(options.defer_mode));
             let host_tools = session_host_tools(options.tools, &runtime, &artifacts);
             let audit = options.audit.unwrap_or_else(|| {
-                Arc::new(AuditStore::open_lazily(&state_dir.join("audit.db"))) as Arc<dyn AuditSink>
+                let options = AuditOptions {
+                    sync: options.policy.audit_sync,
+                    ..AuditOptions::default()
+                };
+                Arc::new(AuditStore::open_lazily_with(
+                    &state_dir.join("audit.db"),
+                    options,
+                )) as Arc<dyn AuditSink>
             });
             let remote_skills = options.remote_skills.unwrap_or_else(|| {
                 Arc::new(RemoteSkills::new(RemoteSkillsSettings {

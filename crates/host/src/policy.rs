@@ -58,6 +58,10 @@ pub fn gate_policy(settings: &PolicySettings) -> GatePolicy {
         .collect();
     policy.audit_full_arguments = settings.audit.full_arguments();
     policy.audit_required = settings.audit.required();
+    policy.audit_sync = match settings.audit.sync() {
+        warden_config::AuditSync::Process => warden_policy::JournalSync::Process,
+        warden_config::AuditSync::Power => warden_policy::JournalSync::Power,
+    };
     policy
 }
 

@@ -1,13 +1,12 @@
-//! The audit trail: one SQLite row per gate decision (WAL), and the query behind `warden audit`.
+//! The audit trail: every gate decision appended to a hash-chained journal, folded into SQLite (WAL) for the queries behind `warden audit` and `GET /v1/audit`.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use rusqlite::{Connection, OptionalExtension, params_from_iter};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use warden_vocab::{CapabilityClass, CapabilitySet};
@@ -15,6 +14,7 @@ use warden_vocab::{CapabilityClass, CapabilitySet};
 use crate::approval::BoxFuture;
 use crate::call::{CallKind, CallSurface, Layer};
 use crate::capability::ToolAnnotations;
+use crate::journal::{Journal, JournalError, JournalPaths, JournalSync};
 use crate::time::{rfc3339_millis, unix_millis};
 use warden_vocab::Decision;
 
@@ -48,17 +48,12 @@ pub enum AuditError {
     /// The store's lock was poisoned by a panic elsewhere.
     #[error("audit database {0}: its lock was poisoned")]
     Poisoned(PathBuf),
-    /// The writer thread could not be started.
-    #[error("audit database {path}: cannot start its writer thread: {source}")]
-    StartWriter {
-        /// The database file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// The writer thread stopped before it answered (it panicked).
-    #[error("audit database {0}: its writer thread stopped")]
-    WriterStopped(PathBuf),
+    /// The journal could not be written or read.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// A record could not be encoded as a journal line.
+    #[error("audit record could not be encoded: {0}")]
+    Encode(String),
     /// A database server (the service's PostgreSQL) refused or could not be reached; the
     /// message names no password.
     #[error("audit database {target}: {message}")]
@@ -171,8 +166,8 @@ pub trait AuditSink: Send + Sync {
     /// Stores a call's intent — the record as it stands before dispatch, decision
     /// [`Decision::Started`] — and returns the entry its outcome completes, so that a process
     /// that dies mid-call leaves "started, outcome unknown" rather than nothing. A sink that
-    /// cannot complete a record in place stores nothing here and returns
-    /// [`AuditEntry::NONE`]; its outcome is then one new record, as without an intent.
+    /// cannot complete a record stores nothing here and returns [`AuditEntry::NONE`]; its
+    /// outcome is then one new record, as without an intent.
     fn begin_async(
         &self,
         record: AuditRecord,
@@ -182,8 +177,8 @@ pub trait AuditSink: Send + Sync {
         Box::pin(std::future::ready(Ok(AuditEntry::NONE)))
     }
 
-    /// Stores a call's outcome: in place of its intent `entry` when there is one (the call
-    /// keeps one record), else as a new record.
+    /// Stores a call's outcome, completing its intent `entry` when there is one (readers show
+    /// the call as one record, under the intent's id), else as a new record.
     fn complete_async(
         &self,
         entry: AuditEntry,
@@ -208,7 +203,8 @@ impl AuditEntry {
         Self(Some(id))
     }
 
-    /// The id of the intent's record, if one was stored.
+    /// The id of the intent's record, if one was stored (for the SQLite store, its number in
+    /// the journal, which is also its row id).
     pub fn id(self) -> Option<i64> {
         self.0
     }
@@ -310,9 +306,11 @@ pub struct AuditRow {
     pub confinement: Option<String>,
 }
 
-/// The audit table. `id` is a plain rowid: records are never deleted, so ids only grow, and a
+/// The audit table: a call's record (decision `started` while it runs) or a decision made
+/// without dispatch. `id` is a plain rowid: records are never deleted, so ids only grow, and a
 /// commit writes no `sqlite_sequence` page (databases made before this keep their
-/// `AUTOINCREMENT`, which behaves the same).
+/// `AUTOINCREMENT`, which behaves the same). `seq` is the journal record the row was folded
+/// from (None for rows written before the journal).
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY,
@@ -338,73 +336,167 @@ CREATE TABLE IF NOT EXISTS audit (
     confinement TEXT,
     kind TEXT,
     effect TEXT,
-    tenant TEXT
+    tenant TEXT,
+    seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS audit_session ON audit (session_id, id);
 CREATE INDEX IF NOT EXISTS audit_time ON audit (time_unix_ms);
 ";
 
-/// Records one writer transaction may hold at most (a bound on a waiter's wait, not a target).
-const MAX_BATCH: usize = 256;
-/// How long the writer thread keeps looking for the next record (yielding its core between
-/// looks) before it sleeps. Under concurrent calls records arrive tens of µs apart, and waking a
-/// sleeping thread costs about as much again on a virtual machine; an idle store pays this once
-/// per burst.
-const LOOK_BEFORE_SLEEPING: Duration = Duration::from_micros(100);
-/// Commits between two WAL checkpoints (each commit writes a few pages; SQLite's own default
-/// is a checkpoint per 1,000 pages).
-const COMMITS_PER_CHECKPOINT: u32 = 250;
+/// What the journal adds beside the `audit` table (after its columns are complete): a call's
+/// outcome as a row of its own, completing the intent `completes`; every folded journal
+/// record's hash (what `warden audit verify` compares the journal with); how far the journal
+/// is folded; and the view readers query, one row per call with its outcome folded onto its
+/// intent.
+const JOURNAL_SCHEMA: &str = "
+CREATE UNIQUE INDEX IF NOT EXISTS audit_seq ON audit (seq) WHERE seq IS NOT NULL;
+CREATE TABLE IF NOT EXISTS audit_outcome (
+    seq INTEGER PRIMARY KEY,
+    completes INTEGER NOT NULL,
+    decision TEXT NOT NULL,
+    layer TEXT NOT NULL,
+    reason TEXT,
+    gate_ms INTEGER NOT NULL,
+    execution_ms INTEGER,
+    result_bytes INTEGER,
+    result_is_error INTEGER,
+    error TEXT,
+    confinement TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS audit_outcome_completes ON audit_outcome (completes);
+CREATE TABLE IF NOT EXISTS audit_chain (seq INTEGER PRIMARY KEY, hash BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS audit_fold (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    segment INTEGER NOT NULL,
+    offset INTEGER NOT NULL
+);
+CREATE VIEW IF NOT EXISTS audit_calls AS SELECT
+    a.id AS id, a.time_unix_ms AS time_unix_ms, a.session_id AS session_id, a.source AS source,
+    a.caller AS caller, a.server AS server, a.tool AS tool, a.public_name AS public_name,
+    a.annotations AS annotations, a.classes AS classes,
+    CASE WHEN o.seq IS NULL THEN a.decision ELSE o.decision END AS decision,
+    CASE WHEN o.seq IS NULL THEN a.layer ELSE o.layer END AS layer,
+    CASE WHEN o.seq IS NULL THEN a.reason ELSE o.reason END AS reason,
+    CASE WHEN o.seq IS NULL THEN a.gate_ms ELSE o.gate_ms END AS gate_ms,
+    CASE WHEN o.seq IS NULL THEN a.execution_ms ELSE o.execution_ms END AS execution_ms,
+    CASE WHEN o.seq IS NULL THEN a.result_bytes ELSE o.result_bytes END AS result_bytes,
+    CASE WHEN o.seq IS NULL THEN a.result_is_error ELSE o.result_is_error END AS result_is_error,
+    CASE WHEN o.seq IS NULL THEN a.error ELSE o.error END AS error,
+    a.arguments_digest AS arguments_digest, a.arguments AS arguments,
+    CASE WHEN o.seq IS NULL THEN a.confinement ELSE o.confinement END AS confinement,
+    a.kind AS kind, a.effect AS effect, a.tenant AS tenant
+FROM audit a LEFT JOIN audit_outcome o ON o.completes = a.seq;
+";
 
-/// The SQLite audit store (`<state>/audit.db`, WAL journal, 5 s busy timeout so several warden
-/// processes can write to it).
+/// Journal bytes one fold transaction takes at most.
+const FOLD_BATCH_BYTES: usize = 8 * 1024 * 1024;
+/// How long the background folder lets records gather after the first one wakes it.
+const FOLD_PAUSE: Duration = Duration::from_millis(200);
+/// A folded segment at least this large is sealed and a new one started.
+const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How an [`AuditStore`] writes its journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuditOptions {
+    /// When an appended record counts as durable (`[audit] sync`).
+    pub sync: JournalSync,
+    /// A folded segment at least this large is sealed ([`SEGMENT_BYTES`] by default).
+    pub segment_bytes: u64,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        Self {
+            sync: JournalSync::Process,
+            segment_bytes: SEGMENT_BYTES,
+        }
+    }
+}
+
+/// The SQLite audit store: an append-only, hash-chained journal (`<state>/audit.journal`,
+/// see [`crate::journal`]) that every record is written to, and the database (`<state>/audit.db`,
+/// WAL, 5 s busy timeout so several warden processes share it) the journal is folded into for
+/// queries.
 ///
-/// Every record is committed before its writer hears back, so a call's record is stored and
-/// visible to other processes by the time the call returns. Writes share one write connection.
-/// A lone call (see [`AuditSink::record_async`]) finding it idle commits its one record at once
-/// (a single INSERT, no thread hand-off, no waiting on a lock: `try_lock` only). Otherwise the
-/// record goes to a writer thread (started on first need) that commits everything waiting in
-/// one transaction (group commit) while the caller awaits its answer, so async workers never
-/// queue on SQLite; after a commit it looks for the next record for [`LOOK_BEFORE_SLEEPING`]
-/// before it sleeps.
-/// WAL checkpoints (the only writes that `fsync`) run on a checkpoint thread of their own, off
-/// every caller's path. Queries use a separate connection.
+/// A record is one `O_APPEND` write of one line on the caller's thread, so it is on record (in
+/// the kernel, surviving the process being killed; with `sync = "power"` also on the disk)
+/// before the call goes on: no thread hand-off, no SQLite commit on the call's path. A call's
+/// intent and its outcome are two records. A background folder (started by the first record)
+/// inserts new journal lines into the database in large batches, off every call's path; a query
+/// folds whatever is left first, so it sees every record written before it.
 #[derive(Debug)]
 pub struct AuditStore {
     path: PathBuf,
     /// For queries; opened on first use (or by [`AuditStore::open`]).
     reader: Mutex<Option<Connection>>,
-    /// The write connection and its bookkeeping.
-    shared: Arc<WriterShared>,
-    /// The writer thread's queue; started on first need.
-    writer: Mutex<Option<Sender<WriteJob>>>,
+    folding: Arc<Folding>,
+    /// Wakes the background folder; started by the first record.
+    folder: Mutex<Option<SyncSender<()>>>,
+}
+
+/// What the store and its background folder share.
+#[derive(Debug)]
+struct Folding {
+    path: PathBuf,
+    journal: Journal,
+    segment_bytes: u64,
+    /// The connection folds write with; opened on first use.
+    connection: Mutex<Option<Connection>>,
 }
 
 impl AuditStore {
     /// Opens (creating if needed) the store at `path`, failing now if it cannot.
     pub fn open(path: &Path) -> Result<Self, AuditError> {
-        let connection = connect(path)?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            reader: Mutex::new(Some(connection)),
-            shared: WriterShared::new(path),
-            writer: Mutex::new(None),
-        })
+        Self::open_with(path, AuditOptions::default())
     }
 
-    /// A store that connects on first use and retries on every write until it succeeds; each
-    /// failed write returns its error (which the gate reports without failing the call).
+    /// [`AuditStore::open`] with `options`.
+    pub fn open_with(path: &Path, options: AuditOptions) -> Result<Self, AuditError> {
+        let connection = connect(path)?;
+        let store = Self::open_lazily_with(path, options);
+        if let Ok(mut reader) = store.reader.lock() {
+            *reader = Some(connection);
+        }
+        Ok(store)
+    }
+
+    /// A store that opens its files on first use and retries on every write until it succeeds;
+    /// each failed write returns its error (which the gate reports without failing the call).
     pub fn open_lazily(path: &Path) -> Self {
+        Self::open_lazily_with(path, AuditOptions::default())
+    }
+
+    /// [`AuditStore::open_lazily`] with `options`.
+    pub fn open_lazily_with(path: &Path, options: AuditOptions) -> Self {
         Self {
             path: path.to_path_buf(),
             reader: Mutex::new(None),
-            shared: WriterShared::new(path),
-            writer: Mutex::new(None),
+            folding: Arc::new(Folding {
+                path: path.to_path_buf(),
+                journal: Journal::new(JournalPaths::beside(path), options.sync, {
+                    let database = path.to_path_buf();
+                    Box::new(move || highest_id(&database))
+                }),
+                segment_bytes: options.segment_bytes,
+                connection: Mutex::new(None),
+            }),
+            folder: Mutex::new(None),
         }
+    }
+
+    /// Whether a trail exists at `path` (its database or its journal).
+    pub fn exists(path: &Path) -> bool {
+        path.exists() || JournalPaths::beside(path).current.exists()
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The journal's files.
+    pub fn journal_paths(&self) -> &JournalPaths {
+        self.folding.journal.paths()
     }
 
     fn with_reader<T>(
@@ -425,35 +517,6 @@ impl AuditStore {
         })
     }
 
-    /// Commits `row` right here if the write connection is idle and nothing is queued (None:
-    /// it is busy; the row is for the writer thread).
-    fn write_if_idle(&self, row: &PendingRow) -> Option<Result<i64, AuditError>> {
-        if self.shared.queued.load(Ordering::Acquire) != 0 {
-            return None;
-        }
-        let mut state = self.shared.state.try_lock().ok()?;
-        Some(state.write_one(&self.path, row))
-    }
-
-    /// Hands `row` to the writer thread (starting it if needed); `reply` hears how it went.
-    fn submit(&self, row: PendingRow, reply: Reply) -> Result<(), AuditError> {
-        let mut writer = self
-            .writer
-            .lock()
-            .map_err(|_| AuditError::Poisoned(self.path.clone()))?;
-        let sender = match writer.take() {
-            Some(sender) => writer.insert(sender),
-            None => writer.insert(start_writer(&self.shared)?),
-        };
-        self.shared.queued.fetch_add(1, Ordering::AcqRel);
-        sender.send(WriteJob { row, reply }).map_err(|_| {
-            // The thread is gone (it panicked): the next record starts a new one.
-            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
-            *writer = None;
-            AuditError::WriterStopped(self.path.clone())
-        })
-    }
-
     /// The journal mode in force (`wal`).
     pub fn journal_mode(&self) -> Result<String, AuditError> {
         self.with_reader(|connection| {
@@ -461,8 +524,14 @@ impl AuditStore {
         })
     }
 
-    /// Rows matching `query`, oldest first.
+    /// Folds every journal line not yet in the database into it (what a query does first).
+    pub fn fold(&self) -> Result<(), AuditError> {
+        self.folding.fold()
+    }
+
+    /// Rows matching `query`, oldest first: one per call, its outcome folded onto its intent.
     pub fn query(&self, query: &AuditQuery) -> Result<Vec<AuditRow>, AuditError> {
+        self.fold()?;
         let mut conditions = Vec::new();
         let mut values: Vec<rusqlite::types::Value> = Vec::new();
         if let Some(session) = &query.session {
@@ -508,7 +577,7 @@ impl AuditStore {
         let sql = format!(
             "SELECT * FROM (SELECT id, time_unix_ms, session_id, source, caller, server, tool, public_name, annotations, \
              classes, decision, layer, reason, gate_ms, execution_ms, result_bytes, result_is_error, error, \
-             arguments_digest, arguments, confinement, kind, effect, tenant FROM audit {filter} ORDER BY id {taken} LIMIT {limit}) ORDER BY id ASC"
+             arguments_digest, arguments, confinement, kind, effect, tenant FROM audit_calls {filter} ORDER BY id {taken} LIMIT {limit}) ORDER BY id ASC"
         );
         self.with_reader(|connection| {
             let mut statement = connection.prepare(&sql)?;
@@ -519,6 +588,7 @@ impl AuditStore {
 
     /// The highest row id so far (None when empty) — where `--follow` starts.
     pub fn last_id(&self) -> Result<Option<i64>, AuditError> {
+        self.fold()?;
         self.with_reader(|connection| {
             connection
                 .query_row("SELECT MAX(id) FROM audit", [], |row| {
@@ -528,57 +598,122 @@ impl AuditStore {
                 .map(Option::flatten)
         })
     }
+
+    /// Appends one record to the journal (on this thread) and wakes the folder; returns its
+    /// sequence number.
+    fn append(&self, entry: JournalEntry<'_>, time_unix_ms: i64) -> Result<u64, AuditError> {
+        let body = entry.body()?;
+        let appended = self.folding.journal.append(&body, time_unix_ms)?;
+        self.wake_folder();
+        Ok(appended.seq)
+    }
+
+    /// Tells the background folder there is something to fold (starting it if needed).
+    fn wake_folder(&self) {
+        let Ok(mut folder) = self.folder.lock() else {
+            return;
+        };
+        if let Some(sender) = folder.as_ref() {
+            match sender.try_send(()) {
+                Ok(()) | Err(TrySendError::Full(())) => return,
+                Err(TrySendError::Disconnected(())) => *folder = None,
+            }
+        }
+        let (sender, wakes) = std::sync::mpsc::sync_channel(1);
+        let folding = self.folding.clone();
+        let started = std::thread::Builder::new()
+            .name("warden-audit-fold".to_owned())
+            .spawn(move || fold_when_woken(&folding, &wakes));
+        match started {
+            Ok(_) => {
+                let _ = sender.try_send(());
+                *folder = Some(sender);
+            }
+            // Without the thread the next query folds everything.
+            Err(error) => tracing::warn!(%error, "cannot start the audit folder thread"),
+        }
+    }
+}
+
+/// The highest row id the database at `path` holds (0 when it holds none or cannot be read):
+/// a new journal numbers its records after it, so a folded record's row id is its number.
+fn highest_id(path: &Path) -> u64 {
+    if !path.exists() {
+        return 0;
+    }
+    let highest = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .and_then(|connection| {
+            connection.query_row("SELECT MAX(id) FROM audit", [], |row| {
+                row.get::<_, Option<i64>>(0)
+            })
+        });
+    match highest {
+        Ok(highest) => highest.and_then(|id| u64::try_from(id).ok()).unwrap_or(0),
+        Err(error) => {
+            tracing::debug!(%error, path = %path.display(), "audit: no highest id to number after");
+            0
+        }
+    }
+}
+
+/// The background folder: after each wake (and a pause for more records to gather), folds the
+/// journal into the database and seals a large folded segment; ends once the store is gone.
+fn fold_when_woken(folding: &Folding, wakes: &Receiver<()>) {
+    while wakes.recv().is_ok() {
+        std::thread::sleep(FOLD_PAUSE);
+        while wakes.try_recv().is_ok() {}
+        if let Err(error) = folding.fold() {
+            tracing::debug!(%error, "audit fold failed; the next one retries");
+        }
+    }
 }
 
 impl AuditSink for AuditStore {
-    /// Blocks the calling thread until the record is committed (for callers outside async code;
-    /// the gate uses [`AuditSink::record_async`]).
+    /// Appends the record to the journal on this thread.
     fn record(&self, record: &AuditRecord) -> Result<(), AuditError> {
-        let row = PendingRow::new(record.clone());
-        if let Some(written) = self.write_if_idle(&row) {
-            return written.map(drop);
-        }
-        let (reply, answer) = std::sync::mpsc::sync_channel(1);
-        self.submit(row, Reply::Blocking(reply))?;
-        answer
-            .recv()
-            .unwrap_or_else(|_| Err(AuditError::WriterStopped(self.path.clone())))
+        self.append(JournalEntry::Call(record), unix_millis(record.time))
             .map(drop)
     }
 
-    /// Alone (no other call in flight) and with the connection idle, the record is committed
-    /// right here: one INSERT, cheaper than two thread hand-offs. Otherwise it joins the writer
-    /// thread's next group commit and the async worker stays free for the other calls.
+    /// The record is appended right here, before this returns its (ready) future.
     fn record_async(
         &self,
         record: AuditRecord,
         alone: bool,
     ) -> BoxFuture<'_, Result<(), AuditError>> {
-        let written = self.write_async(PendingRow::new(record), alone);
-        Box::pin(async move { written.await.map(drop) })
+        let _ = alone;
+        Box::pin(std::future::ready(self.record(&record)))
     }
 
-    /// The intent is a row of its own, committed before this resolves (so before dispatch).
+    /// The intent is a journal record of its own, appended before this returns (so before
+    /// dispatch); its sequence number is the entry.
     fn begin_async(
         &self,
         record: AuditRecord,
         alone: bool,
     ) -> BoxFuture<'_, Result<AuditEntry, AuditError>> {
-        let written = self.write_async(PendingRow::new(record), alone);
-        Box::pin(async move { written.await.map(|id| AuditEntry(Some(id))) })
+        let _ = alone;
+        let appended = self
+            .append(JournalEntry::Intent(&record), unix_millis(record.time))
+            .map(|seq| AuditEntry(i64::try_from(seq).ok()));
+        Box::pin(std::future::ready(appended))
     }
 
-    /// The outcome overwrites the intent's row: one record per call, its id unchanged.
+    /// The outcome is a record of its own naming the intent it completes (readers fold it
+    /// onto the intent); without an intent it is a whole record.
     fn complete_async(
         &self,
         entry: AuditEntry,
         record: AuditRecord,
         alone: bool,
     ) -> BoxFuture<'_, Result<(), AuditError>> {
-        let mut row = PendingRow::new(record);
-        row.replaces = entry.0;
-        let written = self.write_async(row, alone);
-        Box::pin(async move { written.await.map(drop) })
+        let _ = alone;
+        let time = unix_millis(SystemTime::now());
+        let appended = match entry.0.and_then(|id| u64::try_from(id).ok()) {
+            Some(intent) => self.append(JournalEntry::Outcome(intent, &record), time),
+            None => self.append(JournalEntry::Call(&record), unix_millis(record.time)),
+        };
+        Box::pin(std::future::ready(appended.map(drop)))
     }
 }
 
@@ -592,30 +727,294 @@ impl AuditLog for AuditStore {
     }
 }
 
-impl AuditStore {
-    /// Writes `row` — at once when alone and the connection is idle (one statement, cheaper
-    /// than two thread hand-offs), else in the writer thread's next group commit so the async
-    /// worker stays free — and resolves to its row id once committed. The row is written or
-    /// queued when this is called, so it is stored even if the caller stops waiting.
-    fn write_async(&self, row: PendingRow, alone: bool) -> BoxFuture<'_, Result<i64, AuditError>> {
-        if alone && let Some(written) = self.write_if_idle(&row) {
-            return Box::pin(std::future::ready(written));
-        }
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let submitted = self.submit(row, Reply::Async(reply));
-        Box::pin(async move {
-            submitted?;
-            answer
-                .await
-                .unwrap_or_else(|_| Err(AuditError::WriterStopped(self.path.clone())))
-        })
+/// One record as the journal gets it.
+enum JournalEntry<'a> {
+    /// A decision made without an intent (refused before dispatch, or an intent that could not
+    /// be recorded).
+    Call(&'a AuditRecord),
+    /// A call about to be dispatched (decision `started`).
+    Intent(&'a AuditRecord),
+    /// The outcome of the call whose intent is record `.0`.
+    Outcome(u64, &'a AuditRecord),
+}
+
+impl JournalEntry<'_> {
+    /// The line's members after `seq` and `prev`.
+    fn body(&self) -> Result<String, AuditError> {
+        let encoded = match self {
+            JournalEntry::Call(record) => serde_json::to_string(&AuditColumns::from(*record))
+                .map(|columns| format!("\"type\":\"call\",\"record\":{columns}")),
+            JournalEntry::Intent(record) => serde_json::to_string(&AuditColumns::from(*record))
+                .map(|columns| format!("\"type\":\"intent\",\"record\":{columns}")),
+            JournalEntry::Outcome(intent, record) => {
+                serde_json::to_string(&AuditColumns::from(*record)).map(|columns| {
+                    format!("\"type\":\"outcome\",\"completes\":{intent},\"record\":{columns}")
+                })
+            }
+        };
+        encoded.map_err(|error| AuditError::Encode(error.to_string()))
     }
+}
+
+/// A record's columns as a line carries them (an outcome carries the whole record too: it
+/// stands as a record of its own if its intent is not there).
+#[derive(Debug, Clone, Deserialize)]
+struct StoredColumns {
+    time_unix_ms: i64,
+    session_id: String,
+    source: String,
+    kind: String,
+    effect: Option<String>,
+    tenant: Option<String>,
+    caller: Option<String>,
+    server: Option<String>,
+    tool: Option<String>,
+    public_name: String,
+    annotations: Option<String>,
+    classes: String,
+    decision: String,
+    layer: String,
+    reason: Option<String>,
+    gate_ms: i64,
+    execution_ms: Option<i64>,
+    result_bytes: Option<i64>,
+    result_is_error: Option<bool>,
+    error: Option<String>,
+    arguments_digest: String,
+    arguments: Option<String>,
+    confinement: Option<String>,
+}
+
+/// One journal line as the folder reads it.
+#[derive(Debug, Deserialize)]
+struct JournalLine {
+    seq: i64,
+    #[serde(rename = "type")]
+    kind: String,
+    completes: Option<i64>,
+    record: Option<StoredColumns>,
+}
+
+/// A whole record folded into `audit`, its row id its journal number (or the next free id, should
+/// an older row hold that one: a journal numbered without seeing the database's highest id).
+const INSERT_CALL: &str = "INSERT INTO audit (id, time_unix_ms, session_id, source, kind, effect, tenant, \
+     caller, server, tool, public_name, annotations, classes, decision, layer, reason, gate_ms, \
+     execution_ms, result_bytes, result_is_error, error, arguments_digest, arguments, confinement, seq) \
+     VALUES ((SELECT CASE WHEN EXISTS (SELECT 1 FROM audit WHERE id = ?24) THEN NULL ELSE ?24 END), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)";
+
+/// An outcome folded into `audit_outcome` (a second outcome for one intent keeps the first).
+const INSERT_OUTCOME: &str = "INSERT OR IGNORE INTO audit_outcome (seq, completes, decision, layer, reason, gate_ms, \
+     execution_ms, result_bytes, result_is_error, error, confinement) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+
+impl Folding {
+    /// Folds every whole journal line past the fold mark into the database, a batch per
+    /// transaction: the rows and the new mark commit together, and a line already folded (its
+    /// `seq` in `audit_chain`) is skipped, so a fold cut short and redone stores each record
+    /// once. Then seals the current segment if it is folded and large.
+    fn fold(&self) -> Result<(), AuditError> {
+        let mut guard = self
+            .connection
+            .lock()
+            .map_err(|_| AuditError::Poisoned(self.path.clone()))?;
+        let connection = match guard.take() {
+            Some(connection) => guard.insert(connection),
+            None => guard.insert(connect(&self.path)?),
+        };
+        let sqlite = |source| AuditError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        loop {
+            let mark: Option<(i64, i64)> = connection
+                .query_row("SELECT segment, offset FROM audit_fold", [], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })
+                .optional()
+                .map_err(sqlite)?;
+            let segments = self.journal.paths().segments()?;
+            let mut firsts = Vec::with_capacity(segments.len());
+            for segment in &segments {
+                firsts.push(segment.first_seq()?);
+            }
+            // Where the mark is; a mark naming no segment there is folds from the start again
+            // (nothing is stored twice).
+            let (mut index, mut offset) = mark
+                .and_then(|(first, offset)| {
+                    let first = u64::try_from(first).ok()?;
+                    let at = firsts.iter().position(|seen| *seen == Some(first))?;
+                    Some((at, u64::try_from(offset).ok()?))
+                })
+                .unwrap_or((0, 0));
+            let mut batch = None;
+            while index < segments.len() {
+                let Some(first) = firsts[index] else {
+                    break;
+                };
+                let lines = read_whole_lines(&segments[index].path, offset)?;
+                if !lines.is_empty() {
+                    batch = Some((first, offset, lines));
+                    break;
+                }
+                index += 1;
+                offset = 0;
+            }
+            let Some((first, offset, lines)) = batch else {
+                let folded_to = mark.and_then(|(first, offset)| {
+                    Some((u64::try_from(first).ok()?, u64::try_from(offset).ok()?))
+                });
+                if let Some(folded_to) = folded_to {
+                    self.journal.seal_if_folded(self.segment_bytes, folded_to)?;
+                }
+                return Ok(());
+            };
+            let end = offset + lines.len() as u64;
+            let transaction = rusqlite::Transaction::new_unchecked(
+                connection,
+                rusqlite::TransactionBehavior::Immediate,
+            )
+            .map_err(sqlite)?;
+            fold_lines(&transaction, &lines, &segments[index].path).map_err(sqlite)?;
+            transaction
+                .execute(
+                    "INSERT INTO audit_fold (one, segment, offset) VALUES (1, ?1, ?2) \
+                     ON CONFLICT (one) DO UPDATE SET segment = ?1, offset = ?2",
+                    rusqlite::params![
+                        i64::try_from(first).unwrap_or(i64::MAX),
+                        i64::try_from(end).unwrap_or(i64::MAX)
+                    ],
+                )
+                .map_err(sqlite)?;
+            transaction.commit().map_err(sqlite)?;
+        }
+    }
+}
+
+/// The whole lines of `path` from `offset` on, at most about [`FOLD_BATCH_BYTES`] of them (an
+/// unfinished last line is left for later).
+fn read_whole_lines(path: &Path, offset: u64) -> Result<Vec<u8>, AuditError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let journal_error = |source| {
+        AuditError::Journal(JournalError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(journal_error(error)),
+    };
+    file.seek(SeekFrom::Start(offset)).map_err(journal_error)?;
+    let mut bytes = Vec::new();
+    (&mut file)
+        .take(FOLD_BATCH_BYTES as u64)
+        .read_to_end(&mut bytes)
+        .map_err(journal_error)?;
+    let whole = bytes
+        .iter()
+        .rposition(|byte| *byte == b'\n')
+        .map_or(0, |at| at + 1);
+    if whole == 0 && bytes.len() == FOLD_BATCH_BYTES {
+        // One line longer than a batch: read it whole.
+        let mut rest = Vec::new();
+        let mut reader = std::io::BufReader::new(file);
+        std::io::BufRead::read_until(&mut reader, b'\n', &mut rest).map_err(journal_error)?;
+        bytes.extend_from_slice(&rest);
+        if bytes.last() == Some(&b'\n') {
+            return Ok(bytes);
+        }
+        return Ok(Vec::new());
+    }
+    bytes.truncate(whole);
+    Ok(bytes)
+}
+
+/// Inserts the records of `lines` not folded before.
+fn fold_lines(connection: &Connection, lines: &[u8], path: &Path) -> rusqlite::Result<()> {
+    let mut chain = connection
+        .prepare_cached("INSERT OR IGNORE INTO audit_chain (seq, hash) VALUES (?1, ?2)")?;
+    let mut calls = connection.prepare_cached(INSERT_CALL)?;
+    let mut outcomes = connection.prepare_cached(INSERT_OUTCOME)?;
+    let mut intent_of = connection.prepare_cached("SELECT 1 FROM audit WHERE seq = ?1")?;
+    for line in lines.split(|byte| *byte == b'\n') {
+        if line.is_empty() {
+            continue;
+        }
+        let parsed: JournalLine = match serde_json::from_slice(line) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                // `warden audit verify` names it; the fold goes on past it.
+                tracing::warn!(path = %path.display(), %error, "audit journal: a line that is not a record is skipped");
+                continue;
+            }
+        };
+        let hash = crate::journal::line_hash(line);
+        if chain.execute(rusqlite::params![parsed.seq, &hash[..]])? == 0 {
+            continue;
+        }
+        let Some(record) = parsed.record else {
+            // A checkpoint is in the chain only.
+            continue;
+        };
+        // An outcome completes its intent when that is there; else it is a record of its own.
+        let completes = match (parsed.kind.as_str(), parsed.completes) {
+            ("outcome", Some(intent)) => intent_of
+                .query_row([intent], |_| Ok(()))
+                .optional()?
+                .map(|()| intent),
+            _ => None,
+        };
+        if let Some(intent) = completes {
+            outcomes.execute(rusqlite::params![
+                parsed.seq,
+                intent,
+                record.decision,
+                record.layer,
+                record.reason,
+                record.gate_ms,
+                record.execution_ms,
+                record.result_bytes,
+                record.result_is_error,
+                record.error,
+                record.confinement,
+            ])?;
+            continue;
+        }
+        calls.execute(rusqlite::params![
+            record.time_unix_ms,
+            record.session_id,
+            record.source,
+            record.kind,
+            record.effect,
+            record.tenant,
+            record.caller,
+            record.server,
+            record.tool,
+            record.public_name,
+            record.annotations,
+            record.classes,
+            record.decision,
+            record.layer,
+            record.reason,
+            record.gate_ms,
+            record.execution_ms,
+            record.result_bytes,
+            record.result_is_error,
+            record.error,
+            record.arguments_digest,
+            record.arguments,
+            record.confinement,
+            parsed.seq,
+        ])?;
+    }
+    Ok(())
 }
 
 /// A record as its columns are stored (its JSON parts rendered, its times in ms): what a
 /// database-server backend binds to its INSERT, and the row a stored record is compared with.
 /// The SQLite store renders the same columns as it binds them, straight from the record.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct AuditColumns {
     /// When the call entered the gate (Unix ms).
     pub time_unix_ms: i64,
@@ -790,361 +1189,8 @@ impl From<&AuditRecord> for AuditColumns {
     }
 }
 
-/// A record waiting to be written (its columns are rendered as they are bound, only those the
-/// statement needs), and the intent it completes.
-#[derive(Debug)]
-struct PendingRow {
-    record: AuditRecord,
-    /// The row this one completes (a call's intent), if any: written in its place.
-    replaces: Option<i64>,
-}
-
-impl PendingRow {
-    fn new(record: AuditRecord) -> Self {
-        Self {
-            record,
-            replaces: None,
-        }
-    }
-}
-
-/// Where a record's outcome goes.
-enum Reply {
-    /// A task awaiting [`AuditSink::record_async`].
-    Async(tokio::sync::oneshot::Sender<Result<i64, AuditError>>),
-    /// A thread blocked in [`AuditSink::record`].
-    Blocking(SyncSender<Result<i64, AuditError>>),
-}
-
-impl Reply {
-    /// Tells the waiter the row's id, or why it was not written.
-    fn send(self, result: Result<i64, AuditError>) {
-        // The caller may have stopped waiting; its record is stored all the same.
-        match self {
-            Reply::Async(sender) => {
-                let _ = sender.send(result);
-            }
-            Reply::Blocking(sender) => {
-                let _ = sender.send(result);
-            }
-        }
-    }
-}
-
-/// One record for the writer thread, and who waits for it.
-struct WriteJob {
-    row: PendingRow,
-    reply: Reply,
-}
-
-fn start_writer(shared: &Arc<WriterShared>) -> Result<Sender<WriteJob>, AuditError> {
-    let (sender, jobs) = std::sync::mpsc::channel();
-    let thread_shared = shared.clone();
-    std::thread::Builder::new()
-        .name("warden-audit".to_owned())
-        .spawn(move || write_queued(&thread_shared, &jobs))
-        .map_err(|source| AuditError::StartWriter {
-            path: shared.path.clone(),
-            source,
-        })?;
-    Ok(sender)
-}
-
-/// What the writer thread and callers committing inline share.
-#[derive(Debug)]
-struct WriterShared {
-    path: PathBuf,
-    /// Records handed to the writer thread and not yet taken by it.
-    queued: AtomicUsize,
-    state: Mutex<WriterState>,
-}
-
-impl WriterShared {
-    fn new(path: &Path) -> Arc<Self> {
-        Arc::new(Self {
-            path: path.to_path_buf(),
-            queued: AtomicUsize::new(0),
-            state: Mutex::new(WriterState::default()),
-        })
-    }
-}
-
-/// The write connection, held by whoever is committing.
-#[derive(Debug, Default)]
-struct WriterState {
-    /// Opened by the first record; a failed open is retried by the next one.
-    connection: Option<Connection>,
-    commits_since_checkpoint: u32,
-    /// Wakes the checkpoint thread (started by the first checkpoint).
-    checkpointer: Option<SyncSender<()>>,
-}
-
-/// The writer thread: commits whatever is waiting, in batches, until every [`AuditStore`]
-/// handle is gone.
-fn write_queued(shared: &WriterShared, jobs: &Receiver<WriteJob>) {
-    while let Some(first) = next_job(jobs) {
-        // A caller committing inline holds the connection for one INSERT at most; whatever
-        // arrives meanwhile joins this batch.
-        let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
-        state.write(&shared.path, batch);
-    }
-}
-
-/// The next record for the writer thread: looked for during [`LOOK_BEFORE_SLEEPING`], then
-/// waited for asleep; None once every [`AuditStore`] handle is gone.
-fn next_job(jobs: &Receiver<WriteJob>) -> Option<WriteJob> {
-    let looking = std::time::Instant::now();
-    while looking.elapsed() < LOOK_BEFORE_SLEEPING {
-        match jobs.try_recv() {
-            Ok(job) => return Some(job),
-            Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
-            Err(std::sync::mpsc::TryRecvError::Empty) => std::thread::yield_now(),
-        }
-    }
-    jobs.recv().ok()
-}
-
-impl WriterState {
-    fn connection(&mut self, path: &Path) -> Result<&Connection, AuditError> {
-        let connection = match self.connection.take() {
-            Some(connection) => connection,
-            None => connect_writer(path)?,
-        };
-        Ok(self.connection.insert(connection))
-    }
-
-    /// One record, in its own (autocommit) transaction.
-    fn write_one(&mut self, path: &Path, row: &PendingRow) -> Result<i64, AuditError> {
-        let written = insert(self.connection(path)?, row).map_err(|source| AuditError::Sqlite {
-            path: path.to_path_buf(),
-            source,
-        });
-        self.committed(path);
-        written
-    }
-
-    /// Several records in one transaction; each caller hears its own outcome.
-    fn write(&mut self, path: &Path, batch: Vec<WriteJob>) {
-        if batch.len() == 1 {
-            for job in batch {
-                let written = self.write_one(path, &job.row);
-                job.reply.send(written);
-            }
-            return;
-        }
-        let mut batch = batch.into_iter();
-        let connection = loop {
-            match self.connection(path) {
-                Ok(_) => break self.connection.as_ref(),
-                // Each record retries the open and hears its own error.
-                Err(error) => match batch.next() {
-                    Some(job) => job.reply.send(Err(error)),
-                    None => return,
-                },
-            }
-        };
-        let Some(connection) = connection else {
-            return;
-        };
-        let batch: Vec<WriteJob> = batch.collect();
-        let sqlite = |source| AuditError::Sqlite {
-            path: path.to_path_buf(),
-            source,
-        };
-        match insert_all(connection, &batch) {
-            Ok(ids) => {
-                for (job, id) in batch.into_iter().zip(ids) {
-                    job.reply.send(Ok(id));
-                }
-            }
-            Err(error) => {
-                // Rolled back: write each record alone so each caller hears its own outcome.
-                tracing::debug!(%error, "audit batch failed; writing its records one by one");
-                for job in batch {
-                    job.reply.send(insert(connection, &job.row).map_err(sqlite));
-                }
-            }
-        }
-        self.committed(path);
-    }
-
-    /// Counts a commit; every so many, asks for a WAL checkpoint.
-    fn committed(&mut self, path: &Path) {
-        self.commits_since_checkpoint += 1;
-        if self.commits_since_checkpoint >= COMMITS_PER_CHECKPOINT {
-            self.commits_since_checkpoint = 0;
-            self.request_checkpoint(path);
-        }
-    }
-
-    /// Asks the checkpoint thread for a checkpoint (one pending request is enough).
-    fn request_checkpoint(&mut self, path: &Path) {
-        if self.checkpointer.is_none() {
-            let (sender, requests) = std::sync::mpsc::sync_channel(1);
-            let thread_path = path.to_path_buf();
-            let started = std::thread::Builder::new()
-                .name("warden-audit-checkpoint".to_owned())
-                .spawn(move || checkpoint_on_request(&thread_path, &requests));
-            match started {
-                Ok(_) => self.checkpointer = Some(sender),
-                Err(error) => {
-                    // Without the thread, checkpoint here (as SQLite would inside a commit).
-                    tracing::warn!(%error, "cannot start the audit checkpoint thread");
-                    if let Some(connection) = &self.connection {
-                        checkpoint(connection, path);
-                    }
-                    return;
-                }
-            }
-        }
-        if let Some(sender) = &self.checkpointer
-            && let Err(TrySendError::Disconnected(())) = sender.try_send(())
-        {
-            self.checkpointer = None;
-        }
-    }
-}
-
-/// Runs a passive WAL checkpoint per request, on its own connection, until the writer is gone.
-fn checkpoint_on_request(path: &Path, requests: &Receiver<()>) {
-    let mut connection = None;
-    while requests.recv().is_ok() {
-        if connection.is_none() {
-            match connect(path) {
-                Ok(opened) => connection = Some(opened),
-                Err(error) => {
-                    tracing::warn!(%error, "audit checkpoint: cannot open the database");
-                    continue;
-                }
-            }
-        }
-        if let Some(connection) = &connection {
-            checkpoint(connection, path);
-        }
-    }
-}
-
-/// Copies committed WAL frames into the database without waiting for readers or writers.
-fn checkpoint(connection: &Connection, path: &Path) {
-    let done = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-        row.get::<_, i64>(0)
-    });
-    if let Err(error) = done {
-        tracing::debug!(%error, path = %path.display(), "audit WAL checkpoint failed");
-    }
-}
-
-/// A new record: the outcome's columns first (`?1`–`?9`, bound as [`COMPLETE`] binds them),
-/// then the rest.
-const INSERT: &str = "INSERT INTO audit (decision, layer, reason, gate_ms, execution_ms, result_bytes, \
-     result_is_error, error, confinement, time_unix_ms, session_id, source, caller, server, tool, \
-     public_name, annotations, classes, arguments_digest, arguments, kind, effect, tenant) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)";
-
-/// A call's outcome written over its intent, row `?10`: only the columns an outcome decides. The
-/// others (the time the call entered the gate, the session, the tool, its classes, the
-/// arguments) were final when the intent was written from the same call, and leaving them out
-/// keeps the indexes on `session_id` and `time_unix_ms` untouched, so the commit writes the
-/// table's page alone.
-const COMPLETE: &str = "UPDATE audit SET decision = ?1, layer = ?2, reason = ?3, gate_ms = ?4, \
-     execution_ms = ?5, result_bytes = ?6, result_is_error = ?7, error = ?8, confinement = ?9 WHERE id = ?10";
-
-/// Writes `row` — in place of the intent it completes, or as a new record (also when that
-/// intent is not there to complete) — and returns its id.
-fn insert(connection: &Connection, pending: &PendingRow) -> rusqlite::Result<i64> {
-    let record = &pending.record;
-    let gate_ms = millis(record.gate_duration);
-    let execution_ms = record.execution_duration.map(millis);
-    let result_bytes = record
-        .result_bytes
-        .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
-    // The columns an outcome decides, `?1`–`?9` of both statements.
-    let outcome: [&dyn rusqlite::ToSql; 9] = [
-        &record.decision.as_str(),
-        &record.layer.as_str(),
-        &record.reason,
-        &gate_ms,
-        &execution_ms,
-        &result_bytes,
-        &record.result_is_error,
-        &record.error,
-        &record.confinement,
-    ];
-    // Prepared once per connection and reused (SQLite's statement cache).
-    if let Some(id) = pending.replaces {
-        let changed = connection
-            .prepare_cached(COMPLETE)?
-            .execute(rusqlite::params_from_iter(
-                outcome.iter().copied().chain([&id as &dyn rusqlite::ToSql]),
-            ))?;
-        if changed == 1 {
-            return Ok(id);
-        }
-    }
-    let annotations = record
-        .annotations
-        .as_ref()
-        .and_then(|annotations| serde_json::to_string(annotations).ok());
-    let arguments = record.arguments.as_ref().map(Value::to_string);
-    let rest: [&dyn rusqlite::ToSql; 14] = [
-        &unix_millis(record.time),
-        &record.session_id,
-        &record.surface.as_str(),
-        &record.caller,
-        &record.server,
-        &record.tool,
-        &record.public_name,
-        &annotations,
-        &record.classes.to_names(),
-        &record.arguments_digest,
-        &arguments,
-        &record.kind.as_str(),
-        &record.effect.map(CapabilityClass::as_str),
-        &record.tenant,
-    ];
-    connection
-        .prepare_cached(INSERT)?
-        .execute(rusqlite::params_from_iter(
-            outcome.iter().chain(rest.iter()).copied(),
-        ))?;
-    Ok(connection.last_insert_rowid())
-}
-
-/// Every row of `batch` in one transaction: all stored, or none.
-fn insert_all(connection: &Connection, batch: &[WriteJob]) -> rusqlite::Result<Vec<i64>> {
-    // IMMEDIATE takes the write lock up front (waiting out other processes' writers).
-    let transaction =
-        rusqlite::Transaction::new_unchecked(connection, rusqlite::TransactionBehavior::Immediate)?;
-    let ids = batch
-        .iter()
-        .map(|job| insert(&transaction, &job.row))
-        .collect::<rusqlite::Result<Vec<i64>>>()?;
-    transaction.commit()?;
-    Ok(ids)
-}
-
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// A connection for the writer thread: WAL checkpoints are left to the checkpoint thread.
-fn connect_writer(path: &Path) -> Result<Connection, AuditError> {
-    let connection = connect(path)?;
-    connection
-        .pragma_update(None, "wal_autocheckpoint", 0)
-        .map_err(|source| AuditError::Sqlite {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    Ok(connection)
 }
 
 /// Creates `path` empty with mode 0600 unless it exists.
@@ -1203,6 +1249,7 @@ fn connect(path: &Path) -> Result<Connection, AuditError> {
     }
     connection.execute_batch(SCHEMA).map_err(sqlite)?;
     add_missing_columns(&connection).map_err(sqlite)?;
+    connection.execute_batch(JOURNAL_SCHEMA).map_err(sqlite)?;
     Ok(connection)
 }
 
@@ -1212,6 +1259,7 @@ const ADDED_COLUMNS: &[(&str, &str)] = &[
     ("kind", "TEXT"),
     ("effect", "TEXT"),
     ("tenant", "TEXT"),
+    ("seq", "INTEGER"),
 ];
 
 fn add_missing_columns(connection: &Connection) -> rusqlite::Result<()> {
@@ -1258,69 +1306,5 @@ mod tests {
             arguments_digest(&serde_json::json!({})),
             "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
         );
-    }
-
-    fn record(public_name: &str) -> AuditRecord {
-        AuditRecord {
-            time: SystemTime::now(),
-            session_id: "s".into(),
-            surface: CallSurface::Agent,
-            kind: CallKind::Tool,
-            effect: None,
-            tenant: None,
-            caller: None,
-            server: None,
-            tool: None,
-            public_name: public_name.into(),
-            annotations: None,
-            classes: CapabilitySet::EMPTY,
-            decision: Decision::Denied,
-            layer: Layer::Resolve,
-            reason: None,
-            gate_duration: Duration::ZERO,
-            execution_duration: None,
-            result_bytes: None,
-            result_is_error: None,
-            error: None,
-            arguments_digest: arguments_digest(&Value::Null),
-            arguments: None,
-            confinement: None,
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn records_arriving_while_the_connection_is_busy_are_committed_as_one_batch() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = AuditStore::open(&dir.path().join("audit.db")).unwrap();
-        store.record_async(record("inline"), true).await.unwrap();
-        let commits_before = store.shared.state.lock().unwrap().commits_since_checkpoint;
-        let busy = store.shared.state.lock().unwrap();
-        let waiting: Vec<_> = (0..5)
-            .map(|index| store.record_async(record(&format!("queued-{index}")), true))
-            .collect();
-        assert_eq!(store.shared.queued.load(Ordering::Acquire), 5);
-        drop(busy);
-        for written in futures::future::join_all(waiting).await {
-            written.unwrap();
-        }
-        let commits_after = store.shared.state.lock().unwrap().commits_since_checkpoint;
-        assert_eq!(
-            commits_after,
-            commits_before + 1,
-            "one transaction for the five"
-        );
-        let names: Vec<String> = store
-            .query(&AuditQuery::default())
-            .unwrap()
-            .into_iter()
-            .map(|row| row.public_name)
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "inline", "queued-0", "queued-1", "queued-2", "queued-3", "queued-4"
-            ]
-        );
-        assert_eq!(store.shared.queued.load(Ordering::Acquire), 0);
     }
 }

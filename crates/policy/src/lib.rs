@@ -63,6 +63,7 @@ mod capability;
 mod external;
 mod gate;
 mod handler;
+pub mod journal;
 mod permissions;
 mod reach;
 mod schema_cache;
@@ -70,14 +71,15 @@ mod time;
 mod tool;
 mod tool_settings;
 mod validate;
+mod verify;
 
 pub use approval::{
     ApprovalAnswer, ApprovalFacts, ApprovalNeed, ApprovalRequest, ApprovalVerdict, ApprovalWatch,
     ApprovalWatcher, Approver, BoxFuture, NoApprover, approval_need,
 };
 pub use audit::{
-    AuditColumns, AuditEntry, AuditError, AuditLog, AuditQuery, AuditRecord, AuditRow, AuditSink,
-    AuditStore, arguments_digest, split_classes,
+    AuditColumns, AuditEntry, AuditError, AuditLog, AuditOptions, AuditQuery, AuditRecord,
+    AuditRow, AuditSink, AuditStore, arguments_digest, split_classes,
 };
 pub use authorize::{admitted_classes, check_ceiling, check_rules, first_matching_rule};
 pub use call::{CallKind, CallRequest, CallSurface, GateOutcome, Layer, SurfaceSet, ToolOutput};
@@ -91,6 +93,7 @@ pub use handler::{
     AllowEveryCall, AuthorizationError, AuthorizationHandler, AuthorizationQuestion,
     AuthorizationVerdict, ask_handler,
 };
+pub use journal::JournalSync;
 pub use permissions::{ExternalAuthorizer, GatePolicy, Permissions};
 pub use reach::{CallReach, GuardedPath, PathConcern};
 pub use schema_cache::{DEFAULT_SCHEMA_CACHE_CAPACITY, SchemaCache};
@@ -98,6 +101,7 @@ pub use time::{SinceError, parse_since, rfc3339_millis, unix_millis};
 pub use tool::{ServerPolicy, ToolDescriptor, ToolIdentity, ToolSource};
 pub use tool_settings::{ToolSettings, ToolSettingsRule, settings_for};
 pub use validate::validate_arguments;
+pub use verify::{BreakKind, ChainBreak, Verification, verify_trail};
 /// The shared vocabulary the gate's inputs are written in (defined in `warden-vocab`).
 pub use warden_vocab::{
     AuthorizationRule, CapabilityClass, CapabilitySet, DEFAULT_HOST_TOOL_TIMEOUT, Decision,

@@ -64,6 +64,9 @@ pub struct GatePolicy {
     /// Refuse a call whose intent the audit trail cannot record (`[audit] required = true`);
     /// by default the call goes on and the failure is reported.
     pub audit_required: bool,
+    /// When a record appended to the audit journal counts as durable (`[audit] sync`): once
+    /// written (survives the process being killed) or once on disk (survives power loss).
+    pub audit_sync: crate::JournalSync,
     /// `[tool_settings]`: required permission, timeout and approval by tool name or pattern.
     pub tool_settings: Vec<ToolSettingsRule>,
 }
@@ -77,6 +80,7 @@ impl Default for GatePolicy {
             default_timeout: DEFAULT_HOST_TOOL_TIMEOUT,
             audit_full_arguments: false,
             audit_required: false,
+            audit_sync: crate::JournalSync::Process,
             tool_settings: Vec::new(),
         }
     }

@@ -127,8 +127,8 @@ impl ServiceHost for ConfigHost {
             return audit.query(query);
         }
         let path = self.audit_path();
-        // No audit file yet: no records.
-        if !path.exists() {
+        // No audit trail yet (neither its database nor its journal): no records.
+        if !warden_policy::AuditStore::exists(&path) {
             return Ok(Vec::new());
         }
         warden_policy::AuditStore::open(&path).and_then(|store| store.query(query))

@@ -1,16 +1,19 @@
-//! `warden audit`: reads the audit trail — one record per gate decision — as a table or JSON: this machine's (`STATE_DIR/audit.db`), or with `--service` the service's, which every instance writes into the PostgreSQL database `[service] database_url` names.
+//! `warden audit`: reads the audit trail — one record per gate decision — as a table or JSON: this machine's (`STATE_DIR/audit.db` and its journal), or with `--service` the service's, which every instance writes into the PostgreSQL database `[service] database_url` names; `warden audit verify` checks this machine's journal's hash chain.
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use warden_policy::{AuditLog, AuditQuery, AuditRow, AuditStore, parse_since};
+use warden_policy::{AuditLog, AuditQuery, AuditRow, AuditStore, parse_since, verify_trail};
 
 use crate::Globals;
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct AuditArgs {
+    #[command(subcommand)]
+    command: Option<AuditCommand>,
     /// Only records of this session.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
@@ -35,6 +38,21 @@ pub(crate) struct AuditArgs {
     follow: bool,
 }
 
+#[derive(Debug, clap::Subcommand)]
+enum AuditCommand {
+    /// Check this machine's trail: recompute the journal's hash chain and compare it with the
+    /// hashes the database holds; names the first record altered, removed or reordered (exit
+    /// code 1).
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct VerifyArgs {
+    /// The result as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
 /// How often `--follow` looks for new records.
 const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
 
@@ -43,6 +61,9 @@ const FOLLOW_INTERVAL: Duration = Duration::from_millis(500);
 const FOLLOW_HOLD: Duration = Duration::from_secs(60);
 
 pub(crate) fn run(globals: &Globals, args: AuditArgs) -> anyhow::Result<ExitCode> {
+    if let Some(AuditCommand::Verify(verify)) = &args.command {
+        return run_verify(verify);
+    }
     // The flags first: a bad one is refused whether or not there are records.
     let since_unix_ms = args
         .since
@@ -128,13 +149,60 @@ fn open_trail(globals: &Globals, args: &AuditArgs) -> anyhow::Result<Option<Box<
     }
     let paths = crate::setup::paths()?;
     let path = paths.state_dir().join("audit.db");
-    if !path.exists() && !args.follow {
+    if !AuditStore::exists(&path) && !args.follow {
         eprintln!("no audit records yet ({} does not exist)", path.display());
         return Ok(None);
     }
     let store = AuditStore::open(&path)
         .with_context(|| format!("opening the audit trail {}", path.display()))?;
     Ok(Some(Box::new(store)))
+}
+
+/// `warden audit verify`: 0 when the chain holds, 1 (a failure at run time) when it is broken.
+fn run_verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    let paths = crate::setup::paths()?;
+    let path = paths.state_dir().join("audit.db");
+    let verification = verify_trail(&path)
+        .with_context(|| format!("verifying the audit trail beside {}", path.display()))?;
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        let broken = verification.broken.as_ref().map(|found| {
+            serde_json::json!({
+                "seq": found.seq,
+                "file": found.file.as_ref().map(|file| file.display().to_string()),
+                "line": found.line,
+                "problem": found.to_string(),
+            })
+        });
+        let report = serde_json::json!({
+            "ok": broken.is_none(),
+            "records": verification.records,
+            "head": verification.head,
+            "compared_with_database": verification.compared_with_database,
+            "broken": broken,
+        });
+        writeln!(stdout, "{report}")?;
+    } else {
+        match &verification.broken {
+            None => writeln!(
+                stdout,
+                "ok: {} records, head {}",
+                verification.records,
+                verification.head.as_deref().unwrap_or("none")
+            )?,
+            Some(found) => writeln!(
+                stdout,
+                "broken: {found}; the {} records before it verify",
+                verification.records
+            )?,
+        }
+    }
+    stdout.flush()?;
+    Ok(if verification.broken.is_some() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn print_row(out: &mut impl Write, row: &AuditRow, json: bool) -> anyhow::Result<()> {

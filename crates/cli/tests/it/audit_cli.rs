@@ -134,3 +134,45 @@ async fn follow_shows_a_running_call_once_it_has_ended() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// `warden audit verify`: a clean trail is `ok` with its record count (exit 0); one byte changed
+/// in a record names that record, its file and line (exit 1, a failure at run time).
+#[test]
+fn verify_passes_a_clean_trail_and_names_an_altered_record() {
+    let sandbox = Sandbox::new();
+    sandbox.user_config(&stdio_server("fx", &fixture_binary(), &["echo"]));
+    for text in ["one", "two", "three"] {
+        sandbox.ok(&["tool", "fx", "echo", &format!(r#"{{"text":"{text}"}}"#)]);
+    }
+    // Each call is an intent and its outcome; the listing shows one line per call.
+    assert_eq!(sandbox.audit().len(), 3);
+    let clean = sandbox.run(&["audit", "verify"]);
+    assert_eq!(clean.code, 0, "{}", clean.stderr);
+    assert!(
+        clean.stdout.starts_with("ok: 6 records, head "),
+        "{}",
+        clean.stdout
+    );
+
+    let journal = sandbox.state_dir().join("audit.journal");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 6);
+    lines[2] = lines[2].replacen("tool-cli", "tool-cLi", 1);
+    std::fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    let broken = sandbox.run(&["audit", "verify"]);
+    assert_eq!(broken.code, 1, "{}", broken.stderr);
+    assert!(
+        broken
+            .stdout
+            .contains(&format!("record 3 at {}:3 was altered", journal.display())),
+        "{}",
+        broken.stdout
+    );
+    let json = sandbox.run(&["audit", "verify", "--json"]);
+    assert_eq!(json.code, 1);
+    let report: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["broken"]["seq"], 3);
+    assert_eq!(report["broken"]["line"], 3);
+}

@@ -595,7 +595,8 @@ async fn an_audit_trail_that_cannot_record_is_reported_on_stderr() {
     mock.push_turn(Turn::text("done"));
     let sandbox = Sandbox::new();
     sandbox.user_config(&mock_model_config(&mock.base_url(), "openai", None));
-    std::fs::create_dir_all(sandbox.state_dir().join("audit.db")).unwrap();
+    // A folder where the audit journal should be: no record can be appended.
+    std::fs::create_dir_all(sandbox.state_dir().join("audit.journal")).unwrap();
     let run = warden(&sandbox, &["run", "look"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(

@@ -309,8 +309,8 @@ async fn gate_4_arguments_over_the_limit_or_against_the_schema_refuse() {
 async fn gate_5_an_audit_trail_that_cannot_record_refuses_the_run() {
     let fixture = fixture(ENABLED, "off").await;
     fixture.grant("extract", &[]);
-    // A folder where the audit database should be: nothing can be recorded.
-    std::fs::create_dir_all(fixture.sandbox.state_dir().join("audit.db")).unwrap();
+    // A folder where the audit journal should be: nothing can be recorded.
+    std::fs::create_dir_all(fixture.sandbox.state_dir().join("audit.journal")).unwrap();
     let run = fixture.call_raw(json!({"skill": "extract", "script": "scripts/extract.py", "arguments": fixture.marker_args()})).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!fixture.marker.exists(), "the script ran unrecorded");

@@ -113,6 +113,30 @@ impl RawToolSettings {
         &["required_permission", "timeout_sec", "requires_approval"];
 }
 
+/// `[audit] sync`: when a record appended to the audit journal counts as durable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+pub enum AuditSync {
+    /// Once its write returned: it survives warden being killed, not a power loss (default).
+    #[default]
+    #[serde(rename = "process")]
+    Process,
+    /// Once the journal is flushed to disk (`fdatasync`) as well: it survives a power loss;
+    /// each call waits for the disk.
+    #[serde(rename = "power")]
+    Power,
+}
+
+impl KnownValues for AuditSync {
+    const VALUES: &'static [&'static str] = &["process", "power"];
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "process" => Some(Self::Process),
+            "power" => Some(Self::Power),
+            _ => None,
+        }
+    }
+}
+
 /// `[audit]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -124,10 +148,13 @@ pub struct RawAudit {
     /// goes on and the failure is reported). `true` in any scope wins.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
+    /// When a record counts as durable: `process` (default: once written, surviving warden being killed) or `power` (once flushed to disk, surviving power loss; each call waits for the disk). `power` in any scope wins.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync: Option<AuditSync>,
 }
 
 impl RawAudit {
-    pub const KEYS: &'static [&'static str] = &["full_arguments", "required"];
+    pub const KEYS: &'static [&'static str] = &["full_arguments", "required", "sync"];
 }
 
 /// `[hooks]`: `[[hooks.EVENT]]` commands by event. User config only.

@@ -7,7 +7,7 @@ mod settings;
 mod walk;
 
 pub use gate::{
-    RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks, RawPermissions,
+    AuditSync, RawAudit, RawAuthorization, RawAuthorizationRule, RawHook, RawHooks, RawPermissions,
     RawToolSettings,
 };
 pub use models::{RawAgent, RawClientTool, RawModel};
@@ -360,6 +360,7 @@ impl<'a> Walk<'a> {
             RawAudit {
                 full_arguments: walk.boolean(t, p, "full_arguments"),
                 required: walk.boolean(t, p, "required"),
+                sync: walk.known(t, p, "sync"),
             }
         });
         let hooks = self.section(root, "hooks", Self::hooks);

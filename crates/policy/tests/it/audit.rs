@@ -288,8 +288,8 @@ async fn a_required_audit_that_cannot_record_refuses_the_call() {
 }
 
 /// A dispatched call's record exists before the tool runs — decision `started` — and its
-/// outcome completes that same record: a call is one record, and a process that dies mid-call
-/// leaves "started" behind.
+/// outcome, a record of its own, is folded onto it when read: a call is one line with one id,
+/// and a process that dies mid-call leaves "started" behind.
 #[tokio::test]
 async fn a_calls_intent_is_recorded_before_it_runs_and_completed_in_place() {
     struct Peeking {
@@ -583,6 +583,11 @@ fn new_and_earlier_database_layouts_both_record() {
             .collect::<Vec<_>>(),
         [(41, "old"), (42, "new"), (43, "code")]
     );
+    // The journal started beside the older records numbers its records after them (a row's id
+    // is its journal number) and verifies from there.
+    let verification = warden_policy::verify_trail(&earlier).unwrap();
+    assert_eq!(verification.broken, None);
+    assert_eq!(verification.records, 2);
     // The columns added since (`confinement`, `kind`, `effect`) are there: empty for the old
     // record, filled for the new ones.
     assert_eq!(rows[0].kind, None);

@@ -1,5 +1,5 @@
-//! The audit store's writer thread: concurrent calls each leave exactly one record, committed
-//! and visible to another connection by the time the call returns; a record handed over is
+//! The audit store's writes: concurrent calls each leave exactly one record (one line per call),
+//! on record and visible to another handle by the time the call returns; a record handed over is
 //! stored even if its caller stops waiting; blocking and async writers share one order.
 
 use std::sync::Arc;
