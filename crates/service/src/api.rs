@@ -14,7 +14,7 @@ use http::{HeaderMap, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
-use warden_net::{host_allowed, origin_is_loopback};
+use warden_net::origin_is_loopback;
 
 use crate::inventory;
 use crate::runs::{RunError, Runs, ServiceHost};
@@ -176,6 +176,10 @@ pub fn router(
             crate::tenant_oauth::CALLBACK_PATH,
             get(inventory::sign_in_callback),
         )
+        .route(
+            crate::deployment::CLIENT_METADATA_PATH,
+            get(crate::deployment::client_metadata),
+        )
         .merge(authenticated)
         .layer(axum::middleware::map_response(json_errors))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -289,8 +293,9 @@ pub async fn serve(
         .await
 }
 
-/// `Host` must name loopback or the bound address (DNS rebinding protection, as `warden serve
-/// --http`). A browser's `Origin` must be this service's own, loopback, or a product page
+/// `Host` must name loopback, the bound address, `[service] public_url`'s host or one of
+/// `allowed_hosts` (DNS rebinding protection, as `warden serve --http`). A browser's `Origin`
+/// must be this service's own (the Host's, or the public URL), loopback, or a product page
 /// listed in `[service] widget_origins`; a listed page's requests carry a widget token and reach
 /// only the widget's routes, and are answered with CORS headers (a preflight too). The widget
 /// script itself is public: any page may load it.
@@ -301,7 +306,8 @@ async fn check_origin(State(state): State<ServiceState>, request: Request, next:
         .and_then(|value| value.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    if !host_allowed(&host, &state.bound) {
+    let deployment = state.opener.deployment();
+    if !deployment.serves_host(&host, &state.bound) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             format!("Host {host:?} is not served here"),
@@ -319,7 +325,9 @@ async fn check_origin(State(state): State<ServiceState>, request: Request, next:
     let path = request.uri().path().to_owned();
     // The service's own pages (the console) call it from its own origin; the widget's script
     // is public.
-    let own_origin = origin == format!("http://{host}") || origin == format!("https://{host}");
+    let own_origin = origin == format!("http://{host}")
+        || origin == format!("https://{host}")
+        || deployment.is_public_origin(&origin);
     if own_origin || (request.method() == http::Method::GET && path == "/widget.js") {
         return next.run(request).await;
     }

@@ -34,6 +34,8 @@ pub struct ConfigHost {
     knowledge: Option<SharedKnowledge>,
     /// `[service] widget_origins`: product pages that may call with a widget token.
     widget_origins: Vec<String>,
+    /// `[service] public_url` and `allowed_hosts`.
+    deployment: crate::Deployment,
     /// `[service]`'s tenancy settings, as the service started.
     tenancy: Tenancy,
 }
@@ -48,6 +50,10 @@ impl ConfigHost {
             audit: None,
             knowledge: None,
             widget_origins: config.service_widget_origins.clone(),
+            deployment: crate::Deployment {
+                public_url: config.service_public_url.clone(),
+                allowed_hosts: config.service_allowed_hosts.clone(),
+            },
             tenancy: config.service_tenancy.clone(),
         }
     }
@@ -192,6 +198,10 @@ impl ServiceHost for ConfigHost {
 
     fn widget_origins(&self) -> Vec<String> {
         self.widget_origins.clone()
+    }
+
+    fn deployment(&self) -> crate::Deployment {
+        self.deployment.clone()
     }
 
     fn profiles_naming_skill(&self, skill: &str) -> Vec<String> {

@@ -15,7 +15,7 @@ use crate::api::{
     removed,
 };
 use crate::store::{KeyRow, Principal, PromptRow, Role, TenantRow};
-use crate::tenant_oauth::{CALLBACK_PATH, SignInOutcome};
+use crate::tenant_oauth::SignInOutcome;
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
 pub(crate) fn routes() -> Vec<Route> {
@@ -313,16 +313,23 @@ pub(crate) async fn sign_in(
             ),
         ));
     }
-    // The browser comes back the way the admin reached this service (the Host was checked).
+    // The browser comes back under the public URL, or else the way the admin reached this
+    // service (the Host was checked).
     let host = headers
         .get(http::header::HOST)
         .and_then(|value| value.to_str().ok())
         .unwrap_or_default();
-    let redirect_uri = format!("http://{host}{CALLBACK_PATH}");
+    let deployment = state.opener.deployment();
+    let redirect_uri = deployment.callback_url(host);
     let authorization_url = state
         .runs
         .tokens()
-        .start(&principal.tenant, &server, redirect_uri.clone())
+        .start(
+            &principal.tenant,
+            &server,
+            redirect_uri.clone(),
+            deployment.client_metadata_url(),
+        )
         .await
         .map_err(|error| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()))?;
     Ok(Json(SignInStarted {

@@ -187,6 +187,17 @@ pub fn document() -> Value {
         }}),
     );
     paths.insert(
+        crate::deployment::CLIENT_METADATA_PATH.into(),
+        json!({"get": {
+            "summary": "The service's OAuth client ID metadata document, whose URL is its client id with authorization servers that take one (no key: they fetch it). Only with `[service] public_url`.",
+            "security": [],
+            "responses": {
+                "200": {"description": "The document.", "content": {"application/json": {"schema": {"type": "object"}}}},
+                "404": {"description": "No public URL is configured."}
+            }
+        }}),
+    );
+    paths.insert(
         DOCUMENT_PATH.into(),
         json!({"get": {
             "summary": "This document.",
@@ -253,7 +264,7 @@ mod tests {
             .values()
             .map(|entry| entry.as_object().unwrap().len())
             .sum();
-        // Each route, the sign-in callback and the document itself.
-        assert_eq!(documented, routes.len() + 2);
+        // Each route, the sign-in callback, the client metadata document and this document.
+        assert_eq!(documented, routes.len() + 3);
     }
 }

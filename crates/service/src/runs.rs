@@ -72,6 +72,11 @@ pub trait ServiceHost: warden_session::SessionOpener {
     fn widget_origins(&self) -> Vec<String> {
         Vec::new()
     }
+    /// How the service is reached from outside (`[service] public_url`, `allowed_hosts`); by
+    /// default only on loopback or its bound address.
+    fn deployment(&self) -> crate::Deployment {
+        crate::Deployment::default()
+    }
     /// The agent profiles whose `skills` name `skill`.
     fn profiles_naming_skill(&self, _skill: &str) -> Vec<String> {
         Vec::new()

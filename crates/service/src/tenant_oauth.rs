@@ -97,6 +97,7 @@ impl TenantTokens {
         tenant: &str,
         server: &ServerRow,
         redirect_uri: String,
+        client_metadata_url: Option<String>,
     ) -> Result<String, SignInError> {
         let failed = |reason: String| SignInError {
             server: server.name.clone(),
@@ -108,6 +109,9 @@ impl TenantTokens {
             self.store(tenant, &server.name),
         );
         settings.client_name = format!("warden (tenant {tenant})");
+        // The service's own metadata document is its client id wherever the authorization
+        // server takes one (no registration).
+        settings.client_metadata_url = client_metadata_url;
         let (redirects, inbox) = RedirectInbox::new();
         let mut options = LoginOptions::new(RedirectMode::Relayed {
             redirect_uri,

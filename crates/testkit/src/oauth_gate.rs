@@ -1,4 +1,4 @@
-//! An OAuth gate in front of an HTTP MCP fixture, for tests: its own authorization server (metadata, dynamic registration, an authorize endpoint that redirects at once with a code, a token endpoint that issues and rotates tokens) and a proxy that forwards only requests bearing a live access token, answering 401 with the protected-resource challenge otherwise.
+//! An OAuth gate in front of an HTTP MCP fixture, for tests: its own authorization server (metadata that also takes client ID metadata documents as client ids, dynamic registration, an authorize endpoint that redirects at once with a code, a token endpoint that issues and rotates tokens) and a proxy that forwards only requests bearing a live access token, answering 401 with the protected-resource challenge otherwise.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -21,6 +21,8 @@ pub struct Issued {
     pub refreshes: usize,
     /// Redirect URIs clients registered.
     pub redirect_uris: Vec<String>,
+    /// The `client_id` of each authorization request.
+    pub authorizing_clients: Vec<String>,
 }
 
 /// A running gate (it serves until the runtime that spawned it ends).
@@ -95,6 +97,7 @@ async fn metadata(State(gate): State<OAuthGate>) -> Response {
         "response_types_supported": ["code"],
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none"],
+        "client_id_metadata_document_supported": true,
     }))
     .into_response()
 }
@@ -125,11 +128,14 @@ async fn register(State(gate): State<OAuthGate>, body: Bytes) -> Response {
 }
 
 /// Consents at once: redirects to the client's redirect URI with a code and the state.
-async fn authorize(uri: Uri) -> Response {
+async fn authorize(State(gate): State<OAuthGate>, uri: Uri) -> Response {
     let query: HashMap<String, String> =
         url::form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
             .into_owned()
             .collect();
+    if let Some(client) = query.get("client_id") {
+        gate.issued().authorizing_clients.push(client.clone());
+    }
     let (Some(redirect_uri), Some(state)) = (query.get("redirect_uri"), query.get("state")) else {
         return bad_request("redirect_uri and state are required");
     };

@@ -4,6 +4,7 @@
 mod approvals;
 mod bad_input;
 mod client_tools;
+mod deployment;
 mod hooks;
 mod runs;
 mod support;
