@@ -56,4 +56,4 @@ pub use enforcement::{CgroupVersion, Enforcement, LandlockSupport, Limit, Protec
 pub use policy::{
     DEFAULT_MAX_PROCESSES, NetworkPolicy, ResourceLimits, SandboxError, SandboxMode, SandboxPolicy,
 };
-pub use prepared::{Prepared, make_non_dumpable, prepare, probe};
+pub use prepared::{Prepared, make_non_dumpable, prepare, probe, raise_open_file_limit};

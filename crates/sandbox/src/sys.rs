@@ -139,6 +139,24 @@ pub(crate) fn rlimit(resource: libc::c_int) -> io::Result<RawRlimit> {
     Ok(old)
 }
 
+/// Sets the limits of `resource` for this process.
+pub(crate) fn set_rlimit(resource: libc::c_int, limit: RawRlimit) -> io::Result<()> {
+    // SAFETY: prlimit64(2) on ourselves (pid 0) reads one RawRlimit and writes nothing.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_prlimit64,
+            0 as libc::pid_t,
+            resource,
+            &limit as *const RawRlimit,
+            std::ptr::null_mut::<RawRlimit>(),
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Opens `name` (relative to `dir`, or to the working directory) with `O_PATH`, the handle
 /// Landlock rules take. With `nofollow` a final symbolic link is opened itself, not followed.
 pub(crate) fn open_path(

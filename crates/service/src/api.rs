@@ -271,6 +271,16 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let bound = listener.local_addr()?;
+    // Every caller holds a connection, every stream another, every run its servers' pipes: the
+    // customary soft limit of 1,024 open files refused connections under a thousand callers
+    // while the hard limit allowed many more.
+    match warden_sandbox::raise_open_file_limit() {
+        Ok((before, after)) if before < after => {
+            tracing::debug!("open files: soft limit raised from {before} to {after}");
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!("the open-file limit could not be raised: {error}"),
+    }
     // One instance on an embedded store: whatever ran before it stopped with it. Instances
     // sharing a store interrupt only runs whose lease lapsed (Runs' heartbeat).
     let interrupted = if store.is_shared() {

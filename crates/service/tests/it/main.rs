@@ -3,6 +3,7 @@
 
 mod approvals;
 mod bad_input;
+mod capacity;
 mod client_tools;
 mod deployment;
 mod hooks;
