@@ -691,6 +691,18 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// The host of an origin's `host[:port]` (an IPv6 address without its brackets).
+fn authority_host(authority: &str) -> &str {
+    match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed
+            .split_once(']')
+            .map_or(bracketed, |(host, _)| host),
+        None => authority
+            .split_once(':')
+            .map_or(authority, |(host, _)| host),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -773,17 +785,5 @@ mod tests {
         assert_eq!(props(&defs["RawHook"]), sorted(RawHook::KEYS));
         assert_eq!(props(&defs["RawOAuth"]), sorted(RawOAuth::KEYS));
         assert_eq!(props(&defs["RawEmbeddings"]), sorted(RawEmbeddings::KEYS));
-    }
-}
-
-/// The host of an origin's `host[:port]` (an IPv6 address without its brackets).
-fn authority_host(authority: &str) -> &str {
-    match authority.strip_prefix('[') {
-        Some(bracketed) => bracketed
-            .split_once(']')
-            .map_or(bracketed, |(host, _)| host),
-        None => authority
-            .split_once(':')
-            .map_or(authority, |(host, _)| host),
     }
 }
