@@ -439,117 +439,7 @@ impl<'a> Walk<'a> {
                 client_metadata_url,
             }
         });
-        let service = self.section(root, "service", |walk, t, p| {
-            walk.unknown_keys(t, p, RawService::KEYS);
-            let database_url = walk.string(t, p, "database_url").and_then(|text| {
-                crate::service::DatabaseUrl::parse(&text)
-                    .map_err(|expected| {
-                        walk.report(
-                            key_path(p, "database_url"),
-                            Problem::InvalidValue { expected },
-                        );
-                    })
-                    .ok()
-            });
-            let widget_origins = walk.strings(t, p, "widget_origins");
-            for origin in widget_origins.iter().flatten() {
-                if !crate::is_web_origin(origin) {
-                    walk.report(
-                        key_path(p, "widget_origins"),
-                        Problem::InvalidValue {
-                            expected: format!(
-                                "an origin such as \"https://shop.example\" (scheme, host, optional port; no path), not \"{origin}\""
-                            ),
-                        },
-                    );
-                }
-            }
-            let public_url = walk.string(t, p, "public_url").filter(|url| {
-                let usable = crate::is_web_origin(url)
-                    && (url.starts_with("https://")
-                        || url
-                            .strip_prefix("http://")
-                            .is_some_and(|authority| {
-                                warden_vocab::is_loopback_host(authority_host(authority))
-                            }));
-                if !usable {
-                    walk.report(
-                        key_path(p, "public_url"),
-                        Problem::InvalidValue {
-                            expected: format!(
-                                "the service's public origin such as \"https://agents.example.com\" (https unless the host is loopback; scheme, host, optional port; no path), not \"{url}\""
-                            ),
-                        },
-                    );
-                }
-                usable
-            });
-            let allowed_hosts = walk.strings(t, p, "allowed_hosts");
-            for host in allowed_hosts.iter().flatten() {
-                if !crate::is_web_origin(&format!("http://{host}")) {
-                    walk.report(
-                        key_path(p, "allowed_hosts"),
-                        Problem::InvalidValue {
-                            expected: format!(
-                                "a Host value such as \"agents.internal\" or \"10.0.0.5:8080\" (a host and optional port; no scheme or path), not \"{host}\""
-                            ),
-                        },
-                    );
-                }
-            }
-            let tenant_env = walk.env_names(t, p, "tenant_env");
-            let tenant_hosts = walk.host_rules(t, p, "tenant_hosts");
-            let client_call_timeout_sec =
-                walk.unsigned(t, p, "client_call_timeout_sec", "a whole number of seconds");
-            if client_call_timeout_sec == Some(0) {
-                walk.report(
-                    key_path(p, "client_call_timeout_sec"),
-                    Problem::InvalidValue {
-                        expected: "a positive number of seconds".into(),
-                    },
-                );
-            }
-            let quotas = walk
-                .table(t, p, "quotas")
-                .map(|table| walk.quotas(table, &key_path(p, "quotas")));
-            let tenants = walk.table(t, p, "tenants").map(|table| {
-                let base = key_path(p, "tenants");
-                let mut tenants = std::collections::BTreeMap::new();
-                for (name, value) in table {
-                    let path = key_path(&base, name);
-                    let Some(entry) = value.as_table() else {
-                        walk.wrong_type(path, "a table (a tenant's settings)", value);
-                        continue;
-                    };
-                    walk.unknown_keys(entry, &path, crate::tenancy::RawTenant::KEYS);
-                    let quotas = walk
-                        .table(entry, &path, "quotas")
-                        .map(|table| walk.quotas(table, &key_path(&path, "quotas")));
-                    tenants.insert(
-                        name.clone(),
-                        crate::tenancy::RawTenant {
-                            env: walk.env_names(entry, &path, "env"),
-                            hosts: walk.host_rules(entry, &path, "hosts"),
-                            quotas,
-                        },
-                    );
-                }
-                tenants
-            });
-            RawService {
-                allow_stdio: walk.boolean(t, p, "allow_stdio"),
-                database_url,
-                widget_origins,
-                public_url,
-                allowed_hosts,
-                tenant_env,
-                tenant_hosts,
-                self_approval: walk.boolean(t, p, "self_approval"),
-                client_call_timeout_sec,
-                quotas,
-                tenants,
-            }
-        });
+        let service = self.section(root, "service", Self::service);
         let embeddings = self.named_tables(
             root,
             "embeddings",
@@ -688,6 +578,122 @@ impl<'a> Walk<'a> {
             discovery,
             experimental,
         })
+    }
+}
+
+impl Walk<'_> {
+    /// `[service]`: what `warden service` may do, where it is reached, and its tenants' rules.
+    fn service(&mut self, t: &Table, p: &str) -> RawService {
+        let walk = self;
+        walk.unknown_keys(t, p, RawService::KEYS);
+        let database_url = walk.string(t, p, "database_url").and_then(|text| {
+            crate::service::DatabaseUrl::parse(&text)
+                .map_err(|expected| {
+                    walk.report(
+                        key_path(p, "database_url"),
+                        Problem::InvalidValue { expected },
+                    );
+                })
+                .ok()
+        });
+        let widget_origins = walk.strings(t, p, "widget_origins");
+        for origin in widget_origins.iter().flatten() {
+            if !crate::is_web_origin(origin) {
+                walk.report(
+                    key_path(p, "widget_origins"),
+                    Problem::InvalidValue {
+                        expected: format!(
+                            "an origin such as \"https://shop.example\" (scheme, host, optional port; no path), not \"{origin}\""
+                        ),
+                    },
+                );
+            }
+        }
+        let public_url = walk.string(t, p, "public_url").filter(|url| {
+            let usable = crate::is_web_origin(url)
+                && (url.starts_with("https://")
+                    || url
+                        .strip_prefix("http://")
+                        .is_some_and(|authority| {
+                            warden_vocab::is_loopback_host(authority_host(authority))
+                        }));
+            if !usable {
+                walk.report(
+                    key_path(p, "public_url"),
+                    Problem::InvalidValue {
+                        expected: format!(
+                            "the service's public origin such as \"https://agents.example.com\" (https unless the host is loopback; scheme, host, optional port; no path), not \"{url}\""
+                        ),
+                    },
+                );
+            }
+            usable
+        });
+        let allowed_hosts = walk.strings(t, p, "allowed_hosts");
+        for host in allowed_hosts.iter().flatten() {
+            if !crate::is_web_origin(&format!("http://{host}")) {
+                walk.report(
+                    key_path(p, "allowed_hosts"),
+                    Problem::InvalidValue {
+                        expected: format!(
+                            "a Host value such as \"agents.internal\" or \"10.0.0.5:8080\" (a host and optional port; no scheme or path), not \"{host}\""
+                        ),
+                    },
+                );
+            }
+        }
+        let tenant_env = walk.env_names(t, p, "tenant_env");
+        let tenant_hosts = walk.host_rules(t, p, "tenant_hosts");
+        let client_call_timeout_sec =
+            walk.unsigned(t, p, "client_call_timeout_sec", "a whole number of seconds");
+        if client_call_timeout_sec == Some(0) {
+            walk.report(
+                key_path(p, "client_call_timeout_sec"),
+                Problem::InvalidValue {
+                    expected: "a positive number of seconds".into(),
+                },
+            );
+        }
+        let quotas = walk
+            .table(t, p, "quotas")
+            .map(|table| walk.quotas(table, &key_path(p, "quotas")));
+        let tenants = walk.table(t, p, "tenants").map(|table| {
+            let base = key_path(p, "tenants");
+            let mut tenants = std::collections::BTreeMap::new();
+            for (name, value) in table {
+                let path = key_path(&base, name);
+                let Some(entry) = value.as_table() else {
+                    walk.wrong_type(path, "a table (a tenant's settings)", value);
+                    continue;
+                };
+                walk.unknown_keys(entry, &path, crate::tenancy::RawTenant::KEYS);
+                let quotas = walk
+                    .table(entry, &path, "quotas")
+                    .map(|table| walk.quotas(table, &key_path(&path, "quotas")));
+                tenants.insert(
+                    name.clone(),
+                    crate::tenancy::RawTenant {
+                        env: walk.env_names(entry, &path, "env"),
+                        hosts: walk.host_rules(entry, &path, "hosts"),
+                        quotas,
+                    },
+                );
+            }
+            tenants
+        });
+        RawService {
+            allow_stdio: walk.boolean(t, p, "allow_stdio"),
+            database_url,
+            widget_origins,
+            public_url,
+            allowed_hosts,
+            tenant_env,
+            tenant_hosts,
+            self_approval: walk.boolean(t, p, "self_approval"),
+            client_call_timeout_sec,
+            quotas,
+            tenants,
+        }
     }
 }
 
