@@ -8,3 +8,4 @@ mod hooks;
 mod runs;
 mod support;
 mod tenancy;
+mod tenant_stream;
