@@ -36,12 +36,25 @@ await run(async () => {
 
     // The approvals queue is open and empty; the product starts a session whose run writes a
     // note carrying HTML and script, and the call needing approval appears without a reload.
+    // The page follows the tenant's event stream instead of polling: it asks for the queue when
+    // it opens, when the stream is ready and when an approval comes or goes — not on a timer.
+    const asked = { approvals: 0, tenantStreams: 0 };
+    page.on("request", (request) => {
+      const path = new URL(request.url()).pathname;
+      if (request.method() === "GET" && path === "/v1/approvals") asked.approvals += 1;
+      if (request.method() === "GET" && path === "/v1/events/stream") asked.tenantStreams += 1;
+    });
     await page.goto(`${base}/console#/approvals`);
     await page.locator("#no-approvals").waitFor(TIMEOUT);
     const session = await api(base, appKey, "POST", "/sessions", { agent: "support" });
     await api(base, appKey, "POST", `/sessions/${session.id}/messages`, { text: "Please write the note." });
     await page.locator(`article.approval`).first().waitFor(TIMEOUT);
     check(true, "the approvals queue updates live with the new pending call");
+    const askedWhenShown = asked.approvals;
+    // Nothing changes for a while longer than two of the old 1.5 s polls: nothing is asked.
+    await page.waitForTimeout(4_000);
+    check(asked.tenantStreams === 1 && asked.approvals === askedWhenShown && askedWhenShown <= 4,
+      `the approvals page follows the tenant's event stream and does not poll (${JSON.stringify(asked)}, ${askedWhenShown} when the call showed)`);
     await page.goto(`${base}/console#/sessions/${session.id}`);
     await page.getByText("Waiting for approval of").waitFor(TIMEOUT);
     check(true, "the live view streams the run up to the call waiting for approval");

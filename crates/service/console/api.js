@@ -91,31 +91,11 @@ export async function follow(session, after, onEvent, signal, onState = () => {}
         return;
       }
       onState("live");
-      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += value;
-        let end;
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          let id = null;
-          const data = [];
-          for (const line of block.split("\n")) {
-            if (line.startsWith("id:")) id = Number(line.slice(3).trim());
-            else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
-          }
-          if (id === null || data.length === 0) continue;
-          last = id;
-          try {
-            onEvent(id, JSON.parse(data.join("\n")));
-          } catch (error) {
-            console.warn("an event could not be shown", error);
-          }
-        }
-      }
+      await readEvents(response, (id, event) => {
+        if (id === null) return;
+        last = id;
+        onEvent(id, event);
+      });
       onState("idle");
     } catch (error) {
       if (signal.aborted) return;
@@ -123,5 +103,64 @@ export async function follow(session, after, onEvent, signal, onState = () => {}
     }
     // No run is going: look again shortly for the next one.
     await new Promise((resolve) => setTimeout(resolve, 1500));
+  }
+}
+
+/**
+ * Reads a Server-Sent Events body to its end: `onEvent(id, data)` for each event with JSON data
+ * (`id` null when it has none); an event that cannot be parsed or shown is skipped with a warning.
+ */
+async function readEvents(response, onEvent) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let id = null;
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("id:")) id = Number(line.slice(3).trim());
+        else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+      }
+      if (data.length === 0) continue;
+      try {
+        onEvent(id, JSON.parse(data.join("\n")));
+      } catch (error) {
+        console.warn("an event could not be shown", error);
+      }
+    }
+  }
+}
+
+/** How long the console waits, while the tenant's stream is down, before it connects again. */
+const WATCH_RETRY_MS = 10_000;
+
+/**
+ * Follows the tenant's activity (`GET /v1/events/stream`) until `signal` aborts: `onChange(event)`
+ * for each event — `ready` when the stream (re)connects, so a page loads its list afresh — and,
+ * while the stream cannot be had, `{type: "stream_down"}` before each retry: a slow refresh in
+ * its place.
+ */
+export async function watchTenant(onChange, signal) {
+  while (!signal.aborted) {
+    try {
+      const response = await fetch("/v1/events/stream", {
+        headers: { Authorization: `Bearer ${sessionStorage.getItem(KEY) || ""}` },
+        cache: "no-store",
+        signal,
+      });
+      if (response.ok) await readEvents(response, (_id, event) => onChange(event));
+    } catch (error) {
+      if (signal.aborted) return;
+      console.warn("the tenant's event stream failed", error);
+    }
+    if (signal.aborted) return;
+    onChange({ type: "stream_down" });
+    await new Promise((resolve) => setTimeout(resolve, WATCH_RETRY_MS));
   }
 }

@@ -30,6 +30,7 @@ pub(crate) mod route;
 mod servers;
 mod sessions;
 mod skills;
+mod tenant_events;
 mod tenants;
 mod widget_tokens;
 
@@ -197,6 +198,7 @@ pub(crate) fn table() -> Vec<Route> {
         sessions::routes(),
         messages::routes(),
         events::routes(),
+        tenant_events::routes(),
         crate::knowledge::routes(),
         crate::artifacts::routes(),
         client_calls::routes(),

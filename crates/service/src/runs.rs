@@ -515,6 +515,8 @@ impl Runs {
             Signal::CancelRun { session } => {
                 self.cancel(&session);
             }
+            // Only tenant event streams follow the sessions list (`api::tenant_events`).
+            Signal::SessionsChanged { .. } => {}
         }
     }
 
@@ -670,6 +672,9 @@ impl Runs {
             if let Err(error) = runs.store.end_run(tenant, session, holder, state).await {
                 tracing::warn!("session {session}: the run's end could not be stored: {error}");
             }
+            runs.store.signals().publish(Signal::SessionsChanged {
+                tenant: tenant.clone(),
+            });
             {
                 let mut going = runs.going.lock().unwrap_or_else(PoisonError::into_inner);
                 // A later run of the session on this instance is not this one's to remove.

@@ -26,6 +26,8 @@ pub enum Signal {
     EventsAppended { session: String },
     /// Someone asked to cancel the session's run.
     CancelRun { session: String },
+    /// A session of the tenant was created or deleted, or a run's end was stored.
+    SessionsChanged { tenant: String },
 }
 
 /// How signals travel between instances.

@@ -54,3 +54,75 @@ pub async fn read_stream(response: reqwest::Response) -> Vec<(u64, Value)> {
     }
     events
 }
+
+/// How long an awaited event of a stream that stays open may take (the service's tenant stream
+/// also looks at its store every 5 s).
+const EVENT_WITHIN: Duration = Duration::from_secs(20);
+
+/// An event stream that stays open (the tenant's `GET /v1/events/stream`), read event by event.
+pub struct OpenStream {
+    response: reqwest::Response,
+    buffer: String,
+    events: std::collections::VecDeque<Value>,
+}
+
+impl OpenStream {
+    /// Opens the stream at `url` with `key`; it must answer 200 with `text/event-stream`.
+    pub async fn open(url: &str, key: &str) -> Self {
+        let response = match client().get(url).bearer_auth(key).send().await {
+            Ok(response) => response,
+            Err(error) => panic!("the service did not answer {url}: {error}"),
+        };
+        let kind = response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        if response.status() != 200 || kind != "text/event-stream" {
+            panic!("{url} answered {} ({kind})", response.status());
+        }
+        Self {
+            response,
+            buffer: String::new(),
+            events: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// The next event's data (JSON).
+    pub async fn next(&mut self) -> Value {
+        loop {
+            if let Some(event) = self.events.pop_front() {
+                return event;
+            }
+            let chunk = match tokio::time::timeout(EVENT_WITHIN, self.response.chunk()).await {
+                Ok(Ok(Some(chunk))) => chunk,
+                Ok(Ok(None)) => panic!("the event stream ended"),
+                Ok(Err(error)) => panic!("reading the event stream: {error}"),
+                Err(_) => panic!("no event within {EVENT_WITHIN:?}"),
+            };
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                for data in block.lines().filter_map(|line| line.strip_prefix("data:")) {
+                    match serde_json::from_str(data.trim()) {
+                        Ok(event) => self.events.push_back(event),
+                        Err(error) => panic!("an event is not JSON ({error}): {data}"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads on to the first event whose `type` is `kind`: it, and the types read before it.
+    pub async fn until(&mut self, kind: &str) -> (Value, Vec<String>) {
+        let mut before = Vec::new();
+        loop {
+            let event = self.next().await;
+            if event["type"] == kind {
+                return (event, before);
+            }
+            before.push(event["type"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+}

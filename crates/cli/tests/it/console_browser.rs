@@ -150,6 +150,7 @@ async fn an_operator_watches_a_run_approves_its_call_edits_a_skill_and_filters_t
     assert!(passed, "{printed}");
     for seen in [
         "ok: the approvals queue updates live with the new pending call",
+        "ok: the approvals page follows the tenant's event stream and does not poll",
         "ok: the live view streams the run up to the call waiting for approval",
         "ok: the approval shows the argument's HTML and script as text",
         "ok: after the approval the run continues to the model's answer and ends",

@@ -2,7 +2,8 @@
 //! made with the CLI and the service's sessions and events to a throwaway PostgreSQL server (no
 //! SQLite file is made), two service processes on one database hand an approval and a cancel to
 //! each other (LISTEN/NOTIFY), the gate's audit goes into the same database (either
-//! process's `GET /v1/audit` shows the other's records), the tenants' knowledge collections live
+//! process's `GET /v1/audit` shows the other's records; a tenant's event stream on one follows the
+//! other's session, approval and run), the tenants' knowledge collections live
 //! there too (pgvector, with a real embedding model: one instance adds, the other searches), and a
 //! URL that cannot be reached fails in one line without its password.
 
@@ -192,10 +193,20 @@ async fn two_service_processes_on_one_database_share_the_queue_and_a_cancel_reac
     let first = Service::start(&sandbox).await;
     let second = Service::start(&sandbox).await;
 
+    // The tenant's stream held by the second process follows what the first one does.
+    let mut tenant_stream =
+        warden_testkit::service_api::OpenStream::open(&second.url("/events/stream"), &acme).await;
+    assert_eq!(tenant_stream.next().await["type"], "ready");
+
     // The run goes on the first process and waits for a person; the second decides.
     let id = first.new_session(&acme).await;
+    let (created, _) = tenant_stream.until("session_created").await;
+    assert_eq!(created["session"], id.as_str());
     first.say(&acme, &id, "What does hello.txt say?").await;
     let needed = wait_for_event(&second, &acme, &id, "approval_needed").await;
+    let (streamed, _) = tenant_stream.until("approval_needed").await;
+    assert_eq!(streamed["session"], id.as_str());
+    assert_eq!(streamed["approval"], needed["approval"]["id"]);
     let approval = needed["approval"]["id"].as_str().unwrap().to_owned();
     let (status, decided) = send(
         client()
@@ -207,6 +218,10 @@ async fn two_service_processes_on_one_database_share_the_queue_and_a_cancel_reac
     assert_eq!(status, 200, "{decided}");
     let finished = wait_for_event(&second, &acme, &id, "run_finished").await;
     assert_eq!(finished["final_text"], "The file says hello.");
+    let (decision, _) = tenant_stream.until("approval_decided").await;
+    assert_eq!(decision["state"], "allowed_once");
+    let (ended, _) = tenant_stream.until("run_finished").await;
+    assert_eq!(ended["session"], id.as_str());
     assert!(
         mock.requests()[1]
             .body

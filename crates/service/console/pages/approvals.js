@@ -1,6 +1,6 @@
-// pages/approvals.js: the tenant's calls waiting for a person, updated live: tool, arguments, capability classes, caller and session; allow once, allow for the session, or deny with a reason.
+// pages/approvals.js: the tenant's calls waiting for a person, updated as the tenant's event stream reports changes: tool, arguments, capability classes, caller and session; allow once, allow for the session, or deny with a reason.
 
-import { api } from "../api.js";
+import { api, watchTenant } from "../api.js";
 import { h, notice, prettyJson, replace, when } from "../dom.js";
 
 export async function show(main, _rest, signal) {
@@ -39,8 +39,11 @@ export async function show(main, _rest, signal) {
   };
   const empty = h("p", { class: "muted", id: "no-approvals" }, "Nothing is waiting.");
   await refresh();
-  const timer = setInterval(() => refresh().catch((error) => replace(status, notice("error", error.message))), 1500);
-  signal.addEventListener("abort", () => clearInterval(timer));
+  // The queue changes when the tenant's stream says so (or it reconnects, or is down).
+  const affects = new Set(["ready", "approval_needed", "approval_decided", "session_deleted", "stream_down"]);
+  watchTenant((event) => {
+    if (affects.has(event.type)) refresh().catch((error) => replace(status, notice("error", error.message)));
+  }, signal);
 }
 
 function approvalCard(approval, status, decided) {

@@ -1,6 +1,6 @@
 // pages/sessions.js: the tenant's sessions with where each stands, and a live view of one: its messages, tool calls with progress and results (artifacts as download links), and its events as they stream.
 
-import { api, download, follow } from "../api.js";
+import { api, download, follow, watchTenant } from "../api.js";
 import { h, notice, prettyJson, replace, when, withoutRawData } from "../dom.js";
 
 /** Where a session stands, in the words an operator reads. */
@@ -47,8 +47,10 @@ export async function show(main, [id], signal) {
     replace(table, rows.length ? rows : h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No sessions yet.")));
   };
   await refresh();
-  const timer = setInterval(() => refresh().then(() => replace(status), (error) => replace(status, notice("error", error.message))), 2000);
-  signal.addEventListener("abort", () => clearInterval(timer));
+  // Every event of the tenant's stream names a session this list shows, or says to load it again.
+  watchTenant(() => {
+    refresh().then(() => replace(status), (error) => replace(status, notice("error", error.message)));
+  }, signal);
 }
 
 /** One session, live: the conversation built from its events, and the events themselves. */

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::route::Route;
 use super::{ApiError, Caller, ServiceState, body, known_agent, tenant_session};
+use crate::signals::Signal;
 use crate::store::SessionRow;
 
 /// The routes of this resource (in the order the OpenAPI document lists them).
@@ -111,6 +112,9 @@ async fn create_session(
         .store
         .add_widget_session(&principal.tenant, &principal.key, &row.id)
         .await?;
+    state.store.signals().publish(Signal::SessionsChanged {
+        tenant: principal.tenant.clone(),
+    });
     Ok((StatusCode::CREATED, Json(row)).into_response())
 }
 
@@ -149,6 +153,9 @@ async fn delete_session(
         ));
     }
     state.store.delete_session(&principal.tenant, &id).await?;
+    state.store.signals().publish(Signal::SessionsChanged {
+        tenant: principal.tenant.clone(),
+    });
     // Its room goes with it: its files and artifacts (a room never made is nothing to remove).
     let room = state.runs.room(&principal.tenant, &id);
     if let Err(error) = room.remove() {

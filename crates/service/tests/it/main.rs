@@ -10,3 +10,4 @@ mod hooks;
 mod runs;
 mod support;
 mod tenancy;
+mod tenant_stream;
