@@ -7,6 +7,7 @@ mod client_tools;
 mod config_host;
 mod inventory;
 mod knowledge;
+mod metrics;
 mod openapi;
 mod pages;
 mod quota;

@@ -5,6 +5,7 @@ mod approvals;
 mod bad_input;
 mod client_tools;
 mod hooks;
+mod metrics;
 mod runs;
 mod support;
 mod tenancy;
