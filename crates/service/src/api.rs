@@ -166,6 +166,8 @@ pub fn router(
     for (_method, path, handler) in routes() {
         authenticated = authenticated.route(path, handler);
     }
+    // The operator's scrape endpoint: keyed, but not part of the product's API document.
+    authenticated = authenticated.route(crate::metrics::PATH, get(crate::metrics::exposition));
     let authenticated = authenticated.layer(axum::middleware::from_fn_with_state(
         state.clone(),
         authenticate,
@@ -187,6 +189,10 @@ pub fn router(
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             check_origin,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::count_request,
         ))
         .with_state(state)
 }

@@ -67,6 +67,14 @@ fn answer_of(state: &str, reason: Option<String>) -> Option<ApprovalAnswer> {
 }
 
 impl Waiting {
+    /// How many approvals runs on this instance wait for now.
+    pub(crate) fn pending(&self) -> usize {
+        self.answers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
     /// Hands a decision to the run waiting for approval `id`, when this instance holds it.
     pub(crate) fn deliver(
         &self,

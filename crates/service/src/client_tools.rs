@@ -51,6 +51,14 @@ pub(crate) struct WaitingCalls {
 const ANSWER_LOOK: Duration = Duration::from_secs(2);
 
 impl WaitingCalls {
+    /// How many client calls runs on this instance wait for now.
+    pub(crate) fn pending(&self) -> usize {
+        self.answers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
     fn take(&self, id: &str) -> Option<oneshot::Sender<Value>> {
         self.answers
             .lock()

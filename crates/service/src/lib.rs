@@ -8,6 +8,7 @@ mod config_host;
 mod deployment;
 mod inventory;
 mod knowledge;
+mod metrics;
 mod openapi;
 mod pages;
 mod quota;

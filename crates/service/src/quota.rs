@@ -123,6 +123,8 @@ pub(crate) struct QuotaBook {
     logged: Mutex<RefusalLog>,
     /// Where a logged refusal is also recorded: the service's audit trail.
     audit: Option<RefusalAudit>,
+    /// Where every refusal is counted, by quota (`GET /metrics`).
+    metrics: Option<Arc<crate::metrics::ServiceMetrics>>,
 }
 
 /// Records a quota refusal in the service's audit trail.
@@ -139,12 +141,19 @@ impl QuotaBook {
             pruned_at: Mutex::new(Instant::now()),
             logged: Mutex::default(),
             audit: None,
+            metrics: None,
         }
     }
 
     /// The same book, recording each refusal it logs with `audit` too.
     pub(crate) fn auditing(mut self, audit: RefusalAudit) -> Self {
         self.audit = Some(audit);
+        self
+    }
+
+    /// Counts every refusal in `metrics`, by quota.
+    pub(crate) fn counting(mut self, metrics: Arc<crate::metrics::ServiceMetrics>) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -206,6 +215,9 @@ impl QuotaBook {
             retry_after_secs: retry_after_secs.max(1),
             reason,
         };
+        if let Some(metrics) = &self.metrics {
+            metrics.quota_refused(quota);
+        }
         self.log(principal, &refusal);
         refusal
     }
@@ -347,6 +359,16 @@ impl QuotaBook {
             tenant: tenant.to_owned(),
             key: None,
         }
+    }
+
+    /// How many event streams are open on this instance, every tenant's.
+    pub(crate) fn streams_open(&self) -> u64 {
+        self.streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .tenants
+            .values()
+            .sum()
     }
 
     /// Takes a place among the event streams open of `principal`'s tenant and key, or refuses
@@ -558,6 +580,33 @@ mod tests {
         // A resumed run is counted and never refused.
         let _resumed = book.hold_run("acme");
         assert_eq!(book.admit_run(&two).err().unwrap().quota, "runs");
+    }
+
+    #[test]
+    fn the_streams_open_are_counted_until_their_place_is_freed_and_refusals_by_quota() {
+        let metrics = Arc::new(crate::metrics::ServiceMetrics::default());
+        let streams = QuotaBook::new(Tenancy::default()).counting(metrics.clone());
+        let first = streams.admit_stream(&principal("acme", "key_1")).unwrap();
+        let second = streams.admit_stream(&principal("globex", "key_2")).unwrap();
+        assert_eq!(streams.streams_open(), 2);
+        drop(first);
+        assert_eq!(streams.streams_open(), 1);
+        drop(second);
+        assert_eq!(streams.streams_open(), 0);
+        let runs = book(warden_config::RawQuotas {
+            runs_per_key: Some(1),
+            ..Default::default()
+        })
+        .counting(metrics.clone());
+        let _going = runs.admit_run(&principal("acme", "key_1")).unwrap();
+        assert!(runs.admit_run(&principal("acme", "key_1")).is_err());
+        let text = metrics.encode(0, 0, 0);
+        assert!(
+            text.lines().any(
+                |line| line == r#"warden_service_quota_refusals_total{quota="runs_per_key"} 1"#
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -208,6 +208,8 @@ pub struct Runs {
     renewed_at: Mutex<std::time::Instant>,
     /// The quotas and what counts against them on this instance.
     quotas: crate::quota::QuotaBook,
+    /// What this instance's requests, runs and tool calls count (`GET /metrics`).
+    metrics: Arc<crate::metrics::ServiceMetrics>,
 }
 
 /// Which run a write comes from: its tenant, session, and its name in the session's lease.
@@ -265,6 +267,7 @@ const OUTCOME_UNKNOWN: &str =
 
 impl Runs {
     pub fn new(store: Arc<dyn ServiceStorage>, opener: Arc<dyn ServiceHost>) -> Arc<Self> {
+        let metrics = Arc::new(crate::metrics::ServiceMetrics::default());
         let runs = Arc::new(Self {
             store,
             going: Mutex::default(),
@@ -280,10 +283,13 @@ impl Runs {
             renewed_at: Mutex::new(std::time::Instant::now()),
             quotas: {
                 let recorder = opener.clone();
-                crate::quota::QuotaBook::new(opener.tenancy()).auditing(Arc::new(
-                    move |record: &warden_policy::AuditRecord| recorder.record_audit(record),
-                ))
+                crate::quota::QuotaBook::new(opener.tenancy())
+                    .auditing(Arc::new(move |record: &warden_policy::AuditRecord| {
+                        recorder.record_audit(record)
+                    }))
+                    .counting(metrics.clone())
             },
+            metrics,
             opener,
         });
         // Inside a runtime (the service), the heartbeat starts now: an instance that has run
@@ -299,6 +305,21 @@ impl Runs {
 
     pub(crate) fn quotas(&self) -> &crate::quota::QuotaBook {
         &self.quotas
+    }
+
+    /// This instance's metrics.
+    pub(crate) fn metrics(&self) -> &crate::metrics::ServiceMetrics {
+        &self.metrics
+    }
+
+    /// The metrics as OpenMetrics text, with the approvals and client calls waiting and the
+    /// event streams open now.
+    pub(crate) fn encode_metrics(&self) -> String {
+        self.metrics.encode(
+            self.waiting.pending(),
+            self.waiting_calls.pending(),
+            self.quotas.streams_open(),
+        )
     }
 
     pub(crate) fn waiting_calls(&self) -> &WaitingCalls {
@@ -649,6 +670,7 @@ impl Runs {
                 },
             );
         self.record_held(tenant, session, &holder, &started).await;
+        self.metrics.run_started();
         let runs = self.clone();
         let run = RunTicket {
             tenant: tenant.to_owned(),
@@ -668,6 +690,20 @@ impl Runs {
                     json!({"type": "run_failed", "error": reason}),
                 ),
             };
+            // Counted before its end event is stored: whoever reads the end reads it counted.
+            let fenced = runs
+                .going
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(session)
+                .is_some_and(|going| {
+                    &going.holder == holder && going.fenced.load(Ordering::SeqCst)
+                });
+            runs.metrics.run_ended(if fenced {
+                "interrupted"
+            } else {
+                crate::metrics::run_outcome(&event)
+            });
             runs.record_held(tenant, session, holder, &event).await;
             if let Err(error) = runs.store.end_run(tenant, session, holder, state).await {
                 tracing::warn!("session {session}: the run's end could not be stored: {error}");
@@ -1266,10 +1302,13 @@ impl Runs {
             .await?;
         let recorder = {
             let runs = self.clone();
+            let host = opened.host.clone();
             let (tenant, session, holder) =
                 (tenant.to_owned(), session.to_owned(), holder.to_owned());
             tokio::spawn(async move {
+                let mut counting = CountedEvents::default();
                 while let Some(event) = events.recv().await {
+                    counting.count(&runs.metrics, &host, &event);
                     match serde_json::to_value(&event) {
                         Ok(value) => runs.record_held(&tenant, &session, &holder, &value).await,
                         Err(error) => tracing::warn!("an event could not be encoded: {error}"),
@@ -1291,6 +1330,57 @@ impl Runs {
             "turns": outcome.turns,
             "usage": outcome.usage,
         }))
+    }
+}
+
+/// What a run's events count in the metrics: each tool call's result (timed from its start)
+/// and the tokens each turn used.
+#[derive(Default)]
+struct CountedEvents {
+    /// When each call in flight started, by call id.
+    started: HashMap<String, std::time::Instant>,
+}
+
+impl CountedEvents {
+    fn count(
+        &mut self,
+        metrics: &crate::metrics::ServiceMetrics,
+        host: &warden_host::Host,
+        event: &AgentEvent,
+    ) {
+        match event {
+            AgentEvent::ToolCallStarted { id, .. } => {
+                self.started.insert(id.clone(), std::time::Instant::now());
+            }
+            AgentEvent::ToolCallFinished { id, name, result } => {
+                let elapsed = self.started.remove(id).map(|started| started.elapsed());
+                let (source, server) = match host.tool_identity(name) {
+                    Some(identity) => {
+                        let source = match identity.source {
+                            warden_policy::ToolSource::Mcp { .. } => "mcp",
+                            _ => identity.source.server_name(),
+                        };
+                        (source.to_owned(), identity.source.server_name().to_owned())
+                    }
+                    None => (
+                        crate::metrics::UNKNOWN_SERVER.to_owned(),
+                        crate::metrics::UNKNOWN_SERVER.to_owned(),
+                    ),
+                };
+                metrics.tool_call(
+                    crate::metrics::ToolCallLabels {
+                        source,
+                        server,
+                        decision: result.decision.to_string(),
+                    },
+                    elapsed,
+                );
+            }
+            AgentEvent::Usage { usage, .. } if usage.reported => {
+                metrics.model_tokens(usage.input_tokens, usage.output_tokens);
+            }
+            _ => {}
+        }
     }
 }
 

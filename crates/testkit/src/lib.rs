@@ -16,6 +16,7 @@ pub mod nginx;
 pub mod oauth_gate;
 pub mod pdf;
 pub mod postgres;
+pub mod prometheus;
 pub mod requirement;
 pub mod service_api;
 

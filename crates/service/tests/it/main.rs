@@ -7,6 +7,7 @@ mod capacity;
 mod client_tools;
 mod deployment;
 mod hooks;
+mod metrics;
 mod runs;
 mod support;
 mod tenancy;

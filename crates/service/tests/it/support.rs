@@ -75,6 +75,13 @@ impl Service {
         format!("{}{path}", self.base)
     }
 
+    /// The served address, `127.0.0.1:PORT`.
+    pub(crate) fn address(&self) -> &str {
+        self.base
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+    }
+
     /// A key of `role` for `caller` of `tenant` (the tenant is made if new).
     pub(crate) async fn key(&self, tenant: &str, caller: &str, role: Role) -> String {
         self.store
