@@ -43,7 +43,9 @@ enum AuditCommand {
     /// Check this machine's trail: recompute the journal's hash chain and compare it with the
     /// hashes the database holds; names the first record altered, removed or reordered (exit
     /// code 1).
-    #[command(after_help = "Examples:\n  warden audit verify\n  warden audit verify --json | jq .broken")]
+    #[command(
+        after_help = "Examples:\n  warden audit verify\n  warden audit verify --json | jq .broken"
+    )]
     Verify(VerifyArgs),
 }
 
