@@ -246,6 +246,20 @@ async fn a_tool_list_that_cannot_be_refreshed_is_a_warning_and_the_turn_goes_on(
     session.host.shutdown().await;
 }
 
+/// A tool of the frontend's that asks a person before every call.
+fn guarded_tool() -> Arc<dyn HostTool> {
+    Arc::new(
+        CodeTool::new(
+            "guarded",
+            "Says so, with a person's yes.",
+            CapabilityClass::ReadOnly,
+            |_: NoArguments, _| async move { Ok("done") },
+        )
+        .unwrap()
+        .requires_approval(),
+    )
+}
+
 /// Answers the questions in order: allow once, then refuse.
 struct OnceThenNo(std::sync::Mutex<u32>);
 
@@ -274,19 +288,9 @@ async fn a_question_and_its_answer_are_reported_between_a_calls_start_and_its_en
     mock.push_turn(ModelTurn::tool_call("call_1", "guarded", json!({})));
     mock.push_turn(ModelTurn::tool_call("call_2", "guarded", json!({})));
     mock.push_turn(ModelTurn::text("Once was enough."));
-    let guarded: Arc<dyn HostTool> = Arc::new(
-        CodeTool::new(
-            "guarded",
-            "Says so, with a person's yes.",
-            CapabilityClass::ReadOnly,
-            |_: NoArguments, _| async move { Ok("done") },
-        )
-        .unwrap()
-        .requires_approval(),
-    );
     let mut session = ConfigOpener::new(home.paths.clone(), home.workspace.clone())
         .open(SessionSpec {
-            tools: vec![guarded],
+            tools: vec![guarded_tool()],
             approver: Some(Arc::new(OnceThenNo(std::sync::Mutex::new(0)))),
             ..SessionSpec::default()
         })
@@ -347,19 +351,9 @@ async fn a_headless_question_is_reported_as_refused_by_nobody() {
     let home = Home::new(&mock, "");
     mock.push_turn(ModelTurn::tool_call("call_1", "guarded", json!({})));
     mock.push_turn(ModelTurn::text("Nobody said yes."));
-    let guarded: Arc<dyn HostTool> = Arc::new(
-        CodeTool::new(
-            "guarded",
-            "Says so, with a person's yes.",
-            CapabilityClass::ReadOnly,
-            |_: NoArguments, _| async move { Ok("done") },
-        )
-        .unwrap()
-        .requires_approval(),
-    );
     let mut session = ConfigOpener::new(home.paths.clone(), home.workspace.clone())
         .open(SessionSpec {
-            tools: vec![guarded],
+            tools: vec![guarded_tool()],
             ..SessionSpec::default()
         })
         .unwrap();
