@@ -666,7 +666,7 @@ pub(crate) async fn child(
             agents: config.models.agents.clone(),
             audit: instance_audit,
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let listener = warden_service::bind(([127, 0, 0, 1], 0).into()).await?;
         addresses.push(listener.local_addr()?);
         servers.push(tokio::spawn(warden_service::serve(
             listener,

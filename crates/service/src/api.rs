@@ -270,6 +270,23 @@ async fn json_errors(response: Response) -> Response {
     refused
 }
 
+/// How many connections the kernel holds for the service before it accepts them (capped by
+/// `net.core.somaxconn`). A crowd connecting at once on a busy machine outran the customary
+/// 1,024: the kernel dropped the next handshakes and callers timed out connecting.
+const LISTEN_BACKLOG: u32 = 8_192;
+
+/// A listener for [`serve`] on `address`, with a backlog for a crowd of callers.
+pub async fn bind(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Serves the API on `listener` until `shutdown` fires. Sessions a stopped instance left
 /// running are marked interrupted first.
 pub async fn serve(

@@ -17,7 +17,7 @@ mod secrets;
 mod tenant_oauth;
 mod tenant_rules;
 
-pub use api::{MAX_BODY_BYTES, router, serve};
+pub use api::{MAX_BODY_BYTES, bind, router, serve};
 pub use approvals::{DecideError, Decision};
 pub use client_tools::AnswerError;
 pub use config_host::ConfigHost;

@@ -101,7 +101,7 @@ async fn serve(paths: Paths, workspace: std::path::PathBuf, rest: &[String]) -> 
         staff_permissions(),
     )
     .context("loading warden's config")?;
-    let listener = tokio::net::TcpListener::bind(listen)
+    let listener = warden_service::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
     let bound = listener.local_addr()?;

@@ -238,7 +238,7 @@ fn serve(
     }
     let opener = Arc::new(host);
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(args.listen)
+        let listener = warden_service::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
         // Listening for the stop signals starts before "listening on" is said.

@@ -53,7 +53,9 @@ impl Service {
         let host = ConfigHost::new(sessions, &loaded);
         let store: Arc<dyn ServiceStorage> =
             Arc::new(SqliteStorage::open(&paths.state_dir().join("service.db")).unwrap());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = warden_service::bind(([127, 0, 0, 1], 0).into())
+            .await
+            .unwrap();
         let base = format!("http://{}/v1", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
         tokio::spawn(warden_service::serve(
