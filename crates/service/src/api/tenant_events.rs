@@ -106,49 +106,41 @@ fn changes(before: &Snapshot, after: &Snapshot, decided: &BTreeMap<String, Strin
         }
     }
     let mut events = starting;
-    for (id, (session, tool)) in &after.approvals {
-        if !before.approvals.contains_key(id) {
-            events.push(json!({
-                "type": "approval_needed",
-                "session": session,
-                "approval": id,
-                "tool": tool,
-            }));
-        }
+    for (id, (session, tool)) in only_in(&after.approvals, &before.approvals) {
+        events.push(json!({
+            "type": "approval_needed",
+            "session": session,
+            "approval": id,
+            "tool": tool,
+        }));
     }
-    for (id, (session, tool)) in &before.approvals {
-        if !after.approvals.contains_key(id) {
-            let mut event = json!({
-                "type": "approval_decided",
-                "session": session,
-                "approval": id,
-                "tool": tool,
-            });
-            if let Some(state) = decided.get(id) {
-                event["state"] = json!(state);
-            }
-            events.push(event);
+    for (id, (session, tool)) in only_in(&before.approvals, &after.approvals) {
+        let mut event = json!({
+            "type": "approval_decided",
+            "session": session,
+            "approval": id,
+            "tool": tool,
+        });
+        if let Some(state) = decided.get(id) {
+            event["state"] = json!(state);
         }
+        events.push(event);
     }
-    for (id, (session, tool)) in &after.client_calls {
-        if !before.client_calls.contains_key(id) {
-            events.push(json!({
-                "type": "client_call_pending",
-                "session": session,
-                "call": id,
-                "tool": tool,
-            }));
-        }
+    for (id, (session, tool)) in only_in(&after.client_calls, &before.client_calls) {
+        events.push(json!({
+            "type": "client_call_pending",
+            "session": session,
+            "call": id,
+            "tool": tool,
+        }));
     }
-    for (id, (session, tool)) in &before.client_calls {
-        if !after.client_calls.contains_key(id) {
-            events.push(json!({
-                "type": "client_call_answered",
-                "session": session,
-                "call": id,
-                "tool": tool,
-            }));
-        }
+    for (id, (session, tool)) in only_in(&before.client_calls, &after.client_calls) {
+        events.push(json!({
+            "type": "client_call_answered",
+            "session": session,
+            "call": id,
+            "tool": tool,
+        }));
     }
     events.append(&mut ending);
     for session in before.sessions.keys() {
@@ -157,6 +149,15 @@ fn changes(before: &Snapshot, after: &Snapshot, decided: &BTreeMap<String, Strin
         }
     }
     events
+}
+
+/// The entries of `these` whose id `those` does not hold: what appeared (or went) between two
+/// looks.
+fn only_in<'a, V>(
+    these: &'a BTreeMap<String, V>,
+    those: &'a BTreeMap<String, V>,
+) -> impl Iterator<Item = (&'a String, &'a V)> {
+    these.iter().filter(|(id, _)| !those.contains_key(*id))
 }
 
 /// Whether `signal` may change what `tenant`'s stream shows (`known`: its sessions).
